@@ -1,0 +1,273 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// backend is what a Lease needs from the lock that issued it: a Client for
+// one Redis, or a RedLock for a quorum.
+type backend interface {
+	// refresh extends the lock to ttl; it returns an error matching
+	// ErrLockLost when the lock is no longer ours.
+	refresh(ctx context.Context, ttl time.Duration) error
+	// release gives back this hold; it returns an error matching ErrLockLost
+	// when the lock had expired or been taken. It must run even when ctx is
+	// cancelled.
+	release(ctx context.Context) error
+}
+
+// errReleased is what Err reports after a clean Release.
+var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
+
+// Lease is one hold of a lock. Its methods are safe for concurrent use.
+//
+// A lease is valid until its local validity deadline: the time the last
+// successful obtain or renewal was sent, plus the TTL, minus a drift
+// allowance (1% of the TTL plus 2 ms). Redis expires the key no earlier,
+// so the holder stops trusting the lease before anyone else can get it.
+type Lease struct {
+	key     string
+	token   int64
+	backend backend
+	hooks   *Hooks
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	ttl      time.Duration
+	deadline time.Time   // local validity deadline, monotonic
+	expiry   *time.Timer // reports the loss at deadline
+	err      error       // why the lease ended; set once, with done closed
+	released bool
+	stop     chan struct{} // closed to stop the watchdog
+	stopped  chan struct{} // closed when the watchdog has exited; nil without one
+}
+
+func newLease(ctx context.Context, key string, token int64, b backend, ttl time.Duration, sent time.Time, watchdog bool, hooks *Hooks) *Lease {
+	l := &Lease{
+		key:      key,
+		token:    token,
+		backend:  b,
+		hooks:    hooks,
+		done:     make(chan struct{}),
+		ttl:      ttl,
+		deadline: sent.Add(ttl - drift(ttl)),
+		stop:     make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	if watchdog {
+		l.stopped = make(chan struct{})
+		go l.watch(ctx, l.stop, l.stopped)
+	}
+	return l
+}
+
+// Key returns the key the lease holds, without the prefix.
+func (l *Lease) Key() string { return l.key }
+
+// Token returns the fencing token: it is larger than the token of every
+// earlier lease on the same key. Send it with every write the lock guards
+// and let the store reject writes with a token older than one it has seen.
+// Re-entered holds share the token of the first hold.
+func (l *Lease) Token() int64 { return l.token }
+
+// Done returns a channel that is closed when the lease ends: when it is
+// lost (then Err matches ErrLockLost) or released (then Err matches
+// ErrNotHeld). A lost lease is reported no later than its validity deadline.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held. Once Done is closed it returns
+// why: an error matching ErrLockLost if the lease was lost, or ErrNotHeld
+// after a Release.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Context returns a context for the critical section. It is cancelled when
+// the lease ends (context.Cause then returns the Err value) or when the
+// context passed to Obtain ends.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Deadline returns the local validity deadline: the lease must not be
+// trusted after it. Renewals move it forward.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Refresh extends the lease to ttl from now (it never shortens the key's
+// TTL in Redis). It returns an error matching ErrLockLost when the lock is no
+// longer held, which also ends the lease, and ErrNotHeld after Release.
+func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := checkArgs(l.key, ttl); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	released, lost := l.released, l.err
+	l.mu.Unlock()
+	switch {
+	case released:
+		return fmt.Errorf("%w: refresh of %q after release", ErrNotHeld, l.key)
+	case lost != nil:
+		return lost
+	}
+	sent := time.Now()
+	err := l.backend.refresh(ctx, ttl)
+	switch {
+	case err == nil:
+		l.extend(sent, ttl)
+	case errors.Is(err, ErrLockLost):
+		l.lose(err)
+	}
+	return err
+}
+
+// Release gives the hold back and wakes waiters. It runs with the caller's
+// values but without its cancellation, bounded by Options.ReleaseTimeout, so
+// a cancelled request still releases its lock.
+//
+// Release returns nil when the hold was given back; an error matching
+// ErrLockLost when the lease had already expired, been taken or been
+// reported lost (the critical section may have overlapped with another
+// holder); ErrNotHeld when this lease was already released, in which case
+// nothing is sent to Redis. Other errors come from Redis; the key then
+// expires at its TTL.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %q released twice", ErrNotHeld, l.key)
+	}
+	l.released = true
+	close(l.stop)
+	stopped := l.stopped
+	l.mu.Unlock()
+	if stopped != nil {
+		<-stopped // no renewal may race the delete
+	}
+
+	err := l.backend.release(ctx)
+	if errors.Is(err, ErrLockLost) {
+		l.lose(err)
+	}
+	l.end(errReleased)
+	if lost := l.Err(); errors.Is(lost, ErrLockLost) {
+		return lost
+	}
+	return err
+}
+
+// extend moves the validity deadline after a renewal that was sent at sent.
+func (l *Lease) extend(sent time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return // too late: the loss has been reported
+	}
+	l.ttl = ttl
+	if d := sent.Add(ttl - drift(ttl)); d.After(l.deadline) {
+		l.deadline = d
+		l.expiry.Reset(time.Until(d))
+	}
+}
+
+// expire runs at the validity deadline unless a renewal moved it.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	early := time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if early {
+		return // a renewal moved the deadline after the timer fired
+	}
+	l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
+}
+
+// lose ends the lease with err and reports it to the Lost hook.
+func (l *Lease) lose(err error) {
+	if l.end(err) {
+		l.hooks.lost(l.key, err)
+	}
+}
+
+// end records why the lease ended, closes Done and cancels Context. Only the
+// first call has an effect; it reports whether it was the first.
+func (l *Lease) end(err error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	l.err = err
+	l.expiry.Stop()
+	close(l.done)
+	l.cancel(err)
+	return true
+}
+
+// watch renews the lease every TTL/3 until it is released or lost, or the
+// holder's context ends. A renewal that finds the lock gone ends the lease at
+// once; a renewal that fails (Redis unreachable) is retried at the next tick,
+// and a second failure in a row ends the lease, still well before the
+// validity deadline. If a call hangs, the expiry timer reports the loss at
+// the deadline regardless.
+func (l *Lease) watch(holder context.Context, stop, stopped chan struct{}) {
+	defer close(stopped)
+	tick := time.NewTimer(l.interval())
+	defer tick.Stop()
+	failures := 0
+	for {
+		select {
+		case <-tick.C:
+		case <-stop:
+			return
+		case <-l.done:
+			return
+		case <-holder.Done():
+			// The holder gave up; stop renewing and let the lease run out.
+			return
+		}
+		l.mu.Lock()
+		ttl, deadline := l.ttl, l.deadline
+		l.mu.Unlock()
+
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(holder), deadline)
+		err := l.backend.refresh(ctx, ttl)
+		cancel()
+		switch {
+		case err == nil:
+			failures = 0
+			l.extend(sent, ttl)
+			l.hooks.renewed(l.key, time.Since(sent))
+		case errors.Is(err, ErrLockLost):
+			l.hooks.renewFailed(l.key, err)
+			l.lose(err)
+			return
+		default:
+			l.hooks.renewFailed(l.key, err)
+			if failures++; failures >= 2 || !time.Now().Add(l.interval()).Before(deadline) {
+				l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
+				return
+			}
+		}
+		tick.Reset(l.interval())
+	}
+}
+
+func (l *Lease) interval() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl / 3
+}

@@ -1,0 +1,300 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	// ErrNotObtained means the lock is held by someone else and could not be
+	// obtained within ObtainOptions.Wait (or before the context ended).
+	ErrNotObtained = errors.New("lock: not obtained")
+	// ErrLockLost means a lease that was obtained is no longer held: it
+	// expired, was deleted or taken over, or could not be renewed in time.
+	ErrLockLost = errors.New("lock: lock lost")
+	// ErrNotHeld means a Release or Refresh on a lease that was already
+	// released: one hold was given back more often than it was taken.
+	ErrNotHeld = errors.New("lock: not held")
+)
+
+// Locker obtains leases. Both *Client (one Redis) and *RedLock (a quorum of
+// independent Redis servers) implement it, so callers can swap them.
+type Locker interface {
+	Obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error)
+}
+
+var (
+	_ Locker = (*Client)(nil)
+	_ Locker = (*RedLock)(nil)
+)
+
+// ObtainOptions tune one Obtain call.
+type ObtainOptions struct {
+	// Wait is how long to wait for a held lock; 0 tries once. Waiters sleep
+	// until the holder's release wakes them (pub/sub), with a fallback
+	// re-check when the holder's ttl runs out.
+	Wait time.Duration
+	// Fixed turns the watchdog off: the lease expires ttl after it was
+	// obtained unless the caller calls Refresh.
+	Fixed bool
+	// Owner, when non-empty, makes the lock reentrant for that owner: an
+	// Obtain with the same Owner while the owner holds the key succeeds and
+	// adds a hold; each hold needs its own Release. The caller must make
+	// Owner unique per logical owner (for example a request or job id).
+	Owner string
+}
+
+// Hooks observe the lock for metrics. Every field is optional and must be
+// cheap and safe for concurrent use: they are called inline.
+type Hooks struct {
+	// Obtained reports every Obtain: its latency, including any wait, and
+	// its error (nil when the lease was obtained).
+	Obtained func(key string, latency time.Duration, err error)
+	// Waited reports an Obtain that found the lock held and waited, with the
+	// time spent waiting and how many release wake-ups it received.
+	Waited func(key string, wait time.Duration, wakeups int)
+	// Renewed reports a successful watchdog renewal and its latency.
+	Renewed func(key string, latency time.Duration)
+	// RenewFailed reports a watchdog renewal that failed or found the lock
+	// gone.
+	RenewFailed func(key string, err error)
+	// Lost reports a lease that ended without a clean Release.
+	Lost func(key string, err error)
+}
+
+func (h *Hooks) obtained(key string, d time.Duration, err error) {
+	if h.Obtained != nil {
+		h.Obtained(key, d, err)
+	}
+}
+
+func (h *Hooks) waited(key string, d time.Duration, wakeups int) {
+	if h.Waited != nil {
+		h.Waited(key, d, wakeups)
+	}
+}
+
+func (h *Hooks) renewed(key string, d time.Duration) {
+	if h.Renewed != nil {
+		h.Renewed(key, d)
+	}
+}
+
+func (h *Hooks) renewFailed(key string, err error) {
+	if h.RenewFailed != nil {
+		h.RenewFailed(key, err)
+	}
+}
+
+func (h *Hooks) lost(key string, err error) {
+	if h.Lost != nil {
+		h.Lost(key, err)
+	}
+}
+
+// Options configure a Client. The zero value is usable.
+type Options struct {
+	// Prefix starts every key and channel the package writes. Default
+	// "lock:". It must not contain '{' or '}': the key itself becomes the
+	// Redis Cluster hash tag, so all keys of one lock live in one slot.
+	Prefix string
+	// Hooks observe obtains, waits, renewals and losses.
+	Hooks Hooks
+	// FenceTTL is how long the fencing counter of a key survives without an
+	// Obtain. Tokens stay increasing after it expires (they also follow the
+	// server clock); the TTL only keeps idle keys from piling up. Default 24h.
+	FenceTTL time.Duration
+	// ReleaseTimeout bounds Release, which runs even when the caller's
+	// context is already cancelled. Default 2s.
+	ReleaseTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = "lock:"
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		panic(fmt.Sprintf("lock: Prefix %q must not contain '{' or '}'", o.Prefix))
+	}
+	if o.FenceTTL <= 0 {
+		o.FenceTTL = 24 * time.Hour
+	}
+	if o.ReleaseTimeout <= 0 {
+		o.ReleaseTimeout = 2 * time.Second
+	}
+	return o
+}
+
+// MinTTL is the shortest lease Obtain accepts: shorter leases would be mostly
+// clock drift allowance.
+const MinTTL = 10 * time.Millisecond
+
+// drift is the part of a TTL we do not trust: the clocks of this process and
+// of Redis may run at slightly different rates, and Redis expires keys with
+// millisecond precision.
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// names are the Redis names one lock uses. The key is wrapped in braces so
+// that the lock and its counter share a Cluster slot.
+type names struct {
+	key     string // the caller's key
+	lock    string // hash: owner, token, hold count
+	fence   string // last fencing token
+	channel string // release wake-ups
+}
+
+func newNames(prefix, key string) names {
+	base := prefix + "{" + key + "}"
+	return names{key: key, lock: base, fence: base + ":fence", channel: base + ":wake"}
+}
+
+func checkArgs(key string, ttl time.Duration) error {
+	if key == "" {
+		return errors.New("lock: empty key")
+	}
+	if ttl < MinTTL {
+		return fmt.Errorf("lock: ttl %v for %q is below MinTTL %v", ttl, key, MinTTL)
+	}
+	return nil
+}
+
+// newOwnerToken returns 128 random bits, hex-encoded. Only the holder knows
+// it, so only the holder can renew or delete the lock.
+func newOwnerToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails since Go 1.24
+	return hex.EncodeToString(b[:])
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// Client is a lock on one Redis deployment: a single server, a Sentinel
+// group or a Cluster. It is safe for concurrent use. Close it to stop the
+// shared pub/sub connection that waiters use.
+type Client struct {
+	rdb  redis.UniversalClient
+	opts Options
+	wake *notifier
+}
+
+// New returns a Client on rdb. It panics if opts.Prefix contains braces.
+func New(rdb redis.UniversalClient, opts Options) *Client {
+	return &Client{rdb: rdb, opts: opts.withDefaults(), wake: newNotifier(rdb)}
+}
+
+// Close stops the shared pub/sub connection. It does not release leases.
+func (c *Client) Close() error {
+	return c.wake.close()
+}
+
+// Obtain takes the lock on key for ttl, waiting up to o.Wait while another
+// owner holds it.
+//
+// ctx bounds the wait and the hold: when ctx ends, the watchdog stops
+// renewing, the lease runs out at its TTL and Lease.Context is cancelled.
+// Use o.Wait, not a ctx timeout, to bound only the wait.
+//
+// Obtain returns an error matching ErrNotObtained when the lock stayed held;
+// if ctx ended first, the error matches ctx.Err() as well. Other errors come
+// from Redis.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
+	start := time.Now()
+	l, err := c.obtain(ctx, key, ttl, o)
+	c.opts.Hooks.obtained(key, time.Since(start), err)
+	return l, err
+}
+
+func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
+	if err := checkArgs(key, ttl); err != nil {
+		return nil, err
+	}
+	n := newNames(c.opts.Prefix, key)
+	owner, reentrant := o.Owner, o.Owner != ""
+	if !reentrant {
+		owner = newOwnerToken()
+	}
+	try := func(ctx context.Context) (*Lease, time.Duration, error) {
+		start := time.Now()
+		ok, val, err := c.try(ctx, n, owner, reentrant, ttl)
+		if err != nil || !ok {
+			return nil, time.Duration(val) * time.Millisecond, err
+		}
+		ops := &single{c: c, n: n, owner: owner, token: strconv.FormatInt(val, 10)}
+		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts.Hooks), 0, nil
+	}
+	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func()) {
+		ready, cancel := c.wake.subscribe(ctx, n.channel, wake)
+		return []<-chan struct{}{ready}, cancel
+	}
+	return waitFor(ctx, key, o.Wait, &c.opts.Hooks, try, subscribe)
+}
+
+// try runs the obtain script once. It returns (true, token) when obtained and
+// (false, remaining ttl in ms) when the lock is held by another owner.
+func (c *Client) try(ctx context.Context, n names, owner string, reentrant bool, ttl time.Duration) (bool, int64, error) {
+	flag := "0"
+	if reentrant {
+		flag = "1"
+	}
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence},
+		owner, ms(ttl), flag, ms(c.opts.FenceTTL)).Int64Slice()
+	if err != nil {
+		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
+	}
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("lock: obtain %q: unexpected reply %v", n.key, res)
+	}
+	return res[0] == 1, res[1], nil
+}
+
+// refresh runs the owner-checked pexpire; token "" matches any token of owner.
+func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl time.Duration) error {
+	res, err := refreshScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, ms(ttl)).Int64()
+	if err != nil {
+		return fmt.Errorf("lock: refresh %q: %w", n.key, err)
+	}
+	if res != 1 {
+		return fmt.Errorf("%w: %q is no longer held by this lease", ErrLockLost, n.key)
+	}
+	return nil
+}
+
+// release runs the owner-checked delete; token "" matches any token of owner.
+func (c *Client) release(ctx context.Context, n names, owner, token string) error {
+	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, n.channel).Int64()
+	if err != nil {
+		return fmt.Errorf("lock: release %q: %w", n.key, err)
+	}
+	if res < 0 {
+		return fmt.Errorf("%w: %q had expired or been taken before release", ErrLockLost, n.key)
+	}
+	return nil
+}
+
+// single is the lease backend for one Client.
+type single struct {
+	c     *Client
+	n     names
+	owner string
+	token string
+}
+
+func (s *single) refresh(ctx context.Context, ttl time.Duration) error {
+	return s.c.refresh(ctx, s.n, s.owner, s.token, ttl)
+}
+
+func (s *single) release(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.opts.ReleaseTimeout)
+	defer cancel()
+	return s.c.release(rctx, s.n, s.owner, s.token)
+}

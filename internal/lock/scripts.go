@@ -1,0 +1,24 @@
+package lock
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (that is
+// what redis.Script.Run does), so a flushed or restarted server, a new
+// Cluster node, or miniredis all work without a separate load step.
+var (
+	//go:embed scripts/obtain.lua
+	obtainSrc    string
+	obtainScript = redis.NewScript(obtainSrc)
+
+	//go:embed scripts/release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
+
+	//go:embed scripts/refresh.lua
+	refreshSrc    string
+	refreshScript = redis.NewScript(refreshSrc)
+)

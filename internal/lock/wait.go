@@ -1,0 +1,229 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// attempt tries to obtain once. It returns a lease, or the time after which
+// the current holder's lease runs out, or an error that ends the wait.
+type attempt func(ctx context.Context) (*Lease, time.Duration, error)
+
+// subscriber registers wake for release messages of one lock and returns
+// channels that close once each subscription is confirmed, and a cancel.
+type subscriber func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func())
+
+// minRecheck bounds how soon a waiter re-checks a lock whose remaining TTL
+// Redis could not tell (it was just expiring).
+const minRecheck = 2 * time.Millisecond
+
+// waitFor runs try until it obtains the lock, wait runs out, or ctx ends.
+// Between tries it sleeps until a release message arrives or the holder's
+// TTL would have run out (plus jitter), whichever is first: the timer is the
+// fallback for a lost message or a holder that died without releasing.
+func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, try attempt, subscribe subscriber) (*Lease, error) {
+	l, retry, err := try(ctx)
+	if l != nil || err != nil {
+		return l, err
+	}
+	if wait <= 0 {
+		return nil, fmt.Errorf("%w: %q is held", ErrNotObtained, key)
+	}
+
+	start := time.Now()
+	deadline := start.Add(wait)
+	wakeups := 0
+	defer func() { hooks.waited(key, time.Since(start), wakeups) }()
+
+	wake := make(chan struct{}, 1)
+	ready, cancel := subscribe(ctx, wake)
+	defer cancel()
+
+	timer := time.NewTimer(recheckAfter(retry, deadline))
+	defer timer.Stop()
+
+	// A release published before our subscription is confirmed would be
+	// missed, so try again only once Redis has confirmed it.
+confirm:
+	for _, r := range ready {
+		select {
+		case <-r:
+		case <-wake:
+		case <-timer.C:
+			break confirm
+		case <-ctx.Done():
+			return nil, notObtainedCtx(ctx, key)
+		}
+	}
+
+	for {
+		l, retry, err = try(ctx)
+		if l != nil || err != nil {
+			return l, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w: %q still held after waiting %v", ErrNotObtained, key, wait)
+		}
+		timer.Reset(recheckAfter(retry, deadline))
+		select {
+		case <-wake:
+			wakeups++
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, notObtainedCtx(ctx, key)
+		}
+	}
+}
+
+func notObtainedCtx(ctx context.Context, key string) error {
+	return fmt.Errorf("%w: waiting for %q: %w", ErrNotObtained, key, ctx.Err())
+}
+
+// recheckAfter is the fallback sleep: the holder's remaining TTL plus up to
+// 10% jitter (so waiters do not all re-check at once), capped at the
+// deadline.
+func recheckAfter(remaining time.Duration, deadline time.Time) time.Duration {
+	if remaining < minRecheck {
+		remaining = minRecheck
+	}
+	d := remaining + rand.N(remaining/10+time.Millisecond)
+	if left := time.Until(deadline); d > left {
+		d = max(left, 0)
+	}
+	return d
+}
+
+// notifier multiplexes the wake-up channels of every waiter of one Client
+// over a single pub/sub connection. A channel is subscribed while it has
+// waiters and unsubscribed when the last one leaves.
+type notifier struct {
+	rdb redis.UniversalClient
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	done   chan struct{} // closed when the reader goroutine exits
+	topics map[string]*topic
+	closed bool
+}
+
+type topic struct {
+	waiters   map[chan struct{}]struct{}
+	ready     chan struct{}
+	confirmed bool
+}
+
+func newNotifier(rdb redis.UniversalClient) *notifier {
+	return &notifier{rdb: rdb, topics: make(map[string]*topic)}
+}
+
+var errClosed = errors.New("lock: client closed")
+
+// subscribe adds wake to channel's waiters. The returned channel closes when
+// Redis has confirmed the subscription. A failed SUBSCRIBE is not an error:
+// go-redis resubscribes when it reconnects, and waiters fall back to their
+// timers meanwhile.
+func (n *notifier) subscribe(ctx context.Context, channel string, wake chan struct{}) (<-chan struct{}, func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		// Nothing will ever wake this waiter; its timer still works.
+		return nil, func() {}
+	}
+	if n.ps == nil {
+		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
+		n.done = make(chan struct{})
+		go n.read(n.ps.ChannelWithSubscriptions(), n.done)
+	}
+	t := n.topics[channel]
+	if t == nil {
+		t = &topic{waiters: make(map[chan struct{}]struct{}), ready: make(chan struct{})}
+		n.topics[channel] = t
+		_ = n.ps.Subscribe(context.WithoutCancel(ctx), channel) // see above
+	}
+	t.waiters[wake] = struct{}{}
+	return t.ready, func() { n.unsubscribe(channel, wake) }
+}
+
+func (n *notifier) unsubscribe(channel string, wake chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.topics[channel]
+	if t == nil {
+		return
+	}
+	delete(t.waiters, wake)
+	if len(t.waiters) > 0 || n.closed {
+		return
+	}
+	delete(n.topics, channel)
+	// If the write fails the connection is broken; go-redis has already
+	// dropped the channel from its set, so it will not resubscribe it.
+	_ = n.ps.Unsubscribe(context.Background(), channel)
+}
+
+// read dispatches messages until the pub/sub is closed.
+func (n *notifier) read(ch <-chan interface{}, done chan struct{}) {
+	defer close(done)
+	for m := range ch {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			n.mu.Lock()
+			if t := n.topics[m.Channel]; t != nil {
+				if !t.confirmed {
+					t.confirmed = true
+					close(t.ready)
+				} else {
+					// A resubscription after a reconnect: messages may
+					// have been lost meanwhile, so let every waiter
+					// re-check now rather than at its fallback timer.
+					t.wakeAll()
+				}
+			}
+			n.mu.Unlock()
+		case *redis.Message:
+			n.mu.Lock()
+			if t := n.topics[m.Channel]; t != nil {
+				t.wakeAll()
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+func (t *topic) wakeAll() {
+	for w := range t.waiters {
+		select {
+		case w <- struct{}{}:
+		default: // already has a pending wake-up
+		}
+	}
+}
+
+func (n *notifier) close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	ps, done := n.ps, n.done
+	n.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	err := ps.Close()
+	<-done
+	if err != nil {
+		return fmt.Errorf("lock: close pub/sub: %w", err)
+	}
+	return nil
+}
