@@ -1,0 +1,90 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil {
+		t.Fatalf("defaults must be valid: %v", err)
+	}
+	if c.Addr != ":8081" || c.Mode != "db-atomic" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+	if c.Instance == "" {
+		t.Fatal("instance name must default to the host name")
+	}
+}
+
+func TestLoadParsesValues(t *testing.T) {
+	c, err := Load(env(map[string]string{
+		"SECKILL_MODE":                   "local-mutex",
+		"SECKILL_REDIS_ADDR":             "a:1, b:2 ,c:3",
+		"SECKILL_CRITICAL_SECTION_DELAY": "3ms",
+		"SECKILL_FENCING":                "false",
+		"SECKILL_INSTANCE":               "i-1",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Mode != "local-mutex" || len(c.RedisAddrs) != 3 || c.RedisAddrs[1] != "b:2" || c.CriticalSectionDelay != 3*time.Millisecond || c.Fencing || c.Instance != "i-1" {
+		t.Fatalf("unexpected config: %+v", c)
+	}
+}
+
+func TestLoadNamesEveryBadVariable(t *testing.T) {
+	_, err := Load(env(map[string]string{
+		"SECKILL_MODE":               "optimistic",
+		"SECKILL_LOCK_TTL":           "five seconds",
+		"SECKILL_FENCING":            "maybe",
+		"SECKILL_LOG_LEVEL":          "loud",
+		"SECKILL_BURST_MAX":          "0",
+		"SECKILL_ADMIN_TOKEN":        "short",
+		"SECKILL_RECONCILE_INTERVAL": "1ms",
+	}))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, name := range []string{"SECKILL_MODE", "SECKILL_LOCK_TTL", "SECKILL_FENCING", "SECKILL_LOG_LEVEL", "SECKILL_BURST_MAX", "SECKILL_ADMIN_TOKEN", "SECKILL_RECONCILE_INTERVAL"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}
+
+func TestLogValueMasksSecrets(t *testing.T) {
+	c, err := Load(env(map[string]string{
+		"SECKILL_ADMIN_TOKEN":    "supersecret-token",
+		"SECKILL_MYSQL_DSN":      "root:hunter2@tcp(db:3306)/seckill",
+		"SECKILL_REDIS_PASSWORD": "redispw",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.LogValue().String()
+	for _, secret := range []string{"supersecret-token", "hunter2", "redispw"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("logged config leaks %q: %s", secret, s)
+		}
+	}
+	if !strings.Contains(s, "root:***@tcp(db:3306)/seckill") {
+		t.Errorf("DSN should stay readable with the password masked: %s", s)
+	}
+}
+
+func TestEnvNamesAreUniqueAndPrefixed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, n := range EnvNames() {
+		if !strings.HasPrefix(n, "SECKILL_") || seen[n] {
+			t.Errorf("bad or duplicate name %q", n)
+		}
+		seen[n] = true
+	}
+}

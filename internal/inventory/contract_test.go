@@ -1,0 +1,183 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// barrier is a cyclic barrier: Wait blocks until n parties have arrived,
+// then lets them all go together and starts a new round. A party that waits
+// longer than the timeout leaves on its own, so the tail of a run, where
+// fewer than n buyers are left, cannot hang the test.
+type barrier struct {
+	mu      sync.Mutex
+	n, have int
+	round   chan struct{}
+	timeout time.Duration
+}
+
+func newBarrier(n int, timeout time.Duration) *barrier {
+	return &barrier{n: n, round: make(chan struct{}), timeout: timeout}
+}
+
+func (b *barrier) Wait(ctx context.Context) {
+	b.mu.Lock()
+	round := b.round
+	b.have++
+	if b.have == b.n {
+		close(round)
+		b.round, b.have = make(chan struct{}), 0
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	t := time.NewTimer(b.timeout)
+	defer t.Stop()
+	select {
+	case <-round:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// stageCase builds one stage per instance. Safe stages must never oversell;
+// unsafe ones are run with a barrier between read and write that forces
+// several buyers to act on the same read, and must be seen to oversell.
+type stageCase struct {
+	stage  string
+	safe   func(instances int) bool
+	build  func(st inventory.Store, opts inventory.SectionOptions) inventory.Stage
+	forced func(instances int) int // barrier size for unsafe runs
+}
+
+var stageCases = []stageCase{
+	{
+		stage: "unlocked",
+		safe:  func(int) bool { return false },
+		build: func(st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+			return inventory.NewUnlocked(st, "product", o)
+		},
+		forced: func(int) int { return 10 },
+	},
+	{
+		stage: "local-mutex",
+		safe:  func(instances int) bool { return instances == 1 },
+		build: func(st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+			return inventory.NewLocalMutex(st, "product", o)
+		},
+		// One buyer per instance is inside its own mutex at a time, so the
+		// barrier holds one reader from each instance.
+		forced: func(instances int) int { return instances },
+	},
+	{
+		stage: "db-atomic",
+		safe:  func(int) bool { return true },
+		build: func(st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
+			return inventory.NewDBAtomic(st)
+		},
+	},
+}
+
+const (
+	raceStock  = 50
+	raceBuyers = 200
+)
+
+// TestContractNoOversell releases 200 buyers at once through a barrier on a
+// stock of 50, for every stage, on both SQL backends, with one and three
+// instances. Each instance has its own stage (and so its own local mutexes)
+// over the shared database, as separate processes would.
+func TestContractNoOversell(t *testing.T) {
+	for _, backend := range testenv.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			db := backend.Open(t)
+			var nextID atomic.Int64
+			nextID.Store(1000)
+			for _, instances := range []int{1, 3} {
+				for _, sc := range stageCases {
+					t.Run(fmt.Sprintf("%s/%d-instances", sc.stage, instances), func(t *testing.T) {
+						id := nextID.Add(1)
+						runRace(t, db, id, sc, instances)
+					})
+				}
+			}
+		})
+	}
+}
+
+func runRace(t *testing.T, db *store.DB, id int64, sc stageCase, instances int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := db.Exec(ctx, "INSERT INTO products (id, name, initial_stock, stock) VALUES (?, ?, ?, ?)", id, "race-"+sc.stage, raceStock, raceStock); err != nil {
+		t.Fatal(err)
+	}
+	safe := sc.safe(instances)
+	opts := inventory.SectionOptions{}
+	if safe {
+		// Widen the window between read and write: any interleaving must
+		// still be safe.
+		opts.Delay = 200 * time.Microsecond
+	} else {
+		b := newBarrier(sc.forced(instances), 2*time.Second)
+		opts.BetweenReadAndWrite = func(ctx context.Context, _ inventory.Order) { b.Wait(ctx) }
+	}
+	services := make([]*inventory.Service, instances)
+	for i := range services {
+		stages := map[string]inventory.Stage{sc.stage: sc.build(db.Products(), opts)}
+		services[i] = inventory.NewService(db.Products(), stages, fmt.Sprintf("i%d", i), "O")
+	}
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var ok, soldOut atomic.Int64
+	errs := make(chan error, raceBuyers)
+	for b := 0; b < raceBuyers; b++ {
+		wg.Add(1)
+		go func(b int) {
+			defer wg.Done()
+			<-start
+			_, err := services[b%instances].Buy(ctx, sc.stage, inventory.Request{ItemID: id, UserID: fmt.Sprintf("u%d", b), Quantity: 1})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, inventory.ErrSoldOut):
+				soldOut.Add(1)
+			default:
+				errs <- err
+			}
+		}(b)
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+
+	a, err := db.Products().Audit(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s x%d: ok=%d sold-out=%d audit=%+v oversold=%d conserved=%v", sc.stage, instances, ok.Load(), soldOut.Load(), a, a.Oversold(), a.Conserved())
+	if int64(a.Orders) != ok.Load() {
+		t.Errorf("every success must have exactly one order: %d successes, %d orders", ok.Load(), a.Orders)
+	}
+	if safe {
+		if a.Oversold() != 0 || !a.Conserved() || a.Sold != raceStock || a.Stock != 0 {
+			t.Errorf("safe stage failed: oversold=%d conserved=%v sold=%d stock=%d", a.Oversold(), a.Conserved(), a.Sold, a.Stock)
+		}
+		return
+	}
+	if a.Oversold() == 0 {
+		t.Errorf("the forced interleaving must oversell %s with %d instance(s), got sold=%d of %d", sc.stage, instances, a.Sold, raceStock)
+	}
+}

@@ -1,0 +1,245 @@
+// Package inventory sells a limited stock without selling more than there is.
+//
+// Every purchase runs under one evolution stage (the API calls it a mode).
+// The lock stages (unlocked, local-mutex, redis-lock, redlock) share one
+// naive critical section in critical.go (read stock, check, write the
+// computed value back) and differ only in the Guard around it, so the diff
+// between two stage files is the whole lesson. db-atomic and redis-atomic
+// need no lock at all. The same stages sell coupon batches: a Store serves
+// one kind of item, and the coupon package plugs in its own.
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Sentinel errors. The store translates driver errors into them and the HTTP
+// layer maps them to problem types; compare with errors.Is.
+var (
+	ErrNotFound         = errors.New("not found")
+	ErrSoldOut          = errors.New("sold out")
+	ErrAlreadyPurchased = errors.New("already purchased")
+	ErrInvalid          = errors.New("invalid request")
+	ErrUnknownStage     = errors.New("unknown stage")
+	// ErrLockLost means the lock guarding the critical section was lost
+	// before the stock write, which the fencing token rejected; nothing was
+	// written and the request may be retried.
+	ErrLockLost = errors.New("lock lost before the write")
+	// ErrLockTimeout means the lock could not be had within the wait bound.
+	ErrLockTimeout = errors.New("timed out waiting for the lock")
+	// ErrUnavailable means a backend the stage needs (Redis, a RedLock
+	// quorum) could not be reached; nothing was written.
+	ErrUnavailable = errors.New("backend unavailable")
+)
+
+// MaxQuantity bounds one purchase.
+const MaxQuantity = 10
+
+// MaxUserID bounds the length of a user id, in characters.
+const MaxUserID = 64
+
+// Item is a product, or a coupon batch: something with a limited stock.
+type Item struct {
+	ID           int64
+	Name         string
+	PriceCents   int64
+	InitialStock int
+	Stock        int
+	FenceToken   int64
+}
+
+// Order is one successful purchase (for coupons: one grab).
+type Order struct {
+	No        string
+	ItemID    int64
+	UserID    string
+	Quantity  int
+	Stage     string
+	Instance  string
+	CreatedAt time.Time
+}
+
+// Audit compares what was sold with what left the stock.
+type Audit struct {
+	ItemID       int64
+	InitialStock int
+	Stock        int
+	Sold         int // sum of order quantities
+	Orders       int // number of orders
+}
+
+// Oversold is how many units were sold beyond the initial stock.
+func (a Audit) Oversold() int { return max(0, a.Sold-a.InitialStock) }
+
+// Conserved reports whether every unit that left the stock is in an order
+// and no order was paid for with stock that never left.
+func (a Audit) Conserved() bool { return a.InitialStock-a.Stock == a.Sold }
+
+// Store is the persistence the stages need, for one kind of item. The
+// store package implements it for products and for coupon batches.
+type Store interface {
+	List(ctx context.Context) ([]Item, error)
+	// Get returns ErrNotFound for an unknown id.
+	Get(ctx context.Context, id int64) (Item, error)
+	Audit(ctx context.Context, id int64) (Audit, error)
+	// Reset deletes the item's orders and sets initial stock and stock to n.
+	Reset(ctx context.Context, id int64, n int) error
+	// ReadStock reads the current stock outside any transaction.
+	ReadStock(ctx context.Context, id int64) (int, error)
+	// Fence records token as the item's fencing token, and fails with
+	// ErrLockLost when a holder with a newer token already did.
+	Fence(ctx context.Context, id int64, token int64) error
+	// WriteComputed inserts o and sets the stock to newStock in one
+	// transaction: the naive write. With token > 0 the write only happens if
+	// the item's fencing token is still token (ErrLockLost otherwise).
+	WriteComputed(ctx context.Context, o Order, newStock int, token int64) error
+	// Deduct inserts o and decrements the stock by o.Quantity only if enough
+	// is left, in one transaction (ErrSoldOut otherwise).
+	Deduct(ctx context.Context, o Order) error
+}
+
+// Stage is one evolution stage: a way to sell without (or with) overselling.
+type Stage interface {
+	Buy(ctx context.Context, o Order) error
+}
+
+// Request is what a buyer asks for.
+type Request struct {
+	ItemID   int64
+	UserID   string
+	Quantity int
+}
+
+// Validate checks the request against the domain's bounds.
+func (r Request) Validate() error {
+	n := utf8.RuneCountInString(r.UserID)
+	switch {
+	case r.ItemID <= 0:
+		return fmt.Errorf("%w: id must be a positive integer", ErrInvalid)
+	case n < 1 || n > MaxUserID:
+		return fmt.Errorf("%w: user_id must be 1 to %d characters", ErrInvalid, MaxUserID)
+	case !utf8.ValidString(r.UserID) || hasControl(r.UserID):
+		return fmt.Errorf("%w: user_id must be printable text", ErrInvalid)
+	case r.Quantity < 1 || r.Quantity > MaxQuantity:
+		return fmt.Errorf("%w: quantity must be between 1 and %d", ErrInvalid, MaxQuantity)
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Service sells the items of one Store under named stages.
+type Service struct {
+	store    Store
+	stages   map[string]Stage
+	instance string
+	prefix   string // order number prefix: "O" for orders, "C" for coupon grabs
+}
+
+// NewService returns a Service over store. stages maps each stage name to
+// its implementation; instance is recorded on every order.
+func NewService(store Store, stages map[string]Stage, instance, orderPrefix string) *Service {
+	return &Service{store: store, stages: stages, instance: instance, prefix: orderPrefix}
+}
+
+// Stages lists the names of the stages this service can run, sorted.
+func (s *Service) Stages() []string {
+	names := make([]string, 0, len(s.stages))
+	for n := range s.stages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// HasStage reports whether the service can run the named stage.
+func (s *Service) HasStage(name string) bool { _, ok := s.stages[name]; return ok }
+
+// Buy sells req under the named stage and returns the order. It returns
+// ErrInvalid, ErrUnknownStage, ErrNotFound, ErrSoldOut, ErrAlreadyPurchased,
+// ErrLockLost, ErrLockTimeout or ErrUnavailable (wrapped), or another error
+// from the store.
+func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, error) {
+	if err := req.Validate(); err != nil {
+		return Order{}, err
+	}
+	st, ok := s.stages[stage]
+	if !ok {
+		return Order{}, fmt.Errorf("%w: %q", ErrUnknownStage, stage)
+	}
+	o := Order{
+		No:        s.newOrderNo(),
+		ItemID:    req.ItemID,
+		UserID:    req.UserID,
+		Quantity:  req.Quantity,
+		Stage:     stage,
+		Instance:  s.instance,
+		CreatedAt: time.Now().UTC(),
+	}
+	if err := st.Buy(ctx, o); err != nil {
+		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
+	}
+	return o, nil
+}
+
+// List returns every item.
+func (s *Service) List(ctx context.Context) ([]Item, error) { return s.store.List(ctx) }
+
+// Get returns one item or ErrNotFound.
+func (s *Service) Get(ctx context.Context, id int64) (Item, error) { return s.store.Get(ctx, id) }
+
+// Audit returns the conservation audit of one item or ErrNotFound.
+func (s *Service) Audit(ctx context.Context, id int64) (Audit, error) {
+	return s.store.Audit(ctx, id)
+}
+
+// Reset deletes an item's orders and restocks it with n units. It returns
+// ErrInvalid for a negative n and ErrNotFound for an unknown item. Stages
+// that keep their own copy of the stock (redis-atomic) are told through
+// the returned item's stock on their next load; see Resetter.
+func (s *Service) Reset(ctx context.Context, id int64, n int) error {
+	if n < 0 || n > 1_000_000_000 {
+		return fmt.Errorf("%w: stock must be between 0 and 1000000000", ErrInvalid)
+	}
+	if err := s.store.Reset(ctx, id, n); err != nil {
+		return err
+	}
+	for _, st := range s.stages {
+		if r, ok := st.(Resetter); ok {
+			if err := r.Reset(ctx, id, n); err != nil {
+				return fmt.Errorf("reset %d: %w", id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Resetter is implemented by stages that keep state per item (such as a
+// Redis copy of the stock) and must hear about a reset.
+type Resetter interface {
+	Reset(ctx context.Context, id int64, n int) error
+}
+
+// newOrderNo returns a unique, roughly time-ordered order number.
+func (s *Service) newOrderNo() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return fmt.Sprintf("%s%s%s", s.prefix, time.Now().UTC().Format("20060102150405"), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,20 @@
+package inventory
+
+import "context"
+
+// Stage "db-atomic": no lock. The database decides, in one statement.
+//
+//	UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?
+//
+// The row lock the UPDATE takes makes the check and the decrement one atomic
+// step, so no interleaving of buyers can oversell, on one instance or many.
+// Zero rows affected means sold out. The order insert shares the
+// transaction, so an order exists exactly when stock left. The cost is that
+// every buyer of a hot item queues on that one row.
+
+// NewDBAtomic returns the db-atomic stage.
+func NewDBAtomic(store Store) Stage { return dbAtomic{store: store} }
+
+type dbAtomic struct{ store Store }
+
+func (s dbAtomic) Buy(ctx context.Context, o Order) error { return s.store.Deduct(ctx, o) }
