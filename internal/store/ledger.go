@@ -14,7 +14,7 @@ import (
 // coupon batches have the same shape under different names.
 type table struct {
 	items, stock, initial, price string // item table and columns
-	orders, orderNo, itemID     string // order table and columns
+	orders, orderNo, itemID      string // order table and columns
 }
 
 var (
