@@ -1,0 +1,32 @@
+# seckill: the two commands a newcomer needs are `make run` and `make test`.
+GO ?= go
+BIN := bin/seckill
+
+.PHONY: run build test vet fmt-check clean
+
+## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080)
+run: build
+	./$(BIN) demo
+
+build:
+	$(GO) build -o $(BIN) ./cmd/seckill
+
+## test: vet, gofmt check, and every test under the race detector
+test: vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+vet: fmt-check
+	$(GO) vet ./...
+
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './web/node_modules/*'))"; \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin .demo
+
+# Targets of the lock package, the lab, the browser tests and the chaos suite.
+-include internal/lock/Makefile.inc
+-include loadtest/Makefile.inc
+-include web/Makefile.inc
+-include deploy/Makefile.inc

@@ -1,0 +1,21 @@
+// Command seckill runs the flash-sale service: `serve` for one instance on
+// real MySQL and Redis, `demo` for three instances on embedded backends with
+// nothing installed, and `migrate` to apply the schema.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/seckill-lab/seckill/internal/config"
+)
+
+const usage = `usage: seckill <command> [flags]
+
+commands:
+  demo      three instances on embedded Redis and SQLite; needs nothing installed
+  serve     one instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR)
+  migrate   apply sql/mysql to SECKILL_MYSQL_DSN and exit
+  help      this text
+
+environment:
+`
+
+// errUsage marks a command line that could not be understood.
+var errUsage = errors.New("usage")
+
+// run is the whole program, callable from tests: it returns when ctx is
+// cancelled (after a graceful shutdown) or when a command fails.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage+config.Help())
+		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "demo":
+		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage+config.Help())
+		return nil
+	}
+	fmt.Fprint(stderr, usage+config.Help())
+	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+// newLogger builds the one logger of the process.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// withDefaults returns a getenv that answers defs for unset variables, so a
+// command can have defaults of its own (the demo widens the race window).
+func withDefaults(getenv func(string) string, defs map[string]string) func(string) string {
+	return func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return defs[k]
+	}
+}

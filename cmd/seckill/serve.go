@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/store"
+)
+
+// runServe runs one instance against MySQL and Redis.
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	if cfg.MySQLDSN == "" {
+		return errors.New("SECKILL_MYSQL_DSN is required by serve (e.g. root:secret@tcp(127.0.0.1:3306)/seckill); `seckill demo` needs no database")
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	log.Info("starting", "config", cfg)
+
+	db, err := openMySQL(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	b := backends{db: db}
+	defer func() { closeBackends(b, log) }()
+	if len(cfg.RedisAddrs) > 0 {
+		b.redis = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword})
+		if err := b.redis.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("SECKILL_REDIS_ADDR=%v: %w", cfg.RedisAddrs, err)
+		}
+	} else {
+		log.Warn("SECKILL_REDIS_ADDR is not set: the Redis stages are unavailable")
+	}
+	for _, addr := range cfg.RedlockAddrs {
+		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr, Password: cfg.RedisPassword}))
+	}
+
+	inst, err := newInstance(cfg, b, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := inst.close(); err != nil {
+			log.Error("closing instance", "err", err)
+		}
+	}()
+	ls, err := listen(newHTTPServer(cfg.Addr, inst.handler))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seckill %s serving on %s (mode %s)\n", cfg.Instance, ls[0].ln.Addr(), cfg.Mode)
+	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)
+}
+
+// openMySQL connects, refuses unsafe server settings, and migrates.
+func openMySQL(ctx context.Context, dsn string) (*store.DB, error) {
+	db, err := store.OpenMySQL(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+	}
+	if err := db.CheckSafety(ctx); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	if err := db.Migrate(ctx); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return db, nil
+}
+
+func closeBackends(b backends, log interface{ Error(string, ...any) }) {
+	if b.redis != nil {
+		if err := b.redis.Close(); err != nil {
+			log.Error("closing redis", "err", err)
+		}
+	}
+	for _, c := range b.redlock {
+		if err := c.Close(); err != nil {
+			log.Error("closing redlock client", "err", err)
+		}
+	}
+	if b.db != nil {
+		if err := b.db.Close(); err != nil {
+			log.Error("closing database", "err", err)
+		}
+	}
+}
+
+// runMigrate applies the schema to SECKILL_MYSQL_DSN.
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	if cfg.MySQLDSN == "" {
+		return errors.New("SECKILL_MYSQL_DSN is required by migrate")
+	}
+	db, err := openMySQL(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "schema applied")
+	return db.Close()
+}

@@ -1,0 +1,140 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// Errors the HTTP layer itself detects.
+var (
+	errMalformed      = errors.New("malformed JSON body")
+	errTooLarge       = errors.New("request body too large")
+	errMediaType      = errors.New("unsupported content type")
+	errUnauthorized   = errors.New("missing admin token")
+	errForbidden      = errors.New("wrong admin token")
+	errAdminDisabled  = errors.New("admin routes are disabled")
+	errRouteNotFound  = errors.New("no such route")
+	errMethod         = errors.New("method not allowed")
+	errModeDisabled   = errors.New("stage not available on this instance")
+	errNotReady       = errors.New("not ready")
+	errIdemInFlight   = errors.New("a request with this Idempotency-Key is still in flight")
+	errIdemMismatch   = errors.New("this Idempotency-Key was used with a different request")
+	errIdemMissing    = errors.New("Idempotency-Key header required")
+	errIdemInvalidKey = errors.New("invalid Idempotency-Key")
+)
+
+// problemType is one row of the error table: which error, which status,
+// and the stable problem type clients may switch on.
+type problemType struct {
+	err    error
+	status int
+	slug   string
+	title  string
+	about  string // served at /problems/<slug>
+}
+
+// problemTable maps every error a handler can return to its answer. The
+// first row whose error matches (errors.Is) wins; anything else is a 500.
+var problemTable = []problemType{
+	{inventory.ErrInvalid, 400, "invalid-request", "Invalid request", "A field is missing, out of range or of the wrong type; detail names it."},
+	{errMalformed, 400, "malformed-json", "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
+	{inventory.ErrUnknownStage, 400, "unknown-mode", "Unknown mode", "The mode is not one of unlocked, local-mutex, redis-lock, redlock, db-atomic, redis-atomic."},
+	{errModeDisabled, 400, "mode-unavailable", "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
+	{errIdemMissing, 400, "idempotency-key-required", "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
+	{errIdemInvalidKey, 400, "idempotency-key-invalid", "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
+	{errUnauthorized, 401, "unauthorized", "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},
+	{errForbidden, 403, "forbidden", "Wrong admin token", "The bearer token does not match SECKILL_ADMIN_TOKEN."},
+	{errAdminDisabled, 404, "admin-disabled", "Admin routes disabled", "Admin routes are off because SECKILL_ADMIN_TOKEN is not set."},
+	{inventory.ErrNotFound, 404, "not-found", "Not found", "No product or coupon batch has this id."},
+	{errRouteNotFound, 404, "route-not-found", "No such route", "See the README for the API."},
+	{errMethod, 405, "method-not-allowed", "Method not allowed", "The route exists but not with this method."},
+	{inventory.ErrSoldOut, 409, "sold-out", "Sold out", "Not enough stock is left for this quantity."},
+	{inventory.ErrAlreadyPurchased, 409, "already-purchased", "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},
+	{errIdemInFlight, 409, "idempotency-in-flight", "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
+	{errTooLarge, 413, "body-too-large", "Body too large", "Request bodies are capped at 64 KiB."},
+	{errMediaType, 415, "unsupported-media-type", "Unsupported media type", "Send Content-Type: application/json."},
+	{errIdemMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used with a different body or route."},
+	{inventory.ErrLockTimeout, 429, "lock-timeout", "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
+	{inventory.ErrLockLost, 503, "lock-lost", "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
+	{inventory.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
+	{errNotReady, 503, "not-ready", "Not ready", "A backend this instance needs is not reachable."},
+	{context.DeadlineExceeded, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
+}
+
+var internalProblem = problemType{nil, 500, "internal", "Internal error", "Something unexpected failed; see the server log."}
+
+func lookupProblem(err error) problemType {
+	for _, p := range problemTable {
+		if errors.Is(err, p.err) {
+			return p
+		}
+	}
+	return internalProblem
+}
+
+// Problem is an RFC 9457 problem details body.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+}
+
+// ProblemTypePrefix starts every problem type; /problems/<slug> documents it.
+const ProblemTypePrefix = "/problems/"
+
+// writeError answers err as application/problem+json. Unknown errors are
+// logged here, once, and answered 500 without their text.
+func (s *server) writeError(c *gin.Context, err error) {
+	p := lookupProblem(err)
+	// Only the errors that describe the caller's own input carry their text;
+	// the others get the table's sentence, so no driver message leaks out.
+	detail := p.about
+	switch p.slug {
+	case "invalid-request", "malformed-json", "unknown-mode":
+		detail = err.Error()
+	case "internal":
+		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+	default:
+		s.log.Debug("request refused", "path", c.Request.URL.Path, "problem", p.slug, "err", err)
+	}
+	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable {
+		c.Header("Retry-After", strconv.Itoa(1))
+	}
+	body := Problem{Type: ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
+	c.Header("Content-Type", "application/problem+json")
+	c.Header("Cache-Control", "no-store")
+	c.Status(p.status)
+	if err := jsonEncode(c.Writer, body); err != nil {
+		s.log.Debug("writing problem failed", "err", err)
+	}
+	c.Abort()
+}
+
+// problemDocs serves a short text for each problem type.
+func problemDocs(c *gin.Context) {
+	slug := c.Param("slug")
+	all := append(append([]problemType{}, problemTable...), internalProblem)
+	sort.Slice(all, func(i, j int) bool { return all[i].slug < all[j].slug })
+	for _, p := range all {
+		if p.slug == slug {
+			c.String(http.StatusOK, "%s (HTTP %d)\n\n%s\n", p.title, p.status, p.about)
+			return
+		}
+	}
+	c.String(http.StatusNotFound, "unknown problem type %q\n", slug)
+}
+
+// fieldError reports a bad field as an invalid request.
+func fieldError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", inventory.ErrInvalid, fmt.Sprintf(format, args...))
+}

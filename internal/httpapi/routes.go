@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// addRoutes lists every route of an instance.
+func addRoutes(r *gin.Engine, s *server, d Deps) {
+	products := itemKind{svc: d.Products, idField: "product_id", noField: "order_no", coupon: false}
+	coupons := itemKind{svc: d.Coupons, idField: "batch_id", noField: "grab_no", coupon: true}
+
+	r.GET("/healthz", s.handleHealth())
+	r.GET("/readyz", s.handleReady(d.Ready))
+	r.GET("/problems/:slug", problemDocs)
+
+	api := r.Group("/api/v1")
+	api.GET("/info", s.handleInfo(d.Products))
+	api.GET("/products", s.handleList(products))
+	api.GET("/products/:id", s.handleGet(products))
+	api.GET("/products/:id/audit", s.handleAudit(products))
+	api.POST("/products/:id/buy", s.handleBuy(products))
+	if d.Coupons != nil {
+		api.GET("/coupons", s.handleList(coupons))
+		api.GET("/coupons/:id", s.handleGet(coupons))
+		api.GET("/coupons/:id/audit", s.handleAudit(coupons))
+		api.POST("/coupons/:id/grab", s.handleBuy(coupons))
+	}
+
+	admin := api.Group("/admin", s.requireAdmin())
+	admin.POST("/products/:id/reset", s.handleReset(products))
+	if d.Coupons != nil {
+		admin.POST("/coupons/:id/reset", s.handleReset(coupons))
+	}
+	admin.PUT("/mode", s.handleSetMode(d.Products, d.Coupons))
+
+	if d.Web != nil {
+		r.NoRoute(func(c *gin.Context) {
+			if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
+				d.Web.ServeHTTP(c.Writer, c.Request)
+				return
+			}
+			s.writeError(c, errRouteNotFound)
+		})
+	} else {
+		r.NoRoute(func(c *gin.Context) { s.writeError(c, errRouteNotFound) })
+	}
+	r.NoMethod(func(c *gin.Context) { s.writeError(c, errMethod) })
+}

@@ -1,0 +1,229 @@
+// Package httpapi is seckill's HTTP surface, built on gin: the buy and grab
+// endpoints, the audits that prove whether anything was oversold, and the
+// admin routes a workshop uses to reset stock and switch stages. gin appears
+// in this package only; handlers take exactly the dependencies they use.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// MaxBody caps every request body.
+const MaxBody = 64 << 10
+
+// Deps are what the server needs. Products is required; the rest may be
+// zero, which turns the matching feature off.
+type Deps struct {
+	Logger     *slog.Logger
+	Instance   string
+	Products   *inventory.Service
+	Coupons    *inventory.Service
+	AdminToken string
+	// Mode is the initial default stage of this instance.
+	Mode string
+	// Ready reports whether the backends answer; nil means always ready.
+	Ready func(context.Context) error
+	// Web serves the dashboard at / when set.
+	Web http.Handler
+}
+
+type server struct {
+	log      *slog.Logger
+	instance string
+	mode     atomic.Pointer[string]
+	admin    [32]byte // sha256 of the admin token
+	adminOn  bool
+}
+
+// NewServer returns the HTTP handler of one instance.
+func NewServer(d Deps) http.Handler {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{log: d.Logger, instance: d.Instance}
+	mode := d.Mode
+	s.mode.Store(&mode)
+	if d.AdminToken != "" {
+		s.admin, s.adminOn = sha256.Sum256([]byte(d.AdminToken)), true
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(s.recoverer(), s.requestLog())
+	addRoutes(r, s, d)
+	return r
+}
+
+// recoverer turns a panic into a logged 500 problem.
+func (s *server) recoverer() gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, rec any) {
+		s.writeError(c, errors.New("panic: "+toString(rec)))
+	})
+}
+
+func toString(v any) string {
+	if e, ok := v.(error); ok {
+		return e.Error()
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// requestLog logs each request at Debug, so load tests measure the lock and
+// not the logger.
+func (s *server) requestLog() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		if s.log.Enabled(c, slog.LevelDebug) {
+			s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status())
+		}
+	}
+}
+
+// checkAdmin compares the bearer token in constant time (over digests, so
+// the token's length does not leak either).
+func (s *server) checkAdmin(c *gin.Context) error {
+	if !s.adminOn {
+		return errAdminDisabled
+	}
+	auth := c.GetHeader("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if auth == "" || !ok || token == "" {
+		return errUnauthorized
+	}
+	got := sha256.Sum256([]byte(token))
+	if subtle.ConstantTimeCompare(got[:], s.admin[:]) != 1 {
+		return errForbidden
+	}
+	return nil
+}
+
+func (s *server) requireAdmin() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := s.checkAdmin(c); err != nil {
+			s.writeError(c, err)
+		}
+	}
+}
+
+// stageFor picks the stage of a buy: the X-Seckill-Mode header when the
+// admin token is also sent, else the instance default.
+func (s *server) stageFor(c *gin.Context, svc *inventory.Service) (string, error) {
+	want := c.GetHeader("X-Seckill-Mode")
+	if want == "" {
+		return *s.mode.Load(), nil
+	}
+	if err := s.checkAdmin(c); err != nil {
+		return "", err
+	}
+	return want, checkStage(want, svc)
+}
+
+func checkStage(name string, svc *inventory.Service) error {
+	if !config.ValidStage(name) {
+		return fieldError("unknown mode %q; want one of %s", name, strings.Join(config.Stages, ", "))
+	}
+	if !svc.HasStage(name) {
+		return errModeDisabled
+	}
+	return nil
+}
+
+// decodeJSON reads one JSON object into dst: application/json only, at most
+// MaxBody bytes, no unknown fields, nothing after the object.
+func decodeJSON(c *gin.Context, dst any) error {
+	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return errMediaType
+	}
+	if c.Request.ContentLength > MaxBody {
+		return errTooLarge
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return classifyDecodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errTooLarge
+		}
+		return errors.Join(errMalformed, errors.New("unexpected data after the JSON object"))
+	}
+	return nil
+}
+
+func classifyDecodeError(err error) error {
+	var mbe *http.MaxBytesError
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &mbe):
+		return errTooLarge
+	case errors.As(err, &te):
+		return fieldError("field %q must be %s", te.Field, jsonKind(te.Type.Kind().String()))
+	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errors.Join(errMalformed, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return errors.Join(errMalformed, err)
+	}
+	return errors.Join(errMalformed, err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "int32":
+		return "an integer in range"
+	case "string":
+		return "a string"
+	}
+	return "of the documented type"
+}
+
+// pathID parses the :id path parameter as a positive integer.
+func pathID(c *gin.Context) (int64, error) {
+	raw := c.Param("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fieldError("id %q must be a positive integer", raw)
+	}
+	return id, nil
+}
+
+func jsonEncode(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeJSON answers v with the given status.
+func (s *server) writeJSON(c *gin.Context, status int, v any) {
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Cache-Control", "no-store")
+	c.Status(status)
+	if err := jsonEncode(c.Writer, v); err != nil {
+		s.log.Debug("writing response failed", "err", err)
+	}
+}
