@@ -16,6 +16,7 @@ commands:
   demo      three instances on embedded Redis and SQLite; needs nothing installed
   serve     one instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR)
   migrate   apply sql/mysql to SECKILL_MYSQL_DSN and exit
+  probe URL exit 0 when URL answers 2xx (container healthchecks)
   help      this text
 
 environment:
@@ -39,6 +40,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "probe":
+		return runProbe(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage+config.Help())
 		return nil

@@ -39,6 +39,8 @@ type Config struct {
 	LogLevel              slog.Level    // SECKILL_LOG_LEVEL: debug, info, warn, error
 	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo
 	BurstMax              int           // SECKILL_BURST_MAX: cap on the dashboard's server-side burst
+	Peers                 []string      // SECKILL_PEERS: base URLs of the fleet, for the dashboard's burst
+	LabReports            string        // SECKILL_LAB_REPORTS: folder of the lab's reports, shown by the dashboard
 }
 
 // vars lists every variable Load reads, with its default. It is the one
@@ -63,6 +65,8 @@ var vars = []struct{ name, def, help string }{
 	{"SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"SECKILL_DEMO_DB", ".demo/seckill.db", "SQL file of the embedded demo database"},
 	{"SECKILL_BURST_MAX", "2000", "largest burst the dashboard may ask the server to fire"},
+	{"SECKILL_PEERS", "", "comma-separated base URLs of every instance, for the dashboard's burst (default: this instance)"},
+	{"SECKILL_LAB_REPORTS", "loadtest/reports", "folder of the lab's reports, shown by the dashboard"},
 }
 
 // EnvNames returns the names of every variable Load reads.
@@ -107,6 +111,8 @@ func Load(getenv func(string) string) (Config, error) {
 		LogLevel:              p.level("SECKILL_LOG_LEVEL"),
 		DemoDB:                p.str("SECKILL_DEMO_DB"),
 		BurstMax:              p.integer("SECKILL_BURST_MAX", 1, 100000),
+		Peers:                 p.list("SECKILL_PEERS"),
+		LabReports:            p.str("SECKILL_LAB_REPORTS"),
 	}
 	if c.Instance == "" {
 		if h, err := os.Hostname(); err == nil {

@@ -217,16 +217,17 @@ func (l *Lease) end(err error) bool {
 }
 
 // watch renews the lease every TTL/3 until it is released or lost, or the
-// holder's context ends. A renewal that finds the lock gone ends the lease at
-// once; a renewal that fails (Redis unreachable) is retried at the next tick,
-// and a second failure in a row ends the lease, still well before the
-// validity deadline. If a call hangs, the expiry timer reports the loss at
-// the deadline regardless.
+// holder's context ends. Each renewal may take at most TTL/3. A renewal that
+// finds the lock gone ends the lease at once. A renewal that fails (Redis
+// unreachable) is retried after TTL/10 if that attempt could still finish
+// before the validity deadline; otherwise the lease ends now. So with
+// a client that honours context deadlines the loss is reported at about 2/3
+// of the TTL after the last renewal, well before the deadline; if a call
+// ignores its deadline, the expiry timer still reports it at the deadline.
 func (l *Lease) watch(holder context.Context, stop, stopped chan struct{}) {
 	defer close(stopped)
 	tick := time.NewTimer(l.interval())
 	defer tick.Stop()
-	failures := 0
 	for {
 		select {
 		case <-tick.C:
@@ -243,12 +244,11 @@ func (l *Lease) watch(holder context.Context, stop, stopped chan struct{}) {
 		l.mu.Unlock()
 
 		sent := time.Now()
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(holder), deadline)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(holder), ttl/3)
 		err := l.backend.refresh(ctx, ttl)
 		cancel()
 		switch {
 		case err == nil:
-			failures = 0
 			l.extend(sent, ttl)
 			l.hooks.renewed(l.key, time.Since(sent))
 		case errors.Is(err, ErrLockLost):
@@ -257,10 +257,13 @@ func (l *Lease) watch(holder context.Context, stop, stopped chan struct{}) {
 			return
 		default:
 			l.hooks.renewFailed(l.key, err)
-			if failures++; failures >= 2 || !time.Now().Add(l.interval()).Before(deadline) {
+			// Retry soon, if a retry could still finish in time.
+			if !time.Now().Add(ttl/10 + ttl/3).Before(deadline) {
 				l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
 				return
 			}
+			tick.Reset(ttl / 10)
+			continue
 		}
 		tick.Reset(l.interval())
 	}

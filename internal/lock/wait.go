@@ -30,7 +30,7 @@ const minRecheck = 2 * time.Millisecond
 func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, try attempt, subscribe subscriber) (*Lease, error) {
 	l, retry, err := try(ctx)
 	if l != nil || err != nil {
-		return l, err
+		return l, orCtxErr(ctx, key, err)
 	}
 	if wait <= 0 {
 		return nil, fmt.Errorf("%w: %q is held", ErrNotObtained, key)
@@ -55,6 +55,7 @@ confirm:
 		select {
 		case <-r:
 		case <-wake:
+			wakeups++
 		case <-timer.C:
 			break confirm
 		case <-ctx.Done():
@@ -65,7 +66,7 @@ confirm:
 	for {
 		l, retry, err = try(ctx)
 		if l != nil || err != nil {
-			return l, err
+			return l, orCtxErr(ctx, key, err)
 		}
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%w: %q still held after waiting %v", ErrNotObtained, key, wait)
@@ -79,6 +80,15 @@ confirm:
 			return nil, notObtainedCtx(ctx, key)
 		}
 	}
+}
+
+// orCtxErr reports a failed try as "not obtained" when it failed because ctx
+// ended.
+func orCtxErr(ctx context.Context, key string, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotObtained) {
+		return notObtainedCtx(ctx, key)
+	}
+	return err
 }
 
 func notObtainedCtx(ctx context.Context, key string) error {
