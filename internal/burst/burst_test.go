@@ -1,0 +1,177 @@
+package burst_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/seckill-lab/seckill/internal/burst"
+)
+
+// shop is a tiny stand-in for the fleet: instances that share one stock,
+// sell it correctly, and remember each Idempotency-Key and user.
+type shop struct {
+	mu    sync.Mutex
+	stock int
+	init  int
+	users map[string]bool
+	keys  map[string]bool
+	modes map[string]string // instance -> mode
+}
+
+func newShop(stock int) *shop {
+	return &shop{stock: stock, init: stock, users: map[string]bool{}, keys: map[string]bool{}, modes: map[string]string{}}
+}
+
+func (s *shop) instance(t *testing.T, name string) *httptest.Server {
+	s.modes[name] = "unlocked"
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/products/1/buy", func(w http.ResponseWriter, r *http.Request) {
+		var b struct {
+			UserID string `json:"user_id"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			t.Errorf("bad body: %v", err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" || s.keys[key] || s.users[b.UserID] {
+			t.Errorf("key %q or user %q missing or reused", key, b.UserID)
+		}
+		s.keys[key], s.users[b.UserID] = true, true
+		w.Header().Set("X-Seckill-Instance", name)
+		mode := s.modes[name]
+		if m := r.Header.Get("X-Seckill-Mode"); m != "" {
+			if r.Header.Get("Authorization") != "Bearer secret-token" {
+				t.Errorf("X-Seckill-Mode sent without the admin token")
+			}
+			mode = m
+		}
+		w.Header().Set("X-Seckill-Mode", mode)
+		if s.stock == 0 {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"type":"/problems/sold-out"}`)
+			return
+		}
+		s.stock--
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	})
+	mux.HandleFunc("GET /api/v1/products/1/audit", func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sold := s.init - s.stock
+		fmt.Fprintf(w, `{"initial_stock":%d,"stock":%d,"sold":%d,"orders":%d,"oversold":0,"conserved":true}`, s.init, s.stock, sold, sold)
+	})
+	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		fmt.Fprintf(w, `{"instance":%q,"mode":%q,"stages":["unlocked","db-atomic"]}`, name, s.modes[name])
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{}`) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{}`) })
+	mux.HandleFunc("PUT /api/v1/admin/mode", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret-token" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"title":"Admin token required"}`)
+			return
+		}
+		var b struct {
+			Mode string `json:"mode"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		s.mu.Lock()
+		s.modes[name] = b.Mode
+		s.mu.Unlock()
+		fmt.Fprintf(w, `{"instance":%q,"mode":%q}`, name, b.Mode)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func fleetOf(t *testing.T, s *shop, token string) *burst.Fleet {
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, s.instance(t, fmt.Sprintf("i%d", i+1)).URL)
+	}
+	return burst.New(burst.Options{Peers: peers, AdminToken: token, Max: 100})
+}
+
+func TestBurstCountsOutcomesAndAudits(t *testing.T) {
+	s := newShop(10)
+	f := fleetOf(t, s, "secret-token")
+	res, err := f.Burst(context.Background(), burst.Request{Kind: "product", ItemID: 1, N: 30, Mode: "db-atomic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counts.Created != 10 || res.Counts.SoldOut != 20 {
+		t.Errorf("counts = %+v, want 10 created and 20 sold out", res.Counts)
+	}
+	if len(res.ByInstance) != 3 || res.ByInstance["i1"] != 10 {
+		t.Errorf("by instance = %v, want 10 on each of 3", res.ByInstance)
+	}
+	if res.Stages["db-atomic"] != 30 {
+		t.Errorf("stages = %v, want every request under db-atomic", res.Stages)
+	}
+	if len(res.Latency.Samples) != 30 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
+		t.Errorf("latency = %+v", res.Latency)
+	}
+	if res.Audit == nil || res.Audit.Stock != 0 || res.Audit.Sold != 10 {
+		t.Errorf("audit = %+v (%s)", res.Audit, res.AuditError)
+	}
+}
+
+func TestBurstRejectsBadRequests(t *testing.T) {
+	f := burst.New(burst.Options{Peers: []string{"http://127.0.0.1:1"}, Max: 5})
+	for _, r := range []burst.Request{
+		{Kind: "product", ItemID: 1, N: 6},
+		{Kind: "product", ItemID: 1, N: 0},
+		{Kind: "product", ItemID: 0, N: 1},
+		{Kind: "ticket", ItemID: 1, N: 1},
+	} {
+		if _, err := f.Burst(context.Background(), r); !errors.Is(err, burst.ErrInvalid) {
+			t.Errorf("Burst(%+v) = %v, want ErrInvalid", r, err)
+		}
+	}
+}
+
+func TestBurstCountsUnreachablePeersAsFailed(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens there any more
+	f := burst.New(burst.Options{Peers: []string{srv.URL}, Max: 5})
+	res, err := f.Burst(context.Background(), burst.Request{ItemID: 1, N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counts.Failed != 3 || res.AuditError == "" {
+		t.Errorf("counts = %+v, audit error %q; want 3 failed and an audit error", res.Counts, res.AuditError)
+	}
+}
+
+func TestSetModeAndStatus(t *testing.T) {
+	s := newShop(1)
+	f := fleetOf(t, s, "secret-token")
+	out, ok := f.SetMode(context.Background(), "db-atomic")
+	if !ok {
+		t.Fatalf("SetMode = %+v, want every peer to accept", out)
+	}
+	for _, st := range f.Status(context.Background()) {
+		if !st.Healthy || !st.Ready || st.Mode != "db-atomic" || st.Instance == "" {
+			t.Errorf("status = %+v, want healthy, ready, db-atomic", st)
+		}
+	}
+
+	bad := fleetOf(t, newShop(1), "wrong-token")
+	out, ok = bad.SetMode(context.Background(), "db-atomic")
+	if ok || !strings.Contains(out[0].Error, "401") {
+		t.Errorf("SetMode with a wrong token = %+v, %v; want a 401 per peer", out, ok)
+	}
+}

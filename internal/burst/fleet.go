@@ -1,0 +1,136 @@
+package burst
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// PeerStatus is what one instance says about itself.
+type PeerStatus struct {
+	URL      string   `json:"url"`
+	Instance string   `json:"instance,omitempty"`
+	Healthy  bool     `json:"healthy"` // /healthz answered 200
+	Ready    bool     `json:"ready"`   // /readyz answered 200: its backends answer
+	Mode     string   `json:"mode,omitempty"`
+	Stages   []string `json:"stages,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// Status asks every peer, in parallel, for its health, readiness and stage.
+// A peer that does not answer is reported unhealthy with the error; Status
+// itself does not fail.
+func (f *Fleet) Status(ctx context.Context) []PeerStatus {
+	out := make([]PeerStatus, len(f.opts.Peers))
+	var wg sync.WaitGroup
+	for i, p := range f.opts.Peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = f.status(ctx, p)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (f *Fleet) status(ctx context.Context, peer string) PeerStatus {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s := PeerStatus{URL: peer}
+	var info struct {
+		Instance string   `json:"instance"`
+		Mode     string   `json:"mode"`
+		Stages   []string `json:"stages"`
+	}
+	if err := f.getJSON(ctx, peer+"/api/v1/info", &info); err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	s.Instance, s.Mode, s.Stages = info.Instance, info.Mode, info.Stages
+	var h struct{}
+	s.Healthy = f.getJSON(ctx, peer+"/healthz", &h) == nil
+	if err := f.getJSON(ctx, peer+"/readyz", &h); err != nil {
+		s.Error = err.Error()
+	} else {
+		s.Ready = true
+	}
+	return s
+}
+
+// PeerMode is one instance's answer to a stage switch.
+type PeerMode struct {
+	URL      string `json:"url"`
+	Instance string `json:"instance,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// SetMode sets the default stage of every peer, in parallel. It returns each
+// peer's answer, and ok=false if any peer refused or did not answer (then
+// the fleet may be mixed; calling again converges it).
+func (f *Fleet) SetMode(ctx context.Context, mode string) (out []PeerMode, ok bool) {
+	out = make([]PeerMode, len(f.opts.Peers))
+	var wg sync.WaitGroup
+	for i, p := range f.opts.Peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = f.setMode(ctx, p, mode)
+		}()
+	}
+	wg.Wait()
+	ok = true
+	for _, m := range out {
+		ok = ok && m.Error == ""
+	}
+	return out, ok
+}
+
+func (f *Fleet) setMode(ctx context.Context, peer, mode string) PeerMode {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	pm := PeerMode{URL: peer}
+	body, _ := json.Marshal(map[string]string{"mode": mode})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, peer+"/api/v1/admin/mode", bytes.NewReader(body))
+	if err != nil {
+		pm.Error = err.Error()
+		return pm
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+f.opts.AdminToken)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		pm.Error = err.Error()
+		return pm
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10)) // a short read still leaves the status to report
+	if resp.StatusCode != http.StatusOK {
+		var p struct {
+			Title  string `json:"title"`
+			Detail string `json:"detail"`
+		}
+		if json.Unmarshal(raw, &p) == nil && p.Title != "" {
+			pm.Error = fmt.Sprintf("%s: %s: %s", resp.Status, p.Title, p.Detail)
+		} else {
+			pm.Error = resp.Status
+		}
+		return pm
+	}
+	var ans struct {
+		Instance string `json:"instance"`
+		Mode     string `json:"mode"`
+	}
+	if err := json.Unmarshal(raw, &ans); err != nil {
+		pm.Error = err.Error()
+		return pm
+	}
+	pm.Instance, pm.Mode = ans.Instance, ans.Mode
+	return pm
+}
