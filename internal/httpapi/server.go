@@ -182,6 +182,8 @@ func classifyDecodeError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return errTooLarge
+	case errors.As(err, &te) && te.Field == "":
+		return errors.Join(errMalformed, errors.New("the body must be a JSON object"))
 	case errors.As(err, &te):
 		return fieldError("field %q must be %s", te.Field, jsonKind(te.Type.Kind().String()))
 	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):

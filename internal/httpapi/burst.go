@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/seckill/internal/burst"
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// This file serves the dashboard's server side: the burst that fires many
+// buys at once, the stage switch for the whole fleet, the fleet's health,
+// and the lab's latest report, read-only.
+
+// Fleet is the set of instances the dashboard drives. *burst.Fleet
+// implements it.
+type Fleet interface {
+	// Burst fires r.N concurrent requests across the fleet; its error wraps
+	// burst.ErrInvalid when the request is out of bounds.
+	Burst(ctx context.Context, r burst.Request) (burst.Result, error)
+	// SetMode sets the default stage on every instance; ok is false if any
+	// refused or did not answer.
+	SetMode(ctx context.Context, mode string) (peers []burst.PeerMode, ok bool)
+	// Status reports every instance's health and stage.
+	Status(ctx context.Context) []burst.PeerStatus
+	// Max is the largest burst accepted.
+	Max() int
+}
+
+var _ Fleet = (*burst.Fleet)(nil)
+
+type burstBody struct {
+	Kind   string `json:"kind"`
+	ItemID int64  `json:"item_id"`
+	N      int    `json:"n"`
+	Mode   string `json:"mode"`
+}
+
+// handleBurst fires a burst: admin only, since it writes orders and the
+// server does the work.
+func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var b burstBody
+		if err := decodeJSON(c, &b); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if b.Mode != "" {
+			if err := checkStage(b.Mode, products); err != nil {
+				s.writeError(c, err)
+				return
+			}
+		}
+		res, err := f.Burst(c, burst.Request{Kind: b.Kind, ItemID: b.ItemID, N: b.N, Mode: b.Mode})
+		if errors.Is(err, burst.ErrInvalid) {
+			s.writeError(c, fieldError("%s", strings.TrimPrefix(err.Error(), burst.ErrInvalid.Error()+": ")))
+			return
+		}
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		s.log.Info("burst", "kind", b.Kind, "item", b.ItemID, "n", b.N, "created", res.Counts.Created, "oversold", res.Audit != nil && res.Audit.Oversold > 0)
+		s.writeJSON(c, http.StatusOK, res)
+	}
+}
+
+// handleFleetMode switches every instance's stage. A partial switch answers
+// 502 with each instance's answer, so the caller sees which one refused.
+func (s *server) handleFleetMode(f Fleet, products *inventory.Service) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var b modeBody
+		if err := decodeJSON(c, &b); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if b.Mode == nil {
+			s.writeError(c, fieldError("mode is required"))
+			return
+		}
+		if err := checkStage(*b.Mode, products); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		peers, ok := f.SetMode(c, *b.Mode)
+		status := http.StatusOK
+		if !ok {
+			status = http.StatusBadGateway
+		}
+		s.log.Info("fleet mode changed", "mode", *b.Mode, "ok", ok)
+		s.writeJSON(c, status, gin.H{"mode": *b.Mode, "ok": ok, "peers": peers})
+	}
+}
+
+// handleFleet lists the instances with their health and stage. It is
+// public: the same facts are on every instance's /api/v1/info.
+func (s *server) handleFleet(f Fleet) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		s.writeJSON(c, http.StatusOK, gin.H{
+			"served_by": s.instance,
+			"peers":     f.Status(c),
+			"burst_max": f.Max(),
+			"admin":     s.adminOn,
+		})
+	}
+}
+
+// labFiles are the kinds of file a lab report holds; nothing else is served.
+var labFiles = map[string]string{
+	".json": "application/json; charset=utf-8",
+	".md":   "text/markdown; charset=utf-8",
+	".txt":  "text/plain; charset=utf-8",
+	".csv":  "text/csv; charset=utf-8",
+	".html": "text/html; charset=utf-8",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
+}
+
+// handleLabLatest answers the newest lab run: its results.json and the
+// names of its files, or available=false with how to make one.
+func (s *server) handleLabLatest(dir string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		none := gin.H{"available": false, "hint": "No lab report yet. Run `make lab` (reports go to " + dir + ")."}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			s.writeJSON(c, http.StatusOK, none)
+			return
+		}
+		defer root.Close()
+		run := latestRun(root)
+		if run == "" {
+			s.writeJSON(c, http.StatusOK, none)
+			return
+		}
+		raw, err := readRootFile(root, run+"/results.json", 8<<20)
+		if err != nil || !json.Valid(raw) {
+			none["hint"] = "The latest lab run (" + run + ") has no readable results.json; run `make lab` again."
+			s.writeJSON(c, http.StatusOK, none)
+			return
+		}
+		var files []string
+		if entries, err := fs.ReadDir(root.FS(), run); err == nil {
+			for _, e := range entries {
+				if _, ok := labFiles[strings.ToLower(path.Ext(e.Name()))]; ok && !e.IsDir() {
+					files = append(files, e.Name())
+				}
+			}
+		}
+		s.writeJSON(c, http.StatusOK, gin.H{"available": true, "run": run, "results": json.RawMessage(raw), "files": files})
+	}
+}
+
+// handleLabFile serves one file of one lab run. os.Root confines every open
+// to dir, symlinks included, so no path can read outside the reports. Plots
+// are sandboxed: their scripts run, but not as this origin.
+func (s *server) handleLabFile(dir string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		run, name := c.Param("run"), strings.TrimPrefix(c.Param("file"), "/")
+		ctype, known := labFiles[strings.ToLower(path.Ext(name))]
+		if !oneName(run) || !filepath.IsLocal(name) || !known {
+			s.writeError(c, errRouteNotFound)
+			return
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			s.writeError(c, errRouteNotFound)
+			return
+		}
+		defer root.Close()
+		f, err := root.Open(run + "/" + name)
+		if err != nil {
+			s.writeError(c, errRouteNotFound)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || st.IsDir() {
+			s.writeError(c, errRouteNotFound)
+			return
+		}
+		c.Header("Content-Type", ctype)
+		c.Header("X-Content-Type-Options", "nosniff")
+		c.Header("Content-Security-Policy", "sandbox allow-scripts")
+		http.ServeContent(c.Writer, c.Request, name, st.ModTime(), f)
+	}
+}
+
+// latestRun names the newest run: latest.txt, else the latest symlink, else
+// the greatest folder name (runs are named by timestamp) with results.json.
+func latestRun(root *os.Root) string {
+	if raw, err := readRootFile(root, "latest.txt", 1024); err == nil {
+		if name := path.Base(strings.TrimSpace(string(raw))); oneName(name) {
+			return name
+		}
+	}
+	if target, err := root.Readlink("latest"); err == nil {
+		if name := filepath.Base(target); oneName(name) {
+			return name
+		}
+	}
+	if st, err := root.Stat("latest/results.json"); err == nil && !st.IsDir() {
+		return "latest"
+	}
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return ""
+	}
+	var runs []string
+	for _, e := range entries {
+		if st, err := root.Stat(e.Name() + "/results.json"); e.IsDir() && err == nil && !st.IsDir() {
+			runs = append(runs, e.Name())
+		}
+	}
+	if len(runs) == 0 {
+		return ""
+	}
+	slices.Sort(runs)
+	return runs[len(runs)-1]
+}
+
+// oneName reports whether s is a single, plain path element.
+func oneName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && filepath.IsLocal(s)
+}
+
+func readRootFile(root *os.Root, name string, limit int64) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
+}

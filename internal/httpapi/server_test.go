@@ -1,0 +1,267 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+const token = "test-admin-token"
+
+type fixture struct {
+	t   *testing.T
+	db  *store.DB
+	srv http.Handler
+}
+
+func newFixture(t *testing.T, adminToken string, ready func(context.Context) error) *fixture {
+	t.Helper()
+	db := testenv.SQLite(t)
+	stages := func(st inventory.Store, kind string) map[string]inventory.Stage {
+		return map[string]inventory.Stage{
+			"unlocked":    inventory.NewUnlocked(st, kind, inventory.SectionOptions{}),
+			"local-mutex": inventory.NewLocalMutex(st, kind, inventory.SectionOptions{}),
+			"db-atomic":   inventory.NewDBAtomic(st),
+		}
+	}
+	srv := httpapi.NewServer(httpapi.Deps{
+		Instance:   "test-1",
+		Products:   inventory.NewService(db.Products(), stages(db.Products(), "product"), "test-1", "O"),
+		Coupons:    inventory.NewService(db.Coupons(), stages(db.Coupons(), "coupon"), "test-1", "C"),
+		AdminToken: adminToken,
+		Mode:       "db-atomic",
+		Ready:      ready,
+	})
+	return &fixture{t: t, db: db, srv: srv}
+}
+
+type call struct {
+	method, path, body string
+	header             map[string]string
+}
+
+func (f *fixture) do(c call) *httptest.ResponseRecorder {
+	f.t.Helper()
+	req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range c.header {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	f.srv.ServeHTTP(rec, req)
+	return rec
+}
+
+func problemType(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q, want application/problem+json; body %s", ct, rec.Body)
+	}
+	var p httpapi.Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatalf("problem body: %v: %s", err, rec.Body)
+	}
+	if p.Status != rec.Code || p.Title == "" {
+		t.Fatalf("problem status %d title %q, response %d", p.Status, p.Title, rec.Code)
+	}
+	return strings.TrimPrefix(p.Type, httpapi.ProblemTypePrefix)
+}
+
+func buy(user string, qty int) call {
+	return call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"` + user + `","quantity":` + itoa(qty) + `}`}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func admin(c call) call {
+	if c.header == nil {
+		c.header = map[string]string{}
+	}
+	c.header["Authorization"] = "Bearer " + token
+	return c
+}
+
+func TestStatuses(t *testing.T) {
+	f := newFixture(t, token, nil)
+	f.do(admin(call{method: "POST", path: "/api/v1/admin/products/2/reset", body: `{"stock":1}`}))
+	cases := []struct {
+		name    string
+		call    call
+		status  int
+		problem string
+	}{
+		{"healthz", call{method: "GET", path: "/healthz"}, 200, ""},
+		{"readyz", call{method: "GET", path: "/readyz"}, 200, ""},
+		{"info", call{method: "GET", path: "/api/v1/info"}, 200, ""},
+		{"products", call{method: "GET", path: "/api/v1/products"}, 200, ""},
+		{"product", call{method: "GET", path: "/api/v1/products/1"}, 200, ""},
+		{"unknown product", call{method: "GET", path: "/api/v1/products/999"}, 404, "not-found"},
+		{"audit", call{method: "GET", path: "/api/v1/products/1/audit"}, 200, ""},
+		{"buy", buy("alice", 2), 201, ""},
+		{"buy again", buy("alice", 1), 409, "already-purchased"},
+		{"buy last unit", call{method: "POST", path: "/api/v1/products/2/buy", body: `{"user_id":"bob"}`}, 201, ""},
+		{"sold out", call{method: "POST", path: "/api/v1/products/2/buy", body: `{"user_id":"carol"}`}, 409, "sold-out"},
+		{"grab", call{method: "POST", path: "/api/v1/coupons/1/grab", body: `{"user_id":"alice"}`}, 201, ""},
+		{"grab again", call{method: "POST", path: "/api/v1/coupons/1/grab", body: `{"user_id":"alice"}`}, 409, "already-purchased"},
+		{"coupon audit", call{method: "GET", path: "/api/v1/coupons/1/audit"}, 200, ""},
+		{"reset", admin(call{method: "POST", path: "/api/v1/admin/products/2/reset", body: `{"stock":5}`}), 200, ""},
+		{"reset unknown", admin(call{method: "POST", path: "/api/v1/admin/products/999/reset", body: `{"stock":5}`}), 404, "not-found"},
+		{"set mode", admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"local-mutex"}`}), 200, ""},
+		{"set unknown mode", admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"optimistic"}`}), 400, "invalid-request"},
+		{"set unavailable mode", admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"redlock"}`}), 400, "mode-unavailable"},
+		{"mode header with token", admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"dave"}`, header: map[string]string{"X-Seckill-Mode": "unlocked"}}), 201, ""},
+		{"mode header without token", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"erin"}`, header: map[string]string{"X-Seckill-Mode": "unlocked"}}, 401, "unauthorized"},
+		{"unknown mode header", admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"erin"}`, header: map[string]string{"X-Seckill-Mode": "nope"}}), 400, "invalid-request"},
+		{"admin without token", call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`}, 401, "unauthorized"},
+		{"admin wrong token", call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`, header: map[string]string{"Authorization": "Bearer nope-nope-nope"}}, 403, "forbidden"},
+		{"method not allowed", call{method: "DELETE", path: "/api/v1/products/1"}, 405, "method-not-allowed"},
+		{"no route", call{method: "GET", path: "/api/v1/nothing"}, 404, "route-not-found"},
+		{"problem docs", call{method: "GET", path: "/problems/sold-out"}, 200, ""},
+	}
+	for _, tc := range cases {
+		rec := f.do(tc.call)
+		if rec.Code != tc.status {
+			t.Errorf("%s: status %d, want %d: %s", tc.name, rec.Code, tc.status, rec.Body)
+			continue
+		}
+		if tc.problem != "" {
+			if got := problemType(t, rec); got != tc.problem {
+				t.Errorf("%s: problem %q, want %q", tc.name, got, tc.problem)
+			}
+		}
+		if strings.HasSuffix(tc.call.path, "/buy") && (rec.Header().Get("X-Seckill-Instance") != "test-1" || rec.Header().Get("X-Seckill-Mode") == "" && rec.Code < 400) {
+			t.Errorf("%s: buy responses carry X-Seckill-Mode and X-Seckill-Instance, got %v", tc.name, rec.Header())
+		}
+	}
+}
+
+func TestModeSwitchChangesTheDefaultStage(t *testing.T) {
+	f := newFixture(t, token, nil)
+	if rec := f.do(admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`})); rec.Code != 200 {
+		t.Fatalf("set mode: %d %s", rec.Code, rec.Body)
+	}
+	rec := f.do(buy("zoe", 1))
+	if rec.Code != 201 || rec.Header().Get("X-Seckill-Mode") != "unlocked" {
+		t.Fatalf("buy after switch: %d mode %q", rec.Code, rec.Header().Get("X-Seckill-Mode"))
+	}
+	var order map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &order); err != nil || order["stage"] != "unlocked" || order["quantity"] != 1.0 {
+		t.Fatalf("order %v (%v)", order, err)
+	}
+}
+
+func TestAdminDisabledWithoutToken(t *testing.T) {
+	f := newFixture(t, "", nil)
+	rec := f.do(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":1}`, header: map[string]string{"Authorization": "Bearer anything-at-all"}})
+	if rec.Code != 404 || problemType(t, rec) != "admin-disabled" {
+		t.Fatalf("admin with no configured token: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestReadyzReportsBackends(t *testing.T) {
+	f := newFixture(t, token, func(context.Context) error { return errors.New("redis: connection refused") })
+	rec := f.do(call{method: "GET", path: "/readyz"})
+	if rec.Code != 503 || problemType(t, rec) != "not-ready" {
+		t.Fatalf("readyz with a failing backend: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestBadInputChangesNothing sends malformed and hostile requests and checks
+// that each gets a 4xx problem and leaves stock and orders as they were.
+func TestBadInputChangesNothing(t *testing.T) {
+	f := newFixture(t, token, nil)
+	big := `{"user_id":"` + strings.Repeat("a", 70<<10) + `","quantity":1}`
+	cases := []struct {
+		name    string
+		call    call
+		status  int
+		problem string
+	}{
+		{"malformed json", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":`}, 400, "malformed-json"},
+		{"not an object", call{method: "POST", path: "/api/v1/products/1/buy", body: `[1,2]`}, 400, "malformed-json"},
+		{"trailing data", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a"} {"user_id":"b"}`}, 400, "malformed-json"},
+		{"unknown field", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a","qty":1}`}, 400, "malformed-json"},
+		{"wrong type user", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":7,"quantity":1}`}, 400, "invalid-request"},
+		{"wrong type quantity", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a","quantity":"1"}`}, 400, "invalid-request"},
+		{"quantity 0", buy("a", 0), 400, "invalid-request"},
+		{"quantity -1", buy("a", -1), 400, "invalid-request"},
+		{"quantity 11", buy("a", 11), 400, "invalid-request"},
+		{"quantity 2^63", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a","quantity":9223372036854775808}`}, 400, "invalid-request"},
+		{"quantity fraction", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a","quantity":1.5}`}, 400, "invalid-request"},
+		{"missing user", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"quantity":1}`}, 400, "invalid-request"},
+		{"empty user", buy("", 1), 400, "invalid-request"},
+		{"65-char user", buy(strings.Repeat("u", 65), 1), 400, "invalid-request"},
+		{"control char user", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a\u0000b"}`}, 400, "invalid-request"},
+		{"body over the cap", call{method: "POST", path: "/api/v1/products/1/buy", body: big}, 413, "body-too-large"},
+		{"unknown product", call{method: "POST", path: "/api/v1/products/424242/buy", body: `{"user_id":"a"}`}, 404, "not-found"},
+		{"non-numeric id", call{method: "POST", path: "/api/v1/products/abc/buy", body: `{"user_id":"a"}`}, 400, "invalid-request"},
+		{"zero id", call{method: "POST", path: "/api/v1/products/0/buy", body: `{"user_id":"a"}`}, 400, "invalid-request"},
+		{"wrong content type", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a"}`, header: map[string]string{"Content-Type": "text/plain"}}, 415, "unsupported-media-type"},
+		{"no content type", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"a"}`, header: map[string]string{"Content-Type": ""}}, 415, "unsupported-media-type"},
+		{"grab with quantity", call{method: "POST", path: "/api/v1/coupons/1/grab", body: `{"user_id":"a","quantity":2}`}, 400, "malformed-json"},
+		{"reset without token", call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":0}`}, 401, "unauthorized"},
+		{"reset wrong token", call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":0}`, header: map[string]string{"Authorization": "Bearer wrong-token-x"}}, 403, "forbidden"},
+		{"reset negative", admin(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":-5}`}), 400, "invalid-request"},
+		{"reset missing stock", admin(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{}`}), 400, "invalid-request"},
+		{"basic auth instead of bearer", call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":0}`, header: map[string]string{"Authorization": "Basic dGVzdDp0ZXN0"}}, 401, "unauthorized"},
+	}
+	ctx := context.Background()
+	before, err := f.db.Products().Audit(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beforeCoupon, err := f.db.Coupons().Audit(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		rec := f.do(tc.call)
+		if rec.Code != tc.status {
+			t.Errorf("%s: status %d, want %d: %.200s", tc.name, rec.Code, tc.status, rec.Body)
+			continue
+		}
+		if got := problemType(t, rec); got != tc.problem {
+			t.Errorf("%s: problem %q, want %q", tc.name, got, tc.problem)
+		}
+	}
+	after, err := f.db.Products().Audit(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterCoupon, err := f.db.Coupons().Audit(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != after || beforeCoupon != afterCoupon {
+		t.Fatalf("bad input changed state: products %+v -> %+v, coupons %+v -> %+v", before, after, beforeCoupon, afterCoupon)
+	}
+}
+
+func TestOversizedBodyWithoutContentLength(t *testing.T) {
+	f := newFixture(t, token, nil)
+	body := io.MultiReader(strings.NewReader(`{"user_id":"`), strings.NewReader(strings.Repeat("a", 80<<10)), strings.NewReader(`"}`))
+	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", body)
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	f.srv.ServeHTTP(rec, req)
+	if rec.Code != 413 {
+		t.Fatalf("streamed oversized body: %d %s", rec.Code, rec.Body)
+	}
+}
