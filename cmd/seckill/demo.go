@@ -81,15 +81,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			}
 		}
 	}()
-	for i, addr := range instAddrs {
-		icfg := cfg
-		icfg.Instance = fmt.Sprintf("demo-%d", i+1)
-		in, err := newInstance(icfg, b, log)
-		if err != nil {
-			return err
-		}
-		insts = append(insts, in)
-		httpServers = append(httpServers, newHTTPServer(addr, in.handler))
+	// Listen first: each instance's dashboard needs every instance's URL
+	// (its peers), which ports like :0 only give once bound.
+	for _, addr := range instAddrs {
+		httpServers = append(httpServers, newHTTPServer(addr, nil))
 	}
 	ls, err := listen(httpServers...)
 	if err != nil {
@@ -98,6 +93,20 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var urls []string
 	for _, l := range ls {
 		urls = append(urls, "http://"+loopbackHost(l.ln.Addr().String()))
+	}
+	for i, srv := range httpServers {
+		icfg := cfg
+		icfg.Instance = fmt.Sprintf("demo-%d", i+1)
+		icfg.Peers = urls
+		in, err := newInstance(icfg, b, log)
+		if err != nil {
+			for _, l := range ls {
+				_ = l.ln.Close() // not served yet
+			}
+			return err
+		}
+		insts = append(insts, in)
+		srv.Handler = in.handler
 	}
 	frontLs, err := listen(newHTTPServer(*front, frontPage(urls)))
 	if err != nil {

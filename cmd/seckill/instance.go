@@ -52,6 +52,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Mode:       cfg.Mode,
 		Ready:      b.ready,
 		Web:        web.Handler(),
+		Dashboard:  dashboardFor(cfg),
 	})
 	return &instance{name: cfg.Instance, handler: h, close: func() error { return nil }}, nil
 }

@@ -23,6 +23,26 @@ import (
 // buys at once, the stage switch for the whole fleet, the fleet's health,
 // and the lab's latest report, read-only.
 
+// Dashboard is what the dashboard's server side needs. A nil Fleet turns
+// the burst and fleet routes off; an empty LabReports, the lab routes.
+type Dashboard struct {
+	Fleet      Fleet
+	LabReports string // folder of the lab's reports (SECKILL_LAB_REPORTS)
+}
+
+// addDashboardRoutes registers the routes of this file.
+func addDashboardRoutes(api, admin *gin.RouterGroup, s *server, d Deps) {
+	if f := d.Dashboard.Fleet; f != nil {
+		api.GET("/fleet", s.handleFleet(f))
+		admin.POST("/burst", s.handleBurst(f, d.Products))
+		admin.PUT("/fleet/mode", s.handleFleetMode(f, d.Products))
+	}
+	if dir := d.Dashboard.LabReports; dir != "" {
+		api.GET("/lab/latest", s.handleLabLatest(dir))
+		api.GET("/lab/runs/:run/*file", s.handleLabFile(dir))
+	}
+}
+
 // Fleet is the set of instances the dashboard drives. *burst.Fleet
 // implements it.
 type Fleet interface {

@@ -47,4 +47,9 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		r.NoRoute(func(c *gin.Context) { s.writeError(c, errRouteNotFound) })
 	}
 	r.NoMethod(func(c *gin.Context) { s.writeError(c, errMethod) })
+
+	// The dashboard's server side (burst.go): GET /api/v1/fleet,
+	// POST /api/v1/admin/burst, PUT /api/v1/admin/fleet/mode,
+	// GET /api/v1/lab/latest and GET /api/v1/lab/runs/:run/*file.
+	addDashboardRoutes(api, admin, s, d)
 }

@@ -41,6 +41,9 @@ type Deps struct {
 	Ready func(context.Context) error
 	// Web serves the dashboard at / when set.
 	Web http.Handler
+	// Dashboard is the dashboard's server side (burst.go); zero turns the
+	// burst, fleet and lab routes off.
+	Dashboard Dashboard
 }
 
 type server struct {

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"net"
+
+	"github.com/seckill-lab/seckill/internal/burst"
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/httpapi"
+)
+
+// dashboardFor builds the dashboard's server side of one instance: a fleet
+// over SECKILL_PEERS (the demo sets them to its instances), or over this
+// instance alone when none are set, and the lab's reports folder.
+func dashboardFor(cfg config.Config) httpapi.Dashboard {
+	peers := cfg.Peers
+	if len(peers) == 0 {
+		peers = []string{selfURL(cfg.Addr)}
+	}
+	return httpapi.Dashboard{
+		Fleet:      burst.New(burst.Options{Peers: peers, AdminToken: cfg.AdminToken, Max: cfg.BurstMax}),
+		LabReports: cfg.LabReports,
+	}
+}
+
+// selfURL is the URL this instance can call itself on: a wildcard or empty
+// listen host means loopback.
+func selfURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
