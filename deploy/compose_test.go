@@ -1,0 +1,372 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-lab/seckill/internal/config"
+)
+
+// The fleet docker-compose.yml must describe.
+var (
+	replicas     = []string{"app-1", "app-2", "app-3"}
+	redisServers = []string{"redis-1", "redis-2", "redis-3"}
+	allServices  = append(append([]string{"mysql", "nginx"}, replicas...), redisServers...)
+)
+
+// hostPorts are the ports the lab and the browser use on the host.
+var hostPorts = map[string]string{"nginx": "8080", "app-1": "8081", "app-2": "8082", "app-3": "8083"}
+
+// loadProject parses ../docker-compose.yml as Docker Compose would, with
+// interpolation against env only: neither the OS environment nor a .env file
+// leaks in, so the test sees the defaults a newcomer gets.
+func loadProject(t *testing.T, env map[string]string) *types.Project {
+	t.Helper()
+	pairs := make([]string, 0, len(env))
+	for k, v := range env {
+		pairs = append(pairs, k+"="+v)
+	}
+	opts, err := cli.NewProjectOptions(
+		[]string{filepath.Join("..", "docker-compose.yml")},
+		cli.WithEnv(pairs),
+		cli.WithInterpolation(true),
+		cli.WithResolvedPaths(true),
+	)
+	if err != nil {
+		t.Fatalf("compose options: %v", err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yml does not load: %v", err)
+	}
+	return p
+}
+
+func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
+	t.Helper()
+	s, err := p.GetService(name)
+	if err != nil {
+		t.Fatalf("service %s: %v", name, err)
+	}
+	return s
+}
+
+// getenv turns a service's resolved environment into the getenv config.Load
+// takes. A variable listed without a value would be taken from the host at
+// `docker compose up`, which the test cannot see, so it fails here.
+func getenv(t *testing.T, s types.ServiceConfig) func(string) string {
+	t.Helper()
+	env := map[string]string{}
+	for k, v := range s.Environment {
+		if v == nil {
+			t.Errorf("%s: %s has no value in docker-compose.yml", s.Name, k)
+			continue
+		}
+		env[k] = *v
+	}
+	return func(k string) string { return env[k] }
+}
+
+// appConfig loads a replica's configuration exactly as `seckill serve` would.
+func appConfig(t *testing.T, p *types.Project, name string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(getenv(t, service(t, p, name)))
+	if err != nil {
+		t.Fatalf("%s: config.Load rejects its environment:\n%v", name, err)
+	}
+	return cfg
+}
+
+// addrPort returns the port of a listen address such as ":8081".
+func addrPort(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("SECKILL_ADDR %q: %v", addr, err)
+	}
+	return port
+}
+
+func TestComposeServicesExist(t *testing.T) {
+	p := loadProject(t, nil)
+	for _, name := range allServices {
+		service(t, p, name)
+	}
+}
+
+func TestComposeVariablesAreKnownToConfig(t *testing.T) {
+	p := loadProject(t, nil)
+	known := config.EnvNames()
+	for _, s := range p.Services {
+		for k := range s.Environment {
+			if strings.HasPrefix(k, "SECKILL_") && !slices.Contains(known, k) {
+				t.Errorf("%s sets %s, which config.Load never reads (known: %s)", s.Name, k, strings.Join(known, ", "))
+			}
+		}
+	}
+}
+
+func TestComposeReplicaConfigLoads(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		mode string
+	}{
+		{name: "defaults", env: nil, mode: "redis-lock"},
+		{name: "overridden", env: map[string]string{"SECKILL_MODE": "db-atomic", "SECKILL_ADMIN_TOKEN": "another-long-token"}, mode: "db-atomic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := loadProject(t, tc.env)
+			var peers []string
+			for _, name := range replicas {
+				cfg := appConfig(t, p, name)
+				peers = append(peers, fmt.Sprintf("http://%s:%s", name, addrPort(t, cfg.Addr)))
+				if cfg.Instance != name {
+					t.Errorf("%s: SECKILL_INSTANCE = %q, want the service name", name, cfg.Instance)
+				}
+				if cfg.Mode != tc.mode {
+					t.Errorf("%s: SECKILL_MODE = %q, want %q", name, cfg.Mode, tc.mode)
+				}
+				if len(cfg.AdminToken) < 8 {
+					t.Errorf("%s: SECKILL_ADMIN_TOKEN is unset or short, so the lab cannot reset stock", name)
+				}
+				if cfg.CriticalSectionDelay <= 0 {
+					t.Errorf("%s: SECKILL_CRITICAL_SECTION_DELAY = %s; the demo needs a race window", name, cfg.CriticalSectionDelay)
+				}
+			}
+			for _, name := range replicas {
+				if got := appConfig(t, p, name).Peers; !slices.Equal(got, peers) {
+					t.Errorf("%s: SECKILL_PEERS = %v, want every replica: %v", name, got, peers)
+				}
+			}
+		})
+	}
+}
+
+func TestComposeReplicasReachTheirBackends(t *testing.T) {
+	p := loadProject(t, nil)
+	mysql := service(t, p, "mysql")
+	db := getenv(t, mysql)
+	for _, name := range replicas {
+		cfg := appConfig(t, p, name)
+
+		dsn, err := mysqldriver.ParseDSN(cfg.MySQLDSN)
+		if err != nil {
+			t.Fatalf("%s: SECKILL_MYSQL_DSN: %v", name, err)
+		}
+		if dsn.Net != "tcp" || dsn.Addr != "mysql:3306" {
+			t.Errorf("%s: SECKILL_MYSQL_DSN reaches %s(%s), want tcp(mysql:3306)", name, dsn.Net, dsn.Addr)
+		}
+		if dsn.User != db("MYSQL_USER") || dsn.Passwd != db("MYSQL_PASSWORD") || dsn.DBName != db("MYSQL_DATABASE") {
+			t.Errorf("%s: SECKILL_MYSQL_DSN user/password/database differ from the mysql service's MYSQL_USER/MYSQL_PASSWORD/MYSQL_DATABASE", name)
+		}
+		// go-sql-driver sends every parameter it does not know as a session
+		// variable, so a stray one (say allowPublicKeyRetrieval, which this
+		// driver does not have) would fail every connection.
+		if len(dsn.Params) > 0 {
+			t.Errorf("%s: SECKILL_MYSQL_DSN has parameters the driver would send to MySQL as SET: %v", name, dsn.Params)
+		}
+
+		if len(cfg.RedisAddrs) != 1 || cfg.RedisAddrs[0] != "redis-1:6379" {
+			t.Errorf("%s: SECKILL_REDIS_ADDR = %v, want [redis-1:6379]", name, cfg.RedisAddrs)
+		}
+		var hosts []string
+		for _, addr := range cfg.RedlockAddrs {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				t.Fatalf("%s: SECKILL_REDLOCK_ADDRS %q: %v", name, addr, err)
+			}
+			hosts = append(hosts, host)
+		}
+		if slices.Sort(hosts); !slices.Equal(hosts, redisServers) {
+			t.Errorf("%s: SECKILL_REDLOCK_ADDRS hosts = %v, want the independent servers %v", name, hosts, redisServers)
+		}
+	}
+}
+
+func TestComposeRedisServersPersistNothing(t *testing.T) {
+	p := loadProject(t, nil)
+	for _, name := range redisServers {
+		cmd := service(t, p, name).Command
+		for flag, want := range map[string]string{"--save": "", "--appendonly": "no"} {
+			i := slices.Index(cmd, flag)
+			if i < 0 || i+1 >= len(cmd) || cmd[i+1] != want {
+				t.Errorf("%s: command %q lacks %s %q", name, cmd, flag, want)
+			}
+		}
+	}
+}
+
+func TestComposePorts(t *testing.T) {
+	p := loadProject(t, nil)
+	for name, want := range hostPorts {
+		s := service(t, p, name)
+		target := uint32(80)
+		if name != "nginx" {
+			port, err := strconv.ParseUint(addrPort(t, appConfig(t, p, name).Addr), 10, 32)
+			if err != nil {
+				t.Fatalf("%s: SECKILL_ADDR port: %v", name, err)
+			}
+			target = uint32(port)
+		}
+		found := false
+		for _, port := range s.Ports {
+			if port.Published == want && port.Target == target {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no port %s:%d in %+v", name, want, target, s.Ports)
+		}
+	}
+}
+
+func TestComposeHealthchecks(t *testing.T) {
+	p := loadProject(t, nil)
+	for _, name := range allServices {
+		hc := service(t, p, name).HealthCheck
+		if hc == nil || hc.Disable || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
+			t.Errorf("%s: no healthcheck, so depends_on cannot wait for it", name)
+		}
+	}
+	// The MySQL image's init-time server listens on the socket only, so a
+	// ping over the socket can pass before the real server is up.
+	if hc := service(t, p, "mysql").HealthCheck; hc == nil || !slices.Contains(hc.Test, "127.0.0.1") {
+		t.Error("mysql: the healthcheck should ping over TCP (-h 127.0.0.1)")
+	}
+	for _, name := range replicas {
+		url := fmt.Sprintf("http://127.0.0.1:%s/readyz", addrPort(t, appConfig(t, p, name).Addr))
+		want := types.HealthCheckTest{"CMD", "/seckill", "probe", url}
+		if got := service(t, p, name).HealthCheck; got == nil || !slices.Equal(got.Test, want) {
+			t.Errorf("%s: healthcheck should be %q (the image has no shell)", name, want)
+		}
+	}
+}
+
+func TestComposeDependsOnHealthy(t *testing.T) {
+	p := loadProject(t, nil)
+	for _, s := range p.Services {
+		for dep, d := range s.DependsOn {
+			if d.Condition != types.ServiceConditionHealthy {
+				t.Errorf("%s depends on %s with condition %q, want %s", s.Name, dep, d.Condition, types.ServiceConditionHealthy)
+			}
+		}
+	}
+	want := map[string][]string{"nginx": replicas}
+	for _, name := range replicas {
+		want[name] = append([]string{"mysql"}, redisServers...)
+	}
+	for name, deps := range want {
+		s := service(t, p, name)
+		for _, dep := range deps {
+			if _, ok := s.DependsOn[dep]; !ok {
+				t.Errorf("%s does not wait for %s", name, dep)
+			}
+		}
+	}
+}
+
+// bindSource returns the host path mounted at target in s.
+func bindSource(t *testing.T, s types.ServiceConfig, target string) (types.ServiceVolumeConfig, bool) {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target == target {
+			if v.Type != types.VolumeTypeBind {
+				t.Errorf("%s: %s is a %s mount, want a bind mount of a repo folder", s.Name, target, v.Type)
+			}
+			return v, true
+		}
+	}
+	return types.ServiceVolumeConfig{}, false
+}
+
+func TestComposeMySQLSchemaMount(t *testing.T) {
+	p := loadProject(t, nil)
+	v, ok := bindSource(t, service(t, p, "mysql"), "/docker-entrypoint-initdb.d")
+	if !ok {
+		t.Fatal("mysql: nothing mounted at /docker-entrypoint-initdb.d, so the schema is not applied")
+	}
+	if !v.ReadOnly {
+		t.Error("mysql: the schema mount should be read-only")
+	}
+	want, err := filepath.Abs(filepath.Join("..", "sql", "mysql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Source != want {
+		t.Errorf("mysql: schema mount source = %s, want %s", v.Source, want)
+	}
+	files, err := filepath.Glob(filepath.Join(v.Source, "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("mysql: no .sql files in %s (err %v)", v.Source, err)
+	}
+	for _, name := range []string{"001_schema.sql", "002_seed.sql"} {
+		if !slices.Contains(files, filepath.Join(v.Source, name)) {
+			t.Errorf("mysql: %s is missing from %s", name, v.Source)
+		}
+	}
+}
+
+var (
+	upstreamBlock = regexp.MustCompile(`(?s)upstream\s+(\S+)\s*\{(.*?)\}`)
+	upstreamLine  = regexp.MustCompile(`(?m)^\s*server\s+([^\s;]+)`)
+	comment       = regexp.MustCompile(`(?m)#.*$`)
+)
+
+func TestComposeNginxConfig(t *testing.T) {
+	p := loadProject(t, nil)
+	v, ok := bindSource(t, service(t, p, "nginx"), "/etc/nginx/conf.d/default.conf")
+	if !ok {
+		t.Fatal("nginx: nothing mounted at /etc/nginx/conf.d/default.conf")
+	}
+	raw, err := os.ReadFile(v.Source)
+	if err != nil {
+		t.Fatalf("nginx: mounted config: %v", err)
+	}
+	conf := comment.ReplaceAllString(string(raw), "")
+
+	m := upstreamBlock.FindStringSubmatch(conf)
+	if m == nil {
+		t.Fatalf("nginx: %s has no upstream block", v.Source)
+	}
+	var servers, want []string
+	for _, s := range upstreamLine.FindAllStringSubmatch(m[2], -1) {
+		servers = append(servers, s[1])
+	}
+	for _, name := range replicas {
+		want = append(want, name+":"+addrPort(t, appConfig(t, p, name).Addr))
+	}
+	if !slices.Equal(servers, want) {
+		t.Errorf("nginx: upstream %s lists %v, want every replica: %v", m[1], servers, want)
+	}
+
+	for _, loc := range []string{"/", "/api/"} {
+		re := regexp.MustCompile(`(?s)location\s+` + regexp.QuoteMeta(loc) + `\s*\{[^}]*proxy_pass\s+http://` + regexp.QuoteMeta(m[1]) + `\s*;`)
+		if !re.MatchString(conf) {
+			t.Errorf("nginx: location %s does not proxy_pass to upstream %s", loc, m[1])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s*listen\s+80\s*;`).MatchString(conf) {
+		t.Error("nginx: does not listen on 80, the port 8080 is published to")
+	}
+	// Retrying a POST on another replica after it reached the first could
+	// buy twice; nginx only does that when told "non_idempotent".
+	if strings.Contains(conf, "non_idempotent") {
+		t.Error("nginx: proxy_next_upstream non_idempotent would retry POSTs (buys) on another replica")
+	}
+	if !regexp.MustCompile(`proxy_next_upstream\s[^;]*http_50[234]`).MatchString(conf) {
+		t.Error("nginx: proxy_next_upstream should move idempotent requests on after a 502/503/504")
+	}
+}
