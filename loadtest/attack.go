@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
+)
+
+// outcome is what one request came to, as the table counts it.
+type outcome int
+
+const (
+	outCreated     outcome = iota // 201: an order (or the replay of one)
+	outSoldOut                    // 409 /problems/sold-out
+	outOther4xx                   // any other 4xx: already-purchased, in-flight, lock-timeout 429...
+	outServerError                // 5xx: lock-lost, unavailable
+	outTimeout                    // no answer within --timeout
+	outNetError                   // no answer at all: refused, reset
+)
+
+// label names an outcome in the plot's legend; vegeta colours series whose
+// label contains ERROR in reds.
+func (o outcome) label() string {
+	return [...]string{"201 created", "409 sold-out", "4xx other", "ERROR 5xx", "ERROR timeout", "ERROR network"}[o]
+}
+
+// answer is the part of a response the lab reads.
+type answer struct {
+	outcome  outcome
+	problem  string // problem+json type, e.g. /problems/sold-out
+	user     string // user_id of a 201's order
+	instance string // X-Seckill-Instance
+	replayed bool   // Idempotent-Replayed: true
+}
+
+func classify(r *vegeta.Result) answer {
+	a := answer{instance: r.Headers.Get("X-Seckill-Instance"), replayed: r.Headers.Get("Idempotent-Replayed") == "true"}
+	switch {
+	case r.Code == 0:
+		// vegeta keeps only the transport error's text, so its wording is
+		// all there is to tell a timeout from a refused connection.
+		if strings.Contains(r.Error, "Timeout") || strings.Contains(r.Error, "deadline exceeded") {
+			a.outcome = outTimeout
+		} else {
+			a.outcome = outNetError
+		}
+	case r.Code == 201:
+		a.outcome = outCreated
+		var order struct {
+			UserID string `json:"user_id"`
+		}
+		if json.Unmarshal(r.Body, &order) == nil {
+			a.user = order.UserID
+		}
+	case r.Code >= 500:
+		a.outcome = outServerError
+		a.problem = problemType(r.Body)
+	default:
+		a.outcome = outOther4xx
+		a.problem = problemType(r.Body)
+		if r.Code == 409 && a.problem == "/problems/sold-out" {
+			a.outcome = outSoldOut
+		}
+	}
+	return a
+}
+
+func problemType(body []byte) string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.Type
+}
+
+// tally counts the answers of one attack.
+type tally struct {
+	planned   uint64 // 0 when the attack has no fixed size (constant shape)
+	requests  int
+	outcomes  [outNetError + 1]int
+	conflicts int // every 409, whatever its type: an answer, not a failure
+	replayed  int
+	problems  map[string]int  // problem type -> count, for the notes
+	buyers    map[string]bool // user ids that got a 201
+	instances map[string]bool // X-Seckill-Instance values seen
+	errors    map[string]int  // transport error texts
+	first     time.Time
+	end       time.Time
+}
+
+func newTally(planned uint64) *tally {
+	return &tally{
+		planned:   planned,
+		problems:  map[string]int{},
+		buyers:    map[string]bool{},
+		instances: map[string]bool{},
+		errors:    map[string]int{},
+	}
+}
+
+func (t *tally) add(r *vegeta.Result, a answer) {
+	t.requests++
+	t.outcomes[a.outcome]++
+	if r.Code == 409 {
+		t.conflicts++
+	}
+	if a.replayed {
+		t.replayed++
+	}
+	if a.problem != "" {
+		t.problems[a.problem]++
+	}
+	if a.user != "" {
+		t.buyers[a.user] = true
+	}
+	if a.instance != "" {
+		t.instances[a.instance] = true
+	}
+	if a.outcome == outTimeout || a.outcome == outNetError {
+		t.errors[r.Error]++
+	}
+	if t.first.IsZero() || r.Timestamp.Before(t.first) {
+		t.first = r.Timestamp
+	}
+	if e := r.End(); e.After(t.end) {
+		t.end = e
+	}
+}
+
+// elapsed is the attack's wall time: first request sent to last answer.
+func (t *tally) elapsed() time.Duration {
+	if t.first.IsZero() {
+		return 0
+	}
+	return t.end.Sub(t.first)
+}
+
+// served counts the requests the server decided: an order, or a 409.
+func (t *tally) served() int { return t.outcomes[outCreated] + t.conflicts }
+
+// attackResult is what an attack leaves behind for the oracle and the report.
+type attackResult struct {
+	tally   *tally
+	metrics vegeta.Metrics
+}
+
+// attack runs one attack with vegeta and feeds every result to the tally,
+// the latency metrics and the stage's plot, while a progress line ticks on
+// progress.
+func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progress io.Writer) (attackResult, error) {
+	var (
+		pacer    vegeta.Pacer
+		duration time.Duration
+		planned  uint64
+		workers  = uint64(o.workers)
+		initial  = workers
+	)
+	switch o.shape {
+	case "burst":
+		planned = uint64(o.buyers) * uint64(max(1, p.scenario.copies))
+		pacer = burstPacer{hits: planned}
+	default: // constant
+		pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
+		duration = o.duration
+		initial = min(workers, 10) // vegeta adds workers up to the bound as the rate needs them
+	}
+	atk := vegeta.NewAttacker(
+		vegeta.Workers(initial),
+		vegeta.MaxWorkers(workers),
+		vegeta.Connections(o.workers),
+		vegeta.Timeout(o.timeout),
+		vegeta.Redirects(vegeta.NoFollow),
+		vegeta.KeepAlive(true),
+	)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			atk.Stop()
+		case <-stopped:
+		}
+	}()
+
+	t := newTally(planned)
+	var mu sync.Mutex // guards t against the progress line
+	line := newProgress(progress, fmt.Sprintf("%-11s %-12s", p.scenario.name, p.stage), func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return t.progressLine()
+	})
+	var m vegeta.Metrics
+	var plotErr error
+	for r := range atk.Attack(p.targeter(), pacer, duration, p.scenario.name) {
+		a := classify(r)
+		mu.Lock()
+		t.add(r, a)
+		mu.Unlock()
+		m.Add(r)
+		if err := pl.Add(withLabel(r, a)); err != nil && plotErr == nil {
+			plotErr = err
+		}
+	}
+	m.Close()
+	line.stop()
+	if err := ctx.Err(); err != nil {
+		return attackResult{}, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	if plotErr != nil {
+		return attackResult{}, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, plotErr)
+	}
+	return attackResult{tally: t, metrics: m}, nil
+}
+
+// withLabel returns a copy of r whose Error field carries the outcome's
+// label, so that the plot's labeler can split the series by outcome without
+// classifying the result twice. The plot keeps nothing else of r.
+func withLabel(r *vegeta.Result, a answer) *vegeta.Result {
+	c := *r
+	c.Error = a.outcome.label()
+	c.Body, c.Headers = nil, nil
+	return &c
+}
+
+// outcomeLabeler is the plot's labeler; see withLabel.
+func outcomeLabeler(r *vegeta.Result) string { return r.Error }
+
+func (t *tally) progressLine() string {
+	n := fmt.Sprintf("%d", t.requests)
+	if t.planned > 0 {
+		n = fmt.Sprintf("%d/%d", t.requests, t.planned)
+	}
+	rate := 0.0
+	if d := t.elapsed().Seconds(); d > 0 {
+		rate = float64(t.requests) / d
+	}
+	return fmt.Sprintf("%s  201 %d  sold-out %d  4xx %d  5xx %d  timeouts %d  %.0f req/s",
+		n, t.outcomes[outCreated], t.outcomes[outSoldOut], t.outcomes[outOther4xx],
+		t.outcomes[outServerError], t.outcomes[outTimeout]+t.outcomes[outNetError], rate)
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// fleet talks to the targets outside the attack: which stages they have,
+// resetting stock, and reading the audit. It uses a plain http.Client; the
+// load itself comes from vegeta.
+type fleet struct {
+	client  *http.Client
+	token   string
+	targets []string
+	infos   []info // one per target, same order
+}
+
+// info is GET /api/v1/info.
+type info struct {
+	Instance string   `json:"instance"`
+	Mode     string   `json:"mode"`
+	Stages   []string `json:"stages"`
+	Admin    bool     `json:"admin"`
+}
+
+// audit is GET /api/v1/{products,coupons}/{id}/audit.
+type audit struct {
+	InitialStock int  `json:"initial_stock"`
+	Stock        int  `json:"stock"`
+	Sold         int  `json:"sold"`
+	Orders       int  `json:"orders"`
+	Oversold     int  `json:"oversold"`
+	Conserved    bool `json:"conserved"`
+}
+
+// survey asks every target for its info, and fails when one does not
+// answer or has its admin routes off, since the lab cannot reset stock or
+// pick a stage without them.
+func survey(ctx context.Context, targets []string, token string, timeout time.Duration) (*fleet, error) {
+	f := &fleet{client: &http.Client{Timeout: timeout}, token: token, targets: targets}
+	for _, t := range targets {
+		var in info
+		if err := f.do(ctx, http.MethodGet, t+"/api/v1/info", nil, &in); err != nil {
+			return nil, fmt.Errorf("target %s: %w (is it running? `make run` starts the demo)", t, err)
+		}
+		if !in.Admin {
+			return nil, fmt.Errorf("target %s has its admin routes off: start it with SECKILL_ADMIN_TOKEN set", t)
+		}
+		f.infos = append(f.infos, in)
+	}
+	return f, nil
+}
+
+// missing lists the targets that lack stage.
+func (f *fleet) missing(stage string) []string {
+	var out []string
+	for i, in := range f.infos {
+		if !slices.Contains(in.Stages, stage) {
+			out = append(out, f.targets[i])
+		}
+	}
+	return out
+}
+
+// instanceCount is the number of distinct instances behind the targets, as
+// their info says. A target that is a load balancer counts once here; the
+// attack's answers tell the true count.
+func (f *fleet) instanceCount() int {
+	seen := map[string]bool{}
+	for _, in := range f.infos {
+		seen[in.Instance] = true
+	}
+	return len(seen)
+}
+
+// reset restocks the item through every target. They share one database,
+// so one reset would do for the stock; asking each lets every instance drop
+// whatever per-item state its stages keep.
+func (f *fleet) reset(ctx context.Context, sc scenario, id int64, stock int) error {
+	body, err := json.Marshal(map[string]int{"stock": stock})
+	if err != nil {
+		return err
+	}
+	for _, t := range f.targets {
+		url := fmt.Sprintf("%s/api/v1/admin/%s/%d/reset", t, sc.kind(), id)
+		if err := f.do(ctx, http.MethodPost, url, body, nil); err != nil {
+			return fmt.Errorf("reset %s %d on %s: %w", sc.kind(), id, t, err)
+		}
+	}
+	return nil
+}
+
+// audit reads the audit through every target; they must agree, or the
+// targets do not share one store and no verdict can be drawn.
+func (f *fleet) audit(ctx context.Context, sc scenario, id int64) (audit, error) {
+	var first audit
+	for i, t := range f.targets {
+		var a audit
+		if err := f.do(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/%s/%d/audit", t, sc.kind(), id), nil, &a); err != nil {
+			return audit{}, fmt.Errorf("audit on %s: %w", t, err)
+		}
+		if i == 0 {
+			first = a
+		} else if a != first {
+			return audit{}, fmt.Errorf("audits disagree: %s says %+v, %s says %+v; do the targets share one database?", f.targets[0], first, t, a)
+		}
+	}
+	return first, nil
+}
+
+// settledAudit reads the audit until two reads a poll apart agree. After
+// client-side timeouts the server may still be finishing requests the lab
+// gave up on, and an audit taken mid-flight would judge a moving target.
+func (f *fleet) settledAudit(ctx context.Context, sc scenario, id int64, within time.Duration) (audit, error) {
+	const poll = 250 * time.Millisecond
+	deadline := time.Now().Add(within)
+	prev, err := f.audit(ctx, sc, id)
+	if err != nil {
+		return audit{}, err
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return audit{}, ctx.Err()
+		case <-time.After(poll):
+		}
+		cur, err := f.audit(ctx, sc, id)
+		if err != nil {
+			return audit{}, err
+		}
+		if cur == prev {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, nil
+}
+
+// do sends one request with the admin token and decodes a 2xx JSON answer
+// into out (when not nil).
+func (f *fleet) do(ctx context.Context, method, url string, body []byte, out any) (err error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := resp.Body.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s answered %s: %s", method, url, resp.Status, bytes.TrimSpace(raw))
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: decoding the answer: %w", method, url, err)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tsenart/vegeta/v12/lib/plot"
+)
+
+// runLab runs every selected scenario under every selected stage, writes
+// the report and prints the table. It returns errVerdict when a stage
+// failed its verdict.
+func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
+	started := time.Now()
+	f, err := survey(ctx, o.targets, o.adminToken, o.timeout)
+	if err != nil {
+		return err
+	}
+	var db *sql.DB
+	if o.mysqlDSN != "" {
+		if db, err = openMySQL(ctx, o.mysqlDSN); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := db.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("closing MySQL: %w", cerr))
+			}
+		}()
+	}
+	dir, err := newReportDir(o.reportDir, started)
+	if err != nil {
+		return err
+	}
+	runID := randomHex(4)
+
+	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
+		plural(len(o.stages)*len(o.scenarios), "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
+
+	rep := report{StartedAt: started, Targets: o.targets, Settings: settingsOf(o)}
+	plots := map[string]*plot.Plot{}
+	for _, sc := range o.scenarios {
+		for _, stage := range o.stages {
+			tag := fmt.Sprintf("lab-%s-r%d", runID, len(rep.Rows))
+			r, err := runRow(ctx, o, f, db, sc, stage, tag, plots, stderr)
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted: %w", err)
+				}
+				// One broken stage must not hide the others' verdicts.
+				r.Verdict, r.Note = verdictFail, err.Error()
+			}
+			rep.Rows = append(rep.Rows, r)
+		}
+	}
+	rep.FinishedAt = time.Now()
+
+	if err := writePlots(dir, plots, rep.Rows); err != nil {
+		return err
+	}
+	if err := writeReport(dir, rep); err != nil {
+		return err
+	}
+	if err := pointLatest(o.reportDir, dir); err != nil {
+		fmt.Fprintf(stderr, "lab: warning: %v\n", err)
+	}
+	printTables(stdout, rep, !o.noColor && colorful(stdout))
+	fmt.Fprintf(stdout, "\nreport: %s (%s)\n", dir, rep.FinishedAt.Sub(rep.StartedAt).Round(100*time.Millisecond))
+
+	if failed := rep.failed(); len(failed) > 0 {
+		return fmt.Errorf("%w: %s", errVerdict, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// runRow resets the item, attacks it under stage, and judges the audit.
+func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
+	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount()}
+	if miss := f.missing(stage); len(miss) > 0 {
+		r.Verdict, r.Note = verdictSkipped, "skipped: not available on target"
+		if len(miss) < len(o.targets) {
+			r.Note += " " + strings.Join(miss, ", ")
+		}
+		return r, nil
+	}
+	id := sc.itemID(o)
+	if err := f.reset(ctx, sc, id, o.stock); err != nil {
+		return r, err
+	}
+	pl, ok := plots[stage]
+	if !ok {
+		pl = plot.New(plot.Title("seckill lab: "+stage), plot.Label(outcomeLabeler), plot.Downsample(3000))
+		plots[stage] = pl
+	}
+	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag}
+	res, err := attack(ctx, o, plan, pl, stderr)
+	if err != nil {
+		return r, err
+	}
+	if n := len(res.tally.instances); n > 0 {
+		r.Instances = n // what answered, which a load balancer in front can hide from /info
+	}
+	// With every request answered the server is done; after timeouts it may
+	// still be working on requests the lab stopped waiting for.
+	settle := time.Duration(0)
+	if res.tally.outcomes[outTimeout]+res.tally.outcomes[outNetError] > 0 {
+		settle = 2 * o.timeout
+	}
+	a, err := f.settledAudit(ctx, sc, id, settle)
+	if err != nil {
+		return r, err
+	}
+	r.fill(res, a)
+	if db != nil {
+		if r.MySQL, err = countInMySQL(ctx, db, sc, id); err != nil {
+			return r, err
+		}
+	}
+	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, o.workers, crowd(o), o.stock)
+	judge(&r)
+	return r, nil
+}
+
+// crowd is the number of distinct buyers an attack brings.
+func crowd(o options) int {
+	if o.shape == "burst" {
+		return o.buyers
+	}
+	return int(float64(o.rate) * o.duration.Seconds())
+}
+
+func describeLoad(o options) string {
+	if o.shape == "burst" {
+		return fmt.Sprintf("burst of %d buyers through %d workers, stock %d", o.buyers, o.workers, o.stock)
+	}
+	return fmt.Sprintf("constant %d req/s for %s (at most %d workers), stock %d", o.rate, o.duration, o.workers, o.stock)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b)
+}

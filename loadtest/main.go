@@ -1,0 +1,252 @@
+// Command loadtest is the seckill lab: it fires a flash sale at one or more
+// instances under every evolution stage, then asks the audit (and, when
+// SECKILL_MYSQL_DSN is set, MySQL itself) whether anything was oversold.
+//
+// The load comes from the vegeta library; this package only decides what
+// each buyer sends, how to read the answers, and what the verdict is. The
+// verdicts are the point: the lab exits non-zero when a stage that should be
+// safe oversells or loses stock, or when a stage expected to oversell did
+// not, so a workshop and CI can both rely on it.
+//
+//	go run ./loadtest                                  # all stages, three demo instances
+//	go run ./loadtest --stages unlocked,db-atomic --targets http://127.0.0.1:8081
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage marks a bad command line.
+var errUsage = errors.New("usage")
+
+// errVerdict is returned when at least one stage failed its verdict.
+var errVerdict = errors.New("verdict failed")
+
+// allStages lists the evolution stages in the order the workshop teaches them.
+var allStages = []string{"unlocked", "local-mutex", "redis-lock", "redlock", "db-atomic", "redis-atomic"}
+
+// defaultTargets are the three instances `seckill demo` starts.
+const defaultTargets = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083"
+
+// options is the parsed command line.
+type options struct {
+	targets    []string
+	stages     []string
+	scenarios  []scenario
+	shape      string
+	buyers     int
+	stock      int
+	rate       int
+	duration   time.Duration
+	workers    int
+	timeout    time.Duration
+	adminToken string
+	reportDir  string
+	product    int64
+	coupon     int64
+	mysqlDSN   string
+	noColor    bool // NO_COLOR is set
+	// expectOversell names the stages expected to oversell; nil means
+	// "decide per stage": unlocked always, local-mutex when more than one
+	// instance answered.
+	expectOversell map[string]bool
+}
+
+// run is the whole lab; main only wires the process into it. It reads the
+// environment through getenv alone.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	opts, err := parseOptions(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return runLab(ctx, opts, stdout, stderr)
+}
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	targets := fs.String("targets", defaultTargets, "comma-separated instance base URLs; requests are spread round-robin")
+	stages := fs.String("stages", "all", "comma-separated stages to run, or all: "+strings.Join(allStages, ", "))
+	scenarios := fs.String("scenarios", "buy,grab,retry-storm", "comma-separated scenarios: "+strings.Join(scenarioNames(), ", "))
+	shape := fs.String("shape", "burst", "load shape: burst (all buyers at once through --workers) or constant (--rate for --duration)")
+	buyers := fs.Int("buyers", 2000, "buyers per stage in a burst (the retry storm sends each buyer's request 3 times)")
+	stock := fs.Int("stock", 100, "stock the item is reset to before each stage")
+	rate := fs.Int("rate", 500, "requests per second of the constant shape")
+	duration := fs.Duration("duration", 5*time.Second, "length of a constant attack")
+	workers := fs.Int("workers", 64, "concurrent connections of a burst (and the most a constant attack may open)")
+	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
+	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN)")
+	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
+		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
+	expect := fs.String("expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers")
+	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
+	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
+	if err := fs.Parse(args); err != nil {
+		return options{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+
+	o := options{
+		shape:      *shape,
+		buyers:     *buyers,
+		stock:      *stock,
+		rate:       *rate,
+		duration:   *duration,
+		workers:    *workers,
+		timeout:    *timeout,
+		adminToken: *token,
+		reportDir:  *reports,
+		product:    *product,
+		coupon:     *coupon,
+		mysqlDSN:   getenv("SECKILL_MYSQL_DSN"),
+		noColor:    getenv("NO_COLOR") != "",
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	for _, t := range splitList(*targets) {
+		u, err := normalizeTarget(t)
+		if err != nil {
+			bad("--targets: %v", err)
+			continue
+		}
+		o.targets = append(o.targets, u)
+	}
+	if len(o.targets) == 0 {
+		bad("--targets lists no URL")
+	}
+
+	if s := splitList(*stages); len(s) == 1 && s[0] == "all" {
+		o.stages = allStages
+	} else {
+		for _, name := range s {
+			if !slices.Contains(allStages, name) {
+				bad("--stages: unknown stage %q (want %s)", name, strings.Join(allStages, ", "))
+				continue
+			}
+			if !slices.Contains(o.stages, name) {
+				o.stages = append(o.stages, name)
+			}
+		}
+		if len(o.stages) == 0 {
+			bad("--stages lists no stage")
+		}
+	}
+
+	for _, name := range splitList(*scenarios) {
+		sc, ok := lookupScenario(name)
+		if !ok {
+			bad("--scenarios: unknown scenario %q (want %s)", name, strings.Join(scenarioNames(), ", "))
+			continue
+		}
+		o.scenarios = append(o.scenarios, sc)
+	}
+	if len(o.scenarios) == 0 {
+		bad("--scenarios lists no scenario")
+	}
+
+	if e := splitList(*expect); !(len(e) == 1 && e[0] == "auto") {
+		o.expectOversell = map[string]bool{}
+		for _, name := range e {
+			if name == "none" {
+				continue
+			}
+			if !slices.Contains(allStages, name) {
+				bad("--expect-oversell: unknown stage %q", name)
+			}
+			o.expectOversell[name] = true
+		}
+	}
+
+	switch o.shape {
+	case "burst":
+		if o.buyers < 1 {
+			bad("--buyers must be at least 1")
+		}
+	case "constant":
+		if o.rate < 1 {
+			bad("--rate must be at least 1 per second")
+		}
+		if o.duration <= 0 {
+			bad("--duration must be positive")
+		}
+	default:
+		bad("--shape must be burst or constant, not %q", o.shape)
+	}
+	if o.stock < 0 {
+		bad("--stock must not be negative")
+	}
+	if o.workers < 1 {
+		bad("--workers must be at least 1")
+	}
+	if o.timeout <= 0 {
+		bad("--timeout must be positive")
+	}
+	if o.product < 1 || o.coupon < 1 {
+		bad("--product and --coupon must be positive ids")
+	}
+	if o.adminToken == "" {
+		bad("no admin token: pass --admin-token or set SECKILL_ADMIN_TOKEN to the token the targets were started with (the lab resets stock and picks stages through it)")
+	}
+	if len(errs) > 0 {
+		return options{}, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// normalizeTarget accepts a base URL or a bare host:port.
+func normalizeTarget(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("%q is not an http(s) base URL", s)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
