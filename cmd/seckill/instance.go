@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/web"
 )
@@ -37,9 +38,19 @@ type instance struct {
 // name; a request picks its stage from that map.
 func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, error) {
 	log = log.With("instance", cfg.Instance)
-	section := inventory.SectionOptions{Delay: cfg.CriticalSectionDelay, Fencing: cfg.Fencing, Logger: log}
-	products := inventory.NewService(b.db.Products(), stagesFor(b.db.Products(), "product", section), cfg.Instance, "O")
-	coupons := inventory.NewService(b.db.Coupons(), stagesFor(b.db.Coupons(), "coupon", section), cfg.Instance, "C")
+	r := newRig(cfg, b, log)
+	productStages, productAtomic := r.stages(b.db.Products(), "product")
+	couponStages, couponAtomic := r.stages(b.db.Coupons(), "coupon")
+	for _, ra := range []*inventory.RedisAtomic{productAtomic, couponAtomic} {
+		if ra == nil {
+			continue
+		}
+		if err := ra.LoadAll(context.Background()); err != nil {
+			return nil, errors.Join(fmt.Errorf("load stock into redis: %w", err), r.close())
+		}
+	}
+	products := inventory.NewService(b.db.Products(), productStages, cfg.Instance, "O")
+	coupons := inventory.NewService(b.db.Coupons(), couponStages, cfg.Instance, "C")
 	if !products.HasStage(cfg.Mode) {
 		return nil, fmt.Errorf("SECKILL_MODE=%s needs a backend this process does not have (available: %v)", cfg.Mode, products.Stages())
 	}
@@ -54,15 +65,66 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Web:        web.Handler(),
 		Dashboard:  dashboardFor(cfg),
 	})
-	return &instance{name: cfg.Instance, handler: h, close: func() error { return nil }}, nil
+	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
 }
 
-func stagesFor(st inventory.Store, kind string, section inventory.SectionOptions) map[string]inventory.Stage {
-	return map[string]inventory.Stage{
-		"unlocked":    inventory.NewUnlocked(st, kind, section),
-		"local-mutex": inventory.NewLocalMutex(st, kind, section),
+// rig holds one instance's lock clients: each instance has its own, as a
+// separate process would.
+type rig struct {
+	cfg     config.Config
+	b       backends
+	log     *slog.Logger
+	section inventory.SectionOptions
+	lockOpt inventory.LockOptions
+	locker  *lock.Client
+	quorum  *lock.RedLock
+}
+
+func newRig(cfg config.Config, b backends, log *slog.Logger) *rig {
+	r := &rig{
+		cfg:     cfg,
+		b:       b,
+		log:     log,
+		section: inventory.SectionOptions{Delay: cfg.CriticalSectionDelay, Fencing: cfg.Fencing, Logger: log},
+		lockOpt: inventory.LockOptions{TTL: cfg.LockTTL, Wait: cfg.LockWait},
+	}
+	if b.redis != nil {
+		r.locker = lock.New(b.redis, lock.Options{})
+	}
+	if len(b.redlock) > 0 {
+		r.quorum = lock.NewRedLock(b.redlock, lock.RedLockOptions{})
+	}
+	return r
+}
+
+// stages builds every stage the backends allow for one kind of item.
+func (r *rig) stages(st *store.Ledger, kind string) (map[string]inventory.Stage, *inventory.RedisAtomic) {
+	m := map[string]inventory.Stage{
+		"unlocked":    inventory.NewUnlocked(st, kind, r.section),
+		"local-mutex": inventory.NewLocalMutex(st, kind, r.section),
 		"db-atomic":   inventory.NewDBAtomic(st),
 	}
+	var ra *inventory.RedisAtomic
+	if r.locker != nil {
+		m["redis-lock"] = inventory.NewRedisLock(r.locker, st, kind, r.section, r.lockOpt)
+		ra = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
+		m["redis-atomic"] = ra
+	}
+	if r.quorum != nil {
+		m["redlock"] = inventory.NewRedLock(r.quorum, st, kind, r.section, r.lockOpt)
+	}
+	return m, ra
+}
+
+func (r *rig) close() error {
+	var errs []error
+	if r.locker != nil {
+		errs = append(errs, r.locker.Close())
+	}
+	if r.quorum != nil {
+		errs = append(errs, r.quorum.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // ready pings every backend.

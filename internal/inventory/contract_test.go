@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -55,7 +58,7 @@ func (b *barrier) Wait(ctx context.Context) {
 type stageCase struct {
 	stage  string
 	safe   func(instances int) bool
-	build  func(st inventory.Store, opts inventory.SectionOptions) inventory.Stage
+	build  func(env *raceEnv, st inventory.Store, opts inventory.SectionOptions) inventory.Stage
 	forced func(instances int) int // barrier size for unsafe runs
 }
 
@@ -63,7 +66,7 @@ var stageCases = []stageCase{
 	{
 		stage: "unlocked",
 		safe:  func(int) bool { return false },
-		build: func(st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+		build: func(_ *raceEnv, st inventory.Store, o inventory.SectionOptions) inventory.Stage {
 			return inventory.NewUnlocked(st, "product", o)
 		},
 		forced: func(int) int { return 10 },
@@ -71,7 +74,7 @@ var stageCases = []stageCase{
 	{
 		stage: "local-mutex",
 		safe:  func(instances int) bool { return instances == 1 },
-		build: func(st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+		build: func(_ *raceEnv, st inventory.Store, o inventory.SectionOptions) inventory.Stage {
 			return inventory.NewLocalMutex(st, "product", o)
 		},
 		// One buyer per instance is inside its own mutex at a time, so the
@@ -81,10 +84,72 @@ var stageCases = []stageCase{
 	{
 		stage: "db-atomic",
 		safe:  func(int) bool { return true },
-		build: func(st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
+		build: func(_ *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			return inventory.NewDBAtomic(st)
 		},
 	},
+	{
+		stage: "redis-lock",
+		safe:  func(int) bool { return true },
+		build: func(env *raceEnv, st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+			o.Fencing = true
+			return inventory.NewRedisLock(env.locker, st, "product", o, env.lockOpts)
+		},
+	},
+	{
+		stage: "redlock",
+		safe:  func(int) bool { return true },
+		build: func(env *raceEnv, st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+			o.Fencing = true
+			return inventory.NewRedLock(env.quorum, st, "product", o, env.lockOpts)
+		},
+	},
+	{
+		stage: "redis-atomic",
+		safe:  func(int) bool { return true },
+		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
+			return inventory.NewRedisAtomic(env.rdb, st, env.ns, nil)
+		},
+	},
+}
+
+// raceEnv holds the Redis side of one backend's runs: a lock client, a
+// RedLock over three logical databases, and a key namespace of its own.
+type raceEnv struct {
+	rdb      *redis.Client
+	locker   *lock.Client
+	quorum   *lock.RedLock
+	lockOpts inventory.LockOptions
+	ns       string
+}
+
+func newRaceEnv(t *testing.T) *raceEnv {
+	addr := testenv.RedisAddr(t)
+	prefix := testenv.Name("t") + ":"
+	env := &raceEnv{
+		rdb:      redis.NewClient(&redis.Options{Addr: addr}),
+		lockOpts: inventory.LockOptions{TTL: 5 * time.Second, Wait: 30 * time.Second},
+		ns:       testenv.Name("product-"),
+	}
+	env.locker = lock.New(env.rdb, lock.Options{Prefix: prefix})
+	var nodes []redis.UniversalClient
+	for db := 1; db <= 3; db++ {
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, DB: db}))
+	}
+	env.quorum = lock.NewRedLock(nodes, lock.RedLockOptions{Options: lock.Options{Prefix: prefix}})
+	t.Cleanup(func() {
+		for _, c := range []interface{ Close() error }{env.locker, env.quorum, env.rdb} {
+			if err := c.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		}
+		for _, c := range nodes {
+			if err := c.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		}
+	})
+	return env
 }
 
 const (
@@ -100,13 +165,14 @@ func TestContractNoOversell(t *testing.T) {
 	for _, backend := range testenv.Backends() {
 		t.Run(backend.Name, func(t *testing.T) {
 			db := backend.Open(t)
+			env := newRaceEnv(t)
 			var nextID atomic.Int64
 			nextID.Store(1000)
 			for _, instances := range []int{1, 3} {
 				for _, sc := range stageCases {
 					t.Run(fmt.Sprintf("%s/%d-instances", sc.stage, instances), func(t *testing.T) {
 						id := nextID.Add(1)
-						runRace(t, db, id, sc, instances)
+						runRace(t, db, env, id, sc, instances)
 					})
 				}
 			}
@@ -114,7 +180,7 @@ func TestContractNoOversell(t *testing.T) {
 	}
 }
 
-func runRace(t *testing.T, db *store.DB, id int64, sc stageCase, instances int) {
+func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, instances int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := db.Exec(ctx, "INSERT INTO products (id, name, initial_stock, stock) VALUES (?, ?, ?, ?)", id, "race-"+sc.stage, raceStock, raceStock); err != nil {
@@ -132,7 +198,7 @@ func runRace(t *testing.T, db *store.DB, id int64, sc stageCase, instances int) 
 	}
 	services := make([]*inventory.Service, instances)
 	for i := range services {
-		stages := map[string]inventory.Stage{sc.stage: sc.build(db.Products(), opts)}
+		stages := map[string]inventory.Stage{sc.stage: sc.build(env, db.Products(), opts)}
 		services[i] = inventory.NewService(db.Products(), stages, fmt.Sprintf("i%d", i), "O")
 	}
 

@@ -227,3 +227,23 @@ func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	}
 	return translate(err)
 }
+
+// Buyers lists the users who hold an order for the item.
+func (l *Ledger) Buyers(ctx context.Context, id int64) ([]string, error) {
+	var users []string
+	q := fmt.Sprintf("SELECT user_id FROM %s WHERE %s = ?", l.t.orders, l.t.itemID)
+	if err := l.db.gdb.WithContext(ctx).Raw(q, id).Scan(&users).Error; err != nil {
+		return nil, translate(fmt.Errorf("buyers of %s %d: %w", l.t.items, id, err))
+	}
+	return users, nil
+}
+
+// OrderExists reports whether an order with this number was committed.
+func (l *Ledger) OrderExists(ctx context.Context, no string) (bool, error) {
+	var n []int64
+	q := fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = ?", l.t.orders, l.t.orderNo)
+	if err := l.db.gdb.WithContext(ctx).Raw(q, no).Scan(&n).Error; err != nil {
+		return false, translate(fmt.Errorf("look up order %s: %w", no, err))
+	}
+	return len(n) == 1 && n[0] > 0, nil
+}

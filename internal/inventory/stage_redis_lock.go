@@ -1,0 +1,80 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+)
+
+// Stage "redis-lock": the critical section under one lock per item, held in
+// Redis, so every instance of the fleet queues on the same lock.
+//
+// local-mutex failed because each process had its own mutex. Here the lock
+// lives in Redis (internal/lock): an owner token makes release safe, a
+// watchdog renews the lease while the holder works and tells it when the
+// lock is lost, and waiters are woken by pub/sub. A lock alone is still not
+// enough: a holder can pause (GC, swap, a slow network) past its lease, so
+// the stock write carries the lease's fencing token and the database refuses
+// a write from an older token (see critical.go). That fence, not the lock,
+// is what finally makes this stage safe.
+
+// LockOptions tune the lease of the redis-lock and redlock stages.
+type LockOptions struct {
+	// TTL is the lease length. It must exceed the longest critical section
+	// it guards when the watchdog is off; with the watchdog on (the
+	// default) it only bounds how long a crashed holder blocks the item.
+	TTL time.Duration
+	// Wait bounds how long a buyer queues for the lock (ErrLockTimeout).
+	Wait time.Duration
+	// Fixed turns the watchdog off. Tests use it to let a lease run out
+	// while its holder is paused.
+	Fixed bool
+}
+
+// NewRedisLock returns the redis-lock stage over a single-Redis locker.
+func NewRedisLock(locker lock.Locker, store Store, kind string, section SectionOptions, lo LockOptions) Stage {
+	return NewGuarded(&leaseGuard{locker: locker, opts: lo}, store, kind, section)
+}
+
+// leaseGuard adapts internal/lock to the Guard of the critical section.
+type leaseGuard struct {
+	locker lock.Locker
+	opts   LockOptions
+}
+
+func (g *leaseGuard) Enter(ctx context.Context, key string) (Held, error) {
+	lease, err := g.locker.Obtain(ctx, key, g.opts.TTL, lock.ObtainOptions{Wait: g.opts.Wait, Fixed: g.opts.Fixed})
+	if err != nil {
+		return nil, classifyLockError(ctx, err)
+	}
+	return leaseHold{lease}, nil
+}
+
+type leaseHold struct{ l *lock.Lease }
+
+func (h leaseHold) Token() int64 { return h.l.Token() }
+
+func (h leaseHold) Exit(ctx context.Context) error { return h.l.Release(ctx) }
+
+// classifyLockError tells a busy lock (429, try later) from an unreachable
+// Redis or RedLock quorum (503): the first is contention, the second an
+// outage, and clients should treat them differently.
+func classifyLockError(ctx context.Context, err error) error {
+	var ne net.Error
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for the lock: %w", ctx.Err())
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, context.DeadlineExceeded):
+		// Per-instance timeouts surface as DeadlineExceeded while the
+		// request's own context is still alive.
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, lock.ErrNotObtained):
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
