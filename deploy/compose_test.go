@@ -19,7 +19,9 @@ import (
 	"github.com/seckill-lab/seckill/internal/config"
 )
 
-// The fleet docker-compose.yml must describe.
+// The fleet docker-compose.yml must describe at least. More replicas may be
+// added (see docs/docker.md); the checks below cover every service built
+// from this repo, not only these three.
 var (
 	replicas     = []string{"app-1", "app-2", "app-3"}
 	redisServers = []string{"redis-1", "redis-2", "redis-3"}
@@ -52,6 +54,19 @@ func loadProject(t *testing.T, env map[string]string) *types.Project {
 		t.Fatalf("docker-compose.yml does not load: %v", err)
 	}
 	return p
+}
+
+// appServices returns the sorted names of the services built from this repo:
+// the app replicas, however many there are.
+func appServices(p *types.Project) []string {
+	var names []string
+	for name, s := range p.Services {
+		if s.Build != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
@@ -104,6 +119,9 @@ func TestComposeServicesExist(t *testing.T) {
 	for _, name := range allServices {
 		service(t, p, name)
 	}
+	if apps := appServices(p); !slices.Equal(apps[:min(len(apps), len(replicas))], replicas) {
+		t.Errorf("services built from this repo are %v, want at least %v", apps, replicas)
+	}
 }
 
 func TestComposeVariablesAreKnownToConfig(t *testing.T) {
@@ -130,7 +148,7 @@ func TestComposeReplicaConfigLoads(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := loadProject(t, tc.env)
 			var peers []string
-			for _, name := range replicas {
+			for _, name := range appServices(p) {
 				cfg := appConfig(t, p, name)
 				peers = append(peers, fmt.Sprintf("http://%s:%s", name, addrPort(t, cfg.Addr)))
 				if cfg.Instance != name {
@@ -146,8 +164,9 @@ func TestComposeReplicaConfigLoads(t *testing.T) {
 					t.Errorf("%s: SECKILL_CRITICAL_SECTION_DELAY = %s; the demo needs a race window", name, cfg.CriticalSectionDelay)
 				}
 			}
-			for _, name := range replicas {
-				if got := appConfig(t, p, name).Peers; !slices.Equal(got, peers) {
+			slices.Sort(peers)
+			for _, name := range appServices(p) {
+				if got := slices.Sorted(slices.Values(appConfig(t, p, name).Peers)); !slices.Equal(got, peers) {
 					t.Errorf("%s: SECKILL_PEERS = %v, want every replica: %v", name, got, peers)
 				}
 			}
@@ -159,7 +178,7 @@ func TestComposeReplicasReachTheirBackends(t *testing.T) {
 	p := loadProject(t, nil)
 	mysql := service(t, p, "mysql")
 	db := getenv(t, mysql)
-	for _, name := range replicas {
+	for _, name := range appServices(p) {
 		cfg := appConfig(t, p, name)
 
 		dsn, err := mysqldriver.ParseDSN(cfg.MySQLDSN)
@@ -211,6 +230,15 @@ func TestComposeRedisServersPersistNothing(t *testing.T) {
 
 func TestComposePorts(t *testing.T) {
 	p := loadProject(t, nil)
+	published := map[string]string{}
+	for _, name := range append(appServices(p), "nginx") {
+		for _, port := range service(t, p, name).Ports {
+			if other, ok := published[port.Published]; ok {
+				t.Errorf("%s and %s both publish host port %s", other, name, port.Published)
+			}
+			published[port.Published] = name
+		}
+	}
 	for name, want := range hostPorts {
 		s := service(t, p, name)
 		target := uint32(80)
@@ -235,7 +263,7 @@ func TestComposePorts(t *testing.T) {
 
 func TestComposeHealthchecks(t *testing.T) {
 	p := loadProject(t, nil)
-	for _, name := range allServices {
+	for _, name := range append(appServices(p), allServices...) {
 		hc := service(t, p, name).HealthCheck
 		if hc == nil || hc.Disable || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
 			t.Errorf("%s: no healthcheck, so depends_on cannot wait for it", name)
@@ -246,7 +274,7 @@ func TestComposeHealthchecks(t *testing.T) {
 	if hc := service(t, p, "mysql").HealthCheck; hc == nil || !slices.Contains(hc.Test, "127.0.0.1") {
 		t.Error("mysql: the healthcheck should ping over TCP (-h 127.0.0.1)")
 	}
-	for _, name := range replicas {
+	for _, name := range appServices(p) {
 		url := fmt.Sprintf("http://127.0.0.1:%s/readyz", addrPort(t, appConfig(t, p, name).Addr))
 		want := types.HealthCheckTest{"CMD", "/seckill", "probe", url}
 		if got := service(t, p, name).HealthCheck; got == nil || !slices.Equal(got.Test, want) {
@@ -264,8 +292,8 @@ func TestComposeDependsOnHealthy(t *testing.T) {
 			}
 		}
 	}
-	want := map[string][]string{"nginx": replicas}
-	for _, name := range replicas {
+	want := map[string][]string{"nginx": appServices(p)}
+	for _, name := range appServices(p) {
 		want[name] = append([]string{"mysql"}, redisServers...)
 	}
 	for name, deps := range want {
@@ -345,10 +373,11 @@ func TestComposeNginxConfig(t *testing.T) {
 	for _, s := range upstreamLine.FindAllStringSubmatch(m[2], -1) {
 		servers = append(servers, s[1])
 	}
-	for _, name := range replicas {
+	for _, name := range appServices(p) {
 		want = append(want, name+":"+addrPort(t, appConfig(t, p, name).Addr))
 	}
-	if !slices.Equal(servers, want) {
+	slices.Sort(want)
+	if slices.Sort(servers); !slices.Equal(servers, want) {
 		t.Errorf("nginx: upstream %s lists %v, want every replica: %v", m[1], servers, want)
 	}
 
