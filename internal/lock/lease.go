@@ -45,6 +45,7 @@ type Lease struct {
 	expiry   *time.Timer // reports the loss at deadline
 	err      error       // why the lease ended; set once, with done closed
 	released bool
+	losing   bool // lose has claimed the lease and is running the Lost hook
 	stop     chan struct{} // closed to stop the watchdog
 	stopped  chan struct{} // closed when the watchdog has exited; nil without one
 }
@@ -194,26 +195,31 @@ func (l *Lease) expire() {
 	l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
 }
 
-// lose ends the lease with err and reports it to the Lost hook.
+// lose ends the lease with err. The Lost hook runs before Done closes, so a
+// holder that sees Done also sees the metric.
 func (l *Lease) lose(err error) {
-	if l.end(err) {
+	l.mu.Lock()
+	first := l.err == nil && !l.losing
+	l.losing = true
+	l.mu.Unlock()
+	if first {
 		l.hooks.lost(l.key, err)
+		l.end(err)
 	}
 }
 
 // end records why the lease ended, closes Done and cancels Context. Only the
-// first call has an effect; it reports whether it was the first.
-func (l *Lease) end(err error) bool {
+// first call has an effect.
+func (l *Lease) end(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return false
+		return
 	}
 	l.err = err
 	l.expiry.Stop()
 	close(l.done)
 	l.cancel(err)
-	return true
 }
 
 // watch renews the lease every TTL/3 until it is released or lost, or the

@@ -1,0 +1,216 @@
+package lock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// needService skips, or fails under CI=true, when a service is missing.
+func needService(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and %s", msg)
+	}
+	t.Skipf("skipping: %s", msg)
+}
+
+// testRedis returns a client for SECKILL_TEST_REDIS_ADDR.
+func testRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	addr := os.Getenv("SECKILL_TEST_REDIS_ADDR")
+	if addr == "" {
+		needService(t, "SECKILL_TEST_REDIS_ADDR is not set (e.g. 127.0.0.1:6379)")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		needService(t, "Redis at %s is unreachable: %v", addr, err)
+	}
+	t.Cleanup(func() {
+		if err := rdb.Close(); err != nil {
+			t.Errorf("close redis client: %v", err)
+		}
+	})
+	return rdb
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// testPrefix returns a key prefix of this test's own and deletes every key
+// under it when the test ends.
+func testPrefix(t testing.TB, rdbs ...redis.UniversalClient) string {
+	t.Helper()
+	prefix := "locktest:" + randHex(6) + ":"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, rdb := range rdbs {
+			keys, err := scanKeys(ctx, rdb, prefix)
+			if err != nil {
+				continue // the server may have been killed by the test
+			}
+			for _, k := range keys {
+				rdb.Del(ctx, k)
+			}
+		}
+	})
+	return prefix
+}
+
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]string, error) {
+	var keys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		return it.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu = make(chan struct{}, 1)
+		return keys, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu <- struct{}{}
+			defer func() { <-mu }()
+			return scan(ctx, c)
+		})
+	}
+	return keys, scan(ctx, rdb.(*redis.Client))
+}
+
+// lockKey is the Redis key of a lock, as the package names it.
+func lockKey(prefix, key string) string { return prefix + "{" + key + "}" }
+
+// pollUntil calls cond until it is true or the timeout passes.
+func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// server is a redis-server process the test started on a loopback port.
+type server struct {
+	t      testing.TB
+	port   int
+	dir    string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+func (s *server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// startServer starts redis-server on a free loopback port with no
+// persistence; it is killed when the test ends.
+func startServer(t testing.TB, extra ...string) *server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		needService(t, "redis-server is not installed")
+	}
+	s := &server{t: t, dir: t.TempDir(), args: extra}
+	var err error
+	for range 5 {
+		s.port = freePort(t)
+		if err = s.Start(); err == nil {
+			t.Cleanup(s.Kill)
+			return s
+		}
+	}
+	t.Fatalf("start redis-server: %v", err)
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Start (re)starts the server on its port and waits until it answers.
+func (s *server) Start() error {
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server on port %d exited: %v", s.port, err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			s.cmd, s.exited = cmd, exited
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("redis-server on port %d not ready: %v", s.port, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Kill stops the server at once (SIGKILL), as a crash would.
+func (s *server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// Client returns a client for the server, closed when the test ends.
+func (s *server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  s.Addr(),
+		ContextTimeoutEnabled: true,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           500 * time.Millisecond,
+		WriteTimeout:          500 * time.Millisecond,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}

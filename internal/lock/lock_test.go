@@ -1,0 +1,644 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+)
+
+// newClient returns a lock.Client on rdb with a prefix of the test's own,
+// closed when the test ends.
+func newClient(t testing.TB, rdb redis.UniversalClient, opts lock.Options) (*lock.Client, string) {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = testPrefix(t, rdb)
+	}
+	c := lock.New(rdb, opts)
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close lock client: %v", err)
+		}
+	})
+	return c, opts.Prefix
+}
+
+func mustObtain(t testing.TB, l lock.Locker, ctx context.Context, key string, ttl time.Duration, o lock.ObtainOptions) *lock.Lease {
+	t.Helper()
+	lease, err := l.Obtain(ctx, key, ttl, o)
+	if err != nil {
+		t.Fatalf("obtain %q: %v", key, err)
+	}
+	return lease
+}
+
+func mustRelease(t testing.TB, lease *lock.Lease) {
+	t.Helper()
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatalf("release %q: %v", lease.Key(), err)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestObtainRelease(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+
+	lease := mustObtain(t, c, ctx, "item", time.Second, lock.ObtainOptions{})
+	if lease.Token() <= 0 || lease.Key() != "item" || lease.Err() != nil || isClosed(lease.Done()) {
+		t.Fatalf("fresh lease: token %d key %q err %v", lease.Token(), lease.Key(), lease.Err())
+	}
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "item")).Val(); pttl <= 0 || pttl > time.Second {
+		t.Fatalf("lock key PTTL = %v, want (0, 1s]", pttl)
+	}
+
+	_, err := c.Obtain(ctx, "item", time.Second, lock.ObtainOptions{})
+	if !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("second obtain: got %v, want ErrNotObtained", err)
+	}
+
+	mustRelease(t, lease)
+	if n := rdb.Exists(ctx, lockKey(prefix, "item")).Val(); n != 0 {
+		t.Fatalf("lock key still exists after release")
+	}
+	if !isClosed(lease.Done()) || !errors.Is(lease.Err(), lock.ErrNotHeld) {
+		t.Fatalf("after release: done %v err %v", isClosed(lease.Done()), lease.Err())
+	}
+	if lease.Context().Err() == nil {
+		t.Fatalf("lease context not cancelled after release")
+	}
+	again := mustObtain(t, c, ctx, "item", time.Second, lock.ObtainOptions{})
+	if again.Token() <= lease.Token() {
+		t.Fatalf("token did not increase: %d then %d", lease.Token(), again.Token())
+	}
+	mustRelease(t, again)
+}
+
+func TestBadArguments(t *testing.T) {
+	t.Parallel()
+	c, _ := newClient(t, testRedis(t), lock.Options{})
+	for _, tc := range []struct {
+		name string
+		key  string
+		ttl  time.Duration
+	}{
+		{"empty key", "", time.Second},
+		{"ttl below MinTTL", "k", lock.MinTTL - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.Obtain(context.Background(), tc.key, tc.ttl, lock.ObtainOptions{}); err == nil {
+				t.Fatalf("Obtain(%q, %v) succeeded", tc.key, tc.ttl)
+			}
+		})
+	}
+}
+
+func TestDoubleRelease(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, _ := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+
+	a := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
+	mustRelease(t, a)
+	b := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second release: got %v, want ErrNotHeld", err)
+	}
+	if err := b.Refresh(ctx, time.Second); err != nil {
+		t.Fatalf("b lost its lock after a's second release: %v", err)
+	}
+	mustRelease(t, b)
+}
+
+func TestReleaseAfterExpiry(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, _ := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	const ttl = 50 * time.Millisecond
+
+	t.Run("expired", func(t *testing.T) {
+		a := mustObtain(t, c, ctx, "expired", ttl, lock.ObtainOptions{Fixed: true})
+		<-a.Done() // the fixed lease ends at its validity deadline
+		if !errors.Is(a.Err(), lock.ErrLockLost) {
+			t.Fatalf("Err after expiry = %v, want ErrLockLost", a.Err())
+		}
+		err := a.Release(ctx)
+		if !errors.Is(err, lock.ErrLockLost) || errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("release after expiry: got %v, want ErrLockLost only", err)
+		}
+	})
+	t.Run("taken", func(t *testing.T) {
+		a := mustObtain(t, c, ctx, "taken", ttl, lock.ObtainOptions{Fixed: true})
+		b := mustObtain(t, c, ctx, "taken", time.Second, lock.ObtainOptions{Wait: 5 * time.Second})
+		if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+			t.Fatalf("release of a taken lock: got %v, want ErrLockLost", err)
+		}
+		if err := b.Refresh(ctx, time.Second); err != nil {
+			t.Fatalf("a's late release hurt b: %v", err)
+		}
+		mustRelease(t, b)
+	})
+}
+
+func TestReleaseWithCancelledContext(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	lease := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
+	cancel()
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("release with cancelled context: %v", err)
+	}
+	if rdb.Exists(context.Background(), lockKey(prefix, "k")).Val() != 0 {
+		t.Fatalf("lock key survived release")
+	}
+}
+
+func TestRefresh(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+
+	lease := mustObtain(t, c, ctx, "k", 200*time.Millisecond, lock.ObtainOptions{Fixed: true})
+	before := lease.Deadline()
+	if err := lease.Refresh(ctx, 5*time.Second); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")).Val(); pttl <= time.Second {
+		t.Fatalf("PTTL after refresh = %v, want > 1s", pttl)
+	}
+	if !lease.Deadline().After(before) {
+		t.Fatalf("deadline did not move: %v then %v", before, lease.Deadline())
+	}
+	rdb.Del(ctx, lockKey(prefix, "k"))
+	if err := lease.Refresh(ctx, time.Second); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("refresh of a deleted lock: got %v, want ErrLockLost", err)
+	}
+	if !isClosed(lease.Done()) || !errors.Is(context.Cause(lease.Context()), lock.ErrLockLost) {
+		t.Fatalf("lost lease: done %v cause %v", isClosed(lease.Done()), context.Cause(lease.Context()))
+	}
+	if err := lease.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release of a lost lease: got %v, want ErrLockLost", err)
+	}
+	if err := lease.Refresh(ctx, time.Second); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("refresh after release: got %v, want ErrNotHeld", err)
+	}
+}
+
+// A critical section three times as long as the TTL keeps the lock while the
+// watchdog renews it: a contender gets it only after the release.
+func TestWatchdogKeepsLock(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	var renewals atomic.Int32
+	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+		Renewed: func(string, time.Duration) { renewals.Add(1) },
+	}})
+	other, _ := newClient(t, rdb, lock.Options{Prefix: prefixOf(t, c, rdb)})
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+
+	lease := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
+	var released atomic.Bool
+	got := make(chan error, 1)
+	go func() {
+		l, err := other.Obtain(ctx, "k", ttl, lock.ObtainOptions{Wait: 10 * time.Second})
+		if err == nil {
+			if !released.Load() {
+				err = errors.New("contender obtained the lock before the holder released it")
+			} else if l.Token() <= lease.Token() {
+				err = errors.New("contender's token is not larger")
+			}
+			if rerr := l.Release(ctx); err == nil {
+				err = rerr
+			}
+		}
+		got <- err
+	}()
+
+	select { // the critical section
+	case <-time.After(3 * ttl):
+	case <-lease.Done():
+		t.Fatalf("lease lost during the critical section: %v", lease.Err())
+	}
+	released.Store(true)
+	mustRelease(t, lease)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if renewals.Load() < 2 {
+		t.Fatalf("watchdog renewed %d times in 3 TTLs, want >= 2", renewals.Load())
+	}
+}
+
+// prefixOf is a test-only way to share one client's prefix with another: it
+// obtains a probe key and finds its name in Redis.
+func prefixOf(t *testing.T, c *lock.Client, rdb *redis.Client) string {
+	t.Helper()
+	key := "probe-" + randHex(4)
+	l := mustObtain(t, c, context.Background(), key, time.Second, lock.ObtainOptions{})
+	defer mustRelease(t, l)
+	keys := rdb.Keys(context.Background(), "*{"+key+"}").Val()
+	if len(keys) != 1 {
+		t.Fatalf("probe key not found: %v", keys)
+	}
+	return keys[0][:len(keys[0])-len(key)-2]
+}
+
+// When the lock disappears from under the holder, Done closes and Err says
+// why, before the local validity deadline.
+func TestWatchdogReportsLoss(t *testing.T) {
+	t.Parallel()
+	const ttl = 600 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		break_ func(ctx context.Context, rdb *redis.Client, key string, s *server)
+	}{
+		{"deleted", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
+			rdb.Del(ctx, key)
+		}},
+		{"taken by another owner", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
+			rdb.HSet(ctx, key, "o", "someone-else", "t", "1")
+		}},
+		{"overwritten with a string", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
+			rdb.Set(ctx, key, "garbage", time.Minute)
+		}},
+		{"redis killed", func(_ context.Context, _ *redis.Client, _ string, s *server) {
+			s.Kill()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t)
+			rdb := s.Client(t)
+			var lost atomic.Int32
+			c, prefix := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+				Lost: func(string, error) { lost.Add(1) },
+			}})
+			ctx := context.Background()
+			lease := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
+			deadline := lease.Deadline()
+			tc.break_(ctx, rdb, lockKey(prefix, "k"), s)
+			deadline = later(deadline, lease.Deadline()) // a renewal may have run just before
+			<-lease.Done()
+			at := time.Now()
+			if !errors.Is(lease.Err(), lock.ErrLockLost) {
+				t.Fatalf("Err = %v, want ErrLockLost", lease.Err())
+			}
+			if at.After(deadline) {
+				t.Fatalf("loss reported %v after the validity deadline", at.Sub(deadline))
+			}
+			if !errors.Is(context.Cause(lease.Context()), lock.ErrLockLost) {
+				t.Fatalf("lease context cause = %v", context.Cause(lease.Context()))
+			}
+			if lost.Load() != 1 {
+				t.Fatalf("Lost hook called %d times, want 1", lost.Load())
+			}
+			if err := lease.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+				t.Fatalf("release of a lost lease: got %v, want ErrLockLost", err)
+			}
+		})
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// When the holder's context ends, the watchdog stops: the lease context is
+// cancelled at once and the lease is reported lost at its deadline, after
+// which another owner can take the key.
+func TestHolderContextEndStopsWatchdog(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, _ := newClient(t, rdb, lock.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	lease := mustObtain(t, c, ctx, "k", 200*time.Millisecond, lock.ObtainOptions{})
+	cancel()
+	<-lease.Context().Done()
+	<-lease.Done()
+	if !errors.Is(lease.Err(), lock.ErrLockLost) {
+		t.Fatalf("Err = %v, want ErrLockLost", lease.Err())
+	}
+	next := mustObtain(t, c, context.Background(), "k", time.Second, lock.ObtainOptions{Wait: 5 * time.Second})
+	mustRelease(t, next)
+	if err := lease.Release(context.Background()); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release after expiry: got %v, want ErrLockLost", err)
+	}
+}
+
+func TestWaitHandoff(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	var wakeups atomic.Int32
+	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+		Waited: func(_ string, _ time.Duration, n int) { wakeups.Add(int32(n)) },
+	}})
+	ctx := context.Background()
+	// A long TTL: only the release message can hand the lock over quickly.
+	a := mustObtain(t, c, ctx, "k", time.Minute, lock.ObtainOptions{})
+	got := make(chan *lock.Lease)
+	go func() {
+		b, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- b
+	}()
+	pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		return numSub(rdb, "*{k}:wake") == 1
+	})
+	mustRelease(t, a)
+	b := <-got
+	if b == nil {
+		t.FailNow()
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token did not increase: %d then %d", a.Token(), b.Token())
+	}
+	mustRelease(t, b)
+	// The waiter may have caught the release on its own re-check; either way
+	// it cannot have used the fallback, which comes after the 1 min TTL.
+	t.Logf("wake-ups: %d", wakeups.Load())
+}
+
+// numSub counts subscribers of channels matching pattern.
+func numSub(rdb *redis.Client, pattern string) int64 {
+	ctx := context.Background()
+	var n int64
+	for _, ch := range rdb.PubSubChannels(ctx, pattern).Val() {
+		n += rdb.PubSubNumSub(ctx, ch).Val()[ch]
+	}
+	return n
+}
+
+// A holder that dies without releasing publishes nothing; the waiter's
+// fallback re-check at the remaining TTL still gets the lock.
+func TestWaitFallbackWhenHolderVanishes(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, _ := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	a := mustObtain(t, c, ctx, "k", 300*time.Millisecond, lock.ObtainOptions{Fixed: true})
+	b := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{Wait: 10 * time.Second})
+	if b.Token() <= a.Token() {
+		t.Fatalf("token did not increase: %d then %d", a.Token(), b.Token())
+	}
+	mustRelease(t, b)
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release of the vanished holder: got %v, want ErrLockLost", err)
+	}
+}
+
+// Killing the shared subscriber connection loses release messages; the
+// handoff must still happen.
+func TestWaitSubscriberKilled(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := s.Client(t)
+	c, _ := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	a := mustObtain(t, c, ctx, "k", 500*time.Millisecond, lock.ObtainOptions{})
+	got := make(chan *lock.Lease)
+	go func() {
+		b, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- b
+	}()
+	pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		return numSub(rdb, "*{k}:wake") == 1
+	})
+	if err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatalf("client kill: %v", err)
+	}
+	mustRelease(t, a)
+	b := <-got
+	if b == nil {
+		t.FailNow()
+	}
+	mustRelease(t, b)
+}
+
+func TestWaitContextEnds(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, _ := newClient(t, rdb, lock.Options{})
+	holder := mustObtain(t, c, context.Background(), "k", time.Minute, lock.ObtainOptions{})
+	defer mustRelease(t, holder)
+
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error)
+		go func() {
+			_, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Minute})
+			errc <- err
+		}()
+		pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+			return numSub(rdb, "*{k}:wake") == 1
+		})
+		cancel()
+		err := <-errc
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
+		}
+		pollUntil(t, 5*time.Second, "the subscription to go away", func() bool {
+			return numSub(rdb, "*{k}:wake") == 0
+		})
+	})
+	t.Run("deadline", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Minute})
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want ErrNotObtained and context.DeadlineExceeded", err)
+		}
+	})
+	t.Run("wait runs out", func(t *testing.T) {
+		_, err := c.Obtain(context.Background(), "k", time.Second, lock.ObtainOptions{Wait: 50 * time.Millisecond})
+		if !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want ErrNotObtained only", err)
+		}
+	})
+}
+
+func TestReentrant(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	owner := lock.ObtainOptions{Owner: "order-42"}
+
+	var holds []*lock.Lease
+	for range 3 {
+		holds = append(holds, mustObtain(t, c, ctx, "k", time.Second, owner))
+	}
+	for _, h := range holds[1:] {
+		if h.Token() != holds[0].Token() {
+			t.Fatalf("re-entered hold has token %d, want %d", h.Token(), holds[0].Token())
+		}
+	}
+	for _, o := range []lock.ObtainOptions{{}, {Owner: "order-43"}} {
+		if _, err := c.Obtain(ctx, "k", time.Second, o); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("obtain by %q while held: got %v, want ErrNotObtained", o.Owner, err)
+		}
+	}
+	for i := len(holds) - 1; i >= 0; i-- {
+		if rdb.Exists(ctx, lockKey(prefix, "k")).Val() != 1 {
+			t.Fatalf("lock released after %d of 3 releases", len(holds)-1-i)
+		}
+		mustRelease(t, holds[i])
+	}
+	if rdb.Exists(ctx, lockKey(prefix, "k")).Val() != 0 {
+		t.Fatalf("lock held after 3 releases of 3 holds")
+	}
+	if err := holds[0].Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("fourth release: got %v, want ErrNotHeld", err)
+	}
+
+	// A plain lease is never re-entered, even by a reentrant owner.
+	plain := mustObtain(t, c, ctx, "p", time.Second, lock.ObtainOptions{})
+	if _, err := c.Obtain(ctx, "p", time.Second, owner); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("reentrant obtain of a plain lock: got %v, want ErrNotObtained", err)
+	}
+	mustRelease(t, plain)
+}
+
+func TestFencingTokens(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	var last int64
+	next := func(how string, o lock.ObtainOptions, ttl time.Duration) *lock.Lease {
+		t.Helper()
+		l := mustObtain(t, c, ctx, "k", ttl, o)
+		if l.Token() <= last {
+			t.Fatalf("%s: token %d not above %d", how, l.Token(), last)
+		}
+		last = l.Token()
+		return l
+	}
+	for range 100 {
+		mustRelease(t, next("after release", lock.ObtainOptions{}, time.Second))
+	}
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")+":fence").Val(); pttl <= 0 {
+		t.Fatalf("fencing counter PTTL = %v, want a TTL", pttl)
+	}
+	for range 20 {
+		rdb.Del(ctx, lockKey(prefix, "k")+":fence")
+		mustRelease(t, next("after counter deletion", lock.ObtainOptions{}, time.Second))
+	}
+	expired := next("before expiry", lock.ObtainOptions{Fixed: true}, 20*time.Millisecond)
+	mustRelease(t, next("after expiry", lock.ObtainOptions{Wait: 5 * time.Second}, time.Second))
+	if err := expired.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release of expired lease: got %v", err)
+	}
+}
+
+// Many cycles leave no key without a TTL and no goroutine behind.
+// Not parallel: goleak must not see other tests' goroutines.
+func TestCyclesLeaveNothingBehind(t *testing.T) {
+	rdb := testRedis(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prefix := testPrefix(t, rdb)
+	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 250 {
+				key := []string{"a", "b", "c"}[(g+i)%3]
+				l, err := c.Obtain(ctx, key, time.Second, lock.ObtainOptions{Wait: 10 * time.Second, Fixed: i%5 == 0})
+				if err != nil {
+					t.Errorf("obtain: %v", err)
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("release: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	keys, err := scanKeys(ctx, rdb, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if pttl := rdb.PTTL(ctx, k).Val(); pttl <= 0 {
+			t.Errorf("key %q has no TTL (PTTL %v)", k, pttl)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHooks(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	note := func(name string) { mu.Lock(); seen[name]++; mu.Unlock() }
+	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+		Obtained: func(_ string, _ time.Duration, err error) {
+			if err == nil {
+				note("obtained")
+			} else {
+				note("not obtained")
+			}
+		},
+		Waited:      func(string, time.Duration, int) { note("waited") },
+		Renewed:     func(string, time.Duration) { note("renewed") },
+		RenewFailed: func(string, error) { note("renew failed") },
+		Lost:        func(string, error) { note("lost") },
+	}})
+	ctx := context.Background()
+	a := mustObtain(t, c, ctx, "k", 60*time.Millisecond, lock.ObtainOptions{})
+	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 10 * time.Millisecond}); err == nil {
+		t.Fatal("obtained a held lock")
+	}
+	pollUntil(t, 5*time.Second, "a renewal", func() bool { mu.Lock(); defer mu.Unlock(); return seen["renewed"] > 0 })
+	rdb.Del(ctx, lockKey(prefixOf(t, c, rdb), "k"))
+	<-a.Done()
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Errorf("release: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{"obtained": 1, "not obtained": 1, "waited": 1, "renew failed": 1, "lost": 1}
+	for k, n := range want {
+		if seen[k] < n {
+			t.Errorf("hook %q called %d times, want >= %d (all: %v)", k, seen[k], n, seen)
+		}
+	}
+}
