@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -64,6 +65,9 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Ready:      b.ready,
 		Web:        web.Handler(),
 		Dashboard:  dashboardFor(cfg),
+
+		Idempotency:           r.idempotency(),
+		RequireIdempotencyKey: cfg.RequireIdempotencyKey,
 	})
 	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
 }
@@ -114,6 +118,17 @@ func (r *rig) stages(st *store.Ledger, kind string) (map[string]inventory.Stage,
 		m["redlock"] = inventory.NewRedLock(r.quorum, st, kind, r.section, r.lockOpt)
 	}
 	return m, ra
+}
+
+// idempotency returns the Idempotency-Key store, or nil without Redis.
+func (r *rig) idempotency() *idempotency.Store {
+	if r.b.redis == nil {
+		if r.cfg.RequireIdempotencyKey {
+			r.log.Warn("SECKILL_REQUIRE_IDEMPOTENCY_KEY is set but there is no Redis: keys are required yet not honoured")
+		}
+		return nil
+	}
+	return idempotency.New(r.b.redis, idempotency.Options{Retention: r.cfg.IdempotencyTTL})
 }
 
 func (r *rig) close() error {

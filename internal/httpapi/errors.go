@@ -10,26 +10,26 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // Errors the HTTP layer itself detects.
 var (
-	errMalformed      = errors.New("malformed JSON body")
-	errTooLarge       = errors.New("request body too large")
-	errMediaType      = errors.New("unsupported content type")
-	errUnauthorized   = errors.New("missing admin token")
-	errForbidden      = errors.New("wrong admin token")
-	errAdminDisabled  = errors.New("admin routes are disabled")
-	errRouteNotFound  = errors.New("no such route")
-	errMethod         = errors.New("method not allowed")
-	errModeDisabled   = errors.New("stage not available on this instance")
-	errNotReady       = errors.New("not ready")
-	errIdemInFlight   = errors.New("a request with this Idempotency-Key is still in flight")
-	errIdemMismatch   = errors.New("this Idempotency-Key was used with a different request")
-	errIdemMissing    = errors.New("Idempotency-Key header required")
-	errIdemInvalidKey = errors.New("invalid Idempotency-Key")
+	errMalformed     = errors.New("malformed JSON body")
+	errTooLarge      = errors.New("request body too large")
+	errMediaType     = errors.New("unsupported content type")
+	errUnauthorized  = errors.New("missing admin token")
+	errForbidden     = errors.New("wrong admin token")
+	errAdminDisabled = errors.New("admin routes are disabled")
+	errRouteNotFound = errors.New("no such route")
+	errMethod        = errors.New("method not allowed")
+	errModeDisabled  = errors.New("stage not available on this instance")
+	errNotReady      = errors.New("not ready")
+	errIdemMissing   = errors.New("Idempotency-Key header required")
 )
+
+var errorsJoin = errors.Join
 
 // problemType is one row of the error table: which error, which status,
 // and the stable problem type clients may switch on.
@@ -49,7 +49,7 @@ var problemTable = []problemType{
 	{inventory.ErrUnknownStage, 400, "unknown-mode", "Unknown mode", "The mode is not one of unlocked, local-mutex, redis-lock, redlock, db-atomic, redis-atomic."},
 	{errModeDisabled, 400, "mode-unavailable", "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
 	{errIdemMissing, 400, "idempotency-key-required", "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
-	{errIdemInvalidKey, 400, "idempotency-key-invalid", "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
+	{idempotency.ErrInvalidKey, 400, "idempotency-key-invalid", "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
 	{errUnauthorized, 401, "unauthorized", "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},
 	{errForbidden, 403, "forbidden", "Wrong admin token", "The bearer token does not match SECKILL_ADMIN_TOKEN."},
 	{errAdminDisabled, 404, "admin-disabled", "Admin routes disabled", "Admin routes are off because SECKILL_ADMIN_TOKEN is not set."},
@@ -58,13 +58,14 @@ var problemTable = []problemType{
 	{errMethod, 405, "method-not-allowed", "Method not allowed", "The route exists but not with this method."},
 	{inventory.ErrSoldOut, 409, "sold-out", "Sold out", "Not enough stock is left for this quantity."},
 	{inventory.ErrAlreadyPurchased, 409, "already-purchased", "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},
-	{errIdemInFlight, 409, "idempotency-in-flight", "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
+	{idempotency.ErrInFlight, 409, "idempotency-in-flight", "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
 	{errTooLarge, 413, "body-too-large", "Body too large", "Request bodies are capped at 64 KiB."},
 	{errMediaType, 415, "unsupported-media-type", "Unsupported media type", "Send Content-Type: application/json."},
-	{errIdemMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used with a different body or route."},
+	{idempotency.ErrMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used with a different body or route."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
 	{inventory.ErrLockLost, 503, "lock-lost", "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
 	{inventory.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
+	{idempotency.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{errNotReady, 503, "not-ready", "Not ready", "A backend this instance needs is not reachable."},
 	{context.DeadlineExceeded, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 }
@@ -100,7 +101,7 @@ func (s *server) writeError(c *gin.Context, err error) {
 	// the others get the table's sentence, so no driver message leaks out.
 	detail := p.about
 	switch p.slug {
-	case "invalid-request", "malformed-json", "unknown-mode":
+	case "invalid-request", "malformed-json", "unknown-mode", "idempotency-key-invalid":
 		detail = err.Error()
 	case "internal":
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)

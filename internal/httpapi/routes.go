@@ -20,12 +20,13 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	api.GET("/products", s.handleList(products))
 	api.GET("/products/:id", s.handleGet(products))
 	api.GET("/products/:id/audit", s.handleAudit(products))
-	api.POST("/products/:id/buy", s.handleBuy(products))
+	idem := s.idempotent(d.Idempotency, d.RequireIdempotencyKey)
+	api.POST("/products/:id/buy", idem, s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
 		api.GET("/coupons/:id/audit", s.handleAudit(coupons))
-		api.POST("/coupons/:id/grab", s.handleBuy(coupons))
+		api.POST("/coupons/:id/grab", idem, s.handleBuy(coupons))
 	}
 
 	admin := api.Group("/admin", s.requireAdmin())

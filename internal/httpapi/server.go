@@ -21,6 +21,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
@@ -44,6 +45,11 @@ type Deps struct {
 	// Dashboard is the dashboard's server side (burst.go); zero turns the
 	// burst, fleet and lab routes off.
 	Dashboard Dashboard
+	// Idempotency stores Idempotency-Key records; nil (no Redis) means
+	// keys are validated but not honoured.
+	Idempotency *idempotency.Store
+	// RequireIdempotencyKey answers buys and grabs without a key with 400.
+	RequireIdempotencyKey bool
 }
 
 type server struct {

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/seckill/internal/idempotency"
+)
+
+// replayHeaders are stored with a response and sent again on replay.
+var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instance", "Retry-After"}
+
+// idempotent runs a buy or grab at most once per Idempotency-Key: the first
+// request runs and its answer is stored; a retry gets that answer again,
+// byte for byte, with Idempotent-Replayed: true.
+func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		header := c.GetHeader("Idempotency-Key")
+		if header == "" {
+			if require {
+				s.writeError(c, errIdemMissing)
+			}
+			return
+		}
+		key, err := idempotency.ParseKey(header)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if store == nil {
+			return // no Redis on this instance: keys cannot be honoured, see Deps
+		}
+		body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBody+1))
+		if err != nil {
+			s.writeError(c, errorsJoin(errMalformed, err))
+			return
+		}
+		if len(body) > MaxBody {
+			s.writeError(c, errTooLarge)
+			return
+		}
+		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+
+		path := c.Request.URL.Path
+		claim, stored, err := store.Begin(c, userOf(body), path, key, idempotency.Fingerprint(c.Request.Method, path, body))
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if stored != nil {
+			for k, v := range stored.Header {
+				c.Header(k, v)
+			}
+			c.Header("Idempotent-Replayed", "true")
+			c.Status(stored.Status)
+			if _, err := c.Writer.Write(stored.Body); err != nil {
+				s.log.Debug("writing replay failed", "err", err)
+			}
+			c.Abort()
+			return
+		}
+
+		w := &capturingWriter{ResponseWriter: c.Writer}
+		c.Writer = w
+		c.Next()
+		status := w.Status()
+		if status >= 500 || status == http.StatusTooManyRequests {
+			// Retryable answers are not replayed: the retry should run.
+			if err := store.Abandon(c, claim); err != nil {
+				s.log.Warn("abandoning an idempotency claim failed; it expires with its lease", "err", err)
+			}
+			return
+		}
+		resp := idempotency.Response{Status: status, Header: map[string]string{}, Body: w.buf.Bytes()}
+		for _, h := range replayHeaders {
+			if v := w.Header().Get(h); v != "" {
+				resp.Header[h] = v
+			}
+		}
+		if err := store.Finish(c, claim, resp); err != nil {
+			s.log.Warn("storing an idempotent response failed; a retry will run again and be refused as a repeat", "err", err)
+		}
+	}
+}
+
+// userOf reads user_id from a JSON body, or "" when there is none: the
+// handler reports bad bodies, this only scopes the record.
+func userOf(body []byte) string {
+	var b struct {
+		UserID string `json:"user_id"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	return b.UserID
+}
+
+// capturingWriter keeps a copy of the body written through it.
+type capturingWriter struct {
+	gin.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (w *capturingWriter) Write(b []byte) (int, error) {
+	w.buf.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *capturingWriter) WriteString(s string) (int, error) {
+	w.buf.WriteString(s)
+	return w.ResponseWriter.WriteString(s)
+}

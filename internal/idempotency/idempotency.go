@@ -1,0 +1,219 @@
+// Package idempotency makes a retried buy or grab safe: a request that
+// carries an Idempotency-Key (after the IETF httpapi draft) runs once, and
+// every retry with the same key gets the first answer back, byte for byte.
+//
+// Records live in Redis, one per (user, route, key). A request first claims
+// the record with a short-lived in-flight marker owned by a random token;
+// when it finishes, the marker is replaced by the stored response, kept for
+// the retention period (24 h by default). A process that dies mid-request
+// leaves only the marker, which expires after the in-flight lease, so a
+// crash never blocks a key forever.
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalidKey: the header is not 1 to 255 visible ASCII characters.
+	ErrInvalidKey = errors.New("invalid Idempotency-Key")
+	// ErrInFlight: the first request with this key has not finished.
+	ErrInFlight = errors.New("request with this Idempotency-Key still in flight")
+	// ErrMismatch: the key was first used with a different request body.
+	ErrMismatch = errors.New("Idempotency-Key reused with a different request")
+	// ErrUnavailable: Redis could not be reached, so the request was not run.
+	ErrUnavailable = errors.New("idempotency store unavailable")
+)
+
+// MaxKeyLen is the longest key accepted.
+const MaxKeyLen = 255
+
+// ParseKey validates an Idempotency-Key header value. The draft defines the
+// field as a Structured Field string, so a quoted value is unquoted; a bare
+// token is accepted too, since many clients send one.
+func ParseKey(header string) (string, error) {
+	k := header
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+		if strings.ContainsAny(k, `"\`) {
+			return "", fmt.Errorf("%w: escapes are not supported", ErrInvalidKey)
+		}
+	}
+	if len(k) < 1 || len(k) > MaxKeyLen {
+		return "", fmt.Errorf("%w: must be 1 to %d characters", ErrInvalidKey, MaxKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", fmt.Errorf("%w: only visible ASCII characters are allowed", ErrInvalidKey)
+		}
+	}
+	return k, nil
+}
+
+// Response is what is stored and replayed.
+type Response struct {
+	Status int               `json:"status"`
+	Header map[string]string `json:"header,omitempty"`
+	Body   []byte            `json:"body"`
+}
+
+// record is the stored JSON value: either in flight (Token set) or done.
+type record struct {
+	Token       string    `json:"token,omitempty"`
+	Fingerprint string    `json:"fp"`
+	Response    *Response `json:"response,omitempty"`
+}
+
+// Options configure a Store.
+type Options struct {
+	Prefix    string        // default "idem:"
+	Retention time.Duration // how long a finished response is kept; default 24h
+	Lease     time.Duration // how long an in-flight marker lives; default 60s
+}
+
+// Store keeps idempotency records in Redis.
+type Store struct {
+	rdb  redis.UniversalClient
+	opts Options
+}
+
+// New returns a Store over rdb.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "idem:"
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = 24 * time.Hour
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 60 * time.Second
+	}
+	return &Store{rdb: rdb, opts: opts}
+}
+
+// Claim is the right to run one request and record its answer.
+type Claim struct {
+	key   string
+	token string
+	fp    string
+}
+
+// Fingerprint hashes what makes two requests "the same": method, path and
+// body.
+func Fingerprint(method, path string, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", method, path)
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Begin claims (user, route, key) for a request with the given fingerprint.
+// It returns a Claim when the request should run, or the stored Response
+// when it already ran. It fails with ErrInFlight, ErrMismatch or
+// ErrUnavailable.
+func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string) (*Claim, *Response, error) {
+	c := &Claim{key: s.recordKey(user, route, key), token: newToken(), fp: fingerprint}
+	marker, err := json.Marshal(record{Token: c.token, Fingerprint: fingerprint})
+	if err != nil {
+		return nil, nil, err
+	}
+	// A record that vanishes between the SET NX and the GET (it expired)
+	// is simply claimed on the next pass.
+	for attempt := 0; attempt < 3; attempt++ {
+		ok, err := s.rdb.SetNX(ctx, c.key, marker, s.opts.Lease).Result()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if ok {
+			return c, nil, nil
+		}
+		raw, err := s.rdb.Get(ctx, c.key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		var r record
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, nil, fmt.Errorf("%w: corrupt record: %w", ErrUnavailable, err)
+		}
+		if r.Fingerprint != fingerprint {
+			return nil, nil, ErrMismatch
+		}
+		if r.Response == nil {
+			return nil, nil, ErrInFlight
+		}
+		return nil, r.Response, nil
+	}
+	return nil, nil, ErrInFlight
+}
+
+// finish: KEYS record; ARGV token, value, retention ms. Replaces the marker
+// only if this claim still owns it (its lease may have run out and another
+// request may have claimed the key since).
+var finish = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local ok, rec = pcall(cjson.decode, cur)
+if not ok or rec.token ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 1
+`)
+
+// Finish stores the response of a claimed request for replay.
+func (s *Store) Finish(ctx context.Context, c *Claim, resp Response) error {
+	val, err := json.Marshal(record{Fingerprint: c.fp, Response: &resp})
+	if err != nil {
+		return err
+	}
+	return s.settle(ctx, c, string(val))
+}
+
+// Abandon drops the claim without storing anything, so the key may be used
+// again at once (for answers a retry should not replay, such as a 503).
+func (s *Store) Abandon(ctx context.Context, c *Claim) error {
+	return s.settle(ctx, c, "")
+}
+
+func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := finish.Run(ctx, s.rdb, []string{c.key}, c.token, val, s.opts.Retention.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// recordKey hashes the scope so that user ids and keys with any characters
+// cannot collide or spill across keys.
+func (s *Store) recordKey(user, route, key string) string {
+	h := sha256.New()
+	for _, part := range []string{user, route, key} {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	return s.opts.Prefix + hex.EncodeToString(h.Sum(nil))
+}
+
+func newToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
