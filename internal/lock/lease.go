@@ -45,7 +45,7 @@ type Lease struct {
 	expiry   *time.Timer // reports the loss at deadline
 	err      error       // why the lease ended; set once, with done closed
 	released bool
-	losing   bool // lose has claimed the lease and is running the Lost hook
+	losing   bool          // lose has claimed the lease and is running the Lost hook
 	stop     chan struct{} // closed to stop the watchdog
 	stopped  chan struct{} // closed when the watchdog has exited; nil without one
 }

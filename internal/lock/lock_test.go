@@ -272,7 +272,7 @@ func TestWatchdogReportsLoss(t *testing.T) {
 	t.Parallel()
 	const ttl = 600 * time.Millisecond
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(ctx context.Context, rdb *redis.Client, key string, s *server)
 	}{
 		{"deleted", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
