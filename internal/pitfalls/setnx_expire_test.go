@@ -1,0 +1,51 @@
+package pitfalls_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// TestSetnxThenExpireLeavesLockWithoutTTL: taking a lock with SETNX and
+// giving it a TTL with a second command leaves a lock that never expires
+// when the client dies between the two.
+func TestSetnxThenExpireLeavesLockWithoutTTL(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := testenv.Redis(t)
+	key := naiveKey(t, rdb)
+
+	// Client A, the naive way: SETNX ...
+	if ok, err := rdb.SetNX(ctx, key, "A", 0).Result(); err != nil || !ok {
+		t.Fatalf("A's SETNX = %v, %v; want the lock", ok, err)
+	}
+	// ... and A dies here: EXPIRE key 10 is never sent.
+
+	ttl, err := rdb.Do(ctx, "TTL", key).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl != -1 {
+		t.Fatalf("TTL of the orphaned lock = %d, want -1 (no expiry)", ttl)
+	}
+	// Whenever B comes, now or after any TTL A meant to set, the lock is
+	// still there: the item cannot be sold until someone deletes it by hand.
+	if ok, err := rdb.SetNX(ctx, key, "B", 0).Result(); err != nil || ok {
+		t.Fatalf("B's SETNX = %v, %v; want refused by the orphaned lock", ok, err)
+	}
+
+	// The safe way sets the owner and the TTL in one script: there is no
+	// moment at which the lock exists without an expiry.
+	c, name := ourLock(t, rdb, "item")
+	l, err := c.Obtain(ctx, "item", 10*time.Second, lock.ObtainOptions{Fixed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl := rdb.PTTL(ctx, name).Val(); pttl <= 0 || pttl > 10*time.Second {
+		t.Errorf("our lock's PTTL = %v, want within (0, 10s]", pttl)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("release: %v", err)
+	}
+}
