@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/reconcile"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/web"
 )
@@ -68,6 +69,11 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 
 		Idempotency:           r.idempotency(),
 		RequireIdempotencyKey: cfg.RequireIdempotencyKey,
+		LastReconcile:         r.lastReconcile(),
+	})
+	r.startReconcile([]reconcile.Target{
+		{Kind: "product", Items: products, Repairer: repairer(productAtomic), OrderExists: b.db.Products().OrderExists},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(couponAtomic), OrderExists: b.db.Coupons().OrderExists},
 	})
 	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
 }
@@ -82,6 +88,8 @@ type rig struct {
 	lockOpt inventory.LockOptions
 	locker  *lock.Client
 	quorum  *lock.RedLock
+
+	stopReconcile func() // cancels the job and waits for it
 }
 
 func newRig(cfg config.Config, b backends, log *slog.Logger) *rig {
@@ -131,7 +139,42 @@ func (r *rig) idempotency() *idempotency.Store {
 	return idempotency.New(r.b.redis, idempotency.Options{Retention: r.cfg.IdempotencyTTL})
 }
 
+// startReconcile runs the fleet-wide reconcile job, which needs Redis for
+// its lock.
+func (r *rig) startReconcile(targets []reconcile.Target) {
+	if r.cfg.ReconcileInterval <= 0 || r.locker == nil {
+		return
+	}
+	job := reconcile.New(r.locker, r.b.redis, targets, reconcile.Options{
+		Interval: r.cfg.ReconcileInterval,
+		Instance: r.cfg.Instance,
+		Logger:   r.log,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); job.Run(ctx) }()
+	r.stopReconcile = func() { cancel(); <-done }
+}
+
+func (r *rig) lastReconcile() func(context.Context) (reconcile.Result, bool, error) {
+	if r.cfg.ReconcileInterval <= 0 || r.b.redis == nil {
+		return nil
+	}
+	return func(ctx context.Context) (reconcile.Result, bool, error) { return reconcile.Last(ctx, r.b.redis, "") }
+}
+
+// repairer avoids handing reconcile a typed nil.
+func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
+	if ra == nil {
+		return nil
+	}
+	return ra
+}
+
 func (r *rig) close() error {
+	if r.stopReconcile != nil {
+		r.stopReconcile()
+	}
 	var errs []error
 	if r.locker != nil {
 		errs = append(errs, r.locker.Close())

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/reconcile"
 )
 
 // itemKind tells the shared handlers how one kind of item is named on the
@@ -111,7 +112,7 @@ func (s *server) handleGet(k itemKind) gin.HandlerFunc {
 	}
 }
 
-func (s *server) handleAudit(k itemKind) gin.HandlerFunc {
+func (s *server) handleAudit(k itemKind, last func(context.Context) (reconcile.Result, bool, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, err := pathID(c)
 		if err != nil {
@@ -123,8 +124,34 @@ func (s *server) handleAudit(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		s.writeJSON(c, http.StatusOK, auditJSON(k, a))
+		out := auditJSON(k, a)
+		if last != nil {
+			out["reconcile"] = s.reconcileFor(c, last, k, id)
+		}
+		s.writeJSON(c, http.StatusOK, out)
 	}
+}
+
+// reconcileFor picks this item's entry from the last reconcile run, or nil.
+func (s *server) reconcileFor(ctx context.Context, last func(context.Context) (reconcile.Result, bool, error), k itemKind, id int64) any {
+	res, ok, err := last(ctx)
+	if err != nil {
+		s.log.Debug("reading the reconcile result failed", "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	kind := "product"
+	if k.coupon {
+		kind = "coupon"
+	}
+	for _, it := range res.Items {
+		if it.Kind == kind && it.ID == id {
+			return gin.H{"at": res.At, "instance": res.Instance, "oversold": it.Oversold, "conserved": it.Conserved, "redis_drift": it.Drift, "error": it.Error}
+		}
+	}
+	return nil
 }
 
 func auditJSON(k itemKind, a inventory.Audit) gin.H {

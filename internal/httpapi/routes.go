@@ -19,13 +19,13 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	api.GET("/info", s.handleInfo(d.Products))
 	api.GET("/products", s.handleList(products))
 	api.GET("/products/:id", s.handleGet(products))
-	api.GET("/products/:id/audit", s.handleAudit(products))
+	api.GET("/products/:id/audit", s.handleAudit(products, d.LastReconcile))
 	idem := s.idempotent(d.Idempotency, d.RequireIdempotencyKey)
 	api.POST("/products/:id/buy", idem, s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
-		api.GET("/coupons/:id/audit", s.handleAudit(coupons))
+		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile))
 		api.POST("/coupons/:id/grab", idem, s.handleBuy(coupons))
 	}
 

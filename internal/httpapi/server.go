@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/reconcile"
 )
 
 // MaxBody caps every request body.
@@ -50,6 +51,9 @@ type Deps struct {
 	Idempotency *idempotency.Store
 	// RequireIdempotencyKey answers buys and grabs without a key with 400.
 	RequireIdempotencyKey bool
+	// LastReconcile returns the fleet's newest reconcile result, shown in
+	// the audits; nil when the job does not run.
+	LastReconcile func(ctx context.Context) (reconcile.Result, bool, error)
 }
 
 type server struct {

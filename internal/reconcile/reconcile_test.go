@@ -1,0 +1,139 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/reconcile"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// TestOneRunPerIntervalAcrossTheFleet runs three instances' jobs against one
+// Redis for a dozen intervals and checks that every interval was reconciled
+// by exactly one of them.
+func TestOneRunPerIntervalAcrossTheFleet(t *testing.T) {
+	rdb := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	prefix := testenv.Name("rec") + ":"
+	items := inventory.NewService(db.Products(), nil, "x", "O")
+	const interval = 300 * time.Millisecond
+
+	var mu sync.Mutex
+	runs := map[int64][]string{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("i%d", i)
+		locker := lock.New(rdb, lock.Options{Prefix: prefix + "lock:"})
+		defer locker.Close()
+		job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: items}}, reconcile.Options{
+			Interval: interval, Instance: name, Prefix: prefix,
+			OnRun: func(r reconcile.Result) {
+				mu.Lock()
+				runs[r.Slot] = append(runs[r.Slot], name)
+				mu.Unlock()
+			},
+		})
+		wg.Add(1)
+		go func() { defer wg.Done(); job.Run(ctx) }()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(runs)
+		mu.Unlock()
+		if n >= 12 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(interval / 3)
+	}
+	cancel()
+	wg.Wait()
+
+	var first int64 = -1
+	for slot, who := range runs {
+		if len(who) != 1 {
+			t.Errorf("slot %d ran %d times (%v)", slot, len(who), who)
+		}
+		if first < 0 || slot < first {
+			first = slot
+		}
+	}
+	total := 0
+	for s := first + 1; s <= first+10; s++ {
+		if len(runs[s]) != 1 {
+			t.Errorf("slot %d ran %d times", s, len(runs[s]))
+		}
+		total += len(runs[s])
+	}
+	if total != 10 {
+		t.Fatalf("10 intervals ran the job %d times in total; runs by slot: %v", total, runs)
+	}
+	last, ok, err := reconcile.Last(context.Background(), rdb, prefix)
+	if err != nil || !ok || len(last.Items) == 0 || last.Violations != 0 {
+		t.Fatalf("last result %+v ok=%v err=%v", last, ok, err)
+	}
+}
+
+// TestRepairsRedisAtomicDrift breaks the Redis copy of the stock in two
+// ways (a reservation whose process died, a copy that drifted) and checks
+// that one run repairs both and reports the conservation of the database.
+func TestRepairsRedisAtomicDrift(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	ns := testenv.Name("p")
+	prefix := testenv.Name("rec") + ":"
+	ra := inventory.NewRedisAtomic(rdb, db.Products(), ns, nil)
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": ra}, "x", "O")
+	if err := svc.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Buy(ctx, "redis-atomic", inventory.Request{ItemID: 1, UserID: "a", Quantity: 2}); err != nil {
+		t.Fatal(err)
+	}
+	stockKey := "seckill:{" + ns + ":1}:stock"
+	pendingKey := "seckill:{" + ns + ":1}:pending"
+	// A reservation of 3 units whose process died before the database write.
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	if err := rdb.HSet(ctx, pendingKey, "O-dead", fmt.Sprintf("3|%d|ghost", old)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.DecrBy(ctx, stockKey, 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locker := lock.New(rdb, lock.Options{Prefix: prefix + "lock:"})
+	defer locker.Close()
+	job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: svc, Repairer: ra, OrderExists: db.Products().OrderExists}},
+		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix})
+	res, ran, err := job.RunSlot(ctx, 1)
+	if err != nil || !ran {
+		t.Fatalf("run: ran=%v err=%v", ran, err)
+	}
+	if got, _ := rdb.Get(ctx, stockKey).Int(); got != 8 {
+		t.Fatalf("the dead reservation must be given back: redis stock %d, want 8", got)
+	}
+	// Now the copy drifts (say, a lost give-back): the next run corrects it.
+	if err := rdb.Set(ctx, stockKey, 5, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, ran, err = job.RunSlot(ctx, 2)
+	if err != nil || !ran {
+		t.Fatalf("run: ran=%v err=%v", ran, err)
+	}
+	if got, _ := rdb.Get(ctx, stockKey).Int(); got != 8 {
+		t.Fatalf("drift must be repaired to the database stock: %d, want 8", got)
+	}
+	item := res.Items[0]
+	if !item.Conserved || item.Oversold != 0 || item.Drift == nil || !item.Drift.Repaired || res.Repairs != 1 {
+		t.Fatalf("result %+v drift %+v", res, item.Drift)
+	}
+	if _, ran, _ := job.RunSlot(ctx, 2); ran {
+		t.Fatal("a slot must not run twice")
+	}
+}
