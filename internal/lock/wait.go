@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -122,8 +123,12 @@ type notifier struct {
 	closed bool
 }
 
+// topic is one lock's channel. Its waiters queue in arrival order; a release
+// wakes only the first, since only one of them could win anyway (the others
+// would just hit Redis and go back to sleep). The first keeps its place until
+// it obtains the lock or leaves, which makes the wait fair within a Client.
 type topic struct {
-	waiters   map[chan struct{}]struct{}
+	waiters   []chan struct{}
 	ready     chan struct{}
 	confirmed bool
 }
@@ -152,11 +157,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string, wake chan stru
 	}
 	t := n.topics[channel]
 	if t == nil {
-		t = &topic{waiters: make(map[chan struct{}]struct{}), ready: make(chan struct{})}
+		t = &topic{ready: make(chan struct{})}
 		n.topics[channel] = t
 		_ = n.ps.Subscribe(context.WithoutCancel(ctx), channel) // see above
 	}
-	t.waiters[wake] = struct{}{}
+	t.waiters = append(t.waiters, wake)
 	return t.ready, func() { n.unsubscribe(channel, wake) }
 }
 
@@ -167,8 +172,22 @@ func (n *notifier) unsubscribe(channel string, wake chan struct{}) {
 	if t == nil {
 		return
 	}
-	delete(t.waiters, wake)
-	if len(t.waiters) > 0 || n.closed {
+	i := slices.Index(t.waiters, wake)
+	if i < 0 {
+		return
+	}
+	t.waiters = slices.Delete(t.waiters, i, i+1)
+	if len(t.waiters) > 0 {
+		select {
+		case <-wake:
+			// It left with a wake-up it did not use: pass it on, or the
+			// next waiter would sleep until its fallback timer.
+			t.wakeFirst()
+		default:
+		}
+		return
+	}
+	if n.closed {
 		return
 	}
 	delete(n.topics, channel)
@@ -202,15 +221,24 @@ func (n *notifier) read(ch <-chan interface{}, done chan struct{}) {
 		case *redis.Message:
 			n.mu.Lock()
 			if t := n.topics[m.Channel]; t != nil {
-				t.wakeAll()
+				t.wakeFirst()
 			}
 			n.mu.Unlock()
 		}
 	}
 }
 
+func (t *topic) wakeFirst() {
+	if len(t.waiters) > 0 {
+		select {
+		case t.waiters[0] <- struct{}{}:
+		default: // already has a pending wake-up
+		}
+	}
+}
+
 func (t *topic) wakeAll() {
-	for w := range t.waiters {
+	for _, w := range t.waiters {
 		select {
 		case w <- struct{}{}:
 		default: // already has a pending wake-up

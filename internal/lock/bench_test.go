@@ -1,0 +1,208 @@
+package lock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+)
+
+// The competitors appear only here, in benchmarks: same Redis, same key
+// shape, one run. `make bench-lock` runs them; README.md has the figures.
+
+const benchTTL = time.Second
+
+var rawDelete = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// obtainRelease is one uncontended cycle of some lock implementation.
+type obtainRelease func(ctx context.Context, key string) error
+
+func uncontended(b *testing.B, rdb *redis.Client, prefix string) map[string]obtainRelease {
+	ours := lock.New(rdb, lock.Options{Prefix: prefix})
+	b.Cleanup(func() { _ = ours.Close() })
+	bsm := redislock.New(rdb)
+	rs := redsync.New(goredis.NewPool(rdb))
+	return map[string]obtainRelease{
+		"raw": func(ctx context.Context, key string) error {
+			var buf [16]byte
+			_, _ = rand.Read(buf[:])
+			token := hex.EncodeToString(buf[:])
+			ok, err := rdb.SetNX(ctx, prefix+key, token, benchTTL).Result()
+			if err != nil || !ok {
+				return errors.Join(err, errors.New("raw: not obtained"))
+			}
+			return rawDelete.Run(ctx, rdb, []string{prefix + key}, token).Err()
+		},
+		"ours": func(ctx context.Context, key string) error {
+			l, err := ours.Obtain(ctx, key, benchTTL, lock.ObtainOptions{})
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		},
+		"ours-fixed": func(ctx context.Context, key string) error {
+			l, err := ours.Obtain(ctx, key, benchTTL, lock.ObtainOptions{Fixed: true})
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		},
+		"redislock": func(ctx context.Context, key string) error {
+			l, err := bsm.Obtain(ctx, prefix+key, benchTTL, nil)
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		},
+		"redsync": func(ctx context.Context, key string) error {
+			m := rs.NewMutex(prefix+key, redsync.WithExpiry(benchTTL), redsync.WithTries(1))
+			if err := m.LockContext(ctx); err != nil {
+				return err
+			}
+			_, err := m.UnlockContext(ctx)
+			return err
+		},
+	}
+}
+
+// BenchmarkUncontended is obtain+release on a free key, one goroutine.
+func BenchmarkUncontended(b *testing.B) {
+	rdb := testRedis(b)
+	prefix := testPrefix(b, rdb)
+	impls := uncontended(b, rdb, prefix)
+	for _, name := range []string{"raw", "ours", "ours-fixed", "redislock", "redsync"} {
+		f := impls[name]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := f(ctx, "u-"+name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// contender holds the key until its returned release runs, retrying as the
+// implementation prescribes.
+type contender func(ctx context.Context) (release func() error)
+
+// BenchmarkContended is 2 clients x 8 goroutines on one key with an empty
+// critical section. It reports handoffs per second and the latency from the
+// start of a release to the next holder's obtain returning.
+func BenchmarkContended(b *testing.B) {
+	rdb := testRedis(b)
+	prefix := testPrefix(b, rdb)
+	addr := rdb.Options().Addr
+	var clients []*redis.Client
+	for range 2 {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		b.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	ctx := context.Background()
+	impls := []struct {
+		name string
+		make func(c *redis.Client) contender
+	}{
+		{"ours", func(c *redis.Client) contender {
+			l := lock.New(c, lock.Options{Prefix: prefix})
+			b.Cleanup(func() { _ = l.Close() })
+			return func(ctx context.Context) func() error {
+				for {
+					lease, err := l.Obtain(ctx, "c-ours", benchTTL, lock.ObtainOptions{Wait: time.Minute})
+					if err == nil {
+						return func() error { return lease.Release(ctx) }
+					}
+				}
+			}
+		}},
+		{"redislock-linear-10ms", func(c *redis.Client) contender {
+			l := redislock.New(c)
+			opt := &redislock.Options{RetryStrategy: redislock.LinearBackoff(10 * time.Millisecond)}
+			return func(ctx context.Context) func() error {
+				for {
+					wctx, cancel := context.WithTimeout(ctx, time.Minute)
+					lk, err := l.Obtain(wctx, prefix+"c-bsm", benchTTL, opt)
+					cancel()
+					if err == nil {
+						return func() error { return lk.Release(ctx) }
+					}
+				}
+			}
+		}},
+		{"redsync-defaults", func(c *redis.Client) contender {
+			rs := redsync.New(goredis.NewPool(c))
+			return func(ctx context.Context) func() error {
+				for {
+					m := rs.NewMutex(prefix+"c-redsync", redsync.WithExpiry(benchTTL))
+					if err := m.LockContext(ctx); err == nil {
+						return func() error { _, err := m.UnlockContext(ctx); return err }
+					}
+				}
+			}
+		}},
+	}
+	for _, impl := range impls {
+		b.Run(impl.name, func(b *testing.B) {
+			var contenders []contender
+			for _, c := range clients {
+				contenders = append(contenders, impl.make(c))
+			}
+			base := time.Now()
+			var releasedAt atomic.Int64 // ns since base; 0 = no release yet
+			var tickets atomic.Int64
+			var mu sync.Mutex
+			var lat []time.Duration
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					obtain := contenders[g%2]
+					var mine []time.Duration
+					for tickets.Add(1) <= int64(b.N) {
+						release := obtain(ctx)
+						if r := releasedAt.Load(); r != 0 {
+							mine = append(mine, time.Since(base)-time.Duration(r))
+						}
+						releasedAt.Store(int64(time.Since(base)))
+						if err := release(); err != nil {
+							b.Error(err)
+						}
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(base)
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "handoffs/s")
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+)
+
+// The heavy tests run with SECKILL_LOCK_HEAVY=1 (make test-lock-heavy).
+
+func heavy(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SECKILL_LOCK_HEAVY") != "1" && os.Getenv(childEnv) == "" {
+		t.Skip("heavy test: set SECKILL_LOCK_HEAVY=1 (make test-lock-heavy)")
+	}
+}
+
+const (
+	childEnv       = "SECKILL_LOCK_CHILD"        // "prefix sections goroutines"
+	heavyProcs     = 4
+	heavyGoroutine = 16
+	heavySections  = 20000
+)
+
+// enterScript and leaveScript bracket a critical section on a shared record
+// that every process writes, the way a fenced store would: entering while
+// someone else is inside is an overlap; a token not above the last one is
+// stale.
+var (
+	enterScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'busy') == '1' then
+  redis.call('HINCRBY', KEYS[1], 'overlaps', 1)
+end
+redis.call('HSET', KEYS[1], 'busy', '1')
+local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '0')
+if tonumber(ARGV[1]) <= last then
+  redis.call('HINCRBY', KEYS[1], 'stale', 1)
+end
+redis.call('HSET', KEYS[1], 'token', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], 600000)
+return 1`)
+	leaveScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], 'busy', '0')
+return redis.call('HINCRBY', KEYS[1], 'sections', 1)`)
+)
+
+// Mutual exclusion across processes: 4 processes (this test binary,
+// re-executed) x 16 goroutines run 20,000 critical sections on one key.
+func TestHeavyMutualExclusion(t *testing.T) {
+	heavy(t)
+	rdb := testRedis(t)
+	if spec := os.Getenv(childEnv); spec != "" {
+		runChild(t, rdb, spec)
+		return
+	}
+	prefix := testPrefix(t, rdb)
+	per := heavySections / heavyProcs
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, heavyProcs)
+	for range heavyProcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHeavyMutualExclusion$", "-test.count=1")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", childEnv, prefix, per, heavyGoroutine))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("child: %v\n%s", err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	res := rdb.HGetAll(context.Background(), prefix+"guard").Val()
+	t.Logf("%d processes x %d goroutines: %s sections in %v, overlaps %q, stale tokens %q",
+		heavyProcs, heavyGoroutine, res["sections"], time.Since(start).Round(time.Millisecond), res["overlaps"], res["stale"])
+	if res["sections"] != strconv.Itoa(heavySections) {
+		t.Errorf("sections = %q, want %d", res["sections"], heavySections)
+	}
+	if n := res["overlaps"]; n != "" && n != "0" {
+		t.Errorf("%s overlapping critical sections", n)
+	}
+	if n := res["stale"]; n != "" && n != "0" {
+		t.Errorf("%s tokens not above their predecessor", n)
+	}
+}
+
+func runChild(t *testing.T, rdb *redis.Client, spec string) {
+	var prefix string
+	var sections, goroutines int
+	if _, err := fmt.Sscanf(spec, "%s %d %d", &prefix, &sections, &goroutines); err != nil {
+		t.Fatalf("bad %s %q: %v", childEnv, spec, err)
+	}
+	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	guard := []string{prefix + "guard"}
+	ctx := context.Background()
+	var tickets atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tickets.Add(1) <= int64(sections) {
+				l, err := c.Obtain(ctx, "hot", time.Second, lock.ObtainOptions{Wait: time.Minute})
+				if err != nil {
+					t.Errorf("obtain: %v", err)
+					return
+				}
+				if err := enterScript.Run(ctx, rdb, guard, l.Token()).Err(); err != nil {
+					t.Errorf("enter: %v", err)
+				}
+				if err := leaveScript.Run(ctx, rdb, guard).Err(); err != nil {
+					t.Errorf("leave: %v", err)
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("release: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Every script runs on a 3-master Redis Cluster without CROSSSLOT errors.
+func TestHeavyCluster(t *testing.T) {
+	heavy(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		needService(t, "redis-cli is not installed")
+	}
+	var addrs []string
+	for range 3 {
+		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000")
+		addrs = append(addrs, s.Addr())
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	for _, a := range addrs {
+		node := redis.NewClient(&redis.Options{Addr: a})
+		pollUntil(t, 30*time.Second, "cluster_state:ok on "+a, func() bool {
+			return strings.Contains(node.ClusterInfo(ctx).Val(), "cluster_state:ok")
+		})
+		_ = node.Close()
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	pollUntil(t, 30*time.Second, "the cluster client to see 3 masters", func() bool {
+		return len(rdb.ClusterSlots(ctx).Val()) == 3
+	})
+	prefix := testPrefix(t, rdb)
+	c, _ := newClient(t, rdb, lock.Options{Prefix: prefix})
+
+	check := func(what string, err error) {
+		t.Helper()
+		if err != nil && strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	slots := map[int64]bool{}
+	for i := range 30 {
+		key := fmt.Sprintf("sku-%d", i)
+		slots[rdb.ClusterKeySlot(ctx, lockKey(prefix, key)).Val()] = true
+		a, err := c.Obtain(ctx, key, time.Second, lock.ObtainOptions{Owner: "o"})
+		check("obtain", err)
+		b, err := c.Obtain(ctx, key, time.Second, lock.ObtainOptions{Owner: "o"})
+		check("re-enter", err)
+		check("refresh", a.Refresh(ctx, 2*time.Second))
+		check("release inner", b.Release(ctx))
+		check("release outer", a.Release(ctx))
+	}
+	if len(slots) < 10 {
+		t.Fatalf("keys landed in only %d slots", len(slots))
+	}
+
+	// Waiting and handoff through pub/sub on the cluster.
+	holder, err := c.Obtain(ctx, "hot", time.Minute, lock.ObtainOptions{})
+	check("obtain hot", err)
+	got := make(chan error)
+	go func() {
+		l, err := c.Obtain(ctx, "hot", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+		if err == nil {
+			if l.Token() <= holder.Token() {
+				err = errors.New("token did not increase")
+			}
+			if rerr := l.Release(ctx); err == nil {
+				err = rerr
+			}
+		}
+		got <- err
+	}()
+	// A renewal cycle under the watchdog, then the handoff.
+	pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		n := 0
+		for _, a := range addrs {
+			node := redis.NewClient(&redis.Options{Addr: a})
+			n += len(node.PubSubChannels(ctx, "*{hot}:wake").Val())
+			_ = node.Close()
+		}
+		return n > 0
+	})
+	check("release hot", holder.Release(ctx))
+	check("waiter", <-got)
+}
