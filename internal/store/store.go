@@ -221,3 +221,8 @@ func (d *DB) CheckSafety(ctx context.Context) error {
 func (d *DB) Exec(ctx context.Context, stmt string, args ...any) error {
 	return translate(d.gdb.WithContext(ctx).Exec(stmt, args...).Error)
 }
+
+// Raw runs a query for the tests and the lab's cross-checks.
+func (d *DB) Raw(ctx context.Context, query string, args ...any) interface{ Scan(dest ...any) error } {
+	return d.gdb.WithContext(ctx).Raw(query, args...).Row()
+}

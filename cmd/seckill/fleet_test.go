@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+const fleetToken = "fleet-test-token"
+
+// fleet is three instances built by the real composition root over one
+// MySQL database, one Redis for locks, and three Redis servers for RedLock,
+// each served by its own httptest server.
+type fleet struct {
+	t       *testing.T
+	db      *store.DB
+	redlock []*testenv.RedisProcess
+	urls    []string
+	client  *http.Client
+}
+
+func newFleet(t *testing.T, env map[string]string) *fleet {
+	t.Helper()
+	ctx := context.Background()
+	db, err := openMySQL(ctx, testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{t: t, db: db, client: &http.Client{Timeout: 30 * time.Second}}
+	main := testenv.StartRedis(t)
+	b := backends{db: db, redis: redis.NewClient(&redis.Options{Addr: main.Addr})}
+	for i := 0; i < 3; i++ {
+		p := testenv.StartRedis(t)
+		f.redlock = append(f.redlock, p)
+		b.redlock = append(b.redlock, p.Client())
+	}
+	t.Cleanup(func() { closeBackends(b, slog.New(slog.DiscardHandler)) })
+	base := map[string]string{
+		"SECKILL_ADMIN_TOKEN":            fleetToken,
+		"SECKILL_LOCK_WAIT":              "30s",
+		"SECKILL_CRITICAL_SECTION_DELAY": "1ms",
+		"SECKILL_RECONCILE_INTERVAL":     "0s",
+	}
+	for k, v := range env {
+		base[k] = v
+	}
+	for i := 0; i < 3; i++ {
+		cfg, err := config.Load(func(k string) string { return base[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Instance = fmt.Sprintf("fleet-%d", i+1)
+		in, err := newInstance(cfg, b, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(in.handler)
+		t.Cleanup(func() {
+			srv.Close()
+			if err := in.close(); err != nil {
+				t.Error(err)
+			}
+		})
+		f.urls = append(f.urls, srv.URL)
+	}
+	return f
+}
+
+func (f *fleet) call(method, url, body string, hdr map[string]string) (int, []byte) {
+	f.t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		f.t.Errorf("%s %s: %v", method, url, err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Errorf("read body: %v", err)
+	}
+	return resp.StatusCode, b
+}
+
+func (f *fleet) reset(kind string, id, stock int) {
+	f.t.Helper()
+	code, body := f.call("POST", fmt.Sprintf("%s/api/v1/admin/%s/%d/reset", f.urls[0], kind, id), fmt.Sprintf(`{"stock":%d}`, stock),
+		map[string]string{"Authorization": "Bearer " + fleetToken})
+	if code != 200 {
+		f.t.Fatalf("reset %s %d: %d %s", kind, id, code, body)
+	}
+}
+
+type auditBody struct {
+	InitialStock int  `json:"initial_stock"`
+	Stock        int  `json:"stock"`
+	Sold         int  `json:"sold"`
+	Orders       int  `json:"orders"`
+	Oversold     int  `json:"oversold"`
+	Conserved    bool `json:"conserved"`
+}
+
+func (f *fleet) audit(kind string, id int) auditBody {
+	f.t.Helper()
+	code, body := f.call("GET", fmt.Sprintf("%s/api/v1/%s/%d/audit", f.urls[1], kind, id), "", nil)
+	var a auditBody
+	if code != 200 || json.Unmarshal(body, &a) != nil {
+		f.t.Fatalf("audit: %d %s", code, body)
+	}
+	return a
+}
+
+// burst releases n buyers at once, spread round-robin over the instances,
+// and counts the answers by status.
+func (f *fleet) burst(stage, path string, n int, body func(i int) string) map[int]int {
+	f.t.Helper()
+	start := make(chan struct{})
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			code, _ := f.call("POST", f.urls[i%len(f.urls)]+path, body(i), map[string]string{
+				"X-Seckill-Mode": stage, "Authorization": "Bearer " + fleetToken,
+			})
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	return codes
+}
+
+// TestFleetStages: 3 instances x 300 buyers on a stock of 100.
+func TestFleetStages(t *testing.T) {
+	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-lock"})
+	for _, stage := range []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "unlocked"} {
+		t.Run(stage, func(t *testing.T) {
+			f.t = t
+			f.reset("products", 1, 100)
+			codes := f.burst(stage, "/api/v1/products/1/buy", 300, func(i int) string {
+				return fmt.Sprintf(`{"user_id":"%s-%d","quantity":1}`, stage, i)
+			})
+			a := f.audit("products", 1)
+			t.Logf("%s: answers %v audit %+v", stage, codes, a)
+			if codes[201] != a.Orders {
+				t.Errorf("every 201 must have one order: %d vs %d", codes[201], a.Orders)
+			}
+			if stage == "unlocked" {
+				if a.Oversold == 0 {
+					t.Errorf("unlocked across 3 instances must oversell, audit %+v", a)
+				}
+				return
+			}
+			if a.Oversold != 0 || !a.Conserved || a.Sold != 100 || codes[201] != 100 || codes[409] != 200 {
+				t.Errorf("%s must sell exactly 100 and conserve: answers %v audit %+v", stage, codes, a)
+			}
+		})
+	}
+}
+
+// TestFleetCoupons: 1,000 grabbers on 100 coupons across 3 instances.
+func TestFleetCoupons(t *testing.T) {
+	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-lock"})
+	for _, stage := range []string{"redis-lock", "redlock", "db-atomic", "redis-atomic"} {
+		t.Run(stage, func(t *testing.T) {
+			f.t = t
+			f.reset("coupons", 1, 100)
+			codes := f.burst(stage, "/api/v1/coupons/1/grab", 1000, func(i int) string {
+				return fmt.Sprintf(`{"user_id":"%s-%d"}`, stage, i%990) // ten users try twice
+			})
+			a := f.audit("coupons", 1)
+			var dup int
+			if err := f.db.Exec(context.Background(), "SELECT 1"); err != nil {
+				t.Fatal(err)
+			}
+			dup = f.duplicateGrabbers(t)
+			if codes[201] != 100 || a.Orders != 100 || a.Stock != 0 || !a.Conserved || dup != 0 {
+				t.Errorf("%s: want exactly 100 grabs, one per user: answers %v audit %+v duplicate users %d", stage, codes, a, dup)
+			}
+		})
+	}
+}
+
+func (f *fleet) duplicateGrabbers(t *testing.T) int {
+	var n int
+	row := f.db.Raw(context.Background(), "SELECT COUNT(*) FROM (SELECT user_id FROM coupon_grabs WHERE batch_id = 1 GROUP BY user_id HAVING COUNT(*) > 1) d")
+	if err := row.Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFleetRedLockFaults: with one of three RedLock servers killed mid-run
+// the fleet still sells correctly; with two killed, buys fail fast with 503
+// and nothing changes.
+func TestFleetRedLockFaults(t *testing.T) {
+	f := newFleet(t, map[string]string{"SECKILL_MODE": "redlock"})
+	f.reset("products", 1, 100)
+	done := make(chan map[int]int)
+	go func() {
+		done <- f.burst("redlock", "/api/v1/products/1/buy", 150, func(i int) string { return fmt.Sprintf(`{"user_id":"k1-%d"}`, i) })
+	}()
+	// Kill one server once the burst is under way.
+	deadline := time.Now().Add(20 * time.Second)
+	for f.audit("products", 1).Orders < 10 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.redlock[0].Kill()
+	codes := <-done
+	a := f.audit("products", 1)
+	t.Logf("one of three killed: answers %v audit %+v", codes, a)
+	if a.Oversold != 0 || !a.Conserved || codes[201] != a.Orders || a.Orders != 100 {
+		t.Fatalf("with one of three servers down, redlock must still sell exactly 100 and conserve: %v %+v", codes, a)
+	}
+
+	f.reset("products", 1, 100)
+	f.redlock[1].Kill()
+	before := f.audit("products", 1)
+	startAt := time.Now()
+	code, body := f.call("POST", f.urls[0]+"/api/v1/products/1/buy", `{"user_id":"k2"}`, map[string]string{"X-Seckill-Mode": "redlock", "Authorization": "Bearer " + fleetToken})
+	took := time.Since(startAt)
+	if code != 503 || !strings.Contains(string(body), "/problems/unavailable") {
+		t.Fatalf("two of three down: want 503 unavailable, got %d %s", code, body)
+	}
+	if took > 2*time.Second {
+		t.Errorf("two of three down must fail fast, took %v", took)
+	}
+	if after := f.audit("products", 1); after != before {
+		t.Fatalf("a failed buy changed state: %+v -> %+v", before, after)
+	}
+}

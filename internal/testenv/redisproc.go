@@ -1,0 +1,96 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisProcess is a redis-server the test started on a free loopback port,
+// for faults a shared server cannot take: kill it, pause it, restart it.
+type RedisProcess struct {
+	t    testing.TB
+	Addr string
+	dir  string
+	port int
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts a redis-server with no persistence on a free port and
+// stops it when the test ends. Extra args are passed through.
+func StartRedis(t testing.TB, args ...string) *RedisProcess {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		Unavailable(t, "redis-server is not installed: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := &RedisProcess{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), port: port}
+	p.start(args...)
+	t.Cleanup(p.Kill)
+	return p
+}
+
+func (p *RedisProcess) start(args ...string) {
+	p.t.Helper()
+	all := append([]string{"--port", strconv.Itoa(p.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", p.dir}, args...)
+	p.cmd = exec.Command("redis-server", all...)
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("redis-server on %s did not answer: %v", p.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill stops the server at once (SIGKILL) and waits for it; its data is lost.
+func (p *RedisProcess) Kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill() // it may already be gone
+	_ = p.cmd.Wait()         // reports the kill itself
+	p.cmd = nil
+}
+
+// Restart starts a killed server again, empty, on the same port.
+func (p *RedisProcess) Restart(args ...string) {
+	p.t.Helper()
+	p.Kill()
+	p.start(args...)
+}
+
+// Client returns a client of this server with short timeouts, closed at
+// cleanup.
+func (p *RedisProcess) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr: p.Addr, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
+		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true,
+	})
+	p.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
