@@ -48,7 +48,7 @@ type Config struct {
 var vars = []struct{ name, def, help string }{
 	{"SECKILL_ADDR", ":8081", "listen address of serve"},
 	{"SECKILL_INSTANCE", "", "instance name shown in X-Seckill-Instance (default: host name)"},
-	{"SECKILL_MODE", "db-atomic", "default stage: " + strings.Join(Stages, ", ")},
+	{"SECKILL_MODE", "redis-lock", "default stage: " + strings.Join(Stages, ", ")},
 	{"SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill"},
 	{"SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"},
 	{"SECKILL_REDIS_PASSWORD", "", "Redis password (masked in logs)"},

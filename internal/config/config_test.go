@@ -15,7 +15,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults must be valid: %v", err)
 	}
-	if c.Addr != ":8081" || c.Mode != "db-atomic" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour {
+	if c.Addr != ":8081" || c.Mode != "redis-lock" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if c.Instance == "" {
