@@ -18,9 +18,12 @@
 // context.WithoutCancel and a short timeout) so a cancelled request still
 // gives its lock back.
 //
-// All keys of one lock share a Cluster hash tag, "{key}", so every script
-// touches one slot: PREFIX{key} holds the owner, token and hold count;
-// PREFIX{key}:fence remembers the last token. Every key carries a TTL.
+// One lock is one Redis key, PREFIX{key}, whose braces make the key a
+// Cluster hash tag (its wake-up channel is PREFIX{key}:wake). While held it
+// stores "owner|token|holds"; after the last release it keeps only
+// "|token|0", so the next token can be larger, and expires after
+// Options.FenceTTL. Every key the package writes carries a TTL, and each
+// script does at most four Redis calls.
 //
 // # TTLs and the watchdog
 //
@@ -67,7 +70,7 @@
 // have the lock. Lease.Token is the defence. Tokens only grow for a key:
 // each is the larger of the previous token plus one and Redis's clock in
 // microseconds, so they keep growing across releases, expiries and even the
-// loss of the counter key. Send the token with every write and let the
+// loss of the key that remembers the last one. Send the token with every write and let the
 // store refuse stale ones, for example:
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
@@ -75,7 +78,7 @@
 //
 // A write that matches no row came from a holder that was overtaken, and
 // must be treated as failed. The guarantee rests on Redis's clock not
-// jumping backwards while the counter key is absent.
+// jumping backwards while that key is absent.
 //
 // # RedLock
 //

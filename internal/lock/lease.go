@@ -108,8 +108,9 @@ func (l *Lease) Deadline() time.Time {
 	return l.deadline
 }
 
-// Refresh extends the lease to ttl from now (it never shortens the key's
-// TTL in Redis). It returns an error matching ErrLockLost when the lock is no
+// Refresh sets the lease's TTL to ttl from now; the watchdog then renews
+// with that ttl. (While the owner holds a re-entered lock more than once,
+// Redis keeps the longest TTL of its holds.) It returns an error matching ErrLockLost when the lock is no
 // longer held, which also ends the lease, and ErrNotHeld after Release.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkArgs(l.key, ttl); err != nil {
@@ -177,11 +178,11 @@ func (l *Lease) extend(sent time.Time, ttl time.Duration) {
 	if l.err != nil {
 		return // too late: the loss has been reported
 	}
+	// Set, not just move forward: a Refresh with a shorter ttl shortens the
+	// key in Redis too.
 	l.ttl = ttl
-	if d := sent.Add(ttl - drift(ttl)); d.After(l.deadline) {
-		l.deadline = d
-		l.expiry.Reset(time.Until(d))
-	}
+	l.deadline = sent.Add(ttl - drift(ttl))
+	l.expiry.Reset(time.Until(l.deadline))
 }
 
 // expire runs at the validity deadline unless a renewal moved it.

@@ -108,9 +108,10 @@ type Options struct {
 	Prefix string
 	// Hooks observe obtains, waits, renewals and losses.
 	Hooks Hooks
-	// FenceTTL is how long the fencing counter of a key survives without an
-	// Obtain. Tokens stay increasing after it expires (they also follow the
-	// server clock); the TTL only keeps idle keys from piling up. Default 24h.
+	// FenceTTL is how long a released lock's key (which keeps only its last
+	// fencing token) survives. Tokens stay increasing after it expires (they
+	// also follow the server clock); the TTL keeps idle keys from piling up.
+	// Default 24h.
 	FenceTTL time.Duration
 	// ReleaseTimeout bounds Release, which runs even when the caller's
 	// context is already cancelled. Default 2s.
@@ -144,18 +145,18 @@ func drift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
-// names are the Redis names one lock uses. The key is wrapped in braces so
-// that the lock and its counter share a Cluster slot.
+// names are the Redis names one lock uses. The key is wrapped in braces, so
+// a lock's key and channel share a Cluster hash tag and any key the package
+// adds later lands in the same slot.
 type names struct {
 	key     string // the caller's key
-	lock    string // hash: owner, token, hold count
-	fence   string // last fencing token
+	lock    string // "owner|token|holds", or "|token|0" once released
 	channel string // release wake-ups
 }
 
 func newNames(prefix, key string) names {
 	base := prefix + "{" + key + "}"
-	return names{key: key, lock: base, fence: base + ":fence", channel: base + ":wake"}
+	return names{key: key, lock: base, channel: base + ":wake"}
 }
 
 func checkArgs(key string, ttl time.Duration) error {
@@ -246,8 +247,8 @@ func (c *Client) try(ctx context.Context, n names, owner string, reentrant bool,
 	if reentrant {
 		flag = "1"
 	}
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence},
-		owner, ms(ttl), flag, ms(c.opts.FenceTTL)).Int64Slice()
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock},
+		owner, ms(ttl), flag).Int64Slice()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
@@ -271,7 +272,7 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 
 // release runs the owner-checked delete; token "" matches any token of owner.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, n.channel).Int64()
+	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, n.channel, ms(c.opts.FenceTTL)).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: release %q: %w", n.key, err)
 	}

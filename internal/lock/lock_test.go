@@ -75,8 +75,11 @@ func TestObtainRelease(t *testing.T) {
 	}
 
 	mustRelease(t, lease)
-	if n := rdb.Exists(ctx, lockKey(prefix, "item")).Val(); n != 0 {
-		t.Fatalf("lock key still exists after release")
+	if isHeld(t, rdb, prefix, "item") {
+		t.Fatalf("lock still held after release")
+	}
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "item")).Val(); pttl <= 0 {
+		t.Fatalf("released lock's record has PTTL %v, want a TTL", pttl)
 	}
 	if !isClosed(lease.Done()) || !errors.Is(lease.Err(), lock.ErrNotHeld) {
 		t.Fatalf("after release: done %v err %v", isClosed(lease.Done()), lease.Err())
@@ -169,8 +172,8 @@ func TestReleaseWithCancelledContext(t *testing.T) {
 	if err := lease.Release(ctx); err != nil {
 		t.Fatalf("release with cancelled context: %v", err)
 	}
-	if rdb.Exists(context.Background(), lockKey(prefix, "k")).Val() != 0 {
-		t.Fatalf("lock key survived release")
+	if isHeld(t, rdb, prefix, "k") {
+		t.Fatalf("lock still held after release")
 	}
 }
 
@@ -279,7 +282,7 @@ func TestWatchdogReportsLoss(t *testing.T) {
 			rdb.Del(ctx, key)
 		}},
 		{"taken by another owner", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
-			rdb.HSet(ctx, key, "o", "someone-else", "t", "1")
+			rdb.Set(ctx, key, "someone-else|1|1", time.Minute)
 		}},
 		{"overwritten with a string", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
 			rdb.Set(ctx, key, "garbage", time.Minute)
@@ -509,12 +512,12 @@ func TestReentrant(t *testing.T) {
 		}
 	}
 	for i := len(holds) - 1; i >= 0; i-- {
-		if rdb.Exists(ctx, lockKey(prefix, "k")).Val() != 1 {
+		if !isHeld(t, rdb, prefix, "k") {
 			t.Fatalf("lock released after %d of 3 releases", len(holds)-1-i)
 		}
 		mustRelease(t, holds[i])
 	}
-	if rdb.Exists(ctx, lockKey(prefix, "k")).Val() != 0 {
+	if isHeld(t, rdb, prefix, "k") {
 		t.Fatalf("lock held after 3 releases of 3 holds")
 	}
 	if err := holds[0].Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
@@ -547,12 +550,12 @@ func TestFencingTokens(t *testing.T) {
 	for range 100 {
 		mustRelease(t, next("after release", lock.ObtainOptions{}, time.Second))
 	}
-	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")+":fence").Val(); pttl <= 0 {
-		t.Fatalf("fencing counter PTTL = %v, want a TTL", pttl)
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")).Val(); pttl <= 0 {
+		t.Fatalf("released lock's record PTTL = %v, want a TTL", pttl)
 	}
 	for range 20 {
-		rdb.Del(ctx, lockKey(prefix, "k")+":fence")
-		mustRelease(t, next("after counter deletion", lock.ObtainOptions{}, time.Second))
+		rdb.Del(ctx, lockKey(prefix, "k")) // the record with the last token
+		mustRelease(t, next("after the record was deleted", lock.ObtainOptions{}, time.Second))
 	}
 	expired := next("before expiry", lock.ObtainOptions{Fixed: true}, 20*time.Millisecond)
 	mustRelease(t, next("after expiry", lock.ObtainOptions{Wait: 5 * time.Second}, time.Second))
