@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/metrics"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/web"
@@ -40,7 +41,8 @@ type instance struct {
 // name; a request picks its stage from that map.
 func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, error) {
 	log = log.With("instance", cfg.Instance)
-	r := newRig(cfg, b, log)
+	m := metrics.New(cfg.Instance)
+	r := newRig(cfg, b, log, m)
 	productStages, productAtomic := r.stages(b.db.Products(), "product")
 	couponStages, couponAtomic := r.stages(b.db.Coupons(), "coupon")
 	for _, ra := range []*inventory.RedisAtomic{productAtomic, couponAtomic} {
@@ -70,6 +72,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Idempotency:           r.idempotency(),
 		RequireIdempotencyKey: cfg.RequireIdempotencyKey,
 		LastReconcile:         r.lastReconcile(),
+		Metrics:               m,
 	})
 	r.startReconcile([]reconcile.Target{
 		{Kind: "product", Items: products, Repairer: repairer(productAtomic), OrderExists: b.db.Products().OrderExists},
@@ -88,12 +91,14 @@ type rig struct {
 	lockOpt inventory.LockOptions
 	locker  *lock.Client
 	quorum  *lock.RedLock
+	metrics *metrics.Metrics
 
 	stopReconcile func() // cancels the job and waits for it
 }
 
-func newRig(cfg config.Config, b backends, log *slog.Logger) *rig {
+func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics) *rig {
 	r := &rig{
+		metrics: m,
 		cfg:     cfg,
 		b:       b,
 		log:     log,
@@ -101,10 +106,10 @@ func newRig(cfg config.Config, b backends, log *slog.Logger) *rig {
 		lockOpt: inventory.LockOptions{TTL: cfg.LockTTL, Wait: cfg.LockWait},
 	}
 	if b.redis != nil {
-		r.locker = lock.New(b.redis, lock.Options{})
+		r.locker = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")})
 	}
 	if len(b.redlock) > 0 {
-		r.quorum = lock.NewRedLock(b.redlock, lock.RedLockOptions{})
+		r.quorum = lock.NewRedLock(b.redlock, lock.RedLockOptions{Options: lock.Options{Hooks: m.LockHooks("redlock")}})
 	}
 	return r
 }
@@ -149,6 +154,7 @@ func (r *rig) startReconcile(targets []reconcile.Target) {
 		Interval: r.cfg.ReconcileInterval,
 		Instance: r.cfg.Instance,
 		Logger:   r.log,
+		OnRun:    r.metrics.ObserveReconcile,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -70,48 +70,86 @@ func waitHealthy(t *testing.T, url string, done <-chan error) {
 	t.Fatalf("%s never became healthy", url)
 }
 
-func TestDemoRunsAndShutsDown(t *testing.T) {
+// demoRun is a `seckill demo` started by run() on free loopback ports.
+type demoRun struct {
+	front, instances []string // base URLs
+	stdout, stderr   *syncBuffer
+	cancel           context.CancelFunc
+	done             chan error
+}
+
+func startDemo(t *testing.T, extra map[string]string) *demoRun {
+	t.Helper()
 	addrs := freeAddrs(t, 4)
 	env := map[string]string{
 		"SECKILL_DEMO_DB":     filepath.Join(t.TempDir(), "demo.db"),
 		"SECKILL_ADMIN_TOKEN": "demo-test-token",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ",")},
-			func(k string) string { return env[k] }, &stdout, &stderr)
-	}()
-	for _, a := range addrs {
-		waitHealthy(t, "http://"+a+"/healthz", done)
+	for k, v := range extra {
+		env[k] = v
 	}
-	for i, a := range addrs[1:] {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &demoRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		d.done <- run(ctx, []string{"demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ",")},
+			func(k string) string { return env[k] }, d.stdout, d.stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-d.done:
+		case <-time.After(15 * time.Second):
+			t.Error("demo did not stop")
+		}
+	})
+	for _, a := range addrs {
+		waitHealthy(t, "http://"+a+"/healthz", d.done)
+	}
+	d.front = []string{"http://" + addrs[0]}
+	for _, a := range addrs[1:] {
+		d.instances = append(d.instances, "http://"+a)
+	}
+	return d
+}
+
+// stop cancels run's context and returns its error.
+func (d *demoRun) stop(t *testing.T) error {
+	t.Helper()
+	d.cancel()
+	select {
+	case err := <-d.done:
+		d.done <- err // for the cleanup
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after its context was cancelled")
+		return nil
+	}
+}
+
+func TestDemoRunsAndShutsDown(t *testing.T) {
+	d := startDemo(t, nil)
+	for i, base := range d.instances {
 		body := strings.NewReader(fmt.Sprintf(`{"user_id":"user-%d","quantity":1}`, i))
-		resp, err := http.Post("http://"+a+"/api/v1/products/1/buy", "application/json", body)
+		resp, err := http.Post(base+"/api/v1/products/1/buy", "application/json", body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Seckill-Instance") != fmt.Sprintf("demo-%d", i+1) {
-			t.Fatalf("buy on %s: %s instance %q", a, resp.Status, resp.Header.Get("X-Seckill-Instance"))
+			t.Fatalf("buy on %s: %s instance %q", base, resp.Status, resp.Header.Get("X-Seckill-Instance"))
+		}
+		if mode := resp.Header.Get("X-Seckill-Mode"); mode != "redis-lock" {
+			t.Fatalf("the default stage is redis-lock, got %q", mode)
 		}
 	}
-	out := stdout.String()
-	for _, want := range []string{"demo-test-token", addrs[1], "press Ctrl-C"} {
+	out := d.stdout.String()
+	for _, want := range []string{"demo-test-token", strings.TrimPrefix(d.instances[0], "http://"), "press Ctrl-C"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run after cancel: %v\nstderr: %s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not return after its context was cancelled")
+	if err := d.stop(t); err != nil {
+		t.Fatalf("run after cancel: %v\nstderr: %s", err, d.stderr.String())
 	}
 }
 

@@ -82,7 +82,7 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFu
 				return
 			}
 		}
-		res, err := f.Burst(c, burst.Request{Kind: b.Kind, ItemID: b.ItemID, N: b.N, Mode: b.Mode})
+		res, err := f.Burst(c.Request.Context(), burst.Request{Kind: b.Kind, ItemID: b.ItemID, N: b.N, Mode: b.Mode})
 		if errors.Is(err, burst.ErrInvalid) {
 			s.writeError(c, fieldError("%s", strings.TrimPrefix(err.Error(), burst.ErrInvalid.Error()+": ")))
 			return
@@ -113,7 +113,7 @@ func (s *server) handleFleetMode(f Fleet, products *inventory.Service) gin.Handl
 			s.writeError(c, err)
 			return
 		}
-		peers, ok := f.SetMode(c, *b.Mode)
+		peers, ok := f.SetMode(c.Request.Context(), *b.Mode)
 		status := http.StatusOK
 		if !ok {
 			status = http.StatusBadGateway
@@ -129,7 +129,7 @@ func (s *server) handleFleet(f Fleet) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		s.writeJSON(c, http.StatusOK, gin.H{
 			"served_by": s.instance,
-			"peers":     f.Status(c),
+			"peers":     f.Status(c.Request.Context()),
 			"burst_max": f.Max(),
 			"admin":     s.adminOn,
 		})

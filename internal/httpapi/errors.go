@@ -111,6 +111,7 @@ func (s *server) writeError(c *gin.Context, err error) {
 	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable {
 		c.Header("Retry-After", strconv.Itoa(1))
 	}
+	c.Set(problemKey, p.slug)
 	body := Problem{Type: ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
 	c.Header("Content-Type", "application/problem+json")
 	c.Header("Cache-Control", "no-store")

@@ -55,7 +55,7 @@ func (s *server) handleHealth() gin.HandlerFunc {
 func (s *server) handleReady(ready func(context.Context) error) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if ready != nil {
-			ctx, cancel := context.WithTimeout(c, 2*time.Second)
+			ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 			defer cancel()
 			if err := ready(ctx); err != nil {
 				s.writeError(c, errors.Join(errNotReady, err))
@@ -79,7 +79,7 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 
 func (s *server) handleList(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		items, err := k.svc.List(c)
+		items, err := k.svc.List(c.Request.Context())
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -103,7 +103,7 @@ func (s *server) handleGet(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		it, err := k.svc.Get(c, id)
+		it, err := k.svc.Get(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -119,14 +119,14 @@ func (s *server) handleAudit(k itemKind, last func(context.Context) (reconcile.R
 			s.writeError(c, err)
 			return
 		}
-		a, err := k.svc.Audit(c, id)
+		a, err := k.svc.Audit(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
 		out := auditJSON(k, a)
 		if last != nil {
-			out["reconcile"] = s.reconcileFor(c, last, k, id)
+			out["reconcile"] = s.reconcileFor(c.Request.Context(), last, k, id)
 		}
 		s.writeJSON(c, http.StatusOK, out)
 	}
@@ -195,7 +195,7 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		o, err := k.svc.Buy(c, stage, req)
+		o, err := k.svc.Buy(c.Request.Context(), stage, req)
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -254,11 +254,11 @@ func (s *server) handleReset(k itemKind) gin.HandlerFunc {
 			s.writeError(c, fieldError("stock is required"))
 			return
 		}
-		if err := k.svc.Reset(c, id, *b.Stock); err != nil {
+		if err := k.svc.Reset(c.Request.Context(), id, *b.Stock); err != nil {
 			s.writeError(c, err)
 			return
 		}
-		it, err := k.svc.Get(c, id)
+		it, err := k.svc.Get(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return

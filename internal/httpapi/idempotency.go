@@ -46,7 +46,7 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		c.Request.Body = io.NopCloser(bytes.NewReader(body))
 
 		path := c.Request.URL.Path
-		claim, stored, err := store.Begin(c, userOf(body), path, key, idempotency.Fingerprint(c.Request.Method, path, body))
+		claim, stored, err := store.Begin(c.Request.Context(), userOf(body), path, key, idempotency.Fingerprint(c.Request.Method, path, body))
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -70,7 +70,7 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		status := w.Status()
 		if status >= 500 || status == http.StatusTooManyRequests {
 			// Retryable answers are not replayed: the retry should run.
-			if err := store.Abandon(c, claim); err != nil {
+			if err := store.Abandon(c.Request.Context(), claim); err != nil {
 				s.log.Warn("abandoning an idempotency claim failed; it expires with its lease", "err", err)
 			}
 			return
@@ -81,7 +81,7 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 				resp.Header[h] = v
 			}
 		}
-		if err := store.Finish(c, claim, resp); err != nil {
+		if err := store.Finish(c.Request.Context(), claim, resp); err != nil {
 			s.log.Warn("storing an idempotent response failed; a retry will run again and be refused as a repeat", "err", err)
 		}
 	}

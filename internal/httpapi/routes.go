@@ -6,6 +6,8 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
+func noop(*gin.Context) {}
+
 // addRoutes lists every route of an instance.
 func addRoutes(r *gin.Engine, s *server, d Deps) {
 	products := itemKind{svc: d.Products, idField: "product_id", noField: "order_no", coupon: false}
@@ -21,12 +23,18 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	api.GET("/products/:id", s.handleGet(products))
 	api.GET("/products/:id/audit", s.handleAudit(products, d.LastReconcile))
 	idem := s.idempotent(d.Idempotency, d.RequireIdempotencyKey)
-	api.POST("/products/:id/buy", idem, s.handleBuy(products))
+	buyObs, grabObs := noop, noop
+	if d.Metrics != nil {
+		buyObs, grabObs = observeBuy(d.Metrics, "product"), observeBuy(d.Metrics, "coupon")
+		r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
+	}
+	r.GET("/debug/pprof/*name", s.requireAdmin(), pprofHandler)
+	api.POST("/products/:id/buy", buyObs, idem, s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
 		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile))
-		api.POST("/coupons/:id/grab", idem, s.handleBuy(coupons))
+		api.POST("/coupons/:id/grab", grabObs, idem, s.handleBuy(coupons))
 	}
 
 	admin := api.Group("/admin", s.requireAdmin())

@@ -54,6 +54,9 @@ type Deps struct {
 	// LastReconcile returns the fleet's newest reconcile result, shown in
 	// the audits; nil when the job does not run.
 	LastReconcile func(ctx context.Context) (reconcile.Result, bool, error)
+	// Metrics, when set, is served at /metrics and told about every
+	// request and every buy outcome.
+	Metrics Observer
 }
 
 type server struct {
@@ -80,6 +83,9 @@ func NewServer(d Deps) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(s.recoverer(), s.requestLog())
+	if d.Metrics != nil {
+		r.Use(observe(d.Metrics))
+	}
 	addRoutes(r, s, d)
 	return r
 }
@@ -107,7 +113,7 @@ func toString(v any) string {
 func (s *server) requestLog() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Next()
-		if s.log.Enabled(c, slog.LevelDebug) {
+		if s.log.Enabled(c.Request.Context(), slog.LevelDebug) {
 			s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status())
 		}
 	}

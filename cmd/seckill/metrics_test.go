@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %v %d", err, resp.StatusCode)
+	}
+	return string(b)
+}
+
+// sample returns the value of the first series of name whose labels contain
+// every fragment, or -1.
+func sample(text, name string, fragments ...string) float64 {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{([^}]*)\} (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		ok := true
+		for _, f := range fragments {
+			ok = ok && strings.Contains(m[1], f)
+		}
+		if ok {
+			v, err := strconv.ParseFloat(m[2], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+func TestMetricsMoveWithBuys(t *testing.T) {
+	d := startDemo(t, nil)
+	base := d.instances[0]
+	post := func(path, body string, hdr map[string]string) int {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	admin := map[string]string{"Authorization": "Bearer demo-test-token"}
+	if code := post("/api/v1/admin/products/2/reset", `{"stock":3}`, admin); code != 200 {
+		t.Fatalf("reset: %d", code)
+	}
+	for i := 0; i < 5; i++ {
+		post("/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"m%d"}`, i), nil)
+	}
+	text := scrape(t, base)
+	checks := []struct {
+		name  string
+		frags []string
+		want  float64
+	}{
+		{"seckill_buy_outcomes_total", []string{`stage="redis-lock"`, `outcome="created"`}, 3},
+		{"seckill_buy_outcomes_total", []string{`stage="redis-lock"`, `outcome="sold-out"`}, 2},
+		{"seckill_lock_acquire_seconds_count", []string{`backend="redis"`, `result="obtained"`}, 5},
+		{"seckill_http_request_duration_seconds_count", []string{`route="/api/v1/products/:id/buy"`, `status="201"`}, 3},
+	}
+	for _, c := range checks {
+		if got := sample(text, c.name, c.frags...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.frags, got, c.want)
+		}
+	}
+	// Each instance has its own registry, as separate processes would.
+	if other := sample(scrape(t, d.instances[1]), "seckill_buy_outcomes_total", `outcome="created"`); other != -1 {
+		t.Errorf("instance 2 counted buys it did not serve: %v", other)
+	}
+	for token, want := range map[string]int{"": 401, "wrong-token-1": 403, "demo-test-token": 200} {
+		req, _ := http.NewRequest("GET", base+"/debug/pprof/", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("pprof with token %q: %d, want %d", token, resp.StatusCode, want)
+		}
+	}
+}
