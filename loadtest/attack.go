@@ -168,6 +168,7 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 	case "burst":
 		planned = uint64(o.buyers) * uint64(max(1, p.scenario.copies))
 		pacer = burstPacer{hits: planned}
+		duration = o.maxDuration
 	default: // constant
 		pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
 		duration = o.duration

@@ -56,22 +56,25 @@ const defaultTargets = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0
 
 // options is the parsed command line.
 type options struct {
-	targets    []string
-	stages     []string
-	scenarios  []scenario
-	shape      string
-	buyers     int
-	stock      int
-	rate       int
-	duration   time.Duration
-	workers    int
-	timeout    time.Duration
-	adminToken string
-	reportDir  string
-	product    int64
-	coupon     int64
-	mysqlDSN   string
-	noColor    bool // NO_COLOR is set
+	targets   []string
+	stages    []string
+	scenarios []scenario
+	shape     string
+	buyers    int
+	stock     int
+	rate      int
+	duration  time.Duration
+	workers   int
+	timeout   time.Duration
+	// maxDuration caps one burst: a stage too slow to serve the crowd in
+	// time is stopped there, and its row says how much was sent.
+	maxDuration time.Duration
+	adminToken  string
+	reportDir   string
+	product     int64
+	coupon      int64
+	mysqlDSN    string
+	noColor     bool // NO_COLOR is set
 	// expectOversell names the stages expected to oversell; nil means
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
@@ -99,8 +102,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	stock := fs.Int("stock", 100, "stock the item is reset to before each stage")
 	rate := fs.Int("rate", 500, "requests per second of the constant shape")
 	duration := fs.Duration("duration", 5*time.Second, "length of a constant attack")
-	workers := fs.Int("workers", 64, "concurrent connections of a burst (and the most a constant attack may open)")
+	workers := fs.Int("workers", 16, "concurrent requests of a burst (and the most a constant attack may have in flight)")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
+	maxDuration := fs.Duration("max-duration", 15*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out")
 	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN)")
 	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
@@ -115,19 +119,20 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 
 	o := options{
-		shape:      *shape,
-		buyers:     *buyers,
-		stock:      *stock,
-		rate:       *rate,
-		duration:   *duration,
-		workers:    *workers,
-		timeout:    *timeout,
-		adminToken: *token,
-		reportDir:  *reports,
-		product:    *product,
-		coupon:     *coupon,
-		mysqlDSN:   getenv("SECKILL_MYSQL_DSN"),
-		noColor:    getenv("NO_COLOR") != "",
+		shape:       *shape,
+		buyers:      *buyers,
+		stock:       *stock,
+		rate:        *rate,
+		duration:    *duration,
+		workers:     *workers,
+		timeout:     *timeout,
+		maxDuration: *maxDuration,
+		adminToken:  *token,
+		reportDir:   *reports,
+		product:     *product,
+		coupon:      *coupon,
+		mysqlDSN:    getenv("SECKILL_MYSQL_DSN"),
+		noColor:     getenv("NO_COLOR") != "",
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -209,6 +214,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.timeout <= 0 {
 		bad("--timeout must be positive")
+	}
+	if o.maxDuration <= 0 {
+		bad("--max-duration must be positive")
 	}
 	if o.product < 1 || o.coupon < 1 {
 		bad("--product and --coupon must be positive ids")

@@ -39,6 +39,7 @@ type row struct {
 	Plot           string  `json:"plot"`
 
 	// Beyond the dashboard's fields.
+	Planned         int            `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
 	InitialStock    int            `json:"initial_stock"`
 	NetErrors       int            `json:"net_errors"`        // no answer at all (refused, reset)
 	Replayed        int            `json:"replayed"`          // 201s marked Idempotent-Replayed
@@ -58,6 +59,7 @@ const (
 func (r *row) fill(res attackResult, a audit) {
 	t := res.tally
 	r.Requests = t.requests
+	r.Planned = int(t.planned)
 	r.Created = t.outcomes[outCreated]
 	r.SoldOut = t.outcomes[outSoldOut]
 	r.Other4xx = t.outcomes[outOther4xx]
@@ -146,6 +148,9 @@ func judge(r *row) {
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
 		}
+	}
+	if r.Planned > r.Requests {
+		notes = append(notes, fmt.Sprintf("stopped at the --max-duration cap after %d of %d requests", r.Requests, r.Planned))
 	}
 	if r.Replayed > 0 {
 		notes = append(notes, fmt.Sprintf("%d idempotent replays", r.Replayed))

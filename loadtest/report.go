@@ -34,6 +34,7 @@ type settings struct {
 	Stock      int     `json:"stock"`
 	Workers    int     `json:"workers"`
 	TimeoutS   float64 `json:"timeout_s"`
+	MaxS       float64 `json:"max_duration_s,omitempty"`
 	Product    int64   `json:"product"`
 	Coupon     int64   `json:"coupon"`
 	MySQLCheck bool    `json:"mysql_check"`
@@ -43,7 +44,7 @@ func settingsOf(o options) settings {
 	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, TimeoutS: o.timeout.Seconds(),
 		Product: o.product, Coupon: o.coupon, MySQLCheck: o.mysqlDSN != ""}
 	if o.shape == "burst" {
-		s.Buyers = o.buyers
+		s.Buyers, s.MaxS = o.buyers, o.maxDuration.Seconds()
 	} else {
 		s.Rate, s.DurationS = o.rate, o.duration.Seconds()
 	}
@@ -183,12 +184,29 @@ func cells(r row, base float64) []string {
 	if !r.Conserved {
 		conserved = "NO"
 	}
-	return []string{r.Stage, itoa(r.Instances), itoa(r.Requests), itoa(r.Created), itoa(r.SoldOut), itoa(r.Other4xx),
+	requests := itoa(r.Requests)
+	if r.capped() {
+		requests += "*"
+	}
+	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut), itoa(r.Other4xx),
 		itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
 		fmt.Sprintf("%.0f", r.Throughput), ratio, fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
 }
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }
+
+// capped reports whether the burst was stopped before its whole crowd.
+func (r row) capped() bool { return r.Planned > r.Requests }
+
+// capNote is the footnote of a table with capped rows, or "".
+func capNote(rows []row, s settings) string {
+	for _, r := range rows {
+		if r.capped() {
+			return fmt.Sprintf("* stopped at the %gs --max-duration cap before the whole crowd was sent", s.MaxS)
+		}
+	}
+	return ""
+}
 
 // baseline is db-atomic's throughput among rows, or 0.
 func baseline(rows []row) float64 {
@@ -230,6 +248,9 @@ func printTables(w io.Writer, rep report, color bool) {
 			lines = append(lines, cells(r, base))
 		}
 		renderText(w, columns, lines)
+		if n := capNote(group, rep.Settings); n != "" {
+			fmt.Fprintln(w, n)
+		}
 		for _, r := range group {
 			mark := map[string]string{verdictPass: paint("32", "PASS"), verdictFail: paint("31;1", "FAIL"), verdictSkipped: paint("33", "SKIP")}[r.Verdict]
 			expect := "expected safe"
@@ -300,7 +321,7 @@ func writeMarkdown(w io.Writer, rep report) {
 	fmt.Fprintf(w, "# seckill lab, %s\n\n", rep.StartedAt.Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(w, "- targets: %s\n", strings.Join(rep.Targets, ", "))
 	if s.Shape == "burst" {
-		fmt.Fprintf(w, "- load: burst of %d buyers through %d workers, per-request timeout %gs\n", s.Buyers, s.Workers, s.TimeoutS)
+		fmt.Fprintf(w, "- load: burst of %d buyers through %d workers, per-request timeout %gs, each burst capped at %gs\n", s.Buyers, s.Workers, s.TimeoutS, s.MaxS)
 	} else {
 		fmt.Fprintf(w, "- load: constant %d req/s for %gs (at most %d workers), per-request timeout %gs\n", s.Rate, s.DurationS, s.Workers, s.TimeoutS)
 	}
@@ -335,6 +356,9 @@ func writeMarkdown(w io.Writer, rep report) {
 			c := cells(r, base)
 			c[0] = fmt.Sprintf("[%s](%s)", r.Stage, r.Plot)
 			fmt.Fprintf(w, "| %s | %s |\n", strings.Join(c, " | "), strings.ToUpper(r.Verdict))
+		}
+		if n := capNote(group, s); n != "" {
+			fmt.Fprintf(w, "\n\\%s\n", n)
 		}
 		fmt.Fprintln(w)
 		for _, r := range group {
