@@ -34,10 +34,17 @@ func listen(servers ...*http.Server) ([]listener, error) {
 }
 
 // serveUntil serves every listener until ctx ends or one fails, then shuts
-// all down: stop accepting, let in-flight requests finish within timeout.
+// all down: stop accepting, and let in-flight requests finish within
+// timeout. Requests still running after that have their context cancelled,
+// which ends lock waits and rolls back open transactions, and are given a
+// short grace to release their locks and answer. Only then does serveUntil
+// return, so the caller may close lock clients and databases safely.
 func serveUntil(ctx context.Context, ls []listener, timeout time.Duration, log *slog.Logger) error {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
 	failed := make(chan error, len(ls))
 	for _, l := range ls {
+		l.srv.BaseContext = func(net.Listener) context.Context { return base }
 		go func(l listener) {
 			if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				failed <- fmt.Errorf("serve %s: %w", l.ln.Addr(), err)
@@ -51,9 +58,24 @@ func serveUntil(ctx context.Context, ls []listener, timeout time.Duration, log *
 	case runErr = <-failed:
 		log.Error("server failed; shutting down", "err", runErr)
 	}
+	errs := []error{runErr}
+	if err := shutdownAll(ctx, ls, timeout); err != nil {
+		log.Warn("requests outlived the shutdown timeout; cancelling them", "timeout", timeout)
+		cancelBase()
+		if err := shutdownAll(ctx, ls, cancelGrace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cancelGrace is how long cancelled requests get to release their locks.
+const cancelGrace = 5 * time.Second
+
+func shutdownAll(ctx context.Context, ls []listener, timeout time.Duration) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	errs := []error{runErr}
+	var errs []error
 	for _, l := range ls {
 		if err := l.srv.Shutdown(sctx); err != nil {
 			errs = append(errs, fmt.Errorf("shutdown %s: %w", l.ln.Addr(), err))

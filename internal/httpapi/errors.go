@@ -67,6 +67,7 @@ var problemTable = []problemType{
 	{inventory.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{idempotency.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{errNotReady, 503, "not-ready", "Not ready", "A backend this instance needs is not reachable."},
+	{context.Canceled, 503, "cancelled", "Request cancelled", "The server is shutting down (or the client went away) before the request finished; nothing was written. Retry."},
 	{context.DeadlineExceeded, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 }
 
