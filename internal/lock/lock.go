@@ -233,7 +233,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		ops := &single{c: c, n: n, owner: owner, token: strconv.FormatInt(val, 10)}
 		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts.Hooks), 0, nil
 	}
-	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func()) {
+	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(bool)) {
 		ready, cancel := c.wake.subscribe(ctx, n.channel, wake)
 		return []<-chan struct{}{ready}, cancel
 	}

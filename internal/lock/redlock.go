@@ -128,17 +128,17 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		}
 		return nil, retry, nil
 	}
-	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func()) {
+	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(bool)) {
 		var ready []<-chan struct{}
-		var cancels []func()
+		var cancels []func(bool)
 		for _, c := range r.nodes {
 			rd, cancel := c.wake.subscribe(ctx, n.channel, wake)
 			ready = append(ready, rd)
 			cancels = append(cancels, cancel)
 		}
-		return ready, func() {
+		return ready, func(linger bool) {
 			for _, c := range cancels {
-				c()
+				c(linger)
 			}
 		}
 	}

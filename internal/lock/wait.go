@@ -17,8 +17,9 @@ import (
 type attempt func(ctx context.Context) (*Lease, time.Duration, error)
 
 // subscriber registers wake for release messages of one lock and returns
-// channels that close once each subscription is confirmed, and a cancel.
-type subscriber func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func())
+// channels that close once each subscription is confirmed, and a cancel;
+// cancel(true) lets the channel stay subscribed for a moment (see linger).
+type subscriber func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(linger bool))
 
 // minRecheck bounds how soon a waiter re-checks a lock whose remaining TTL
 // Redis could not tell (it was just expiring).
@@ -28,7 +29,7 @@ const minRecheck = 2 * time.Millisecond
 // Between tries it sleeps until a release message arrives or the holder's
 // TTL would have run out (plus jitter), whichever is first: the timer is the
 // fallback for a lost message or a holder that died without releasing.
-func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, try attempt, subscribe subscriber) (*Lease, error) {
+func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, try attempt, subscribe subscriber) (l *Lease, err error) {
 	l, retry, err := try(ctx)
 	if l != nil || err != nil {
 		return l, orCtxErr(ctx, key, err)
@@ -44,7 +45,9 @@ func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, 
 
 	wake := make(chan struct{}, 1)
 	ready, cancel := subscribe(ctx, wake)
-	defer cancel()
+	// A waiter that got the lock leaves the channel subscribed for a moment,
+	// since more contention usually follows; one that gave up leaves none.
+	defer func() { cancel(l != nil) }()
 
 	timer := time.NewTimer(recheckAfter(retry, deadline))
 	defer timer.Stop()
@@ -131,7 +134,13 @@ type topic struct {
 	waiters   []chan struct{}
 	ready     chan struct{}
 	confirmed bool
+	idle      *time.Timer // pending unsubscribe while lingering
 }
+
+// linger is how long a channel stays subscribed after its last waiter got
+// the lock, so that a burst of contention does not pay for SUBSCRIBE and its
+// confirmation on every handoff.
+const linger = 500 * time.Millisecond
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
 	return &notifier{rdb: rdb, topics: make(map[string]*topic)}
@@ -143,12 +152,12 @@ var errClosed = errors.New("lock: client closed")
 // Redis has confirmed the subscription. A failed SUBSCRIBE is not an error:
 // go-redis resubscribes when it reconnects, and waiters fall back to their
 // timers meanwhile.
-func (n *notifier) subscribe(ctx context.Context, channel string, wake chan struct{}) (<-chan struct{}, func()) {
+func (n *notifier) subscribe(ctx context.Context, channel string, wake chan struct{}) (<-chan struct{}, func(linger bool)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		// Nothing will ever wake this waiter; its timer still works.
-		return nil, func() {}
+		return nil, func(bool) {}
 	}
 	if n.ps == nil {
 		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
@@ -161,11 +170,15 @@ func (n *notifier) subscribe(ctx context.Context, channel string, wake chan stru
 		n.topics[channel] = t
 		_ = n.ps.Subscribe(context.WithoutCancel(ctx), channel) // see above
 	}
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
 	t.waiters = append(t.waiters, wake)
-	return t.ready, func() { n.unsubscribe(channel, wake) }
+	return t.ready, func(linger bool) { n.unsubscribe(channel, wake, linger) }
 }
 
-func (n *notifier) unsubscribe(channel string, wake chan struct{}) {
+func (n *notifier) unsubscribe(channel string, wake chan struct{}, lingering bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.topics[channel]
@@ -190,6 +203,21 @@ func (n *notifier) unsubscribe(channel string, wake chan struct{}) {
 	if n.closed {
 		return
 	}
+	if lingering {
+		t.idle = time.AfterFunc(linger, func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.topics[channel] == t && len(t.waiters) == 0 && !n.closed {
+				n.drop(channel)
+			}
+		})
+		return
+	}
+	n.drop(channel)
+}
+
+// drop unsubscribes channel; n.mu must be held.
+func (n *notifier) drop(channel string) {
 	delete(n.topics, channel)
 	// If the write fails the connection is broken; go-redis has already
 	// dropped the channel from its set, so it will not resubscribe it.
@@ -253,6 +281,11 @@ func (n *notifier) close() error {
 		return nil
 	}
 	n.closed = true
+	for _, t := range n.topics {
+		if t.idle != nil {
+			t.idle.Stop()
+		}
+	}
 	ps, done := n.ps, n.done
 	n.mu.Unlock()
 	if ps == nil {
