@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +94,43 @@ func (p *RedisProcess) Client() *redis.Client {
 	})
 	p.t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// StartRedisCluster starts three redis-server masters in cluster mode on
+// free loopback ports, joins them with redis-cli --cluster create, waits for
+// cluster_state:ok, and returns their addresses.
+func StartRedisCluster(t testing.TB) []string {
+	t.Helper()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		Unavailable(t, "redis-cli is not installed: %v", err)
+	}
+	var addrs []string
+	for i := 0; i < 3; i++ {
+		p := StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		addrs = append(addrs, p.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, a := range addrs {
+			n := redis.NewClient(&redis.Options{Addr: a})
+			info, err := n.ClusterInfo(context.Background()).Result()
+			_ = n.Close()
+			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok")
+		}
+		if ok {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cluster never reached cluster_state:ok")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
