@@ -35,3 +35,4 @@ clean:
 -include loadtest/Makefile.inc
 -include web/Makefile.inc
 -include deploy/Makefile.inc
+-include chaos/Makefile.inc
