@@ -47,9 +47,9 @@ func (c call) latency() time.Duration { return c.End - c.Start }
 
 // burstOptions shape one burst of buys of product 1.
 type burstOptions struct {
-	targets  []*instance  // round robin
-	requests int          // total buys
-	workers  int          // concurrent clients
+	targets  []*instance   // round robin
+	requests int           // total buys
+	workers  int           // concurrent clients
 	pace     time.Duration // buy i starts no earlier than i*pace after the start
 	deadline time.Duration // per request, on the client
 	prefix   string        // user ids are prefix-<i>, unique per request

@@ -28,4 +28,3 @@ func TestMain(m *testing.M) {
 type exitOnly struct{ code int }
 
 func (e exitOnly) Run() int { return e.code }
-

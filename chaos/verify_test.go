@@ -66,7 +66,7 @@ func (r *rig) verify(f *figures, calls []call, initial int, w window, e expect, 
 	for _, s := range e.slugs {
 		allowed[s] = true
 	}
-	ok := map[string]call{}     // user -> the 201
+	ok := map[string]call{}      // user -> the 201
 	unknown := map[string]bool{} // users whose outcome the client cannot know
 	if f.Refused == nil {
 		f.Refused = map[string]int{}
