@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -39,23 +37,7 @@ func TestRedisClusterBackend(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	b := backends{db: db, redis: rdb}
-	var urls []string
-	for i := 0; i < 2; i++ {
-		c := cfg
-		c.Instance = fmt.Sprintf("cluster-%d", i+1)
-		in, err := newInstance(c, b, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(in.handler)
-		t.Cleanup(func() {
-			srv.Close()
-			if err := in.close(); err != nil {
-				t.Error(err)
-			}
-		})
-		urls = append(urls, srv.URL)
-	}
+	urls := serveInstances(t, cfg, b, 2, "cluster")
 	f := &fleet{t: t, urls: urls, client: &http.Client{Timeout: 30 * time.Second}}
 	admin := map[string]string{"Authorization": "Bearer " + fleetToken}
 	for _, kind := range []string{"products", "coupons"} {

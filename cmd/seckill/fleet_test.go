@@ -58,13 +58,23 @@ func newFleet(t *testing.T, env map[string]string) *fleet {
 	for k, v := range env {
 		base[k] = v
 	}
-	for i := 0; i < 3; i++ {
-		cfg, err := config.Load(func(k string) string { return base[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Instance = fmt.Sprintf("fleet-%d", i+1)
-		in, err := newInstance(cfg, b, slog.New(slog.DiscardHandler))
+	cfg, err := config.Load(func(k string) string { return base[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.urls = serveInstances(t, cfg, b, 3, "fleet")
+	return f
+}
+
+// serveInstances builds n instances with the real composition root and
+// serves each with httptest, returning their base URLs.
+func serveInstances(t *testing.T, cfg config.Config, b backends, n int, name string) []string {
+	t.Helper()
+	var urls []string
+	for i := 0; i < n; i++ {
+		c := cfg
+		c.Instance = fmt.Sprintf("%s-%d", name, i+1)
+		in, err := newInstance(c, b, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,9 +85,9 @@ func newFleet(t *testing.T, env map[string]string) *fleet {
 				t.Error(err)
 			}
 		})
-		f.urls = append(f.urls, srv.URL)
+		urls = append(urls, srv.URL)
 	}
-	return f
+	return urls
 }
 
 func (f *fleet) call(method, url, body string, hdr map[string]string) (int, []byte) {

@@ -15,17 +15,9 @@ import (
 
 // runServe runs one instance against MySQL and Redis.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	cfg, err := config.Load(getenv)
+	cfg, err := mysqlConfig("serve", args, getenv, stderr)
 	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	if cfg.MySQLDSN == "" {
-		return errors.New("SECKILL_MYSQL_DSN is required by serve (e.g. root:secret@tcp(127.0.0.1:3306)/seckill); `seckill demo` needs no database")
+		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	log.Info("starting", "config", cfg)
@@ -65,6 +57,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)
 }
 
+// mysqlConfig parses a command that takes no flags and needs MySQL, and
+// loads the configuration.
+func mysqlConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return config.Config{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return cfg, fmt.Errorf("configuration:\n%w", err)
+	}
+	if cfg.MySQLDSN == "" {
+		return cfg, fmt.Errorf("SECKILL_MYSQL_DSN is required by %s (e.g. root:secret@tcp(127.0.0.1:3306)/seckill); `seckill demo` needs no database", cmd)
+	}
+	return cfg, nil
+}
+
 // openMySQL connects, refuses unsafe server settings, and migrates.
 func openMySQL(ctx context.Context, dsn string) (*store.DB, error) {
 	db, err := store.OpenMySQL(ctx, dsn)
@@ -100,17 +110,9 @@ func closeBackends(b backends, log interface{ Error(string, ...any) }) {
 
 // runMigrate applies the schema to SECKILL_MYSQL_DSN.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	cfg, err := config.Load(getenv)
+	cfg, err := mysqlConfig("migrate", args, getenv, stderr)
 	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	if cfg.MySQLDSN == "" {
-		return errors.New("SECKILL_MYSQL_DSN is required by migrate")
+		return err
 	}
 	db, err := openMySQL(ctx, cfg.MySQLDSN)
 	if err != nil {
