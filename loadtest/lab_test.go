@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -110,9 +111,14 @@ type shortReport struct {
 // the results.json it wrote.
 func runShort(t *testing.T, d *demo, targets []string, args ...string) (shortReport, error) {
 	t.Helper()
+	return runShortEnv(t, map[string]string{"SECKILL_ADMIN_TOKEN": d.token, "NO_COLOR": "1"}, targets, args...)
+}
+
+// runShortEnv is runShort with the lab's whole environment given.
+func runShortEnv(t *testing.T, env map[string]string, targets []string, args ...string) (shortReport, error) {
+	t.Helper()
 	reports := t.TempDir()
 	all := append(append([]string{"--targets", strings.Join(targets, ","), "--report-dir", reports}, shortArgs...), args...)
-	env := map[string]string{"SECKILL_ADMIN_TOKEN": d.token, "NO_COLOR": "1"}
 	var stdout, stderr bytes.Buffer
 	err := run(t.Context(), all, func(k string) string { return env[k] }, &stdout, &stderr)
 	t.Logf("lab output:\n%s", stdout.String())
@@ -173,17 +179,12 @@ func (d *demo) stages(t *testing.T) []string {
 }
 
 // startDemo builds cmd/seckill, starts `seckill demo` on free loopback
-// ports with its own database and admin token, waits until every instance
-// answers /healthz, and stops it with SIGINT when the test ends.
+// ports with its own database and admin token, and waits until every
+// instance answers /healthz. It is stopped with SIGINT when the test ends.
 func startDemo(t *testing.T) *demo {
 	t.Helper()
+	bin := buildSeckill(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/seckill-lab/seckill/cmd/seckill")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/seckill: %v\n%s", err, out)
-	}
-
 	ports := freePorts(t, 4)
 	d := &demo{token: "lab-test-" + randomHex(8)}
 	var addrs []string
@@ -191,17 +192,63 @@ func startDemo(t *testing.T) *demo {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", p))
 		d.instances = append(d.instances, fmt.Sprintf("http://127.0.0.1:%d", p))
 	}
-	logPath := filepath.Join(dir, "demo.log")
+	startProcess(t, bin, []string{
+		"SECKILL_ADMIN_TOKEN=" + d.token,
+		"SECKILL_DEMO_DB=" + filepath.Join(dir, "demo.db"),
+		"SECKILL_LOG_LEVEL=warn",
+	}, d.instances, "demo", "-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]), "-instances", strings.Join(addrs, ","))
+	return d
+}
+
+// built is the seckill binary the tests of this package share.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		if err := os.RemoveAll(built.dir); err != nil {
+			fmt.Fprintln(os.Stderr, "removing the test build:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// buildSeckill builds cmd/seckill once per test binary.
+func buildSeckill(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "seckill-lab-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "seckill")
+		out, err := exec.Command("go", "build", "-o", built.bin, "github.com/seckill-lab/seckill/cmd/seckill").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build ./cmd/seckill: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// startProcess runs bin with args and exactly env, waits until every base
+// URL in urls answers /healthz, and at cleanup stops it with SIGINT and
+// waits for it, so the test also checks that it shuts down cleanly.
+func startProcess(t *testing.T, bin string, env, urls []string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "process.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "demo", "-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]), "-instances", strings.Join(addrs, ","))
-	cmd.Env = []string{
-		"SECKILL_ADMIN_TOKEN=" + d.token,
-		"SECKILL_DEMO_DB=" + filepath.Join(dir, "demo.db"),
-		"SECKILL_LOG_LEVEL=warn",
-	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -210,39 +257,38 @@ func startDemo(t *testing.T) *demo {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {
-			t.Logf("interrupting the demo: %v", err)
+			t.Logf("interrupting seckill %s: %v", args[0], err)
 		}
 		select {
 		case err := <-exited:
 			if err != nil {
-				t.Errorf("the demo exited with %v after SIGINT", err)
+				t.Errorf("seckill %s exited with %v after SIGINT", args[0], err)
 			}
 		case <-time.After(15 * time.Second):
-			t.Errorf("the demo did not stop within 15s of SIGINT; killing it")
+			t.Errorf("seckill %s did not stop within 15s of SIGINT; killing it", args[0])
 			if err := cmd.Process.Kill(); err != nil {
-				t.Logf("killing the demo: %v", err)
+				t.Logf("killing seckill %s: %v", args[0], err)
 			}
 			<-exited
 		}
 		if err := logFile.Close(); err != nil {
-			t.Errorf("closing the demo log: %v", err)
+			t.Errorf("closing the log: %v", err)
 		}
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("demo log:\n%s", b)
+				t.Logf("seckill %s log:\n%s", args[0], b)
 			}
 		}
 	})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	for _, u := range d.instances {
+	for _, u := range urls {
 		if err := waitHealthy(ctx, u+"/healthz", exited); err != nil {
 			b, _ := os.ReadFile(logPath)
-			t.Fatalf("demo instance %s: %v\ndemo log:\n%s", u, err, b)
+			t.Fatalf("seckill %s at %s: %v\nlog:\n%s", args[0], u, err, b)
 		}
 	}
-	return d
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.
