@@ -145,6 +145,12 @@ func judge(r *row) {
 		if answeredAll && r.BuyersWithOrder != r.Sold {
 			fails = append(fails, fmt.Sprintf("%d buyers were answered 201 but the audit counts %d sold", r.BuyersWithOrder, r.Sold))
 		}
+		// Refusing everyone is safe but not a sale: a stage that sold
+		// nothing from a full stock is broken, and calling it safe would
+		// hide that.
+		if r.Sold == 0 && r.InitialStock > 0 {
+			fails = append(fails, fmt.Sprintf("sold nothing although %d units were in stock: all %d requests were refused", r.InitialStock, r.Requests))
+		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
 		}

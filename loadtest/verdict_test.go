@@ -32,6 +32,8 @@ func TestJudge(t *testing.T) {
 		{"MySQL disagrees", func(r *row) { r.MySQL = &dbCount{Orders: 41, Sold: 41, InitialStock: 40} }, verdictFail, "MySQL disagrees"},
 		{"MySQL agrees", func(r *row) { r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40} }, verdictPass, "MySQL agrees"},
 		{"capped burst", func(r *row) { r.Planned = 600 }, verdictPass, "cap after 200 of 600"},
+		{"sold nothing", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 0, 0, 40 }, verdictFail, "sold nothing although 40 units"},
+		{"nothing to sell", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.InitialStock = 0, 0, 0, 0 }, verdictPass, "safe: 0 sold of 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
