@@ -70,8 +70,8 @@
 // have the lock. Lease.Token is the defence. Tokens only grow for a key:
 // each is the larger of the previous token plus one and Redis's clock in
 // microseconds, so they keep growing across releases, expiries and even the
-// loss of the key that remembers the last one. Send the token with every write and let the
-// store refuse stale ones, for example:
+// loss of the key that remembers the previous one. Send the token with every
+// write and let the store refuse stale ones, for example:
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
 //	 WHERE sku = ? AND qty > 0 AND fence_token < ?

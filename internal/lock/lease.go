@@ -45,9 +45,15 @@ type Lease struct {
 	expiry   *time.Timer // reports the loss at deadline
 	err      error       // why the lease ended; set once, with done closed
 	released bool
-	losing   bool          // lose has claimed the lease and is running the Lost hook
-	stop     chan struct{} // closed to stop the watchdog
-	stopped  chan struct{} // closed when the watchdog has exited; nil without one
+	losing   bool // lose has claimed the lease and is running the Lost hook
+
+	// The watchdog is a timer, not a goroutine: a short critical section
+	// never starts one. renewing is held for the whole of a renewal, so
+	// Release can wait for one in flight.
+	renewal  *time.Timer // nil for a Fixed lease
+	watching bool        // renewal may be (re)armed
+	renewing sync.Mutex
+	unwatch  func() bool // deregisters the context hook that stops renewals
 }
 
 func newLease(ctx context.Context, key string, token int64, b backend, ttl time.Duration, sent time.Time, watchdog bool, hooks *Hooks) *Lease {
@@ -59,15 +65,17 @@ func newLease(ctx context.Context, key string, token int64, b backend, ttl time.
 		done:     make(chan struct{}),
 		ttl:      ttl,
 		deadline: sent.Add(ttl - drift(ttl)),
-		stop:     make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if watchdog {
-		l.stopped = make(chan struct{})
-		go l.watch(ctx, l.stop, l.stopped)
+		l.watching = true
+		l.renewal = time.AfterFunc(ttl/3, func() { l.renew(ctx) })
+		// Stop renewing once the lease's context ends: the holder's context
+		// ended, or the lease was released or lost.
+		l.unwatch = context.AfterFunc(l.ctx, l.stopWatching)
 	}
 	return l
 }
@@ -153,12 +161,13 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q released twice", ErrNotHeld, l.key)
 	}
 	l.released = true
-	close(l.stop)
-	stopped := l.stopped
 	l.mu.Unlock()
-	if stopped != nil {
-		<-stopped // no renewal may race the delete
+	if l.unwatch != nil {
+		l.unwatch() // stop it here, rather than in a goroutine when ctx ends
 	}
+	l.stopWatching()
+	l.renewing.Lock() // wait for a renewal in flight: none may race the delete
+	l.renewing.Unlock()
 
 	err := l.backend.release(ctx)
 	if errors.Is(err, ErrLockLost) {
@@ -223,56 +232,60 @@ func (l *Lease) end(err error) {
 	l.cancel(err)
 }
 
-// watch renews the lease every TTL/3 until it is released or lost, or the
+// renew runs every TTL/3 until the lease is released or lost, or the
 // holder's context ends. Each renewal may take at most TTL/3. A renewal that
 // finds the lock gone ends the lease at once. A renewal that fails (Redis
 // unreachable) is retried after TTL/10 if that attempt could still finish
-// before the validity deadline; otherwise the lease ends now. So with
-// a client that honours context deadlines the loss is reported at about 2/3
+// before the validity deadline; otherwise the lease ends now. So with a
+// client that honours context deadlines the loss is reported at about 2/3
 // of the TTL after the last renewal, well before the deadline; if a call
 // ignores its deadline, the expiry timer still reports it at the deadline.
-func (l *Lease) watch(holder context.Context, stop, stopped chan struct{}) {
-	defer close(stopped)
-	tick := time.NewTimer(l.interval())
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-		case <-stop:
-			return
-		case <-l.done:
-			return
-		case <-holder.Done():
-			// The holder gave up; stop renewing and let the lease run out.
-			return
-		}
-		l.mu.Lock()
-		ttl, deadline := l.ttl, l.deadline
-		l.mu.Unlock()
+func (l *Lease) renew(holder context.Context) {
+	l.renewing.Lock()
+	defer l.renewing.Unlock()
+	l.mu.Lock()
+	ttl, deadline, ok := l.ttl, l.deadline, l.watching && !l.released && l.err == nil
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
 
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(holder), ttl/3)
-		err := l.backend.refresh(ctx, ttl)
-		cancel()
-		switch {
-		case err == nil:
-			l.extend(sent, ttl)
-			l.hooks.renewed(l.key, time.Since(sent))
-		case errors.Is(err, ErrLockLost):
-			l.hooks.renewFailed(l.key, err)
-			l.lose(err)
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(holder), ttl/3)
+	err := l.backend.refresh(ctx, ttl)
+	cancel()
+	next := l.interval()
+	switch {
+	case err == nil:
+		l.extend(sent, ttl)
+		l.hooks.renewed(l.key, time.Since(sent))
+	case errors.Is(err, ErrLockLost):
+		l.hooks.renewFailed(l.key, err)
+		l.lose(err)
+		return
+	default:
+		l.hooks.renewFailed(l.key, err)
+		// Retry soon, if a retry could still finish in time.
+		if !time.Now().Add(ttl/10 + ttl/3).Before(deadline) {
+			l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
 			return
-		default:
-			l.hooks.renewFailed(l.key, err)
-			// Retry soon, if a retry could still finish in time.
-			if !time.Now().Add(ttl/10 + ttl/3).Before(deadline) {
-				l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
-				return
-			}
-			tick.Reset(ttl / 10)
-			continue
 		}
-		tick.Reset(l.interval())
+		next = ttl / 10
+	}
+	l.mu.Lock()
+	if l.watching {
+		l.renewal.Reset(next)
+	}
+	l.mu.Unlock()
+}
+
+// stopWatching stops future renewals; one in flight finishes.
+func (l *Lease) stopWatching() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watching = false
+	if l.renewal != nil {
+		l.renewal.Stop()
 	}
 }
 

@@ -38,7 +38,7 @@ func TestRedLock(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run("instances="+string(rune('0'+n)), func(t *testing.T) {
 			t.Parallel()
-			const timeout = 50 * time.Millisecond
+			const timeout = 200 * time.Millisecond // generous: CI machines are busy
 			r, servers, clients := redLock(t, n, timeout)
 			ctx := context.Background()
 
@@ -99,7 +99,7 @@ func TestRedLock(t *testing.T) {
 // A lease whose renewals no longer reach a majority is reported lost.
 func TestRedLockWatchdogNeedsMajority(t *testing.T) {
 	t.Parallel()
-	r, servers, _ := redLock(t, 3, 50*time.Millisecond)
+	r, servers, _ := redLock(t, 3, 200*time.Millisecond)
 	lease := mustObtain(t, r, context.Background(), "k", 300*time.Millisecond, lock.ObtainOptions{})
 	deadline := lease.Deadline()
 	servers[0].Kill()
@@ -123,7 +123,7 @@ func TestRedLockWatchdogNeedsMajority(t *testing.T) {
 func TestRedLockNoDoubleGrantAcrossRestarts(t *testing.T) {
 	t.Parallel()
 	const ttl = 400 * time.Millisecond
-	r, servers, _ := redLock(t, 3, 50*time.Millisecond)
+	r, servers, _ := redLock(t, 3, 200*time.Millisecond)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 

@@ -22,7 +22,8 @@ if v then
 end
 
 -- The token is the larger of "last token + 1" and the server clock in
--- microseconds, so it keeps rising even when the record is gone.
+-- microseconds: it keeps rising when the record of the last one is gone, and
+-- tokens from independent servers (RedLock) stay comparable.
 local now = redis.call('TIME')
 local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
 if token <= last then
