@@ -114,6 +114,8 @@ func TestLinearizableBurst(t *testing.T) {
 			continue // a failed read observed nothing
 		case c.Outcome == outOK:
 			op.Output = stockOutput{kind: gotOrder}
+		case c.Outcome == outRefused && c.Problem == "timeout":
+			op.Output, op.Return = stockOutput{kind: gotUnknown}, math.MaxInt64
 		case c.Outcome == outRefused && c.Problem == "sold-out":
 			op.Output = stockOutput{kind: gotSoldOut}
 		case c.Outcome == outRefused, c.Outcome == outNotSent:

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -130,4 +131,32 @@ func TestMySQLBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.verify(f, calls, stock, w, expect{slugs: faultSlugs, bound: 10 * time.Second}, a)
+}
+
+// TestMySQLBlackholeOutlastsDeadline keeps MySQL blackholed for longer than
+// a client waits. The buyer inside the critical section is stuck on a
+// statement that will never be answered; unless the server bounds its own
+// work and answers 503 /problems/timeout in time, that client gets nothing.
+func TestMySQLBlackholeOutlastsDeadline(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	env := map[string]string{"SECKILL_MODE": "redis-lock"}
+	a, b := r.start("a", env), r.start("b", env)
+	stock, requests, workers := burstSize()
+	r.reset(a, stock)
+	deadline := 5 * time.Second
+	f := &figures{Test: t.Name(), Fault: fmt.Sprintf("MySQL blackholed for longer than the %v client deadline", deadline), Mode: "redis-lock"}
+	r.record(f)
+
+	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: workers, pace: pick[time.Duration](40, 25) * time.Millisecond, deadline: deadline, prefix: "myl"})
+	bu.waitCompleted(requests/5, 30*time.Second)
+	w := window{from: bu.now()}
+	heal := r.mysql.blackhole()
+	sleepCtx(t.Context(), deadline+2*time.Second)
+	heal()
+	w.to = bu.now()
+	calls, err := bu.wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verify(f, calls, stock, w, expect{slugs: faultSlugs, bound: deadline}, a)
 }
