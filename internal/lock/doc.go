@@ -49,7 +49,10 @@
 //
 // With ObtainOptions.Wait, a contender subscribes to a per-lock channel and
 // sleeps until the holder's Release publishes on it. One pub/sub connection
-// per Client carries the channels of all its waiters. Messages can be lost
+// per Client carries the channels of all its waiters; a release wakes only
+// the longest-waiting of them (the others could not win anyway), so a hot
+// key does not send a herd to Redis, and a channel stays subscribed for a
+// moment after a successful wait, for the next one. Messages can be lost
 // (a reconnect, a holder that crashes instead of releasing), so every
 // waiter also re-checks when the holder's remaining TTL runs out, with
 // jitter. A waiter whose context ends returns at once with an error that

@@ -53,7 +53,8 @@ type ObtainOptions struct {
 }
 
 // Hooks observe the lock for metrics. Every field is optional and must be
-// cheap and safe for concurrent use: they are called inline.
+// cheap, safe for concurrent use and must not block: they are called inline,
+// and Release waits for a renewal (and its hooks) in flight.
 type Hooks struct {
 	// Obtained reports every Obtain: its latency, including any wait, and
 	// its error (nil when the lease was obtained).
