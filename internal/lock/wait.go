@@ -142,6 +142,9 @@ type topic struct {
 // confirmation on every handoff.
 const linger = 500 * time.Millisecond
 
+// subscribeTimeout bounds sending SUBSCRIBE (and dialling for it).
+const subscribeTimeout = 250 * time.Millisecond
+
 func newNotifier(rdb redis.UniversalClient) *notifier {
 	return &notifier{rdb: rdb, topics: make(map[string]*topic)}
 }
@@ -168,7 +171,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string, wake chan stru
 	if t == nil {
 		t = &topic{ready: make(chan struct{})}
 		n.topics[channel] = t
-		_ = n.ps.Subscribe(context.WithoutCancel(ctx), channel) // see above
+		// Bounded, since n.mu is held: an unreachable server must not stall
+		// every waiter of this Client for a whole dial timeout.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
+		_ = n.ps.Subscribe(sctx, channel) // see above
+		cancel()
 	}
 	if t.idle != nil {
 		t.idle.Stop()
