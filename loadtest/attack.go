@@ -157,16 +157,20 @@ type attackResult struct {
 // the latency metrics and the stage's plot, while a progress line ticks on
 // progress.
 func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progress io.Writer) (attackResult, error) {
+	// --workers bounds the buyers in flight; a buyer who sends copies has
+	// all of them in flight at once, so the storm multiplies connections
+	// rather than thinning out the crowd.
+	copies := uint64(max(1, p.scenario.copies))
 	var (
 		pacer    vegeta.Pacer
 		duration time.Duration
 		planned  uint64
-		workers  = uint64(o.workers)
+		workers  = uint64(o.workers) * copies
 		initial  = workers
 	)
 	switch o.shape {
 	case "burst":
-		planned = uint64(o.buyers) * uint64(max(1, p.scenario.copies))
+		planned = uint64(o.buyers) * copies
 		pacer = burstPacer{hits: planned}
 		duration = o.maxDuration
 	default: // constant
@@ -177,7 +181,7 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 	atk := vegeta.NewAttacker(
 		vegeta.Workers(initial),
 		vegeta.MaxWorkers(workers),
-		vegeta.Connections(o.workers),
+		vegeta.Connections(int(workers)),
 		vegeta.Timeout(o.timeout),
 		vegeta.Redirects(vegeta.NoFollow),
 		vegeta.KeepAlive(true),

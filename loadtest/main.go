@@ -102,9 +102,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	stock := fs.Int("stock", 100, "stock the item is reset to before each stage")
 	rate := fs.Int("rate", 500, "requests per second of the constant shape")
 	duration := fs.Duration("duration", 5*time.Second, "length of a constant attack")
-	workers := fs.Int("workers", 16, "concurrent requests of a burst (and the most a constant attack may have in flight)")
+	workers := fs.Int("workers", 16, "buyers in flight at once in a burst, each with all its requests (and the most a constant attack may have in flight)")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
-	maxDuration := fs.Duration("max-duration", 15*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out")
+	maxDuration := fs.Duration("max-duration", 8*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out")
 	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN)")
 	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
