@@ -392,7 +392,8 @@ func writeMarkdown(w io.Writer, rep report) {
 - **sold**, **final stock**, **oversold** and **conserved** come from the audit endpoint, read after the attack: oversold = sold beyond the initial stock; conserved = every unit that left the stock is in exactly one order.
 - **req/s** counts answered buyers (201 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
 - **p50/p95/p99** are the latencies of every request, in milliseconds.
-- A stage expected to oversell passes when it did; any other stage passes when nothing was oversold, stock was conserved, and the buyers answered 201 match the audit's count.
+- A stage expected to oversell passes when it did; any other stage passes when nothing was oversold, stock was conserved, the buyers answered 201 match the audit's count, and it sold something if there was stock.
+- A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
 `)
 }
 
