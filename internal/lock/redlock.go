@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -89,11 +90,13 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	if !reentrant {
 		owner = newOwnerToken()
 	}
+	order := r.order(key)
+	obtainOn := func(ctx context.Context, i int, c *Client) (bool, int64, error) {
+		return c.try(ctx, n, owner, reentrant, ttl)
+	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
 		sent := time.Now()
-		res := r.each(ctx, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
-			return c.try(ctx, n, owner, reentrant, ttl)
-		})
+		res := r.gated(ctx, order, obtainOn)
 		if err := ctx.Err(); err != nil {
 			r.releaseAll(ctx, n, owner, reentrant, res)
 			return nil, 0, notObtainedCtx(ctx, key)
@@ -119,12 +122,15 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		}
 		r.releaseAll(ctx, n, owner, reentrant, res)
 		if failed := countErr(res); failed > len(r.nodes)-r.quorum {
-			// No majority is reachable right now.
-			if o.Wait <= 0 {
+			// No majority answered. Instances that refused the connection
+			// are down: that is an outage, not contention, so fail now
+			// rather than wait for a release nobody can send. Timeouts may
+			// only mean load, so a waiter tries again shortly.
+			if o.Wait <= 0 || !allTimeouts(res) {
 				return nil, 0, fmt.Errorf("%w: %q: %d of %d instances failed: %w",
 					ErrNotObtained, key, failed, len(r.nodes), firstErr(res))
 			}
-			retry = min(retry, ttl/4) // they may come back soon
+			retry = min(retry, r.timeout)
 		}
 		return nil, retry, nil
 	}
@@ -152,6 +158,17 @@ func firstErr(res []nodeResult) error {
 		}
 	}
 	return nil
+}
+
+// allTimeouts reports whether every failed instance timed out (rather than
+// refusing the connection or answering with an error).
+func allTimeouts(res []nodeResult) bool {
+	for _, x := range res {
+		if x.err != nil && !errors.Is(x.err, context.DeadlineExceeded) {
+			return false
+		}
+	}
+	return true
 }
 
 func countErr(res []nodeResult) int {
@@ -190,13 +207,61 @@ func (r *RedLock) releaseAll(ctx context.Context, n names, owner string, reentra
 	})
 }
 
+// order is the sequence in which contenders for key ask the instances: a
+// rotation that starts at an instance chosen by hashing the key, the same
+// for every client.
+func (r *RedLock) order(key string) []int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	start := int(h.Sum32() % uint32(len(r.nodes)))
+	out := make([]int, len(r.nodes))
+	for k := range out {
+		out[k] = (start + k) % len(r.nodes)
+	}
+	return out
+}
+
+// gated asks the key's gate first, alone: the first instance in order that
+// answers. Only if the gate grants the key are the remaining instances asked,
+// in parallel. Without a gate, contenders asking all instances at once split
+// the votes (each wins one instance, nobody a majority), give up together,
+// retry together, and can livelock under a burst; with it, only the gate's
+// winner goes on to collect a majority. Instances before the gate that did
+// not answer are reported as failed; after a refusal by the gate the rest
+// are not asked at all, which is safe, since a majority is still required.
+func (r *RedLock) gated(ctx context.Context, order []int, f func(context.Context, int, *Client) (bool, int64, error)) []nodeResult {
+	var res []nodeResult
+	for k, i := range order {
+		x := r.eachOf(ctx, []int{i}, f)[0]
+		res = append(res, x)
+		if x.err != nil {
+			continue // unreachable: the next instance in order is the gate
+		}
+		if x.ok {
+			res = append(res, r.eachOf(ctx, order[k+1:], f)...)
+		}
+		break
+	}
+	return res
+}
+
 // each runs f on every instance in parallel, each bounded by the instance
 // timeout, and returns when all have answered or timed out. A call that
 // outlives its timeout is abandoned, not awaited; its goroutine ends when
 // go-redis gives up on it.
 func (r *RedLock) each(ctx context.Context, f func(context.Context, int, *Client) (bool, int64, error)) []nodeResult {
-	out := make(chan nodeResult, len(r.nodes))
-	for i, c := range r.nodes {
+	all := make([]int, len(r.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	return r.eachOf(ctx, all, f)
+}
+
+// eachOf is each over the instances listed in idx; results follow idx.
+func (r *RedLock) eachOf(ctx context.Context, idx []int, f func(context.Context, int, *Client) (bool, int64, error)) []nodeResult {
+	out := make(chan nodeResult, len(idx))
+	for _, i := range idx {
+		c := r.nodes[i]
 		go func() {
 			ictx, cancel := context.WithTimeout(ctx, r.timeout)
 			defer cancel()
@@ -206,21 +271,23 @@ func (r *RedLock) each(ctx context.Context, f func(context.Context, int, *Client
 	}
 	timeout := time.NewTimer(r.timeout + time.Millisecond)
 	defer timeout.Stop()
-	res := make([]nodeResult, len(r.nodes))
-	answered := make([]bool, len(r.nodes))
-	for range r.nodes {
+	got := make(map[int]nodeResult, len(idx))
+	for range idx {
 		select {
 		case x := <-out:
-			res[x.i], answered[x.i] = x, true
+			got[x.i] = x
 			continue
 		case <-timeout.C:
 		}
 		break
 	}
-	for i := range res {
-		if !answered[i] {
-			res[i] = nodeResult{i: i, err: fmt.Errorf("lock: instance %d: %w", i, context.DeadlineExceeded)}
+	res := make([]nodeResult, len(idx))
+	for k, i := range idx {
+		x, ok := got[i]
+		if !ok {
+			x = nodeResult{i: i, err: fmt.Errorf("lock: instance %d: %w", i, context.DeadlineExceeded)}
 		}
+		res[k] = x
 	}
 	return res
 }
