@@ -26,6 +26,7 @@ func TestRedisClusterBackend(t *testing.T) {
 		"SECKILL_RECONCILE_INTERVAL":     "200ms",
 		"SECKILL_CRITICAL_SECTION_DELAY": "0s",
 		"SECKILL_LOCK_WAIT":              "20s",
+		"SECKILL_REQUEST_TIMEOUT":        "60s",
 	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {

@@ -67,9 +67,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			s.Close()
 		}
 	}()
-	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr()})
+	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr(), ContextTimeoutEnabled: true})
 	for _, s := range servers[1:] {
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: s.Addr()}))
+		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true}))
 	}
 
 	var httpServers []*http.Server
@@ -84,7 +84,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	// Listen first: each instance's dashboard needs every instance's URL
 	// (its peers), which ports like :0 only give once bound.
 	for _, addr := range instAddrs {
-		httpServers = append(httpServers, newHTTPServer(addr, nil))
+		httpServers = append(httpServers, newHTTPServer(addr, nil, cfg.RequestTimeout))
 	}
 	ls, err := listen(httpServers...)
 	if err != nil {
@@ -108,7 +108,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		insts = append(insts, in)
 		srv.Handler = in.handler
 	}
-	frontLs, err := listen(newHTTPServer(*front, frontPage(urls)))
+	frontLs, err := listen(newHTTPServer(*front, frontPage(urls), cfg.RequestTimeout))
 	if err != nil {
 		for _, l := range ls {
 			_ = l.ln.Close() // not served yet

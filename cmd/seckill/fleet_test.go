@@ -52,6 +52,7 @@ func newFleet(t *testing.T, env map[string]string) *fleet {
 	base := map[string]string{
 		"SECKILL_ADMIN_TOKEN":            fleetToken,
 		"SECKILL_LOCK_WAIT":              "30s",
+		"SECKILL_REQUEST_TIMEOUT":        "60s",
 		"SECKILL_CRITICAL_SECTION_DELAY": "1ms",
 		"SECKILL_RECONCILE_INTERVAL":     "0s",
 	}

@@ -73,6 +73,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		RequireIdempotencyKey: cfg.RequireIdempotencyKey,
 		LastReconcile:         r.lastReconcile(),
 		Metrics:               m,
+		RequestTimeout:        cfg.RequestTimeout,
 	})
 	r.startReconcile([]reconcile.Target{
 		{Kind: "product", Items: products, Repairer: repairer(productAtomic), OrderExists: b.db.Products().OrderExists},
@@ -109,7 +110,13 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 		r.locker = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")})
 	}
 	if len(b.redlock) > 0 {
-		r.quorum = lock.NewRedLock(b.redlock, lock.RedLockOptions{Options: lock.Options{Hooks: m.LockHooks("redlock")}})
+		// The per-instance timeout must stay far below the TTL (the time
+		// spent asking is subtracted from the validity), yet above the
+		// queueing delay of a busy Redis: TTL/20 is 250ms for the default.
+		r.quorum = lock.NewRedLock(b.redlock, lock.RedLockOptions{
+			Options:         lock.Options{Hooks: m.LockHooks("redlock")},
+			InstanceTimeout: max(50*time.Millisecond, cfg.LockTTL/20),
+		})
 	}
 	return r
 }
@@ -155,6 +162,9 @@ func (r *rig) startReconcile(targets []reconcile.Target) {
 		Instance: r.cfg.Instance,
 		Logger:   r.log,
 		OnRun:    r.metrics.ObserveReconcile,
+		// A reservation older than two request deadlines belongs to a
+		// request that is over: settle it (confirm or give back).
+		StaleAfter: 2 * r.cfg.RequestTimeout,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -205,14 +215,16 @@ func (b backends) ready(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// newHTTPServer wraps h with the timeouts every listener needs.
-func newHTTPServer(addr string, h http.Handler) *http.Server {
+// newHTTPServer wraps h with the timeouts every listener needs. The write
+// timeout leaves room for the request timeout, so a slow buy is answered
+// (503 timeout) rather than cut off.
+func newHTTPServer(addr string, h http.Handler, requestTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      max(30*time.Second, requestTimeout+10*time.Second),
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    32 << 10,
 	}

@@ -42,6 +42,7 @@ func shutdownCase(t *testing.T, timeout string, allDone bool) {
 		"SECKILL_MODE":                   "redis-lock",
 		"SECKILL_CRITICAL_SECTION_DELAY": "150ms",
 		"SECKILL_LOCK_WAIT":              "30s",
+		"SECKILL_REQUEST_TIMEOUT":        "60s",
 		"SECKILL_RECONCILE_INTERVAL":     "0s",
 		"SECKILL_SHUTDOWN_TIMEOUT":       timeout,
 		"SECKILL_LOG_LEVEL":              "error",

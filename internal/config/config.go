@@ -31,6 +31,7 @@ type Config struct {
 	CriticalSectionDelay  time.Duration // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration // SECKILL_LOCK_TTL
 	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
+	RequestTimeout        time.Duration // SECKILL_REQUEST_TIMEOUT: bound on one request's work
 	Fencing               bool          // SECKILL_FENCING: fencing token checked at the stock write
 	RequireIdempotencyKey bool          // SECKILL_REQUIRE_IDEMPOTENCY_KEY
 	IdempotencyTTL        time.Duration // SECKILL_IDEMPOTENCY_TTL
@@ -57,6 +58,7 @@ var vars = []struct{ name, def, help string }{
 	{"SECKILL_CRITICAL_SECTION_DELAY", "0s", "pause between reading and writing stock in the lock stages"},
 	{"SECKILL_LOCK_TTL", "5s", "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"},
 	{"SECKILL_LOCK_WAIT", "2s", "how long a buy waits for the lock before 429 lock-timeout"},
+	{"SECKILL_REQUEST_TIMEOUT", "4s", "bound on one buy's work: a backend that never answers costs 503 timeout, not a hang"},
 	{"SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"},
 	{"SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys and grabs without an Idempotency-Key"},
 	{"SECKILL_IDEMPOTENCY_TTL", "24h", "how long Idempotency-Key records are kept"},
@@ -103,6 +105,7 @@ func Load(getenv func(string) string) (Config, error) {
 		CriticalSectionDelay:  p.duration("SECKILL_CRITICAL_SECTION_DELAY", 0, time.Minute),
 		LockTTL:               p.duration("SECKILL_LOCK_TTL", 100*time.Millisecond, time.Hour),
 		LockWait:              p.duration("SECKILL_LOCK_WAIT", 0, time.Minute),
+		RequestTimeout:        p.duration("SECKILL_REQUEST_TIMEOUT", 100*time.Millisecond, 10*time.Minute),
 		Fencing:               p.boolean("SECKILL_FENCING"),
 		RequireIdempotencyKey: p.boolean("SECKILL_REQUIRE_IDEMPOTENCY_KEY"),
 		IdempotencyTTL:        p.duration("SECKILL_IDEMPOTENCY_TTL", time.Second, 30*24*time.Hour),
@@ -123,6 +126,9 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if !ValidStage(c.Mode) {
 		p.fail("SECKILL_MODE", fmt.Errorf("unknown stage %q; want one of %s", c.Mode, strings.Join(Stages, ", ")))
+	}
+	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
+		p.fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
 	}
 	if c.ReconcileInterval > 0 && c.ReconcileInterval < 100*time.Millisecond {
 		p.fail("SECKILL_RECONCILE_INTERVAL", errors.New("must be 0 (off) or at least 100ms"))
@@ -163,6 +169,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("critical_section_delay", c.CriticalSectionDelay),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("lock_wait", c.LockWait),
+		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.Bool("fencing", c.Fencing),
 		slog.Bool("require_idempotency_key", c.RequireIdempotencyKey),
 		slog.Duration("idempotency_ttl", c.IdempotencyTTL),

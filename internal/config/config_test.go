@@ -52,6 +52,13 @@ func TestLoadNamesEveryBadVariable(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error")
 	}
+	_, err2 := Load(env(map[string]string{"SECKILL_LOCK_WAIT": "5s", "SECKILL_REQUEST_TIMEOUT": "5s"}))
+	if err2 == nil || !strings.Contains(err2.Error(), "SECKILL_LOCK_WAIT") {
+		t.Errorf("a lock wait as long as the request timeout must be refused: %v", err2)
+	}
+	if err == nil {
+		t.Fatal("want an error")
+	}
 	for _, name := range []string{"SECKILL_MODE", "SECKILL_LOCK_TTL", "SECKILL_FENCING", "SECKILL_LOG_LEVEL", "SECKILL_BURST_MAX", "SECKILL_ADMIN_TOKEN", "SECKILL_RECONCILE_INTERVAL"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -57,6 +58,9 @@ type Deps struct {
 	// Metrics, when set, is served at /metrics and told about every
 	// request and every buy outcome.
 	Metrics Observer
+	// RequestTimeout bounds each request's work (0: no bound), so that a
+	// backend that never answers costs the client a 503, not a hang.
+	RequestTimeout time.Duration
 }
 
 type server struct {
@@ -86,8 +90,21 @@ func NewServer(d Deps) http.Handler {
 	if d.Metrics != nil {
 		r.Use(observe(d.Metrics))
 	}
+	if d.RequestTimeout > 0 {
+		r.Use(deadline(d.RequestTimeout))
+	}
 	addRoutes(r, s, d)
 	return r
+}
+
+// deadline gives every request a context that ends after d.
+func deadline(d time.Duration) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
+	}
 }
 
 // recoverer turns a panic into a logged 500 problem.

@@ -69,7 +69,7 @@ func classifyLockError(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("waiting for the lock: %w", ctx.Err())
-	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne), errors.Is(err, io.EOF):
 		// Per-instance timeouts surface as DeadlineExceeded while the
 		// request's own context is still alive.
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

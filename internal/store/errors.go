@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -35,6 +36,11 @@ const (
 func translate(err error) error {
 	if err == nil {
 		return nil
+	}
+	// A query cut off by the request's deadline is a timeout, whatever
+	// network error the driver reports it as.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
 	}
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
