@@ -176,6 +176,9 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 	default: // constant
 		pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
 		duration = o.duration
+		// Holding a rate takes rate × latency requests in flight; allow a
+		// second of latency at the full rate before the attack falls behind.
+		workers = uint64(max(o.workers, o.rate))
 		initial = min(workers, 10) // vegeta adds workers up to the bound as the rate needs them
 	}
 	atk := vegeta.NewAttacker(

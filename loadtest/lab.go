@@ -122,18 +122,21 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, sc scenario, s
 			return r, err
 		}
 	}
-	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, o.workers, crowd(o), o.stock)
+	r.Buyers = ceilDiv(r.Requests, max(1, sc.copies))
+	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, o.workers, crowd(o, sc), o.stock)
 	judge(&r)
 	return r, nil
 }
 
-// crowd is the number of distinct buyers an attack brings.
-func crowd(o options) int {
+// crowd is the number of distinct buyers an attack means to bring.
+func crowd(o options, sc scenario) int {
 	if o.shape == "burst" {
 		return o.buyers
 	}
-	return int(float64(o.rate) * o.duration.Seconds())
+	return int(float64(o.rate)*o.duration.Seconds()) / max(1, sc.copies)
 }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 func describeLoad(o options) string {
 	if o.shape == "burst" {

@@ -86,6 +86,18 @@ func TestLabShort(t *testing.T) {
 		}
 	})
 
+	t.Run("constant shape", func(t *testing.T) {
+		rep, err := runShort(t, demo, demo.instances, "--shape", "constant", "--rate", "60", "--duration", "1s", "--stages", "db-atomic", "--scenarios", "buy,grab")
+		if err != nil {
+			t.Fatalf("the lab failed: %v", err)
+		}
+		for _, r := range rep.Rows {
+			if r.Shape != "constant" || r.Verdict != verdictPass || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 {
+				t.Errorf("%s: got %+v, want a constant attack of at most 60 requests that passes", r.Scenario, r)
+			}
+		}
+	})
+
 	t.Run("expect-oversell fails a safe stage", func(t *testing.T) {
 		rep, err := runShort(t, demo, demo.instances, "--stages", "db-atomic", "--scenarios", "buy", "--expect-oversell", "db-atomic")
 		if !errors.Is(err, errVerdict) {

@@ -40,6 +40,7 @@ type row struct {
 
 	// Beyond the dashboard's fields.
 	Planned         int            `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
+	Buyers          int            `json:"buyers"`            // distinct buyers sent (requests / copies)
 	InitialStock    int            `json:"initial_stock"`
 	NetErrors       int            `json:"net_errors"`        // no answer at all (refused, reset)
 	Replayed        int            `json:"replayed"`          // 201s marked Idempotent-Replayed
@@ -130,7 +131,11 @@ func judge(r *row) {
 		if r.Oversold > 0 {
 			notes = append(notes, fmt.Sprintf("oversold by %d as expected (%d sold of %d)", r.Oversold, r.Sold, r.InitialStock))
 		} else {
-			fails = append(fails, fmt.Sprintf("expected overselling but saw none (%d sold of %d); a larger crowd or more --workers widens the race", r.Sold, r.InitialStock))
+			why := "a larger crowd or more --workers widens the race"
+			if r.Buyers <= r.InitialStock {
+				why = fmt.Sprintf("only %d buyers were sent, no more than the stock, so nothing could oversell: send more --buyers, or a longer --duration", r.Buyers)
+			}
+			fails = append(fails, fmt.Sprintf("expected overselling but saw none (%d sold of %d); %s", r.Sold, r.InitialStock, why))
 		}
 		if !r.Conserved {
 			notes = append(notes, fmt.Sprintf("stock not conserved: %d left the stock, %d were sold", r.InitialStock-r.FinalStock, r.Sold))

@@ -14,7 +14,7 @@ import (
 )
 
 func TestJudge(t *testing.T) {
-	safe := row{Requests: 200, Created: 40, BuyersWithOrder: 40, Sold: 40, InitialStock: 40, FinalStock: 0, Conserved: true}
+	safe := row{Requests: 200, Buyers: 200, Created: 40, BuyersWithOrder: 40, Sold: 40, InitialStock: 40, FinalStock: 0, Conserved: true}
 	tests := []struct {
 		name    string
 		edit    func(*row)
@@ -27,7 +27,8 @@ func TestJudge(t *testing.T) {
 		{"201 without an order", func(r *row) { r.BuyersWithOrder = 41 }, verdictFail, "41 buyers were answered 201"},
 		{"timeouts excuse the 201 count", func(r *row) { r.BuyersWithOrder, r.Timeouts = 39, 1 }, verdictPass, "1 timeouts"},
 		{"expected oversell seen", func(r *row) { r.ExpectOversell, r.Sold, r.Oversold, r.Conserved = true, 90, 50, false }, verdictPass, "oversold by 50 as expected"},
-		{"expected oversell missing", func(r *row) { r.ExpectOversell = true }, verdictFail, "expected overselling but saw none"},
+		{"expected oversell missing", func(r *row) { r.ExpectOversell = true }, verdictFail, "widens the race"},
+		{"too few buyers to oversell", func(r *row) { r.ExpectOversell, r.Buyers = true, 40 }, verdictFail, "only 40 buyers were sent"},
 		{"nothing sent", func(r *row) { r.Requests = 0 }, verdictFail, "no request was sent"},
 		{"MySQL disagrees", func(r *row) { r.MySQL = &dbCount{Orders: 41, Sold: 41, InitialStock: 40} }, verdictFail, "MySQL disagrees"},
 		{"MySQL agrees", func(r *row) { r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40} }, verdictPass, "MySQL agrees"},
