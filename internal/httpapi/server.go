@@ -97,9 +97,22 @@ func NewServer(d Deps) http.Handler {
 	return r
 }
 
-// deadline gives every request a context that ends after d.
+// longRunning are the routes that carry bounds of their own and outlast a
+// buy: the dashboard's burst (N buys, each with its own timeout) and CPU or
+// trace profiles.
+var longRunning = map[string]bool{
+	"/api/v1/admin/burst": true,
+	"/debug/pprof/*name":  true,
+}
+
+// deadline gives every request but the long-running ones a context that
+// ends after d.
 func deadline(d time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if longRunning[c.FullPath()] {
+			c.Next()
+			return
+		}
 		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
 		defer cancel()
 		c.Request = c.Request.WithContext(ctx)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
@@ -263,5 +264,37 @@ func TestOversizedBodyWithoutContentLength(t *testing.T) {
 	f.srv.ServeHTTP(rec, req)
 	if rec.Code != 413 {
 		t.Fatalf("streamed oversized body: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestRequestDeadline: a buy whose critical section outlives the request
+// timeout is answered 503 timeout and writes nothing; the long-running
+// routes (here a one-second CPU profile) are not cut off.
+func TestRequestDeadline(t *testing.T) {
+	db := testenv.SQLite(t)
+	slow := inventory.SectionOptions{Delay: 500 * time.Millisecond}
+	stages := map[string]inventory.Stage{"local-mutex": inventory.NewLocalMutex(db.Products(), "product", slow)}
+	srv := httpapi.NewServer(httpapi.Deps{
+		Instance:       "deadline-1",
+		Products:       inventory.NewService(db.Products(), stages, "deadline-1", "O"),
+		Mode:           "local-mutex",
+		AdminToken:     token,
+		RequestTimeout: 100 * time.Millisecond,
+	})
+	f := &fixture{t: t, db: db, srv: srv}
+	rec := f.do(buy("late", 1))
+	if rec.Code != 503 || problemType(t, rec) != "timeout" {
+		t.Fatalf("a buy past the deadline: %d %s", rec.Code, rec.Body)
+	}
+	a, err := db.Products().Audit(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Orders != 0 || a.Stock != a.InitialStock {
+		t.Fatalf("a timed-out buy wrote something: %+v", a)
+	}
+	prof := f.do(admin(call{method: "GET", path: "/debug/pprof/profile?seconds=1"}))
+	if prof.Code != 200 || prof.Body.Len() == 0 {
+		t.Fatalf("a profile longer than the request timeout was cut off: %d", prof.Code)
 	}
 }
