@@ -85,12 +85,23 @@
 //
 // # RedLock
 //
-// NewRedLock runs the Redlock algorithm over N independent servers: obtain
-// on all of them in parallel with a short per-instance timeout, and hold
-// the lock only if a majority (N/2+1) said yes and time is left: validity
-// is the TTL minus the time the acquisition took minus the drift. On a miss
-// every instance is released at once. Renewals must also reach a majority,
-// or the lease is reported lost. It survives the crash of a minority of
+// NewRedLock runs the Redlock algorithm over N independent servers, each
+// call bounded by a short per-instance timeout, and holds the lock only if
+// a majority (N/2+1) said yes and time is left: validity is the TTL minus
+// the time the acquisition took minus the drift. On a miss every instance
+// that may have said yes is released at once. Renewals must also reach a
+// majority, or the lease is reported lost.
+//
+// Contenders first ask the key's gate alone: the first instance, in an
+// order derived from the key, that answers. Only the gate's winner asks the
+// other instances, in parallel. Asking all instances at once lets a burst
+// of contenders split the votes (each wins one instance, none a majority),
+// give up together and retry together, a livelock; the gate prevents that
+// while it is up, and the majority rule, which is what makes the lock safe,
+// is unchanged. When a majority refuses connections the servers are down,
+// so Obtain fails at once with ErrNotObtained instead of waiting; when
+// instances only time out (a busy server looks the same as a dead one for
+// a while), a waiter keeps trying until its Wait runs out. It survives the crash of a minority of
 // servers, which a single Redis (or a failover pair, whose asynchronous
 // replica can lose a fresh lock) does not.
 //
