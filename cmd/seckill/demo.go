@@ -69,7 +69,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}()
 	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr(), ContextTimeoutEnabled: true})
 	for _, s := range servers[1:] {
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true}))
+		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}))
 	}
 
 	var httpServers []*http.Server

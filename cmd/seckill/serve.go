@@ -37,7 +37,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("SECKILL_REDIS_ADDR is not set: the Redis stages are unavailable")
 	}
 	for _, addr := range cfg.RedlockAddrs {
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr, Password: cfg.RedisPassword, ContextTimeoutEnabled: true}))
+		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr, Password: cfg.RedisPassword, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}))
 	}
 
 	inst, err := newInstance(cfg, b, log)

@@ -224,6 +224,8 @@ func (s *server) Client(t testing.TB) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  s.Addr(),
 		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // as RedLockOptions recommends
+		DialerRetries:         1,
 		DialTimeout:           200 * time.Millisecond,
 		ReadTimeout:           500 * time.Millisecond,
 		WriteTimeout:          500 * time.Millisecond,

@@ -19,7 +19,10 @@ type RedLockOptions struct {
 	// InstanceTimeout bounds each call to one instance, so a dead or slow
 	// instance costs at most this much. It should be far below the TTL.
 	// Default 50ms. The clients should set ContextTimeoutEnabled so that
-	// go-redis honours it on reads as well as on dials.
+	// go-redis honours it on reads as well as on dials, and MaxRetries -1
+	// and DialerRetries 1: RedLock retries on its own, and a client that
+	// retries a refused connection until the timeout makes a dead instance
+	// look like a slow one, which delays failing fast.
 	InstanceTimeout time.Duration
 }
 

@@ -177,3 +177,55 @@ func TestRedLockNoDoubleGrantAcrossRestarts(t *testing.T) {
 	}
 	t.Logf("%d grants, 0 overlaps, %d partial releases", grants.Load(), releaseErrs.Load())
 }
+
+// TestRedLockFailsFastWhenMajorityDownEvenWhileWaiting: a waiter does not
+// wait out its Wait for servers that refuse connections.
+func TestRedLockFailsFastWhenMajorityDownEvenWhileWaiting(t *testing.T) {
+	rl, servers, _ := redLock(t, 3, 100*time.Millisecond)
+	servers[0].Kill()
+	servers[1].Kill()
+	start := time.Now()
+	_, err := rl.Obtain(context.Background(), "down", time.Second, lock.ObtainOptions{Wait: 10 * time.Second})
+	if !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("want ErrNotObtained, got %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("two of three servers down must fail fast, not wait: took %v", took)
+	}
+}
+
+// TestRedLockBurstNoLivelock releases 64 contenders at once on one key; each
+// must get the lock within its wait, one at a time. Before the gate, such a
+// burst split the votes and most waiters timed out.
+func TestRedLockBurstNoLivelock(t *testing.T) {
+	rl, _, _ := redLock(t, 3, 250*time.Millisecond)
+	const n = 64
+	start := make(chan struct{})
+	var inside, overlaps, got atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			l, err := rl.Obtain(context.Background(), "burst", 2*time.Second, lock.ObtainOptions{Wait: 20 * time.Second})
+			if err != nil {
+				t.Errorf("obtain: %v", err)
+				return
+			}
+			if inside.Add(1) != 1 {
+				overlaps.Add(1)
+			}
+			inside.Add(-1)
+			got.Add(1)
+			if err := l.Release(context.Background()); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got.Load() != n || overlaps.Load() != 0 {
+		t.Fatalf("%d of %d obtained, %d overlaps", got.Load(), n, overlaps.Load())
+	}
+}

@@ -90,7 +90,7 @@ func (p *RedisProcess) Restart(args ...string) {
 func (p *RedisProcess) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: p.Addr, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
-		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true,
+		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 	})
 	p.t.Cleanup(func() { _ = c.Close() })
 	return c
