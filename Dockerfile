@@ -18,7 +18,7 @@ RUN go mod download
 COPY . .
 ENV CGO_ENABLED=0
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags "-s -w" -o /out/seckill ./cmd/seckill
+    go build -tags nomsgpack -trimpath -ldflags "-s -w" -o /out/seckill ./cmd/seckill
 
 # ---- run --------------------------------------------------------------------
 # distroless/static carries CA certificates and tzdata, and no shell: the

@@ -39,7 +39,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	replica := startRedis(t, bin, dir+"/replica")
 	link := newGatedProxy(t, primary.addr)
 
-	if err := replica.rdb.ReplicaOf(ctx, "127.0.0.1", link.port()).Err(); err != nil {
+	if err := replica.rdb.Do(ctx, "REPLICAOF", "127.0.0.1", link.port()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// In sync: a marker written to the primary shows up on the replica.
@@ -61,7 +61,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	link.close()
 
 	// Failover: promote the replica, as Sentinel or an operator would.
-	if err := replica.rdb.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := replica.rdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	cb := lock.New(replica.rdb, lock.Options{})
