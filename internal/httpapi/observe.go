@@ -11,6 +11,8 @@ import (
 
 // Observer receives what /metrics exports; internal/metrics implements it.
 type Observer interface {
+	// InFlight adds delta to the requests in flight on route.
+	InFlight(route string, delta int)
 	ObserveRequest(method, route string, status int, d time.Duration)
 	ObserveBuy(kind, stage, outcome string)
 	Handler() http.Handler
@@ -23,8 +25,11 @@ const problemKey = "seckill.problem"
 func observe(o Observer) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
+		route := c.FullPath()
+		o.InFlight(route, 1)
+		defer o.InFlight(route, -1)
 		c.Next()
-		o.ObserveRequest(c.Request.Method, c.FullPath(), c.Writer.Status(), time.Since(start))
+		o.ObserveRequest(c.Request.Method, route, c.Writer.Status(), time.Since(start))
 	}
 }
 

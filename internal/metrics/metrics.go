@@ -24,6 +24,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	requests    *prometheus.HistogramVec
+	inFlight    *prometheus.GaugeVec
 	buys        *prometheus.CounterVec
 	lockAcquire *prometheus.HistogramVec
 	lockWaits   *prometheus.HistogramVec
@@ -54,6 +55,7 @@ func New(instance string) *Metrics {
 	m := &Metrics{
 		reg:         prometheus.NewRegistry(),
 		requests:    prometheus.NewHistogramVec(h("http_request_duration_seconds", "HTTP request latency by route and status."), []string{"method", "route", "status"}),
+		inFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts(f("http_requests_in_flight", "Requests being served, by route.")), []string{"route"}),
 		buys:        prometheus.NewCounterVec(prometheus.CounterOpts(f("buy_outcomes_total", "Buys and grabs by item kind, stage and outcome (created or the problem type).")), []string{"kind", "stage", "outcome"}),
 		lockAcquire: prometheus.NewHistogramVec(h("lock_acquire_seconds", "Time to obtain a lock, including waiting, by backend and result."), []string{"backend", "result"}),
 		lockWaits:   prometheus.NewHistogramVec(h("lock_wait_seconds", "Time spent waiting for a held lock."), []string{"backend"}),
@@ -65,7 +67,7 @@ func New(instance string) *Metrics {
 		recRepairs:  prometheus.NewCounter(prometheus.CounterOpts(f("reconcile_repairs_total", "Redis copies repaired and stale reservations settled."))),
 		oversold:    prometheus.NewGaugeVec(prometheus.GaugeOpts(f("oversold_units", "Units sold beyond the initial stock, per item, as of the last reconcile run.")), []string{"kind", "id"}),
 	}
-	m.reg.MustRegister(m.requests, m.buys, m.lockAcquire, m.lockWaits, m.renewals, m.renewFails, m.lost,
+	m.reg.MustRegister(m.requests, m.inFlight, m.buys, m.lockAcquire, m.lockWaits, m.renewals, m.renewFails, m.lost,
 		m.recRuns, m.recViol, m.recRepairs, m.oversold,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -83,6 +85,14 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 		route = "unmatched"
 	}
 	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// InFlight adds delta to the requests in flight on route.
+func (m *Metrics) InFlight(route string, delta int) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.inFlight.WithLabelValues(route).Add(float64(delta))
 }
 
 // ObserveBuy records the outcome of a buy or grab.
