@@ -27,6 +27,9 @@ import (
 var demoDefaults = map[string]string{
 	"SECKILL_CRITICAL_SECTION_DELAY": "5ms",
 	"SECKILL_LOG_LEVEL":              "warn",
+	// A lab run leaves tens of thousands of records; the demo keeps them
+	// long enough for any retry, not for a day.
+	"SECKILL_IDEMPOTENCY_TTL": "10m",
 }
 
 // runDemo starts the embedded backends and three instances in one process,
@@ -57,7 +60,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	b := backends{db: db}
-	servers, err := embedded.StartRedisN(4) // one for redis-lock and friends, three for redlock
+	// One server for redis-lock, redis-atomic and reconcile, three for
+	// redlock, one for Idempotency-Key records.
+	servers, err := embedded.StartRedisN(5)
 	if err != nil {
 		return errors.Join(err, db.Close())
 	}
@@ -68,7 +73,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}()
 	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr(), ContextTimeoutEnabled: true})
-	for _, s := range servers[1:] {
+	b.idem = redis.NewClient(&redis.Options{Addr: servers[4].Addr(), ContextTimeoutEnabled: true})
+	for _, s := range servers[1:4] {
 		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}))
 	}
 

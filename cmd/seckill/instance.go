@@ -27,6 +27,9 @@ type backends struct {
 	db      *store.DB
 	redis   redis.UniversalClient
 	redlock []redis.UniversalClient
+	// idem holds Idempotency-Key records; nil means redis. The demo gives
+	// them a server of their own, so their volume never slows the locks.
+	idem redis.UniversalClient
 }
 
 // instance is one API instance: its handler and its own in-process state
@@ -148,7 +151,11 @@ func (r *rig) idempotency() *idempotency.Store {
 		}
 		return nil
 	}
-	return idempotency.New(r.b.redis, idempotency.Options{Retention: r.cfg.IdempotencyTTL})
+	rdb := r.b.idem
+	if rdb == nil {
+		rdb = r.b.redis
+	}
+	return idempotency.New(rdb, idempotency.Options{Retention: r.cfg.IdempotencyTTL})
 }
 
 // startReconcile runs the fleet-wide reconcile job, which needs Redis for

@@ -91,8 +91,11 @@ func openMySQL(ctx context.Context, dsn string) (*store.DB, error) {
 }
 
 func closeBackends(b backends, log interface{ Error(string, ...any) }) {
-	if b.redis != nil {
-		if err := b.redis.Close(); err != nil {
+	for _, c := range []redis.UniversalClient{b.redis, b.idem} {
+		if c == nil {
+			continue
+		}
+		if err := c.Close(); err != nil {
 			log.Error("closing redis", "err", err)
 		}
 	}

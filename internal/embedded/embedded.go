@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
@@ -17,25 +18,58 @@ import (
 )
 
 // Redis is an in-process Redis server on a loopback port.
-type Redis struct{ m *miniredis.Miniredis }
+type Redis struct {
+	m    *miniredis.Miniredis
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Tick is how often the embedded servers age their keys: a key expires at
+// most this much after its TTL, never before, which is the safe side for a
+// lock.
+const Tick = 25 * time.Millisecond
 
 // StartRedis starts a Redis server on addr ("127.0.0.1:0" picks a port).
-// Key TTLs run on the wall clock, as on a real server: miniredis only ages
-// keys when its clock is driven, and ClockTTL drives it from time.Now.
+// Key TTLs run on the wall clock, as on a real server. miniredis only ages
+// keys when its clock is driven, so a goroutine drives it every Tick.
+// (miniredis can also age keys on every command, but that walks every key
+// each time, and a lab run leaves tens of thousands of them.)
 func StartRedis(addr string) (*Redis, error) {
 	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
 	if err := m.StartAddr(addr); err != nil {
 		return nil, fmt.Errorf("start embedded redis on %s: %w", addr, err)
 	}
-	return &Redis{m: m}, nil
+	r := &Redis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.drive()
+	return r, nil
+}
+
+// drive ages the keys by the real time elapsed since the last tick.
+func (r *Redis) drive() {
+	defer close(r.done)
+	t := time.NewTicker(Tick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-t.C:
+			r.m.FastForward(now.Sub(last))
+			last = now
+		}
+	}
 }
 
 // Addr is the host:port the server listens on.
 func (r *Redis) Addr() string { return r.m.Addr() }
 
 // Close stops the server and drops its data.
-func (r *Redis) Close() { r.m.Close() }
+func (r *Redis) Close() {
+	close(r.stop)
+	<-r.done
+	r.m.Close()
+}
 
 // Restart stops the server and starts it again on the same address with
 // its data kept, as a Redis process that was paused and resumed.
