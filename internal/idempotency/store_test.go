@@ -1,0 +1,72 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// TestCrashedClaimDoesNotBlockForever: a request that claimed a key and
+// died before finishing leaves an in-flight marker; duplicates are refused
+// while it lives, and the key can be claimed again once its lease is over.
+func TestCrashedClaimDoesNotBlockForever(t *testing.T) {
+	rdb := testenv.Redis(t)
+	s := idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("idem") + ":", Lease: 300 * time.Millisecond})
+	ctx := context.Background()
+	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
+	if c, _, err := s.Begin(ctx, "u", "/p", "k", fp); err != nil || c == nil {
+		t.Fatalf("first claim: %v", err)
+	} // ... and the process "crashes": no Finish, no Abandon.
+	if _, _, err := s.Begin(ctx, "u", "/p", "k", fp); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("a duplicate while the marker lives must be in flight, got %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, _, err := s.Begin(ctx, "u", "/p", "k", fp)
+		if err == nil && c != nil {
+			break // the key is usable again
+		}
+		if !errors.Is(err, idempotency.ErrInFlight) || time.Now().After(deadline) {
+			t.Fatalf("the key stayed blocked: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLateFinishDoesNotOverwriteANewClaim: a request whose lease ran out
+// must not store its answer over the claim of the request that took over.
+func TestLateFinishDoesNotOverwriteANewClaim(t *testing.T) {
+	rdb := testenv.Redis(t)
+	s := idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("idem") + ":", Lease: 200 * time.Millisecond})
+	ctx := context.Background()
+	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
+	old, _, err := s.Begin(ctx, "u", "/p", "k", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fresh *idempotency.Claim
+	for deadline := time.Now().Add(10 * time.Second); fresh == nil; {
+		fresh, _, err = s.Begin(ctx, "u", "/p", "k", fp)
+		if err != nil && !errors.Is(err, idempotency.ErrInFlight) || time.Now().After(deadline) {
+			t.Fatalf("no new claim: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.Finish(ctx, old, idempotency.Response{Status: 201, Body: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, stored, err := s.Begin(ctx, "u", "/p", "k", fp); !errors.Is(err, idempotency.ErrInFlight) || stored != nil {
+		t.Fatalf("the late finish replaced the new claim: stored=%v err=%v", stored, err)
+	}
+	if err := s.Finish(ctx, fresh, idempotency.Response{Status: 201, Body: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	_, stored, err := s.Begin(ctx, "u", "/p", "k", fp)
+	if err != nil || stored == nil || string(stored.Body) != "new" {
+		t.Fatalf("want the new answer replayed, got %v %v", stored, err)
+	}
+}
