@@ -136,7 +136,9 @@ func newRaceEnv(t *testing.T) *raceEnv {
 	for db := 1; db <= 3; db++ {
 		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, DB: db}))
 	}
-	env.quorum = lock.NewRedLock(nodes, lock.RedLockOptions{Options: lock.Options{Prefix: prefix}})
+	// The same per-instance timeout as the service (TTL/20): the default
+	// 50 ms is short for a busy CI machine.
+	env.quorum = lock.NewRedLock(nodes, lock.RedLockOptions{Options: lock.Options{Prefix: prefix}, InstanceTimeout: env.lockOpts.TTL / 20})
 	t.Cleanup(func() {
 		for _, c := range []interface{ Close() error }{env.locker, env.quorum, env.rdb} {
 			if err := c.Close(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -133,7 +134,10 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 				return nil, 0, fmt.Errorf("%w: %q: %d of %d instances failed: %w",
 					ErrNotObtained, key, failed, len(r.nodes), firstErr(res))
 			}
-			retry = min(retry, r.timeout)
+			// Back off by a few instance timeouts, at random: waiters that
+			// all retried at once would add the very load that made the
+			// instances slow. A release still wakes a waiter at once.
+			retry = min(retry, 2*r.timeout+rand.N(4*r.timeout))
 		}
 		return nil, retry, nil
 	}
