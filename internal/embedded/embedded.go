@@ -71,10 +71,6 @@ func (r *Redis) Close() {
 	r.m.Close()
 }
 
-// Restart stops the server and starts it again on the same address with
-// its data kept, as a Redis process that was paused and resumed.
-func (r *Redis) Restart() error { return r.m.Restart() }
-
 // StartRedisN starts n servers; on error it stops those already started.
 func StartRedisN(n int) ([]*Redis, error) {
 	out := make([]*Redis, 0, n)

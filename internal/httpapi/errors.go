@@ -29,8 +29,6 @@ var (
 	errIdemMissing   = errors.New("Idempotency-Key header required")
 )
 
-var errorsJoin = errors.Join
-
 // problemType is one row of the error table: which error, which status,
 // and the stable problem type clients may switch on.
 type problemType struct {

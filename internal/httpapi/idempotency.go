@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
@@ -36,7 +37,7 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		}
 		body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBody+1))
 		if err != nil {
-			s.writeError(c, errorsJoin(errMalformed, err))
+			s.writeError(c, errors.Join(errMalformed, err))
 			return
 		}
 		if len(body) > MaxBody {

@@ -210,8 +210,8 @@ func (s *Service) Audit(ctx context.Context, id int64) (Audit, error) {
 
 // Reset deletes an item's orders and restocks it with n units. It returns
 // ErrInvalid for a negative n and ErrNotFound for an unknown item. Stages
-// that keep their own copy of the stock (redis-atomic) are told through
-// the returned item's stock on their next load; see Resetter.
+// that keep their own copy of the stock (redis-atomic) reload it: see
+// Resetter.
 func (s *Service) Reset(ctx context.Context, id int64, n int) error {
 	if n < 0 || n > 1_000_000_000 {
 		return fmt.Errorf("%w: stock must be between 0 and 1000000000", ErrInvalid)
