@@ -19,6 +19,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/embedded"
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/web"
 )
 
@@ -75,7 +76,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr(), ContextTimeoutEnabled: true})
 	b.idem = redis.NewClient(&redis.Options{Addr: servers[4].Addr(), ContextTimeoutEnabled: true})
 	for _, s := range servers[1:4] {
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}))
+		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr()})))
 	}
 
 	var httpServers []*http.Server

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -37,7 +38,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("SECKILL_REDIS_ADDR is not set: the Redis stages are unavailable")
 	}
 	for _, addr := range cfg.RedlockAddrs {
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr, Password: cfg.RedisPassword, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}))
+		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: addr, Password: cfg.RedisPassword})))
 	}
 
 	inst, err := newInstance(cfg, b, log)

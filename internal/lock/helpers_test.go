@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/seckill-lab/seckill/internal/lock"
 )
 
 func TestMain(m *testing.M) {
@@ -224,15 +226,12 @@ func (s *server) Kill() {
 // Client returns a client for the server, closed when the test ends.
 func (s *server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{
-		Addr:                  s.Addr(),
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // as RedLockOptions recommends
-		DialerRetries:         1,
-		DialTimeout:           200 * time.Millisecond,
-		ReadTimeout:           500 * time.Millisecond,
-		WriteTimeout:          500 * time.Millisecond,
-	})
+	rdb := redis.NewClient(lock.InstanceOptions(&redis.Options{
+		Addr:         s.Addr(),
+		DialTimeout:  200 * time.Millisecond,
+		ReadTimeout:  500 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond,
+	}))
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

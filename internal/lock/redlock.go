@@ -19,12 +19,26 @@ type RedLockOptions struct {
 	Options
 	// InstanceTimeout bounds each call to one instance, so a dead or slow
 	// instance costs at most this much. It should be far below the TTL.
-	// Default 50ms. The clients should set ContextTimeoutEnabled so that
-	// go-redis honours it on reads as well as on dials, and MaxRetries -1
-	// and DialerRetries 1: RedLock retries on its own, and a client that
-	// retries a refused connection until the timeout makes a dead instance
-	// look like a slow one, which delays failing fast.
+	// Default 50ms. Build the instances' clients with InstanceOptions, so
+	// that they honour it and report a dead instance as one.
 	InstanceTimeout time.Duration
+}
+
+// InstanceOptions adjusts o for a client of one RedLock instance and returns
+// it. ContextTimeoutEnabled makes go-redis honour the instance timeout on
+// reads as well as dials. RedLock retries on its own, so the client must
+// not: MaxRetries -1 and DialerRetries 1, and a DialerRetryTimeout of 1ms,
+// because go-redis sleeps that long after a failed dial even when it will
+// not retry (100ms by default, as long as a typical instance timeout). A
+// refused connection must come back as a refusal, not as a timeout: RedLock
+// fails fast when a majority refuses, but keeps waiting through timeouts,
+// which may only mean load.
+func InstanceOptions(o *redis.Options) *redis.Options {
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	o.DialerRetries = 1
+	o.DialerRetryTimeout = time.Millisecond
+	return o
 }
 
 // RedLock is the Redlock algorithm over N independent Redis servers (not

@@ -91,6 +91,10 @@ func (p *RedisProcess) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: p.Addr, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
 		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+		// go-redis sleeps this long after a failed dial even with no retry
+		// left; the default 100ms would make a dead server look like a slow
+		// one (see lock.InstanceOptions).
+		DialerRetryTimeout: time.Millisecond,
 	})
 	p.t.Cleanup(func() { _ = c.Close() })
 	return c
