@@ -22,8 +22,9 @@
 // Cluster hash tag (its wake-up channel is PREFIX{key}:wake). While held it
 // stores "owner|token|holds"; after the last release it keeps only
 // "|token|0", so the next token can be larger, and expires after
-// Options.FenceTTL. Every key the package writes carries a TTL, and each
-// script does at most four Redis calls.
+// Options.FenceTTL. Either may end in "w", the mark of a lock someone has
+// waited for (see Waiting). Every key the package writes carries a TTL, and
+// each script does at most three Redis calls.
 //
 // # TTLs and the watchdog
 //
@@ -47,8 +48,13 @@
 //
 // # Waiting
 //
-// With ObtainOptions.Wait, a contender subscribes to a per-lock channel and
-// sleeps until the holder's Release publishes on it. One pub/sub connection
+// With ObtainOptions.Wait, a contender marks the lock as waited for, in the
+// same script as its failed try, subscribes to a per-lock channel and
+// sleeps until the holder's Release publishes on it. Only a marked lock's
+// release publishes, so a lock nobody waits for costs no PUBLISH (which
+// Redis Cluster would send to every node). The next holder inherits the
+// mark, since more waiters may be queued, and it lasts as long as the
+// lock's record. One pub/sub connection
 // per Client carries the channels of all its waiters; a release wakes only
 // the longest-waiting of them (the others could not win anyway), so a hot
 // key does not send a herd to Redis, and a channel stays subscribed for a

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,6 +222,23 @@ func (s *server) Kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 	s.cmd = nil
+}
+
+// Pause stops the server (SIGSTOP): connections stay open and nothing is
+// answered, as with a server stuck in a long command or a stalled VM.
+func (s *server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if s.cmd == nil {
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal redis-server: %v", err)
+	}
 }
 
 // Client returns a client for the server, closed when the test ends.

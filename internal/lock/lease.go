@@ -34,26 +34,35 @@ type Lease struct {
 	token   int64
 	backend backend
 	hooks   *Hooks
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	// holder is the context given to Obtain. The lease keeps it because its
+	// contract is tied to it: Context derives from it, renewals run with its
+	// values, and the watchdog stops when it ends.
+	holder context.Context
 
 	mu       sync.Mutex
 	ttl      time.Duration
-	deadline time.Time   // local validity deadline, monotonic
-	expiry   *time.Timer // reports the loss at deadline
-	err      error       // why the lease ended; set once, with done closed
+	deadline time.Time // local validity deadline, monotonic
+	err      error     // why the lease ended; set once
 	released bool
 	losing   bool // lose has claimed the lease and is running the Lost hook
+	// done and ctx are made on first use: a caller that never asks pays
+	// nothing for them. Both end with err.
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
-	// The watchdog is a timer, not a goroutine: a short critical section
-	// never starts one. renewing is held for the whole of a renewal, so
-	// Release can wait for one in flight.
-	renewal  *time.Timer // nil for a Fixed lease
-	watching bool        // renewal may be (re)armed
-	renewing sync.Mutex
-	unwatch  func() bool // deregisters the context hook that stops renewals
+	// One timer, not a goroutine, serves the watchdog and the deadline: it
+	// fires at the next renewal while the watchdog runs, else at the
+	// deadline, and during a renewal at the deadline in case the renewal
+	// hangs. So a short critical section starts no goroutine at all.
+	timer    *time.Timer
+	watching bool      // the watchdog renews at next
+	next     time.Time // the next renewal, while watching
+	renewing bool      // a renewal is in flight
+	// renewMu is held for the whole of a renewal, so that Release can wait
+	// for one in flight: none may race the delete.
+	renewMu sync.Mutex
+	unwatch func() bool // deregisters the hook on the holder's context
 }
 
 func newLease(ctx context.Context, key string, token int64, b backend, ttl time.Duration, sent time.Time, watchdog bool, hooks *Hooks) *Lease {
@@ -62,22 +71,36 @@ func newLease(ctx context.Context, key string, token int64, b backend, ttl time.
 		token:    token,
 		backend:  b,
 		hooks:    hooks,
-		done:     make(chan struct{}),
+		holder:   ctx,
 		ttl:      ttl,
 		deadline: sent.Add(ttl - drift(ttl)),
+		watching: watchdog,
+		next:     sent.Add(ttl / 3),
 	}
-	l.ctx, l.cancel = context.WithCancelCause(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
-	if watchdog {
-		l.watching = true
-		l.renewal = time.AfterFunc(ttl/3, func() { l.renew(ctx) })
-		// Stop renewing once the lease's context ends: the holder's context
-		// ended, or the lease was released or lost.
-		l.unwatch = context.AfterFunc(l.ctx, l.stopWatching)
+	l.timer = time.AfterFunc(time.Until(l.fireAt()), l.tick)
+	if watchdog && ctx.Done() != nil {
+		// Stop renewing once the holder's context ends.
+		l.unwatch = context.AfterFunc(ctx, l.stopWatching)
 	}
 	return l
+}
+
+// fireAt is when the timer should fire next; l.mu must be held.
+func (l *Lease) fireAt() time.Time {
+	if l.watching && !l.renewing && l.next.Before(l.deadline) {
+		return l.next
+	}
+	return l.deadline
+}
+
+// arm sets the timer for fireAt, unless the lease has ended; l.mu must be
+// held.
+func (l *Lease) arm() {
+	if l.err == nil {
+		l.timer.Reset(time.Until(l.fireAt()))
+	}
 }
 
 // Key returns the key the lease holds, without the prefix.
@@ -92,7 +115,17 @@ func (l *Lease) Token() int64 { return l.token }
 // Done returns a channel that is closed when the lease ends: when it is
 // lost (then Err matches ErrLockLost) or released (then Err matches
 // ErrNotHeld). A lost lease is reported no later than its validity deadline.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.err != nil {
+			close(l.done)
+		}
+	}
+	return l.done
+}
 
 // Err returns nil while the lease is held. Once Done is closed it returns
 // why: an error matching ErrLockLost if the lease was lost, or ErrNotHeld
@@ -106,7 +139,17 @@ func (l *Lease) Err() error {
 // Context returns a context for the critical section. It is cancelled when
 // the lease ends (context.Cause then returns the Err value) or when the
 // context passed to Obtain ends.
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(l.holder)
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
 
 // Deadline returns the local validity deadline: the lease must not be
 // trusted after it. Renewals move it forward.
@@ -161,13 +204,10 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q released twice", ErrNotHeld, l.key)
 	}
 	l.released = true
+	l.watching = false
 	l.mu.Unlock()
-	if l.unwatch != nil {
-		l.unwatch() // stop it here, rather than in a goroutine when ctx ends
-	}
-	l.stopWatching()
-	l.renewing.Lock() // wait for a renewal in flight: none may race the delete
-	l.renewing.Unlock()
+	l.renewMu.Lock() // wait for a renewal in flight: none may race the delete
+	l.renewMu.Unlock()
 
 	err := l.backend.release(ctx)
 	if errors.Is(err, ErrLockLost) {
@@ -191,18 +231,7 @@ func (l *Lease) extend(sent time.Time, ttl time.Duration) {
 	// key in Redis too.
 	l.ttl = ttl
 	l.deadline = sent.Add(ttl - drift(ttl))
-	l.expiry.Reset(time.Until(l.deadline))
-}
-
-// expire runs at the validity deadline unless a renewal moved it.
-func (l *Lease) expire() {
-	l.mu.Lock()
-	early := time.Now().Before(l.deadline)
-	l.mu.Unlock()
-	if early {
-		return // a renewal moved the deadline after the timer fired
-	}
-	l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
+	l.arm()
 }
 
 // lose ends the lease with err. The Lost hook runs before Done closes, so a
@@ -218,43 +247,81 @@ func (l *Lease) lose(err error) {
 	}
 }
 
-// end records why the lease ended, closes Done and cancels Context. Only the
-// first call has an effect.
+// end records why the lease ended, closes Done, cancels Context and stops
+// the timer and the watchdog. Only the first call has an effect.
 func (l *Lease) end(err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return
 	}
 	l.err = err
-	l.expiry.Stop()
-	close(l.done)
-	l.cancel(err)
+	l.watching = false
+	l.timer.Stop()
+	if l.done != nil {
+		close(l.done)
+	}
+	if l.cancel != nil {
+		l.cancel(err)
+	}
+	unwatch := l.unwatch
+	l.mu.Unlock()
+	if unwatch != nil {
+		unwatch() // the holder's context may live on: leave nothing in it
+	}
 }
 
-// renew runs every TTL/3 until the lease is released or lost, or the
-// holder's context ends. Each renewal may take at most TTL/3. A renewal that
-// finds the lock gone ends the lease at once. A renewal that fails (Redis
+// tick runs when the timer fires: at the validity deadline, which ends the
+// lease unless a renewal moved it, or at the next renewal.
+//
+// Renewals run every TTL/3 until the lease is released or lost, or the
+// holder's context ends. Each may take at most TTL/3. A renewal that finds
+// the lock gone ends the lease at once. A renewal that fails (Redis
 // unreachable) is retried after TTL/10 if that attempt could still finish
 // before the validity deadline; otherwise the lease ends now. So with a
 // client that honours context deadlines the loss is reported at about 2/3
 // of the TTL after the last renewal, well before the deadline; if a call
-// ignores its deadline, the expiry timer still reports it at the deadline.
-func (l *Lease) renew(holder context.Context) {
-	l.renewing.Lock()
-	defer l.renewing.Unlock()
-	l.mu.Lock()
-	ttl, deadline, ok := l.ttl, l.deadline, l.watching && !l.released && l.err == nil
-	l.mu.Unlock()
-	if !ok {
+// ignores its deadline, the timer still reports it at the deadline.
+func (l *Lease) tick() {
+	if !l.renewMu.TryLock() {
+		// A renewal is in flight, or Release is waiting for one: only the
+		// deadline can matter now.
+		l.mu.Lock()
+		expired := l.err == nil && !time.Now().Before(l.deadline)
+		l.arm()
+		l.mu.Unlock()
+		if expired {
+			l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
+		}
 		return
 	}
+	defer l.renewMu.Unlock()
+
+	l.mu.Lock()
+	now := time.Now()
+	switch {
+	case l.err != nil:
+		l.mu.Unlock()
+		return
+	case !now.Before(l.deadline):
+		l.mu.Unlock()
+		l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
+		return
+	case !l.watching || l.released || now.Before(l.next):
+		l.arm() // fired early, or the watchdog has stopped: wait for the deadline
+		l.mu.Unlock()
+		return
+	}
+	ttl, deadline := l.ttl, l.deadline
+	l.renewing = true
+	l.arm() // now at the deadline, in case the renewal hangs
+	l.mu.Unlock()
 
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(holder), ttl/3)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.holder), ttl/3)
 	err := l.backend.refresh(ctx, ttl)
 	cancel()
-	next := l.interval()
+	next := sent.Add(ttl / 3)
 	switch {
 	case err == nil:
 		l.extend(sent, ttl)
@@ -262,35 +329,29 @@ func (l *Lease) renew(holder context.Context) {
 	case errors.Is(err, ErrLockLost):
 		l.hooks.renewFailed(l.key, err)
 		l.lose(err)
-		return
 	default:
 		l.hooks.renewFailed(l.key, err)
 		// Retry soon, if a retry could still finish in time.
 		if !time.Now().Add(ttl/10 + ttl/3).Before(deadline) {
 			l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
-			return
 		}
-		next = ttl / 10
+		next = time.Now().Add(ttl / 10)
 	}
 	l.mu.Lock()
-	if l.watching {
-		l.renewal.Reset(next)
+	l.renewing = false
+	if err == nil {
+		next = sent.Add(l.ttl / 3) // a Refresh meanwhile may have changed the ttl
 	}
+	l.next = next
+	l.arm()
 	l.mu.Unlock()
 }
 
-// stopWatching stops future renewals; one in flight finishes.
+// stopWatching stops future renewals; one in flight finishes. The timer
+// then waits for the deadline.
 func (l *Lease) stopWatching() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.watching = false
-	if l.renewal != nil {
-		l.renewal.Stop()
-	}
-}
-
-func (l *Lease) interval() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl / 3
+	l.arm()
 }

@@ -150,15 +150,17 @@ func drift(ttl time.Duration) time.Duration {
 // a lock's key and channel share a Cluster hash tag and any key the package
 // adds later lands in the same slot.
 type names struct {
-	key     string // the caller's key
-	lock    string // "owner|token|holds", or "|token|0" once released
-	channel string // release wake-ups
+	key  string // the caller's key
+	lock string // "owner|token|holds", or "|token|0" once released; see obtain.lua
 }
 
 func newNames(prefix, key string) names {
-	base := prefix + "{" + key + "}"
-	return names{key: key, lock: base, channel: base + ":wake"}
+	return names{key: key, lock: prefix + "{" + key + "}"}
 }
+
+// channel carries release wake-ups. The release script derives the same
+// name from the lock's key; only waiters need it here.
+func (n names) channel() string { return n.lock + ":wake" }
 
 func checkArgs(key string, ttl time.Duration) error {
 	if key == "" {
@@ -227,7 +229,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
 		start := time.Now()
-		ok, val, err := c.try(ctx, n, owner, reentrant, ttl)
+		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		if err != nil || !ok {
 			return nil, time.Duration(val) * time.Millisecond, err
 		}
@@ -235,28 +237,32 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts.Hooks), 0, nil
 	}
 	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(bool)) {
-		ready, cancel := c.wake.subscribe(ctx, n.channel, wake)
+		ready, cancel := c.wake.subscribe(ctx, n.channel(), wake)
 		return []<-chan struct{}{ready}, cancel
 	}
 	return waitFor(ctx, key, o.Wait, &c.opts.Hooks, try, subscribe)
 }
 
 // try runs the obtain script once. It returns (true, token) when obtained and
-// (false, remaining ttl in ms) when the lock is held by another owner.
-func (c *Client) try(ctx context.Context, n names, owner string, reentrant bool, ttl time.Duration) (bool, int64, error) {
-	flag := "0"
-	if reentrant {
-		flag = "1"
-	}
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock},
-		owner, ms(ttl), flag).Int64Slice()
+// (false, remaining ttl in ms) when the lock is held by another owner. With
+// wait, a held lock is marked so that its release publishes a wake-up;
+// locks nobody has waited for are released without one.
+func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock}, owner, ms(ttl), flag(reentrant), flag(wait)).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
-	if len(res) != 2 {
-		return false, 0, fmt.Errorf("lock: obtain %q: unexpected reply %v", n.key, res)
+	if res > 0 {
+		return true, res, nil
 	}
-	return res[0] == 1, res[1], nil
+	return false, -1 - res, nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // refresh runs the owner-checked pexpire; token "" matches any token of owner.
@@ -273,7 +279,7 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 
 // release runs the owner-checked delete; token "" matches any token of owner.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, n.channel, ms(c.opts.FenceTTL)).Int64()
+	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, ms(c.opts.FenceTTL)).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: release %q: %w", n.key, err)
 	}

@@ -325,6 +325,44 @@ func TestWatchdogReportsLoss(t *testing.T) {
 	}
 }
 
+// A renewal that hangs (a paused server, and a client that does not honour
+// context deadlines, so the call waits out its one-minute read timeout)
+// cannot keep the lease alive: the lease's timer reports the loss while the
+// renewal is still stuck.
+func TestWatchdogRenewalHangs(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: time.Minute, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var renewFailed, lost atomic.Int32
+	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+		RenewFailed: func(string, error) { renewFailed.Add(1) },
+		Lost:        func(string, error) { lost.Add(1) },
+	}})
+	ctx := context.Background()
+	lease := mustObtain(t, c, ctx, "k", 300*time.Millisecond, lock.ObtainOptions{})
+	s.Pause()
+	t.Cleanup(s.Resume) // before the server is killed, so cleanup can reach it
+	select {
+	case <-lease.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("lease not reported lost while its renewal hangs")
+	}
+	if !errors.Is(lease.Err(), lock.ErrLockLost) {
+		t.Fatalf("Err = %v, want ErrLockLost", lease.Err())
+	}
+	if n := renewFailed.Load(); n != 0 {
+		t.Fatalf("RenewFailed called %d times: the renewal returned, so this did not test a hang", n)
+	}
+	s.Resume()
+	if err := lease.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release of a lost lease: got %v, want ErrLockLost", err)
+	}
+	if n := lost.Load(); n != 1 {
+		t.Fatalf("Lost hook called %d times, want 1", n)
+	}
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -387,6 +425,152 @@ func TestWaitHandoff(t *testing.T) {
 	// The waiter may have caught the release on its own re-check; either way
 	// it cannot have used the fallback, which comes after the 1 min TTL.
 	t.Logf("wake-ups: %d", wakeups.Load())
+}
+
+// A release publishes a wake-up only when someone waited for the lock;
+// then every later release of that lock's record publishes too, since other
+// waiters may still be queued behind the one that got it.
+func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	channel := lockKey(prefix, "k") + ":wake"
+	ps := rdb.Subscribe(ctx, channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatalf("subscribe: %v", err)
+	}
+	// published returns what was published on the channel since the last
+	// call: it publishes a sentinel and collects the messages before it,
+	// which Redis delivers in the order it ran the commands.
+	published := func() []string {
+		t.Helper()
+		if err := rdb.Publish(ctx, channel, "sentinel").Err(); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		var got []string
+		for {
+			m, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatalf("receive: %v", err)
+			}
+			if m.Payload == "sentinel" {
+				return got
+			}
+			got = append(got, m.Payload)
+		}
+	}
+
+	for i := range 3 {
+		mustRelease(t, mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{}))
+		if got := published(); len(got) != 0 {
+			t.Fatalf("cycle %d, nobody waiting: release published %q", i, got)
+		}
+	}
+	// A try without Wait does not count as waiting.
+	a := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
+	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("try on a held lock: got %v, want ErrNotObtained", err)
+	}
+	mustRelease(t, a)
+	if got := published(); len(got) != 0 {
+		t.Fatalf("after a try without Wait: release published %q", got)
+	}
+	// A waiter that gave up still leaves the mark.
+	a = mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
+	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Millisecond}); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("wait on a held lock: got %v, want ErrNotObtained", err)
+	}
+	mustRelease(t, a)
+	if got := published(); len(got) != 1 {
+		t.Fatalf("after a wait: release published %q, want one wake-up", got)
+	}
+	for i := range 2 {
+		mustRelease(t, mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{}))
+		if got := published(); len(got) != 1 {
+			t.Fatalf("holder %d after the wait: release published %q, want one wake-up", i, got)
+		}
+	}
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")).Val(); pttl <= 0 {
+		t.Fatalf("released record has PTTL %v, want a TTL", pttl)
+	}
+}
+
+// failedTries counts obtain attempts that found the lock held (the obtain
+// script's reply is negative) on the client it is added to.
+type failedTries struct{ n atomic.Int32 }
+
+func (f *failedTries) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failedTries) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (f *failedTries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if c, ok := cmd.(*redis.Cmd); ok && cmd.Name() == "evalsha" {
+			if v, err := c.Int64(); err == nil && v < 0 {
+				f.n.Add(1)
+			}
+		}
+		return err
+	}
+}
+
+// Two waiters queue on one Client; a release wakes only the first. When the
+// first releases in turn, its release must wake the second, although the
+// second marked the lock while the first holder had it.
+func TestWaitQueueOnOneClient(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testRedis(t).Options().Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tries := &failedTries{}
+	rdb.AddHook(tries)
+	var mu sync.Mutex
+	var wakeups []int
+	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+		Waited: func(_ string, _ time.Duration, n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			wakeups = append(wakeups, n)
+		},
+	}})
+	ctx := context.Background()
+	// Long TTLs: a waiter left without a wake-up would sleep until its Wait
+	// runs out and find the lock free on its last try, with no wake-up.
+	h := mustObtain(t, c, ctx, "k", time.Minute, lock.ObtainOptions{})
+	got := make(chan *lock.Lease, 2)
+	for range 2 {
+		go func() {
+			l, err := c.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Wait: 10 * time.Second})
+			if err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+			got <- l
+		}()
+	}
+	// Each waiter tries once, subscribes, and tries again once Redis has
+	// confirmed the subscription; four failed tries mean both are asleep.
+	pollUntil(t, 5*time.Second, "both waiters to queue", func() bool { return tries.n.Load() >= 4 })
+	mustRelease(t, h)
+	first := <-got
+	if first == nil {
+		t.FailNow()
+	}
+	mustRelease(t, first)
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if !(h.Token() < first.Token() && first.Token() < second.Token()) {
+		t.Fatalf("tokens not increasing: %d, %d, %d", h.Token(), first.Token(), second.Token())
+	}
+	mustRelease(t, second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(wakeups) != 2 || wakeups[0] < 1 || wakeups[1] < 1 {
+		t.Fatalf("wake-ups per waiter = %v, want two waits woken by a release each", wakeups)
+	}
 }
 
 // numSub counts subscribers of channels matching pattern.

@@ -110,7 +110,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	}
 	order := r.order(key)
 	obtainOn := func(ctx context.Context, i int, c *Client) (bool, int64, error) {
-		return c.try(ctx, n, owner, reentrant, ttl)
+		return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
 		sent := time.Now()
@@ -158,8 +158,9 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(bool)) {
 		var ready []<-chan struct{}
 		var cancels []func(bool)
+		channel := n.channel()
 		for _, c := range r.nodes {
-			rd, cancel := c.wake.subscribe(ctx, n.channel, wake)
+			rd, cancel := c.wake.subscribe(ctx, channel, wake)
 			ready = append(ready, rd)
 			cancels = append(cancels, cancel)
 		}

@@ -8,7 +8,7 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
 end
-local owner, token, holds = string.match(v, '^(.*)|(%d+)|(%d+)$')
+local owner, token, holds = string.match(v, '^(.*)|(%d+)|(%d+)w?$')
 if owner ~= ARGV[1] or (ARGV[2] ~= '' and token ~= ARGV[2]) then
   return 0
 end
