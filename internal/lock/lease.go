@@ -291,7 +291,7 @@ func (l *Lease) tick() {
 		l.arm()
 		l.mu.Unlock()
 		if expired {
-			l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
+			l.lose(l.expired())
 		}
 		return
 	}
@@ -305,7 +305,7 @@ func (l *Lease) tick() {
 		return
 	case !now.Before(l.deadline):
 		l.mu.Unlock()
-		l.lose(fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key))
+		l.lose(l.expired())
 		return
 	case !l.watching || l.released || now.Before(l.next):
 		l.arm() // fired early, or the watchdog has stopped: wait for the deadline
@@ -345,6 +345,10 @@ func (l *Lease) tick() {
 	l.next = next
 	l.arm()
 	l.mu.Unlock()
+}
+
+func (l *Lease) expired() error {
+	return fmt.Errorf("%w: %q was not renewed before its validity deadline", ErrLockLost, l.key)
 }
 
 // stopWatching stops future renewals; one in flight finishes. The timer

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/lock"
 )
 
 // RedisProcess is a redis-server the test started on a free loopback port,
@@ -88,14 +90,12 @@ func (p *RedisProcess) Restart(args ...string) {
 // Client returns a client of this server with short timeouts, closed at
 // cleanup.
 func (p *RedisProcess) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{
+	// The options of a RedLock instance: deadlines honoured, no retries of
+	// its own, and a dead server reported as dead rather than as slow.
+	c := redis.NewClient(lock.InstanceOptions(&redis.Options{
 		Addr: p.Addr, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
-		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		// go-redis sleeps this long after a failed dial even with no retry
-		// left; the default 100ms would make a dead server look like a slow
-		// one (see lock.InstanceOptions).
-		DialerRetryTimeout: time.Millisecond,
-	})
+		WriteTimeout: 200 * time.Millisecond,
+	}))
 	p.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
