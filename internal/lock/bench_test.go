@@ -35,10 +35,6 @@ return 0`)
 type obtainRelease func(ctx context.Context, key string) error
 
 func uncontended(b *testing.B, rdb *redis.Client, prefix string) map[string]obtainRelease {
-	return uncontendedImpls(b, rdb, prefix)
-}
-
-func uncontendedImpls(b testing.TB, rdb *redis.Client, prefix string) map[string]obtainRelease {
 	ours := lock.New(rdb, lock.Options{Prefix: prefix})
 	b.Cleanup(func() { _ = ours.Close() })
 	bsm := redislock.New(rdb)

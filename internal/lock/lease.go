@@ -321,7 +321,7 @@ func (l *Lease) tick() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.holder), ttl/3)
 	err := l.backend.refresh(ctx, ttl)
 	cancel()
-	next := sent.Add(ttl / 3)
+	var retry time.Time // when a failed renewal is tried again
 	switch {
 	case err == nil:
 		l.extend(sent, ttl)
@@ -335,14 +335,14 @@ func (l *Lease) tick() {
 		if !time.Now().Add(ttl/10 + ttl/3).Before(deadline) {
 			l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
 		}
-		next = time.Now().Add(ttl / 10)
+		retry = time.Now().Add(ttl / 10)
 	}
 	l.mu.Lock()
 	l.renewing = false
+	l.next = retry
 	if err == nil {
-		next = sent.Add(l.ttl / 3) // a Refresh meanwhile may have changed the ttl
+		l.next = sent.Add(l.ttl / 3) // a Refresh meanwhile may have changed the ttl
 	}
-	l.next = next
 	l.arm()
 	l.mu.Unlock()
 }
