@@ -62,11 +62,20 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	b := backends{db: db}
 	// One server for redis-lock, redis-atomic and reconcile, three for
-	// redlock, one for Idempotency-Key records.
-	servers, err := embedded.StartRedisN(5)
+	// redlock, and one for Idempotency-Key records, which are many and live
+	// for minutes, so per-command TTL ageing would be slow there.
+	servers, err := embedded.StartRedisN(4)
 	if err != nil {
 		return errors.Join(err, db.Close())
 	}
+	records, err := embedded.StartRedisForRecords("127.0.0.1:0")
+	if err != nil {
+		for _, s := range servers {
+			s.Close()
+		}
+		return errors.Join(err, db.Close())
+	}
+	servers = append(servers, records)
 	defer func() {
 		closeBackends(b, log)
 		for _, s := range servers {

@@ -20,28 +20,50 @@ import (
 // Redis is an in-process Redis server on a loopback port.
 type Redis struct {
 	m    *miniredis.Miniredis
-	stop chan struct{}
+	stop chan struct{} // nil unless a goroutine ages the keys
 	done chan struct{}
 }
 
-// Tick is how often the embedded servers age their keys: a key expires at
-// most this much after its TTL, never before, which is the safe side for a
-// lock.
+// Tick is how often a server from StartRedisForRecords ages its keys.
 const Tick = 25 * time.Millisecond
 
-// StartRedis starts a Redis server on addr ("127.0.0.1:0" picks a port).
-// Key TTLs run on the wall clock, as on a real server. miniredis only ages
-// keys when its clock is driven, so a goroutine drives it every Tick.
-// (miniredis can also age keys on every command, but that walks every key
-// each time, and a lab run leaves tens of thousands of them.)
+// StartRedis starts a Redis server on addr ("127.0.0.1:0" picks a port)
+// whose keys expire on time, against the wall clock, as on a real server:
+// never before their TTL has run, which the lock's validity deadline relies
+// on. TTLs are aged before every command (miniredis's ClockTTL), so a key
+// is never charged for time that passed before it was set. That walks
+// every key on each command: use it for servers with few keys, such as
+// locks and stock.
 func StartRedis(addr string) (*Redis, error) {
-	m := miniredis.NewMiniRedis()
-	if err := m.StartAddr(addr); err != nil {
-		return nil, fmt.Errorf("start embedded redis on %s: %w", addr, err)
+	m, err := start(addr)
+	if err != nil {
+		return nil, err
+	}
+	m.ClockTTL(true)
+	return &Redis{m: m}, nil
+}
+
+// StartRedisForRecords starts a server for many keys that live for seconds
+// or more, such as Idempotency-Key records, where per-command ageing would
+// be slow. A goroutine ages every key by the time elapsed since the last
+// Tick, so a key set between two ticks is charged for up to one Tick before
+// it existed: keys expire up to one Tick before or after their TTL.
+func StartRedisForRecords(addr string) (*Redis, error) {
+	m, err := start(addr)
+	if err != nil {
+		return nil, err
 	}
 	r := &Redis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.drive()
 	return r, nil
+}
+
+func start(addr string) (*miniredis.Miniredis, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr(addr); err != nil {
+		return nil, fmt.Errorf("start embedded redis on %s: %w", addr, err)
+	}
+	return m, nil
 }
 
 // drive ages the keys by the real time elapsed since the last tick.
@@ -66,8 +88,10 @@ func (r *Redis) Addr() string { return r.m.Addr() }
 
 // Close stops the server and drops its data.
 func (r *Redis) Close() {
-	close(r.stop)
-	<-r.done
+	if r.stop != nil {
+		close(r.stop)
+		<-r.done
+	}
 	r.m.Close()
 }
 
