@@ -6,25 +6,30 @@
 //
 // # Obtaining and releasing
 //
-// New wraps any go-redis v9 client (single server, Sentinel or Cluster).
-// Obtain runs one Lua script that sets the lock only if it is absent, with a
-// TTL, and issues a fencing token in the same step. The lock records an
-// owner token of 128 random bits that only this lease knows; Release and
-// Refresh are scripts that compare it before they delete or extend, so a
-// holder whose lease has run out can never delete a lock someone else now
-// holds. Such a late Release returns ErrLockLost, which tells the caller
-// that its critical section may have overlapped with another holder.
-// Release ignores the caller's cancellation (it runs with
-// context.WithoutCancel and a short timeout) so a cancelled request still
-// gives its lock back.
+// New wraps any go-redis v9 client (single server, Sentinel or Cluster);
+// build it with ContextTimeoutEnabled, so that go-redis ends calls when
+// their context does. Obtain runs one Lua script that sets the lock only if
+// it is absent, with a TTL, and issues a fencing token in the same step.
+// The lock records an owner token of 128 random bits that only this lease
+// knows (a fresh one for every try); Release and Refresh are scripts that
+// compare it before they delete or extend, so a holder whose lease has run
+// out can never delete a lock someone else now holds. Such a late Release
+// returns ErrLockLost, which tells the caller that its critical section may
+// have overlapped with another holder. Release ignores the caller's
+// cancellation and returns within Options.ReleaseTimeout, so a cancelled
+// request still gives its lock back and a stalled Redis cannot hold it up.
+// A try that fails in a way that leaves open whether Redis ran it (a reply
+// lost or too late, the context ending mid-call) is released by owner
+// before Obtain returns, so it does not leave the lock held by nobody for a
+// whole TTL.
 //
-// One lock is one Redis key, PREFIX{key}, whose braces make the key a
-// Cluster hash tag (its wake-up channel is PREFIX{key}:wake). While held it
-// stores "owner|token|holds"; after the last release it keeps only
-// "|token|0", so the next token can be larger, and expires after
-// Options.FenceTTL. Either may end in "w", the mark of a lock someone has
-// waited for (see Waiting). Every key the package writes carries a TTL, and
-// each script does at most three Redis calls.
+// One lock is two Redis keys that share the Cluster hash tag {key}:
+// PREFIX{key}, which holds "owner|token|holds" while the lock is held and is
+// deleted by the last release, and the fence record PREFIX{key}:fence, the
+// last token issued, rewritten with Options.FenceTTL on every obtain. Its
+// wake-up channel is PREFIX{key}:wake. Both keys may end in "w", the mark of
+// a lock someone has waited for (see Waiting). Every key the package writes
+// carries a TTL, and each script makes a handful of Redis calls.
 //
 // # TTLs and the watchdog
 //
@@ -32,83 +37,132 @@
 // forever; it is also the window in which a paused holder (a GC pause, a
 // stalled VM, a slow disk) might still believe it holds the lock. Pick a TTL
 // comfortably above the slowest critical section you guard and rely on the
-// watchdog instead of guessing high: unless ObtainOptions.Fixed is set, a
-// goroutine renews the lease every TTL/3 with the owner-checked script.
+// watchdog instead of guessing high: unless ObtainOptions.Fixed is set, the
+// lease renews itself every TTL/3 with the owner-checked script.
 //
 // A lease is trusted only until its validity deadline: the time the last
 // obtain or renewal was sent (measured on the monotonic clock), plus the
 // TTL, minus a drift allowance of 1% of the TTL plus 2 ms. Redis cannot
-// expire the key earlier than that. When a renewal finds the lock gone or
-// taken, or Redis stays unreachable too long for a retry to finish in time,
-// the lease ends before that deadline: Done closes, Err says why (matching
-// ErrLockLost), and the Context handed to the critical section is
-// cancelled. Pass Context to the work you do under the lock, and check it
+// expire the key earlier than that. Renewals (the watchdog's and Refresh)
+// go one at a time, so their replies are handled in the order Redis ran
+// them. A renewal whose reply was lost may have run, or may yet run (it can
+// wait in the input buffer of a stalled server): the deadline then drops to
+// what it could have set, and no later renewal is trusted for longer than
+// the shortest such TTL.
+//
+// When a renewal finds the lock gone or taken, or Redis stays unreachable
+// too long for a retry to finish in time, the lease ends before its
+// deadline: Done closes, Err says why (matching ErrLockLost), and the
+// Context handed to the critical section is cancelled. Err, Done and the
+// Context's Err also compare the clock with the deadline each time they are
+// called, so a holder that was paused past it sees the loss on its very
+// first check, before the lease's own timer has had a chance to run. Pass
+// Context to the work you do under the lock, and check it (or Err) right
 // before you commit anything. The watchdog stops on Release and when the
 // context given to Obtain ends; then the lease runs out at its deadline.
 //
 // # Waiting
 //
-// With ObtainOptions.Wait, a contender marks the lock as waited for, in the
-// same script as its failed try, subscribes to a per-lock channel and
+// With ObtainOptions.Wait, waiters of one Client on one key line up in
+// arrival order, and only the first of them asks Redis: a burst of hundreds
+// of requests for one item costs Redis a few tries per handoff, one per
+// process, and does not drain the client's connection pool with tries
+// that cannot win. The first in line marks the lock as waited for, in the
+// same script as its failed try, subscribes to the lock's channel and
 // sleeps until the holder's Release publishes on it. Only a marked lock's
 // release publishes, so a lock nobody waits for costs no PUBLISH (which
-// Redis Cluster would send to every node). The next holder inherits the
-// mark, since more waiters may be queued, and it lasts as long as the
-// lock's record. One pub/sub connection
-// per Client carries the channels of all its waiters; a release wakes only
-// the longest-waiting of them (the others could not win anyway), so a hot
-// key does not send a herd to Redis, and a channel stays subscribed for a
-// moment after a successful wait, for the next one. Messages can be lost
-// (a reconnect, a holder that crashes instead of releasing), so every
-// waiter also re-checks when the holder's remaining TTL runs out, with
-// jitter. A waiter whose context ends returns at once with an error that
-// matches both ErrNotObtained and the context's error, and unsubscribes.
+// Redis Cluster would send to every node); the next holder inherits the
+// mark through the fence record, since more waiters may be queued. One
+// pub/sub connection per Client carries the channels of all its waiters;
+// a goroutine of its own sends SUBSCRIBE and UNSUBSCRIBE, so that no waiter
+// ever waits on that connection (go-redis can hold it for a whole read
+// timeout while it reconnects to a stalled server). A channel stays
+// subscribed for a moment after a successful wait, for the next one.
+// Messages can be lost (a reconnect, a holder that crashes instead of
+// releasing), so a waiter also tries again once its subscription is
+// confirmed and when the holder's remaining TTL runs out, with jitter. A
+// waiter whose context ends returns at once with an error that matches both
+// ErrNotObtained and the context's error.
 //
 // # Reentrancy
 //
 // Go has no thread identity, so reentrancy is opt-in and explicit:
-// ObtainOptions.Owner names the owner (a request or job id). The same owner
-// may obtain the lock again while holding it; each Obtain returns its own
-// Lease and adds a hold, and the lock is freed when every hold is released.
-// Releasing a lease twice returns ErrNotHeld and changes nothing in Redis.
+// ObtainOptions.Owner names the owner (a request or job id; any string).
+// The same owner may obtain the lock again while holding it; each Obtain
+// returns its own Lease and adds a hold, and the lock is freed when every
+// hold is released. Releasing a lease twice returns ErrNotHeld and changes
+// nothing in Redis. A reentrant owner does not line up with other waiters
+// (the line may be waiting for the lock it holds), and a try of its that
+// fails with an unknown outcome is not released by owner (that could give
+// back an earlier hold): the key then runs out at its TTL.
 //
 // # Fencing
 //
 // A lock alone cannot protect a store from a holder that was paused past
 // its deadline and then writes: by the time it wakes, another holder may
 // have the lock. Lease.Token is the defence. Tokens only grow for a key:
-// each is the larger of the previous token plus one and Redis's clock in
-// microseconds, so they keep growing across releases, expiries and even the
-// loss of the key that remembers the previous one. Send the token with every
-// write and let the store refuse stale ones, for example:
+// each is the larger of the last token plus one (kept in the fence record,
+// which outlives every lease on the key) and Redis's clock in microseconds,
+// so they keep growing across releases, leases that expire unreleased, a
+// server clock that steps back, and even the loss of the fence record,
+// unless the clock stepped back too. Send the token with every write and
+// let the store refuse stale ones, for example:
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
 //	 WHERE sku = ? AND qty > 0 AND fence_token < ?
 //
 // A write that matches no row came from a holder that was overtaken, and
-// must be treated as failed. The guarantee rests on Redis's clock not
-// jumping backwards while that key is absent.
+// must be treated as failed.
+//
+// Every guarantee here assumes Redis keeps the keys until their TTLs run
+// out. A server with maxmemory and an eviction policy that may pick them
+// (allkeys-*, or volatile-*, since every lock key has a TTL) breaks all of
+// them: an evicted lock is free for the next contender while its holder
+// works on, and an evicted fence record lets tokens fall back to the clock.
+// Run the lock's Redis with maxmemory-policy noeviction, or without
+// maxmemory. Likewise a failover to a replica that had not received the
+// latest writes can hand out a lock that is held, or a token already
+// issued; that is what RedLock is for.
 //
 // # RedLock
 //
 // NewRedLock runs the Redlock algorithm over N independent servers, each
 // call bounded by a short per-instance timeout, and holds the lock only if
 // a majority (N/2+1) said yes and time is left: validity is the TTL minus
-// the time the acquisition took minus the drift. On a miss every instance
-// that may have said yes is released at once. Renewals must also reach a
-// majority, or the lease is reported lost.
+// the time the acquisition took minus the drift. It returns as soon as a
+// majority has said yes or can no longer say yes, without waiting for
+// slower instances; an instance that grants the lock later is renewed and
+// released with the lease (by owner), and one whose answer never came is
+// released by owner once its call has ended when the attempt failed.
+// Renewals must reach a majority, or the lease is reported lost. A release
+// returns once a majority has answered and, for at most an instance timeout
+// more, the instances not known to be slow; each release call is bounded by
+// ReleaseTimeout, not by the instance timeout, since a release given up
+// early leaves the key held there for the rest of its TTL. Build the
+// instances' clients with InstanceOptions.
 //
 // Contenders first ask the key's gate alone: the first instance, in an
 // order derived from the key, that answers. Only the gate's winner asks the
 // other instances, in parallel. Asking all instances at once lets a burst
 // of contenders split the votes (each wins one instance, none a majority),
-// give up together and retry together, a livelock; the gate prevents that
-// while it is up, and the majority rule, which is what makes the lock safe,
-// is unchanged. When a majority refuses connections the servers are down,
-// so Obtain fails at once with ErrNotObtained instead of waiting; when
-// instances only time out (a busy server looks the same as a dead one for
-// a while), a waiter keeps trying until its Wait runs out. It survives the crash of a minority of
-// servers, which a single Redis (or a failover pair, whose asynchronous
+// give up together and retry together, a livelock; the gate prevents that,
+// and the majority rule, which is what makes the lock safe, is unchanged.
+// An instance whose call got no reply in time is marked slow until it
+// answers again; a key whose gate is slow asks it last, so that one stalled
+// server does not cost every handoff an instance timeout. Only the gate
+// moves, and only by one place: clients that disagree about it use one of
+// two gates, and two contenders holding one gate each still leave the other
+// instances to decide between them.
+//
+// When a majority refuses connections the servers are down, so Obtain
+// fails at once with ErrNotObtained (wrapping the refusal) instead of
+// waiting. When instances only time out (go-redis reports a deadline as
+// "i/o timeout"; a busy server looks the same as a dead one for a while), a
+// waiter keeps trying, backing off by a few instance timeouts, until its
+// Wait runs out. A waiter tries again once a majority of its subscriptions
+// is confirmed: a release that reaches a majority reaches one of them, and
+// a dead instance never confirms. RedLock survives the crash of a minority
+// of servers, which a single Redis (or a failover pair, whose asynchronous
 // replica can lose a fresh lock) does not.
 //
 // What it does not promise: it is a timing-based algorithm. Martin
@@ -124,11 +178,13 @@
 // pragmatic reading: use RedLock when you want availability through server
 // crashes and efficiency (work done once, almost always), and use fencing
 // at the store when correctness must survive pauses. The RedLock token is
-// the maximum of the tokens of the instances that granted it; since the
-// majorities of two successive grants overlap and tokens follow each
-// server's clock, it normally grows, but a server whose clock runs behind
-// or that lost its counter in a crash can weaken that, so treat it as a
-// best effort, not a proof.
+// the largest of the tokens of the instances that granted it. Successive
+// majorities overlap, and each instance's tokens rise, so it normally
+// grows; but the instances' clocks and fence records are independent, and
+// an instance that restarted empty or whose clock runs ahead or behind can
+// break the order. RedLock tokens are a best-effort order across
+// instances, not a proof: a store that must not accept a stale write needs
+// a token from a single source of order.
 //
 // # Metrics
 //

@@ -11,22 +11,29 @@ import (
 	"github.com/seckill-lab/seckill/internal/lock"
 )
 
-// The common case: wait a little for the lock, do the work under the
-// lease's context, release.
+// The examples run against the test Redis (SECKILL_TEST_REDIS_ADDR), or an
+// in-process one when there is none; exampleRedis stands for
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+//
+// plus a key prefix of the example's own, deleted by cleanup.
+
+// The common case: wait a little for the lock, work under the lease's
+// context, check the lease right before the write, release.
 func ExampleClient_Obtain() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{Prefix: "example:"})
+	rdb, prefix, cleanup := exampleRedis(0)
+	defer cleanup()
+	locks := lock.New(rdb, lock.Options{Prefix: prefix})
 	defer locks.Close()
 
-	lease, err := locks.Obtain(ctx, "sku-1", 2*time.Second, lock.ObtainOptions{Wait: 500 * time.Millisecond})
+	ctx := context.Background()
+	lease, err := locks.Obtain(ctx, "sku-1", 5*time.Second, lock.ObtainOptions{Wait: 2 * time.Second})
 	if errors.Is(err, lock.ErrNotObtained) {
-		fmt.Println("busy, try later")
+		fmt.Println("busy, try later") // a 429 in an HTTP service
 		return
 	}
 	if err != nil {
-		fmt.Println("redis:", err)
+		fmt.Println("redis:", err) // a 503
 		return
 	}
 	defer func() {
@@ -35,81 +42,146 @@ func ExampleClient_Obtain() {
 		}
 	}()
 
-	// Work under lease.Context(): it is cancelled if the lock is lost.
-	// Writes carry lease.Token() so the store can reject stale holders.
+	// Work under lease.Context(): it is cancelled if the lock is lost. The
+	// write carries lease.Token(), so the store refuses a stale holder.
 	if err := sellOne(lease.Context(), "sku-1", lease.Token()); err != nil {
-		fmt.Println("sell:", err)
-	}
-}
-
-func sellOne(ctx context.Context, sku string, token int64) error {
-	// UPDATE stock SET qty = qty - 1, fence_token = ? WHERE sku = ? AND qty > 0 AND fence_token < ?
-	return ctx.Err()
-}
-
-// Watching for loss during a long critical section.
-func ExampleLease_Done() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{Prefix: "example:"})
-	defer locks.Close()
-
-	lease, err := locks.Obtain(ctx, "report", time.Second, lock.ObtainOptions{})
-	if err != nil {
+		fmt.Println("not sold:", err)
 		return
 	}
-	work := time.After(3 * time.Second) // longer than the TTL: the watchdog renews
-	select {
-	case <-work:
-	case <-lease.Done():
-		fmt.Println("stop:", lease.Err())
-	}
-	if err := lease.Release(ctx); err != nil {
-		fmt.Println("release:", err)
-	}
+	fmt.Println("sold one")
+	// Output: sold one
 }
 
-// Reentrancy needs an explicit owner.
-func ExampleObtainOptions_owner() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{Prefix: "example:"})
+// sellOne stands for the guarded write, e.g.
+//
+//	UPDATE stock SET qty = qty - 1, fence_token = ?
+//	 WHERE sku = ? AND qty > 0 AND fence_token < ?
+func sellOne(ctx context.Context, sku string, token int64) error {
+	// ... read the stock, check it ...
+	// Right before the write: Err looks at the clock, so a holder that
+	// was paused past its lease finds out here.
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	_ = token // ... and the write ...
+	return nil
+}
+
+// Stop work when the lock is lost: here someone deletes the key behind the
+// holder's back, and the watchdog's next renewal finds out.
+func ExampleLease_Done() {
+	rdb, prefix, cleanup := exampleRedis(0)
+	defer cleanup()
+	locks := lock.New(rdb, lock.Options{Prefix: prefix})
 	defer locks.Close()
 
+	ctx := context.Background()
+	lease, err := locks.Obtain(ctx, "report", 300*time.Millisecond, lock.ObtainOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The lock's key (PREFIX{key}, see the package docs) disappears: an
+	// operator, a failover to a replica that had not seen it.
+	rdb.Del(ctx, prefix+"{report}")
+
+	select {
+	case <-lease.Done():
+		fmt.Println("stop, lock lost:", errors.Is(lease.Err(), lock.ErrLockLost))
+	case <-time.After(time.Minute): // the long job
+		fmt.Println("done")
+	}
+	fmt.Println("release reports the loss:", errors.Is(lease.Release(ctx), lock.ErrLockLost))
+	// Output:
+	// stop, lock lost: true
+	// release reports the loss: true
+}
+
+// Reentrancy needs an explicit owner: the same owner may obtain the lock
+// again while it holds it, and every hold is released on its own.
+func ExampleObtainOptions_owner() {
+	rdb, prefix, cleanup := exampleRedis(0)
+	defer cleanup()
+	locks := lock.New(rdb, lock.Options{Prefix: prefix})
+	defer locks.Close()
+
+	ctx := context.Background()
 	me := lock.ObtainOptions{Owner: "order-42"}
 	outer, err := locks.Obtain(ctx, "cart", time.Second, me)
 	if err != nil {
+		fmt.Println(err)
 		return
 	}
 	inner, err := locks.Obtain(ctx, "cart", time.Second, me) // same owner: succeeds
-	if err == nil {
-		if err := inner.Release(ctx); err != nil { // still held by outer
-			fmt.Println("release inner:", err)
-		}
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	if err := outer.Release(ctx); err != nil { // now free
-		fmt.Println("release outer:", err)
-	}
+	fmt.Println("same token:", inner.Token() == outer.Token())
+	_, err = locks.Obtain(ctx, "cart", time.Second, lock.ObtainOptions{Owner: "order-43"})
+	fmt.Println("another owner:", errors.Is(err, lock.ErrNotObtained))
+	fmt.Println("release inner:", inner.Release(ctx)) // still held by outer
+	fmt.Println("release outer:", outer.Release(ctx)) // now free
+	fmt.Println("release again:", errors.Is(outer.Release(ctx), lock.ErrNotHeld))
+	// Output:
+	// same token: true
+	// another owner: true
+	// release inner: <nil>
+	// release outer: <nil>
+	// release again: true
 }
 
-// RedLock and Client are interchangeable behind the Locker interface.
+// RedLock takes the lock on a majority of independent servers; it and
+// Client are interchangeable behind the Locker interface. (Here three
+// logical databases of one server stand in for three servers.)
 func ExampleNewRedLock() {
 	var clients []redis.UniversalClient
-	for _, addr := range []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"} {
-		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+	var prefix string
+	for db := 1; db <= 3; db++ {
+		rdb, p, cleanup := exampleRedis(db)
+		defer cleanup()
+		clients, prefix = append(clients, rdb), p
 	}
-	var locker lock.Locker = lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 50 * time.Millisecond})
-	_ = locker
+	quorum := lock.NewRedLock(clients, lock.RedLockOptions{
+		Options:         lock.Options{Prefix: prefix},
+		InstanceTimeout: 250 * time.Millisecond, // far below the TTL
+	})
+	defer quorum.Close()
+
+	var locker lock.Locker = quorum
+	lease, err := locker.Obtain(context.Background(), "sku-1", 5*time.Second, lock.ObtainOptions{Wait: 2 * time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("held by a majority; token > 0:", lease.Token() > 0)
+	fmt.Println("release:", lease.Release(context.Background()))
+	// Output:
+	// held by a majority; token > 0: true
+	// release: <nil>
 }
 
 // Feeding metrics without importing a metrics library here.
 func ExampleHooks() {
-	var lost int
-	opts := lock.Options{Hooks: lock.Hooks{
-		Obtained: func(key string, d time.Duration, err error) { /* histogram.Observe(d.Seconds()) */ },
-		Lost:     func(key string, err error) { lost++ /* counter.Inc() */ },
-	}}
-	_ = opts
+	rdb, prefix, cleanup := exampleRedis(0)
+	defer cleanup()
+	var obtained, busy int
+	locks := lock.New(rdb, lock.Options{Prefix: prefix, Hooks: lock.Hooks{
+		Obtained: func(key string, d time.Duration, err error) { // histogram.Observe(d.Seconds())
+			if err == nil {
+				obtained++
+			} else {
+				busy++
+			}
+		},
+		Lost: func(key string, err error) { /* counter.Inc() */ },
+	}})
+	defer locks.Close()
+
+	ctx := context.Background()
+	lease, _ := locks.Obtain(ctx, "k", time.Second, lock.ObtainOptions{})
+	_, _ = locks.Obtain(ctx, "k", time.Second, lock.ObtainOptions{}) // held: not obtained
+	_ = lease.Release(ctx)
+	fmt.Println("obtained:", obtained, "not obtained:", busy)
+	// Output: obtained: 1 not obtained: 1
 }

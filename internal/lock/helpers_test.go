@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,22 +13,44 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis dials a killed server from goroutines of its pool (tryDial
 	// polls for the pool's closing once a second; queuedNewConn may still be
 	// handing back its turn when the test ends); they are not ours.
-	goleak.VerifyTestMain(m,
+	redis.SetLogger(quietDials{})
+	goleak.VerifyTestMain(m, ignoreEmbeddedRedis, ignoreEmbeddedReader,
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).queuedNewConn.func2"))
 }
 
+// quietDials drops go-redis's log line for each failed dial, which the
+// tests that kill servers would print by the thousand, and keeps the rest.
+type quietDials struct{}
+
+func (quietDials) Printf(_ context.Context, format string, v ...any) {
+	if line := fmt.Sprintf(format, v...); !strings.Contains(line, "failed to dial") {
+		fmt.Fprintln(os.Stderr, "redis:", line)
+	}
+}
+
 // needService skips, or fails under CI=true, when a service is missing.
+// ignoreEmbeddedRedis leaves out the goroutines of the in-process Redis
+// that testenv starts when no other is at hand: they serve connections,
+// and are not the lock's.
+var ignoreEmbeddedRedis = goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer")
+
+// ignoreEmbeddedReader is the reader each of those connections starts.
+var ignoreEmbeddedReader = goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")
+
 func needService(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
@@ -39,13 +60,45 @@ func needService(t testing.TB, format string, args ...any) {
 	t.Skipf("skipping: %s", msg)
 }
 
+// examplePrefix is the key prefix of this process's examples; they run one
+// at a time, and each deletes its keys.
+var examplePrefix = "example-" + randHex(4) + ":"
+
+// exampleRedis returns a client for an example: database db of the test
+// Redis, or, when there is none (and CI is not "true"), a Redis in this
+// process, so that the examples run everywhere; the examples' key prefix;
+// and a cleanup that deletes the example's keys and closes the client.
+func exampleRedis(db int) (*redis.Client, string, func()) {
+	addr := os.Getenv("SECKILL_TEST_REDIS_ADDR")
+	var stop func()
+	if addr == "" && os.Getenv("CI") != "true" {
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true)
+		if err := m.Start(); err != nil {
+			panic(err)
+		}
+		addr, stop = m.Addr(), m.Close
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: db, ContextTimeoutEnabled: true})
+	return rdb, examplePrefix, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if keys, err := scanKeys(ctx, rdb, examplePrefix); err == nil && len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+		_ = rdb.Close()
+		if stop != nil {
+			stop()
+		}
+	}
+}
+
 // testRedis returns a client for SECKILL_TEST_REDIS_ADDR.
 func testRedis(t testing.TB) *redis.Client {
 	t.Helper()
-	addr := os.Getenv("SECKILL_TEST_REDIS_ADDR")
-	if addr == "" {
-		needService(t, "SECKILL_TEST_REDIS_ADDR is not set (e.g. 127.0.0.1:6379)")
-	}
+	// SECKILL_TEST_REDIS_ADDR, else a container where Docker answers, else
+	// (outside CI) an embedded Redis: see internal/testenv.
+	addr := testenv.RedisAddr(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -111,8 +164,11 @@ func scanKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]
 // lockKey is the Redis key of a lock, as the package names it.
 func lockKey(prefix, key string) string { return prefix + "{" + key + "}" }
 
+// fenceKey is the Redis key of a lock's fence record (its last token).
+func fenceKey(prefix, key string) string { return lockKey(prefix, key) + ":fence" }
+
 // isHeld reads the lock's record: "owner|token|holds" while held, and
-// "|token|0" (kept for the fencing TTL) once released.
+// absent once released ("|token|0" in versions before the fence record).
 func isHeld(t testing.TB, rdb redis.UniversalClient, prefix, key string) bool {
 	t.Helper()
 	v, err := rdb.Get(context.Background(), lockKey(prefix, key)).Result()
@@ -159,7 +215,7 @@ func startServer(t testing.TB, extra ...string) *server {
 	s := &server{t: t, dir: t.TempDir(), args: extra}
 	var err error
 	for range 5 {
-		s.port = freePort(t)
+		s.port = testkit.FreePorts(t, 1)[0]
 		if err = s.Start(); err == nil {
 			t.Cleanup(s.Kill)
 			return s
@@ -167,16 +223,6 @@ func startServer(t testing.TB, extra ...string) *server {
 	}
 	t.Fatalf("start redis-server: %v", err)
 	return nil
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Start (re)starts the server on its port and waits until it answers.
@@ -241,15 +287,20 @@ func (s *server) signal(sig syscall.Signal) {
 	}
 }
 
-// Client returns a client for the server, closed when the test ends.
-func (s *server) Client(t testing.TB) *redis.Client {
+// Client returns a client for the server, set up as a RedLock instance's,
+// closed when the test ends; tune adjusts its options.
+func (s *server) Client(t testing.TB, tune ...func(*redis.Options)) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(lock.InstanceOptions(&redis.Options{
+	o := &redis.Options{
 		Addr:         s.Addr(),
 		DialTimeout:  200 * time.Millisecond,
 		ReadTimeout:  500 * time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond,
-	}))
+	}
+	for _, f := range tune {
+		f(o)
+	}
+	rdb := redis.NewClient(lock.InstanceOptions(o))
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

@@ -12,11 +12,14 @@ import (
 // one Redis, or a RedLock for a quorum.
 type backend interface {
 	// refresh extends the lock to ttl; it returns an error matching
-	// ErrLockLost when the lock is no longer ours.
-	refresh(ctx context.Context, ttl time.Duration) error
+	// ErrLockLost when the lock is no longer ours. unsure reports that some
+	// of it may have run in Redis, or may yet run, without our knowing (a
+	// lost or late reply), so that it could have set ttl even if it
+	// failed, or set it later than we think.
+	refresh(ctx context.Context, ttl time.Duration) (unsure bool, err error)
 	// release gives back this hold; it returns an error matching ErrLockLost
 	// when the lock had expired or been taken. It must run even when ctx is
-	// cancelled.
+	// cancelled, and return within Options.ReleaseTimeout.
 	release(ctx context.Context) error
 }
 
@@ -29,6 +32,9 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 // successful obtain or renewal was sent, plus the TTL, minus a drift
 // allowance (1% of the TTL plus 2 ms). Redis expires the key no earlier,
 // so the holder stops trusting the lease before anyone else can get it.
+// Err, Done and Context compare the clock with that deadline whenever they
+// are called, so a holder that was paused (GC, SIGSTOP, a stalled VM) past
+// it sees the loss on its first check after resuming.
 type Lease struct {
 	key     string
 	token   int64
@@ -40,15 +46,16 @@ type Lease struct {
 	holder context.Context
 
 	mu       sync.Mutex
-	ttl      time.Duration
-	deadline time.Time // local validity deadline, monotonic
-	err      error     // why the lease ended; set once
-	released bool
-	losing   bool // lose has claimed the lease and is running the Lost hook
+	ttl      time.Duration // what renewals ask for; Refresh changes it
+	distrust time.Duration // the shortest ttl sent with an unknown outcome; 0: none
+	deadline time.Time     // local validity deadline, monotonic
+	err      error         // why the lease ended; set once
+	released bool          // Release has begun: from then on, only its outcome counts
+	losing   bool          // lose has claimed the lease and is running the Lost hook
 	// done and ctx are made on first use: a caller that never asks pays
 	// nothing for them. Both end with err.
 	done   chan struct{}
-	ctx    context.Context
+	ctx    *leaseContext
 	cancel context.CancelCauseFunc
 
 	// One timer, not a goroutine, serves the watchdog and the deadline: it
@@ -58,11 +65,13 @@ type Lease struct {
 	timer    *time.Timer
 	watching bool      // the watchdog renews at next
 	next     time.Time // the next renewal, while watching
-	renewing bool      // a renewal is in flight
-	// renewMu is held for the whole of a renewal, so that Release can wait
-	// for one in flight: none may race the delete.
-	renewMu sync.Mutex
-	unwatch func() bool // deregisters the hook on the holder's context
+	// Renewals (the watchdog's and Refresh) go one at a time, so that their
+	// replies are handled in the order Redis ran them. renewing is set
+	// while one is in flight; turn, made when someone waits for it, closes
+	// when it ends.
+	renewing bool
+	turn     chan struct{}
+	unwatch  func() bool // deregisters the hook on the holder's context
 }
 
 func newLease(ctx context.Context, key string, token int64, b backend, ttl time.Duration, sent time.Time, watchdog bool, hooks *Hooks) *Lease {
@@ -87,6 +96,17 @@ func newLease(ctx context.Context, key string, token int64, b backend, ttl time.
 	return l
 }
 
+// trusted is the longest TTL a renewal of ttl can be trusted for: a renewal
+// sent earlier whose outcome is unknown may still run after it (it can wait
+// in the input buffer of a stalled server) and set its own, shorter TTL
+// from then on. l.mu must be held.
+func (l *Lease) trusted(ttl time.Duration) time.Duration {
+	if l.distrust > 0 && l.distrust < ttl {
+		return l.distrust
+	}
+	return ttl
+}
+
 // fireAt is when the timer should fire next; l.mu must be held.
 func (l *Lease) fireAt() time.Time {
 	if l.watching && !l.renewing && l.next.Before(l.deadline) {
@@ -95,12 +115,44 @@ func (l *Lease) fireAt() time.Time {
 	return l.deadline
 }
 
-// arm sets the timer for fireAt, unless the lease has ended; l.mu must be
-// held.
+// arm sets the timer for fireAt, unless the lease has ended or is being
+// released; l.mu must be held.
 func (l *Lease) arm() {
-	if l.err == nil {
+	if l.err == nil && !l.released {
 		l.timer.Reset(time.Until(l.fireAt()))
 	}
+}
+
+// pastDeadline reports whether the lease, not yet ended or released, has
+// run past its validity deadline; l.mu must be held.
+func (l *Lease) pastDeadline() bool {
+	return l.err == nil && !l.released && !time.Now().Before(l.deadline)
+}
+
+// checkClock ends the lease if it has run past its validity deadline, so
+// that no check after a pause can see it healthy; it reports the error the
+// lease ended with.
+func (l *Lease) checkClock() error {
+	l.mu.Lock()
+	err, expired := l.err, l.pastDeadline()
+	l.mu.Unlock()
+	if !expired {
+		return err
+	}
+	lost := l.expired()
+	l.lose(lost, false)
+	// Another goroutine may still be running the Lost hook before it ends
+	// the lease; the lease is lost all the same.
+	if err := l.currentErr(); err != nil {
+		return err
+	}
+	return lost
+}
+
+func (l *Lease) currentErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // Key returns the key the lease holds, without the prefix.
@@ -114,8 +166,10 @@ func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: when it is
 // lost (then Err matches ErrLockLost) or released (then Err matches
-// ErrNotHeld). A lost lease is reported no later than its validity deadline.
+// ErrNotHeld). A lost lease is reported no later than its validity
+// deadline; a lease past its deadline is closed before Done returns.
 func (l *Lease) Done() <-chan struct{} {
+	l.checkClock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.done == nil {
@@ -127,28 +181,54 @@ func (l *Lease) Done() <-chan struct{} {
 	return l.done
 }
 
-// Err returns nil while the lease is held. Once Done is closed it returns
-// why: an error matching ErrLockLost if the lease was lost, or ErrNotHeld
-// after a Release.
+// Err returns nil while the lease is held. Once it has ended it returns
+// why: an error matching ErrLockLost if the lease was lost (which includes
+// running past its validity deadline: Err looks at the clock), or
+// ErrNotHeld after a Release. Check it right before committing the work
+// the lock guards.
 func (l *Lease) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	return l.checkClock()
 }
 
 // Context returns a context for the critical section. It is cancelled when
 // the lease ends (context.Cause then returns the Err value) or when the
-// context passed to Obtain ends.
+// context passed to Obtain ends. Its Err and Done look at the clock like
+// the lease's own, so ctx.Err() right before a commit is a sound check.
 func (l *Lease) Context() context.Context {
+	l.checkClock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
-		l.ctx, l.cancel = context.WithCancelCause(l.holder)
+		inner, cancel := context.WithCancelCause(l.holder)
+		l.ctx, l.cancel = &leaseContext{Context: inner, l: l}, cancel
 		if l.err != nil {
 			l.cancel(l.err)
 		}
 	}
 	return l.ctx
+}
+
+// leaseContext is the context of a critical section: a cancel context whose
+// Err and Done first check the lease's clock, so that a check made before
+// the lease's timer has run (after a pause) still sees the loss.
+type leaseContext struct {
+	context.Context
+	l *Lease
+}
+
+func (c *leaseContext) Done() <-chan struct{} {
+	c.l.checkClock()
+	return c.Context.Done()
+}
+
+func (c *leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.l.checkClock() != nil {
+		return context.Canceled
+	}
+	return nil
 }
 
 // Deadline returns the local validity deadline: the lease must not be
@@ -161,43 +241,74 @@ func (l *Lease) Deadline() time.Time {
 
 // Refresh sets the lease's TTL to ttl from now; the watchdog then renews
 // with that ttl. (While the owner holds a re-entered lock more than once,
-// Redis keeps the longest TTL of its holds.) It returns an error matching ErrLockLost when the lock is no
-// longer held, which also ends the lease, and ErrNotHeld after Release.
+// Redis keeps the longest TTL of its holds.) A renewal by the watchdog in
+// flight is waited for first, bounded by ctx, so that replies are handled
+// in the order Redis ran them.
+//
+// It returns an error matching ErrLockLost when the lock is no longer held,
+// which also ends the lease, and ErrNotHeld after Release (also when a
+// Release began while the Refresh was in flight). Other errors leave the
+// outcome unknown: the lease then assumes the new ttl may have been set, and
+// trusts itself no longer than that.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkArgs(l.key, ttl); err != nil {
 		return err
 	}
+	l.checkClock()
 	l.mu.Lock()
-	released, lost := l.released, l.err
-	l.mu.Unlock()
-	switch {
-	case released:
-		return fmt.Errorf("%w: refresh of %q after release", ErrNotHeld, l.key)
-	case lost != nil:
-		return lost
+	for {
+		switch {
+		case l.released:
+			l.mu.Unlock()
+			return fmt.Errorf("%w: refresh of %q after release", ErrNotHeld, l.key)
+		case l.err != nil:
+			err := l.err
+			l.mu.Unlock()
+			return err
+		}
+		if !l.renewing {
+			break
+		}
+		if l.turn == nil {
+			l.turn = make(chan struct{})
+		}
+		turn := l.turn
+		l.mu.Unlock()
+		select {
+		case <-turn:
+		case <-ctx.Done():
+			return fmt.Errorf("lock: refresh %q: waiting for the renewal in flight: %w", l.key, ctx.Err())
+		}
+		l.mu.Lock()
 	}
+	l.renewing = true
+	l.arm() // now at the deadline, in case the call hangs
+	l.mu.Unlock()
+
 	sent := time.Now()
-	err := l.backend.refresh(ctx, ttl)
-	switch {
-	case err == nil:
-		l.extend(sent, ttl)
-	case errors.Is(err, ErrLockLost):
-		l.lose(err)
+	unsure, err := l.backend.refresh(ctx, ttl)
+	lost, err, _ := l.renewed(sent, ttl, unsure, err, true)
+	if lost != nil {
+		l.lose(lost, false)
 	}
 	return err
 }
 
 // Release gives the hold back and wakes waiters. It runs with the caller's
-// values but without its cancellation, bounded by Options.ReleaseTimeout, so
-// a cancelled request still releases its lock.
+// values but without its cancellation, and returns within
+// Options.ReleaseTimeout, so a cancelled request still releases its lock
+// and a stalled Redis cannot hold the caller up. It does not wait for a
+// renewal in flight: renewals are owner-checked, so one that lands after
+// the release changes nothing, and its reply is ignored.
 //
 // Release returns nil when the hold was given back; an error matching
-// ErrLockLost when the lease had already expired, been taken or been
-// reported lost (the critical section may have overlapped with another
-// holder); ErrNotHeld when this lease was already released, in which case
-// nothing is sent to Redis. Other errors come from Redis; the key then
-// expires at its TTL.
+// ErrLockLost when the lease had already expired (its validity deadline had
+// passed), been taken or been reported lost (the critical section may have
+// overlapped with another holder); ErrNotHeld when this lease was already
+// released, in which case nothing is sent to Redis. Other errors come from
+// Redis or from the timeout; the key then expires at its TTL.
 func (l *Lease) Release(ctx context.Context) error {
+	l.checkClock()
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
@@ -205,41 +316,94 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.released = true
 	l.watching = false
+	l.timer.Stop() // from now on only the release's outcome counts
 	l.mu.Unlock()
-	l.renewMu.Lock() // wait for a renewal in flight: none may race the delete
-	l.renewMu.Unlock()
 
 	err := l.backend.release(ctx)
 	if errors.Is(err, ErrLockLost) {
-		l.lose(err)
+		l.lose(err, true)
 	}
 	l.end(errReleased)
-	if lost := l.Err(); errors.Is(lost, ErrLockLost) {
+	if lost := l.currentErr(); errors.Is(lost, ErrLockLost) {
 		return lost
 	}
 	return err
 }
 
-// extend moves the validity deadline after a renewal that was sent at sent.
-func (l *Lease) extend(sent time.Time, ttl time.Duration) {
+// renewed handles the outcome of a renewal of ttl sent at sent, by the
+// watchdog or by Refresh (explicit), and ends the turn. It returns the
+// error to end the lease with, if any, the error to report, and whether the
+// outcome was moot because Release had begun.
+func (l *Lease) renewed(sent time.Time, ttl time.Duration, unsure bool, err error, explicit bool) (lost, report error, moot bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
-		return // too late: the loss has been reported
+	l.renewing = false
+	if l.turn != nil {
+		close(l.turn)
+		l.turn = nil
 	}
-	// Set, not just move forward: a Refresh with a shorter ttl shortens the
-	// key in Redis too.
-	l.ttl = ttl
-	l.deadline = sent.Add(ttl - drift(ttl))
+	if unsure {
+		// It may have set ttl, or may yet set it, at any moment from now:
+		// never trust a renewal for longer than that again.
+		l.distrust = l.trusted(ttl)
+	}
+	switch {
+	case l.released:
+		// Release has begun: its outcome decides, and a renewal that
+		// landed after it would only find the lock gone.
+		if explicit {
+			return nil, fmt.Errorf("%w: %q was released during the refresh", ErrNotHeld, l.key), true
+		}
+		return nil, nil, true
+	case l.err != nil:
+		return nil, l.err, true // too late: the loss has been reported
+	case err == nil:
+		// Set, not just move forward: a Refresh with a shorter ttl
+		// shortens the key in Redis too. Renewals go one at a time, so no
+		// older reply can come after this one.
+		l.ttl = ttl
+		t := l.trusted(ttl)
+		l.deadline = sent.Add(t - drift(t))
+		l.next = sent.Add(t / 3)
+	case errors.Is(err, ErrLockLost):
+		return err, err, false
+	default:
+		if explicit {
+			l.ttl = ttl // what the caller asked for, whatever happened
+		}
+		if unsure {
+			// It may have run: the key may now expire at sent+ttl.
+			l.deadline = earlier(l.deadline, sent.Add(ttl-drift(ttl)))
+		}
+		if !explicit {
+			// Retry soon, if a retry could still finish in time.
+			t := l.trusted(l.ttl)
+			if !time.Now().Add(t/10 + t/3).Before(l.deadline) {
+				return fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err), err, false
+			}
+			l.next = time.Now().Add(t / 10)
+		}
+	}
 	l.arm()
+	return nil, err, false
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // lose ends the lease with err. The Lost hook runs before Done closes, so a
-// holder that sees Done also sees the metric.
-func (l *Lease) lose(err error) {
+// holder that sees Done also sees the metric. Once Release has begun, only
+// Release itself (evenIfReleased) may report a loss.
+func (l *Lease) lose(err error, evenIfReleased bool) {
 	l.mu.Lock()
-	first := l.err == nil && !l.losing
-	l.losing = true
+	first := l.err == nil && !l.losing && (evenIfReleased || !l.released)
+	if first {
+		l.losing = true
+	}
 	l.mu.Unlock()
 	if first {
 		l.hooks.lost(l.key, err)
@@ -278,73 +442,46 @@ func (l *Lease) end(err error) {
 // holder's context ends. Each may take at most TTL/3. A renewal that finds
 // the lock gone ends the lease at once. A renewal that fails (Redis
 // unreachable) is retried after TTL/10 if that attempt could still finish
-// before the validity deadline; otherwise the lease ends now. So with a
-// client that honours context deadlines the loss is reported at about 2/3
-// of the TTL after the last renewal, well before the deadline; if a call
-// ignores its deadline, the timer still reports it at the deadline.
+// before the validity deadline; otherwise the lease ends now. So the loss is
+// reported at about 2/3 of the TTL after the last renewal, well before the
+// deadline; if a call hangs, the timer still reports it at the deadline.
 func (l *Lease) tick() {
-	if !l.renewMu.TryLock() {
-		// A renewal is in flight, or Release is waiting for one: only the
-		// deadline can matter now.
-		l.mu.Lock()
-		expired := l.err == nil && !time.Now().Before(l.deadline)
-		l.arm()
-		l.mu.Unlock()
-		if expired {
-			l.lose(l.expired())
-		}
-		return
-	}
-	defer l.renewMu.Unlock()
-
 	l.mu.Lock()
 	now := time.Now()
 	switch {
-	case l.err != nil:
+	case l.err != nil || l.released:
 		l.mu.Unlock()
 		return
 	case !now.Before(l.deadline):
 		l.mu.Unlock()
-		l.lose(l.expired())
+		l.lose(l.expired(), false)
 		return
-	case !l.watching || l.released || now.Before(l.next):
-		l.arm() // fired early, or the watchdog has stopped: wait for the deadline
+	case l.renewing || !l.watching || now.Before(l.next):
+		l.arm() // a Refresh is in flight, fired early, or the watchdog has stopped
 		l.mu.Unlock()
 		return
 	}
-	ttl, deadline := l.ttl, l.deadline
+	ttl := l.ttl
 	l.renewing = true
 	l.arm() // now at the deadline, in case the renewal hangs
+	timeout := l.trusted(ttl) / 3
 	l.mu.Unlock()
 
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.holder), ttl/3)
-	err := l.backend.refresh(ctx, ttl)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.holder), timeout)
+	unsure, err := l.backend.refresh(ctx, ttl)
 	cancel()
-	var retry time.Time // when a failed renewal is tried again
+	lost, _, moot := l.renewed(sent, ttl, unsure, err, false)
 	switch {
+	case moot:
 	case err == nil:
-		l.extend(sent, ttl)
 		l.hooks.renewed(l.key, time.Since(sent))
-	case errors.Is(err, ErrLockLost):
-		l.hooks.renewFailed(l.key, err)
-		l.lose(err)
 	default:
 		l.hooks.renewFailed(l.key, err)
-		// Retry soon, if a retry could still finish in time.
-		if !time.Now().Add(ttl/10 + ttl/3).Before(deadline) {
-			l.lose(fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err))
-		}
-		retry = time.Now().Add(ttl / 10)
 	}
-	l.mu.Lock()
-	l.renewing = false
-	l.next = retry
-	if err == nil {
-		l.next = sent.Add(l.ttl / 3) // a Refresh meanwhile may have changed the ttl
+	if lost != nil {
+		l.lose(lost, false)
 	}
-	l.arm()
-	l.mu.Unlock()
 }
 
 func (l *Lease) expired() error {

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,9 +40,12 @@ var (
 
 // ObtainOptions tune one Obtain call.
 type ObtainOptions struct {
-	// Wait is how long to wait for a held lock; 0 tries once. Waiters sleep
-	// until the holder's release wakes them (pub/sub), with a fallback
-	// re-check when the holder's ttl runs out.
+	// Wait is how long to wait for a held lock, counted from the start of
+	// Obtain; 0 tries once. A try under way when it runs out is finished,
+	// so Obtain returns within about Wait plus one try. Waiters sleep until
+	// the holder's release wakes them (pub/sub), with a fallback re-check
+	// when the holder's ttl runs out; waiters of one Client (or RedLock) on
+	// one key queue in arrival order, and only the first asks Redis.
 	Wait time.Duration
 	// Fixed turns the watchdog off: the lease expires ttl after it was
 	// obtained unless the caller calls Refresh.
@@ -48,7 +53,8 @@ type ObtainOptions struct {
 	// Owner, when non-empty, makes the lock reentrant for that owner: an
 	// Obtain with the same Owner while the owner holds the key succeeds and
 	// adds a hold; each hold needs its own Release. The caller must make
-	// Owner unique per logical owner (for example a request or job id).
+	// Owner unique per logical owner (for example a request or job id). Any
+	// string works, separators included.
 	Owner string
 }
 
@@ -109,13 +115,15 @@ type Options struct {
 	Prefix string
 	// Hooks observe obtains, waits, renewals and losses.
 	Hooks Hooks
-	// FenceTTL is how long a released lock's key (which keeps only its last
-	// fencing token) survives. Tokens stay increasing after it expires (they
-	// also follow the server clock); the TTL keeps idle keys from piling up.
-	// Default 24h.
+	// FenceTTL is how long a lock's fence record (the last fencing token
+	// issued for the key) survives the last Obtain. It must outlive every
+	// lease on the key, so keep it far above the longest TTL. Tokens keep
+	// rising after it expires as long as the server clock does not step
+	// back; the TTL only keeps idle keys from piling up. Default 24h.
 	FenceTTL time.Duration
 	// ReleaseTimeout bounds Release, which runs even when the caller's
-	// context is already cancelled. Default 2s.
+	// context is already cancelled, and the clean-up of an Obtain that
+	// failed after Redis may have granted it. Default 2s.
 	ReleaseTimeout time.Duration
 }
 
@@ -147,15 +155,16 @@ func drift(ttl time.Duration) time.Duration {
 }
 
 // names are the Redis names one lock uses. The key is wrapped in braces, so
-// a lock's key and channel share a Cluster hash tag and any key the package
-// adds later lands in the same slot.
+// a lock's keys and channel share a Cluster hash tag and land in one slot.
 type names struct {
-	key  string // the caller's key
-	lock string // "owner|token|holds", or "|token|0" once released; see obtain.lua
+	key   string // the caller's key
+	lock  string // "owner|token|holds" while held; see obtain.lua
+	fence string // the last token issued; outlives every lease
 }
 
 func newNames(prefix, key string) names {
-	return names{key: key, lock: prefix + "{" + key + "}"}
+	lock := prefix + "{" + key + "}"
+	return names{key: key, lock: lock, fence: lock + ":fence"}
 }
 
 // channel carries release wake-ups. The release script derives the same
@@ -173,11 +182,71 @@ func checkArgs(key string, ttl time.Duration) error {
 }
 
 // newOwnerToken returns 128 random bits, hex-encoded. Only the holder knows
-// it, so only the holder can renew or delete the lock.
+// it, so only the holder can renew or delete the lock. Each try gets its own,
+// so that cleaning up after a failed try can never touch a later one.
 func newOwnerToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails since Go 1.24
 	return hex.EncodeToString(b[:])
+}
+
+// owner returns the owner a try writes into the record: a fresh random
+// token, or the caller's Owner behind a '=', so that no owner starts with
+// the '|' that marks a record of an older version (see obtain.lua) and none
+// can equal a random token.
+func (o ObtainOptions) owner() (owner string, reentrant bool) {
+	if o.Owner == "" {
+		return newOwnerToken(), false
+	}
+	return "=" + o.Owner, true
+}
+
+// mayHaveRun reports whether a command that failed with err may still have
+// run in Redis, or may yet run: its reply was lost or late, or the
+// connection broke after it was sent. A refused connection and an error
+// reply from Redis are definite.
+func mayHaveRun(err error) bool {
+	var reply redis.Error
+	switch {
+	case err == nil, errors.Is(err, ErrLockLost), refused(err), errors.As(err, &reply):
+		return false
+	}
+	return true
+}
+
+// answered reports whether Redis answered the command: err is nil, an
+// error reply, or an owner check that failed.
+func answered(err error) bool {
+	var reply redis.Error
+	return err == nil || errors.Is(err, ErrLockLost) || errors.As(err, &reply)
+}
+
+// refused reports an error that shows the server is down: it refused the
+// connection. RedLock fails fast on a majority of these.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// stalled reports an error that shows the server itself did not answer:
+// it refused the connection, or a read or dial ran out of time ("i/o
+// timeout"). A context that ended while the call waited for a pooled
+// connection is not one: that queue is the client's.
+func stalled(err error) bool {
+	var ne net.Error
+	return refused(err) || (errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, context.DeadlineExceeded))
+}
+
+// timedOut reports an error that may only mean a busy server: a context
+// deadline, a go-redis read or dial deadline ("i/o timeout", a net.Error
+// whose Timeout is true), or a wait for a pooled connection. RedLock waits
+// through these.
+func timedOut(err error) bool {
+	if refused(err) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -189,11 +258,49 @@ type Client struct {
 	rdb  redis.UniversalClient
 	opts Options
 	wake *notifier
+	line lineup
+	// deadlines is true when rdb itself gives up when a context ends
+	// (ContextTimeoutEnabled); otherwise calls that must be bounded run on
+	// a goroutine of their own that is abandoned at the deadline.
+	deadlines bool
 }
 
 // New returns a Client on rdb. It panics if opts.Prefix contains braces.
+//
+// Build rdb with ContextTimeoutEnabled: go-redis then honours context
+// deadlines on reads, so an Obtain ends with its context even while Redis
+// is stalled. Without it, Release, Refresh and renewals are still bounded
+// (by Options.ReleaseTimeout and their contexts) at the cost of a goroutine
+// per call, and an Obtain in flight waits for the client's read timeout.
 func New(rdb redis.UniversalClient, opts Options) *Client {
-	return &Client{rdb: rdb, opts: opts.withDefaults(), wake: newNotifier(rdb)}
+	return &Client{rdb: rdb, opts: opts.withDefaults(), wake: newNotifier(rdb), deadlines: honoursDeadlines(rdb)}
+}
+
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// bounded runs f, returning no later than ctx ends: if the client does not
+// end calls with their context itself, f runs on its own goroutine and is
+// left behind at the deadline (go-redis ends it at its own timeout).
+func (c *Client) bounded(ctx context.Context, f func(context.Context) error) error {
+	if c.deadlines || ctx.Done() == nil {
+		return f(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Close stops the shared pub/sub connection. It does not release leases.
@@ -210,7 +317,12 @@ func (c *Client) Close() error {
 //
 // Obtain returns an error matching ErrNotObtained when the lock stayed held;
 // if ctx ended first, the error matches ctx.Err() as well. Other errors come
-// from Redis.
+// from Redis. When a try fails in a way that leaves open whether Redis ran it
+// (a late or lost reply, ctx ending mid-call), Obtain releases that try by
+// owner before it returns, detached from ctx and bounded by
+// Options.ReleaseTimeout, so that the key is not left held by nobody for its
+// whole TTL. (Not for a reentrant Owner, whose earlier holds such a release
+// could give back; that key runs out at its TTL.)
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
 	start := time.Now()
 	l, err := c.obtain(ctx, key, ttl, o)
@@ -223,24 +335,37 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		return nil, err
 	}
 	n := newNames(c.opts.Prefix, key)
-	owner, reentrant := o.Owner, o.Owner != ""
-	if !reentrant {
-		owner = newOwnerToken()
-	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
+		owner, reentrant := o.owner()
 		start := time.Now()
 		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
-		if err != nil || !ok {
-			return nil, time.Duration(val) * time.Millisecond, err
+		if err != nil {
+			if !reentrant && mayHaveRun(err) {
+				c.releaseDetached(ctx, n, owner, "")
+			}
+			return nil, 0, err
+		}
+		if !ok {
+			return nil, time.Duration(val) * time.Millisecond, nil
 		}
 		ops := &single{c: c, n: n, owner: owner, token: strconv.FormatInt(val, 10)}
 		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts.Hooks), 0, nil
 	}
-	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(bool)) {
-		ready, cancel := c.wake.subscribe(ctx, n.channel(), wake)
-		return []<-chan struct{}{ready}, cancel
+	subscribe := func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(bool)) {
+		ready := make(chan struct{})
+		cancel := c.wake.subscribe(n.channel(), wake, func() { close(ready) })
+		return ready, cancel
 	}
-	return waitFor(ctx, key, o.Wait, &c.opts.Hooks, try, subscribe)
+	return waitFor(ctx, key, o.Wait, &c.opts.Hooks, c.lineFor(o), try, subscribe)
+}
+
+// lineFor is the line a waiter queues in; a reentrant owner does not queue,
+// since the line may be waiting for the lock the owner holds.
+func (c *Client) lineFor(o ObtainOptions) *lineup {
+	if o.Owner != "" {
+		return nil
+	}
+	return &c.line
 }
 
 // try runs the obtain script once. It returns (true, token) when obtained and
@@ -248,7 +373,8 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 // wait, a held lock is marked so that its release publishes a wake-up;
 // locks nobody has waited for are released without one.
 func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock}, owner, ms(ttl), flag(reentrant), flag(wait)).Int64()
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence},
+		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL)).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
@@ -279,7 +405,7 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 
 // release runs the owner-checked delete; token "" matches any token of owner.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, ms(c.opts.FenceTTL)).Int64()
+	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: release %q: %w", n.key, err)
 	}
@@ -287,6 +413,15 @@ func (c *Client) release(ctx context.Context, n names, owner, token string) erro
 		return fmt.Errorf("%w: %q had expired or been taken before release", ErrLockLost, n.key)
 	}
 	return nil
+}
+
+// releaseDetached releases owner's hold even though ctx may have ended,
+// bounded by ReleaseTimeout; it is best effort: a key it cannot reach
+// expires at its TTL.
+func (c *Client) releaseDetached(ctx context.Context, n names, owner, token string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.ReleaseTimeout)
+	defer cancel()
+	return c.bounded(rctx, func(ctx context.Context) error { return c.release(ctx, n, owner, token) })
 }
 
 // single is the lease backend for one Client.
@@ -297,12 +432,11 @@ type single struct {
 	token string
 }
 
-func (s *single) refresh(ctx context.Context, ttl time.Duration) error {
-	return s.c.refresh(ctx, s.n, s.owner, s.token, ttl)
+func (s *single) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	err := s.c.bounded(ctx, func(ctx context.Context) error { return s.c.refresh(ctx, s.n, s.owner, s.token, ttl) })
+	return mayHaveRun(err), err
 }
 
 func (s *single) release(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.opts.ReleaseTimeout)
-	defer cancel()
-	return s.c.release(rctx, s.n, s.owner, s.token)
+	return s.c.releaseDetached(ctx, s.n, s.owner, s.token)
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +51,13 @@ type RedLock struct {
 	opts    RedLockOptions
 	quorum  int
 	timeout time.Duration
+	// slow marks instances whose last call was refused or got no reply in
+	// time: a slow gate is asked last (see orderNow), and the mark is
+	// cleared as soon as the instance answers again. A call that never got
+	// a connection from the pool in time does not count: that queue is the
+	// client's own.
+	slow []atomic.Bool
+	line lineup
 }
 
 // NewRedLock returns a RedLock over clients, which must be independent
@@ -64,7 +72,7 @@ func NewRedLock(clients []redis.UniversalClient, opts RedLockOptions) *RedLock {
 	}
 	nodeOpts := opts.Options
 	nodeOpts.Hooks = Hooks{}
-	r := &RedLock{opts: opts, quorum: len(clients)/2 + 1, timeout: opts.InstanceTimeout}
+	r := &RedLock{opts: opts, quorum: len(clients)/2 + 1, timeout: opts.InstanceTimeout, slow: make([]atomic.Bool, len(clients))}
 	for _, c := range clients {
 		r.nodes = append(r.nodes, New(c, nodeOpts))
 	}
@@ -81,10 +89,16 @@ func (r *RedLock) Close() error {
 }
 
 // Obtain takes the lock on a majority of the instances, as Client.Obtain
-// does on one; the errors are the same. The lease's validity is the TTL
-// minus the time the acquisition took minus the drift allowance; if that is
-// not positive, or fewer than a majority answered yes, every instance is
-// released and the attempt counts as not obtained.
+// does on one; the errors are the same. It returns as soon as a majority has
+// granted the lock, without waiting for slower instances. The lease's
+// validity is the TTL minus the time the acquisition took minus the drift
+// allowance; if that is not positive, or no majority granted it, every
+// instance that did (or may yet) is released and the attempt counts as not
+// obtained.
+//
+// A majority that refuses connections is an outage: Obtain then fails at
+// once, even with a Wait. A majority that only times out may be busy, not
+// dead, so a waiter keeps trying until its Wait or ctx runs out.
 func (r *RedLock) Obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
 	start := time.Now()
 	l, err := r.obtain(ctx, key, ttl, o)
@@ -99,31 +113,29 @@ type nodeResult struct {
 	err error
 }
 
+// instanceFunc is a call to one instance.
+type instanceFunc func(ctx context.Context, i int, c *Client) (bool, int64, error)
+
 func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
 	if err := checkArgs(key, ttl); err != nil {
 		return nil, err
 	}
 	n := newNames(r.opts.Prefix, key)
-	owner, reentrant := o.Owner, o.Owner != ""
-	if !reentrant {
-		owner = newOwnerToken()
-	}
-	order := r.order(key)
-	obtainOn := func(ctx context.Context, i int, c *Client) (bool, int64, error) {
-		return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
-	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
+		owner, reentrant := o.owner()
 		sent := time.Now()
-		res := r.gated(ctx, order, obtainOn)
+		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
+			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
+		})
 		if err := ctx.Err(); err != nil {
-			r.releaseAll(ctx, n, owner, reentrant, res)
+			r.undo(ctx, n, owner, reentrant, b)
 			return nil, 0, notObtainedCtx(ctx, key)
 		}
 		tokens := make([]string, len(r.nodes))
 		var got int
 		var token int64
 		retry := ttl
-		for _, x := range res {
+		for _, x := range b.res {
 			switch {
 			case x.ok:
 				got++
@@ -135,18 +147,20 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		}
 		validity := ttl - time.Since(sent) - drift(ttl)
 		if got >= r.quorum && validity > 0 {
-			b := &quorumBackend{r: r, n: n, owner: owner, tokens: tokens}
-			return newLease(ctx, key, token, b, ttl, sent, !o.Fixed, &r.opts.Hooks), 0, nil
+			// Instances still answering may grant it too: the lease renews
+			// and releases them by owner (their token is "").
+			q := &quorumBackend{r: r, n: n, owner: owner, tokens: tokens}
+			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Hooks), 0, nil
 		}
-		r.releaseAll(ctx, n, owner, reentrant, res)
-		if failed := countErr(res); failed > len(r.nodes)-r.quorum {
+		r.undo(ctx, n, owner, reentrant, b)
+		if failed := b.failed(); failed > len(r.nodes)-r.quorum {
 			// No majority answered. Instances that refused the connection
 			// are down: that is an outage, not contention, so fail now
 			// rather than wait for a release nobody can send. Timeouts may
 			// only mean load, so a waiter tries again shortly.
-			if o.Wait <= 0 || !allTimeouts(res) {
+			if o.Wait <= 0 || !b.allTimeouts() {
 				return nil, 0, fmt.Errorf("%w: %q: %d of %d instances failed: %w",
-					ErrNotObtained, key, failed, len(r.nodes), firstErr(res))
+					ErrNotObtained, key, failed, len(r.nodes), b.firstErr())
 			}
 			// Back off by a few instance timeouts, at random: waiters that
 			// all retried at once would add the very load that made the
@@ -155,14 +169,21 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		}
 		return nil, retry, nil
 	}
-	subscribe := func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(bool)) {
-		var ready []<-chan struct{}
+	subscribe := func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(bool)) {
+		// Wait for a majority of confirmations, not all: a release that
+		// reaches a majority reaches one of them, and a dead instance
+		// would never confirm.
+		ready := make(chan struct{})
+		var confirmed atomic.Int32
+		need := int32(r.quorum)
 		var cancels []func(bool)
 		channel := n.channel()
 		for _, c := range r.nodes {
-			rd, cancel := c.wake.subscribe(ctx, channel, wake)
-			ready = append(ready, rd)
-			cancels = append(cancels, cancel)
+			cancels = append(cancels, c.wake.subscribe(channel, wake, func() {
+				if confirmed.Add(1) == need {
+					close(ready)
+				}
+			}))
 		}
 		return ready, func(linger bool) {
 			for _, c := range cancels {
@@ -170,63 +191,36 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 			}
 		}
 	}
-	return waitFor(ctx, key, o.Wait, &r.opts.Hooks, try, subscribe)
-}
-
-func firstErr(res []nodeResult) error {
-	for _, x := range res {
-		if x.err != nil {
-			return x.err
-		}
+	line := &r.line
+	if o.Owner != "" {
+		line = nil // see Client.lineFor
 	}
-	return nil
+	return waitFor(ctx, key, o.Wait, &r.opts.Hooks, line, try, subscribe)
 }
 
-// allTimeouts reports whether every failed instance timed out (rather than
-// refusing the connection or answering with an error).
-func allTimeouts(res []nodeResult) bool {
-	for _, x := range res {
-		if x.err != nil && !errors.Is(x.err, context.DeadlineExceeded) {
-			return false
-		}
-	}
-	return true
-}
-
-func countErr(res []nodeResult) int {
-	k := 0
-	for _, x := range res {
-		if x.err != nil {
-			k++
-		}
-	}
-	return k
-}
-
-// releaseAll undoes a failed attempt. Instances that said yes are released
-// by token; instances that did not answer in time may have said yes, so they
-// are released by owner, except for reentrant owners, whose earlier holds
-// such a release could take away (those keys simply expire).
-func (r *RedLock) releaseAll(ctx context.Context, n names, owner string, reentrant bool, res []nodeResult) {
-	tokens := make([]string, len(r.nodes))
-	todo := make([]bool, len(r.nodes))
-	for _, x := range res {
+// undo gives back a failed attempt, in the background, so that the next
+// try or the caller's error does not wait for it. Instances that said yes
+// are released by token; instances that did not answer in time may have
+// said yes, or may yet, so they are released by owner once their call has
+// ended (except for reentrant owners, whose earlier holds such a release
+// could take away; those keys simply expire). Each try has an owner of its
+// own, so this can never release a later try.
+func (r *RedLock) undo(ctx context.Context, n names, owner string, reentrant bool, b *ballot) {
+	release := func(x nodeResult) {
+		token := ""
 		switch {
 		case x.ok:
-			tokens[x.i], todo[x.i] = strconv.FormatInt(x.val, 10), true
-		case x.err != nil && !reentrant:
-			todo[x.i] = true
-		}
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ReleaseTimeout)
-	defer cancel()
-	r.each(rctx, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
-		if !todo[i] {
-			return false, 0, nil
+			token = strconv.FormatInt(x.val, 10)
+		case x.err == nil || reentrant || !mayHaveRun(x.err):
+			return
 		}
 		// Best effort: an instance we cannot reach expires the key at its TTL.
-		return false, 0, c.release(ctx, n, owner, tokens[i])
-	})
+		_ = r.nodes[x.i].releaseDetached(ctx, n, owner, token)
+	}
+	for _, x := range b.res {
+		go release(x)
+	}
+	b.late(release)
 }
 
 // order is the sequence in which contenders for key ask the instances: a
@@ -243,78 +237,250 @@ func (r *RedLock) order(key string) []int {
 	return out
 }
 
+// orderNow is order, but when the key's gate is marked slow it goes last,
+// so that a stalled instance does not cost every try on its keys an
+// instance timeout. Only the gate moves, and only by one place: clients that
+// disagree about it (each learns after a timeout of its own) then use one
+// of two gates, and two contenders holding one gate each still leave the
+// rest of the instances to decide, so one of them wins (see gated). Were
+// the order free to change, three could each hold one instance of three
+// and all fail, again and again.
+func (r *RedLock) orderNow(key string) []int {
+	order := r.order(key)
+	if len(order) > 1 && r.slow[order[0]].Load() {
+		order = append(order[1:], order[0])
+	}
+	return order
+}
+
 // gated asks the key's gate first, alone: the first instance in order that
 // answers. Only if the gate grants the key are the remaining instances asked,
-// in parallel. Without a gate, contenders asking all instances at once split
-// the votes (each wins one instance, nobody a majority), give up together,
-// retry together, and can livelock under a burst; with it, only the gate's
-// winner goes on to collect a majority. Instances before the gate that did
-// not answer are reported as failed; after a refusal by the gate the rest
-// are not asked at all, which is safe, since a majority is still required.
-func (r *RedLock) gated(ctx context.Context, order []int, f func(context.Context, int, *Client) (bool, int64, error)) []nodeResult {
-	var res []nodeResult
+// in parallel, and only until a majority has said yes or a majority has
+// become impossible. Without a gate, contenders asking all instances at once
+// split the votes (each wins one instance, nobody a majority), give up
+// together, retry together, and can livelock under a burst; with it, only
+// the gate's winner goes on to collect a majority. Instances before the gate
+// that did not answer are reported as failed; after a refusal by the gate
+// the rest are not asked at all, which is safe, since a majority is still
+// required.
+func (r *RedLock) gated(ctx context.Context, order []int, f instanceFunc) *ballot {
+	b := r.newBallot(ctx, r.timeout)
 	for k, i := range order {
-		x := r.eachOf(ctx, []int{i}, f)[0]
-		res = append(res, x)
-		if x.err != nil {
+		b.ask(i, f)
+		b.collect(func() bool { return b.answered(i) })
+		x, ok := b.result(i)
+		if !ok || x.err != nil {
 			continue // unreachable: the next instance in order is the gate
 		}
 		if x.ok {
-			res = append(res, r.eachOf(ctx, order[k+1:], f)...)
+			for _, j := range order[k+1:] {
+				b.ask(j, f)
+			}
+			b.collect(func() bool { return b.yes() >= r.quorum || b.yes()+b.open() < r.quorum })
 		}
 		break
 	}
-	return res
+	return b
 }
 
-// each runs f on every instance in parallel, each bounded by the instance
-// timeout, and returns when all have answered or timed out. A call that
-// outlives its timeout is abandoned, not awaited; its goroutine ends when
-// go-redis gives up on it.
-func (r *RedLock) each(ctx context.Context, f func(context.Context, int, *Client) (bool, int64, error)) []nodeResult {
-	all := make([]int, len(r.nodes))
-	for i := range all {
-		all[i] = i
-	}
-	return r.eachOf(ctx, all, f)
+// ballot collects the answers of instances called in parallel. Each call
+// runs on its own goroutine, bounded by the instance timeout; the collector
+// stops waiting when it has what it needs, or an instance timeout after the
+// last call began. Calls still running then are left behind: their answers
+// go to late.
+type ballot struct {
+	r       *RedLock
+	ctx     context.Context // the caller's
+	timeout time.Duration   // per call
+	out     chan nodeResult // buffered for every instance: no call ever blocks
+	asked   []bool
+	res     []nodeResult // the answers so far, in arrival order
+	pending int          // asked, not answered
+	limit   time.Time
 }
 
-// eachOf is each over the instances listed in idx; results follow idx.
-func (r *RedLock) eachOf(ctx context.Context, idx []int, f func(context.Context, int, *Client) (bool, int64, error)) []nodeResult {
-	out := make(chan nodeResult, len(idx))
-	for _, i := range idx {
-		c := r.nodes[i]
-		go func() {
-			ictx, cancel := context.WithTimeout(ctx, r.timeout)
-			defer cancel()
-			ok, val, err := f(ictx, i, c)
-			out <- nodeResult{i: i, ok: ok, val: val, err: err}
-		}()
+func (r *RedLock) newBallot(ctx context.Context, timeout time.Duration) *ballot {
+	return &ballot{r: r, ctx: ctx, timeout: timeout, out: make(chan nodeResult, len(r.nodes)), asked: make([]bool, len(r.nodes))}
+}
+
+func (b *ballot) ask(i int, f instanceFunc) {
+	b.asked[i] = true
+	b.pending++
+	b.limit = time.Now().Add(b.timeout + time.Millisecond)
+	go func() {
+		ictx, cancel := context.WithTimeout(b.ctx, b.timeout)
+		defer cancel()
+		ok, val, err := f(ictx, i, b.r.nodes[i])
+		switch {
+		case stalled(err) && b.ctx.Err() == nil:
+			// Its own timeout, not the end of the caller's context.
+			b.r.slow[i].Store(true)
+		case answered(err):
+			b.r.slow[i].Store(false)
+		}
+		b.out <- nodeResult{i: i, ok: ok, val: val, err: err}
+	}()
+}
+
+// collect waits for answers until enough reports true, nothing is pending,
+// or the time is up.
+func (b *ballot) collect(enough func() bool) {
+	b.collectBy(b.limit, enough)
+}
+
+// collectBy is collect with a limit of its own, no later than the ballot's.
+func (b *ballot) collectBy(limit time.Time, enough func() bool) {
+	if enough() || b.pending == 0 {
+		return
 	}
-	timeout := time.NewTimer(r.timeout + time.Millisecond)
+	timeout := time.NewTimer(time.Until(earlier(limit, b.limit)))
 	defer timeout.Stop()
-	got := make(map[int]nodeResult, len(idx))
-	for range idx {
+	for !enough() && b.pending > 0 {
 		select {
-		case x := <-out:
-			got[x.i] = x
-			continue
+		case x := <-b.out:
+			b.res = append(b.res, x)
+			b.pending--
 		case <-timeout.C:
+			return
 		}
-		break
 	}
-	res := make([]nodeResult, len(idx))
-	for k, i := range idx {
-		x, ok := got[i]
-		if !ok {
-			x = nodeResult{i: i, err: fmt.Errorf("lock: instance %d: %w", i, context.DeadlineExceeded)}
-		}
-		res[k] = x
-	}
-	return res
 }
 
-// quorumBackend renews and releases a RedLock lease on every instance.
+func (b *ballot) result(i int) (nodeResult, bool) {
+	for _, x := range b.res {
+		if x.i == i {
+			return x, true
+		}
+	}
+	return nodeResult{}, false
+}
+
+func (b *ballot) answered(i int) bool {
+	_, ok := b.result(i)
+	return ok
+}
+
+// yes counts the instances that granted the call.
+func (b *ballot) yes() int {
+	k := 0
+	for _, x := range b.res {
+		if x.ok {
+			k++
+		}
+	}
+	return k
+}
+
+// open counts the instances that may still say yes: asked and pending, or
+// not asked.
+func (b *ballot) open() int {
+	k := b.pending
+	for _, asked := range b.asked {
+		if !asked {
+			k++
+		}
+	}
+	return k
+}
+
+// pendingPrompt counts the instances asked, not yet answered, and not
+// known to be slow.
+func (b *ballot) pendingPrompt() int {
+	k := 0
+	for i, asked := range b.asked {
+		if asked && !b.answered(i) && !b.r.slow[i].Load() {
+			k++
+		}
+	}
+	return k
+}
+
+// lost counts the instances that answered that the lock is not ours.
+func (b *ballot) lost() int {
+	k := 0
+	for _, x := range b.res {
+		if errors.Is(x.err, ErrLockLost) {
+			k++
+		}
+	}
+	return k
+}
+
+// failed counts the instances asked that did not answer: an error, or no
+// answer in time.
+func (b *ballot) failed() int {
+	k := b.pending
+	for _, x := range b.res {
+		if x.err != nil {
+			k++
+		}
+	}
+	return k
+}
+
+// unsure reports whether some call may have run, or may yet run, without an
+// answer saying so.
+func (b *ballot) unsure() bool {
+	if b.pending > 0 {
+		return true
+	}
+	for _, x := range b.res {
+		if mayHaveRun(x.err) {
+			return true
+		}
+	}
+	return false
+}
+
+// allTimeouts reports whether every failure was a timeout (rather than a
+// refused connection or an error reply): the instances may be busy.
+func (b *ballot) allTimeouts() bool {
+	for _, x := range b.res {
+		if x.err != nil && !timedOut(x.err) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *ballot) firstErr() error {
+	for _, x := range b.res {
+		if x.err != nil {
+			return x.err
+		}
+	}
+	if b.pending > 0 {
+		return fmt.Errorf("lock: %d instances did not answer within %v: %w", b.pending, b.timeout, context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// late hands the answers of calls still running to f, as they come in, on a
+// goroutine of its own.
+func (b *ballot) late(f func(nodeResult)) {
+	if b.pending == 0 {
+		return
+	}
+	go func(n int) {
+		for range n {
+			f(<-b.out)
+		}
+	}(b.pending)
+}
+
+// all asks every instance in parallel, each call bounded by timeout, and
+// collects until enough.
+func (r *RedLock) all(ctx context.Context, timeout time.Duration, f instanceFunc, enough func(*ballot) bool) *ballot {
+	b := r.newBallot(ctx, timeout)
+	for i := range r.nodes {
+		b.ask(i, f)
+	}
+	b.collect(func() bool { return enough(b) })
+	return b
+}
+
+// quorumBackend renews and releases a RedLock lease on every instance,
+// returning once a majority has answered either way.
 type quorumBackend struct {
 	r      *RedLock
 	n      names
@@ -322,47 +488,52 @@ type quorumBackend struct {
 	tokens []string // per instance; "" where the instance did not grant it
 }
 
-func (q *quorumBackend) refresh(ctx context.Context, ttl time.Duration) error {
-	res := q.r.each(ctx, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
+// settled reports whether the outcome of a renewal or release is known: a
+// majority said yes, or enough said no, or too many failed.
+func (q *quorumBackend) settled(b *ballot) bool {
+	ok := b.yes()
+	return ok >= q.r.quorum || b.lost() > len(q.r.nodes)-q.r.quorum || ok+b.pending < q.r.quorum
+}
+
+func (q *quorumBackend) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	b := q.r.all(ctx, q.r.timeout, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
 		err := c.refresh(ctx, q.n, q.owner, q.tokens[i], ttl)
 		return err == nil, 0, err
-	})
-	ok, lost := 0, 0
-	for _, x := range res {
-		switch {
-		case x.ok:
-			ok++
-		case errors.Is(x.err, ErrLockLost):
-			lost++
-		}
-	}
+	}, q.settled)
+	ok, lost := b.yes(), b.lost()
 	switch {
 	case ok >= q.r.quorum:
-		return nil
+		return b.unsure(), nil
 	case lost > len(q.r.nodes)-q.r.quorum:
-		return fmt.Errorf("%w: %q renewed on %d of %d instances, %d no longer hold it",
+		return b.unsure(), fmt.Errorf("%w: %q renewed on %d of %d instances, %d no longer hold it",
 			ErrLockLost, q.n.key, ok, len(q.r.nodes), lost)
 	default:
-		return fmt.Errorf("lock: refresh %q: renewed on %d of %d instances: %w",
-			q.n.key, ok, len(q.r.nodes), firstErr(res))
+		return b.unsure(), fmt.Errorf("lock: refresh %q: renewed on %d of %d instances: %w",
+			q.n.key, ok, len(q.r.nodes), b.firstErr())
 	}
 }
 
+// release gives the lock back on every instance, each call bounded by
+// ReleaseTimeout rather than the instance timeout: a release that gives up
+// early would leave the key held on that instance for the rest of its TTL,
+// and if that instance is the key's gate, every contender waits that long.
+// It returns once settled (and the prompt instances have answered, or an
+// instance timeout has passed); calls to slower instances go on in the
+// background, each within its own ReleaseTimeout.
 func (q *quorumBackend) release(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.r.opts.ReleaseTimeout)
-	defer cancel()
-	res := q.r.each(rctx, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
+	start := time.Now()
+	b := q.r.all(context.WithoutCancel(ctx), q.r.opts.ReleaseTimeout, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
 		err := c.release(ctx, q.n, q.owner, q.tokens[i])
 		return err == nil, 0, err
-	})
-	ok, lost := 0, 0
-	for _, x := range res {
-		switch {
-		case x.ok:
-			ok++
-		case errors.Is(x.err, ErrLockLost):
-			lost++
-		}
+	}, q.settled)
+	ok, lost := b.yes(), b.lost()
+	if ok >= q.r.quorum {
+		// Give the instances not known to be slow an instance timeout to
+		// answer too, so that once Release returns the lock is free
+		// wherever Redis answers promptly; a stalled one (marked slow after
+		// its first timeout) no longer holds every handoff up.
+		b.collectBy(start.Add(q.r.timeout), func() bool { return b.pendingPrompt() == 0 })
+		ok = b.yes()
 	}
 	switch {
 	case ok >= q.r.quorum:
@@ -372,6 +543,6 @@ func (q *quorumBackend) release(ctx context.Context) error {
 			ErrLockLost, q.n.key, ok, len(q.r.nodes), lost)
 	default:
 		return fmt.Errorf("lock: release %q: released on %d of %d instances: %w",
-			q.n.key, ok, len(q.r.nodes), firstErr(res))
+			q.n.key, ok, len(q.r.nodes), b.firstErr())
 	}
 }

@@ -16,32 +16,75 @@ import (
 // the current holder's lease runs out, or an error that ends the wait.
 type attempt func(ctx context.Context) (*Lease, time.Duration, error)
 
-// subscriber registers wake for release messages of one lock and returns
-// channels that close once each subscription is confirmed, and a cancel;
+// subscriber registers wake for release messages of one lock and returns a
+// channel that closes once enough subscriptions are confirmed that a release
+// cannot go unheard (one Redis; a majority of RedLock's), and a cancel;
 // cancel(true) lets the channel stay subscribed for a moment (see linger).
-type subscriber func(ctx context.Context, wake chan struct{}) ([]<-chan struct{}, func(linger bool))
+type subscriber func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(linger bool))
 
 // minRecheck bounds how soon a waiter re-checks a lock whose remaining TTL
 // Redis could not tell (it was just expiring).
 const minRecheck = 2 * time.Millisecond
 
 // waitFor runs try until it obtains the lock, wait runs out, or ctx ends.
-// Between tries it sleeps until a release message arrives or the holder's
-// TTL would have run out (plus jitter), whichever is first: the timer is the
-// fallback for a lost message or a holder that died without releasing.
-func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, try attempt, subscribe subscriber) (l *Lease, err error) {
+// Between tries it sleeps until a release message arrives, the subscription
+// is confirmed (a release published before then went unheard, so it looks
+// again), or the holder's TTL would have run out (plus jitter), whichever
+// is first: the timer is the fallback for a lost message or a holder that
+// died without releasing.
+//
+// Waiters of one lock object on one key line up (see lineup): only the
+// first of them asks Redis; the others wait for their turn. line is nil for
+// a reentrant owner, who may hold the lock the line is waiting for.
+func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, line *lineup, try attempt, subscribe subscriber) (l *Lease, err error) {
+	if wait <= 0 {
+		l, _, err = try(ctx)
+		if l != nil || err != nil {
+			return l, orCtxErr(ctx, key, err)
+		}
+		return nil, fmt.Errorf("%w: %q is held", ErrNotObtained, key)
+	}
+	// The wait counts from the start, so that Obtain returns within about
+	// Wait plus one try.
+	start := time.Now()
+	deadline := start.Add(wait)
+	wakeups := 0
+	waited := false
+	defer func() {
+		if waited {
+			hooks.waited(key, time.Since(start), wakeups)
+		}
+	}()
+	stillHeld := func() error {
+		return fmt.Errorf("%w: %q still held after waiting %v", ErrNotObtained, key, wait)
+	}
+
+	if turn, leave := line.join(key); turn != nil {
+		defer leave()
+		select {
+		case <-turn:
+		default:
+			waited = true
+			timer := time.NewTimer(time.Until(deadline))
+			select {
+			case <-turn:
+				timer.Stop()
+			case <-timer.C:
+				return nil, stillHeld()
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, notObtainedCtx(ctx, key)
+			}
+		}
+	}
 	l, retry, err := try(ctx)
 	if l != nil || err != nil {
 		return l, orCtxErr(ctx, key, err)
 	}
-	if wait <= 0 {
-		return nil, fmt.Errorf("%w: %q is held", ErrNotObtained, key)
+	waited = true
+	if !time.Now().Before(deadline) {
+		return nil, stillHeld()
 	}
-
-	start := time.Now()
-	deadline := start.Add(wait)
-	wakeups := 0
-	defer func() { hooks.waited(key, time.Since(start), wakeups) }()
 
 	wake := make(chan struct{}, 1)
 	ready, cancel := subscribe(ctx, wake)
@@ -51,39 +94,76 @@ func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, 
 
 	timer := time.NewTimer(recheckAfter(retry, deadline))
 	defer timer.Stop()
-
-	// A release published before our subscription is confirmed would be
-	// missed, so try again only once Redis has confirmed it.
-confirm:
-	for _, r := range ready {
+	for {
 		select {
-		case <-r:
 		case <-wake:
 			wakeups++
+		case <-ready:
+			ready = nil // fires once
 		case <-timer.C:
-			break confirm
 		case <-ctx.Done():
 			return nil, notObtainedCtx(ctx, key)
 		}
-	}
-
-	for {
 		l, retry, err = try(ctx)
 		if l != nil || err != nil {
 			return l, orCtxErr(ctx, key, err)
 		}
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("%w: %q still held after waiting %v", ErrNotObtained, key, wait)
+			return nil, stillHeld()
 		}
 		timer.Reset(recheckAfter(retry, deadline))
-		select {
-		case <-wake:
-			wakeups++
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, notObtainedCtx(ctx, key)
-		}
 	}
+}
+
+// lineup queues the waiters of one Client or RedLock by key, from their
+// arrival. Only the first in line asks Redis; when it leaves (with the lock,
+// or giving up) the next takes its place. A burst of hundreds of buyers of one item thus costs
+// Redis a few tries per handoff (one per process) instead of one per buyer,
+// and the process's pool is not drained by tries that cannot win: under a
+// burst on a busy machine, those tries were what kept every call timing
+// out. It also makes the wait first-come, first-served within a process.
+type lineup struct {
+	mu sync.Mutex
+	m  map[string][]chan struct{} // per key, first in line first; its channel is closed
+}
+
+// join puts a waiter in line for key. turn is closed when it is first;
+// leave takes it out of line and hands the turn on. A nil lineup returns
+// a nil turn.
+func (u *lineup) join(key string) (turn <-chan struct{}, leave func()) {
+	if u == nil {
+		return nil, nil
+	}
+	t := make(chan struct{})
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = make(map[string][]chan struct{})
+	}
+	if len(u.m[key]) == 0 {
+		close(t)
+	}
+	u.m[key] = append(u.m[key], t)
+	return t, func() { u.leave(key, t) }
+}
+
+func (u *lineup) leave(key string, t chan struct{}) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	q := u.m[key]
+	i := slices.Index(q, t)
+	if i < 0 {
+		return
+	}
+	q = slices.Delete(q, i, i+1)
+	if len(q) == 0 {
+		delete(u.m, key)
+		return
+	}
+	if i == 0 {
+		close(q[0])
+	}
+	u.m[key] = q
 }
 
 // orCtxErr reports a failed try as "not obtained" when it failed because ctx
@@ -116,14 +196,29 @@ func recheckAfter(remaining time.Duration, deadline time.Time) time.Duration {
 // notifier multiplexes the wake-up channels of every waiter of one Client
 // over a single pub/sub connection. A channel is subscribed while it has
 // waiters and unsubscribed when the last one leaves.
+//
+// No network call is made under mu: a waiter only records what it wants,
+// and one worker goroutine sends SUBSCRIBE and UNSUBSCRIBE in that order,
+// each bounded by subscribeTimeout. go-redis's PubSub can block a call for
+// a whole dial or read timeout while it reconnects to a stalled server;
+// only the worker waits for that, never a waiter.
 type notifier struct {
 	rdb redis.UniversalClient
 
 	mu     sync.Mutex
 	ps     *redis.PubSub
-	done   chan struct{} // closed when the reader goroutine exits
 	topics map[string]*topic
+	ops    []op          // subscription changes the worker has yet to send
+	kick   chan struct{} // tells the worker there are ops
+	quit   chan struct{} // closed by close
+	done   sync.WaitGroup
 	closed bool
+}
+
+// op is one subscription change: SUBSCRIBE (sub) or UNSUBSCRIBE channel.
+type op struct {
+	channel string
+	sub     bool
 }
 
 // topic is one lock's channel. Its waiters queue in arrival order; a release
@@ -131,10 +226,14 @@ type notifier struct {
 // would just hit Redis and go back to sleep). The first keeps its place until
 // it obtains the lock or leaves, which makes the wait fair within a Client.
 type topic struct {
-	waiters   []chan struct{}
-	ready     chan struct{}
+	waiters   []*waiter
 	confirmed bool
 	idle      *time.Timer // pending unsubscribe while lingering
+}
+
+type waiter struct {
+	wake  chan struct{}
+	ready func() // called once, under mu, when the subscription is confirmed
 }
 
 // linger is how long a channel stays subscribed after its last waiter got
@@ -142,64 +241,67 @@ type topic struct {
 // confirmation on every handoff.
 const linger = 500 * time.Millisecond
 
-// subscribeTimeout bounds sending SUBSCRIBE (and dialling for it).
+// subscribeTimeout bounds sending one SUBSCRIBE or UNSUBSCRIBE (and dialling
+// for it).
 const subscribeTimeout = 250 * time.Millisecond
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
 	return &notifier{rdb: rdb, topics: make(map[string]*topic)}
 }
 
-var errClosed = errors.New("lock: client closed")
-
-// subscribe adds wake to channel's waiters. The returned channel closes when
-// Redis has confirmed the subscription. A failed SUBSCRIBE is not an error:
-// go-redis resubscribes when it reconnects, and waiters fall back to their
-// timers meanwhile.
-func (n *notifier) subscribe(ctx context.Context, channel string, wake chan struct{}) (<-chan struct{}, func(linger bool)) {
+// subscribe adds wake to channel's waiters; ready is called (once, under
+// n.mu, so it must not block) when Redis has confirmed the subscription. A
+// SUBSCRIBE that fails is not an error: go-redis resubscribes when it
+// reconnects, and waiters fall back to their timers meanwhile.
+func (n *notifier) subscribe(channel string, wake chan struct{}, ready func()) func(linger bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		// Nothing will ever wake this waiter; its timer still works.
-		return nil, func(bool) {}
+		return func(bool) {}
 	}
 	if n.ps == nil {
-		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
-		n.done = make(chan struct{})
-		go n.read(n.ps.ChannelWithSubscriptions(), n.done)
+		n.ps = n.rdb.Subscribe(context.Background()) // no channels yet: no network
+		n.kick = make(chan struct{}, 1)
+		n.quit = make(chan struct{})
+		n.done.Add(2)
+		go n.read(n.ps.ChannelWithSubscriptions())
+		go n.work()
 	}
 	t := n.topics[channel]
 	if t == nil {
-		t = &topic{ready: make(chan struct{})}
+		t = &topic{}
 		n.topics[channel] = t
-		// Bounded, since n.mu is held: an unreachable server must not stall
-		// every waiter of this Client for a whole dial timeout.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
-		_ = n.ps.Subscribe(sctx, channel) // see above
-		cancel()
+		n.enqueue(op{channel, true})
 	}
 	if t.idle != nil {
 		t.idle.Stop()
 		t.idle = nil
 	}
-	t.waiters = append(t.waiters, wake)
-	return t.ready, func(linger bool) { n.unsubscribe(channel, wake, linger) }
+	w := &waiter{wake: wake, ready: ready}
+	t.waiters = append(t.waiters, w)
+	if t.confirmed {
+		w.ready()
+		w.ready = nil
+	}
+	return func(linger bool) { n.unsubscribe(channel, w, linger) }
 }
 
-func (n *notifier) unsubscribe(channel string, wake chan struct{}, lingering bool) {
+func (n *notifier) unsubscribe(channel string, w *waiter, lingering bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.topics[channel]
 	if t == nil {
 		return
 	}
-	i := slices.Index(t.waiters, wake)
+	i := slices.Index(t.waiters, w)
 	if i < 0 {
 		return
 	}
 	t.waiters = slices.Delete(t.waiters, i, i+1)
 	if len(t.waiters) > 0 {
 		select {
-		case <-wake:
+		case <-w.wake:
 			// It left with a wake-up it did not use: pass it on, or the
 			// next waiter would sleep until its fallback timer.
 			t.wakeFirst()
@@ -223,17 +325,78 @@ func (n *notifier) unsubscribe(channel string, wake chan struct{}, lingering boo
 	n.drop(channel)
 }
 
-// drop unsubscribes channel; n.mu must be held.
+// drop forgets channel and has it unsubscribed; n.mu must be held.
 func (n *notifier) drop(channel string) {
 	delete(n.topics, channel)
-	// If the write fails the connection is broken; go-redis has already
-	// dropped the channel from its set, so it will not resubscribe it.
-	_ = n.ps.Unsubscribe(context.Background(), channel)
+	// A SUBSCRIBE the worker has not sent yet need not be sent at all.
+	for i := len(n.ops) - 1; i >= 0; i-- {
+		if n.ops[i].channel == channel {
+			if n.ops[i].sub {
+				n.ops = slices.Delete(n.ops, i, i+1)
+				return
+			}
+			break
+		}
+	}
+	n.enqueue(op{channel, false})
+}
+
+// enqueue hands op to the worker; n.mu must be held.
+func (n *notifier) enqueue(o op) {
+	n.ops = append(n.ops, o)
+	select {
+	case n.kick <- struct{}{}:
+	default: // already kicked
+	}
+}
+
+// work sends the queued subscription changes in order until close. A run
+// of changes of one kind goes out as one command.
+func (n *notifier) work() {
+	defer n.done.Done()
+	for {
+		select {
+		case <-n.kick:
+		case <-n.quit:
+			return
+		}
+		for {
+			n.mu.Lock()
+			ops := n.ops
+			n.ops = nil
+			n.mu.Unlock()
+			if len(ops) == 0 {
+				break
+			}
+			for len(ops) > 0 {
+				k, channels := 1, []string{ops[0].channel}
+				for k < len(ops) && ops[k].sub == ops[0].sub && !slices.Contains(channels, ops[k].channel) {
+					channels = append(channels, ops[k].channel)
+					k++
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+				// If the write fails the connection is broken; go-redis
+				// resubscribes the channels it holds when it reconnects.
+				if ops[0].sub {
+					_ = n.ps.Subscribe(ctx, channels...)
+				} else {
+					_ = n.ps.Unsubscribe(ctx, channels...)
+				}
+				cancel()
+				ops = ops[k:]
+				select {
+				case <-n.quit:
+					return
+				default:
+				}
+			}
+		}
+	}
 }
 
 // read dispatches messages until the pub/sub is closed.
-func (n *notifier) read(ch <-chan interface{}, done chan struct{}) {
-	defer close(done)
+func (n *notifier) read(ch <-chan interface{}) {
+	defer n.done.Done()
 	for m := range ch {
 		switch m := m.(type) {
 		case *redis.Subscription:
@@ -244,7 +407,12 @@ func (n *notifier) read(ch <-chan interface{}, done chan struct{}) {
 			if t := n.topics[m.Channel]; t != nil {
 				if !t.confirmed {
 					t.confirmed = true
-					close(t.ready)
+					for _, w := range t.waiters {
+						if w.ready != nil {
+							w.ready()
+							w.ready = nil
+						}
+					}
 				} else {
 					// A resubscription after a reconnect: messages may
 					// have been lost meanwhile, so let every waiter
@@ -266,7 +434,7 @@ func (n *notifier) read(ch <-chan interface{}, done chan struct{}) {
 func (t *topic) wakeFirst() {
 	if len(t.waiters) > 0 {
 		select {
-		case t.waiters[0] <- struct{}{}:
+		case t.waiters[0].wake <- struct{}{}:
 		default: // already has a pending wake-up
 		}
 	}
@@ -275,12 +443,15 @@ func (t *topic) wakeFirst() {
 func (t *topic) wakeAll() {
 	for _, w := range t.waiters {
 		select {
-		case w <- struct{}{}:
+		case w.wake <- struct{}{}:
 		default: // already has a pending wake-up
 		}
 	}
 }
 
+// close stops the worker and the pub/sub connection. go-redis may hold its
+// PubSub for a dial or read timeout while it reconnects to a stalled
+// server; close waits for that.
 func (n *notifier) close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -293,13 +464,16 @@ func (n *notifier) close() error {
 			t.idle.Stop()
 		}
 	}
-	ps, done := n.ps, n.done
+	ps := n.ps
+	if ps != nil {
+		close(n.quit)
+	}
 	n.mu.Unlock()
 	if ps == nil {
 		return nil
 	}
 	err := ps.Close()
-	<-done
+	n.done.Wait()
 	if err != nil {
 		return fmt.Errorf("lock: close pub/sub: %w", err)
 	}

@@ -1,52 +1,65 @@
 -- Obtain a lock, or re-enter it for the same owner.
--- KEYS[1] the lock: "owner|token|holds" while held; "|token|0" once released,
---         kept for the fencing TTL so the next token can be larger. Either
---         may end in 'w': someone has waited for this lock, so its release
---         must publish a wake-up. A new holder inherits the mark, since
---         other waiters may still be queued; it goes when the record does.
--- ARGV[1] owner, ARGV[2] ttl in ms, ARGV[3] '1' if the owner may re-enter,
--- ARGV[4] '1' if the caller will wait for a release when the lock is held
+-- KEYS[1] the lock: "owner|token|holds" while held, with the lease's TTL;
+--         deleted on release. It may end in 'w': someone has waited for the
+--         lock, so its release must publish a wake-up.
+-- KEYS[2] the fence: the last token issued for the lock, kept for the
+--         fencing TTL after every obtain, so that the next token is larger
+--         even when a lease expired unreleased. It may end in 'w' too: the
+--         next holder inherits the mark, since other waiters may be queued.
+-- ARGV[1] owner (never starts with '|'), ARGV[2] ttl in ms, ARGV[3] '1' if
+-- the owner may re-enter, ARGV[4] '1' if the caller will wait for a release
+-- when the lock is held, ARGV[5] fencing TTL in ms
 -- Returns the fencing token (> 0) when obtained; when another owner holds
 -- the lock, -1 - its remaining ttl in ms (so always < 0). One integer, not a
 -- table: the reply is on every obtain's path.
-local v = redis.call('GET', KEYS[1])
+local got = redis.call('MGET', KEYS[1], KEYS[2])
+local v, f = got[1], got[2]
+if v and string.byte(v, 1) ~= 124 then -- held
+  if ARGV[3] == '1' then
+    local owner, token, holds, w = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
+    if not owner then
+      return redis.error_reply('lock: unexpected value at ' .. KEYS[1])
+    end
+    if owner == ARGV[1] then
+      local ttl = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2]))
+      redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) + 1) .. w, 'PX', ttl)
+      return tonumber(token)
+    end
+  end
+  if ARGV[4] == '1' and string.byte(v, -1) ~= 119 then -- not yet marked 'w'
+    redis.call('SET', KEYS[1], v .. 'w', 'KEEPTTL')
+    f = f or string.match(v, '|(%d+)|%d+$')
+    if f and string.byte(f, -1) ~= 119 then
+      redis.call('SET', KEYS[2], f .. 'w', 'PX', ARGV[5])
+    end
+  end
+  return -1 - redis.call('PTTL', KEYS[1])
+end
+
 local last, mark = 0, ''
-if v then
-  if string.byte(v, 1) ~= 124 then -- held: v does not start with '|'
-    if ARGV[3] == '1' then
-      local owner, token, holds, w = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
-      if not owner then
-        return redis.error_reply('lock: unexpected value at ' .. KEYS[1])
-      end
-      if owner == ARGV[1] then
-        local ttl = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2]))
-        redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) + 1) .. w, 'PX', ttl)
-        return tonumber(token)
-      end
-    end
-    if ARGV[4] == '1' and string.byte(v, -1) ~= 119 then -- not yet marked 'w'
-      redis.call('SET', KEYS[1], v .. 'w', 'KEEPTTL')
-    end
-    return -1 - redis.call('PTTL', KEYS[1])
-  end
-  -- released: "|token|0", perhaps marked
-  if string.byte(v, -1) == 119 then
+if f then
+  if string.byte(f, -1) == 119 then
     mark = 'w'
-    v = string.sub(v, 1, -2)
+    f = string.sub(f, 1, -2)
   end
-  last = tonumber(string.sub(v, 2, -3))
+  last = tonumber(f)
   if not last then
-    return redis.error_reply('lock: unexpected value at ' .. KEYS[1])
+    return redis.error_reply('lock: unexpected value at ' .. KEYS[2])
   end
+end
+if v then -- "|token|0": a released lock, as versions before the fence kept it
+  last = math.max(last, tonumber(string.match(v, '^|(%d+)|') or 0))
 end
 
 -- The token is the larger of "last token + 1" and the server clock in
--- microseconds: it keeps rising when the record of the last one is gone, and
--- tokens from independent servers (RedLock) stay comparable.
+-- microseconds: it keeps rising when the fence is gone, and tokens from
+-- independent servers (RedLock) stay roughly comparable.
 local now = redis.call('TIME')
 local token = now[1] * 1000000 + now[2]
 if token <= last then
   token = last + 1
 end
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%.0f', token) .. '|1' .. mark, 'PX', ARGV[2])
-return token
+token = string.format('%.0f', token)
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|1' .. mark, 'PX', ARGV[2])
+redis.call('SET', KEYS[2], token .. mark, 'PX', ARGV[5])
+return tonumber(token)

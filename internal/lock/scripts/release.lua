@@ -1,17 +1,17 @@
--- Give back one hold; free the lock when none is left, and wake waiters if
--- anyone has waited for it (the 'w' mark, see obtain.lua).
+-- Give back one hold; delete the lock when none is left, and wake a waiter
+-- if anyone has waited for it (the 'w' mark, see obtain.lua). The fence
+-- record stays: it keeps the last token.
 -- KEYS[1] the lock; its wake-up channel is KEYS[1]:wake
--- ARGV[1] owner, ARGV[2] fencing token ('' = any token of this owner),
--- ARGV[3] fencing TTL in ms
+-- ARGV[1] owner, ARGV[2] fencing token ('' = any token of this owner)
 -- Returns 0 when freed, 1 when holds remain, -1 when not the owner.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return -1
 end
-local token, mark = ARGV[2], ''
+local mark = ''
 -- The common case, one unmarked hold of a known token, needs no parsing.
-if v ~= ARGV[1] .. '|' .. token .. '|1' then
-  local owner, holds
+if v ~= ARGV[1] .. '|' .. ARGV[2] .. '|1' then
+  local owner, token, holds
   owner, token, holds, mark = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
   if owner ~= ARGV[1] or (ARGV[2] ~= '' and token ~= ARGV[2]) or holds == '0' then
     return -1
@@ -21,8 +21,7 @@ if v ~= ARGV[1] .. '|' .. token .. '|1' then
     return 1
   end
 end
--- Keep only the token, so that tokens keep rising; it expires in time.
-redis.call('SET', KEYS[1], '|' .. token .. '|0' .. mark, 'PX', ARGV[3])
+redis.call('DEL', KEYS[1])
 if mark == 'w' then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '1')
 end

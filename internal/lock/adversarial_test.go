@@ -1,0 +1,760 @@
+package lock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+)
+
+// The attacks of issue 14, one test each: delayed and lost replies, paused
+// processes, dead and paused instances, cancelled contexts.
+
+// The watchdog's renewal (PEXPIRE 900ms) runs in Redis, then a Refresh to
+// 60ms runs and is answered, and only then is the renewal's reply handled.
+// The older reply must not lengthen the deadline past the 60ms Redis holds.
+func TestRefreshRacingWatchdogNeverOutlivesRedis(t *testing.T) {
+	t.Parallel()
+	const ttl = 900 * time.Millisecond
+	var lease atomic.Pointer[lock.Lease]
+	var once sync.Once
+	nested := make(chan error, 1)
+	rdb := hookedClient(t, &redis.Options{Addr: testRedis(t).Options().Addr}, scriptHook{
+		after: func(_ context.Context, script string, cmd redis.Cmder, err error) error {
+			if script == "refresh" && scriptTTL(cmd) == "900" && err == nil {
+				once.Do(func() {
+					// The renewal has run in Redis; its reply waits here
+					// while a shorter Refresh goes out and comes back.
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					defer cancel()
+					nested <- lease.Load().Refresh(ctx, 60*time.Millisecond)
+				})
+			}
+			return err
+		},
+	})
+	c, prefix := newClient(t, rdb, lock.Options{})
+	l := mustObtain(t, c, context.Background(), "k", ttl, lock.ObtainOptions{})
+	lease.Store(l)
+	first := l.Deadline()
+	t.Logf("nested Refresh: %v", describe(<-nested))
+	pollUntil(t, 10*time.Second, "the renewal's reply to be handled", func() bool {
+		return l.Deadline().After(first) || l.Err() != nil
+	})
+	assertTrustNoLonger(t, rdb, lockKey(prefix, "k"), l)
+	if err := l.Release(context.Background()); err != nil && !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release: %v", err)
+	}
+}
+
+// A Refresh to 60ms runs in Redis but its reply is lost. The lease must
+// assume it ran: trust the lease no longer than the 60ms it may have set,
+// and report the loss once that has passed.
+func TestRefreshReplyLostShortensDeadline(t *testing.T) {
+	t.Parallel()
+	var drop atomic.Bool
+	rdb := hookedClient(t, &redis.Options{Addr: testRedis(t).Options().Addr}, scriptHook{
+		after: func(_ context.Context, script string, cmd redis.Cmder, err error) error {
+			if script == "refresh" && scriptTTL(cmd) == "60" && err == nil && drop.CompareAndSwap(true, false) {
+				return errReplyLost
+			}
+			return err
+		},
+	})
+	c, prefix := newClient(t, rdb, lock.Options{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		fixed bool
+	}{{"fixed", true}, {"watchdog", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "k-" + tc.name
+			l := mustObtain(t, c, ctx, key, 900*time.Millisecond, lock.ObtainOptions{Fixed: tc.fixed})
+			drop.Store(true)
+			if err := l.Refresh(ctx, 60*time.Millisecond); err == nil {
+				t.Fatal("Refresh reported success although its reply was lost")
+			}
+			assertTrustNoLonger(t, rdb, lockKey(prefix, key), l)
+			if tc.fixed {
+				pollUntil(t, 10*time.Second, "the key to expire in Redis", func() bool {
+					return rdb.Exists(ctx, lockKey(prefix, key)).Val() == 0
+				})
+				if l.Err() == nil || l.Context().Err() == nil {
+					t.Fatalf("the key has expired in Redis, yet Err = %v and Context().Err() = %v", l.Err(), l.Context().Err())
+				}
+			}
+			if err := l.Release(ctx); err != nil && !errors.Is(err, lock.ErrLockLost) {
+				t.Fatalf("release: %v", err)
+			}
+		})
+	}
+}
+
+const pauseChildEnv = "SECKILL_LOCK_PAUSE_CHILD"
+
+// A holder stopped with SIGSTOP past its lease (while another client takes
+// the lock) must not see its lease as healthy for a single check after it
+// resumes. The holder is a child process with GOMAXPROCS=1 that spins on
+// Err and Context().Err(), so after SIGCONT it keeps checking before the
+// lease's timer gets a chance to run.
+func TestPausedHolderSeesLossOnResume(t *testing.T) {
+	if prefix := os.Getenv(pauseChildEnv); prefix != "" {
+		runPausedHolder(t, prefix)
+		return
+	}
+	t.Parallel()
+	rdb := testRedis(t)
+	prefix := testPrefix(t, rdb)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPausedHolderSeesLossOnResume$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), pauseChildEnv+"="+prefix, "GOMAXPROCS=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := bufio.NewScanner(out)
+	var log []string
+	waitFor := func(prefix string) string {
+		for lines.Scan() {
+			log = append(log, lines.Text())
+			if strings.HasPrefix(lines.Text(), prefix) {
+				return lines.Text()
+			}
+		}
+		t.Fatalf("the holder exited before %q:\n%s", prefix, strings.Join(log, "\n"))
+		return ""
+	}
+	waitFor("holding")
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// While the holder is stopped its lease runs out and we take the lock.
+	other, _ := newClient(t, rdb, lock.Options{Prefix: prefix})
+	taken := mustObtain(t, other, context.Background(), "k", 10*time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	result := waitFor("checks")
+	for lines.Scan() {
+		log = append(log, lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("holder process: %v\n%s", err, strings.Join(log, "\n"))
+	}
+	var checks, stale int
+	if _, err := fmt.Sscanf(result, "checks %d stale %d", &checks, &stale); err != nil {
+		t.Fatalf("holder said %q: %v", result, err)
+	}
+	t.Logf("after resuming, the holder checked its lease %d times", checks)
+	if stale != 0 {
+		t.Fatalf("%d checks after the validity deadline still reported the lease healthy (while we held the lock)", stale)
+	}
+	mustRelease(t, taken)
+}
+
+func runPausedHolder(t *testing.T, prefix string) {
+	rdb := testRedis(t)
+	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	l := mustObtain(t, c, context.Background(), "k", 300*time.Millisecond, lock.ObtainOptions{})
+	lctx := l.Context()
+	fmt.Println("holding")
+	var checks, stale int
+	for {
+		now := time.Now()
+		err, cerr := l.Err(), lctx.Err()
+		checks++
+		if !now.Before(l.Deadline()) && (err == nil || cerr == nil) {
+			stale++
+		}
+		if err != nil && cerr != nil {
+			break
+		}
+	}
+	fmt.Printf("checks %d stale %d\n", checks, stale)
+	if stale != 0 {
+		t.Errorf("%d stale checks", stale)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, lock.ErrLockLost) {
+		t.Errorf("release after the pause: %v, want ErrLockLost", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Tokens issued as "last + 1" (the server clock had stepped back) must keep
+// rising after a lease that nobody released expires: the record of the last
+// token must outlive the lease.
+func TestFencingTokensSurviveClockStepBack(t *testing.T) {
+	t.Parallel()
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.SetTime(now)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, _ := newClient(t, rdb, lock.Options{Prefix: "fence:"})
+	ctx := context.Background()
+	fixed := lock.ObtainOptions{Fixed: true}
+
+	a := mustObtain(t, c, ctx, "k", time.Minute, fixed)
+	mustRelease(t, a)
+	m.SetTime(now.Add(-time.Hour)) // NTP steps the server's clock back
+	b := mustObtain(t, c, ctx, "k", time.Second, fixed)
+	if b.Token() <= a.Token() {
+		t.Fatalf("after the clock stepped back: token %d not above %d", b.Token(), a.Token())
+	}
+	m.FastForward(2 * time.Second) // b's holder crashed: its key expires unreleased
+	next := mustObtain(t, c, ctx, "k", time.Second, fixed)
+	if next.Token() <= b.Token() {
+		t.Fatalf("after an unreleased lease expired: token %d not above %d", next.Token(), b.Token())
+	}
+	mustRelease(t, next)
+	if err := b.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("release of the expired lease: %v, want ErrLockLost", err)
+	}
+	for _, k := range m.Keys() {
+		if m.TTL(k) <= 0 {
+			t.Errorf("key %q has no TTL", k)
+		}
+	}
+}
+
+// An obtain whose context ends after Redis ran the script (the reply comes
+// too late) must not leave the lock held by nobody for its whole TTL.
+func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {
+	t.Parallel()
+	addr := testRedis(t).Options().Addr
+	// cancelAfterObtain makes the next obtain script that succeeds in Redis
+	// come back as if the caller's context had ended while the reply was on
+	// its way.
+	type trap struct {
+		armed  atomic.Bool
+		cancel atomic.Pointer[context.CancelFunc]
+	}
+	hook := func(tr *trap) scriptHook {
+		return scriptHook{after: func(ctx context.Context, script string, cmd redis.Cmder, err error) error {
+			if script == "obtain" && err == nil && tr.armed.CompareAndSwap(true, false) {
+				(*tr.cancel.Load())()
+				return ctx.Err()
+			}
+			return err
+		}}
+	}
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+	}{{"try", 0}, {"wait", time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr := &trap{}
+			rdb := hookedClient(t, &redis.Options{Addr: addr, ContextTimeoutEnabled: true}, hook(tr))
+			c, prefix := newClient(t, rdb, lock.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tr.cancel.Store(&cancel)
+			tr.armed.Store(true)
+			_, err := c.Obtain(ctx, "k", 10*time.Second, lock.ObtainOptions{Wait: tc.wait})
+			if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
+			}
+			if isHeld(t, rdb, prefix, "k") {
+				t.Fatal("Obtain failed, but the lock it took in Redis is still held (by nobody)")
+			}
+		})
+	}
+	t.Run("redlock", func(t *testing.T) {
+		t.Parallel()
+		tr := &trap{}
+		var clients []redis.UniversalClient
+		var plain []*redis.Client
+		for range 3 {
+			s := startServer(t)
+			c := s.Client(t)
+			c.AddHook(hook(tr))
+			clients, plain = append(clients, c), append(plain, c)
+		}
+		r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
+		t.Cleanup(func() { _ = r.Close() })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		tr.cancel.Store(&cancel)
+		tr.armed.Store(true)
+		_, err := r.Obtain(ctx, "k", 10*time.Second, lock.ObtainOptions{})
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
+		}
+		for i, c := range plain {
+			pollUntil(t, 10*time.Second, fmt.Sprintf("instance %d to be released", i), func() bool {
+				return !isHeld(t, c, "lock:", "k")
+			})
+		}
+	})
+}
+
+// With one of three instances dead, a release published while a waiter
+// is still subscribing (after its failed try) must not be lost: the waiter
+// must try again once the live instances have confirmed its subscription,
+// rather than sleep until its context ends.
+func TestRedLockWakeUpWithInstanceDown(t *testing.T) {
+	t.Parallel()
+	r, servers, clients := redLock(t, 3, 200*time.Millisecond)
+	var holder atomic.Pointer[lock.Lease]
+	var once sync.Once
+	released := make(chan error, 1)
+	for _, c := range clients {
+		c.AddHook(scriptHook{after: func(_ context.Context, script string, cmd redis.Cmder, err error) error {
+			if h := holder.Load(); h != nil && script == "obtain" && err == nil {
+				if v, _ := cmd.(*redis.Cmd).Int64(); v < 0 { // the waiter's failed try
+					once.Do(func() { released <- h.Release(context.Background()) })
+				}
+			}
+			return err
+		}})
+	}
+	servers[2].Kill()
+	holder.Store(mustObtain(t, r, context.Background(), "k", time.Minute, lock.ObtainOptions{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := r.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
+	if rerr := <-released; rerr != nil {
+		t.Fatalf("release: %v", rerr)
+	}
+	if err != nil {
+		t.Fatalf("the waiter missed a release made before its subscription was confirmed: %v", err)
+	}
+	mustRelease(t, l)
+}
+
+// 2 RedLock clients x 8 goroutines, one instance dead, a TTL far longer
+// than the wait: each goroutine must get the lock once, handed over by
+// release wake-ups, since no fallback re-check comes within the wait.
+func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
+	t.Parallel()
+	var servers []*server
+	var clients []redis.UniversalClient
+	for range 3 {
+		s := startServer(t)
+		servers = append(servers, s)
+		clients = append(clients, s.Client(t))
+	}
+	var locks []*lock.RedLock
+	for range 2 {
+		var own []redis.UniversalClient
+		for _, s := range servers {
+			own = append(own, s.Client(t))
+		}
+		r := lock.NewRedLock(own, lock.RedLockOptions{InstanceTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = r.Close() })
+		locks = append(locks, r)
+	}
+	servers[1].Kill()
+	start := make(chan struct{})
+	var got, inside, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			l, err := locks[g%2].Obtain(context.Background(), "hot", 10*time.Second, lock.ObtainOptions{Wait: 5 * time.Second})
+			if err != nil {
+				mu.Lock()
+				failures = append(failures, err.Error())
+				mu.Unlock()
+				return
+			}
+			if inside.Add(1) != 1 {
+				overlaps.Add(1)
+			}
+			inside.Add(-1)
+			got.Add(1)
+			if err := l.Release(context.Background()); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got.Load() != 16 || overlaps.Load() != 0 {
+		t.Fatalf("%d of 16 obtained, %d overlaps; failures: %q", got.Load(), overlaps.Load(), failures)
+	}
+}
+
+// timeoutCounter counts the package's scripts that failed with a timeout on
+// one client.
+type timeoutCounter struct{ n atomic.Int32 }
+
+func (c *timeoutCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *timeoutCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *timeoutCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		var ne interface{ Timeout() bool }
+		if lock.ScriptOf(cmd) != "" && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
+			c.n.Add(1)
+		}
+		return err
+	}
+}
+
+// A majority that is busy (paused, not dead) answers with timeouts, which
+// go-redis reports as "i/o timeout": a waiter must wait through them and get
+// the lock once the instances answer again.
+func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
+	t.Parallel()
+	// Reads time out at 20ms, well inside the 500ms instance timeout, so
+	// every failure is go-redis's own "i/o timeout".
+	var timeouts [3]timeoutCounter
+	var servers []*server
+	var clients []redis.UniversalClient
+	for i := range 3 {
+		s := startServer(t)
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr(), ReadTimeout: 20 * time.Millisecond}))
+		c.AddHook(&timeouts[i])
+		t.Cleanup(func() { _ = c.Close() })
+		servers, clients = append(servers, s), append(clients, c)
+	}
+	r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { _ = r.Close() })
+	servers[0].Pause()
+	servers[1].Pause()
+	t.Cleanup(servers[0].Resume)
+	t.Cleanup(servers[1].Resume)
+	got := make(chan error, 1)
+	go func() {
+		l, err := r.Obtain(context.Background(), "k", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		got <- err
+	}()
+	pollUntil(t, 10*time.Second, "both paused instances to time out", func() bool {
+		return timeouts[0].n.Load() > 0 && timeouts[1].n.Load() > 0
+	})
+	servers[0].Resume()
+	servers[1].Resume()
+	if err := <-got; err != nil {
+		t.Fatalf("a busy majority was treated as dead: %v", err)
+	}
+}
+
+// While one instance is paused, its notifier's network calls must not block
+// waiters on other keys: a waiter that gives up returns at its wait, and a
+// waiter on another key is woken by a release. The instances' clients wait
+// 20s on a read, as a client without short timeouts would.
+func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
+	t.Parallel()
+	var servers []*server
+	var clients []redis.UniversalClient
+	var plain []*redis.Client
+	for range 3 {
+		s := startServer(t)
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{
+			Addr: s.Addr(), DialTimeout: 20 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second,
+		}))
+		t.Cleanup(func() { _ = c.Close() })
+		servers, clients, plain = append(servers, s), append(clients, c), append(plain, c)
+	}
+	r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = r.Close() })
+	bg := context.Background()
+	ha := mustObtain(t, r, bg, "a", time.Minute, lock.ObtainOptions{})
+	hb := mustObtain(t, r, bg, "b", time.Minute, lock.ObtainOptions{})
+	servers[2].Pause()
+	t.Cleanup(servers[2].Resume) // runs before the clients close
+
+	// W1 waits 200ms for "a" and gives up.
+	ctx1, cancel1 := context.WithTimeout(bg, 10*time.Second)
+	defer cancel1()
+	w1 := make(chan error, 1)
+	go func() {
+		_, err := r.Obtain(ctx1, "a", time.Second, lock.ObtainOptions{Wait: 200 * time.Millisecond})
+		w1 <- err
+	}()
+	pollUntil(t, 10*time.Second, "W1 to subscribe", func() bool { return numSub(plain[0], "*{a}:wake") == 1 })
+
+	// W2 waits for "b", which is released.
+	ctx2, cancel2 := context.WithTimeout(bg, 10*time.Second)
+	defer cancel2()
+	w2 := make(chan error, 1)
+	go func() {
+		l, err := r.Obtain(ctx2, "b", time.Minute, lock.ObtainOptions{Wait: time.Minute})
+		if err == nil {
+			err = l.Release(bg)
+		}
+		w2 <- err
+	}()
+	pollUntil(t, 10*time.Second, "W2 to subscribe", func() bool { return numSub(plain[0], "*{b}:wake") == 1 })
+	mustRelease(t, hb)
+
+	deadline, _ := ctx2.Deadline()
+	if err := returnsBy(t, "W2's Obtain", deadline, func() error { return <-w2 }); err != nil {
+		t.Errorf("W2 was not handed the released lock: %v", err)
+	}
+	deadline, _ = ctx1.Deadline()
+	err := returnsBy(t, "W1's Obtain", deadline, func() error { return <-w1 })
+	if !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("W1: got %v, want ErrNotObtained at the end of its 200ms wait", err)
+	}
+	mustRelease(t, ha)
+}
+
+// One paused instance must not slow a hot key down to one handoff per
+// instance timeout: a cycle returns once a quorum has answered. The
+// instance timeout is 4s and each cycle gets 2s, so a cycle that waits for
+// the paused instance fails. A key whose first-asked instance is the paused
+// one pays for it once, on a first obtain without a deadline.
+func TestRedLockHotKeyIgnoresSlowInstance(t *testing.T) {
+	t.Parallel()
+	// Reads wait up to 10s, so the 4s instance timeout is what bounds a
+	// call to the paused instance.
+	r, servers, _ := redLock(t, 3, 4*time.Second, func(o *redis.Options) { o.ReadTimeout = 10 * time.Second })
+	servers[0].Pause()
+	t.Cleanup(servers[0].Resume)
+	var gated, other string
+	for i := 0; gated == "" || other == ""; i++ {
+		key := fmt.Sprintf("hot-%d", i)
+		if r.Gate(key) == 0 {
+			gated = key
+		} else {
+			other = key
+		}
+	}
+	bg := context.Background()
+	mustRelease(t, mustObtain(t, r, bg, gated, 10*time.Second, lock.ObtainOptions{}))
+	for _, key := range []string{other, gated} {
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+			l, err := r.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{})
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			cancel()
+			if err != nil {
+				t.Fatalf("%s, cycle %d: %v", key, i, err)
+			}
+		}
+	}
+}
+
+// Release must return within its ReleaseTimeout even while a renewal hangs
+// on a paused server and the client does not honour context deadlines (its
+// reads wait 30s).
+func TestReleaseBoundedWhileRenewalHangs(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	var renewals atomic.Int32
+	rdb := hookedClient(t, &redis.Options{Addr: s.Addr(), ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, scriptHook{
+		before: func(_ context.Context, script string, _ redis.Cmder) error {
+			if script == "refresh" {
+				renewals.Add(1)
+			}
+			return nil
+		},
+	})
+	const releaseTimeout = 200 * time.Millisecond
+	c, _ := newClient(t, rdb, lock.Options{ReleaseTimeout: releaseTimeout})
+	l := mustObtain(t, c, context.Background(), "k", 300*time.Millisecond, lock.ObtainOptions{})
+	s.Pause()
+	t.Cleanup(s.Resume)
+	sent := renewals.Load()
+	pollUntil(t, 10*time.Second, "a renewal to hang", func() bool { return renewals.Load() > sent })
+	start := time.Now()
+	err := returnsBy(t, "Release", start.Add(releaseTimeout), func() error { return l.Release(context.Background()) })
+	if err == nil {
+		t.Fatal("Release reported success against a paused server")
+	}
+	if l.Err() == nil {
+		t.Fatal("the lease did not end with Release")
+	}
+}
+
+// An Owner that contains the record's separator, even at its start, works
+// like any other owner.
+func TestOwnerWithSeparator(t *testing.T) {
+	t.Parallel()
+	c, _ := newClient(t, testRedis(t), lock.Options{})
+	ctx := context.Background()
+	for i, owner := range []string{"|x", "|", "a|b", "x|1|1", "x|1|1w", "w", "||"} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			key := fmt.Sprintf("k%d", i)
+			o := lock.ObtainOptions{Owner: owner}
+			outer := mustObtain(t, c, ctx, key, time.Second, o)
+			inner := mustObtain(t, c, ctx, key, time.Second, o)
+			if inner.Token() != outer.Token() {
+				t.Fatalf("owner %q: re-entered token %d, want %d", owner, inner.Token(), outer.Token())
+			}
+			if _, err := c.Obtain(ctx, key, time.Second, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("owner %q holds the lock; another obtain got %v, want ErrNotObtained", owner, err)
+			}
+			mustRelease(t, inner)
+			mustRelease(t, outer)
+			next := mustObtain(t, c, ctx, key, time.Second, lock.ObtainOptions{})
+			if next.Token() <= outer.Token() {
+				t.Fatalf("token did not increase after owner %q: %d then %d", owner, outer.Token(), next.Token())
+			}
+			mustRelease(t, next)
+		})
+	}
+}
+
+// A Refresh that reaches Redis after a concurrent Release has freed the
+// lock must not turn the clean release into ErrLockLost or fire Lost.
+func TestRefreshRacingReleaseIsClean(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	refreshWaiting := make(chan struct{})
+	releasedInRedis := make(chan struct{})
+	refreshDone := make(chan struct{})
+	rdb := hookedClient(t, &redis.Options{Addr: testRedis(t).Options().Addr}, scriptHook{
+		before: func(_ context.Context, script string, _ redis.Cmder) error {
+			if script == "refresh" && armed.Load() {
+				close(refreshWaiting)
+				<-releasedInRedis // the Refresh reaches Redis after the release
+			}
+			return nil
+		},
+		after: func(_ context.Context, script string, _ redis.Cmder, err error) error {
+			if script == "release" && err == nil && armed.CompareAndSwap(true, false) {
+				close(releasedInRedis)
+				select { // and its reply is handled before the release's
+				case <-refreshDone:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			return err
+		},
+	})
+	var lost atomic.Int32
+	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{Lost: func(string, error) { lost.Add(1) }}})
+	ctx := context.Background()
+	l := mustObtain(t, c, ctx, "k", 10*time.Second, lock.ObtainOptions{Fixed: true})
+	armed.Store(true)
+	var refreshErr error
+	go func() {
+		refreshErr = l.Refresh(ctx, 10*time.Second)
+		close(refreshDone)
+	}()
+	<-refreshWaiting
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	<-refreshDone
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("Lost hook fired %d times for a clean release", n)
+	}
+	if !errors.Is(l.Err(), lock.ErrNotHeld) {
+		t.Fatalf("Err after release = %v, want ErrNotHeld", l.Err())
+	}
+	t.Logf("the racing Refresh returned %v", refreshErr)
+}
+
+// A flash crowd on RedLock, shaped like the app's: three app instances,
+// each with its own RedLock clients to the same three servers, TTL 5s,
+// instance timeout 250ms, and 400 buyers arriving at once, each waiting up
+// to 2s for the lock to buy one of 50 items. The whole stock must sell, one
+// buyer at a time, also with one server paused from the start (busy, not
+// dead). Not parallel: the burst is the load, and it runs alone.
+func TestRedLockFlashCrowd(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paused=%v", paused), func(t *testing.T) {
+			var servers []*server
+			for range 3 {
+				servers = append(servers, startServer(t))
+			}
+			var apps []*lock.RedLock
+			for range 3 {
+				var clients []redis.UniversalClient
+				for _, s := range servers {
+					c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr()}))
+					t.Cleanup(func() { _ = c.Close() })
+					clients = append(clients, c)
+				}
+				r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 250 * time.Millisecond})
+				t.Cleanup(func() { _ = r.Close() })
+				apps = append(apps, r)
+			}
+			if paused {
+				servers[1].Pause()
+				t.Cleanup(servers[1].Resume)
+			}
+			const buyers, stock = 400, 50
+			var left atomic.Int32
+			left.Store(stock)
+			var inside, overlaps, sold, busy atomic.Int32
+			var mu sync.Mutex
+			var other []string
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for b := range buyers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second) // the request deadline
+					defer cancel()
+					l, err := apps[b%3].Obtain(ctx, "sku-1", 5*time.Second, lock.ObtainOptions{Wait: 2 * time.Second})
+					switch {
+					case errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "still held"):
+						busy.Add(1) // a 429: the lock stayed busy for the whole wait
+						return
+					case err != nil:
+						mu.Lock()
+						other = append(other, err.Error())
+						mu.Unlock()
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					if left.Load() > 0 {
+						time.Sleep(time.Millisecond) // the order write
+						left.Add(-1)
+						sold.Add(1)
+					}
+					inside.Add(-1)
+					if err := l.Release(context.Background()); err != nil {
+						mu.Lock()
+						other = append(other, "release: "+err.Error())
+						mu.Unlock()
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			t.Logf("sold %d of %d, %d buyers found the lock busy for their whole wait, %d other errors",
+				sold.Load(), stock, busy.Load(), len(other))
+			if len(other) > 0 {
+				t.Errorf("%d buyers failed other than by a busy lock, e.g. %q", len(other), other[:min(5, len(other))])
+			}
+			if sold.Load() != stock || overlaps.Load() != 0 {
+				t.Fatalf("sold %d of %d with %d overlaps", sold.Load(), stock, overlaps.Load())
+			}
+		})
+	}
+}
