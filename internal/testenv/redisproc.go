@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // RedisProcess is a redis-server the test started on a free loopback port,
@@ -32,14 +32,7 @@ func StartRedis(t testing.TB, args ...string) *RedisProcess {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		Unavailable(t, "redis-server is not installed: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
+	port := testkit.FreePorts(t, 1)[0]
 	p := &RedisProcess{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), port: port}
 	p.start(args...)
 	t.Cleanup(p.Kill)

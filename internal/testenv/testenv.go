@@ -1,8 +1,22 @@
 // Package testenv hands tests the real services they need: a fresh MySQL
-// database, a SQLite file, or a Redis address. Services come from
-// SECKILL_TEST_MYSQL_DSN and SECKILL_TEST_REDIS_ADDR; without them a test is
-// skipped with a message saying what to set, except under CI=true, where a
-// missing service fails the run instead of hiding tests.
+// database, a SQLite file, or a Redis address, from the first of these
+// sources that works:
+//
+//  1. SECKILL_TEST_MYSQL_DSN and SECKILL_TEST_REDIS_ADDR, which always win
+//     (CI points them at the machine's MariaDB and Redis);
+//  2. where a Docker engine answers (DOCKER_HOST, or the default socket), a
+//     MySQL and a Redis container of the images docker-compose.yml runs,
+//     started by testcontainers-go once per test binary on first use and
+//     removed when the binary exits (-short never starts containers);
+//  3. for Redis only, an embedded in-process server (internal/embedded) per
+//     test. MySQL has no stand-in: those tests skip with a message.
+//
+// Under CI=true a missing service fails the test instead of skipping it,
+// and Redis is never embedded: CI must test the real thing.
+//
+// Containers are removed by a small reaper process of this package (see
+// reap), so Ryuk, whose image comes from a registry, is turned off unless
+// TESTCONTAINERS_RYUK_DISABLED is set explicitly.
 package testenv
 
 import (
@@ -18,6 +32,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/internal/embedded"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -40,13 +55,21 @@ func Name(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// MySQLDSN creates a fresh database on the SECKILL_TEST_MYSQL_DSN server,
-// drops it when the test ends, and returns a DSN that points at it.
+// MySQLDSN creates a fresh database on the test MySQL server (see the
+// package comment for where it comes from), drops it when the test ends,
+// and returns a DSN that points at it. Without a server it skips the test
+// (fails under CI=true).
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
 	raw := os.Getenv("SECKILL_TEST_MYSQL_DSN")
 	if raw == "" {
-		Unavailable(t, "set SECKILL_TEST_MYSQL_DSN (e.g. root:@tcp(127.0.0.1:3306)/test) to run MySQL tests")
+		if testing.Short() {
+			Unavailable(t, "SECKILL_TEST_MYSQL_DSN is not set, and -short starts no MySQL container")
+		}
+		var err error
+		if raw, err = containerMySQL(); err != nil {
+			Unavailable(t, "no MySQL: SECKILL_TEST_MYSQL_DSN is not set (e.g. root:@tcp(127.0.0.1:3306)/test), and %s", dockerHint(err))
+		}
 	}
 	cfg, err := mysqldriver.ParseDSN(raw)
 	if err != nil {
@@ -54,9 +77,9 @@ func MySQLDSN(t testing.TB) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	admin, err := store.OpenMySQL(ctx, raw)
+	admin, err := store.OpenMySQL(ctx, raw, store.Pool{})
 	if err != nil {
-		Unavailable(t, "MySQL at SECKILL_TEST_MYSQL_DSN not reachable: %v", err)
+		Unavailable(t, "MySQL not reachable at %s: %v", cfg.Addr, err)
 	}
 	name := Name("seckill_t_")
 	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
@@ -79,7 +102,7 @@ func MySQLDSN(t testing.TB) string {
 // MySQL returns a migrated, seeded, fresh MySQL database.
 func MySQL(t testing.TB) *store.DB {
 	t.Helper()
-	return open(t, func(ctx context.Context) (*store.DB, error) { return store.OpenMySQL(ctx, MySQLDSN(t)) })
+	return open(t, func(ctx context.Context) (*store.DB, error) { return store.OpenMySQL(ctx, MySQLDSN(t), store.Pool{}) })
 }
 
 // SQLite returns a migrated, seeded SQLite database in a temporary file.
@@ -119,12 +142,14 @@ func Backends() []struct {
 	}{{"sqlite", SQLite}, {"mysql", MySQL}}
 }
 
-// RedisAddr returns the address of the test Redis server.
+// RedisAddr returns the address of the test Redis server (see the package
+// comment for where it comes from). Outside CI it always finds one: at
+// worst an embedded server of this test's own, closed when it ends.
 func RedisAddr(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv("SECKILL_TEST_REDIS_ADDR")
 	if addr == "" {
-		Unavailable(t, "set SECKILL_TEST_REDIS_ADDR (e.g. 127.0.0.1:6379) to run Redis tests")
+		return fallbackRedis(t)
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -134,6 +159,29 @@ func RedisAddr(t testing.TB) string {
 		Unavailable(t, "Redis at SECKILL_TEST_REDIS_ADDR=%s not reachable: %v", addr, err)
 	}
 	return addr
+}
+
+// fallbackRedis is a container's Redis where Docker answers, else (outside
+// CI) an embedded server for this test alone.
+func fallbackRedis(t testing.TB) string {
+	t.Helper()
+	why := "-short starts no Redis container"
+	if !testing.Short() {
+		addr, err := containerRedis()
+		if err == nil {
+			return addr
+		}
+		why = dockerHint(err)
+	}
+	if os.Getenv("CI") == "true" {
+		Unavailable(t, "no Redis: SECKILL_TEST_REDIS_ADDR is not set, and %s (CI never falls back to the embedded Redis)", why)
+	}
+	r, err := embedded.StartRedis("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("embedded Redis: %v", err)
+	}
+	t.Cleanup(r.Close)
+	return r.Addr()
 }
 
 // Redis returns a client of the test Redis server, closed at cleanup.

@@ -1,0 +1,107 @@
+package testkit
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeTB records a failure instead of ending the test, so a test can check
+// what StartProcess does when the process it runs dies.
+type fakeTB struct {
+	testing.TB
+	failed   bool
+	msg      string
+	cleanups []func()
+}
+
+func (f *fakeTB) Helper()                        {}
+func (f *fakeTB) Cleanup(fn func())              { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeTB) Logf(format string, a ...any)   {}
+func (f *fakeTB) Errorf(format string, a ...any) { f.failed = true }
+func (f *fakeTB) Failed() bool                   { return f.failed }
+func (f *fakeTB) Fatalf(format string, a ...any) {
+	f.failed = true
+	f.msg = format
+	panic(f) // stands in for runtime.Goexit
+}
+
+// TestStartProcessThatDiesIsReportedAndCleanedUp: a process that exits
+// before it is healthy fails the start with a message, and its cleanup
+// returns instead of waiting for an exit that was already seen.
+func TestStartProcessThatDiesIsReportedAndCleanedUp(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	f := &fakeTB{TB: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != any(f) {
+				panic(r)
+			}
+		}()
+		StartProcess(f, sh, os.Environ(), []string{"http://127.0.0.1:1"}, "-c", "exit 3")
+	}()
+	if !f.failed || !strings.Contains(f.msg, "%v") {
+		t.Fatalf("a process that died before it was healthy must fail the start (failed=%v)", f.failed)
+	}
+	done := make(chan struct{})
+	go func() {
+		for i := len(f.cleanups) - 1; i >= 0; i-- {
+			f.cleanups[i]()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cleanup of a process that died early never returned")
+	}
+}
+
+// TestFreePortsStayOutOfTheEphemeralRange checks what FreePorts promises:
+// distinct ports, each bindable, none in the range the kernel hands out
+// for :0 listeners and outgoing connections, and never the same port
+// twice in one test binary.
+func TestFreePortsStayOutOfTheEphemeralRange(t *testing.T) {
+	eph := ephemeralStart()
+	seen := map[int]bool{}
+	for range 3 {
+		for _, p := range FreePorts(t, 20) {
+			if p < lowestPort || p >= eph {
+				t.Fatalf("port %d outside [%d, %d)", p, lowestPort, eph)
+			}
+			if seen[p] {
+				t.Fatalf("port %d handed out twice", p)
+			}
+			seen[p] = true
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				t.Fatalf("port %d is not free: %v", p, err)
+			}
+			l.Close()
+		}
+	}
+}
+
+// TestFreePortsSkipsAPortInUse holds the port FreePorts would hand out
+// next and checks it hands out another.
+func TestFreePortsSkipsAPortInUse(t *testing.T) {
+	FreePorts(t, 1) // set the range up
+	ports.Lock()
+	next := ports.next
+	ports.Unlock()
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", next))
+	if err != nil {
+		t.Skipf("port %d is taken already: %v", next, err)
+	}
+	defer l.Close()
+	if got := FreePorts(t, 1)[0]; got == next {
+		t.Fatalf("FreePorts handed out port %d, which a listener holds", got)
+	}
+}
