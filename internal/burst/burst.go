@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // ErrInvalid marks a request the caller must fix: no peers, N out of range,
@@ -84,70 +86,15 @@ func (f *Fleet) Peers() []string { return slices.Clone(f.opts.Peers) }
 // Max returns the largest N a burst accepts.
 func (f *Fleet) Max() int { return f.opts.Max }
 
-// Request describes one burst.
-type Request struct {
-	// Kind is "product" (buys) or "coupon" (grabs).
-	Kind string `json:"kind"`
-	// ItemID is the product or coupon batch.
-	ItemID int64 `json:"item_id"`
-	// N is the number of concurrent requests, 1..Max.
-	N int `json:"n"`
-	// Mode, when set, is forwarded as X-Seckill-Mode so every request runs
-	// under that stage whatever the instances' default.
-	Mode string `json:"mode,omitempty"`
-}
-
-// Counts are the outcomes of a burst's requests, by class.
-type Counts struct {
-	Created      int `json:"created"`       // 201: an order or grab was written
-	SoldOut      int `json:"sold_out"`      // 409 sold-out
-	LockTimeout  int `json:"lock_timeout"`  // 429 lock-timeout
-	Other4xx     int `json:"other_4xx"`     // any other 4xx
-	ServerErrors int `json:"server_errors"` // 5xx
-	Failed       int `json:"failed"`        // no answer: connection error or timeout
-}
-
-// Latency summarises response times in milliseconds. Samples holds every
-// response time, sorted, for the dashboard's chart.
-type Latency struct {
-	P50     float64   `json:"p50_ms"`
-	P95     float64   `json:"p95_ms"`
-	P99     float64   `json:"p99_ms"`
-	Max     float64   `json:"max_ms"`
-	Samples []float64 `json:"samples_ms"`
-}
-
-// Audit is an item's audit as the API reports it.
-type Audit struct {
-	InitialStock int  `json:"initial_stock"`
-	Stock        int  `json:"stock"`
-	Sold         int  `json:"sold"`
-	Orders       int  `json:"orders"`
-	Oversold     int  `json:"oversold"`
-	Conserved    bool `json:"conserved"`
-}
-
-// Result is what a burst did.
-type Result struct {
-	Request    Request        `json:"request"`
-	Targets    []string       `json:"targets"`
-	Counts     Counts         `json:"counts"`
-	ByInstance map[string]int `json:"by_instance"` // answers per X-Seckill-Instance
-	Stages     map[string]int `json:"stages"`      // answers per X-Seckill-Mode
-	ElapsedMS  float64        `json:"elapsed_ms"`
-	Latency    Latency        `json:"latency"`
-	Audit      *Audit         `json:"audit,omitempty"`
-	AuditError string         `json:"audit_error,omitempty"`
-}
-
 // outcome of one request.
 type outcome struct {
-	status   int
-	problem  string
-	instance string
-	stage    string
-	latency  time.Duration
-	err      error
+	status     int
+	retryAfter bool // the answer said when to try again
+	problem    string
+	instance   string
+	stage      string
+	latency    time.Duration
+	err        error
 }
 
 // Burst fires r.N requests at once, spread round-robin over the peers, each
@@ -157,13 +104,13 @@ type outcome struct {
 // It returns an error wrapping ErrInvalid for a bad request, or ctx's error
 // if ctx ended before the requests were sent. Failed requests are counted,
 // not returned.
-func (f *Fleet) Burst(ctx context.Context, r Request) (Result, error) {
+func (f *Fleet) Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult, error) {
 	path, body, err := f.route(r)
 	if err != nil {
-		return Result{}, err
+		return api.BurstResult{}, err
 	}
 	if len(f.opts.Peers) == 0 {
-		return Result{}, fmt.Errorf("%w: no peers configured", ErrInvalid)
+		return api.BurstResult{}, fmt.Errorf("%w: no peers configured", ErrInvalid)
 	}
 	run := runID()
 	outs := make([]outcome, r.N)
@@ -190,7 +137,7 @@ func (f *Fleet) Burst(ctx context.Context, r Request) (Result, error) {
 	began := time.Now()
 	close(start)
 	wg.Wait()
-	res := Result{
+	res := api.BurstResult{
 		Request:    r,
 		Targets:    f.Peers(),
 		ElapsedMS:  ms(time.Since(began)),
@@ -219,7 +166,7 @@ func (f *Fleet) Burst(ctx context.Context, r Request) (Result, error) {
 }
 
 // route checks r and returns the path to call and a body maker.
-func (f *Fleet) route(r Request) (string, func(user string) []byte, error) {
+func (f *Fleet) route(r api.BurstRequest) (string, func(user string) []byte, error) {
 	if r.N < 1 || r.N > f.opts.Max {
 		return "", nil, fmt.Errorf("%w: n must be between 1 and %d (SECKILL_BURST_MAX), got %d", ErrInvalid, f.opts.Max, r.N)
 	}
@@ -261,14 +208,13 @@ func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, mode str
 	}
 	defer resp.Body.Close()
 	o := outcome{
-		status:   resp.StatusCode,
-		instance: resp.Header.Get("X-Seckill-Instance"),
-		stage:    resp.Header.Get("X-Seckill-Mode"),
+		status:     resp.StatusCode,
+		retryAfter: resp.Header.Get("Retry-After") != "",
+		instance:   resp.Header.Get("X-Seckill-Instance"),
+		stage:      resp.Header.Get("X-Seckill-Mode"),
 	}
 	if resp.StatusCode >= 400 {
-		var p struct {
-			Type string `json:"type"`
-		}
+		var p api.Problem
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 8<<10)).Decode(&p) // a body that is not a problem counts by status alone
 		o.problem = p.Type[strings.LastIndex(p.Type, "/")+1:]
 	}
@@ -277,16 +223,20 @@ func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, mode str
 	return o
 }
 
-func count(c *Counts, o outcome) {
+func count(c *api.BurstCounts, o outcome) {
 	switch {
 	case o.err != nil:
 		c.Failed++
 	case o.status == http.StatusCreated || o.status == http.StatusOK:
 		c.Created++
+	case o.status == http.StatusAccepted:
+		c.Accepted++ // redis-stream: the order is written later
 	case o.status == http.StatusConflict && o.problem == "sold-out":
 		c.SoldOut++
 	case o.status == http.StatusTooManyRequests:
 		c.LockTimeout++
+	case o.status == http.StatusServiceUnavailable && o.retryAfter:
+		c.Overloaded++
 	case o.status >= 500:
 		c.ServerErrors++
 	default:
@@ -295,9 +245,9 @@ func count(c *Counts, o outcome) {
 }
 
 // summarise sorts lat in place and returns its percentiles.
-func summarise(lat []float64) Latency {
+func summarise(lat []float64) api.BurstLatency {
 	slices.Sort(lat)
-	l := Latency{Samples: lat}
+	l := api.BurstLatency{Samples: lat}
 	if len(lat) == 0 {
 		return l
 	}
@@ -318,21 +268,21 @@ func ms(d time.Duration) float64 {
 
 // audit reads the item's audit from the first peer that answers. Every
 // instance shares one database, so any of them tells the truth.
-func (f *Fleet) audit(ctx context.Context, r Request) (Audit, error) {
+func (f *Fleet) audit(ctx context.Context, r api.BurstRequest) (api.Audit, error) {
 	kind := "products"
 	if r.Kind == "coupon" {
 		kind = "coupons"
 	}
 	var errs []error
 	for _, p := range f.opts.Peers {
-		var a Audit
+		var a api.Audit
 		err := f.getJSON(ctx, fmt.Sprintf("%s/api/v1/%s/%d/audit", p, kind, r.ItemID), &a)
 		if err == nil {
 			return a, nil
 		}
 		errs = append(errs, err)
 	}
-	return Audit{}, errors.Join(errs...)
+	return api.Audit{}, errors.Join(errs...)
 }
 
 func (f *Fleet) getJSON(ctx context.Context, url string, dst any) error {

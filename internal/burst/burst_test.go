@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/burst"
 )
 
@@ -61,7 +62,11 @@ func (s *shop) instance(t *testing.T, name string) *httptest.Server {
 			return
 		}
 		s.stock--
-		w.WriteHeader(http.StatusCreated)
+		if mode == "redis-stream" {
+			w.WriteHeader(http.StatusAccepted) // accepted, written later
+		} else {
+			w.WriteHeader(http.StatusCreated)
+		}
 		fmt.Fprint(w, `{}`)
 	})
 	mux.HandleFunc("GET /api/v1/products/1/audit", func(w http.ResponseWriter, _ *http.Request) {
@@ -108,7 +113,7 @@ func fleetOf(t *testing.T, s *shop, token string) *burst.Fleet {
 func TestBurstCountsOutcomesAndAudits(t *testing.T) {
 	s := newShop(10)
 	f := fleetOf(t, s, "secret-token")
-	res, err := f.Burst(context.Background(), burst.Request{Kind: "product", ItemID: 1, N: 30, Mode: "db-atomic"})
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 30, Mode: "db-atomic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +134,22 @@ func TestBurstCountsOutcomesAndAudits(t *testing.T) {
 	}
 }
 
+// TestBurstCountsAcceptedApart: redis-stream's 202s are sales accepted,
+// counted apart from the 201s of the stages that write before answering.
+func TestBurstCountsAcceptedApart(t *testing.T) {
+	f := fleetOf(t, newShop(10), "secret-token")
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 30, Mode: "redis-stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counts.Accepted != 10 || res.Counts.Created != 0 || res.Counts.SoldOut != 20 || res.Counts.Other4xx != 0 {
+		t.Errorf("counts = %+v, want 10 accepted, 0 created, 20 sold out", res.Counts)
+	}
+}
+
 func TestBurstRejectsBadRequests(t *testing.T) {
 	f := burst.New(burst.Options{Peers: []string{"http://127.0.0.1:1"}, Max: 5})
-	for _, r := range []burst.Request{
+	for _, r := range []api.BurstRequest{
 		{Kind: "product", ItemID: 1, N: 6},
 		{Kind: "product", ItemID: 1, N: 0},
 		{Kind: "product", ItemID: 0, N: 1},
@@ -147,7 +165,7 @@ func TestBurstCountsUnreachablePeersAsFailed(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // nothing listens there any more
 	f := burst.New(burst.Options{Peers: []string{srv.URL}, Max: 5})
-	res, err := f.Burst(context.Background(), burst.Request{ItemID: 1, N: 3})
+	res, err := f.Burst(context.Background(), api.BurstRequest{ItemID: 1, N: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

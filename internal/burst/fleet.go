@@ -9,24 +9,15 @@ import (
 	"net/http"
 	"sync"
 	"time"
-)
 
-// PeerStatus is what one instance says about itself.
-type PeerStatus struct {
-	URL      string   `json:"url"`
-	Instance string   `json:"instance,omitempty"`
-	Healthy  bool     `json:"healthy"` // /healthz answered 200
-	Ready    bool     `json:"ready"`   // /readyz answered 200: its backends answer
-	Mode     string   `json:"mode,omitempty"`
-	Stages   []string `json:"stages,omitempty"`
-	Error    string   `json:"error,omitempty"`
-}
+	"github.com/seckill-lab/seckill/internal/api"
+)
 
 // Status asks every peer, in parallel, for its health, readiness and stage.
 // A peer that does not answer is reported unhealthy with the error; Status
 // itself does not fail.
-func (f *Fleet) Status(ctx context.Context) []PeerStatus {
-	out := make([]PeerStatus, len(f.opts.Peers))
+func (f *Fleet) Status(ctx context.Context) []api.PeerStatus {
+	out := make([]api.PeerStatus, len(f.opts.Peers))
 	var wg sync.WaitGroup
 	for i, p := range f.opts.Peers {
 		wg.Add(1)
@@ -39,10 +30,10 @@ func (f *Fleet) Status(ctx context.Context) []PeerStatus {
 	return out
 }
 
-func (f *Fleet) status(ctx context.Context, peer string) PeerStatus {
+func (f *Fleet) status(ctx context.Context, peer string) api.PeerStatus {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	s := PeerStatus{URL: peer}
+	s := api.PeerStatus{URL: peer}
 	var info struct {
 		Instance string   `json:"instance"`
 		Mode     string   `json:"mode"`
@@ -63,19 +54,11 @@ func (f *Fleet) status(ctx context.Context, peer string) PeerStatus {
 	return s
 }
 
-// PeerMode is one instance's answer to a stage switch.
-type PeerMode struct {
-	URL      string `json:"url"`
-	Instance string `json:"instance,omitempty"`
-	Mode     string `json:"mode,omitempty"`
-	Error    string `json:"error,omitempty"`
-}
-
 // SetMode sets the default stage of every peer, in parallel. It returns each
 // peer's answer, and ok=false if any peer refused or did not answer (then
 // the fleet may be mixed; calling again converges it).
-func (f *Fleet) SetMode(ctx context.Context, mode string) (out []PeerMode, ok bool) {
-	out = make([]PeerMode, len(f.opts.Peers))
+func (f *Fleet) SetMode(ctx context.Context, mode string) (out []api.PeerMode, ok bool) {
+	out = make([]api.PeerMode, len(f.opts.Peers))
 	var wg sync.WaitGroup
 	for i, p := range f.opts.Peers {
 		wg.Add(1)
@@ -92,10 +75,10 @@ func (f *Fleet) SetMode(ctx context.Context, mode string) (out []PeerMode, ok bo
 	return out, ok
 }
 
-func (f *Fleet) setMode(ctx context.Context, peer, mode string) PeerMode {
+func (f *Fleet) setMode(ctx context.Context, peer, mode string) api.PeerMode {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	pm := PeerMode{URL: peer}
+	pm := api.PeerMode{URL: peer}
 	body, _ := json.Marshal(map[string]string{"mode": mode})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, peer+"/api/v1/admin/mode", bytes.NewReader(body))
 	if err != nil {

@@ -12,18 +12,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
-// Stages lists the evolution stages (the API calls them modes) in teaching
-// order. The composition root builds one of each that its backends allow.
-var Stages = []string{"unlocked", "local-mutex", "redis-lock", "redlock", "db-atomic", "redis-atomic"}
-
-// Config is the effective configuration of one process.
+// Config is the effective configuration of one process. Each field is read
+// from the variable that settings() binds to it.
 type Config struct {
 	Addr                  string        // SECKILL_ADDR: listen address of `serve`
 	Instance              string        // SECKILL_INSTANCE: name in X-Seckill-Instance
 	Mode                  string        // SECKILL_MODE: default stage of buys and grabs
 	MySQLDSN              string        // SECKILL_MYSQL_DSN: source of truth for `serve`
+	MySQLMaxConns         int           // SECKILL_MYSQL_MAX_CONNS: bound on this process's MySQL connections
 	RedisAddrs            []string      // SECKILL_REDIS_ADDR: one address, or several cluster nodes
 	RedisPassword         string        // SECKILL_REDIS_PASSWORD
 	RedlockAddrs          []string      // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
@@ -31,11 +31,15 @@ type Config struct {
 	CriticalSectionDelay  time.Duration // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration // SECKILL_LOCK_TTL
 	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
+	ItemQueue             int           // SECKILL_ITEM_QUEUE: buyers of one item queued per instance (0: no cap)
 	RequestTimeout        time.Duration // SECKILL_REQUEST_TIMEOUT: bound on one request's work
 	Fencing               bool          // SECKILL_FENCING: fencing token checked at the stock write
 	RequireIdempotencyKey bool          // SECKILL_REQUIRE_IDEMPOTENCY_KEY
 	IdempotencyTTL        time.Duration // SECKILL_IDEMPOTENCY_TTL
 	ReconcileInterval     time.Duration // SECKILL_RECONCILE_INTERVAL: 0 turns the job off
+	PaymentTimeout        time.Duration // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
+	StreamMaxLen          int           // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
+	StreamClaimIdle       time.Duration // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
 	ShutdownTimeout       time.Duration // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
 	LogLevel              slog.Level    // SECKILL_LOG_LEVEL: debug, info, warn, error
 	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo
@@ -44,47 +48,60 @@ type Config struct {
 	LabReports            string        // SECKILL_LAB_REPORTS: folder of the lab's reports, shown by the dashboard
 }
 
-// vars lists every variable Load reads, with its default. It is the one
-// place to add a setting; EnvNames and the docs are derived from it.
-var vars = []struct{ name, def, help string }{
-	{"SECKILL_ADDR", ":8081", "listen address of serve"},
-	{"SECKILL_INSTANCE", "", "instance name shown in X-Seckill-Instance (default: host name)"},
-	{"SECKILL_MODE", "redis-lock", "default stage: " + strings.Join(Stages, ", ")},
-	{"SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill"},
-	{"SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"},
-	{"SECKILL_REDIS_PASSWORD", "", "Redis password (masked in logs)"},
-	{"SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"},
-	{"SECKILL_ADMIN_TOKEN", "", "bearer token for /api/v1/admin; admin routes are disabled when empty"},
-	{"SECKILL_CRITICAL_SECTION_DELAY", "0s", "pause between reading and writing stock in the lock stages"},
-	{"SECKILL_LOCK_TTL", "5s", "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"},
-	{"SECKILL_LOCK_WAIT", "2s", "how long a buy waits for the lock before 429 lock-timeout"},
-	{"SECKILL_REQUEST_TIMEOUT", "4s", "bound on one buy's work: a backend that never answers costs 503 timeout, not a hang"},
-	{"SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"},
-	{"SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys and grabs without an Idempotency-Key"},
-	{"SECKILL_IDEMPOTENCY_TTL", "24h", "how long Idempotency-Key records are kept"},
-	{"SECKILL_RECONCILE_INTERVAL", "10s", "period of the fleet-wide reconcile job; 0 disables it"},
-	{"SECKILL_SHUTDOWN_TIMEOUT", "10s", "how long shutdown waits for in-flight requests"},
-	{"SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"},
-	{"SECKILL_DEMO_DB", ".demo/seckill.db", "SQL file of the embedded demo database"},
-	{"SECKILL_BURST_MAX", "2000", "largest burst the dashboard may ask the server to fire"},
-	{"SECKILL_PEERS", "", "comma-separated base URLs of every instance, for the dashboard's burst (default: this instance)"},
-	{"SECKILL_LAB_REPORTS", "loadtest/reports", "folder of the lab's reports, shown by the dashboard"},
+// settings binds every variable to its field of c, with its default, its
+// help and how it is parsed and logged. It is the one place to add a
+// setting (besides the field): Load, LogValue, Help and EnvNames all range
+// over it.
+func (c *Config) settings() []setting {
+	return []setting{
+		text(&c.Addr, "SECKILL_ADDR", ":8081", "listen address of serve"),
+		text(&c.Instance, "SECKILL_INSTANCE", "", "instance name shown in X-Seckill-Instance (default: host name)"),
+		text(&c.Mode, "SECKILL_MODE", inventory.StageRedisLock, "default stage: "+strings.Join(inventory.Stages, ", ")),
+		dsn(&c.MySQLDSN, "SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill"),
+		integer(&c.MySQLMaxConns, "SECKILL_MYSQL_MAX_CONNS", "32", 1, 10000, "most MySQL connections one instance opens; keep instances x this below the server's max_connections (151 by default)"),
+		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
+		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
+		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
+		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
+		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
+		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
+		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
+		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "most buyers of one item that queue for its lock or row on one instance; the rest get 503 overloaded at once (0: no cap)"),
+		duration(&c.RequestTimeout, "SECKILL_REQUEST_TIMEOUT", "4s", 100*time.Millisecond, 10*time.Minute, "bound on one buy's work: a backend that never answers costs 503 timeout, not a hang"),
+		boolean(&c.Fencing, "SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"),
+		boolean(&c.RequireIdempotencyKey, "SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys and grabs without an Idempotency-Key"),
+		duration(&c.IdempotencyTTL, "SECKILL_IDEMPOTENCY_TTL", "24h", time.Second, 30*24*time.Hour, "how long Idempotency-Key records are kept"),
+		duration(&c.ReconcileInterval, "SECKILL_RECONCILE_INTERVAL", "10s", 0, 24*time.Hour, "period of the fleet-wide reconcile job and of the payment-timeout job; 0 disables both"),
+		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
+		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),
+		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
+		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
+		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
+		text(&c.DemoDB, "SECKILL_DEMO_DB", ".demo/seckill.db", "SQL file of the embedded demo database"),
+		integer(&c.BurstMax, "SECKILL_BURST_MAX", "2000", 1, 100000, "largest burst the dashboard may ask the server to fire"),
+		list(&c.Peers, "SECKILL_PEERS", "", "comma-separated base URLs of every instance, for the dashboard's burst (default: this instance)"),
+		text(&c.LabReports, "SECKILL_LAB_REPORTS", "loadtest/reports", "folder of the lab's reports, shown by the dashboard"),
+	}
 }
 
 // EnvNames returns the names of every variable Load reads.
 func EnvNames() []string {
-	names := make([]string, len(vars))
-	for i, v := range vars {
-		names[i] = v.name
+	var names []string
+	for _, s := range new(Config).settings() {
+		names = append(names, s.name)
 	}
 	return names
 }
 
-// Help returns one line per variable: name, default and meaning.
+// Help returns one line per variable: name, meaning and default.
 func Help() string {
 	var b strings.Builder
-	for _, v := range vars {
-		fmt.Fprintf(&b, "  %-34s %s (default %q)\n", v.name, v.help, v.def)
+	for _, s := range new(Config).settings() {
+		fmt.Fprintf(&b, "  %-34s %s", s.name, s.help)
+		if s.def != "" {
+			fmt.Fprintf(&b, " (default %q)", s.def)
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
 }
@@ -92,30 +109,16 @@ func Help() string {
 // Load reads the configuration through getenv (os.Getenv in production, a
 // map in tests). It returns every problem at once, each naming its variable.
 func Load(getenv func(string) string) (Config, error) {
-	p := parser{getenv: getenv}
-	c := Config{
-		Addr:                  p.str("SECKILL_ADDR"),
-		Instance:              p.str("SECKILL_INSTANCE"),
-		Mode:                  p.str("SECKILL_MODE"),
-		MySQLDSN:              p.str("SECKILL_MYSQL_DSN"),
-		RedisAddrs:            p.list("SECKILL_REDIS_ADDR"),
-		RedisPassword:         p.str("SECKILL_REDIS_PASSWORD"),
-		RedlockAddrs:          p.list("SECKILL_REDLOCK_ADDRS"),
-		AdminToken:            p.str("SECKILL_ADMIN_TOKEN"),
-		CriticalSectionDelay:  p.duration("SECKILL_CRITICAL_SECTION_DELAY", 0, time.Minute),
-		LockTTL:               p.duration("SECKILL_LOCK_TTL", 100*time.Millisecond, time.Hour),
-		LockWait:              p.duration("SECKILL_LOCK_WAIT", 0, time.Minute),
-		RequestTimeout:        p.duration("SECKILL_REQUEST_TIMEOUT", 100*time.Millisecond, 10*time.Minute),
-		Fencing:               p.boolean("SECKILL_FENCING"),
-		RequireIdempotencyKey: p.boolean("SECKILL_REQUIRE_IDEMPOTENCY_KEY"),
-		IdempotencyTTL:        p.duration("SECKILL_IDEMPOTENCY_TTL", time.Second, 30*24*time.Hour),
-		ReconcileInterval:     p.duration("SECKILL_RECONCILE_INTERVAL", 0, 24*time.Hour),
-		ShutdownTimeout:       p.duration("SECKILL_SHUTDOWN_TIMEOUT", 0, 10*time.Minute),
-		LogLevel:              p.level("SECKILL_LOG_LEVEL"),
-		DemoDB:                p.str("SECKILL_DEMO_DB"),
-		BurstMax:              p.integer("SECKILL_BURST_MAX", 1, 100000),
-		Peers:                 p.list("SECKILL_PEERS"),
-		LabReports:            p.str("SECKILL_LAB_REPORTS"),
+	var c Config
+	var errs []error
+	for _, s := range c.settings() {
+		raw := strings.TrimSpace(getenv(s.name))
+		if raw == "" {
+			raw = s.def
+		}
+		if err := s.parse(raw); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		}
 	}
 	if c.Instance == "" {
 		if h, err := os.Hostname(); err == nil {
@@ -124,59 +127,141 @@ func Load(getenv func(string) string) (Config, error) {
 			c.Instance = "seckill"
 		}
 	}
-	if !ValidStage(c.Mode) {
-		p.fail("SECKILL_MODE", fmt.Errorf("unknown stage %q; want one of %s", c.Mode, strings.Join(Stages, ", ")))
+	fail := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
+	if !inventory.ValidStage(c.Mode) {
+		fail("SECKILL_MODE", fmt.Errorf("unknown stage %q; want one of %s", c.Mode, strings.Join(inventory.Stages, ", ")))
 	}
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
-		p.fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
+		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
+	}
+	if c.PaymentTimeout > 0 && c.PaymentTimeout < time.Second {
+		fail("SECKILL_PAYMENT_TIMEOUT", errors.New("must be 0 (never) or at least 1s"))
 	}
 	if c.ReconcileInterval > 0 && c.ReconcileInterval < 100*time.Millisecond {
-		p.fail("SECKILL_RECONCILE_INTERVAL", errors.New("must be 0 (off) or at least 100ms"))
+		fail("SECKILL_RECONCILE_INTERVAL", errors.New("must be 0 (off) or at least 100ms"))
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 8 {
-		p.fail("SECKILL_ADMIN_TOKEN", errors.New("must be at least 8 characters"))
+		fail("SECKILL_ADMIN_TOKEN", errors.New("must be at least 8 characters"))
 	}
-	return c, errors.Join(p.errs...)
+	return c, errors.Join(errs...)
 }
 
-// ValidStage reports whether name is one of Stages.
-func ValidStage(name string) bool {
-	for _, s := range Stages {
-		if s == name {
-			return true
-		}
-	}
-	return false
-}
-
-// LogValue masks secrets so the effective config can be logged at start.
+// LogValue lists every setting, secrets masked, so the effective config can
+// be logged at start.
 func (c Config) LogValue() slog.Value {
-	mask := func(s string) string {
-		if s == "" {
+	var attrs []slog.Attr
+	for _, s := range c.settings() {
+		key := strings.ToLower(strings.TrimPrefix(s.name, "SECKILL_"))
+		attrs = append(attrs, slog.Any(key, s.show()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// setting is one variable bound to its field.
+type setting struct {
+	name, def, help string
+	parse           func(raw string) error // stores into the field
+	show            func() any             // the field as logged
+}
+
+func text(f *string, name, def, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error { *f = raw; return nil },
+		show:  func() any { return *f }}
+}
+
+func secret(f *string, name, help string) setting {
+	s := text(f, name, "", help)
+	s.show = func() any {
+		if *f == "" {
 			return ""
 		}
 		return "***"
 	}
-	return slog.GroupValue(
-		slog.String("addr", c.Addr),
-		slog.String("instance", c.Instance),
-		slog.String("mode", c.Mode),
-		slog.String("mysql_dsn", maskDSN(c.MySQLDSN)),
-		slog.Any("redis_addr", c.RedisAddrs),
-		slog.String("redis_password", mask(c.RedisPassword)),
-		slog.Any("redlock_addrs", c.RedlockAddrs),
-		slog.String("admin_token", mask(c.AdminToken)),
-		slog.Duration("critical_section_delay", c.CriticalSectionDelay),
-		slog.Duration("lock_ttl", c.LockTTL),
-		slog.Duration("lock_wait", c.LockWait),
-		slog.Duration("request_timeout", c.RequestTimeout),
-		slog.Bool("fencing", c.Fencing),
-		slog.Bool("require_idempotency_key", c.RequireIdempotencyKey),
-		slog.Duration("idempotency_ttl", c.IdempotencyTTL),
-		slog.Duration("reconcile_interval", c.ReconcileInterval),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.String("log_level", c.LogLevel.String()),
-	)
+	return s
+}
+
+func dsn(f *string, name, def, help string) setting {
+	s := text(f, name, def, help)
+	s.show = func() any { return maskDSN(*f) }
+	return s
+}
+
+func list(f *[]string, name, def, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error {
+			*f = SplitList(raw)
+			return nil
+		},
+		show: func() any { return *f }}
+}
+
+func duration(f *time.Duration, name, def string, lo, hi time.Duration, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error {
+			d, err := time.ParseDuration(raw)
+			if err != nil {
+				return fmt.Errorf("%q is not a duration such as 250ms or 5s", raw)
+			}
+			*f = d
+			if d < lo || d > hi {
+				return fmt.Errorf("%s is out of range [%s, %s]", d, lo, hi)
+			}
+			return nil
+		},
+		show: func() any { return f.String() }}
+}
+
+func integer(f *int, name, def string, lo, hi int, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error {
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				return fmt.Errorf("%q is not a whole number", raw)
+			}
+			*f = n
+			if n < lo || n > hi {
+				return fmt.Errorf("%d is out of range [%d, %d]", n, lo, hi)
+			}
+			return nil
+		},
+		show: func() any { return *f }}
+}
+
+func boolean(f *bool, name, def, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error {
+			b, err := strconv.ParseBool(raw)
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", raw)
+			}
+			*f = b
+			return nil
+		},
+		show: func() any { return *f }}
+}
+
+func level(f *slog.Level, name, def, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error {
+			if err := f.UnmarshalText([]byte(raw)); err != nil {
+				return fmt.Errorf("%q is not one of debug, info, warn, error", raw)
+			}
+			return nil
+		},
+		show: func() any { return f.String() }}
+}
+
+// SplitList splits a comma-separated list, as the list settings and the
+// commands' list flags are written, dropping blanks around and between.
+func SplitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // maskDSN hides the password of a go-sql-driver DSN (user:password@...).
@@ -190,79 +275,4 @@ func maskDSN(dsn string) string {
 		return cred[:colon] + ":***" + dsn[at:]
 	}
 	return dsn
-}
-
-type parser struct {
-	getenv func(string) string
-	errs   []error
-}
-
-func (p *parser) fail(name string, err error) {
-	p.errs = append(p.errs, fmt.Errorf("%s: %w", name, err))
-}
-
-func (p *parser) str(name string) string {
-	if v := strings.TrimSpace(p.getenv(name)); v != "" {
-		return v
-	}
-	for _, v := range vars {
-		if v.name == name {
-			return v.def
-		}
-	}
-	panic("config: undeclared variable " + name)
-}
-
-func (p *parser) list(name string) []string {
-	var out []string
-	for _, part := range strings.Split(p.str(name), ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
-}
-
-func (p *parser) duration(name string, lo, hi time.Duration) time.Duration {
-	raw := p.str(name)
-	d, err := time.ParseDuration(raw)
-	if err != nil {
-		p.fail(name, fmt.Errorf("%q is not a duration such as 250ms or 5s", raw))
-		return 0
-	}
-	if d < lo || d > hi {
-		p.fail(name, fmt.Errorf("%s is out of range [%s, %s]", d, lo, hi))
-	}
-	return d
-}
-
-func (p *parser) boolean(name string) bool {
-	raw := p.str(name)
-	b, err := strconv.ParseBool(raw)
-	if err != nil {
-		p.fail(name, fmt.Errorf("%q is not true or false", raw))
-	}
-	return b
-}
-
-func (p *parser) integer(name string, lo, hi int) int {
-	raw := p.str(name)
-	n, err := strconv.Atoi(raw)
-	if err != nil {
-		p.fail(name, fmt.Errorf("%q is not a whole number", raw))
-		return 0
-	}
-	if n < lo || n > hi {
-		p.fail(name, fmt.Errorf("%d is out of range [%d, %d]", n, lo, hi))
-	}
-	return n
-}
-
-func (p *parser) level(name string) slog.Level {
-	raw := p.str(name)
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(raw)); err != nil {
-		p.fail(name, fmt.Errorf("%q is not one of debug, info, warn, error", raw))
-	}
-	return l
 }

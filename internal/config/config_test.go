@@ -95,3 +95,19 @@ func TestEnvNamesAreUniqueAndPrefixed(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// TestLogValueShowsEverySetting: the effective configuration logged at
+// start lists every variable Load reads.
+func TestLogValueShowsEverySetting(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := c.LogValue().String()
+	for _, name := range EnvNames() {
+		key := strings.ToLower(strings.TrimPrefix(name, "SECKILL_")) + "="
+		if !strings.Contains(logged, key) {
+			t.Errorf("the logged config leaves out %s (%s): %s", name, key, logged)
+		}
+	}
+}

@@ -45,16 +45,30 @@ func StartRedis(addr string) (*Redis, error) {
 
 // StartRedisForRecords starts a server for many keys that live for seconds
 // or more, such as Idempotency-Key records, where per-command ageing would
-// be slow. A goroutine ages every key by the time elapsed since the last
-// Tick, so a key set between two ticks is charged for up to one Tick before
-// it existed: keys expire up to one Tick before or after their TTL.
+// be slow. A goroutine ages every key once a Tick by the time elapsed since
+// the previous tick, but by at most one Tick: a key set between two ticks
+// is charged for at most one Tick before it existed, so it never expires
+// more than one Tick early. When the process is too busy to tick on time,
+// keys expire late (never early), which is the safe side for a lease.
 func StartRedisForRecords(addr string) (*Redis, error) {
+	t := time.NewTicker(Tick)
+	r, err := startRecords(addr, t.C)
+	if err != nil {
+		t.Stop()
+		return nil, err
+	}
+	go func() { <-r.done; t.Stop() }()
+	return r, nil
+}
+
+// startRecords is StartRedisForRecords ageing keys on ticks.
+func startRecords(addr string, ticks <-chan time.Time) (*Redis, error) {
 	m, err := start(addr)
 	if err != nil {
 		return nil, err
 	}
 	r := &Redis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
-	go r.drive()
+	go r.drive(ticks, time.Now())
 	return r, nil
 }
 
@@ -66,18 +80,17 @@ func start(addr string) (*miniredis.Miniredis, error) {
 	return m, nil
 }
 
-// drive ages the keys by the real time elapsed since the last tick.
-func (r *Redis) drive() {
+// drive ages the keys on every tick by the real time elapsed since the
+// last one, capped at one Tick: a late tick must not charge a key just set
+// for time before it existed.
+func (r *Redis) drive(ticks <-chan time.Time, last time.Time) {
 	defer close(r.done)
-	t := time.NewTicker(Tick)
-	defer t.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-r.stop:
 			return
-		case now := <-t.C:
-			r.m.FastForward(now.Sub(last))
+		case now := <-ticks:
+			r.m.FastForward(min(now.Sub(last), Tick))
 			last = now
 		}
 	}

@@ -59,6 +59,35 @@ func TestKeysExpireInRealTime(t *testing.T) {
 	}
 }
 
+// TestLateTickDoesNotExpireKeysEarly: when the ageing goroutine runs late
+// (a busy machine), a key set just before the late tick is not charged for
+// the time before it existed. The ticks are delivered by hand: a key with a
+// 60ms TTL is set, then a tick arrives that is 500ms after the previous one.
+func TestLateTickDoesNotExpireKeysEarly(t *testing.T) {
+	ticks := make(chan time.Time)
+	r, err := startRecords("127.0.0.1:0", ticks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	start := time.Now()
+	if err := c.Set(ctx, "fresh", "v", 60*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ticks <- start.Add(500 * time.Millisecond) // one tick, very late
+	ticks <- start.Add(500 * time.Millisecond) // the previous one was applied
+	ttl, err := c.PTTL(ctx, "fresh").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl < 60*time.Millisecond-Tick {
+		t.Fatalf("a late tick charged a fresh key %v: its TTL is %v, want at most one Tick (%v) less than 60ms", 60*time.Millisecond-ttl, ttl, Tick)
+	}
+}
+
 // A server from StartRedisForRecords keeps the bound it documents: a key
 // expires at most one Tick before its TTL.
 func TestRecordsExpireWithinATick(t *testing.T) {

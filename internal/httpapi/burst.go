@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/burst"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
@@ -48,30 +49,23 @@ func addDashboardRoutes(api, admin *gin.RouterGroup, s *server, d Deps) {
 type Fleet interface {
 	// Burst fires r.N concurrent requests across the fleet; its error wraps
 	// burst.ErrInvalid when the request is out of bounds.
-	Burst(ctx context.Context, r burst.Request) (burst.Result, error)
+	Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult, error)
 	// SetMode sets the default stage on every instance; ok is false if any
 	// refused or did not answer.
-	SetMode(ctx context.Context, mode string) (peers []burst.PeerMode, ok bool)
+	SetMode(ctx context.Context, mode string) (peers []api.PeerMode, ok bool)
 	// Status reports every instance's health and stage.
-	Status(ctx context.Context) []burst.PeerStatus
+	Status(ctx context.Context) []api.PeerStatus
 	// Max is the largest burst accepted.
 	Max() int
 }
 
 var _ Fleet = (*burst.Fleet)(nil)
 
-type burstBody struct {
-	Kind   string `json:"kind"`
-	ItemID int64  `json:"item_id"`
-	N      int    `json:"n"`
-	Mode   string `json:"mode"`
-}
-
 // handleBurst fires a burst: admin only, since it writes orders and the
 // server does the work.
 func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var b burstBody
+		var b api.BurstRequest
 		if err := decodeJSON(c, &b); err != nil {
 			s.writeError(c, err)
 			return
@@ -82,7 +76,7 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFu
 				return
 			}
 		}
-		res, err := f.Burst(c.Request.Context(), burst.Request{Kind: b.Kind, ItemID: b.ItemID, N: b.N, Mode: b.Mode})
+		res, err := f.Burst(c.Request.Context(), b)
 		if errors.Is(err, burst.ErrInvalid) {
 			s.writeError(c, fieldError("%s", strings.TrimPrefix(err.Error(), burst.ErrInvalid.Error()+": ")))
 			return
@@ -100,26 +94,17 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFu
 // 502 with each instance's answer, so the caller sees which one refused.
 func (s *server) handleFleetMode(f Fleet, products *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var b modeBody
-		if err := decodeJSON(c, &b); err != nil {
-			s.writeError(c, err)
+		mode, ok := s.readMode(c, products)
+		if !ok {
 			return
 		}
-		if b.Mode == nil {
-			s.writeError(c, fieldError("mode is required"))
-			return
-		}
-		if err := checkStage(*b.Mode, products); err != nil {
-			s.writeError(c, err)
-			return
-		}
-		peers, ok := f.SetMode(c.Request.Context(), *b.Mode)
+		peers, ok := f.SetMode(c.Request.Context(), mode)
 		status := http.StatusOK
 		if !ok {
 			status = http.StatusBadGateway
 		}
-		s.log.Info("fleet mode changed", "mode", *b.Mode, "ok", ok)
-		s.writeJSON(c, status, gin.H{"mode": *b.Mode, "ok": ok, "peers": peers})
+		s.log.Info("fleet mode changed", "mode", mode, "ok", ok)
+		s.writeJSON(c, status, api.FleetModeChange{Mode: mode, OK: ok, Peers: peers})
 	}
 }
 
@@ -127,11 +112,11 @@ func (s *server) handleFleetMode(f Fleet, products *inventory.Service) gin.Handl
 // public: the same facts are on every instance's /api/v1/info.
 func (s *server) handleFleet(f Fleet) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		s.writeJSON(c, http.StatusOK, gin.H{
-			"served_by": s.instance,
-			"peers":     f.Status(c.Request.Context()),
-			"burst_max": f.Max(),
-			"admin":     s.adminOn,
+		s.writeJSON(c, http.StatusOK, api.Fleet{
+			ServedBy: s.instance,
+			Peers:    f.Status(c.Request.Context()),
+			BurstMax: f.Max(),
+			Admin:    s.adminOn,
 		})
 	}
 }
@@ -151,7 +136,7 @@ var labFiles = map[string]string{
 // names of its files, or available=false with how to make one.
 func (s *server) handleLabLatest(dir string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		none := gin.H{"available": false, "hint": "No lab report yet. Run `make lab` (reports go to " + dir + ")."}
+		none := api.LabLatest{Hint: "No lab report yet. Run `make lab` (reports go to " + dir + ")."}
 		root, err := os.OpenRoot(dir)
 		if err != nil {
 			s.writeJSON(c, http.StatusOK, none)
@@ -165,7 +150,7 @@ func (s *server) handleLabLatest(dir string) gin.HandlerFunc {
 		}
 		raw, err := readRootFile(root, run+"/results.json", 8<<20)
 		if err != nil || !json.Valid(raw) {
-			none["hint"] = "The latest lab run (" + run + ") has no readable results.json; run `make lab` again."
+			none.Hint = "The latest lab run (" + run + ") has no readable results.json; run `make lab` again."
 			s.writeJSON(c, http.StatusOK, none)
 			return
 		}
@@ -177,7 +162,7 @@ func (s *server) handleLabLatest(dir string) gin.HandlerFunc {
 				}
 			}
 		}
-		s.writeJSON(c, http.StatusOK, gin.H{"available": true, "run": run, "results": json.RawMessage(raw), "files": files})
+		s.writeJSON(c, http.StatusOK, api.LabLatest{Available: true, Run: run, Results: json.RawMessage(raw), Files: files})
 	}
 }
 

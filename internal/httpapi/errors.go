@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
@@ -27,6 +29,7 @@ var (
 	errModeDisabled  = errors.New("stage not available on this instance")
 	errNotReady      = errors.New("not ready")
 	errIdemMissing   = errors.New("Idempotency-Key header required")
+	errOrderNo       = errors.New("invalid order number")
 )
 
 // problemType is one row of the error table: which error, which status,
@@ -44,23 +47,29 @@ type problemType struct {
 var problemTable = []problemType{
 	{inventory.ErrInvalid, 400, "invalid-request", "Invalid request", "A field is missing, out of range or of the wrong type; detail names it."},
 	{errMalformed, 400, "malformed-json", "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
-	{inventory.ErrUnknownStage, 400, "unknown-mode", "Unknown mode", "The mode is not one of unlocked, local-mutex, redis-lock, redlock, db-atomic, redis-atomic."},
+	{inventory.ErrUnknownStage, 400, "unknown-mode", "Unknown mode", "The mode is not one of " + strings.Join(inventory.Stages, ", ") + "."},
 	{errModeDisabled, 400, "mode-unavailable", "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
+	{errOrderNo, 400, "invalid-order-number", "Invalid order number", "An order number is 1 to 40 letters and digits, as a buy answered it."},
 	{errIdemMissing, 400, "idempotency-key-required", "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
 	{idempotency.ErrInvalidKey, 400, "idempotency-key-invalid", "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
 	{errUnauthorized, 401, "unauthorized", "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},
 	{errForbidden, 403, "forbidden", "Wrong admin token", "The bearer token does not match SECKILL_ADMIN_TOKEN."},
 	{errAdminDisabled, 404, "admin-disabled", "Admin routes disabled", "Admin routes are off because SECKILL_ADMIN_TOKEN is not set."},
 	{inventory.ErrNotFound, 404, "not-found", "Not found", "No product or coupon batch has this id."},
+	{inventory.ErrOrderNotFound, 404, "order-not-found", "Order not found", "No order has this number (an order accepted by redis-stream is found as soon as it is accepted; one lost with a Redis that restarted empty is not)."},
 	{errRouteNotFound, 404, "route-not-found", "No such route", "See the README for the API."},
 	{errMethod, 405, "method-not-allowed", "Method not allowed", "The route exists but not with this method."},
 	{inventory.ErrSoldOut, 409, "sold-out", "Sold out", "Not enough stock is left for this quantity."},
 	{inventory.ErrAlreadyPurchased, 409, "already-purchased", "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},
+	{inventory.ErrOrderCancelled, 409, "order-cancelled", "Order cancelled", "The order was not paid within the payment window (SECKILL_PAYMENT_TIMEOUT): it is cancelled and its units are back in stock."},
+	{inventory.ErrOrderFailed, 409, "order-failed", "Order failed", "The order was accepted but could not be written (for example the database had no stock left for it): nothing was sold and its units went back. GET the order for the reason."},
+	{inventory.ErrOrderPending, 409, "order-pending", "Order not written yet", "The order was accepted and is waiting in the queue to be written; retry after the Retry-After delay."},
 	{idempotency.ErrInFlight, 409, "idempotency-in-flight", "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
 	{errTooLarge, 413, "body-too-large", "Body too large", "Request bodies are capped at 64 KiB."},
 	{errMediaType, 415, "unsupported-media-type", "Unsupported media type", "Send Content-Type: application/json."},
 	{idempotency.ErrMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used with a different body or route."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
+	{inventory.ErrOverloaded, 503, "overloaded", "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockLost, 503, "lock-lost", "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
 	{inventory.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{idempotency.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
@@ -80,38 +89,34 @@ func lookupProblem(err error) problemType {
 	return internalProblem
 }
 
-// Problem is an RFC 9457 problem details body.
-type Problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance,omitempty"`
-}
-
-// ProblemTypePrefix starts every problem type; /problems/<slug> documents it.
-const ProblemTypePrefix = "/problems/"
-
 // writeError answers err as application/problem+json. Unknown errors are
 // logged here, once, and answered 500 without their text.
 func (s *server) writeError(c *gin.Context, err error) {
 	p := lookupProblem(err)
+	if cerr := c.Request.Context().Err(); p.status == http.StatusInternalServerError && cerr != nil {
+		// The request's deadline (or the client leaving) cut a backend call
+		// short, and the driver said so in its own words (the embedded
+		// SQLite says "interrupted"): that is the deadline's answer.
+		err = fmt.Errorf("%w (backend reported: %w)", cerr, err)
+		p = lookupProblem(err)
+	}
 	// Only the errors that describe the caller's own input carry their text;
 	// the others get the table's sentence, so no driver message leaks out.
 	detail := p.about
 	switch p.slug {
-	case "invalid-request", "malformed-json", "unknown-mode", "idempotency-key-invalid":
+	case "invalid-request", "malformed-json", "unknown-mode", "idempotency-key-invalid", "invalid-order-number":
 		detail = err.Error()
 	case "internal":
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 	default:
 		s.log.Debug("request refused", "path", c.Request.URL.Path, "problem", p.slug, "err", err)
 	}
-	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable {
+	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending {
+		// Every answer that means "not now" says when to come back.
 		c.Header("Retry-After", strconv.Itoa(1))
 	}
 	c.Set(problemKey, p.slug)
-	body := Problem{Type: ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
+	body := api.Problem{Type: api.ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
 	c.Header("Content-Type", "application/problem+json")
 	c.Header("Cache-Control", "no-store")
 	c.Status(p.status)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
@@ -24,6 +25,7 @@ type memStore struct {
 	stock   map[int64]int
 	fence   map[int64]int64
 	orders  map[int64]map[string]int // item -> user -> quantity
+	byNo    map[string]inventory.Order
 }
 
 func newMemStore() *memStore {
@@ -32,7 +34,18 @@ func newMemStore() *memStore {
 		stock:   map[int64]int{1: 5, 2: 1},
 		fence:   map[int64]int64{},
 		orders:  map[int64]map[string]int{1: {}, 2: {}},
+		byNo:    map[string]inventory.Order{},
 	}
+}
+
+func (m *memStore) FindOrder(ctx context.Context, no string) (inventory.Order, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.byNo[no]
+	if !ok {
+		return o, inventory.ErrOrderNotFound
+	}
+	return o, nil
 }
 
 func (m *memStore) List(ctx context.Context) ([]inventory.Item, error) {
@@ -75,6 +88,11 @@ func (m *memStore) Reset(ctx context.Context, id int64, n int) error {
 		return inventory.ErrNotFound
 	}
 	m.initial[id], m.stock[id], m.orders[id] = n, n, map[string]int{}
+	for no, o := range m.byNo {
+		if o.ItemID == id {
+			delete(m.byNo, no)
+		}
+	}
 	return nil
 }
 
@@ -101,6 +119,8 @@ func (m *memStore) insert(o inventory.Order) error {
 		return inventory.ErrAlreadyPurchased
 	}
 	m.orders[o.ItemID][o.UserID] = o.Quantity
+	o.Status = inventory.StatusConfirmed
+	m.byNo[o.No] = o
 	return nil
 }
 
@@ -181,11 +201,11 @@ func fuzzRequest(t *testing.T, kind, noField, id, contentType, key, mode, auth s
 	case rec.Code == http.StatusNotFound && rec.Header().Get("Content-Type") == "" && rec.Body.Len() == 0:
 		// gin's redirect-free 404 for a path it cannot route at all
 	default:
-		var p httpapi.Problem
+		var p api.Problem
 		if mt != "application/problem+json" {
 			t.Fatalf("status %d with Content-Type %q: %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != rec.Code || !strings.HasPrefix(p.Type, httpapi.ProblemTypePrefix) {
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != rec.Code || !strings.HasPrefix(p.Type, api.ProblemTypePrefix) {
 			t.Fatalf("malformed problem for status %d: %s", rec.Code, rec.Body)
 		}
 	}

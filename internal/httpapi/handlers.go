@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
@@ -21,34 +22,25 @@ type itemKind struct {
 	coupon  bool
 }
 
-func (k itemKind) itemJSON(it inventory.Item) gin.H {
-	h := gin.H{"id": it.ID, "name": it.Name, "initial_stock": it.InitialStock, "stock": it.Stock}
+// item is an item as the API shows it: an api.Product or an api.Coupon.
+func (k itemKind) item(it inventory.Item) any {
 	if k.coupon {
-		h["total"], h["remaining"] = it.InitialStock, it.Stock
-	} else {
-		h["price_cents"] = it.PriceCents
+		return api.Coupon{ID: it.ID, Name: it.Name, Total: it.InitialStock, Remaining: it.Stock, InitialStock: it.InitialStock, Stock: it.Stock}
 	}
-	return h
+	return api.Product{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents, InitialStock: it.InitialStock, Stock: it.Stock}
 }
 
-func (k itemKind) orderJSON(o inventory.Order) gin.H {
-	h := gin.H{
-		k.noField:    o.No,
-		k.idField:    o.ItemID,
-		"user_id":    o.UserID,
-		"stage":      o.Stage,
-		"instance":   o.Instance,
-		"created_at": o.CreatedAt.Format(time.RFC3339Nano),
+// order is a buy's order (api.Order) or a grab (api.Grab).
+func (k itemKind) order(o inventory.Order) any {
+	if k.coupon {
+		return api.Grab{GrabNo: o.No, BatchID: o.ItemID, UserID: o.UserID, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
 	}
-	if !k.coupon {
-		h["quantity"] = o.Quantity
-	}
-	return h
+	return api.Order{OrderNo: o.No, ProductID: o.ItemID, UserID: o.UserID, Quantity: o.Quantity, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
 }
 
 func (s *server) handleHealth() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		s.writeJSON(c, http.StatusOK, gin.H{"status": "ok", "instance": s.instance})
+		s.writeJSON(c, http.StatusOK, api.Health{Status: "ok", Instance: s.instance})
 	}
 }
 
@@ -62,17 +54,17 @@ func (s *server) handleReady(ready func(context.Context) error) gin.HandlerFunc 
 				return
 			}
 		}
-		s.writeJSON(c, http.StatusOK, gin.H{"status": "ready", "instance": s.instance})
+		s.writeJSON(c, http.StatusOK, api.Health{Status: "ready", Instance: s.instance})
 	}
 }
 
 func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		s.writeJSON(c, http.StatusOK, gin.H{
-			"instance": s.instance,
-			"mode":     *s.mode.Load(),
-			"stages":   products.Stages(),
-			"admin":    s.adminOn,
+		s.writeJSON(c, http.StatusOK, api.Info{
+			Instance: s.instance,
+			Mode:     *s.mode.Load(),
+			Stages:   products.Stages(),
+			Admin:    s.adminOn,
 		})
 	}
 }
@@ -84,23 +76,26 @@ func (s *server) handleList(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		out := make([]gin.H, len(items))
-		for i, it := range items {
-			out[i] = k.itemJSON(it)
-		}
-		key := "products"
 		if k.coupon {
-			key = "coupons"
+			out := api.Coupons{Coupons: []api.Coupon{}}
+			for _, it := range items {
+				out.Coupons = append(out.Coupons, k.item(it).(api.Coupon))
+			}
+			s.writeJSON(c, http.StatusOK, out)
+			return
 		}
-		s.writeJSON(c, http.StatusOK, gin.H{key: out})
+		out := api.Products{Products: []api.Product{}}
+		for _, it := range items {
+			out.Products = append(out.Products, k.item(it).(api.Product))
+		}
+		s.writeJSON(c, http.StatusOK, out)
 	}
 }
 
 func (s *server) handleGet(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id, err := pathID(c)
-		if err != nil {
-			s.writeError(c, err)
+		id, ok := s.itemID(c)
+		if !ok {
 			return
 		}
 		it, err := k.svc.Get(c.Request.Context(), id)
@@ -108,15 +103,14 @@ func (s *server) handleGet(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		s.writeJSON(c, http.StatusOK, k.itemJSON(it))
+		s.writeJSON(c, http.StatusOK, k.item(it))
 	}
 }
 
-func (s *server) handleAudit(k itemKind, last func(context.Context) (reconcile.Result, bool, error)) gin.HandlerFunc {
+func (s *server) handleAudit(k itemKind, last func(context.Context, string, int64) (reconcile.Finding, bool, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id, err := pathID(c)
-		if err != nil {
-			s.writeError(c, err)
+		id, ok := s.itemID(c)
+		if !ok {
 			return
 		}
 		a, err := k.svc.Audit(c.Request.Context(), id)
@@ -124,17 +118,28 @@ func (s *server) handleAudit(k itemKind, last func(context.Context) (reconcile.R
 			s.writeError(c, err)
 			return
 		}
-		out := auditJSON(k, a)
+		out := api.Audit{InitialStock: a.InitialStock, Stock: a.Stock, Sold: a.Sold, Orders: a.Orders, Oversold: a.Oversold(), Conserved: a.Conserved(),
+			Paid: a.Paid, Cancelled: a.Cancelled, CancelledOrders: a.CancelledOrders, Failed: a.Failed, Pending: a.Pending, PendingOrders: a.PendingOrders}
+		if k.coupon {
+			out.CouponID = a.ItemID
+		} else {
+			out.ProductID = a.ItemID
+		}
 		if last != nil {
-			out["reconcile"] = s.reconcileFor(c.Request.Context(), last, k, id)
+			out.Reconcile = s.reconcileFor(c.Request.Context(), last, k, id)
 		}
 		s.writeJSON(c, http.StatusOK, out)
 	}
 }
 
-// reconcileFor picks this item's entry from the last reconcile run, or nil.
-func (s *server) reconcileFor(ctx context.Context, last func(context.Context) (reconcile.Result, bool, error), k itemKind, id int64) any {
-	res, ok, err := last(ctx)
+// reconcileFor returns this item's finding from the last reconcile run, or
+// nil (none yet, or the item was reset since).
+func (s *server) reconcileFor(ctx context.Context, last func(context.Context, string, int64) (reconcile.Finding, bool, error), k itemKind, id int64) *api.Reconcile {
+	kind := "product"
+	if k.coupon {
+		kind = "coupon"
+	}
+	f, ok, err := last(ctx, kind, id)
 	if err != nil {
 		s.log.Debug("reading the reconcile result failed", "err", err)
 		return nil
@@ -142,33 +147,12 @@ func (s *server) reconcileFor(ctx context.Context, last func(context.Context) (r
 	if !ok {
 		return nil
 	}
-	kind := "product"
-	if k.coupon {
-		kind = "coupon"
+	it := f.Item
+	r := &api.Reconcile{At: f.At, Instance: f.Instance, Oversold: it.Oversold, Conserved: it.Conserved, Error: it.Error, Note: it.Note}
+	if d := it.Drift; d != nil {
+		r.RedisDrift = &api.Drift{RedisStock: d.RedisStock, DBStock: d.DBStock, Resolved: d.Resolved, Busy: d.Busy, Repaired: d.Repaired}
 	}
-	for _, it := range res.Items {
-		if it.Kind == kind && it.ID == id {
-			return gin.H{"at": res.At, "instance": res.Instance, "oversold": it.Oversold, "conserved": it.Conserved, "redis_drift": it.Drift, "error": it.Error}
-		}
-	}
-	return nil
-}
-
-func auditJSON(k itemKind, a inventory.Audit) gin.H {
-	h := gin.H{
-		"product_id":    a.ItemID,
-		"initial_stock": a.InitialStock,
-		"stock":         a.Stock,
-		"sold":          a.Sold,
-		"orders":        a.Orders,
-		"oversold":      a.Oversold(),
-		"conserved":     a.Conserved(),
-	}
-	if k.coupon {
-		delete(h, "product_id")
-		h["coupon_id"] = a.ItemID
-	}
-	return h
+	return r
 }
 
 // buyBody is the body of a buy; a grab has no quantity.
@@ -181,15 +165,25 @@ type grabBody struct {
 	UserID *string `json:"user_id"`
 }
 
-func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
+// stampBuy marks every answer of a buy or grab, including those the
+// Idempotency-Key check gives before the handler runs, with the instance
+// and the stage the buy runs under.
+func (s *server) stampBuy(svc *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Header("X-Seckill-Instance", s.instance)
+		if stage, err := s.stageFor(c, svc); err == nil {
+			c.Header("X-Seckill-Mode", stage)
+		}
+	}
+}
+
+func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
+	return func(c *gin.Context) {
 		stage, err := s.stageFor(c, k.svc)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		c.Header("X-Seckill-Mode", stage)
 		req, err := parseBuy(c, k.coupon)
 		if err != nil {
 			s.writeError(c, err)
@@ -200,7 +194,14 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		s.writeJSON(c, http.StatusCreated, k.orderJSON(o))
+		if o.Status == inventory.StatusPending {
+			// Accepted, not yet written: the buyer follows Location to
+			// learn whether it was confirmed (orders.go).
+			c.Header("Location", orderPath(o.No))
+			s.writeJSON(c, http.StatusAccepted, k.order(o))
+			return
+		}
+		s.writeJSON(c, http.StatusCreated, k.order(o))
 	}
 }
 
@@ -240,9 +241,8 @@ type resetBody struct {
 
 func (s *server) handleReset(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id, err := pathID(c)
-		if err != nil {
-			s.writeError(c, err)
+		id, ok := s.itemID(c)
+		if !ok {
 			return
 		}
 		var b resetBody
@@ -264,7 +264,7 @@ func (s *server) handleReset(k itemKind) gin.HandlerFunc {
 			return
 		}
 		s.log.Info("reset", "id", id, "stock", *b.Stock, "coupon", k.coupon)
-		s.writeJSON(c, http.StatusOK, k.itemJSON(it))
+		s.writeJSON(c, http.StatusOK, k.item(it))
 	}
 }
 
@@ -272,20 +272,40 @@ type modeBody struct {
 	Mode *string `json:"mode"`
 }
 
+// readMode reads a {"mode": ...} body naming a stage this instance can run;
+// on a bad one it answers the error and returns false.
+func (s *server) readMode(c *gin.Context, svc *inventory.Service) (string, bool) {
+	var b modeBody
+	if err := decodeJSON(c, &b); err != nil {
+		s.writeError(c, err)
+		return "", false
+	}
+	if b.Mode == nil {
+		s.writeError(c, fieldError("mode is required"))
+		return "", false
+	}
+	if err := checkStage(*b.Mode, svc); err != nil {
+		s.writeError(c, err)
+		return "", false
+	}
+	return *b.Mode, true
+}
+
+// itemID reads the :id path parameter; on a bad one it answers the error
+// and returns false.
+func (s *server) itemID(c *gin.Context) (int64, bool) {
+	id, err := pathID(c)
+	if err != nil {
+		s.writeError(c, err)
+		return 0, false
+	}
+	return id, true
+}
+
 func (s *server) handleSetMode(products, coupons *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var b modeBody
-		if err := decodeJSON(c, &b); err != nil {
-			s.writeError(c, err)
-			return
-		}
-		if b.Mode == nil {
-			s.writeError(c, fieldError("mode is required"))
-			return
-		}
-		mode := *b.Mode
-		if err := checkStage(mode, products); err != nil {
-			s.writeError(c, err)
+		mode, ok := s.readMode(c, products)
+		if !ok {
 			return
 		}
 		if coupons != nil && !coupons.HasStage(mode) {
@@ -294,6 +314,6 @@ func (s *server) handleSetMode(products, coupons *inventory.Service) gin.Handler
 		}
 		s.mode.Store(&mode)
 		s.log.Info("default mode changed", "mode", mode)
-		s.writeJSON(c, http.StatusOK, gin.H{"instance": s.instance, "mode": mode})
+		s.writeJSON(c, http.StatusOK, api.ModeChange{Instance: s.instance, Mode: mode})
 	}
 }

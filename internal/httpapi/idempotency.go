@@ -13,7 +13,7 @@ import (
 )
 
 // replayHeaders are stored with a response and sent again on replay.
-var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instance", "Retry-After"}
+var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instance", "Retry-After", "Location"}
 
 // idempotent runs a buy or grab at most once per Idempotency-Key: the first
 // request runs and its answer is stored; a retry gets that answer again,
@@ -56,6 +56,7 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 			for k, v := range stored.Header {
 				c.Header(k, v)
 			}
+			c.Header("Cache-Control", "no-store")
 			c.Header("Idempotent-Replayed", "true")
 			c.Status(stored.Status)
 			if _, err := c.Writer.Write(stored.Body); err != nil {
@@ -69,8 +70,10 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		c.Writer = w
 		c.Next()
 		status := w.Status()
-		if status >= 500 || status == http.StatusTooManyRequests {
+		if status >= 500 || status == http.StatusTooManyRequests || w.Header().Get("Retry-After") != "" {
 			// Retryable answers are not replayed: the retry should run.
+			// (A 409 order-pending says Retry-After too: the order will
+			// be written, and the same key must then pay it.)
 			if err := store.Abandon(c.Request.Context(), claim); err != nil {
 				s.log.Warn("abandoning an idempotency claim failed; it expires with its lease", "err", err)
 			}

@@ -161,3 +161,83 @@ func TestIdempotencyKeyValidationAndRequirement(t *testing.T) {
 		t.Fatalf("refused requests created %d orders", a.Orders)
 	}
 }
+
+// TestIdempotencyAnswersCarryTheBuyHeaders: the answers the Idempotency-Key
+// check gives itself (in flight, reused with another body) and a replay all
+// carry the instance and stage of the buy, are never cached, and those that
+// mean "not now" say when to come back.
+func TestIdempotencyAnswersCarryTheBuyHeaders(t *testing.T) {
+	h, _ := idemServer(t, time.Hour, false)
+	// Two requests with one key at once: the slow section keeps the first
+	// in flight, so the other is told so. Which one comes first is up to
+	// the scheduler; a pair that did not overlap is tried again.
+	var inFlight *httptest.ResponseRecorder
+	key := ""
+	for attempt := 0; attempt < 20 && inFlight == nil; attempt++ {
+		key = fmt.Sprint("hdr-", attempt)
+		body := fmt.Sprintf(`{"user_id":"hdr-user-%d","quantity":1}`, attempt)
+		start := make(chan struct{})
+		answers := make(chan *httptest.ResponseRecorder, 2)
+		for i := 0; i < 2; i++ {
+			go func() { <-start; answers <- post(h, key, body) }()
+		}
+		close(start)
+		a, b := <-answers, <-answers
+		switch {
+		case a.Code == 409 && b.Code == 201:
+			inFlight = a
+		case b.Code == 409 && a.Code == 201:
+			inFlight = b
+		case a.Code != 201 || b.Code != 201:
+			t.Fatalf("two requests with one key: %d %s / %d %s", a.Code, a.Body, b.Code, b.Body)
+		}
+	}
+	if inFlight == nil {
+		t.Fatal("no two requests overlapped in 20 tries")
+	}
+	body := fmt.Sprintf(`{"user_id":"hdr-user-%s","quantity":1}`, strings.TrimPrefix(key, "hdr-"))
+	reused := post(h, key, strings.Replace(body, `"quantity":1`, `"quantity":2`, 1))
+	replay := post(h, key, body)
+	for name, c := range map[string]struct {
+		rec        *httptest.ResponseRecorder
+		status     int
+		retryAfter bool
+	}{
+		"in flight": {inFlight, 409, true},
+		"reused":    {reused, 422, false},
+		"replay":    {replay, 201, false},
+	} {
+		hd := c.rec.Header()
+		if c.rec.Code != c.status {
+			t.Errorf("%s: status %d, want %d (%s)", name, c.rec.Code, c.status, c.rec.Body)
+		}
+		if hd.Get("X-Seckill-Instance") != "idem-1" || hd.Get("X-Seckill-Mode") != "local-mutex" {
+			t.Errorf("%s: X-Seckill-Instance %q X-Seckill-Mode %q", name, hd.Get("X-Seckill-Instance"), hd.Get("X-Seckill-Mode"))
+		}
+		if hd.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: Cache-Control %q, want no-store", name, hd.Get("Cache-Control"))
+		}
+		if got := hd.Get("Retry-After") != ""; got != c.retryAfter {
+			t.Errorf("%s: Retry-After %q, want one: %v", name, hd.Get("Retry-After"), c.retryAfter)
+		}
+	}
+}
+
+// TestUnknownAPIRouteIsAProblem: a path under /api/ that matches no route is
+// answered as problem+json, also when the dashboard serves the other paths.
+func TestUnknownAPIRouteIsAProblem(t *testing.T) {
+	db := testenv.SQLite(t)
+	srv := httpapi.NewServer(httpapi.Deps{
+		Instance: "nr-1",
+		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{}, "nr-1", "O"),
+		Mode:     "db-atomic",
+		Web:      http.NotFoundHandler(),
+	})
+	for _, m := range []string{"GET", "POST"} {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(m, "/api/v1/nope", nil))
+		if rec.Code != 404 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/problem+json") || !strings.Contains(rec.Body.String(), "/problems/route-not-found") {
+			t.Errorf("%s /api/v1/nope: %d %q %s", m, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+	}
+}

@@ -33,8 +33,8 @@ func observe(o Observer) gin.HandlerFunc {
 	}
 }
 
-// observeBuy counts buy and grab outcomes by stage: "created", "replayed",
-// or the problem type.
+// observeBuy counts buy and grab outcomes by stage: "created", "accepted"
+// (queued by redis-stream), "replayed", or the problem type.
 func observeBuy(o Observer, kind string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Next()
@@ -44,6 +44,8 @@ func observeBuy(o Observer, kind string) gin.HandlerFunc {
 			outcome = "replayed"
 		case outcome == "" && c.Writer.Status() == http.StatusCreated:
 			outcome = "created"
+		case outcome == "" && c.Writer.Status() == http.StatusAccepted:
+			outcome = "accepted"
 		case outcome == "":
 			outcome = "status-" + http.StatusText(c.Writer.Status())
 		}

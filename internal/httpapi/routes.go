@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -29,13 +30,16 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
 	}
 	r.GET("/debug/pprof/*name", s.requireAdmin(), pprofHandler)
-	api.POST("/products/:id/buy", buyObs, idem, s.handleBuy(products))
+	api.POST("/products/:id/buy", buyObs, s.stampBuy(d.Products), idem, s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
 		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile))
-		api.POST("/coupons/:id/grab", grabObs, idem, s.handleBuy(coupons))
+		api.POST("/coupons/:id/grab", grabObs, s.stampBuy(d.Coupons), idem, s.handleBuy(coupons))
 	}
+
+	// An order of any stage, and its payment (orders.go).
+	addOrderRoutes(api, s, d, idem)
 
 	admin := api.Group("/admin", s.requireAdmin())
 	admin.POST("/products/:id/reset", s.handleReset(products))
@@ -46,7 +50,8 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 
 	if d.Web != nil {
 		r.NoRoute(func(c *gin.Context) {
-			if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
+			api := strings.HasPrefix(c.Request.URL.Path, "/api/")
+			if !api && (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) {
 				d.Web.ServeHTTP(c.Writer, c.Request)
 				return
 			}

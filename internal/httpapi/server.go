@@ -21,7 +21,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/reconcile"
@@ -52,9 +51,10 @@ type Deps struct {
 	Idempotency *idempotency.Store
 	// RequireIdempotencyKey answers buys and grabs without a key with 400.
 	RequireIdempotencyKey bool
-	// LastReconcile returns the fleet's newest reconcile result, shown in
-	// the audits; nil when the job does not run.
-	LastReconcile func(ctx context.Context) (reconcile.Result, bool, error)
+	// LastReconcile returns the item's finding in the fleet's newest
+	// reconcile run (reconcile.LastFor), shown in the audits; nil when the
+	// job does not run.
+	LastReconcile func(ctx context.Context, kind string, id int64) (reconcile.Finding, bool, error)
 	// Metrics, when set, is served at /metrics and told about every
 	// request and every buy outcome.
 	Metrics Observer
@@ -189,8 +189,8 @@ func (s *server) stageFor(c *gin.Context, svc *inventory.Service) (string, error
 }
 
 func checkStage(name string, svc *inventory.Service) error {
-	if !config.ValidStage(name) {
-		return fieldError("unknown mode %q; want one of %s", name, strings.Join(config.Stages, ", "))
+	if !inventory.ValidStage(name) {
+		return fieldError("unknown mode %q; want one of %s", name, strings.Join(inventory.Stages, ", "))
 	}
 	if !svc.HasStage(name) {
 		return errModeDisabled

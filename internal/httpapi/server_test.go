@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -74,14 +75,14 @@ func problemType(t *testing.T, rec *httptest.ResponseRecorder) string {
 	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("content type %q, want application/problem+json; body %s", ct, rec.Body)
 	}
-	var p httpapi.Problem
+	var p api.Problem
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
 		t.Fatalf("problem body: %v: %s", err, rec.Body)
 	}
 	if p.Status != rec.Code || p.Title == "" {
 		t.Fatalf("problem status %d title %q, response %d", p.Status, p.Title, rec.Code)
 	}
-	return strings.TrimPrefix(p.Type, httpapi.ProblemTypePrefix)
+	return strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
 }
 
 func buy(user string, qty int) call {
@@ -296,5 +297,50 @@ func TestRequestDeadline(t *testing.T) {
 	prof := f.do(admin(call{method: "GET", path: "/debug/pprof/profile?seconds=1"}))
 	if prof.Code != 200 || prof.Body.Len() == 0 {
 		t.Fatalf("a profile longer than the request timeout was cut off: %d", prof.Code)
+	}
+}
+
+// interruptedStage waits out the request's deadline and then fails the way
+// the embedded SQLite driver does when a context interrupts a statement:
+// with an error of its own ("interrupted (9)"), not the context's.
+type interruptedStage struct{}
+
+func (interruptedStage) Buy(ctx context.Context, _ inventory.Order) error {
+	<-ctx.Done()
+	return errors.New("interrupted (9)")
+}
+
+// TestBackendCutShortByTheDeadlineIsNotAnInternalError: whatever a driver
+// reports when the request's deadline cuts its call short, the answer is
+// the deadline's (503 timeout, with Retry-After), never a 500.
+func TestBackendCutShortByTheDeadlineIsNotAnInternalError(t *testing.T) {
+	db := testenv.SQLite(t)
+	srv := httpapi.NewServer(httpapi.Deps{
+		Instance:       "deadline-2",
+		Products:       inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": interruptedStage{}}, "deadline-2", "O"),
+		Mode:           "db-atomic",
+		RequestTimeout: 50 * time.Millisecond,
+	})
+	f := &fixture{t: t, db: db, srv: srv}
+	rec := f.do(buy("cut-short", 1))
+	if rec.Code != 503 || problemType(t, rec) != "timeout" || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a backend call cut short by the deadline: %d %s (Retry-After %q)", rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+	}
+}
+
+// TestInfoListsStagesInTeachingOrder: /api/v1/info lists the stages this
+// instance can run in the order the workshop teaches them.
+func TestInfoListsStagesInTeachingOrder(t *testing.T) {
+	f := newFixture(t, token, nil)
+	rec := f.do(call{method: "GET", path: "/api/v1/info"})
+	var info struct {
+		Stages []string `json:"stages"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{inventory.StageUnlocked, inventory.StageLocalMutex, inventory.StageDBAtomic}
+	if strings.Join(info.Stages, ",") != strings.Join(want, ",") {
+		t.Fatalf("stages %v, want %v", info.Stages, want)
 	}
 }

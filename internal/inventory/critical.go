@@ -12,13 +12,20 @@ import (
 type Guard interface {
 	// Enter blocks until the caller may run the critical section for key,
 	// or fails with ErrLockTimeout, ErrUnavailable or the context's error.
-	Enter(ctx context.Context, key string) (Held, error)
+	// A non-zero by bounds the wait; zero leaves the bound to the guard.
+	Enter(ctx context.Context, key string, by time.Time) (Held, error)
 }
 
 // Held is a guard that is held.
 type Held interface {
 	// Token is the fencing token of this hold; 0 when the guard has none.
 	Token() int64
+	// Context returns the context the critical section runs under, given
+	// the request's: for a lease, one that also ends when the lease is lost,
+	// so a holder that lost its lock stops working.
+	Context(ctx context.Context) context.Context
+	// Err is nil while the guard is held and ErrLockLost once it is not.
+	Err() error
 	// Exit gives the guard up.
 	Exit(ctx context.Context) error
 }
@@ -34,6 +41,10 @@ type SectionOptions struct {
 	// BetweenReadAndWrite, when set, is called where Delay is slept. Tests
 	// use it to force interleavings (a barrier) or a pause past the TTL.
 	BetweenReadAndWrite func(ctx context.Context, o Order)
+	// BeforeWrite, when set, is called after the last check that the guard
+	// is still held, just before the write: the pause no check can see,
+	// which only the fencing token stops. Tests use it.
+	BeforeWrite func(o Order)
 	// Logger receives failures to give the guard up after the write.
 	Logger *slog.Logger
 }
@@ -42,25 +53,45 @@ type SectionOptions struct {
 // code for every lock stage; only the guard changes.
 type guarded struct {
 	guard Guard
-	store Store
+	store SectionStore
 	opts  SectionOptions
 	kind  string // lock key prefix: "product" or "coupon"
+	// queue, for the lock stages, lines a crowd up in front of the lock
+	// (queue.go); the teaching stages go straight to their guard.
+	queue *lockQueue
 }
 
 // NewGuarded returns the shared critical section under guard. kind names the
 // item kind in lock keys ("product", "coupon").
-func NewGuarded(guard Guard, store Store, kind string, opts SectionOptions) Stage {
+func NewGuarded(guard Guard, store SectionStore, kind string, opts SectionOptions) Stage {
+	return newGuarded(guard, store, kind, opts, nil)
+}
+
+func newGuarded(guard Guard, store SectionStore, kind string, opts SectionOptions, queue *lockQueue) *guarded {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &guarded{guard: guard, store: store, opts: opts, kind: kind}
+	return &guarded{guard: guard, store: store, opts: opts, kind: kind, queue: queue}
 }
 
 func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
-	held, err := g.guard.Enter(ctx, fmt.Sprintf("%s:%d", g.kind, o.ItemID))
+	key := fmt.Sprintf("%s:%d", g.kind, o.ItemID)
+	var by time.Time // when to stop waiting for the guard; zero: no bound
+	leave := func() {}
+	if g.queue != nil {
+		if by, leave, err = g.queue.join(ctx, o, key); err != nil {
+			return err
+		}
+		defer leave()
+	}
+	held, err := g.guard.Enter(ctx, key, by)
 	if err != nil {
 		return err
 	}
+	// The turn in the queue ends with the hold, lost or given up: a holder
+	// stuck past its lease must not keep this instance's next buyer from
+	// the lock.
+	defer context.AfterFunc(held.Context(ctx), leave)()
 	defer func() {
 		// Exit even when the request was cancelled. A failed exit after a
 		// committed write does not undo the order, so it is logged, not
@@ -74,6 +105,11 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 		}
 	}()
 
+	// The section runs under the hold's context: a lease that is lost
+	// cancels the work in flight, so its holder stops instead of writing
+	// late. The fencing token stays the backstop for what a cancel cannot
+	// reach (a write already on the wire when the lease ran out).
+	sctx := held.Context(ctx)
 	token := int64(0)
 	if g.opts.Fencing {
 		token = held.Token()
@@ -83,24 +119,44 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 		// final write is not enough: a holder whose lease ran out could
 		// still write between a newer holder's read and that holder's
 		// write, and the newer write would then silently overwrite it.
-		if err := g.store.Fence(ctx, o.ItemID, token); err != nil {
-			return err
+		if err := g.store.Fence(sctx, o.ItemID, token); err != nil {
+			return lostOr(held, err)
 		}
 	}
-	stock, err := g.store.ReadStock(ctx, o.ItemID)
+	stock, err := g.store.ReadStock(sctx, o.ItemID)
 	if err != nil {
-		return err
+		return lostOr(held, err)
 	}
 	if stock < o.Quantity {
 		return ErrSoldOut
 	}
-	if err := g.pause(ctx, o); err != nil {
+	if err := g.pause(sctx, o); err != nil {
+		return lostOr(held, err)
+	}
+	// Check the lock just before the write: a holder that was paused past
+	// its lease learns it here rather than from the fence.
+	if err := held.Err(); err != nil {
 		return err
+	}
+	if g.opts.BeforeWrite != nil {
+		g.opts.BeforeWrite(o)
 	}
 	// The lost update lives here: stock-o.Quantity was computed from a read
 	// that another buyer may have acted on too. The CHECK (stock >= 0)
 	// constraint cannot see it, since the value written is never negative.
-	return g.store.WriteComputed(ctx, o, stock-o.Quantity, token)
+	return lostOr(held, g.store.WriteComputed(sctx, o, stock-o.Quantity, token))
+}
+
+// lostOr explains a failed step by a lost lock when the lock was lost (the
+// step was then most likely cancelled by it), else returns err.
+func lostOr(held Held, err error) error {
+	if err == nil {
+		return nil
+	}
+	if lerr := held.Err(); lerr != nil {
+		return errors.Join(lerr, err)
+	}
+	return err
 }
 
 func (g *guarded) pause(ctx context.Context, o Order) error {

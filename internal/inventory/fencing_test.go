@@ -11,11 +11,46 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
+// pause says where the paused holder stops.
+type pause int
+
+const (
+	// afterRead pauses A between its read and its last check of the lease:
+	// the check sees the loss.
+	afterRead pause = iota
+	// frozen pauses A's whole process just before its write, after its last
+	// check: its clock and timers stop too, so when it resumes nothing in it
+	// knows yet that the lease is gone, and the write goes out. We model it
+	// with a hold that never reports the loss; the chaos suite does it for
+	// real with SIGSTOP. Only the fencing token stops this write.
+	frozen
+)
+
+// frozenGuard takes a real lease but hands the section a hold that cannot
+// see the lease's loss, as a holder does in the instant after a
+// whole-process pause.
+type frozenGuard struct{ locker lock.Locker }
+
+func (g frozenGuard) Enter(ctx context.Context, key string, _ time.Time) (inventory.Held, error) {
+	l, err := g.locker.Obtain(ctx, key, 150*time.Millisecond, lock.ObtainOptions{Wait: 5 * time.Second, Fixed: true})
+	if err != nil {
+		return nil, err
+	}
+	return frozenHold{l}, nil
+}
+
+type frozenHold struct{ l *lock.Lease }
+
+func (h frozenHold) Token() int64                                { return h.l.Token() }
+func (h frozenHold) Context(ctx context.Context) context.Context { return ctx }
+func (h frozenHold) Err() error                                  { return nil }
+func (h frozenHold) Exit(ctx context.Context) error              { return h.l.Release(ctx) }
+
 // pausedHolder runs the pitfall "a pause past the TTL" on a stock of 1:
 // buyer A obtains the lock (watchdog off, 150ms lease), reads stock 1, and
 // is paused by the test hook until its lease has expired and buyer B has
 // obtained the lock and bought the unit. Then A resumes and writes.
-func pausedHolder(t *testing.T, fencing bool) (errA error, audit inventory.Audit) {
+func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inventory.Audit) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -33,17 +68,22 @@ func pausedHolder(t *testing.T, fencing bool) (errA error, audit inventory.Audit
 
 	aRead := make(chan struct{})
 	bDone := make(chan struct{})
-	section := inventory.SectionOptions{
-		Fencing: fencing,
-		BetweenReadAndWrite: func(ctx context.Context, o inventory.Order) {
-			if o.UserID == "A" {
-				close(aRead)
-				<-bDone // the pause: A's lease runs out meanwhile
-			}
-		},
+	hold := func(o inventory.Order) {
+		if o.UserID == "A" {
+			close(aRead)
+			<-bDone // the pause: A's lease runs out meanwhile
+		}
 	}
+	section := inventory.SectionOptions{Fencing: fencing}
 	lo := inventory.LockOptions{TTL: 150 * time.Millisecond, Wait: 5 * time.Second, Fixed: true}
-	stage := inventory.NewRedisLock(locker, db.Products(), "product", section, lo)
+	var stage inventory.Stage
+	if at == afterRead {
+		section.BetweenReadAndWrite = func(_ context.Context, o inventory.Order) { hold(o) }
+		stage = inventory.NewRedisLock(locker, db.Products(), "product", section, lo)
+	} else {
+		section.BeforeWrite = hold
+		stage = inventory.NewGuarded(frozenGuard{locker}, db.Products(), "product", section)
+	}
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-lock": stage}, "t", "O")
 
 	doneA := make(chan error, 1)
@@ -69,7 +109,7 @@ func pausedHolder(t *testing.T, fencing bool) (errA error, audit inventory.Audit
 // is refused by the database, its transaction rolls back, and nothing is
 // oversold.
 func TestFencingRejectsPausedHolder(t *testing.T) {
-	errA, a := pausedHolder(t, true)
+	errA, a := pausedHolder(t, true, frozen)
 	if !errors.Is(errA, inventory.ErrLockLost) {
 		t.Fatalf("A's write must be fenced off with ErrLockLost, got %v", errA)
 	}
@@ -79,14 +119,28 @@ func TestFencingRejectsPausedHolder(t *testing.T) {
 }
 
 // TestWithoutFencingThePausedHolderOversells is the workshop's proof that
-// the lock alone is not enough: the same pause, with SECKILL_FENCING=false,
-// sells the one unit twice.
+// the lock alone is not enough: a whole-process pause after the holder's
+// last look at its lease, with SECKILL_FENCING=false, sells the one unit
+// twice.
 func TestWithoutFencingThePausedHolderOversells(t *testing.T) {
-	errA, a := pausedHolder(t, false)
+	errA, a := pausedHolder(t, false, frozen)
 	if errA != nil && !errors.Is(errA, lock.ErrLockLost) {
 		t.Fatalf("A's purchase: %v", errA)
 	}
 	if a.Orders != 2 || a.Oversold() != 1 || a.Conserved() {
 		t.Fatalf("without fencing the paused holder must oversell by one, got %+v oversold=%d", a, a.Oversold())
+	}
+}
+
+// TestLostLeaseStopsTheSection: a holder paused past its lease before its
+// last check learns from the lease, not from the database, that it lost
+// the lock: it writes nothing even with fencing off.
+func TestLostLeaseStopsTheSection(t *testing.T) {
+	errA, a := pausedHolder(t, false, afterRead)
+	if !errors.Is(errA, inventory.ErrLockLost) {
+		t.Fatalf("A must stop with ErrLockLost once its lease is gone, got %v", errA)
+	}
+	if a.Orders != 1 || a.Oversold() != 0 || !a.Conserved() {
+		t.Fatalf("want exactly B's order and conservation, got %+v", a)
 	}
 }

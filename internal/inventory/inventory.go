@@ -5,8 +5,12 @@
 // naive critical section in critical.go (read stock, check, write the
 // computed value back) and differ only in the Guard around it, so the diff
 // between two stage files is the whole lesson. db-atomic and redis-atomic
-// need no lock at all. The same stages sell coupon batches: a Store serves
-// one kind of item, and the coupon package plugs in its own.
+// need no lock at all; redis-stream is redis-atomic with the database write
+// moved behind a queue (order_writer.go), and lifecycle.go says what
+// becomes of an order after the buy: paid, or cancelled unpaid with its
+// units returned. The same stages sell coupon batches: a Store serves
+// one kind of item, and the store package has one for products and one for
+// coupon batches.
 package inventory
 
 import (
@@ -15,7 +19,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -38,6 +41,12 @@ var (
 	// ErrUnavailable means a backend the stage needs (Redis, a RedLock
 	// quorum) could not be reached; nothing was written.
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrOverloaded means the request was turned away before it did any
+	// work because this instance, or a backend, had no room for it (too
+	// many buyers queued for one item, no database connection free in
+	// time, the database refusing connections); nothing was written and
+	// the buyer may retry.
+	ErrOverloaded = errors.New("overloaded")
 )
 
 // MaxQuantity bounds one purchase.
@@ -56,7 +65,9 @@ type Item struct {
 	FenceToken   int64
 }
 
-// Order is one successful purchase (for coupons: one grab).
+// Order is one purchase (for coupons: one grab). A buy returns it
+// confirmed (written to the database), or pending when the stage only
+// queued it (redis-stream); see lifecycle.go for what becomes of it.
 type Order struct {
 	No        string
 	ItemID    int64
@@ -64,34 +75,62 @@ type Order struct {
 	Quantity  int
 	Stage     string
 	Instance  string
-	CreatedAt time.Time
+	CreatedAt time.Time // when the buy was accepted
+	Status    string    // StatusPending, StatusConfirmed, ...
+	// WrittenAt is when the order reached the database; zero while
+	// pending. For redis-stream, WrittenAt - CreatedAt is the time to
+	// confirm.
+	WrittenAt time.Time
+	// Reason says why a failed order failed.
+	Reason string
 }
 
-// Audit compares what was sold with what left the stock.
+// Audit compares what was sold with what left the stock. Only live orders
+// (confirmed or paid) hold stock: a cancelled order gave its units back,
+// and a failed one never took any. Orders accepted by redis-stream and not
+// yet written are pending: their units have left the Redis copy but not
+// yet the database stock, so the database conserves its stock without
+// them at every moment.
 type Audit struct {
-	ItemID       int64
-	InitialStock int
-	Stock        int
-	Sold         int // sum of order quantities
-	Orders       int // number of orders
+	ItemID          int64
+	InitialStock    int
+	Stock           int
+	Sold            int // units in live orders
+	Orders          int // live orders
+	Paid            int // units in paid orders (part of Sold)
+	Cancelled       int // units in cancelled orders, back in stock
+	CancelledOrders int
+	Failed          int // orders written as failed
+	PendingOrders   int // accepted by redis-stream, not yet written
+	Pending         int // units in pending orders
 }
 
 // Oversold is how many units were sold beyond the initial stock.
 func (a Audit) Oversold() int { return max(0, a.Sold-a.InitialStock) }
 
-// Conserved reports whether every unit that left the stock is in an order
-// and no order was paid for with stock that never left.
+// Conserved reports whether every unit that left the stock is in a live
+// order and no live order holds a unit that never left: initial stock =
+// stock + units in confirmed and paid orders.
 func (a Audit) Conserved() bool { return a.InitialStock-a.Stock == a.Sold }
 
-// Store is the persistence the stages need, for one kind of item. The
-// store package implements it for products and for coupon batches.
-type Store interface {
+// The persistence each consumer needs, for one kind of item. The store
+// package's Ledger has all of them (for products, and for coupon batches).
+
+// Catalog is what a Service reads and resets.
+type Catalog interface {
 	List(ctx context.Context) ([]Item, error)
 	// Get returns ErrNotFound for an unknown id.
 	Get(ctx context.Context, id int64) (Item, error)
 	Audit(ctx context.Context, id int64) (Audit, error)
 	// Reset deletes the item's orders and sets initial stock and stock to n.
 	Reset(ctx context.Context, id int64, n int) error
+	// FindOrder returns the written order with this number, whatever its
+	// status, or ErrOrderNotFound.
+	FindOrder(ctx context.Context, no string) (Order, error)
+}
+
+// SectionStore is what the lock stages' read-check-write needs.
+type SectionStore interface {
 	// ReadStock reads the current stock outside any transaction.
 	ReadStock(ctx context.Context, id int64) (int, error)
 	// Fence records token as the item's fencing token, and fails with
@@ -101,9 +140,21 @@ type Store interface {
 	// transaction: the naive write. With token > 0 the write only happens if
 	// the item's fencing token is still token (ErrLockLost otherwise).
 	WriteComputed(ctx context.Context, o Order, newStock int, token int64) error
+}
+
+// Deducter is what the lock-free stages write with.
+type Deducter interface {
 	// Deduct inserts o and decrements the stock by o.Quantity only if enough
 	// is left, in one transaction (ErrSoldOut otherwise).
 	Deduct(ctx context.Context, o Order) error
+}
+
+// Store is all of the above: what the store package provides per kind of
+// item, and what a composition root hands to every stage.
+type Store interface {
+	Catalog
+	SectionStore
+	Deducter
 }
 
 // Stage is one evolution stage: a way to sell without (or with) overselling.
@@ -143,27 +194,47 @@ func hasControl(s string) bool {
 	return false
 }
 
-// Service sells the items of one Store under named stages.
+// Service sells the items of one Catalog under named stages.
 type Service struct {
-	store    Store
+	store    Catalog
 	stages   map[string]Stage
 	instance string
 	prefix   string // order number prefix: "O" for orders, "C" for coupon grabs
+	crowd    *Crowd // nil: no crowd control
+	life     Lifecycle
+	onReset  []func(ctx context.Context, id int64) error
 }
 
 // NewService returns a Service over store. stages maps each stage name to
 // its implementation; instance is recorded on every order.
-func NewService(store Store, stages map[string]Stage, instance, orderPrefix string) *Service {
+func NewService(store Catalog, stages map[string]Stage, instance, orderPrefix string) *Service {
 	return &Service{store: store, stages: stages, instance: instance, prefix: orderPrefix}
 }
 
-// Stages lists the names of the stages this service can run, sorted.
+// WithCrowd makes Reset tell c that stock came back, so that every instance
+// stops answering the item from memory. Wrap the safe stages with the same
+// c. It returns s.
+func (s *Service) WithCrowd(c *Crowd) *Service {
+	s.crowd = c // the payment timeout restocks too (lifecycle.go)
+	return s.OnReset(c.Restocked)
+}
+
+// OnReset makes Reset call f once the item's new stock is in place (and
+// fail with its error). It returns s.
+func (s *Service) OnReset(f func(ctx context.Context, id int64) error) *Service {
+	s.onReset = append(s.onReset, f)
+	return s
+}
+
+// Stages lists the names of the stages this service can run, in teaching
+// order.
 func (s *Service) Stages() []string {
 	names := make([]string, 0, len(s.stages))
-	for n := range s.stages {
-		names = append(names, n)
+	for _, n := range Stages {
+		if _, ok := s.stages[n]; ok {
+			names = append(names, n)
+		}
 	}
-	sort.Strings(names)
 	return names
 }
 
@@ -189,12 +260,26 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		Quantity:  req.Quantity,
 		Stage:     stage,
 		Instance:  s.instance,
-		CreatedAt: time.Now().UTC(),
+		CreatedAt: s.now().UTC(),
+		Status:    StatusConfirmed,
+	}
+	if q, ok := st.(Queuer); ok && q.Queues() {
+		o.Status = StatusPending
+	} else {
+		// A synchronous stage writes the order before it answers: its
+		// time to confirm is part of the buy's latency, not after it.
+		o.WrittenAt = o.CreatedAt
 	}
 	if err := st.Buy(ctx, o); err != nil {
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
 	}
 	return o, nil
+}
+
+// Queuer is implemented by a stage whose Buy only accepts the order: it is
+// written later, so the buyer gets it pending (202), not confirmed (201).
+type Queuer interface {
+	Queues() bool
 }
 
 // List returns every item.
@@ -203,9 +288,16 @@ func (s *Service) List(ctx context.Context) ([]Item, error) { return s.store.Lis
 // Get returns one item or ErrNotFound.
 func (s *Service) Get(ctx context.Context, id int64) (Item, error) { return s.store.Get(ctx, id) }
 
-// Audit returns the conservation audit of one item or ErrNotFound.
+// Audit returns the conservation audit of one item or ErrNotFound. With a
+// queue (redis-stream), it also counts the orders accepted and not yet
+// written, or fails with ErrUnavailable when Redis cannot say.
 func (s *Service) Audit(ctx context.Context, id int64) (Audit, error) {
-	return s.store.Audit(ctx, id)
+	a, err := s.store.Audit(ctx, id)
+	if err != nil || s.life.Queue == nil {
+		return a, err
+	}
+	a.PendingOrders, a.Pending, err = s.life.Queue.Backlog(ctx, id)
+	return a, err
 }
 
 // Reset deletes an item's orders and restocks it with n units. It returns
@@ -216,6 +308,11 @@ func (s *Service) Reset(ctx context.Context, id int64, n int) error {
 	if n < 0 || n > 1_000_000_000 {
 		return fmt.Errorf("%w: stock must be between 0 and 1000000000", ErrInvalid)
 	}
+	if s.life.Queue != nil {
+		// Orders accepted before the reset are written before it, so
+		// none lands in the new stock (see RedisStream.Reset).
+		s.life.Queue.Drain(ctx, id)
+	}
 	if err := s.store.Reset(ctx, id, n); err != nil {
 		return err
 	}
@@ -224,6 +321,13 @@ func (s *Service) Reset(ctx context.Context, id int64, n int) error {
 			if err := r.Reset(ctx, id, n); err != nil {
 				return fmt.Errorf("reset %d: %w", id, err)
 			}
+		}
+	}
+	// Last: only once the new stock is in place may instances forget that
+	// the item was sold out.
+	for _, f := range s.onReset {
+		if err := f(ctx, id); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -13,8 +13,8 @@ import "context"
 // every buyer of a hot item queues on that one row.
 
 // NewDBAtomic returns the db-atomic stage.
-func NewDBAtomic(store Store) Stage { return dbAtomic{store: store} }
+func NewDBAtomic(store Deducter) Stage { return dbAtomic{store: store} }
 
-type dbAtomic struct{ store Store }
+type dbAtomic struct{ store Deducter }
 
 func (s dbAtomic) Buy(ctx context.Context, o Order) error { return s.store.Deduct(ctx, o) }

@@ -2,7 +2,9 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // Stage "local-mutex": the critical section under a per-item mutex held in
@@ -15,7 +17,7 @@ import (
 
 // NewLocalMutex returns the local-mutex stage. Each call has its own
 // mutexes, as each process would.
-func NewLocalMutex(store Store, kind string, opts SectionOptions) Stage {
+func NewLocalMutex(store SectionStore, kind string, opts SectionOptions) Stage {
 	return NewGuarded(&mutexGuard{}, store, kind, opts)
 }
 
@@ -23,12 +25,20 @@ func NewLocalMutex(store Store, kind string, opts SectionOptions) Stage {
 // a waiting buyer can give up when its request is cancelled.
 type mutexGuard struct{ keys sync.Map } // key -> chan struct{}
 
-func (g *mutexGuard) Enter(ctx context.Context, key string) (Held, error) {
+func (g *mutexGuard) Enter(ctx context.Context, key string, by time.Time) (Held, error) {
 	ch, _ := g.keys.LoadOrStore(key, make(chan struct{}, 1))
 	slot := ch.(chan struct{})
+	var timeout <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case slot <- struct{}{}:
 		return mutexHold(slot), nil
+	case <-timeout:
+		return nil, fmt.Errorf("%w: %s: buyers ahead on this instance still held it", ErrLockTimeout, key)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -37,6 +47,10 @@ func (g *mutexGuard) Enter(ctx context.Context, key string) (Held, error) {
 type mutexHold chan struct{}
 
 func (mutexHold) Token() int64 { return 0 }
+
+func (mutexHold) Context(ctx context.Context) context.Context { return ctx }
+
+func (mutexHold) Err() error { return nil }
 
 func (h mutexHold) Exit(context.Context) error {
 	<-h

@@ -22,6 +22,10 @@ import (
 // the stock write carries the lease's fencing token and the database refuses
 // a write from an older token (see critical.go). That fence, not the lock,
 // is what finally makes this stage safe.
+//
+// In a crowd, buyers line up in front of the lock (queue.go): a sold-out
+// item is answered from a read, and one buyer per instance at a time asks
+// Redis.
 
 // LockOptions tune the lease of the redis-lock and redlock stages.
 type LockOptions struct {
@@ -37,8 +41,8 @@ type LockOptions struct {
 }
 
 // NewRedisLock returns the redis-lock stage over a single-Redis locker.
-func NewRedisLock(locker lock.Locker, store Store, kind string, section SectionOptions, lo LockOptions) Stage {
-	return NewGuarded(&leaseGuard{locker: locker, opts: lo}, store, kind, section)
+func NewRedisLock(locker lock.Locker, store SectionStore, kind string, section SectionOptions, lo LockOptions) Stage {
+	return newGuarded(&leaseGuard{locker: locker, opts: lo}, store, kind, section, newLockQueue(store, lo.Wait))
 }
 
 // leaseGuard adapts internal/lock to the Guard of the critical section.
@@ -47,8 +51,12 @@ type leaseGuard struct {
 	opts   LockOptions
 }
 
-func (g *leaseGuard) Enter(ctx context.Context, key string) (Held, error) {
-	lease, err := g.locker.Obtain(ctx, key, g.opts.TTL, lock.ObtainOptions{Wait: g.opts.Wait, Fixed: g.opts.Fixed})
+func (g *leaseGuard) Enter(ctx context.Context, key string, by time.Time) (Held, error) {
+	wait := g.opts.Wait
+	if !by.IsZero() {
+		wait = max(time.Until(by), 0)
+	}
+	lease, err := g.locker.Obtain(ctx, key, g.opts.TTL, lock.ObtainOptions{Wait: wait, Fixed: g.opts.Fixed})
 	if err != nil {
 		return nil, classifyLockError(ctx, err)
 	}
@@ -58,6 +66,15 @@ func (g *leaseGuard) Enter(ctx context.Context, key string) (Held, error) {
 type leaseHold struct{ l *lock.Lease }
 
 func (h leaseHold) Token() int64 { return h.l.Token() }
+
+func (h leaseHold) Context(context.Context) context.Context { return h.l.Context() }
+
+func (h leaseHold) Err() error {
+	if err := h.l.Err(); errors.Is(err, lock.ErrLockLost) {
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
+	return nil
+}
 
 func (h leaseHold) Exit(ctx context.Context) error { return h.l.Release(ctx) }
 

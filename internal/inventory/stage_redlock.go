@@ -13,7 +13,8 @@ import "github.com/seckill-lab/seckill/internal/lock"
 // servers. It does not make pauses harmless: as in redis-lock, the fencing
 // token at the stock write is what refuses a holder whose lease ran out.
 
-// NewRedLock returns the redlock stage over a quorum locker.
-func NewRedLock(quorum *lock.RedLock, store Store, kind string, section SectionOptions, lo LockOptions) Stage {
-	return NewGuarded(&leaseGuard{locker: quorum, opts: lo}, store, kind, section)
+// NewRedLock returns the redlock stage over a quorum locker (a
+// *lock.RedLock; any lock.Locker fits, which tests use).
+func NewRedLock(quorum lock.Locker, store SectionStore, kind string, section SectionOptions, lo LockOptions) Stage {
+	return newGuarded(&leaseGuard{locker: quorum, opts: lo}, store, kind, section, newLockQueue(store, lo.Wait))
 }

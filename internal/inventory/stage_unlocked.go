@@ -1,6 +1,9 @@
 package inventory
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Stage "unlocked": the naive sale with no guard at all.
 //
@@ -10,15 +13,17 @@ import "context"
 // is the stage that oversells; every later stage exists because of it.
 
 // NewUnlocked returns the unlocked stage.
-func NewUnlocked(store Store, kind string, opts SectionOptions) Stage {
+func NewUnlocked(store SectionStore, kind string, opts SectionOptions) Stage {
 	return NewGuarded(noGuard{}, store, kind, opts)
 }
 
 type noGuard struct{}
 
-func (noGuard) Enter(context.Context, string) (Held, error) { return noHold{}, nil }
+func (noGuard) Enter(context.Context, string, time.Time) (Held, error) { return noHold{}, nil }
 
 type noHold struct{}
 
-func (noHold) Token() int64               { return 0 }
-func (noHold) Exit(context.Context) error { return nil }
+func (noHold) Token() int64                                { return 0 }
+func (noHold) Context(ctx context.Context) context.Context { return ctx }
+func (noHold) Err() error                                  { return nil }
+func (noHold) Exit(context.Context) error                  { return nil }

@@ -21,19 +21,23 @@ func TestDelWithoutOwnerCheckReleasesAnotherClientsLock(t *testing.T) {
 	if !rdb.SetNX(ctx, key, "A", 50*time.Millisecond).Val() {
 		t.Fatal("A did not obtain the lock")
 	}
+	t.Logf("1. A: SET %s A NX PX 50 -> OK (A holds the lock)", key)
 	waitGone(t, rdb, key) // A is slow: its lease runs out
+	t.Log("2. A is still working when its 50ms lease runs out: the key expires")
 	if !rdb.SetNX(ctx, key, "B", time.Minute).Val() {
 		t.Fatal("B did not obtain the expired lock")
 	}
+	t.Log("3. B: SET NX -> OK (B holds the lock now)")
 	// A finishes and "releases" its lock.
 	if err := rdb.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
+	t.Log("4. A finishes and releases with a plain DEL: it deletes B's lock")
 	// C comes while B is still in its critical section.
 	if !rdb.SetNX(ctx, key, "C", time.Minute).Val() {
 		t.Fatal("C was refused; the pitfall did not happen")
 	}
-	t.Log("B and C both hold the lock: A's DEL released B's lock")
+	t.Log("5. C: SET NX -> OK while B still works: B and C both hold the lock")
 
 	// The safe way: release compares the owner token in the same script.
 	c, _ := ourLock(t, rdb, "item")
@@ -42,6 +46,7 @@ func TestDelWithoutOwnerCheckReleasesAnotherClientsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLost(t, a)
+	t.Log("6. internal/lock, same order: A's 50ms lease runs out and A is told (Lease.Done)")
 	var b *lock.Lease
 	deadline := time.Now().Add(5 * time.Second)
 	for b == nil { // Redis expires the key no earlier than A's lease says it is lost
@@ -50,12 +55,17 @@ func TestDelWithoutOwnerCheckReleasesAnotherClientsLock(t *testing.T) {
 			t.Fatalf("B's obtain: %v", err)
 		}
 	}
-	if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+	t.Log("7. B obtains the lock")
+	err = a.Release(ctx)
+	if !errors.Is(err, lock.ErrLockLost) {
 		t.Errorf("A's Release = %v, want ErrLockLost", err)
 	}
-	if _, err := c.Obtain(ctx, "item", time.Minute, lock.ObtainOptions{Fixed: true}); !errors.Is(err, lock.ErrNotObtained) {
+	t.Logf("8. A releases: %v (the script compares owner tokens; B's lock stays)", err)
+	_, err = c.Obtain(ctx, "item", time.Minute, lock.ObtainOptions{Fixed: true})
+	if !errors.Is(err, lock.ErrNotObtained) {
 		t.Errorf("C's obtain = %v, want ErrNotObtained: B must still hold the lock", err)
 	}
+	t.Logf("9. C tries: %v (B is still the only holder)", err)
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("B's Release = %v, want nil", err)
 	}

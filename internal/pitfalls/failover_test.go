@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestFailoverLosesLockAndGrantsItTwice: Redis replicates asynchronously, so
@@ -47,9 +48,11 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	pollUntil(t, "the replica to sync", func() bool { return replica.rdb.Get(ctx, "marker").Val() == "1" })
+	t.Logf("1. replica %s follows primary %s (through a proxy) and is in sync", replica.addr, primary.addr)
 
 	// From now on the replica hears nothing more from the primary.
 	link.hold()
+	t.Log("2. the proxy holds back everything the primary sends: replication lags")
 
 	ca := lock.New(primary.rdb, lock.Options{})
 	t.Cleanup(func() { _ = ca.Close() }) // its server is gone by then; nothing to report
@@ -57,13 +60,16 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("A's obtain on the primary: %v", err)
 	}
+	t.Logf("3. A obtains product:1 on the primary (token %d); the write is acknowledged but not yet copied", a.Token())
 	primary.kill(t)
 	link.close()
+	t.Log("4. the primary is killed (SIGKILL) with the lock still held back in the proxy")
 
 	// Failover: promote the replica, as Sentinel or an operator would.
 	if err := replica.rdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
+	t.Log("5. the replica is promoted (REPLICAOF NO ONE); it never saw A's lock")
 	cb := lock.New(replica.rdb, lock.Options{})
 	t.Cleanup(func() { _ = cb.Close() })
 	b, err := cb.Obtain(ctx, "product:1", 30*time.Second, lock.ObtainOptions{Fixed: true})
@@ -73,7 +79,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	if a.Err() != nil {
 		t.Fatalf("A's lease = %v; want A still convinced it holds the lock", a.Err())
 	}
-	t.Logf("two holders of product:1: A (token %d) and B (token %d)", a.Token(), b.Token())
+	t.Logf("6. B obtains product:1 on the new primary: two holders, A (token %d, its lease still valid) and B (token %d)", a.Token(), b.Token())
 
 	// What still protects the data: B's fencing token is larger than A's
 	// (tokens follow the server clock, not only the lost counter), so a
@@ -81,6 +87,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	if b.Token() <= a.Token() {
 		t.Errorf("B's token %d is not above A's %d", b.Token(), a.Token())
 	}
+	t.Log("7. B's fencing token is above A's: a store that checks tokens refuses A's late writes")
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("B's release: %v", err)
 	}
@@ -96,7 +103,7 @@ type redisProc struct {
 // startRedis runs a throwaway redis-server on a free loopback port.
 func startRedis(t *testing.T, bin, dir string) *redisProc {
 	t.Helper()
-	port := freePort(t)
+	port := testkit.FreePorts(t, 1)[0]
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0", "--logfile", "")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -118,16 +125,6 @@ func (p *redisProc) kill(t *testing.T) {
 		_ = p.cmd.Process.Kill() // SIGKILL: no chance to flush anything
 		_ = p.cmd.Wait()         // reports the kill; nothing to check
 	})
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func pollUntil(t *testing.T, what string, ok func() bool) {

@@ -27,6 +27,7 @@ func ourLock(t *testing.T, rdb *redis.Client, key string) (*lock.Client, string)
 	c := lock.New(rdb, lock.Options{Prefix: prefix})
 	name := prefix + "{" + key + "}"
 	t.Cleanup(func() {
+		// The lock and its fence record, which keeps the last token.
 		_ = rdb.Del(context.Background(), name, name+":fence").Err()
 		if err := c.Close(); err != nil {
 			t.Errorf("close lock client: %v", err)

@@ -20,10 +20,13 @@ func TestWatchdogWithoutOwnerCheckExtendsAnotherClientsLock(t *testing.T) {
 	if !rdb.SetNX(ctx, key, "A", 50*time.Millisecond).Val() {
 		t.Fatal("A did not obtain the lock")
 	}
+	t.Logf("1. A: SET %s A NX PX 50 -> OK; A's watchdog is to renew it", key)
 	waitGone(t, rdb, key) // A's watchdog tick came late: the lease ran out
+	t.Log("2. A's watchdog tick comes late: the 50ms lease runs out and the key expires")
 	if !rdb.SetNX(ctx, key, "B", 200*time.Millisecond).Val() {
 		t.Fatal("B did not obtain the expired lock")
 	}
+	t.Log("3. B: SET NX PX 200 -> OK (B holds the lock for 200ms)")
 	// A's watchdog ticks: PEXPIRE without asking whose lock it is.
 	renewed, err := rdb.PExpire(ctx, key, time.Minute).Result()
 	if err != nil {
@@ -35,10 +38,12 @@ func TestWatchdogWithoutOwnerCheckExtendsAnotherClientsLock(t *testing.T) {
 	if owner := rdb.Get(ctx, key).Val(); owner != "B" {
 		t.Fatalf("lock owner = %q, want B", owner)
 	}
-	if pttl := rdb.PTTL(ctx, key).Val(); pttl <= 200*time.Millisecond {
+	pttl := rdb.PTTL(ctx, key).Val()
+	if pttl <= 200*time.Millisecond {
 		t.Fatalf("B's PTTL = %v, want A's minute", pttl)
 	}
-	t.Log("A's watchdog extended B's lock to a minute, and A was told the renewal worked")
+	t.Logf("4. A's watchdog: PEXPIRE %s 60000 -> 1; the key's owner is B and its PTTL is now %v:", key, pttl.Round(time.Second))
+	t.Log("   A's watchdog extended B's lock to a minute, and A was told the renewal worked")
 
 	// The safe way: renewal checks the owner token, and the lease tells its
 	// holder it is lost.
@@ -49,16 +54,21 @@ func TestWatchdogWithoutOwnerCheckExtendsAnotherClientsLock(t *testing.T) {
 	}
 	waitLost(t, a)
 	waitGone(t, rdb, name)
+	t.Log("5. internal/lock, same order: A's 50ms lease runs out and A is told (Lease.Done)")
 	b, err := c.Obtain(ctx, "item", 200*time.Millisecond, lock.ObtainOptions{Fixed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Refresh(ctx, time.Minute); !errors.Is(err, lock.ErrLockLost) {
+	t.Log("6. B obtains the lock for 200ms")
+	err = a.Refresh(ctx, time.Minute)
+	if !errors.Is(err, lock.ErrLockLost) {
 		t.Errorf("A's Refresh = %v, want ErrLockLost", err)
 	}
-	if pttl := rdb.PTTL(ctx, name).Val(); pttl > 200*time.Millisecond {
+	pttl = rdb.PTTL(ctx, name).Val()
+	if pttl > 200*time.Millisecond {
 		t.Errorf("B's PTTL = %v after A's refused renewal, want at most 200ms", pttl)
 	}
+	t.Logf("7. A renews: %v; B's PTTL stays %v (the script renews only its owner's lock)", err, pttl)
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("B's Release = %v", err)
 	}

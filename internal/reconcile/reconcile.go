@@ -54,7 +54,18 @@ type ItemResult struct {
 	Conserved bool             `json:"conserved"`
 	Drift     *inventory.Drift `json:"redis_drift,omitempty"`
 	Error     string           `json:"error,omitempty"`
+	// Note says what the run found and could not repair.
+	Note string `json:"note,omitempty"`
 }
+
+// lostCopy explains a Redis copy found missing: Redis lost its data (a
+// restart without persistence, a failover to an empty replica). The copy
+// is reloaded from the database, which knows every written order; what it
+// cannot know are the orders redis-stream accepted and had not written,
+// which lived only in Redis.
+const lostCopy = "the Redis copy of the stock was missing and was reloaded from the database; " +
+	"orders that redis-stream had accepted and not yet written, if any, were only in Redis and cannot be recovered: " +
+	"their buyers hold a 202 whose order now answers order-not-found"
 
 // Result is one run.
 type Result struct {
@@ -101,17 +112,11 @@ func New(locker lock.Locker, rdb redis.UniversalClient, targets []Target, opts O
 
 // Run wakes at every slot boundary (plus a little) until ctx ends.
 func (j *Job) Run(ctx context.Context) {
-	iv := j.opts.Interval
 	for {
-		next := time.Now().Truncate(iv).Add(iv)
-		t := time.NewTimer(time.Until(next) + iv/20)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		slot, ok := nextSlot(ctx, j.opts.Interval)
+		if !ok {
 			return
-		case <-t.C:
 		}
-		slot := next.UnixNano() / int64(iv)
 		if _, ran, err := j.RunSlot(ctx, slot); err != nil && ctx.Err() == nil {
 			j.opts.Logger.Warn("reconcile failed", "slot", slot, "ran", ran, "err", err)
 		}
@@ -121,35 +126,67 @@ func (j *Job) Run(ctx context.Context) {
 // RunSlot runs the job for one slot unless another instance already did.
 // It reports whether this instance ran it.
 func (j *Job) RunSlot(ctx context.Context, slot int64) (Result, bool, error) {
-	ttl := max(j.opts.Interval, 2*time.Second)
-	lease, err := j.locker.Obtain(ctx, "reconcile", ttl, lock.ObtainOptions{})
+	var res Result
+	ran, err := onceInSlot(ctx, j.locker, j.rdb, j.opts, "reconcile", "slot:", slot, func(lctx context.Context) error {
+		res = j.check(lctx, slot)
+		prev, _, err := Last(ctx, j.rdb, j.opts.Prefix)
+		if err != nil {
+			j.opts.Logger.Debug("reading the previous reconcile result failed", "err", err)
+		}
+		if err := j.publish(ctx, res); err != nil {
+			return err
+		}
+		j.logChanges(prev, res)
+		if j.opts.OnRun != nil {
+			j.opts.OnRun(res)
+		}
+		return nil
+	})
+	return res, ran, err
+}
+
+// onceInSlot runs fn for one slot of the fleet's schedule, on at most one
+// instance: under the named lock (no two runs overlap), and only if no
+// instance has left its marker for the slot (no slot runs twice). fn gets
+// the lease's context, which ends when the lease is lost. It reports
+// whether this instance ran fn.
+func onceInSlot(ctx context.Context, locker lock.Locker, rdb redis.UniversalClient, opts Options, name, marker string, slot int64, fn func(ctx context.Context) error) (bool, error) {
+	ttl := max(opts.Interval, 2*time.Second)
+	lease, err := locker.Obtain(ctx, name, ttl, lock.ObtainOptions{})
 	if errors.Is(err, lock.ErrNotObtained) {
-		return Result{}, false, nil // another instance is running it
+		return false, nil // another instance is running it
 	}
 	if err != nil {
-		return Result{}, false, err
+		return false, err
 	}
 	defer func() {
 		if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrLockLost) {
-			j.opts.Logger.Warn("releasing the reconcile lock failed", "err", err)
+			opts.Logger.Warn("releasing the job lock failed", "lock", name, "err", err)
 		}
 	}()
-	marker := j.opts.Prefix + "slot:" + strconv.FormatInt(slot, 10)
-	fresh, err := j.rdb.SetNX(lease.Context(), marker, j.opts.Instance, 3*j.opts.Interval+time.Second).Result()
+	key := opts.Prefix + marker + strconv.FormatInt(slot, 10)
+	fresh, err := rdb.SetNX(lease.Context(), key, opts.Instance, 3*opts.Interval+time.Second).Result()
 	if err != nil || !fresh {
-		return Result{}, false, err
+		return false, err
 	}
-	res := j.check(lease.Context(), slot)
-	if err := j.publish(ctx, res); err != nil {
-		return res, true, err
+	if err := fn(lease.Context()); err != nil {
+		return true, err
 	}
-	if res.Violations > 0 {
-		j.opts.Logger.Warn("reconcile found violations", "violations", res.Violations, "repairs", res.Repairs)
+	return true, lease.Err()
+}
+
+// nextSlot sleeps until the next slot boundary (plus a little) and returns
+// the slot, or false when ctx ended.
+func nextSlot(ctx context.Context, iv time.Duration) (int64, bool) {
+	next := time.Now().Truncate(iv).Add(iv)
+	t := time.NewTimer(time.Until(next) + iv/20)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return 0, false
+	case <-t.C:
 	}
-	if j.opts.OnRun != nil {
-		j.opts.OnRun(res)
-	}
-	return res, true, lease.Err()
+	return next.UnixNano() / int64(iv), true
 }
 
 func (j *Job) check(ctx context.Context, slot int64) Result {
@@ -171,6 +208,10 @@ func (j *Job) check(ctx context.Context, slot int64) Result {
 					r.Drift = &d
 					if d.Repaired || d.Resolved > 0 {
 						res.Repairs++
+					}
+					if d.RedisStock < 0 {
+						r.Note = lostCopy
+						j.opts.Logger.Error("reconcile: "+lostCopy, "kind", t.Kind, "id", it.ID)
 					}
 				}
 			}
@@ -199,6 +240,75 @@ func (j *Job) publish(ctx context.Context, res Result) error {
 		return fmt.Errorf("publish reconcile result: %w", err)
 	}
 	return nil
+}
+
+// logChanges logs each item whose finding changed since the fleet's previous
+// run, naming it: a violation once when it appears or changes, and once
+// when it is gone, not again on every run while it stays the same.
+func (j *Job) logChanges(prev, cur Result) {
+	key := func(r ItemResult) string { return r.Kind + ":" + strconv.FormatInt(r.ID, 10) }
+	bad := func(r ItemResult) bool { return r.Error != "" || r.Oversold > 0 || !r.Conserved }
+	same := func(a, b ItemResult) bool {
+		return a.Oversold == b.Oversold && a.Conserved == b.Conserved && a.Error == b.Error
+	}
+	before := map[string]ItemResult{}
+	for _, r := range prev.Items {
+		before[key(r)] = r
+	}
+	for _, r := range cur.Items {
+		p, seen := before[key(r)]
+		switch {
+		case bad(r) && (!seen || !bad(p) || !same(p, r)):
+			j.opts.Logger.Warn("reconcile found a violation", "kind", r.Kind, "item", r.ID, "oversold", r.Oversold, "conserved", r.Conserved, "err", r.Error)
+		case !bad(r) && seen && bad(p):
+			j.opts.Logger.Info("reconcile: violation gone", "kind", r.Kind, "item", r.ID)
+		}
+	}
+}
+
+// Finding is one item's finding in the fleet's newest run.
+type Finding struct {
+	At       time.Time
+	Instance string // the instance that ran it
+	Item     ItemResult
+}
+
+// LastFor returns the item's finding in the newest published run. ok is
+// false when there is none, or when the item was reset after that run (see
+// MarkReset): a finding about the stock before a reset says nothing about
+// the stock after it.
+func LastFor(ctx context.Context, rdb redis.UniversalClient, prefix, kind string, id int64) (f Finding, ok bool, err error) {
+	res, ok, err := Last(ctx, rdb, prefix)
+	if err != nil || !ok {
+		return Finding{}, false, err
+	}
+	for _, it := range res.Items {
+		if it.Kind != kind || it.ID != id {
+			continue
+		}
+		resetAt, err := rdb.Get(ctx, resetKey(prefix, kind, id)).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Finding{}, false, err
+		}
+		if resetAt >= res.At.UnixNano() {
+			return Finding{}, false, nil
+		}
+		return Finding{At: res.At, Instance: res.Instance, Item: it}, true, nil
+	}
+	return Finding{}, false, nil
+}
+
+// MarkReset records, for the fleet, that the item was reset now, so that
+// LastFor hides findings from before. Call it after the reset.
+func MarkReset(ctx context.Context, rdb redis.UniversalClient, prefix, kind string, id int64) error {
+	return rdb.Set(ctx, resetKey(prefix, kind, id), time.Now().UnixNano(), 24*time.Hour).Err()
+}
+
+func resetKey(prefix, kind string, id int64) string {
+	if prefix == "" {
+		prefix = "seckill:reconcile:"
+	}
+	return prefix + "reset:" + kind + ":" + strconv.FormatInt(id, 10)
 }
 
 // Last reads the newest published result; ok is false when none exists.

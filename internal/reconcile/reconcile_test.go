@@ -1,8 +1,11 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,5 +138,84 @@ func TestRepairsRedisAtomicDrift(t *testing.T) {
 	}
 	if _, ran, _ := job.RunSlot(ctx, 2); ran {
 		t.Fatal("a slot must not run twice")
+	}
+}
+
+// violate makes product 1 break conservation: one unit leaves the stock
+// with no order for it.
+func violate(t *testing.T, db interface {
+	Exec(context.Context, string, ...any) error
+}) {
+	t.Helper()
+	if err := db.Exec(context.Background(), "UPDATE products SET stock = stock - 1 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFindingsAndLogsFollowTheItem: a violation is logged naming its item,
+// once, not again on each run while it stays the same; a reset hides the
+// finding from before it in the audit, and the next run reports the item
+// clean and says the violation is gone.
+func TestFindingsAndLogsFollowTheItem(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	prefix := testenv.Name("rec") + ":"
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	items := inventory.NewService(db.Products(), nil, "x", "O").OnReset(func(ctx context.Context, id int64) error {
+		return reconcile.MarkReset(ctx, rdb, prefix, "product", id)
+	})
+	if err := items.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	locker := lock.New(rdb, lock.Options{Prefix: prefix + "lock:"})
+	defer locker.Close()
+	job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: items}}, reconcile.Options{
+		Interval: time.Second, Instance: "i1", Prefix: prefix, Logger: log,
+	})
+	slot := time.Now().UnixNano()
+	run := func() {
+		t.Helper()
+		slot++
+		if _, ran, err := job.RunSlot(ctx, slot); err != nil || !ran {
+			t.Fatalf("run: ran=%v err=%v", ran, err)
+		}
+	}
+	finding := func() (reconcile.Finding, bool) {
+		t.Helper()
+		f, ok, err := reconcile.LastFor(ctx, rdb, prefix, "product", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, ok
+	}
+
+	violate(t, db)
+	run()
+	run()
+	run()
+	if n := strings.Count(logs.String(), "reconcile found a violation"); n != 1 {
+		t.Fatalf("a violation that stays the same must be logged once, got %d:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "item=1") || !strings.Contains(logs.String(), "kind=product") {
+		t.Fatalf("the log must name the item:\n%s", logs.String())
+	}
+	if f, ok := finding(); !ok || f.Item.Conserved {
+		t.Fatalf("before the reset the audit shows the violation: %+v ok=%v", f, ok)
+	}
+
+	if err := items.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := finding(); ok {
+		t.Fatalf("right after a reset the audit must not show the finding from before it: %+v", f)
+	}
+	run()
+	if f, ok := finding(); !ok || !f.Item.Conserved {
+		t.Fatalf("the first run after the reset is shown: %+v ok=%v", f, ok)
+	}
+	if !strings.Contains(logs.String(), "violation gone") {
+		t.Fatalf("a violation that went away is logged once:\n%s", logs.String())
 	}
 }

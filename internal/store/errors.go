@@ -14,9 +14,13 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
-// Driver error numbers the store understands.
+// Driver error numbers the store understands beyond what gorm translates
+// itself (TranslateError turns a duplicate key, MySQL 1062 or SQLite's
+// UNIQUE and PRIMARY KEY codes, into gorm.ErrDuplicatedKey).
 const (
-	mysqlDupKey         = 1062 // ER_DUP_ENTRY
+	mysqlTooManyConns   = 1040 // ER_CON_COUNT_ERROR: max_connections reached
+	mysqlUserConns      = 1203 // ER_TOO_MANY_USER_CONNECTIONS (global max_user_connections)
+	mysqlUserLimit      = 1226 // ER_USER_LIMIT_REACHED (the account's own MAX_USER_CONNECTIONS)
 	mysqlLockWait       = 1205 // ER_LOCK_WAIT_TIMEOUT
 	mysqlDeadlock       = 1213 // ER_LOCK_DEADLOCK
 	mysqlOutOfRange     = 1264 // ER_WARN_DATA_OUT_OF_RANGE
@@ -24,15 +28,15 @@ const (
 	mysqlCheckViolation = 3819 // ER_CHECK_CONSTRAINT_VIOLATED (MySQL 8)
 	mariaCheckViolation = 4025 // ER_CONSTRAINT_FAILED (MariaDB)
 
-	sqliteCheck      = 275  // SQLITE_CONSTRAINT_CHECK
-	sqlitePrimaryKey = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
-	sqliteUnique     = 2067 // SQLITE_CONSTRAINT_UNIQUE
+	sqliteCheck = 275 // SQLITE_CONSTRAINT_CHECK
 )
 
-// translate maps driver errors to inventory sentinels, keeping the original
-// in the chain: a duplicate (item, user) is ErrAlreadyPurchased, a stock
-// CHECK or range violation is ErrSoldOut (the constraint stopped an
-// oversell), a broken connection is ErrUnavailable.
+// translate maps gorm's and the drivers' errors to inventory sentinels,
+// keeping the original in the chain: a duplicate key (one order per item
+// and user, unique order numbers) is ErrAlreadyPurchased, a missing row is
+// ErrNotFound, a stock CHECK or range violation is ErrSoldOut (the
+// constraint stopped an oversell), a server out of connections is
+// ErrOverloaded, a broken connection is ErrUnavailable.
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -42,22 +46,26 @@ func translate(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return err
 	}
+	switch {
+	case errors.Is(err, gorm.ErrDuplicatedKey):
+		return fmt.Errorf("%w: %w", inventory.ErrAlreadyPurchased, err)
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return fmt.Errorf("%w: %w", inventory.ErrNotFound, err)
+	}
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case mysqlDupKey:
-			return fmt.Errorf("%w: %w", inventory.ErrAlreadyPurchased, err)
 		case mysqlCheckViolation, mariaCheckViolation, mysqlOutOfRange, mysqlUnsignedRange:
 			return fmt.Errorf("%w (stock constraint): %w", inventory.ErrSoldOut, err)
+		case mysqlTooManyConns, mysqlUserConns, mysqlUserLimit:
+			// The server is full: load, not a bug, and nothing was written.
+			return fmt.Errorf("%w: %w", inventory.ErrOverloaded, err)
 		}
 		return err
 	}
 	var se *gosqlite.Error
 	if errors.As(err, &se) {
-		switch se.Code() {
-		case sqliteUnique, sqlitePrimaryKey:
-			return fmt.Errorf("%w: %w", inventory.ErrAlreadyPurchased, err)
-		case sqliteCheck:
+		if se.Code() == sqliteCheck {
 			return fmt.Errorf("%w (stock constraint): %w", inventory.ErrSoldOut, err)
 		}
 		return err
@@ -65,9 +73,6 @@ func translate(err error) error {
 	var ne net.Error
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldriver.ErrInvalidConn) || errors.As(err, &ne) {
 		return fmt.Errorf("%w: %w", inventory.ErrUnavailable, err)
-	}
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("%w: %w", inventory.ErrNotFound, err)
 	}
 	return err
 }

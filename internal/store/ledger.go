@@ -4,187 +4,170 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
-// table names the columns of one kind of item and its orders. Products and
-// coupon batches have the same shape under different names.
-type table struct {
-	items, stock, initial, price string // item table and columns
-	orders, orderNo, itemID      string // order table and columns
-}
-
-var (
-	productTable = table{"products", "stock", "initial_stock", "price_cents", "orders", "order_no", "product_id"}
-	couponTable  = table{"coupon_batches", "remaining", "total", "0", "coupon_grabs", "grab_no", "batch_id"}
-)
-
-// Ledger is an inventory.Store over one kind of item.
+// Ledger is an inventory.Store over one kind of item: products and their
+// orders, or coupon batches and their grabs.
 type Ledger struct {
-	db *DB
-	t  table
+	db    *DB
+	table string // the item table, for error messages
+	kind  kind
 }
 
 var _ inventory.Store = (*Ledger)(nil)
 
+// kind is one kind's statements (statements.go). The Ledger runs them the
+// same way for both kinds: which share a transaction, what "no row" means,
+// which errors are retried.
+type kind interface {
+	list(tx *gorm.DB) ([]inventory.Item, error)
+	get(tx *gorm.DB, id int64) (inventory.Item, error)
+	readStock(tx *gorm.DB, id int64) (int, error)
+	setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB
+	deduct(tx *gorm.DB, id int64, q int) *gorm.DB
+	claim(tx *gorm.DB, id, token int64) *gorm.DB
+	insertOrder(tx *gorm.DB, o inventory.Order) error
+	insertOrders(tx *gorm.DB, orders []inventory.Order) error
+	restock(tx *gorm.DB, id int64, n int) *gorm.DB
+	deleteOrders(tx *gorm.DB, id int64) *gorm.DB
+	audit(tx *gorm.DB, id int64) (inventory.Audit, error)
+	buyers(tx *gorm.DB, id int64) ([]string, error)
+	findOrder(tx *gorm.DB, no string) *gorm.DB
+	order(tx *gorm.DB, no string) (inventory.Order, error)
+}
+
+// payKind is the payment lifecycle's statements: products have them,
+// coupon batches (free) do not.
+type payKind interface {
+	pay(tx *gorm.DB, no string, since time.Time) *gorm.DB
+	unpaid(tx *gorm.DB, cutoff time.Time, limit int) ([]inventory.Order, error)
+	cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) *gorm.DB
+	restore(tx *gorm.DB, id int64, q int) *gorm.DB
+	owed(tx *gorm.DB, limit int) ([]inventory.Owed, error)
+	clearOwed(tx *gorm.DB, no, gen string) *gorm.DB
+}
+
 // Products returns the ledger of products and their orders.
-func (d *DB) Products() *Ledger { return &Ledger{db: d, t: productTable} }
+func (d *DB) Products() *Ledger { return &Ledger{db: d, table: "products", kind: productKind{}} }
 
 // Coupons returns the ledger of coupon batches and their grabs.
-func (d *DB) Coupons() *Ledger { return &Ledger{db: d, t: couponTable} }
+func (d *DB) Coupons() *Ledger { return &Ledger{db: d, table: "coupon_batches", kind: couponKind{}} }
 
-type itemRow struct {
-	ID           int64
-	Name         string
-	PriceCents   int64
-	InitialStock int
-	Stock        int
-	FenceToken   int64
-}
-
-func (l *Ledger) selectItems() string {
-	t := l.t
-	return fmt.Sprintf("SELECT id, name, %s AS price_cents, %s AS initial_stock, %s AS stock, fence_token FROM %s",
-		t.price, t.initial, t.stock, t.items)
-}
-
-func (r itemRow) item() inventory.Item {
-	return inventory.Item{ID: r.ID, Name: r.Name, PriceCents: r.PriceCents, InitialStock: r.InitialStock, Stock: r.Stock, FenceToken: r.FenceToken}
-}
+func (l *Ledger) conn(ctx context.Context) *gorm.DB { return l.db.gdb.WithContext(ctx) }
 
 // List returns every item, by id.
 func (l *Ledger) List(ctx context.Context) ([]inventory.Item, error) {
-	var rows []itemRow
-	if err := l.db.gdb.WithContext(ctx).Raw(l.selectItems() + " ORDER BY id").Scan(&rows).Error; err != nil {
-		return nil, translate(fmt.Errorf("list %s: %w", l.t.items, err))
-	}
-	items := make([]inventory.Item, len(rows))
-	for i, r := range rows {
-		items[i] = r.item()
+	items, err := l.kind.list(l.conn(ctx))
+	if err != nil {
+		return nil, translate(fmt.Errorf("list %s: %w", l.table, err))
 	}
 	return items, nil
 }
 
-// Get returns one item or inventory.ErrNotFound.
+// Get returns one item, or inventory.ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, id int64) (inventory.Item, error) {
-	var rows []itemRow
-	if err := l.db.gdb.WithContext(ctx).Raw(l.selectItems()+" WHERE id = ?", id).Scan(&rows).Error; err != nil {
-		return inventory.Item{}, translate(fmt.Errorf("get %s %d: %w", l.t.items, id, err))
+	it, err := l.kind.get(l.conn(ctx), id)
+	if err != nil {
+		return inventory.Item{}, translate(fmt.Errorf("get %s %d: %w", l.table, id, err))
 	}
-	if len(rows) == 0 {
-		return inventory.Item{}, fmt.Errorf("%s %d: %w", l.t.items, id, inventory.ErrNotFound)
-	}
-	return rows[0].item(), nil
+	return it, nil
 }
 
 // Audit reads stock and order totals of one item in a single statement, so
-// that the numbers come from one consistent snapshot.
+// that the numbers come from one consistent snapshot. It returns
+// inventory.ErrNotFound for an unknown item.
 func (l *Ledger) Audit(ctx context.Context, id int64) (inventory.Audit, error) {
-	t := l.t
-	q := fmt.Sprintf(`SELECT i.%s AS initial_stock, i.%s AS stock,
-		COALESCE(SUM(o.quantity), 0) AS sold, COUNT(o.id) AS orders
-		FROM %s i LEFT JOIN %s o ON o.%s = i.id
-		WHERE i.id = ? GROUP BY i.id, i.%s, i.%s`,
-		t.initial, t.stock, t.items, t.orders, t.itemID, t.initial, t.stock)
-	var rows []struct {
-		InitialStock int
-		Stock        int
-		Sold         int
-		Orders       int
+	a, err := l.kind.audit(l.conn(ctx), id)
+	if err != nil {
+		return inventory.Audit{}, translate(fmt.Errorf("audit %s %d: %w", l.table, id, err))
 	}
-	if err := l.db.gdb.WithContext(ctx).Raw(q, id).Scan(&rows).Error; err != nil {
-		return inventory.Audit{}, translate(fmt.Errorf("audit %s %d: %w", t.items, id, err))
-	}
-	if len(rows) == 0 {
-		return inventory.Audit{}, fmt.Errorf("%s %d: %w", t.items, id, inventory.ErrNotFound)
-	}
-	r := rows[0]
-	return inventory.Audit{ItemID: id, InitialStock: r.InitialStock, Stock: r.Stock, Sold: r.Sold, Orders: r.Orders}, nil
+	a.ItemID = id
+	return a, nil
 }
 
-// Reset deletes the item's orders and sets initial stock and stock to n.
-// The fencing token is kept: tokens must only grow.
+// Reset deletes the item's orders and sets initial stock and stock to n, or
+// returns inventory.ErrNotFound. The fencing token is kept: tokens must
+// only grow.
 func (l *Ledger) Reset(ctx context.Context, id int64, n int) error {
-	t := l.t
 	return l.tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Exec(fmt.Sprintf("UPDATE %s SET %s = ?, %s = ? WHERE id = ?", t.items, t.initial, t.stock), n, n, id)
+		res := l.kind.restock(tx, id, n)
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			return fmt.Errorf("%s %d: %w", t.items, id, inventory.ErrNotFound)
+			return fmt.Errorf("%s %d: %w", l.table, id, inventory.ErrNotFound)
 		}
-		return tx.Exec(fmt.Sprintf("DELETE FROM %s WHERE %s = ?", t.orders, t.itemID), id).Error
+		return l.kind.deleteOrders(tx, id).Error
 	})
 }
 
 // ReadStock reads the stock in its own statement, outside any transaction.
+// It returns inventory.ErrNotFound for an unknown item.
 func (l *Ledger) ReadStock(ctx context.Context, id int64) (int, error) {
-	var stock []int
-	err := l.db.gdb.WithContext(ctx).Raw(fmt.Sprintf("SELECT %s FROM %s WHERE id = ?", l.t.stock, l.t.items), id).Scan(&stock).Error
+	stock, err := l.kind.readStock(l.conn(ctx), id)
 	if err != nil {
-		return 0, translate(fmt.Errorf("read stock of %s %d: %w", l.t.items, id, err))
+		return 0, translate(fmt.Errorf("read stock of %s %d: %w", l.table, id, err))
 	}
-	if len(stock) == 0 {
-		return 0, fmt.Errorf("%s %d: %w", l.t.items, id, inventory.ErrNotFound)
-	}
-	return stock[0], nil
+	return stock, nil
 }
 
 // Fence claims the item for a lock holder with the given token. It fails
-// with inventory.ErrLockLost when a newer (or the same) token is recorded.
+// with inventory.ErrLockLost when a newer (or the same) token is recorded,
+// and with inventory.ErrNotFound for an unknown item.
 func (l *Ledger) Fence(ctx context.Context, id int64, token int64) error {
-	res := l.db.gdb.WithContext(ctx).Exec(fmt.Sprintf("UPDATE %s SET fence_token = ? WHERE id = ? AND fence_token < ?", l.t.items), token, id, token)
+	res := l.kind.claim(l.conn(ctx), id, token)
 	if res.Error != nil {
-		return translate(fmt.Errorf("fence %s %d: %w", l.t.items, id, res.Error))
+		return translate(fmt.Errorf("fence %s %d: %w", l.table, id, res.Error))
 	}
 	if res.RowsAffected == 0 {
-		return l.missingOr(ctx, id, fmt.Errorf("%s %d: token %d is stale: %w", l.t.items, id, token, inventory.ErrLockLost))
+		return l.missingOr(ctx, id, fmt.Errorf("%s %d: token %d is stale: %w", l.table, id, token, inventory.ErrLockLost))
 	}
 	return nil
 }
 
 // WriteComputed inserts o and writes newStock in one transaction. With a
-// token, the write needs the item's fence to still be that token.
+// token (> 0), the write needs the item's fence to be no newer than the
+// token, else it fails with inventory.ErrLockLost and writes nothing. A
+// repeat buyer gets inventory.ErrAlreadyPurchased, a negative newStock
+// inventory.ErrSoldOut (the CHECK constraint), an unknown item
+// inventory.ErrNotFound.
 func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock int, token int64) error {
-	t := l.t
 	return l.tx(ctx, func(tx *gorm.DB) error {
-		if err := l.insertOrder(tx, o); err != nil {
+		if err := l.kind.insertOrder(tx, o); err != nil {
 			return err
 		}
-		var res *gorm.DB
-		if token > 0 {
-			res = tx.Exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE id = ? AND fence_token <= ?", t.items, t.stock), newStock, o.ItemID, token)
-		} else {
-			res = tx.Exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE id = ?", t.items, t.stock), newStock, o.ItemID)
-		}
+		res := l.kind.setStock(tx, o.ItemID, newStock, token)
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
 			if token > 0 {
-				return fmt.Errorf("%s %d: write with token %d fenced off: %w", t.items, o.ItemID, token, inventory.ErrLockLost)
+				return fmt.Errorf("%s %d: write with token %d fenced off: %w", l.table, o.ItemID, token, inventory.ErrLockLost)
 			}
-			return fmt.Errorf("%s %d: %w", t.items, o.ItemID, inventory.ErrNotFound)
+			return fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrNotFound)
 		}
 		return nil
 	})
 }
 
-// Deduct inserts o and decrements the stock only if enough is left.
+// Deduct inserts o and decrements the stock only if enough is left, in one
+// transaction. It fails with inventory.ErrSoldOut when too little is left,
+// inventory.ErrAlreadyPurchased for a repeat buyer, inventory.ErrNotFound
+// for an unknown item.
 func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {
-	t := l.t
 	err := l.tx(ctx, func(tx *gorm.DB) error {
 		// Insert first: a repeat buyer fails on the unique key without
 		// touching the hot row, and the row lock the UPDATE takes is held
 		// only for the rest of this short transaction.
-		if err := l.insertOrder(tx, o); err != nil {
+		if err := l.kind.insertOrder(tx, o); err != nil {
 			return err
 		}
-		res := tx.Exec(fmt.Sprintf("UPDATE %s SET %s = %s - ? WHERE id = ? AND %s >= ?", t.items, t.stock, t.stock, t.stock), o.Quantity, o.ItemID, o.Quantity)
+		res := l.kind.deduct(tx, o.ItemID, o.Quantity)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -194,20 +177,52 @@ func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {
 		return nil
 	})
 	if errors.Is(err, errSoldOutOrMissing) {
-		return l.missingOr(ctx, o.ItemID, fmt.Errorf("%s %d: %w", t.items, o.ItemID, inventory.ErrSoldOut))
+		return l.missingOr(ctx, o.ItemID, fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrSoldOut))
 	}
 	return err
 }
 
 var errSoldOutOrMissing = errors.New("no row matched")
 
-func (l *Ledger) insertOrder(tx *gorm.DB, o inventory.Order) error {
-	t := l.t
-	return tx.Exec(fmt.Sprintf("INSERT INTO %s (%s, %s, user_id, quantity, stage, instance, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", t.orders, t.orderNo, t.itemID),
-		o.No, o.ItemID, o.UserID, o.Quantity, o.Stage, o.Instance, o.CreatedAt).Error
+// DeductAll is Deduct for many orders of one item, in one transaction: one
+// multi-row INSERT, one guarded decrement by their total. Either all are
+// written or none: it fails with inventory.ErrSoldOut when the stock does
+// not cover them all, inventory.ErrAlreadyPurchased when one of them (or
+// its buyer) has a row already, inventory.ErrInvalid when they are not of
+// one item. redis-stream's writers take orders in batches, so a batch costs
+// the hot row one lock instead of one per order.
+func (l *Ledger) DeductAll(ctx context.Context, orders []inventory.Order) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	id, total := orders[0].ItemID, 0
+	for _, o := range orders {
+		if o.ItemID != id {
+			return fmt.Errorf("%w: a batch holds orders of items %d and %d", inventory.ErrInvalid, id, o.ItemID)
+		}
+		total += o.Quantity
+	}
+	err := l.tx(ctx, func(tx *gorm.DB) error {
+		if err := l.kind.insertOrders(tx, orders); err != nil {
+			return err
+		}
+		res := l.kind.deduct(tx, id, total)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errSoldOutOrMissing
+		}
+		return nil
+	})
+	if errors.Is(err, errSoldOutOrMissing) {
+		return l.missingOr(ctx, id, fmt.Errorf("%s %d: %d units for %d orders: %w", l.table, id, total, len(orders), inventory.ErrSoldOut))
+	}
+	return err
 }
 
-// missingOr returns ErrNotFound if the item does not exist, else err.
+// missingOr returns ErrNotFound if the item does not exist, else err. It
+// runs only after a guarded statement matched no row, never on a sale.
 func (l *Ledger) missingOr(ctx context.Context, id int64, err error) error {
 	if _, gerr := l.ReadStock(ctx, id); errors.Is(gerr, inventory.ErrNotFound) {
 		return gerr
@@ -216,11 +231,12 @@ func (l *Ledger) missingOr(ctx context.Context, id int64, err error) error {
 }
 
 // tx runs fn in a transaction, again (up to 3 times) when MySQL picked it
-// as a deadlock victim, and translates the final error.
+// as a deadlock victim or timed out its row lock, and translates the final
+// error.
 func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = l.db.gdb.WithContext(ctx).Transaction(fn)
+		err = l.conn(ctx).Transaction(fn)
 		if !retryable(err) {
 			break
 		}
@@ -230,20 +246,153 @@ func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 
 // Buyers lists the users who hold an order for the item.
 func (l *Ledger) Buyers(ctx context.Context, id int64) ([]string, error) {
-	var users []string
-	q := fmt.Sprintf("SELECT user_id FROM %s WHERE %s = ?", l.t.orders, l.t.itemID)
-	if err := l.db.gdb.WithContext(ctx).Raw(q, id).Scan(&users).Error; err != nil {
-		return nil, translate(fmt.Errorf("buyers of %s %d: %w", l.t.items, id, err))
+	users, err := l.kind.buyers(l.conn(ctx), id)
+	if err != nil {
+		return nil, translate(fmt.Errorf("buyers of %s %d: %w", l.table, id, err))
 	}
 	return users, nil
 }
 
 // OrderExists reports whether an order with this number was committed.
 func (l *Ledger) OrderExists(ctx context.Context, no string) (bool, error) {
-	var n []int64
-	q := fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = ?", l.t.orders, l.t.orderNo)
-	if err := l.db.gdb.WithContext(ctx).Raw(q, no).Scan(&n).Error; err != nil {
+	err := l.kind.findOrder(l.conn(ctx), no).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return false, nil
+	case err != nil:
 		return false, translate(fmt.Errorf("look up order %s: %w", no, err))
 	}
-	return len(n) == 1 && n[0] > 0, nil
+	return true, nil
+}
+
+// FindOrder returns the written order with this number, whatever its
+// status, or inventory.ErrOrderNotFound.
+func (l *Ledger) FindOrder(ctx context.Context, no string) (inventory.Order, error) {
+	o, err := l.kind.order(l.conn(ctx), no)
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return inventory.Order{}, fmt.Errorf("%s: %w", no, inventory.ErrOrderNotFound)
+	}
+	if err != nil {
+		return inventory.Order{}, translate(fmt.Errorf("read order %s: %w", no, err))
+	}
+	return o, nil
+}
+
+// MarkFailed writes o as failed, taking no stock: the order that
+// redis-stream accepted could not be written. It fails with
+// inventory.ErrAlreadyPurchased when the order number (or the buyer) has a
+// row already; then FindOrder says which fate won.
+func (l *Ledger) MarkFailed(ctx context.Context, o inventory.Order) error {
+	o.Status = inventory.StatusFailed
+	return translate(l.kind.insertOrder(l.conn(ctx), o))
+}
+
+// payments returns the payment statements, or inventory.ErrInvalid for a
+// kind of item that is free.
+func (l *Ledger) payments() (payKind, error) {
+	p, ok := l.kind.(payKind)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s have no payment", inventory.ErrInvalid, l.table)
+	}
+	return p, nil
+}
+
+// Pay marks the order paid, if it is confirmed and was created at or after
+// since (its payment window is open), and returns it. Paying a paid order
+// again returns it unchanged. It fails with inventory.ErrOrderNotFound,
+// inventory.ErrOrderCancelled (cancelled, or its window closed),
+// inventory.ErrOrderFailed, or inventory.ErrInvalid for coupon grabs.
+func (l *Ledger) Pay(ctx context.Context, no string, since time.Time) (inventory.Order, error) {
+	p, err := l.payments()
+	if err != nil {
+		return inventory.Order{}, err
+	}
+	if err := p.pay(l.conn(ctx), no, since).Error; err != nil {
+		return inventory.Order{}, translate(fmt.Errorf("pay order %s: %w", no, err))
+	}
+	// Read the row whether or not the UPDATE matched: it says what the
+	// order is now, and a repeated payment is answered like the first.
+	o, err := l.FindOrder(ctx, no)
+	if err != nil {
+		return o, err
+	}
+	switch o.Status {
+	case inventory.StatusPaid:
+		return o, nil
+	case inventory.StatusCancelled:
+		return o, fmt.Errorf("%s: %w", no, inventory.ErrOrderCancelled)
+	case inventory.StatusFailed:
+		return o, fmt.Errorf("%s: %w", no, inventory.ErrOrderFailed)
+	}
+	// Still confirmed: its window closed before the job cancelled it.
+	return o, fmt.Errorf("%s: its payment window has closed: %w", no, inventory.ErrOrderCancelled)
+}
+
+// Unpaid lists up to limit confirmed orders created before cutoff, oldest
+// first. Coupon batches have none.
+func (l *Ledger) Unpaid(ctx context.Context, cutoff time.Time, limit int) ([]inventory.Order, error) {
+	p, err := l.payments()
+	if err != nil {
+		return nil, nil
+	}
+	orders, err := p.unpaid(l.conn(ctx), cutoff.UTC(), limit)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list unpaid orders: %w", err))
+	}
+	return orders, nil
+}
+
+// Cancel cancels o if it is still confirmed and was created before cutoff,
+// and returns its units to the stock, in one transaction. gen, when not
+// empty, records the units as owed to that generation of the Redis copy.
+// It reports false when the order was no longer confirmed (paid meanwhile,
+// or cancelled by another run): the conditional UPDATE is what makes two
+// racing jobs return the units once.
+func (l *Ledger) Cancel(ctx context.Context, o inventory.Order, cutoff time.Time, gen string) (bool, error) {
+	p, err := l.payments()
+	if err != nil {
+		return false, err
+	}
+	var done bool
+	err = l.tx(ctx, func(tx *gorm.DB) error {
+		done = false
+		res := p.cancel(tx, o.No, cutoff.UTC(), gen)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		res = p.restore(tx, o.ItemID, o.Quantity)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrNotFound)
+		}
+		done = true
+		return nil
+	})
+	return done, err
+}
+
+// Owed lists up to limit cancelled orders whose units are still owed to
+// the Redis copy of the stock.
+func (l *Ledger) Owed(ctx context.Context, limit int) ([]inventory.Owed, error) {
+	p, err := l.payments()
+	if err != nil {
+		return nil, nil
+	}
+	owed, err := p.owed(l.conn(ctx), limit)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list owed units: %w", err))
+	}
+	return owed, nil
+}
+
+// ClearOwed records that the units of order no are no longer owed to
+// generation gen of the Redis copy.
+func (l *Ledger) ClearOwed(ctx context.Context, no, gen string) error {
+	p, err := l.payments()
+	if err != nil {
+		return err
+	}
+	return translate(p.clearOwed(l.conn(ctx), no, gen).Error)
 }

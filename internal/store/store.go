@@ -1,8 +1,10 @@
 // Package store keeps products, coupon batches and their orders in SQL, the
-// source of truth. It speaks to MySQL 8 / MariaDB through gorm, and to an
-// embedded SQLite file for the zero-set-up demo, with the same queries, and
-// it turns driver errors into the inventory package's sentinels so no other
-// package needs to know a MySQL error number.
+// source of truth. It speaks to MySQL 8 / MariaDB, and to an embedded SQLite
+// file for the zero-set-up demo, through gorm with the same code: the models
+// are in models.go, every statement in statements.go, and the Ledger
+// (ledger.go) decides which run in one transaction. It turns driver errors
+// into the inventory package's sentinels, so no other package needs to know
+// a MySQL error number.
 package store
 
 import (
@@ -11,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +22,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
+	"gorm.io/gorm/callbacks"
 	"gorm.io/gorm/logger"
 
 	schema "github.com/seckill-lab/seckill/sql"
@@ -39,20 +43,37 @@ type DB struct {
 	dialect Dialect
 }
 
+// Pool bounds the connections one process opens to MySQL.
+type Pool struct {
+	// MaxConns caps open connections; a request that finds none free waits
+	// for one, for as long as its context allows. Default DefaultMaxConns.
+	MaxConns int
+	// MaxLifetime closes connections older than this, so a server
+	// restart or failover is picked up. Default 5 minutes.
+	MaxLifetime time.Duration
+}
+
+// DefaultMaxConns keeps three replicas (96 connections) well inside MySQL's
+// default max_connections of 151, with room for admin and migration
+// sessions. A hot item's buyers queue on one row lock anyway, so more
+// connections would add waiting inside MySQL, not throughput.
+const DefaultMaxConns = 32
+
 // OpenMySQL connects to MySQL or MariaDB. The DSN is the go-sql-driver form
 // (user:pass@tcp(host:3306)/db); found-rows reporting is switched on because
-// the stages read "rows matched" from UPDATE statements.
-func OpenMySQL(ctx context.Context, dsn string) (*DB, error) {
+// the stages read "rows matched" from UPDATE statements. The pool is
+// bounded by pool (zero fields take their defaults).
+func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg, err := mysqldriver.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+		return nil, fmt.Errorf("parse MySQL DSN: %w", err)
 	}
 	cfg.ClientFoundRows = true
 	cfg.ParseTime = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	gdb, err := gorm.Open(mysql.Open(cfg.FormatDSN()), gormConfig())
+	gdb, err := openGorm(mysql.Open(cfg.FormatDSN()), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
@@ -60,9 +81,17 @@ func OpenMySQL(ctx context.Context, dsn string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	sqlDB.SetMaxOpenConns(64)
-	sqlDB.SetMaxIdleConns(64)
-	sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	if pool.MaxConns <= 0 {
+		pool.MaxConns = DefaultMaxConns
+	}
+	if pool.MaxLifetime <= 0 {
+		pool.MaxLifetime = 5 * time.Minute
+	}
+	// Idle connections equal to the cap: a flash crowd arrives in waves,
+	// and closing connections between them would make each wave dial again.
+	sqlDB.SetMaxOpenConns(pool.MaxConns)
+	sqlDB.SetMaxIdleConns(pool.MaxConns)
+	sqlDB.SetConnMaxLifetime(pool.MaxLifetime)
 	db := &DB{gdb: gdb, dialect: MySQL}
 	if err := db.Ping(ctx); err != nil {
 		return nil, errors.Join(err, db.Close())
@@ -75,7 +104,7 @@ func OpenMySQL(ctx context.Context, dsn string) (*DB, error) {
 // one connection avoids busy errors between our own goroutines.
 func OpenSQLite(ctx context.Context, file string) (*DB, error) {
 	dsn := file + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-	gdb, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	gdb, err := openGorm(sqlite.Open(dsn), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", file, err)
 	}
@@ -91,12 +120,35 @@ func OpenSQLite(ctx context.Context, file string) (*DB, error) {
 	return db, nil
 }
 
+// gormConfig is the one configuration of both engines. SkipDefaultTransaction
+// keeps gorm from wrapping each write in a transaction of its own (the
+// Ledger opens the ones it needs); TranslateError turns duplicate keys into
+// gorm.ErrDuplicatedKey; QueryFields makes a model's SELECT name its fields
+// instead of *, so the timestamps the models leave out are not read.
 func gormConfig() *gorm.Config {
 	return &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
-		PrepareStmt:            false,
+		TranslateError:         true,
+		QueryFields:            true,
 	}
+}
+
+// openGorm opens d with cfg and plain INSERTs. On SQLite 3.35+ and MariaDB
+// 10.5+ gorm would insert with INSERT ... RETURNING id, to read back an id
+// the store never uses; that makes each order's insert a query, and on the
+// demo's SQLite driver its result set cost about as much CPU as the rest of
+// the purchase (BenchmarkPurchase). Only the returning is left out: gorm's
+// own create callback runs, configured without it.
+func openGorm(d gorm.Dialector, cfg *gorm.Config) (*gorm.DB, error) {
+	gdb, err := gorm.Open(d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := gdb.Callback().Create().Replace("gorm:create", callbacks.Create(&callbacks.Config{})); err != nil {
+		return nil, err
+	}
+	return gdb, nil
 }
 
 // Dialect reports the engine.
@@ -142,12 +194,75 @@ func (d *DB) Migrate(ctx context.Context) error {
 			return err
 		}
 		for i, stmt := range splitStatements(string(body)) {
-			if err := d.gdb.WithContext(ctx).Exec(stmt).Error; err != nil {
+			done, err := d.applied(ctx, stmt)
+			if err == nil && !done {
+				err = d.gdb.WithContext(ctx).Exec(stmt).Error
+				if err != nil && d.racedTo(ctx, stmt) {
+					err = nil // another instance, migrating at the same start, added it first
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("migrate %s/%s statement %d: %w", dir, name, i+1, err)
 			}
 		}
 	}
 	return nil
+}
+
+// The two kinds of schema change that neither MySQL 8 nor SQLite can make
+// idempotent in SQL (MySQL 8 has no ADD COLUMN IF NOT EXISTS or CREATE
+// INDEX IF NOT EXISTS). Migrate looks in the catalog instead, so the same
+// files upgrade an old database and leave a current one alone.
+var (
+	addColumn   = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b`)
+	createIndex = regexp.MustCompile(`(?is)^\s*CREATE\s+INDEX\s+(\w+)\s+ON\s+(\w+)\b`)
+)
+
+// applied reports whether stmt adds a column or an index that exists
+// already.
+func (d *DB) applied(ctx context.Context, stmt string) (bool, error) {
+	if m := addColumn.FindStringSubmatch(stmt); m != nil {
+		return d.hasColumn(ctx, m[1], m[2])
+	}
+	if m := createIndex.FindStringSubmatch(stmt); m != nil {
+		return d.hasIndex(ctx, m[2], m[1])
+	}
+	return false, nil
+}
+
+// racedTo reports whether a failed stmt failed only because the column or
+// index it adds appeared in the meantime: three instances starting
+// together all migrate, and all but one lose that race.
+func (d *DB) racedTo(ctx context.Context, stmt string) bool {
+	if !addColumn.MatchString(stmt) && !createIndex.MatchString(stmt) {
+		return false
+	}
+	done, err := d.applied(ctx, stmt)
+	return err == nil && done
+}
+
+func (d *DB) hasColumn(ctx context.Context, table, column string) (bool, error) {
+	q := "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?"
+	if d.dialect == SQLite {
+		q = "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?"
+	}
+	return d.count(ctx, q, table, column)
+}
+
+func (d *DB) hasIndex(ctx context.Context, table, index string) (bool, error) {
+	q := "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?"
+	if d.dialect == SQLite {
+		q = "SELECT COUNT(*) FROM pragma_index_list(?) WHERE name = ?"
+	}
+	return d.count(ctx, q, table, index)
+}
+
+func (d *DB) count(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int64
+	if err := d.gdb.WithContext(ctx).Raw(q, args...).Scan(&n).Error; err != nil {
+		return false, fmt.Errorf("read the schema catalog: %w", err)
+	}
+	return n > 0, nil
 }
 
 // splitStatements splits a schema file on semicolons that end a line, after

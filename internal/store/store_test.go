@@ -23,7 +23,7 @@ func TestCheckSafety(t *testing.T) {
 		if strings.Contains(dsn, "?") {
 			sep = "&"
 		}
-		db, err := store.OpenMySQL(ctx, dsn+sep+params)
+		db, err := store.OpenMySQL(ctx, dsn+sep+params, store.Pool{})
 		if err != nil {
 			t.Fatalf("open with %s: %v", params, err)
 		}

@@ -1,0 +1,279 @@
+// Package api is the wire format of seckill's HTTP API: one Go type per
+// answer, with its JSON names, declared once. The server (internal/httpapi)
+// writes them and every client in this repository decodes them: the
+// dashboard's burst, the lab, the chaos suite and the tests. It has no
+// dependencies, so a client that imports it does not link the server.
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Health is the answer of GET /healthz and GET /readyz.
+type Health struct {
+	Status   string `json:"status"` // "ok" or "ready"
+	Instance string `json:"instance"`
+}
+
+// Info is the answer of GET /api/v1/info.
+type Info struct {
+	Instance string   `json:"instance"`
+	Mode     string   `json:"mode"`   // this instance's default stage
+	Stages   []string `json:"stages"` // the stages it can run, in teaching order
+	Admin    bool     `json:"admin"`  // admin routes are on
+}
+
+// Product is one product: GET /api/v1/products/{id}, and each entry of the
+// list, and the answer of its reset.
+type Product struct {
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+	PriceCents   int64  `json:"price_cents"`
+	InitialStock int    `json:"initial_stock"`
+	Stock        int    `json:"stock"`
+}
+
+// Products is the answer of GET /api/v1/products.
+type Products struct {
+	Products []Product `json:"products"`
+}
+
+// Coupon is one coupon batch. Total and Remaining are the coupon words for
+// InitialStock and Stock, which are kept for clients that treat every item
+// alike.
+type Coupon struct {
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+	Total        int    `json:"total"`
+	Remaining    int    `json:"remaining"`
+	InitialStock int    `json:"initial_stock"`
+	Stock        int    `json:"stock"`
+}
+
+// Coupons is the answer of GET /api/v1/coupons.
+type Coupons struct {
+	Coupons []Coupon `json:"coupons"`
+}
+
+// Order is the answer of a buy: 201 with the order confirmed (written), or,
+// under redis-stream, 202 with the order pending (accepted, written soon)
+// and a Location header naming its OrderStatus.
+type Order struct {
+	OrderNo   string    `json:"order_no"`
+	ProductID int64     `json:"product_id"`
+	UserID    string    `json:"user_id"`
+	Quantity  int       `json:"quantity"`
+	Stage     string    `json:"stage"`
+	Instance  string    `json:"instance"`
+	CreatedAt time.Time `json:"created_at"`
+	Status    string    `json:"status"` // "confirmed" (201) or "pending" (202)
+}
+
+// Grab is the answer of a coupon grab: 201 confirmed, or 202 pending as
+// for Order.
+type Grab struct {
+	GrabNo    string    `json:"grab_no"`
+	BatchID   int64     `json:"batch_id"`
+	UserID    string    `json:"user_id"`
+	Stage     string    `json:"stage"`
+	Instance  string    `json:"instance"`
+	CreatedAt time.Time `json:"created_at"`
+	Status    string    `json:"status"` // "confirmed" (201) or "pending" (202)
+}
+
+// The statuses of an order (OrderStatus.Status).
+const (
+	StatusPending   = "pending"   // accepted by redis-stream, not yet written
+	StatusConfirmed = "confirmed" // written: the units left the stock
+	StatusPaid      = "paid"      // paid within the payment window
+	StatusCancelled = "cancelled" // not paid in time; the units are back in stock
+	StatusFailed    = "failed"    // accepted but could not be written; the units went back
+)
+
+// OrderStatus is the answer of GET /api/v1/orders/{order_no} and of
+// POST /api/v1/orders/{order_no}/pay, for an order of any stage (order
+// numbers starting with O) or a coupon grab (C).
+type OrderStatus struct {
+	OrderNo   string     `json:"order_no"`
+	Kind      string     `json:"kind"`                 // "product" or "coupon"
+	ProductID int64      `json:"product_id,omitempty"` // set for a product
+	BatchID   int64      `json:"batch_id,omitempty"`   // set for a coupon grab
+	UserID    string     `json:"user_id"`
+	Quantity  int        `json:"quantity"`
+	Stage     string     `json:"stage"`
+	Instance  string     `json:"instance,omitempty"` // the instance that accepted it
+	Status    string     `json:"status"`
+	CreatedAt time.Time  `json:"created_at"`           // accepted
+	WrittenAt *time.Time `json:"written_at,omitempty"` // written to the database; absent while pending
+	// PayBy is when a confirmed product order's payment window closes;
+	// absent for coupons and when orders wait for payment forever.
+	PayBy  *time.Time `json:"pay_by,omitempty"`
+	Reason string     `json:"reason,omitempty"` // why a failed order failed
+}
+
+// Audit is the answer of GET /api/v1/{products,coupons}/{id}/audit: does
+// what left the stock match what was sold?
+type Audit struct {
+	ProductID    int64 `json:"product_id,omitempty"` // set for a product
+	CouponID     int64 `json:"coupon_id,omitempty"`  // set for a coupon batch
+	InitialStock int   `json:"initial_stock"`
+	Stock        int   `json:"stock"`
+	Sold         int   `json:"sold"`   // units in live orders: confirmed or paid
+	Orders       int   `json:"orders"` // live orders (or grabs)
+	Oversold     int   `json:"oversold"`
+	Conserved    bool  `json:"conserved"` // initial_stock = stock + sold
+	// Paid is the units of paid orders, part of Sold.
+	Paid int `json:"paid"`
+	// Cancelled is the units of orders cancelled unpaid: back in Stock,
+	// not in Sold.
+	Cancelled       int `json:"cancelled"`
+	CancelledOrders int `json:"cancelled_orders"`
+	// Failed counts orders redis-stream accepted and could not write:
+	// their units went back, and are in neither Stock's loss nor Sold.
+	Failed int `json:"failed"`
+	// Pending is the units of orders redis-stream accepted and has not
+	// written yet: they left its Redis copy of the stock, not yet the
+	// database's Stock, so Conserved holds without them.
+	Pending       int `json:"pending"`
+	PendingOrders int `json:"pending_orders"`
+	// Reconcile is the fleet's last reconcile finding for this item, if
+	// the job has run since the item was last reset.
+	Reconcile *Reconcile `json:"reconcile,omitempty"`
+}
+
+// Reconcile is one item's finding in the fleet's last reconcile run.
+type Reconcile struct {
+	At         time.Time `json:"at"`
+	Instance   string    `json:"instance"` // the instance that ran it
+	Oversold   int       `json:"oversold"`
+	Conserved  bool      `json:"conserved"`
+	RedisDrift *Drift    `json:"redis_drift,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	// Note says what the run found that it could not repair, e.g. orders
+	// lost with a Redis that restarted empty.
+	Note string `json:"note,omitempty"`
+}
+
+// Drift is how redis-atomic's Redis copy of the stock compared with the
+// database in a reconcile run.
+type Drift struct {
+	RedisStock int  `json:"redis_stock"` // -1 when Redis had no copy
+	DBStock    int  `json:"db_stock"`
+	Resolved   int  `json:"resolved"` // stale reservations confirmed or given back
+	Busy       bool `json:"busy"`     // buys were in flight; not compared
+	Repaired   bool `json:"repaired"` // the Redis copy was corrected
+}
+
+// ModeChange is the answer of PUT /api/v1/admin/mode.
+type ModeChange struct {
+	Instance string `json:"instance"`
+	Mode     string `json:"mode"`
+}
+
+// FleetModeChange is the answer of PUT /api/v1/admin/fleet/mode: 200 when
+// every instance switched, 502 with each one's answer when any did not.
+type FleetModeChange struct {
+	Mode  string     `json:"mode"`
+	OK    bool       `json:"ok"`
+	Peers []PeerMode `json:"peers"`
+}
+
+// PeerMode is one instance's answer to a fleet-wide stage switch.
+type PeerMode struct {
+	URL      string `json:"url"`
+	Instance string `json:"instance,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Fleet is the answer of GET /api/v1/fleet.
+type Fleet struct {
+	ServedBy string       `json:"served_by"`
+	Peers    []PeerStatus `json:"peers"`
+	BurstMax int          `json:"burst_max"`
+	Admin    bool         `json:"admin"`
+}
+
+// PeerStatus is one instance's health and stage.
+type PeerStatus struct {
+	URL      string   `json:"url"`
+	Instance string   `json:"instance,omitempty"`
+	Healthy  bool     `json:"healthy"` // /healthz answered 200
+	Ready    bool     `json:"ready"`   // /readyz answered 200: its backends answer
+	Mode     string   `json:"mode,omitempty"`
+	Stages   []string `json:"stages,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// BurstRequest is the body of POST /api/v1/admin/burst.
+type BurstRequest struct {
+	// Kind is "product" (buys) or "coupon" (grabs).
+	Kind string `json:"kind"`
+	// ItemID is the product or coupon batch.
+	ItemID int64 `json:"item_id"`
+	// N is the number of concurrent requests, 1 to the fleet's burst_max.
+	N int `json:"n"`
+	// Mode, when set, runs every request under that stage whatever the
+	// instances' default.
+	Mode string `json:"mode,omitempty"`
+}
+
+// BurstResult is the answer of POST /api/v1/admin/burst: what the burst did.
+type BurstResult struct {
+	Request    BurstRequest   `json:"request"`
+	Targets    []string       `json:"targets"`
+	Counts     BurstCounts    `json:"counts"`
+	ByInstance map[string]int `json:"by_instance"` // answers per X-Seckill-Instance
+	Stages     map[string]int `json:"stages"`      // answers per X-Seckill-Mode
+	ElapsedMS  float64        `json:"elapsed_ms"`
+	Latency    BurstLatency   `json:"latency"`
+	Audit      *Audit         `json:"audit,omitempty"`
+	AuditError string         `json:"audit_error,omitempty"`
+}
+
+// BurstCounts are a burst's answers, by class.
+type BurstCounts struct {
+	Created      int `json:"created"`       // 201: an order or grab was written
+	Accepted     int `json:"accepted"`      // 202: an order was accepted, to be written (redis-stream)
+	SoldOut      int `json:"sold_out"`      // 409 sold-out
+	LockTimeout  int `json:"lock_timeout"`  // 429 lock-timeout
+	Overloaded   int `json:"overloaded"`    // 503 with Retry-After: turned away, try later
+	Other4xx     int `json:"other_4xx"`     // any other 4xx
+	ServerErrors int `json:"server_errors"` // any other 5xx
+	Failed       int `json:"failed"`        // no answer: connection error or timeout
+}
+
+// BurstLatency summarises a burst's response times in milliseconds.
+// Samples holds every one, sorted, for the dashboard's chart.
+type BurstLatency struct {
+	P50     float64   `json:"p50_ms"`
+	P95     float64   `json:"p95_ms"`
+	P99     float64   `json:"p99_ms"`
+	Max     float64   `json:"max_ms"`
+	Samples []float64 `json:"samples_ms"`
+}
+
+// LabLatest is the answer of GET /api/v1/lab/latest.
+type LabLatest struct {
+	Available bool            `json:"available"`
+	Hint      string          `json:"hint,omitempty"`    // how to make a report, when none is available
+	Run       string          `json:"run,omitempty"`     // the run's folder name
+	Results   json.RawMessage `json:"results,omitempty"` // the run's results.json, as written by the lab
+	Files     []string        `json:"files,omitempty"`   // the run's files, served under /api/v1/lab/runs/{run}/
+}
+
+// ProblemTypePrefix starts every Problem's Type; GET /problems/<slug>
+// documents each type.
+const ProblemTypePrefix = "/problems/"
+
+// Problem is every error answer: RFC 9457 problem details, served as
+// application/problem+json. Type is stable ("/problems/sold-out"); clients
+// switch on it, never on Title or Detail.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+}

@@ -1,0 +1,214 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// A flash sale is a crowd: thousands of buyers for a hundred units, all in
+// the same second. A safe stage that makes every one of them queue for the
+// item's lock or row answers most of them late, or not at all. Crowd wraps
+// the safe stages with two cheap defences that change nothing about which
+// buyers get a unit:
+//
+//   - Sold out is remembered. Once a stage reports an item sold out for good,
+//     this instance answers the next buyers 409 without taking the lock or
+//     touching the database. Every instance reads a restock epoch that
+//     changes whenever stock comes back (a reset), and a remembered sell-out
+//     counts only while the epoch is the one it was seen under, so a reset
+//     through any instance makes the item buyable on all of them at once.
+//   - Admission is bounded. At most Queue buyers per item wait inside the
+//     stage on this instance; the next ones are turned away at once with
+//     ErrOverloaded (503 and Retry-After) instead of waiting out the lock
+//     wait or the request deadline while holding a connection.
+//
+// The teaching stages (unlocked, local-mutex) are not wrapped: they exist to
+// show the race.
+
+// Epochs keeps one restock epoch per item for the whole fleet. An epoch is
+// an opaque value that changes every time units may come back to an item.
+type Epochs interface {
+	// Epoch returns the item's current epoch.
+	Epoch(ctx context.Context, item string) (string, error)
+	// Bump gives the item a new epoch; call it after units came back.
+	Bump(ctx context.Context, item string) error
+}
+
+// CrowdOptions tune Crowd.
+type CrowdOptions struct {
+	// Queue caps the buyers of one item inside a wrapped stage on this
+	// instance at once; 0 means no cap.
+	Queue int
+	// Epochs, when set, lets the instance remember sell-outs. Without it
+	// every buyer reaches the stage (no fleet-wide way to hear of a reset).
+	Epochs Epochs
+	// Kind names the item kind in epoch keys ("product", "coupon").
+	Kind string
+}
+
+// Crowd is the crowd control one Service shares across its safe stages.
+// Admission is counted per item across them; each wrapped stage remembers
+// its own sell-outs, since stages can see stock differently (redis-atomic
+// answers from its Redis copy).
+type Crowd struct {
+	opts CrowdOptions
+
+	mu     sync.Mutex
+	memos  []*memo
+	inside map[int64]int // buyers inside a wrapped stage, per item
+}
+
+// memo is one stage's remembered sell-outs.
+type memo struct {
+	mu      sync.Mutex
+	soldOut map[int64]soldOutMark
+}
+
+// soldOutMark says: under epoch, a buyer of minQty units or more cannot be
+// served.
+type soldOutMark struct {
+	epoch  string
+	minQty int
+}
+
+// NewCrowd returns the crowd control of one item kind on one instance.
+func NewCrowd(opts CrowdOptions) *Crowd {
+	return &Crowd{opts: opts, inside: map[int64]int{}}
+}
+
+// errMayReturn marks a sell-out that may not last: units are reserved by
+// buys still in flight and may be given back (see redis-atomic). It is never
+// remembered.
+var errMayReturn = errors.New("reserved units may still be given back")
+
+// Wrap returns stage behind this crowd control: sold-out memory and the
+// bounded queue.
+func (c *Crowd) Wrap(stage Stage) Stage {
+	m := &memo{soldOut: map[int64]soldOutMark{}}
+	c.mu.Lock()
+	c.memos = append(c.memos, m)
+	c.mu.Unlock()
+	return crowded{c: c, m: m, next: stage}
+}
+
+// Bound returns stage behind the bounded queue only. A stage that answers a
+// sold-out buyer in one round trip of its own (redis-atomic's script) gains
+// nothing from memory that costs a round trip to check.
+func (c *Crowd) Bound(stage Stage) Stage { return crowded{c: c, next: stage} }
+
+type crowded struct {
+	c    *Crowd
+	m    *memo
+	next Stage
+}
+
+func (w crowded) Buy(ctx context.Context, o Order) error {
+	c := w.c
+	epoch, remembered := "", false
+	if w.m != nil {
+		epoch, remembered = c.epoch(ctx, o.ItemID)
+	}
+	if remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity) {
+		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+	}
+	if !c.enter(o.ItemID) {
+		return fmt.Errorf("%w: %d buyers of item %d already queued on this instance", ErrOverloaded, c.opts.Queue, o.ItemID)
+	}
+	err := w.next.Buy(ctx, o)
+	c.exit(o.ItemID)
+	if remembered && errors.Is(err, ErrSoldOut) && !errors.Is(err, errMayReturn) {
+		w.m.remember(o.ItemID, epoch, o.Quantity)
+	}
+	return err
+}
+
+// epoch reads the item's epoch before the buy, so that a reset that lands
+// during the buy makes whatever the buy learns stale. ok is false when
+// there is no epoch to trust (no Epochs, or it could not be read): then
+// nothing is remembered or answered from memory.
+func (c *Crowd) epoch(ctx context.Context, id int64) (string, bool) {
+	if c.opts.Epochs == nil {
+		return "", false
+	}
+	e, err := c.opts.Epochs.Epoch(ctx, c.key(id))
+	return e, err == nil
+}
+
+func (c *Crowd) key(id int64) string { return c.opts.Kind + ":" + strconv.FormatInt(id, 10) }
+
+func (m *memo) isSoldOut(id int64, epoch string, qty int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mark, ok := m.soldOut[id]
+	return ok && mark.epoch == epoch && qty >= mark.minQty
+}
+
+func (m *memo) remember(id int64, epoch string, qty int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mark, ok := m.soldOut[id]
+	if !ok || mark.epoch != epoch || qty < mark.minQty {
+		m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty}
+	}
+}
+
+func (m *memo) forget(id int64) {
+	m.mu.Lock()
+	delete(m.soldOut, id)
+	m.mu.Unlock()
+}
+
+func (c *Crowd) enter(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opts.Queue > 0 && c.inside[id] >= c.opts.Queue {
+		return false
+	}
+	c.inside[id]++
+	return true
+}
+
+func (c *Crowd) exit(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inside[id]--; c.inside[id] <= 0 {
+		delete(c.inside, id)
+	}
+}
+
+// Restocked tells the fleet that units came back to the item: every
+// instance stops answering it from memory. Call it after the new stock is
+// committed, never before: a buyer in between would see the old stock
+// under the new epoch and remember a sell-out that no longer holds.
+func (c *Crowd) Restocked(ctx context.Context, id int64) error {
+	c.mu.Lock()
+	memos := c.memos
+	c.mu.Unlock()
+	for _, m := range memos {
+		m.forget(id) // this instance need not wait for the epoch
+	}
+	if c.opts.Epochs == nil {
+		return nil
+	}
+	if err := c.opts.Epochs.Bump(ctx, c.key(id)); err != nil {
+		return fmt.Errorf("%w: new restock epoch for %s: %w", ErrUnavailable, c.key(id), err)
+	}
+	return nil
+}
+
+// Reset passes a reset on to a stage that keeps its own copy of the stock.
+func (w crowded) Reset(ctx context.Context, id int64, n int) error {
+	if r, ok := w.next.(Resetter); ok {
+		return r.Reset(ctx, id, n)
+	}
+	return nil
+}
+
+// Queues passes on whether the stage only queues its orders (Queuer).
+func (w crowded) Queues() bool {
+	q, ok := w.next.(Queuer)
+	return ok && q.Queues()
+}

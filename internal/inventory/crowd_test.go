@@ -1,0 +1,269 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// memEpochs is a fleet's shared epoch store, in memory.
+type memEpochs struct {
+	mu    sync.Mutex
+	n     map[string]int
+	fail  bool
+	reads int
+}
+
+func (e *memEpochs) Epoch(_ context.Context, item string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.reads++
+	if e.fail {
+		return "", errors.New("epoch store unreachable")
+	}
+	return strconv.Itoa(e.n[item]), nil
+}
+
+func (e *memEpochs) Bump(_ context.Context, item string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[item]++
+	return nil
+}
+
+// stubStage answers every buy with the error next returns and counts the
+// buys that reached it.
+type stubStage struct {
+	calls atomic.Int64
+	next  func(o inventory.Order) error
+}
+
+func (s *stubStage) Buy(_ context.Context, o inventory.Order) error {
+	s.calls.Add(1)
+	return s.next(o)
+}
+
+// resetStore is the part of a Store that Service.Reset needs; the other
+// methods are not called by these tests.
+type resetStore struct{ inventory.Store }
+
+func (resetStore) Reset(context.Context, int64, int) error { return nil }
+
+func buy(t *testing.T, svc *inventory.Service, user string, qty int) error {
+	t.Helper()
+	_, err := svc.Buy(context.Background(), "s", inventory.Request{ItemID: 1, UserID: user, Quantity: qty})
+	return err
+}
+
+// TestCrowdRemembersSellOutUntilAnyInstanceResets: once a stage reports an
+// item sold out, later buyers on that instance are answered without
+// reaching the stage; a reset through another instance makes the item
+// buyable again on this one as soon as the reset returns.
+func TestCrowdRemembersSellOutUntilAnyInstanceResets(t *testing.T) {
+	epochs := &memEpochs{}
+	soldOut := true
+	stage := &stubStage{next: func(inventory.Order) error {
+		if soldOut {
+			return inventory.ErrSoldOut
+		}
+		return nil
+	}}
+	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
+	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
+	a := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowdA.Wrap(stage)}, "a", "O").WithCrowd(crowdA)
+	b := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowdB.Wrap(&stubStage{next: func(inventory.Order) error { return nil }})}, "b", "O").WithCrowd(crowdB)
+
+	if err := buy(t, a, "u1", 1); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("first buyer: %v, want sold out from the stage", err)
+	}
+	for i := 0; i < 10; i++ {
+		if err := buy(t, a, fmt.Sprint("v", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatalf("later buyer: %v, want sold out", err)
+		}
+	}
+	if n := stage.calls.Load(); n != 1 {
+		t.Fatalf("after a sell-out the stage must not be asked again: %d calls, want 1", n)
+	}
+
+	soldOut = false
+	if err := b.Reset(context.Background(), 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := buy(t, a, "w", 1); err != nil {
+		t.Fatalf("right after a reset on another instance the item must be buyable here: %v", err)
+	}
+	if n := stage.calls.Load(); n != 2 {
+		t.Fatalf("after the reset the stage must be asked: %d calls, want 2", n)
+	}
+}
+
+// TestCrowdSellOutSeenDuringResetIsNotRemembered: a buy that started before
+// a reset and learned "sold out" from the old stock must not make the
+// instance refuse buyers of the new stock.
+func TestCrowdSellOutSeenDuringResetIsNotRemembered(t *testing.T) {
+	epochs := &memEpochs{}
+	inside, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if calls.Add(1) == 1 {
+			close(inside)
+			<-release // the reset lands while this buy is inside the stage
+			return inventory.ErrSoldOut
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
+	other := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	peer := inventory.NewService(resetStore{}, nil, "b", "O").WithCrowd(other)
+
+	done := make(chan error)
+	go func() { done <- buy(t, svc, "early", 1) }()
+	<-inside
+	if err := peer.Reset(context.Background(), 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("the early buyer saw the old stock: %v", err)
+	}
+	if err := buy(t, svc, "late", 1); err != nil {
+		t.Fatalf("a sell-out seen under the old epoch must not turn away buyers of the new stock: %v", err)
+	}
+}
+
+// TestCrowdDoesNotRememberTemporarySellOut: "sold out while reserved units
+// may still come back" (redis-atomic with buys in flight) is passed on but
+// never remembered.
+func TestCrowdDoesNotRememberTemporarySellOut(t *testing.T) {
+	temporary := fmt.Errorf("%w: %w", inventory.ErrSoldOut, inventory.ErrMayReturnForTest)
+	stage := &stubStage{next: func(inventory.Order) error { return temporary }}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product"})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	for i := 0; i < 3; i++ {
+		if err := buy(t, svc, fmt.Sprint("u", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatalf("buyer %d: %v", i, err)
+		}
+	}
+	if n := stage.calls.Load(); n != 3 {
+		t.Fatalf("a temporary sell-out must not be remembered: %d calls, want 3", n)
+	}
+}
+
+// TestCrowdRemembersPerQuantity: a refused quantity says nothing about a
+// smaller one.
+func TestCrowdRemembersPerQuantity(t *testing.T) {
+	left := 2
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.Quantity > left {
+			return inventory.ErrSoldOut
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product"})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	if err := buy(t, svc, "big", 5); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatal(err)
+	}
+	if err := buy(t, svc, "bigger", 7); !errors.Is(err, inventory.ErrSoldOut) || stage.calls.Load() != 1 {
+		t.Fatalf("a larger quantity is answered from memory: %v, %d calls", err, stage.calls.Load())
+	}
+	if err := buy(t, svc, "small", 2); err != nil {
+		t.Fatalf("a smaller quantity must reach the stage and sell: %v", err)
+	}
+}
+
+// TestCrowdWithoutEpochsRemembersNothing: when the epoch cannot be read
+// there is no way to hear of a reset, so every buyer reaches the stage.
+func TestCrowdWithoutEpochsRemembersNothing(t *testing.T) {
+	stage := &stubStage{next: func(inventory.Order) error { return inventory.ErrSoldOut }}
+	epochs := &memEpochs{fail: true}
+	for _, opts := range []inventory.CrowdOptions{{Kind: "product"}, {Epochs: epochs, Kind: "product"}} {
+		stage.calls.Store(0)
+		crowd := inventory.NewCrowd(opts)
+		svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+		for i := 0; i < 3; i++ {
+			if err := buy(t, svc, fmt.Sprint("u", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
+				t.Fatal(err)
+			}
+		}
+		if n := stage.calls.Load(); n != 3 {
+			t.Fatalf("epochs %v: %d calls, want 3", opts.Epochs != nil, n)
+		}
+	}
+}
+
+// TestCrowdAdmission: with Queue buyers of an item inside the stage, the
+// next buyer is turned away at once with ErrOverloaded; another item is not
+// affected, and a freed place is taken again.
+func TestCrowdAdmission(t *testing.T) {
+	const queue = 3
+	release := make(chan struct{})
+	var inside sync.WaitGroup
+	inside.Add(queue)
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.ItemID == 1 && o.UserID != "after" {
+			inside.Done()
+			<-release
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: queue, Kind: "product"})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	errs := make(chan error, queue)
+	for i := 0; i < queue; i++ {
+		go func() {
+			_, err := svc.Buy(ctx, "s", inventory.Request{ItemID: 1, UserID: fmt.Sprint("q", i), Quantity: 1})
+			errs <- err
+		}()
+	}
+	inside.Wait()
+	for i := 0; i < 5; i++ {
+		_, err := svc.Buy(ctx, "s", inventory.Request{ItemID: 1, UserID: fmt.Sprint("x", i), Quantity: 1})
+		if !errors.Is(err, inventory.ErrOverloaded) {
+			t.Fatalf("buyer beyond the queue: %v, want ErrOverloaded", err)
+		}
+	}
+	if _, err := svc.Buy(ctx, "s", inventory.Request{ItemID: 2, UserID: "other", Quantity: 1}); err != nil {
+		t.Fatalf("another item has its own queue: %v", err)
+	}
+	close(release)
+	for i := 0; i < queue; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.Buy(ctx, "s", inventory.Request{ItemID: 1, UserID: "after", Quantity: 1}); err != nil {
+		t.Fatalf("once the queue drained a buyer gets in: %v", err)
+	}
+}
+
+// TestCrowdBoundRemembersNothing: a stage behind the queue alone is asked
+// every time, and never reads the epoch.
+func TestCrowdBoundRemembersNothing(t *testing.T) {
+	stage := &stubStage{next: func(inventory.Order) error { return inventory.ErrSoldOut }}
+	epochs := &memEpochs{}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product", Queue: 1})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Bound(stage)}, "a", "O")
+	for i := 0; i < 3; i++ {
+		if err := buy(t, svc, fmt.Sprint("u", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatal(err)
+		}
+	}
+	if n := stage.calls.Load(); n != 3 || epochs.reads != 0 {
+		t.Fatalf("%d calls (want 3), %d epoch reads (want 0)", n, epochs.reads)
+	}
+}

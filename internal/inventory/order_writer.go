@@ -1,0 +1,605 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The order writer: redis-stream's consumer. Every instance runs one, in
+// one consumer group per item stream, so each entry goes to one writer at
+// a time; an entry left unacknowledged by a writer that died is claimed by
+// another after ClaimIdle (XAUTOCLAIM). Delivery is therefore at least
+// once, and the effects are made exactly once:
+//
+//   - The database decides each order's fate once. The order is written
+//     with db-atomic's guarded decrement; a second write of the same order
+//     fails on the unique order number, and the writer reads the row that
+//     won instead. An order that cannot be written is written as failed,
+//     so a writer that comes second learns the fate from the same key.
+//   - The Redis side is settled by scripts that act only while the order
+//     is still in the queued hash, and remove it: a redelivered entry
+//     cannot give its units back twice, nor count twice.
+//
+// Transient failures (database or Redis unreachable, overloaded) leave the
+// entry pending for a later try. Other failures are tried MaxDeliveries
+// times, then the order is given up on as failed.
+
+// GroupName is the consumer group of the order writers.
+const GroupName = "writers"
+
+// writerStore is what the writer needs from the store.
+type writerStore interface {
+	Deducter
+	// DeductAll writes many orders of one item in one transaction, all or
+	// none (ErrSoldOut, ErrAlreadyPurchased, or a transient error).
+	DeductAll(ctx context.Context, orders []Order) error
+	// MarkFailed writes o as failed, taking no stock; ErrAlreadyPurchased
+	// when the order number or the buyer has a row already.
+	MarkFailed(ctx context.Context, o Order) error
+	// FindOrder returns the written order, or ErrOrderNotFound.
+	FindOrder(ctx context.Context, no string) (Order, error)
+	List(ctx context.Context) ([]Item, error)
+}
+
+// WriterHooks receive what a writer did; metrics implement them. Each may
+// be nil.
+type WriterHooks struct {
+	// Confirmed is called once per order a writer settled as written, with
+	// the time from acceptance to the database write.
+	Confirmed func(toConfirm time.Duration)
+	// DeadLettered is called once per order given up on, with the reason.
+	DeadLettered func(reason string)
+	// Claimed is called with the entries taken over from other writers.
+	Claimed func(n int)
+	// Backlog is called after each pass over an item's stream with the
+	// orders accepted and not yet written, and the entries delivered and
+	// not yet acknowledged.
+	Backlog func(item int64, queued, pending int)
+}
+
+// WriterOptions tune an OrderWriter.
+type WriterOptions struct {
+	// Consumer names this writer in the group; unique per process.
+	Consumer string
+	// Batch is how many entries one read takes. Default 64.
+	Batch int
+	// Poll is how long an idle writer waits before it reads again, unless
+	// its own instance accepted an order first. Default 100ms.
+	Poll time.Duration
+	// ClaimIdle is how long an entry stays unacknowledged before another
+	// writer takes it over. It must exceed the longest write (a database
+	// write under load takes a few seconds at worst): a slow writer's
+	// entry taken over is written twice, which the unique order number
+	// absorbs, but costs a write. Default 10s.
+	ClaimIdle time.Duration
+	// MaxDeliveries bounds the tries of an entry that fails in a way that
+	// is neither transient nor final. Default 10.
+	MaxDeliveries int64
+	// WriteTimeout bounds one order's database write. Default 10s.
+	WriteTimeout time.Duration
+	Hooks        WriterHooks
+	Logger       *slog.Logger
+	// AfterWrite, when set, runs after an order reached the database and
+	// before it is settled in Redis; an error stops the writer there, as a
+	// crash would. Tests use it.
+	AfterWrite func(o Order) error
+}
+
+// OrderWriter writes the orders of one kind of item that redis-stream
+// queued.
+type OrderWriter struct {
+	q     *RedisStream
+	store writerStore
+	opts  WriterOptions
+	// restocked hears of units that went back to the copy (a Crowd's
+	// Restocked), so that no instance keeps answering "sold out".
+	restocked func(ctx context.Context, id int64) error
+
+	mu    sync.Mutex
+	loops map[int64]chan struct{} // wake-ups of the per-item loops
+}
+
+// NewOrderWriter returns a writer of q's orders into store. It takes over
+// q's wake-ups: an order this instance accepts is written by this writer
+// without waiting for its poll. Build it before q serves its first buy
+// (the wake-up is set here, unguarded).
+func NewOrderWriter(q *RedisStream, store writerStore, opts WriterOptions) *OrderWriter {
+	if opts.Batch <= 0 {
+		opts.Batch = 64
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 100 * time.Millisecond
+	}
+	if opts.ClaimIdle <= 0 {
+		opts.ClaimIdle = 10 * time.Second
+	}
+	if opts.MaxDeliveries <= 0 {
+		opts.MaxDeliveries = 10
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Consumer == "" {
+		opts.Consumer = "writer-" + newGen()
+	}
+	w := &OrderWriter{q: q, store: store, opts: opts, loops: map[int64]chan struct{}{}}
+	q.wake = w.Wake
+	return w
+}
+
+// OnRestock makes the writer call f after a failed order's units went back
+// to the copy (a Crowd's Restocked).
+func (w *OrderWriter) OnRestock(f func(ctx context.Context, id int64) error) { w.restocked = f }
+
+// Wake tells the writer that the item has a new order.
+func (w *OrderWriter) Wake(id int64) {
+	w.mu.Lock()
+	ch, ok := w.loops[id]
+	w.mu.Unlock()
+	if !ok {
+		return // the next refresh starts a loop for it
+	}
+	select {
+	case ch <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// Run writes orders until ctx ends or the writer crashed (AfterWrite), one
+// loop per item, and returns the crash's error or nil. It lists the items
+// again every few seconds, so a new item gets a loop.
+func (w *OrderWriter) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	refresh := time.NewTicker(5 * time.Second)
+	defer refresh.Stop()
+	for {
+		items, err := w.store.List(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("order writer: listing items failed", "err", err)
+		}
+		for _, it := range items {
+			w.mu.Lock()
+			_, running := w.loops[it.ID]
+			if !running {
+				w.loops[it.ID] = make(chan struct{}, 1)
+			}
+			wake := w.loops[it.ID]
+			w.mu.Unlock()
+			if !running {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := w.loop(ctx, it.ID, wake); err != nil {
+						cancel(err)
+					}
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		case <-refresh.C:
+		}
+	}
+}
+
+// loop writes one item's orders: a pass whenever woken, or every Poll.
+func (w *OrderWriter) loop(ctx context.Context, id int64, wake <-chan struct{}) error {
+	stream := w.q.stream(id)
+	lastClaim := time.Time{}
+	lastTrim, lastReport := time.Time{}, time.Time{}
+	backoff := w.opts.Poll
+	untrimmed := false // entries were handled since the last trim
+	for ctx.Err() == nil {
+		claim := time.Since(lastClaim) >= w.opts.ClaimIdle/2
+		if claim {
+			lastClaim = time.Now()
+		}
+		n, err := w.pass(ctx, id, claim)
+		if errors.Is(err, errCrashed) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			w.opts.Logger.Warn("order writer: pass failed; retrying", "stream", stream, "err", err)
+		}
+		untrimmed = untrimmed || n > 0
+		// Trim at most once a second while busy, and once when idle again.
+		if untrimmed && (n == 0 || time.Since(lastTrim) > time.Second) {
+			if err := w.trim(ctx, stream); err != nil && ctx.Err() == nil {
+				w.opts.Logger.Warn("order writer: trimming the stream failed", "stream", stream, "err", err)
+			}
+			lastTrim, untrimmed = time.Now(), false
+		}
+		if time.Since(lastReport) > 250*time.Millisecond {
+			w.report(ctx, id)
+			lastReport = time.Now()
+		}
+		if n > 0 && err == nil {
+			backoff = w.opts.Poll
+			continue // there may be more
+		}
+		wait := w.opts.Poll
+		if err != nil {
+			wait, backoff = backoff, min(2*backoff, 5*time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// errCrashed stops a writer whose AfterWrite hook failed.
+var errCrashed = errors.New("order writer stopped after a write")
+
+// pass takes over entries idle for ClaimIdle (when claim is set), then
+// reads new ones, and handles each. It returns how many it handled.
+func (w *OrderWriter) pass(ctx context.Context, id int64, claim bool) (int, error) {
+	stream := w.q.stream(id)
+	var msgs []redis.XMessage
+	if claim {
+		claimed, _, err := w.q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: stream, Group: GroupName, Consumer: w.opts.Consumer,
+			MinIdle: w.opts.ClaimIdle, Start: "0-0", Count: int64(w.opts.Batch),
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, w.missingGroup(ctx, id, err)
+		}
+		if len(claimed) > 0 && w.opts.Hooks.Claimed != nil {
+			w.opts.Hooks.Claimed(len(claimed))
+		}
+		msgs = append(msgs, claimed...)
+	}
+	res, err := w.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: GroupName, Consumer: w.opts.Consumer, Streams: []string{stream, ">"},
+		Count: int64(w.opts.Batch), Block: -1, // no BLOCK: a wake-up or the poll says when to look again
+	}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, w.missingGroup(ctx, id, err)
+	}
+	for _, s := range res {
+		msgs = append(msgs, s.Messages...)
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	return len(msgs), w.handleAll(ctx, id, msgs)
+}
+
+// handleAll settles a batch of entries. The orders still in flight are
+// written in one transaction (one lock of the hot row for the batch) and
+// settled by one script; a batch that cannot be written whole (an order
+// redelivered, too little stock left for all) is taken one order at a
+// time, each to its own fate.
+func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMessage) error {
+	var errs []error
+	var orders []Order
+	var entries []string
+	for _, m := range msgs {
+		o, err := parseEntry(id, m)
+		if err != nil {
+			if err := w.malformed(ctx, id, m, err); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		orders, entries = append(orders, o), append(entries, m.ID)
+	}
+	if len(orders) == 0 {
+		return errors.Join(errs...)
+	}
+	nos := make([]string, len(orders))
+	for i, o := range orders {
+		nos[i] = o.No
+	}
+	flags, err := w.q.rdb.HMGet(ctx, w.q.copy.key(id, "queued"), nos...).Result()
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("%w: %w", ErrUnavailable, err))...)
+	}
+	var live []Order
+	var liveEntries, settled []string
+	for i, f := range flags {
+		if f == nil {
+			// Settled already (another writer wrote or failed it, and
+			// the row or the failed hash says so), or dropped by a
+			// reset: only the acknowledgement is left to do.
+			settled = append(settled, entries[i])
+			continue
+		}
+		live, liveEntries = append(live, orders[i]), append(liveEntries, entries[i])
+	}
+	if len(settled) > 0 {
+		if err := w.q.rdb.XAck(ctx, w.q.stream(id), GroupName, settled...).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrUnavailable, err))
+		}
+	}
+	if len(live) == 0 {
+		return errors.Join(errs...)
+	}
+	now := time.Now().UTC()
+	for i := range live {
+		live[i].Status, live[i].WrittenAt = StatusConfirmed, now
+	}
+	wctx, cancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
+	err = w.store.DeductAll(wctx, live)
+	cancel()
+	switch {
+	case err == nil:
+		if w.opts.AfterWrite != nil {
+			for _, o := range live {
+				if herr := w.opts.AfterWrite(o); herr != nil {
+					return fmt.Errorf("%w: %w", errCrashed, herr)
+				}
+			}
+		}
+		return errors.Join(append(errs, w.settle(ctx, id, liveEntries, live))...)
+	case transient(err):
+		return errors.Join(append(errs, err)...)
+	}
+	for i, o := range live {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := w.handle(ctx, id, liveEntries[i], o); err != nil {
+			if errors.Is(err, errCrashed) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("entry %s: %w", liveEntries[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// missingGroup creates the consumer group when a read found none: on the
+// first run, or after Redis lost its data, when the orders it held (the
+// accepted, not yet written ones) are gone with it. It returns err unless
+// the group was missing.
+func (w *OrderWriter) missingGroup(ctx context.Context, id int64, err error) error {
+	if !strings.HasPrefix(err.Error(), "NOGROUP") {
+		return err
+	}
+	// "0": entries queued before the group existed are written too.
+	cerr := w.q.rdb.XGroupCreateMkStream(ctx, w.q.stream(id), GroupName, "0").Err()
+	if cerr != nil && !strings.HasPrefix(cerr.Error(), "BUSYGROUP") {
+		return cerr
+	}
+	return nil
+}
+
+// handle writes one order still in flight and settles it: written,
+// failed, or left for a later try.
+func (w *OrderWriter) handle(ctx context.Context, id int64, entry string, o Order) error {
+	wctx, cancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
+	defer cancel()
+	o.Status, o.WrittenAt = StatusConfirmed, time.Now().UTC()
+	err := w.store.Deduct(wctx, o)
+	switch {
+	case err == nil:
+		if w.opts.AfterWrite != nil {
+			if herr := w.opts.AfterWrite(o); herr != nil {
+				return fmt.Errorf("%w: %w", errCrashed, herr)
+			}
+		}
+		return w.settle(ctx, id, []string{entry}, []Order{o})
+	case errors.Is(err, ErrAlreadyPurchased):
+		return w.resolve(wctx, id, entry, o)
+	case errors.Is(err, ErrSoldOut):
+		return w.fail(wctx, id, entry, o, "sold-out")
+	case errors.Is(err, ErrNotFound):
+		return w.fail(wctx, id, entry, o, "not-found")
+	case transient(err):
+		return err
+	}
+	n, perr := w.deliveries(ctx, id, entry)
+	if perr == nil && n >= w.opts.MaxDeliveries {
+		w.opts.Logger.Error("order writer: giving up on an order after repeated failures", "order", o.No, "deliveries", n, "err", err)
+		return w.fail(wctx, id, entry, o, "write-failed")
+	}
+	return err
+}
+
+// resolve settles an order whose write found a row with its number or its
+// buyer: the row that won says the fate.
+func (w *OrderWriter) resolve(ctx context.Context, id int64, entry string, o Order) error {
+	row, err := w.store.FindOrder(ctx, o.No)
+	switch {
+	case errors.Is(err, ErrOrderNotFound):
+		// Not this order: the buyer has another one. It can never be
+		// written; there is no row to record it in.
+		return w.giveUp(ctx, id, entry, o, "already-purchased")
+	case err != nil:
+		return err
+	case row.Status == StatusFailed:
+		return w.giveUp(ctx, id, entry, o, "failed")
+	}
+	return w.settle(ctx, id, []string{entry}, []Order{row})
+}
+
+// fail writes o as failed, unless another writer wrote it first, then
+// gives it up.
+func (w *OrderWriter) fail(ctx context.Context, id int64, entry string, o Order, reason string) error {
+	err := w.store.MarkFailed(ctx, o)
+	switch {
+	case errors.Is(err, ErrAlreadyPurchased):
+		return w.resolve(ctx, id, entry, o)
+	case err != nil:
+		return err
+	}
+	return w.giveUp(ctx, id, entry, o, reason)
+}
+
+// settle marks written orders settled in Redis and acknowledges their
+// entries (entries[i] holds orders[i]), in one script.
+func (w *OrderWriter) settle(ctx context.Context, id int64, entries []string, orders []Order) error {
+	args := []any{GroupName}
+	for i, o := range orders {
+		args = append(args, entries[i], o.No)
+	}
+	done, err := settle.Run(ctx, w.q.rdb, []string{w.q.copy.key(id, "queued"), w.q.stream(id)}, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("%w: settle %d orders: %w", ErrUnavailable, len(orders), err)
+	}
+	for i, n := range done {
+		// Counted once, by the writer whose settle took the order out
+		// of flight.
+		if n == 1 && w.opts.Hooks.Confirmed != nil {
+			w.opts.Hooks.Confirmed(orders[i].WrittenAt.Sub(orders[i].CreatedAt))
+		}
+	}
+	return nil
+}
+
+// deadLetterMax bounds the dead-letter stream of one item.
+const deadLetterMax = 10_000
+
+// giveUp gives a failed order's units back to the copy, records it as
+// failed in Redis and moves its entry to the dead-letter stream, once.
+func (w *OrderWriter) giveUp(ctx context.Context, id int64, entry string, o Order, reason string) error {
+	keys := []string{w.q.copy.key(id, "stock"), w.q.copy.key(id, "queued"), w.q.stream(id), w.q.copy.key(id, "dead"), w.q.copy.key(id, "failed")}
+	n, err := deadLetter.Run(ctx, w.q.rdb, keys, GroupName, entry, o.No, reason, deadLetterMax).Int()
+	if err != nil {
+		return fmt.Errorf("%w: dead-letter %s: %w", ErrUnavailable, o.No, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	w.opts.Logger.Warn("order failed: its units went back to the stock", "order", o.No, "item", id, "user", o.UserID, "reason", reason)
+	if w.opts.Hooks.DeadLettered != nil {
+		w.opts.Hooks.DeadLettered(reason)
+	}
+	if w.restocked != nil {
+		if err := w.restocked(ctx, id); err != nil {
+			w.opts.Logger.Warn("order writer: telling the fleet of returned units failed", "item", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// malformed moves an entry that is not an order to the dead-letter stream.
+// It names no order the writer could trust, so nothing is given back.
+func (w *OrderWriter) malformed(ctx context.Context, id int64, m redis.XMessage, why error) error {
+	w.opts.Logger.Error("order writer: malformed entry moved to the dead-letter stream", "entry", m.ID, "err", why)
+	fields := map[string]any{"reason": "malformed", "entry": m.ID}
+	for k, v := range m.Values {
+		fields["field:"+k] = v
+	}
+	pipe := w.q.rdb.TxPipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: w.q.copy.key(id, "dead"), MaxLen: deadLetterMax, Approx: true, Values: fields})
+	pipe.XAck(ctx, w.q.stream(id), GroupName, m.ID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if w.opts.Hooks.DeadLettered != nil {
+		w.opts.Hooks.DeadLettered("malformed")
+	}
+	return nil
+}
+
+// deliveries reads how often an entry was delivered.
+func (w *OrderWriter) deliveries(ctx context.Context, id int64, entry string) (int64, error) {
+	p, err := w.q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.q.stream(id), Group: GroupName, Start: entry, End: entry, Count: 1}).Result()
+	if err != nil || len(p) == 0 {
+		return 0, err
+	}
+	return p[0].RetryCount, nil
+}
+
+// trim drops the entries every writer has acknowledged: those before both
+// the oldest entry still pending and the group's last delivered entry. An
+// entry not yet delivered is after the latter, so no trim can lose one.
+func (w *OrderWriter) trim(ctx context.Context, stream string) error {
+	groups, err := w.q.rdb.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		return err
+	}
+	floor := ""
+	for _, g := range groups {
+		if g.Name == GroupName {
+			floor = g.LastDeliveredID
+		}
+	}
+	if floor == "" || floor == "0-0" {
+		return nil
+	}
+	p, err := w.q.rdb.XPending(ctx, stream, GroupName).Result()
+	if err != nil {
+		return err
+	}
+	if p.Count > 0 && streamIDLess(p.Lower, floor) {
+		floor = p.Lower
+	}
+	return w.q.rdb.XTrimMinID(ctx, stream, floor).Err()
+}
+
+// report hands the item's backlog to the Backlog hook.
+func (w *OrderWriter) report(ctx context.Context, id int64) {
+	if w.opts.Hooks.Backlog == nil {
+		return
+	}
+	queued, err := w.q.rdb.HLen(ctx, w.q.copy.key(id, "queued")).Result()
+	if err != nil {
+		return
+	}
+	p, err := w.q.rdb.XPending(ctx, w.q.stream(id), GroupName).Result()
+	if err != nil {
+		return
+	}
+	w.opts.Hooks.Backlog(id, int(queued), int(p.Count))
+}
+
+// transient reports whether a failed write may succeed later unchanged.
+func transient(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// parseEntry reads an order from a stream entry.
+func parseEntry(id int64, m redis.XMessage) (Order, error) {
+	str := func(k string) string { v, _ := m.Values[k].(string); return v }
+	o := Order{No: str("no"), ItemID: id, UserID: str("user"), Stage: str("stage"), Instance: str("instance")}
+	q, err1 := strconv.Atoi(str("qty"))
+	at, err2 := strconv.ParseInt(str("at"), 10, 64)
+	if o.No == "" || o.UserID == "" || err1 != nil || err2 != nil || q < 1 {
+		return o, fmt.Errorf("%w: stream entry %s is not an order: %v", ErrInvalid, m.ID, m.Values)
+	}
+	if o.Stage == "" {
+		o.Stage = StageRedisStream
+	}
+	o.Quantity, o.CreatedAt = q, acceptedAt(at)
+	return o, nil
+}
+
+// streamIDLess compares two stream IDs ("ms-seq").
+func streamIDLess(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	return am < bm || am == bm && as < bs
+}
+
+func splitID(id string) (ms, seq uint64) {
+	l, r, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(l, 10, 64)
+	seq, _ = strconv.ParseUint(r, 10, 64)
+	return ms, seq
+}

@@ -1,0 +1,214 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Redis copy of the stock that redis-atomic sells from: loading it at
+// start and on a reset, and the reconcile job's side, settling reservations
+// whose request is over and correcting a copy that drifted from the
+// database (after a flush, a failover, or a bug).
+
+// Reset loads the Redis copy of a freshly reset item.
+func (s *RedisAtomic) Reset(ctx context.Context, id int64, _ int) error {
+	return s.loadOne(ctx, id, true)
+}
+
+// LoadAll copies every item's stock into Redis where no copy exists yet;
+// the composition root calls it at start.
+func (s *RedisAtomic) LoadAll(ctx context.Context) error {
+	items, err := s.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := s.loadOne(ctx, it.ID, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadOne copies the database stock of one item into Redis. Buyers who
+// already have an order are listed so the script can turn them away early;
+// the unique key in the database stays the real guard.
+func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) error {
+	it, err := s.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	flag := "0"
+	if overwrite {
+		flag = "1"
+	}
+	args := []any{it.Stock, flag, newGen()}
+	if b, ok := s.store.(interface {
+		Buyers(ctx context.Context, id int64) ([]string, error)
+	}); ok {
+		users, err := b.Buyers(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, u := range users {
+			args = append(args, u)
+		}
+	}
+	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"))
+	if err := load.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("%w: load %s %d into redis: %w", ErrUnavailable, s.kind, id, err)
+	}
+	return nil
+}
+
+// Drift describes how the Redis copy of one item compared with the database.
+type Drift struct {
+	RedisStock int  // -1 when Redis had no copy
+	DBStock    int  //
+	Resolved   int  // stale reservations confirmed or given back
+	Busy       bool // buys were in flight, so the copy was not compared
+	Repaired   bool // the Redis copy was corrected to the database stock
+}
+
+// Repair settles reservations older than staleAfter (confirming those whose
+// order exists, giving back the others), then, if the item is quiet (no
+// reservation or queued order in flight and no change in Redis while the
+// database was read), corrects the Redis stock to the database stock.
+// Orders queued by redis-stream are left to its writers, which settle
+// each one exactly once. A busy item is
+// left for the next run: comparing it mid-purchase would "repair" a
+// difference that the purchase itself is about to settle.
+func (s *RedisAtomic) Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
+	d, err := s.repair(ctx, id, staleAfter, orderExists)
+	if (d.Repaired || d.Resolved > 0) && s.restocked != nil {
+		// Units may have come back to the Redis copy: a sell-out that an
+		// instance remembers may no longer hold.
+		if rerr := s.restocked(ctx, id); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return d, err
+}
+
+func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
+	keys := s.keys(id)
+	pending, err := s.rdb.HGetAll(ctx, keys[2]).Result()
+	if err != nil {
+		return Drift{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var d Drift
+	for no, v := range pending {
+		qty, user, at, ok := parsePending(v)
+		if ok && time.Since(time.UnixMilli(at)) < staleAfter {
+			continue
+		}
+		exists, err := orderExists(ctx, no)
+		if err != nil {
+			return d, err
+		}
+		if exists || !ok {
+			err = s.rdb.HDel(ctx, keys[2], no).Err()
+		} else {
+			err = giveBack.Run(ctx, s.rdb, keys, no, user, qty).Err()
+		}
+		if err != nil {
+			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		d.Resolved++
+	}
+	before, err := s.snapshot(ctx, keys)
+	if err != nil {
+		return d, err
+	}
+	it, err := s.store.Get(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	after, err := s.snapshot(ctx, keys)
+	if err != nil {
+		return d, err
+	}
+	d.DBStock, d.RedisStock = it.Stock, int(before[0])
+	if before != after || before[1] > 0 {
+		d.Busy = true
+		return d, nil
+	}
+	if before[0] < 0 {
+		d.Repaired = true
+		return d, s.loadOne(ctx, id, false)
+	}
+	if d.RedisStock != d.DBStock {
+		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned")}, before[0], it.Stock, newGen()).Int()
+		if err != nil {
+			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		d.Repaired, d.Busy = n == 1, n == 0
+	}
+	return d, nil
+}
+
+func (s *RedisAtomic) snapshot(ctx context.Context, keys []string) ([2]int64, error) {
+	v, err := snapshot.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3]}).Int64Slice()
+	if err != nil || len(v) != 2 {
+		return [2]int64{}, fmt.Errorf("%w: snapshot: %w", ErrUnavailable, err)
+	}
+	return [2]int64{v[0], v[1]}, nil
+}
+
+// parsePending reads "quantity|unix ms|user" (the user last: it may hold '|').
+func parsePending(v string) (qty int, user string, atMillis int64, ok bool) {
+	parts := strings.SplitN(v, "|", 3)
+	if len(parts) != 3 {
+		return 0, "", 0, false
+	}
+	q, err1 := strconv.Atoi(parts[0])
+	at, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, "", 0, false
+	}
+	return q, parts[2], at, true
+}
+
+// Gen returns the generation of the item's Redis copy: a new one on every
+// load and every repair. "" means there is no copy. It fails with
+// ErrUnavailable.
+func (s *RedisAtomic) Gen(ctx context.Context, id int64) (string, error) {
+	g, err := s.rdb.Get(ctx, s.key(id, "gen")).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: read the copy generation of %s %d: %w", ErrUnavailable, s.kind, id, err)
+	}
+	return g, nil
+}
+
+// ReturnUnits gives a cancelled order's units back to the Redis copy, if
+// they are owed to its current generation and were not given back before.
+// It reports whether this call gave them back, or fails with
+// ErrUnavailable.
+func (s *RedisAtomic) ReturnUnits(ctx context.Context, o Order, gen string) (bool, error) {
+	keys := []string{s.key(o.ItemID, "stock"), s.key(o.ItemID, "returned"), s.key(o.ItemID, "gen")}
+	n, err := returnUnits.Run(ctx, s.rdb, keys, o.No, o.Quantity, gen).Int()
+	if err != nil {
+		return false, fmt.Errorf("%w: return units of %s to redis: %w", ErrUnavailable, o.No, err)
+	}
+	return n == 1, nil
+}
+
+// newGen names a new generation of a copy.
+func newGen() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,110 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Redis side of redis-stream's queue that is not the buy: how many
+// orders are in flight, and what became of one that has no row yet.
+
+// Drain waits, up to drainWait (or ctx's end), until no order of the item
+// is queued. A reset drains first, so that the orders accepted before it
+// are written before it deletes them; a queue that does not drain in time
+// is reset anyway, and its late orders are dropped (see Reset).
+func (s *RedisStream) Drain(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(ctx, drainWait)
+	defer cancel()
+	for {
+		n, _, err := s.Backlog(ctx, id)
+		if err != nil || n == 0 {
+			return
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.opts.Logger.Warn("resetting with orders still queued; they will be dropped", "kind", s.copy.kind, "item", id, "queued", n)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// drainWait bounds how long a reset waits for the queue; it stays below
+// the request deadline so that the reset itself still answers.
+const drainWait = 2 * time.Second
+
+// Reset reloads the Redis copy of a freshly reset item; it fails with
+// ErrUnavailable or the store's error. Entries still in the stream for the
+// old stock (the queue did not drain in time, or an order was accepted
+// during the reset) are dropped by the writers: their orders are no longer
+// in flight. A writer caught between that check and its write can still
+// let such an order in under the new stock; a reset is an admin's act,
+// made when the sale is over.
+func (s *RedisStream) Reset(ctx context.Context, id int64, _ int) error {
+	return s.copy.loadOne(ctx, id, true)
+}
+
+// Backlog returns the orders of the item that were accepted and not yet
+// written, and their units. It fails with ErrUnavailable.
+func (s *RedisStream) Backlog(ctx context.Context, id int64) (orders, units int, err error) {
+	vals, err := s.rdb.HVals(ctx, s.copy.key(id, "queued")).Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: read the order queue of %s %d: %w", ErrUnavailable, s.copy.kind, id, err)
+	}
+	for _, v := range vals {
+		if q, _, _, ok := parsePending(v); ok {
+			units += q
+		}
+	}
+	return len(vals), units, nil
+}
+
+// Lookup finds an order that has no row in the database: still queued
+// (pending), or given up on without a row (failed; most failures have a
+// row). found is false when Redis knows nothing of it. The order number
+// does not say its item, so every item of the kind is asked, in one
+// pipeline: fine for a sale's handful of items; a catalogue of thousands
+// would want an index by order number. It fails with ErrUnavailable when
+// Redis cannot be asked, or with the store's error listing the items.
+func (s *RedisStream) Lookup(ctx context.Context, no string) (o Order, found bool, err error) {
+	items, err := s.copy.store.List(ctx)
+	if err != nil {
+		return Order{}, false, err
+	}
+	pipe := s.rdb.Pipeline()
+	queued := make([]*redis.StringCmd, len(items))
+	failed := make([]*redis.StringCmd, len(items))
+	for i, it := range items {
+		queued[i] = pipe.HGet(ctx, s.copy.key(it.ID, "queued"), no)
+		failed[i] = pipe.HGet(ctx, s.copy.key(it.ID, "failed"), no)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Order{}, false, fmt.Errorf("%w: look order %s up in redis: %w", ErrUnavailable, no, err)
+	}
+	for i, it := range items {
+		if v, err := queued[i].Result(); err == nil {
+			return queuedOrder(no, it.ID, v, StatusPending), true, nil
+		}
+		if v, err := failed[i].Result(); err == nil {
+			reason, rec, _ := strings.Cut(v, "|")
+			o := queuedOrder(no, it.ID, rec, StatusFailed)
+			o.Reason = reason
+			return o, true, nil
+		}
+	}
+	return Order{}, false, nil
+}
+
+// queuedOrder is the order a queued record ("quantity|unix ms|user")
+// describes.
+func queuedOrder(no string, id int64, rec, status string) Order {
+	q, user, at, _ := parsePending(rec)
+	return Order{No: no, ItemID: id, UserID: user, Quantity: q, Stage: StageRedisStream, CreatedAt: acceptedAt(at), Status: status}
+}

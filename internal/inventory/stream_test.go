@@ -1,0 +1,284 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// startWriter runs an order writer of q until the test ends, or until the
+// returned stop is called, which returns what Run returned.
+func startWriter(t *testing.T, ctx context.Context, q *inventory.RedisStream, st *store.Ledger, opts inventory.WriterOptions) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	w := inventory.NewOrderWriter(q, st, opts)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitDrained polls until no order of the item is queued any more, or
+// fails the test when ctx ends first.
+func waitDrained(t *testing.T, ctx context.Context, q *inventory.RedisStream, id int64) {
+	t.Helper()
+	for {
+		n, _, err := q.Backlog(ctx, id)
+		if err != nil {
+			t.Fatalf("backlog: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d orders of item %d still queued when the test gave up waiting", n, id)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// streamEnv is one item on both backends' worth of redis-stream: a
+// database, a Redis namespace, and a way to build an instance.
+type streamEnv struct {
+	db  *store.DB
+	rdb *redis.Client
+	ns  string
+	id  int64
+}
+
+func newStreamEnv(t *testing.T, db *store.DB, stock int) *streamEnv {
+	t.Helper()
+	e := &streamEnv{db: db, rdb: testenv.Redis(t), ns: testenv.Name("s-"), id: 1}
+	if err := db.Products().Reset(context.Background(), e.id, stock); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		keys, _ := e.rdb.Keys(context.Background(), "seckill:{"+e.ns+":*").Result()
+		if len(keys) > 0 {
+			_ = e.rdb.Del(context.Background(), keys...).Err()
+		}
+	})
+	return e
+}
+
+// instance is one instance's stages and service over the env.
+type instance struct {
+	copy    *inventory.RedisAtomic
+	stream  *inventory.RedisStream
+	service *inventory.Service
+}
+
+func (e *streamEnv) instance(name string, life inventory.Lifecycle) instance {
+	ra := inventory.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
+	rs := inventory.NewRedisStream(ra, inventory.StreamOptions{})
+	life.Copy, life.Queue = ra, rs
+	stages := map[string]inventory.Stage{
+		inventory.StageRedisAtomic: ra,
+		inventory.StageRedisStream: rs,
+		inventory.StageDBAtomic:    inventory.NewDBAtomic(e.db.Products()),
+	}
+	svc := inventory.NewService(e.db.Products(), stages, name, "O").WithLifecycle(life)
+	return instance{copy: ra, stream: rs, service: svc}
+}
+
+func (e *streamEnv) redisStock(t *testing.T) int {
+	t.Helper()
+	n, err := e.rdb.Get(context.Background(), fmt.Sprintf("seckill:{%s:%d}:stock", e.ns, e.id)).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (e *streamEnv) key(name string) string {
+	return fmt.Sprintf("seckill:{%s:%d}:%s", e.ns, e.id, name)
+}
+
+// buyN buys one unit for each of n new users under stage and returns the
+// orders.
+func buyN(t *testing.T, svc *inventory.Service, stage string, prefix string, n int) []inventory.Order {
+	t.Helper()
+	var out []inventory.Order
+	for i := 0; i < n; i++ {
+		o, err := svc.Buy(context.Background(), stage, inventory.Request{ItemID: 1, UserID: fmt.Sprintf("%s%d", prefix, i), Quantity: 1})
+		if err != nil {
+			t.Fatalf("buy %d under %s: %v", i, stage, err)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// TestWriterKilledMidBatchEveryOrderConfirmedOnce: a writer takes a batch
+// of 10 entries, writes them to the database (one transaction) and dies
+// before it acknowledged any. A second writer takes the dead one's entries
+// over after ClaimIdle, finds them written, and writes the 20 that were
+// never read: every accepted order ends confirmed, with exactly one row,
+// the stock is conserved in the database and in Redis, and each order is
+// counted confirmed exactly once.
+func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const accepted = 30
+			e := newStreamEnv(t, b.Open(t), accepted)
+			in := e.instance("a", inventory.Lifecycle{})
+			orders := buyN(t, in.service, inventory.StageRedisStream, "k", accepted)
+			for _, o := range orders {
+				if o.Status != inventory.StatusPending {
+					t.Fatalf("a redis-stream buy answered %s, want pending", o.Status)
+				}
+			}
+
+			var confirmed atomic.Int64
+			hooks := inventory.WriterHooks{Confirmed: func(time.Duration) { confirmed.Add(1) }}
+			var writes atomic.Int64
+			crash := errors.New("killed")
+			var diedOn string
+			stopA := startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{
+				Consumer: "a", Batch: 10, Hooks: hooks,
+				AfterWrite: func(o inventory.Order) error {
+					if writes.Add(1) == 4 {
+						diedOn = o.No
+						return crash // written, not settled: the process dies here
+					}
+					return nil
+				},
+			})
+			// A dies by itself; its Run returns the crash.
+			deadline := time.After(30 * time.Second)
+			for writes.Load() < 4 {
+				select {
+				case <-deadline:
+					t.Fatalf("writer a wrote %d orders, never reached its 4th", writes.Load())
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if err := stopA(); !errors.Is(err, crash) {
+				t.Fatalf("writer a's Run = %v, want the crash", err)
+			}
+			if n := confirmed.Load(); n != 0 {
+				t.Fatalf("writer a settled %d orders before it died, want none", n)
+			}
+			var rows int
+			if err := e.db.Raw(ctx, "SELECT COUNT(*) FROM orders WHERE product_id = 1").Scan(&rows); err != nil || rows != 10 {
+				t.Fatalf("rows written by the dead writer: %d, %v; want its batch of 10", rows, err)
+			}
+			pending, err := e.rdb.XPending(ctx, e.key("orders"), inventory.GroupName).Result()
+			if err != nil || pending.Count != 10 {
+				t.Fatalf("entries left pending by the dead writer: %+v, %v; want its batch of 10", pending, err)
+			}
+
+			// The second instance's writer, with a short claim idle time.
+			other := e.instance("b", inventory.Lifecycle{})
+			startWriter(t, ctx, other.stream, e.db.Products(), inventory.WriterOptions{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
+			waitDrained(t, ctx, other.stream, e.id)
+
+			for _, o := range orders {
+				got, err := in.service.Order(ctx, o.No)
+				if err != nil || got.Status != inventory.StatusConfirmed {
+					t.Errorf("order %s: %+v, %v; want confirmed", o.No, got, err)
+				}
+			}
+			var distinct int
+			if err := e.db.Raw(ctx, "SELECT COUNT(*), COUNT(DISTINCT order_no) FROM orders WHERE product_id = 1").Scan(&rows, &distinct); err != nil {
+				t.Fatal(err)
+			}
+			if rows != accepted || distinct != accepted {
+				t.Errorf("order rows: %d (%d distinct), want %d, one each", rows, distinct, accepted)
+			}
+			if n := confirmed.Load(); n != accepted {
+				t.Errorf("orders counted confirmed: %d, want %d (those written by the dead writer, such as %s, once)", n, accepted, diedOn)
+			}
+			a, err := e.db.Products().Audit(ctx, e.id)
+			if err != nil || a.Sold != accepted || a.Stock != 0 || !a.Conserved() || a.Failed != 0 {
+				t.Errorf("audit %+v, %v; want %d sold, 0 left, conserved, none failed", a, err, accepted)
+			}
+			if s := e.redisStock(t); s != 0 {
+				t.Errorf("Redis stock %d, want 0", s)
+			}
+			pending, err = e.rdb.XPending(ctx, e.key("orders"), inventory.GroupName).Result()
+			if err != nil || pending.Count != 0 {
+				t.Errorf("entries still pending: %+v, %v", pending, err)
+			}
+			if n, _ := e.rdb.XLen(ctx, e.key("dead")).Result(); n != 0 {
+				t.Errorf("%d dead letters, want none", n)
+			}
+		})
+	}
+}
+
+// TestWriterFailsWhatTheDatabaseCannotHold: the Redis copy says 5 units,
+// the database only has 3 (another stage sold 2 meanwhile). All 5 buyers
+// are accepted; the writer confirms 3, and the other 2 fail: a failed row
+// each, their units back in the Redis copy, an entry each in the
+// dead-letter stream, and their status answers failed.
+func TestWriterFailsWhatTheDatabaseCannotHold(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			e := newStreamEnv(t, b.Open(t), 5)
+			in := e.instance("a", inventory.Lifecycle{})
+			if err := in.copy.LoadAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			buyN(t, in.service, inventory.StageDBAtomic, "db", 2) // the copy does not see these
+			orders := buyN(t, in.service, inventory.StageRedisStream, "q", 5)
+			var dead []string
+			startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{Hooks: inventory.WriterHooks{DeadLettered: func(r string) { dead = append(dead, r) }}})
+			waitDrained(t, ctx, in.stream, e.id)
+
+			var confirmed, failed int
+			for _, o := range orders {
+				got, err := in.service.Order(ctx, o.No)
+				switch {
+				case err != nil:
+					t.Fatalf("order %s: %v", o.No, err)
+				case got.Status == inventory.StatusConfirmed:
+					confirmed++
+				case got.Status == inventory.StatusFailed && got.Reason == "sold-out":
+					failed++
+				default:
+					t.Fatalf("order %s is %s (reason %q)", o.No, got.Status, got.Reason)
+				}
+			}
+			if confirmed != 3 || failed != 2 || !slices.Equal(dead, []string{"sold-out", "sold-out"}) {
+				t.Fatalf("confirmed %d, failed %d, dead letters %v; want 3, 2, two sold-out", confirmed, failed, dead)
+			}
+			if n, err := e.rdb.XLen(ctx, e.key("dead")).Result(); err != nil || n != 2 {
+				t.Fatalf("dead-letter stream holds %d, %v; want 2", n, err)
+			}
+			if s := e.redisStock(t); s != 2 {
+				t.Fatalf("Redis stock %d, want the 2 failed units back", s)
+			}
+			a, err := e.db.Products().Audit(ctx, e.id)
+			if err != nil || a.Sold != 5 || a.Stock != 0 || a.Failed != 2 || !a.Conserved() {
+				t.Fatalf("audit %+v, %v; want 5 sold (2 db-atomic, 3 redis-stream), 2 failed, conserved", a, err)
+			}
+			// The writers trimmed what they acknowledged.
+			if n, err := e.rdb.XLen(ctx, e.key("orders")).Result(); err != nil || n > 1 {
+				t.Fatalf("order stream holds %d entries after all were acknowledged, %v; want at most the last delivered one", n, err)
+			}
+		})
+	}
+}

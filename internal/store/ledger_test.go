@@ -1,0 +1,251 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// kinds are the two ledgers, each with the seeded row 1 and the number of
+// seeded rows (sql/*/002_seed.sql).
+var kinds = []struct {
+	name   string
+	ledger func(*store.DB) *store.Ledger
+	first  inventory.Item
+	rows   int
+}{
+	{"products", (*store.DB).Products, inventory.Item{ID: 1, Name: "Flash-sale phone", PriceCents: 199900, InitialStock: 100, Stock: 100}, 2},
+	{"coupons", (*store.DB).Coupons, inventory.Item{ID: 1, Name: "100 off 500", InitialStock: 100, Stock: 100}, 1},
+}
+
+const missing = 999 // an id no seed uses
+
+func order(no, user string, item int64) inventory.Order {
+	return inventory.Order{No: no, ItemID: item, UserID: user, Quantity: 1, Stage: "test", Instance: "t1", CreatedAt: time.Now().UTC()}
+}
+
+// TestLedger walks every Ledger method through its success and failure
+// paths, on both engines and both kinds of item: the answers (and the
+// sentinel errors) are what the stages and the HTTP layer rely on.
+func TestLedger(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		for _, k := range kinds {
+			t.Run(b.Name+"/"+k.name, func(t *testing.T) {
+				ctx := context.Background()
+				l := k.ledger(b.Open(t))
+				mustErr := func(want error, err error, what string) {
+					t.Helper()
+					if !errors.Is(err, want) {
+						t.Fatalf("%s: got %v, want %v", what, err, want)
+					}
+				}
+				stock := func(want int) {
+					t.Helper()
+					got, err := l.ReadStock(ctx, 1)
+					if err != nil || got != want {
+						t.Fatalf("ReadStock = %d, %v; want %d", got, err, want)
+					}
+				}
+				audit := func(want inventory.Audit) {
+					t.Helper()
+					got, err := l.Audit(ctx, 1)
+					if err != nil || got != want {
+						t.Fatalf("Audit = %+v, %v; want %+v", got, err, want)
+					}
+				}
+
+				items, err := l.List(ctx)
+				if err != nil || len(items) != k.rows || items[0] != k.first {
+					t.Fatalf("List = %+v, %v; want %d rows starting with %+v", items, err, k.rows, k.first)
+				}
+				if it, err := l.Get(ctx, 1); err != nil || it != k.first {
+					t.Fatalf("Get(1) = %+v, %v; want %+v", it, err, k.first)
+				}
+				_, err = l.Get(ctx, missing)
+				mustErr(inventory.ErrNotFound, err, "Get(missing)")
+				_, err = l.ReadStock(ctx, missing)
+				mustErr(inventory.ErrNotFound, err, "ReadStock(missing)")
+				_, err = l.Audit(ctx, missing)
+				mustErr(inventory.ErrNotFound, err, "Audit(missing)")
+				mustErr(inventory.ErrNotFound, l.Reset(ctx, missing, 1), "Reset(missing)")
+				audit(inventory.Audit{ItemID: 1, InitialStock: 100, Stock: 100})
+
+				// Deduct: the db-atomic path.
+				if err := l.Reset(ctx, 1, 3); err != nil {
+					t.Fatal(err)
+				}
+				for _, u := range []string{"a", "b", "c"} {
+					if err := l.Deduct(ctx, order("d-"+u, u, 1)); err != nil {
+						t.Fatalf("Deduct for %s: %v", u, err)
+					}
+				}
+				stock(0)
+				mustErr(inventory.ErrSoldOut, l.Deduct(ctx, order("d-d", "d", 1)), "Deduct when sold out")
+				mustErr(inventory.ErrAlreadyPurchased, l.Deduct(ctx, order("d-a2", "a", 1)), "Deduct by a repeat buyer")
+				mustErr(inventory.ErrAlreadyPurchased, l.Deduct(ctx, order("d-a", "e", 1)), "Deduct with a used order number")
+				mustErr(inventory.ErrNotFound, l.Deduct(ctx, order("d-m", "a", missing)), "Deduct(missing)")
+				audit(inventory.Audit{ItemID: 1, InitialStock: 3, Stock: 0, Sold: 3, Orders: 3})
+				buyers, err := l.Buyers(ctx, 1)
+				slices.Sort(buyers)
+				if err != nil || !slices.Equal(buyers, []string{"a", "b", "c"}) {
+					t.Fatalf("Buyers = %v, %v; want [a b c]", buyers, err)
+				}
+				for no, want := range map[string]bool{"d-a": true, "d-c": true, "d-d": false, "d-a2": false, "nope": false} {
+					if got, err := l.OrderExists(ctx, no); err != nil || got != want {
+						t.Fatalf("OrderExists(%s) = %v, %v; want %v", no, got, err, want)
+					}
+				}
+
+				// Fence and WriteComputed: the lock stages' path.
+				mustErr(inventory.ErrNotFound, l.Fence(ctx, missing, 5), "Fence(missing)")
+				if err := l.Fence(ctx, 1, 10); err != nil {
+					t.Fatalf("Fence(10): %v", err)
+				}
+				mustErr(inventory.ErrLockLost, l.Fence(ctx, 1, 10), "Fence with the recorded token")
+				mustErr(inventory.ErrLockLost, l.Fence(ctx, 1, 9), "Fence with an older token")
+				if err := l.Reset(ctx, 1, 5); err != nil {
+					t.Fatal(err)
+				}
+				audit(inventory.Audit{ItemID: 1, InitialStock: 5, Stock: 5})
+				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 10 {
+					t.Fatalf("after Reset: fence token %d, %v; Reset must keep it at 10", it.FenceToken, err)
+				}
+				if err := l.WriteComputed(ctx, order("w-a", "a", 1), 4, 10); err != nil {
+					t.Fatalf("WriteComputed with the current token: %v", err)
+				}
+				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-b", "b", 1), 3, 9), "WriteComputed with an older token")
+				stock(4)
+				if err := l.WriteComputed(ctx, order("w-c", "c", 1), 2, 0); err != nil {
+					t.Fatalf("WriteComputed without a token: %v", err)
+				}
+				stock(2) // the naive write sets what it was told, not 4-1
+				mustErr(inventory.ErrAlreadyPurchased, l.WriteComputed(ctx, order("w-a2", "a", 1), 1, 0), "WriteComputed by a repeat buyer")
+				mustErr(inventory.ErrSoldOut, l.WriteComputed(ctx, order("w-d", "d", 1), -1, 0), "WriteComputed of a negative stock")
+				mustErr(inventory.ErrNotFound, l.WriteComputed(ctx, order("w-m", "a", missing), 1, 0), "WriteComputed(missing)")
+				stock(2)
+				// The refused writes left no order behind.
+				audit(inventory.Audit{ItemID: 1, InitialStock: 5, Stock: 2, Sold: 2, Orders: 2})
+				for _, no := range []string{"w-b", "w-a2", "w-d", "w-m"} {
+					if ok, err := l.OrderExists(ctx, no); err != nil || ok {
+						t.Fatalf("OrderExists(%s) = %v, %v after a refused write", no, ok, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestStatementsPerPurchase counts what one purchase sends to the
+// database: Deduct and WriteComputed run once per buyer, so a statement
+// more is a round trip more for every buyer of a flash sale. The INSERT is
+// a plain one: an INSERT ... RETURNING is a query with a result set.
+func TestStatementsPerPurchase(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		for _, k := range kinds {
+			t.Run(b.Name+"/"+k.name, func(t *testing.T) {
+				ctx := context.Background()
+				db := b.Open(t)
+				l := k.ledger(db)
+				wire := store.RecordWire(db)
+				steps := []struct {
+					name string
+					run  func() error
+					want []string // statement verbs, in order
+				}{
+					{"Deduct", func() error { return l.Deduct(ctx, order("s-1", "a", 1)) }, []string{"BEGIN", "INSERT", "UPDATE", "COMMIT"}},
+					{"Fence", func() error { return l.Fence(ctx, 1, 7) }, []string{"UPDATE"}},
+					{"ReadStock", func() error { _, err := l.ReadStock(ctx, 1); return err }, []string{"SELECT"}},
+					{"WriteComputed", func() error { return l.WriteComputed(ctx, order("s-2", "b", 1), 98, 7) }, []string{"BEGIN", "INSERT", "UPDATE", "COMMIT"}},
+					{"WriteComputed unfenced", func() error { return l.WriteComputed(ctx, order("s-3", "c", 1), 97, 0) }, []string{"BEGIN", "INSERT", "UPDATE", "COMMIT"}},
+				}
+				for _, s := range steps {
+					wire.Take()
+					if err := s.run(); err != nil {
+						t.Fatalf("%s: %v", s.name, err)
+					}
+					var verbs []string
+					lines := wire.Take()
+					for _, line := range lines {
+						verbs = append(verbs, strings.ToUpper(strings.Fields(line)[0]))
+					}
+					if !slices.Equal(verbs, s.want) || strings.Contains(strings.Join(lines, "\n"), "RETURNING") {
+						t.Errorf("%s sent %d statements %v, want %v:\n%s", s.name, len(lines), verbs, s.want, strings.Join(lines, "\n"))
+					}
+				}
+				if got := fmt.Sprint(wire.Take()); got != "[]" {
+					t.Fatalf("unexpected statements after the steps: %s", got)
+				}
+			})
+		}
+	}
+}
+
+// TestLockWaitIsRetried: a purchase whose row lock wait times out (MySQL
+// error 1205) runs again instead of failing the buyer. Another session
+// holds the row until the store has given its first attempt up.
+func TestLockWaitIsRetried(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	db, err := store.OpenMySQL(ctx, dsn+sep+"innodb_lock_wait_timeout=1", store.Pool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	holder, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close() })
+	tx, err := holder.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() }) // ErrTxDone after the Commit below
+	var stock int
+	if err := tx.QueryRowContext(ctx, "SELECT stock FROM products WHERE id = 1 FOR UPDATE").Scan(&stock); err != nil {
+		t.Fatal(err)
+	}
+
+	wire := store.RecordWire(db)
+	done := make(chan error, 1)
+	go func() { done <- db.Products().Deduct(ctx, order("r-1", "a", 1)) }()
+	// Hold the row until the first attempt has timed out and rolled back.
+	for !wire.Seen("ROLLBACK") {
+		select {
+		case err := <-done:
+			t.Fatalf("Deduct returned %v while the row was still locked", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Deduct after a lock wait timeout: %v, want it retried and done", err)
+	}
+	lines := wire.Take()
+	if lines[len(lines)-1] != "COMMIT" || slices.Index(lines, "ROLLBACK") < 0 {
+		t.Fatalf("want a rolled back attempt, then a committed one:\n%s", strings.Join(lines, "\n"))
+	}
+	a, err := db.Products().Audit(ctx, 1)
+	if err != nil || a.Orders != 1 || a.Stock != stock-1 || !a.Conserved() {
+		t.Fatalf("Audit = %+v, %v; want one order and stock %d", a, err, stock-1)
+	}
+}

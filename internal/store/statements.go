@@ -1,0 +1,298 @@
+package store
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// The statements of each kind of item. Products and coupon batches keep the
+// same facts under different names (stock and remaining, orders and
+// coupon_grabs), so each statement is written twice, side by side, in the
+// words of its own tables. The Ledger decides which run together and what
+// their results mean. TestGuardedSQL pins the SQL that gorm makes of the
+// ones the stages teach, on both engines.
+
+type (
+	productKind struct{} // products and orders
+	couponKind  struct{} // coupon_batches and coupon_grabs
+)
+
+// list reads every item, by id.
+func (productKind) list(tx *gorm.DB) ([]inventory.Item, error) {
+	var rows []Product
+	err := tx.Order("id").Find(&rows).Error
+	return toItems(rows), err
+}
+
+func (couponKind) list(tx *gorm.DB) ([]inventory.Item, error) {
+	var rows []CouponBatch
+	err := tx.Order("id").Find(&rows).Error
+	return toItems(rows), err
+}
+
+// get reads one item, or fails with gorm.ErrRecordNotFound.
+func (productKind) get(tx *gorm.DB, id int64) (inventory.Item, error) {
+	var p Product
+	err := tx.Take(&p, id).Error
+	return p.item(), err
+}
+
+func (couponKind) get(tx *gorm.DB, id int64) (inventory.Item, error) {
+	var b CouponBatch
+	err := tx.Take(&b, id).Error
+	return b.item(), err
+}
+
+// readStock is the read of the lock stages' read-check-write, or
+// gorm.ErrRecordNotFound:
+//
+//	SELECT stock FROM products WHERE id = ? LIMIT 1
+func (productKind) readStock(tx *gorm.DB, id int64) (int, error) {
+	var p Product
+	err := tx.Select("stock").Take(&p, id).Error
+	return p.Stock, err
+}
+
+func (couponKind) readStock(tx *gorm.DB, id int64) (int, error) {
+	var b CouponBatch
+	err := tx.Select("remaining").Take(&b, id).Error
+	return b.Remaining, err
+}
+
+// setStock is the write of the lock stages' read-check-write: the naive
+// computed write. n was computed from an earlier read, so two buyers who
+// read the same stock both write the same n and one sale is lost: this is
+// where the unlocked stage oversells. With a token, fencedWrite adds the
+// fence (AND fence_token <= ?):
+//
+//	UPDATE products SET stock = ? WHERE id = ?
+func (productKind) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ?", id).Scopes(fencedWrite(token)).Update("stock", n)
+}
+
+func (couponKind) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
+	return tx.Model(&CouponBatch{}).Where("id = ?", id).Scopes(fencedWrite(token)).Update("remaining", n)
+}
+
+// deduct is db-atomic's guarded decrement: the database checks and
+// subtracts in one statement, under the row lock, so no buyer acts on a
+// stale read. No row matched means sold out (or no such item).
+//
+//	UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?
+func (productKind) deduct(tx *gorm.DB, id int64, q int) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ? AND stock >= ?", id, q).Update("stock", gorm.Expr("stock - ?", q))
+}
+
+func (couponKind) deduct(tx *gorm.DB, id int64, q int) *gorm.DB {
+	return tx.Model(&CouponBatch{}).Where("id = ? AND remaining >= ?", id, q).Update("remaining", gorm.Expr("remaining - ?", q))
+}
+
+// claim records a lock holder's fencing token on the row; no row matches
+// when a newer (or the same) token is recorded already:
+//
+//	UPDATE products SET fence_token = ? WHERE id = ? AND fence_token < ?
+func (productKind) claim(tx *gorm.DB, id, token int64) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ?", id).Where(claimableBy(token)).Update("fence_token", token)
+}
+
+func (couponKind) claim(tx *gorm.DB, id, token int64) *gorm.DB {
+	return tx.Model(&CouponBatch{}).Where("id = ?", id).Where(claimableBy(token)).Update("fence_token", token)
+}
+
+// claimableBy and fencedWrite are the fence. Fencing tokens only grow: a
+// holder claims the row with a token newer than any recorded, and its stock
+// write lands only while no newer holder has claimed the row since, so a
+// holder whose lock expired mid-sale writes nothing.
+func claimableBy(token int64) clause.Expression {
+	return clause.Lt{Column: "fence_token", Value: token}
+}
+
+// fencedWrite is a gorm scope: with a token (> 0), the write matches only
+// while the row's fence is not newer than the token.
+func fencedWrite(token int64) func(*gorm.DB) *gorm.DB {
+	return func(tx *gorm.DB) *gorm.DB {
+		if token <= 0 {
+			return tx
+		}
+		return tx.Where(clause.Lte{Column: "fence_token", Value: token})
+	}
+}
+
+// insertOrder records a purchase. The schema's unique keys refuse a second
+// order of the same user (or number) with gorm.ErrDuplicatedKey.
+func (productKind) insertOrder(tx *gorm.DB, o inventory.Order) error {
+	return tx.Create(newOrder(o)).Error
+}
+
+func (couponKind) insertOrder(tx *gorm.DB, o inventory.Order) error {
+	return tx.Create(newCouponGrab(o)).Error
+}
+
+// insertOrders records many purchases in one multi-row INSERT.
+func (productKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
+	rows := make([]*Order, len(orders))
+	for i, o := range orders {
+		rows[i] = newOrder(o)
+	}
+	return tx.Create(rows).Error
+}
+
+func (couponKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
+	rows := make([]*CouponGrab, len(orders))
+	for i, o := range orders {
+		rows[i] = newCouponGrab(o)
+	}
+	return tx.Create(rows).Error
+}
+
+// restock sets the initial stock and the stock to n. A map, not a struct:
+// gorm's Updates skips a struct's zero values, and 0 is a valid stock.
+func (productKind) restock(tx *gorm.DB, id int64, n int) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ?", id).Updates(map[string]any{"initial_stock": n, "stock": n})
+}
+
+func (couponKind) restock(tx *gorm.DB, id int64, n int) *gorm.DB {
+	return tx.Model(&CouponBatch{}).Where("id = ?", id).Updates(map[string]any{"total": n, "remaining": n})
+}
+
+// deleteOrders deletes every order of the item.
+func (productKind) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
+	return tx.Where("product_id = ?", id).Delete(&Order{})
+}
+
+func (couponKind) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
+	return tx.Where("batch_id = ?", id).Delete(&CouponGrab{})
+}
+
+// audit reads the stock and the orders' totals in one statement, so they
+// come from one snapshot; gorm.ErrRecordNotFound when there is no item.
+// Only live orders (confirmed, paid) count as sold: a cancelled order gave
+// its units back and a failed one never took any.
+func (productKind) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
+	err = tx.Model(&Product{}).
+		Select("products.initial_stock, products.stock, "+tally("orders")).
+		Joins("LEFT JOIN orders ON orders.product_id = products.id").
+		Where("products.id = ?", id).
+		Group("products.id, products.initial_stock, products.stock").
+		Take(&a).Error
+	return a, err
+}
+
+func (couponKind) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
+	err = tx.Model(&CouponBatch{}).
+		Select("coupon_batches.total AS initial_stock, coupon_batches.remaining AS stock, "+tally("coupon_grabs")).
+		Joins("LEFT JOIN coupon_grabs ON coupon_grabs.batch_id = coupon_batches.id").
+		Where("coupon_batches.id = ?", id).
+		Group("coupon_batches.id, coupon_batches.total, coupon_batches.remaining").
+		Take(&a).Error
+	return a, err
+}
+
+// tally sums one item's order rows by status, for audit.
+func tally(t string) string {
+	units := func(cond string) string {
+		return "COALESCE(SUM(CASE WHEN " + t + "." + cond + " THEN " + t + ".quantity END), 0)"
+	}
+	count := func(cond string) string { return "COUNT(CASE WHEN " + t + "." + cond + " THEN 1 END)" }
+	live := "status IN ('confirmed', 'paid')"
+	return units(live) + " AS sold, " + count(live) + " AS orders, " +
+		units("status = 'paid'") + " AS paid, " +
+		units("status = 'cancelled'") + " AS cancelled, " + count("status = 'cancelled'") + " AS cancelled_orders, " +
+		count("status = 'failed'") + " AS failed"
+}
+
+// buyers lists the users who hold an order for the item.
+func (productKind) buyers(tx *gorm.DB, id int64) (users []string, err error) {
+	err = tx.Model(&Order{}).Where("product_id = ?", id).Pluck("user_id", &users).Error
+	return users, err
+}
+
+func (couponKind) buyers(tx *gorm.DB, id int64) (users []string, err error) {
+	err = tx.Model(&CouponGrab{}).Where("batch_id = ?", id).Pluck("user_id", &users).Error
+	return users, err
+}
+
+// order reads one order by its number, whatever its status;
+// gorm.ErrRecordNotFound when none was written.
+func (productKind) order(tx *gorm.DB, no string) (inventory.Order, error) {
+	var r Order
+	err := tx.Where("order_no = ?", no).Take(&r).Error
+	return r.order(), err
+}
+
+func (couponKind) order(tx *gorm.DB, no string) (inventory.Order, error) {
+	var g CouponGrab
+	err := tx.Where("grab_no = ?", no).Take(&g).Error
+	return g.order(), err
+}
+
+// findOrder looks an order up by its number; gorm.ErrRecordNotFound when
+// none was committed.
+func (productKind) findOrder(tx *gorm.DB, no string) *gorm.DB {
+	return tx.Select("id").Where("order_no = ?", no).Take(&Order{})
+}
+
+func (couponKind) findOrder(tx *gorm.DB, no string) *gorm.DB {
+	return tx.Select("id").Where("grab_no = ?", no).Take(&CouponGrab{})
+}
+
+// The payment lifecycle, for products only: coupon grabs are free. Every
+// change of status is one conditional UPDATE on the order's row, so two
+// instances that race to pay and to cancel, or to cancel twice, cannot
+// both win: the row lock orders them, and the second matches no row.
+
+// pay marks a confirmed order paid while its payment window is open:
+//
+//	UPDATE orders SET status = 'paid' WHERE order_no = ? AND status = 'confirmed' AND created_at >= ?
+func (productKind) pay(tx *gorm.DB, no string, since time.Time) *gorm.DB {
+	return tx.Model(&Order{}).Where("order_no = ? AND status = ? AND created_at >= ?", no, inventory.StatusConfirmed, since).
+		Update("status", inventory.StatusPaid)
+}
+
+// unpaid lists confirmed orders created before cutoff, oldest first.
+func (productKind) unpaid(tx *gorm.DB, cutoff time.Time, limit int) ([]inventory.Order, error) {
+	var rows []Order
+	err := tx.Where("status = ? AND created_at < ?", inventory.StatusConfirmed, cutoff).Order("created_at").Limit(limit).Find(&rows).Error
+	out := make([]inventory.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.order()
+	}
+	return out, err
+}
+
+// cancel cancels one unpaid order whose window has closed, and records the
+// Redis copy generation its units are owed to (gen, or "" for none):
+//
+//	UPDATE orders SET status = 'cancelled', copy_gen = ? WHERE order_no = ? AND status = 'confirmed' AND created_at < ?
+func (productKind) cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) *gorm.DB {
+	return tx.Model(&Order{}).Where("order_no = ? AND status = ? AND created_at < ?", no, inventory.StatusConfirmed, cutoff).
+		Updates(map[string]any{"status": inventory.StatusCancelled, "copy_gen": gen})
+}
+
+// restore returns units to the stock:
+//
+//	UPDATE products SET stock = stock + ? WHERE id = ?
+func (productKind) restore(tx *gorm.DB, id int64, q int) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ?", id).Update("stock", gorm.Expr("stock + ?", q))
+}
+
+// owed lists cancelled orders whose units the Redis copy has not got back.
+func (productKind) owed(tx *gorm.DB, limit int) ([]inventory.Owed, error) {
+	var rows []Order
+	err := tx.Where("status = ? AND copy_gen <> ''", inventory.StatusCancelled).Order("created_at").Limit(limit).Find(&rows).Error
+	out := make([]inventory.Owed, len(rows))
+	for i, r := range rows {
+		out[i] = inventory.Owed{Order: r.order(), Gen: r.CopyGen}
+	}
+	return out, err
+}
+
+// clearOwed records that the Redis copy got the units back (or can no
+// longer take them).
+func (productKind) clearOwed(tx *gorm.DB, no, gen string) *gorm.DB {
+	return tx.Model(&Order{}).Where("order_no = ? AND copy_gen = ?", no, gen).Update("copy_gen", "")
+}
