@@ -18,6 +18,7 @@ import (
 // the idempotency records and the reconcile job must all work, which means
 // every multi-key script stays inside one hash slot (no CROSSSLOT).
 func TestRedisClusterBackend(t *testing.T) {
+	skipShort(t)
 	nodes := testenv.StartRedisCluster(t)
 	db := testenv.SQLite(t)
 	env := map[string]string{

@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -31,23 +32,36 @@ var demoDefaults = map[string]string{
 	// A lab run leaves tens of thousands of records; the demo keeps them
 	// long enough for any retry, not for a day.
 	"SECKILL_IDEMPOTENCY_TTL": "10m",
+	// Unpaid orders expire within a workshop's attention span, not a
+	// quarter of an hour, yet not before an oversold burst has been looked
+	// at: a cancellation takes the oversold orders' evidence away. For the
+	// lifecycle experiment, run SECKILL_PAYMENT_TIMEOUT=20s make run.
+	"SECKILL_PAYMENT_TIMEOUT": "5m",
 }
+
+const demoAbout = `Three instances in one process on embedded Redis and SQLite: nothing to install.
+The SQL file (SECKILL_DEMO_DB, default .demo/seckill.db) keeps stock and orders
+across restarts; delete .demo/ (or run 'make clean') to start from the seed data.
+Demo defaults differ from serve's: SECKILL_CRITICAL_SECTION_DELAY=5ms,
+SECKILL_LOG_LEVEL=warn, SECKILL_IDEMPOTENCY_TTL=10m, SECKILL_PAYMENT_TIMEOUT=5m.`
+
+// demoMoveHint tells a user whose ports are taken how to move the demo.
+const demoMoveHint = "start the demo on other ports: seckill demo -addr 127.0.0.1:9080 -instances 127.0.0.1:9081,127.0.0.1:9082,127.0.0.1:9083 (with make: make run DEMO_FLAGS='-addr ... -instances ...')"
 
 // runDemo starts the embedded backends and three instances in one process,
 // each with its own in-process state, plus a front page on :8080.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	front := fs.String("addr", ":8080", "listen address of the front page, which also spreads /api over the instances")
-	addrs := fs.String("instances", ":8081,:8082,:8083", "comma-separated listen addresses, one instance each")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	c := newCommand("demo", "", demoAbout, true)
+	front := c.fs.String("addr", ":8080", "listen address of the front page, which also spreads /api over the instances")
+	addrs := c.fs.String("instances", ":8081,:8082,:8083", "comma-separated listen addresses, one instance each")
+	if err := c.parse(args, stdout); err != nil {
+		return err
 	}
 	cfg, err := config.Load(withDefaults(getenv, demoDefaults))
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
-	instAddrs := splitList(*addrs)
+	instAddrs := config.SplitList(*addrs)
 	if len(instAddrs) == 0 {
 		return fmt.Errorf("%w: -instances lists no address", errUsage)
 	}
@@ -61,6 +75,16 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	b := backends{db: db}
+	tokenFile := filepath.Join(filepath.Dir(cfg.DemoDB), "admin-token")
+	if err := writeSecret(tokenFile, cfg.AdminToken); err != nil {
+		return errors.Join(err, db.Close())
+	}
+	defer func() {
+		// Leave no token behind for a demo that is gone (the lab would try it).
+		if got, err := os.ReadFile(tokenFile); err == nil && string(got) == cfg.AdminToken+"\n" {
+			_ = os.Remove(tokenFile)
+		}
+	}()
 	// One server for redis-lock, redis-atomic and reconcile, three for
 	// redlock, and one for Idempotency-Key records, which are many and live
 	// for minutes, so per-command TTL ageing would be slow there.
@@ -102,7 +126,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	for _, addr := range instAddrs {
 		httpServers = append(httpServers, newHTTPServer(addr, nil, cfg.RequestTimeout))
 	}
-	ls, err := listen(httpServers...)
+	ls, err := listen(demoMoveHint, httpServers...)
 	if err != nil {
 		return err
 	}
@@ -124,7 +148,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		insts = append(insts, in)
 		srv.Handler = in.handler
 	}
-	frontLs, err := listen(newHTTPServer(*front, frontPage(urls), cfg.RequestTimeout))
+	frontLs, err := listen(demoMoveHint, newHTTPServer(*front, frontPage(urls), cfg.RequestTimeout))
 	if err != nil {
 		for _, l := range ls {
 			_ = l.ln.Close() // not served yet
@@ -139,7 +163,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	for i, u := range urls {
 		fmt.Fprintf(stdout, "  instance %d   %s/   (mode %s)\n", i+1, u, cfg.Mode)
 	}
-	fmt.Fprintf(stdout, "  admin token  %s\n", cfg.AdminToken)
+	fmt.Fprintf(stdout, "  admin token  %s   (also in %s, for the lab)\n", cfg.AdminToken, tokenFile)
 	fmt.Fprintf(stdout, "try:\n  curl -i -X POST %s/api/v1/products/1/buy -H 'Content-Type: application/json' -d '{\"user_id\":\"alice\",\"quantity\":1}'\n", urls[0])
 	fmt.Fprintln(stdout, "press Ctrl-C to stop")
 	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)
@@ -185,14 +209,18 @@ func loopbackHost(addr string) string {
 	return addr
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
+// writeSecret writes s to a new file that only this user can read: an old
+// file is removed first, since rewriting it would keep its permissions.
+func writeSecret(path, s string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("replace %s: %w", path, err)
 	}
-	return out
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write the admin token: %w", err)
+	}
+	_, werr := f.WriteString(s + "\n")
+	return errors.Join(werr, f.Close())
 }
 
 func randomToken() string {

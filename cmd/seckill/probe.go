@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,12 +11,12 @@ import (
 // runProbe fetches a URL and succeeds on a 2xx answer. Container
 // healthchecks use it, since the final image has no curl or shell.
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	c := newCommand("probe", "URL", "Exit 0 when URL answers 2xx (the container healthcheck; the image has no curl).", false)
+	timeout := c.fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := c.parse(args, stdout); err != nil {
+		return err
 	}
+	fs := c.fs
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: probe takes one URL, e.g. seckill probe http://127.0.0.1:8081/readyz", errUsage)
 	}

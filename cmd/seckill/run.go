@@ -19,7 +19,9 @@ commands:
   probe URL exit 0 when URL answers 2xx (container healthchecks)
   help      this text
 
-environment:
+'seckill <command> -h' describes one command.
+
+settings (environment variables):
 `
 
 // errUsage marks a command line that could not be understood.
@@ -33,21 +35,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%w: no command given", errUsage)
 	}
 	cmd, rest := args[0], args[1:]
+	var err error
 	switch cmd {
 	case "demo":
-		return runDemo(ctx, rest, getenv, stdout, stderr)
+		err = runDemo(ctx, rest, getenv, stdout, stderr)
 	case "serve":
-		return runServe(ctx, rest, getenv, stdout, stderr)
+		err = runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
-		return runMigrate(ctx, rest, getenv, stdout, stderr)
+		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "probe":
-		return runProbe(ctx, rest, stdout, stderr)
+		err = runProbe(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage+config.Help())
 		return nil
+	default:
+		fmt.Fprint(stderr, usage+config.Help())
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
-	fmt.Fprint(stderr, usage+config.Help())
-	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
+	return err
 }
 
 // newLogger builds the one logger of the process.

@@ -3,84 +3,31 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
-
-// freeAddrs reserves n loopback ports and frees them for the caller.
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ln.Addr().String())
-		defer ln.Close()
-	}
-	return out
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitHealthy polls url until it answers 200 or the deadline passes.
-func waitHealthy(t *testing.T, url string, done <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-done:
-			t.Fatalf("run returned before %s was healthy: %v", url, err)
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s never became healthy", url)
-}
 
 // demoRun is a `seckill demo` started by run() on free loopback ports.
 type demoRun struct {
 	front, instances []string // base URLs
-	stdout, stderr   *syncBuffer
+	db               string   // the demo's SQL file
+	stdout, stderr   *testkit.SyncBuffer
 	cancel           context.CancelFunc
 	done             chan error
 }
 
 func startDemo(t *testing.T, extra map[string]string) *demoRun {
 	t.Helper()
-	addrs := freeAddrs(t, 4)
+	addrs := testkit.FreeAddrs(t, 4)
 	env := map[string]string{
 		"SECKILL_DEMO_DB":     filepath.Join(t.TempDir(), "demo.db"),
 		"SECKILL_ADMIN_TOKEN": "demo-test-token",
@@ -89,7 +36,7 @@ func startDemo(t *testing.T, extra map[string]string) *demoRun {
 		env[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &demoRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	d := &demoRun{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, cancel: cancel, done: make(chan error, 1), db: env["SECKILL_DEMO_DB"]}
 	go func() {
 		d.done <- run(ctx, []string{"demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ",")},
 			func(k string) string { return env[k] }, d.stdout, d.stderr)
@@ -102,8 +49,12 @@ func startDemo(t *testing.T, extra map[string]string) *demoRun {
 			t.Error("demo did not stop")
 		}
 	})
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
 	for _, a := range addrs {
-		waitHealthy(t, "http://"+a+"/healthz", d.done)
+		if err := testkit.WaitHealthy(wctx, "http://"+a+"/healthz", d.done); err != nil {
+			t.Fatal(err)
+		}
 	}
 	d.front = []string{"http://" + addrs[0]}
 	for _, a := range addrs[1:] {
@@ -148,8 +99,23 @@ func TestDemoRunsAndShutsDown(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+	// The admin token is left for the lab, readable by this user only.
+	tokenFile := filepath.Join(filepath.Dir(d.db), "admin-token")
+	st, err := os.Stat(tokenFile)
+	if err != nil {
+		t.Fatalf("the demo must write its admin token for the lab: %v", err)
+	}
+	if perm := st.Mode().Perm(); perm != 0o600 {
+		t.Errorf("admin token file mode %v, want 0600", perm)
+	}
+	if got, _ := os.ReadFile(tokenFile); strings.TrimSpace(string(got)) != "demo-test-token" {
+		t.Errorf("admin token file holds %q", got)
+	}
 	if err := d.stop(t); err != nil {
 		t.Fatalf("run after cancel: %v\nstderr: %s", err, d.stderr.String())
+	}
+	if _, err := os.Stat(tokenFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a stopped demo must remove its token file: %v", err)
 	}
 }
 
@@ -177,5 +143,85 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("run %v: %v, want an error containing %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestCommandHelp: -h prints the command's own help to stdout and succeeds,
+// for every command.
+func TestCommandHelp(t *testing.T) {
+	for cmd, want := range map[string][]string{
+		"serve":   {"usage: seckill serve", "SECKILL_MYSQL_DSN", "SECKILL_ITEM_QUEUE"},
+		"migrate": {"usage: seckill migrate", "SECKILL_MYSQL_DSN"},
+		"demo":    {"usage: seckill demo [flags]", "-instances", "-addr", ".demo/"},
+		"probe":   {"usage: seckill probe [flags] URL", "-timeout"},
+	} {
+		for _, flag := range []string{"-h", "--help"} {
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), []string{cmd, flag}, func(string) string { return "" }, &out, &errOut); err != nil {
+				t.Errorf("%s %s: %v, want success", cmd, flag, err)
+			}
+			for _, w := range want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("%s %s lacks %q:\n%s", cmd, flag, w, out.String())
+				}
+			}
+			if strings.Contains(out.String(), `(default "")`) {
+				t.Errorf("%s %s shows an empty default:\n%s", cmd, flag, out.String())
+			}
+			if errOut.Len() != 0 {
+				t.Errorf("%s %s wrote to stderr: %q", cmd, flag, errOut.String())
+			}
+		}
+	}
+}
+
+// TestCommandLineErrorsAreReportedOnce: a wrong flag or a malformed DSN is
+// one clear message, in the returned error only (main prints it once).
+func TestCommandLineErrorsAreReportedOnce(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{[]string{"serve", "-x"}, nil, []string{"flag provided but not defined: -x", "see 'seckill serve -h'"}},
+		{[]string{"demo", "-instance", ":1"}, nil, []string{"-instance", "see 'seckill demo -h'"}},
+		{[]string{"serve"}, map[string]string{"SECKILL_MYSQL_DSN": "127.0.0.1:3306"}, []string{"SECKILL_MYSQL_DSN is not a MySQL DSN", "user:password@tcp(127.0.0.1:3306)/seckill"}},
+		{[]string{"migrate", "extra"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, []string{"takes no arguments"}},
+	}
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), c.args, func(k string) string { return c.env[k] }, &out, &errOut)
+		if err == nil {
+			t.Fatalf("%v: want an error", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %q lacks %q", c.args, err, w)
+			}
+		}
+		if n := strings.Count(err.Error(), "SECKILL_MYSQL_DSN"); n > 1 {
+			t.Errorf("%v: the variable is named %d times: %q", c.args, n, err)
+		}
+		if errOut.Len() != 0 || out.Len() != 0 {
+			t.Errorf("%v: also printed %q %q: the message would appear twice", c.args, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestDemoOnATakenPortSaysHowToMove: the error names the flags that move
+// the demo to other ports.
+func TestDemoOnATakenPortSaysHowToMove(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	free := testkit.FreeAddrs(t, 3)
+	env := map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"demo", "-addr", ln.Addr().String(), "-instances", strings.Join(free, ",")},
+		func(k string) string { return env[k] }, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "-instances") {
+		t.Fatalf("demo on a taken port: %v", err)
 	}
 }

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/config"
@@ -16,14 +16,14 @@ import (
 
 // runServe runs one instance against MySQL and Redis.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := mysqlConfig("serve", args, getenv, stderr)
+	cfg, err := mysqlConfig(newCommand("serve", "", "One instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR); run three behind a\nload balancer for a fleet (see docker-compose.yml).", true), args, getenv, stdout)
 	if err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	log.Info("starting", "config", cfg)
 
-	db, err := openMySQL(ctx, cfg.MySQLDSN)
+	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns})
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			log.Error("closing instance", "err", err)
 		}
 	}()
-	ls, err := listen(newHTTPServer(cfg.Addr, inst.handler, cfg.RequestTimeout))
+	ls, err := listen("set SECKILL_ADDR to a free address (e.g. SECKILL_ADDR=:9081)", newHTTPServer(cfg.Addr, inst.handler, cfg.RequestTimeout))
 	if err != nil {
 		return err
 	}
@@ -58,27 +58,34 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)
 }
 
+// dsnExample is what a MySQL DSN looks like, for error messages.
+const dsnExample = "user:password@tcp(127.0.0.1:3306)/seckill"
+
 // mysqlConfig parses a command that takes no flags and needs MySQL, and
 // loads the configuration.
-func mysqlConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config.Config, error) {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return config.Config{}, fmt.Errorf("%w: %w", errUsage, err)
+func mysqlConfig(c *command, args []string, getenv func(string) string, stdout io.Writer) (config.Config, error) {
+	if err := c.parse(args, stdout); err != nil {
+		return config.Config{}, err
+	}
+	if c.fs.NArg() > 0 {
+		return config.Config{}, fmt.Errorf("%w: %s takes no arguments, got %q (see 'seckill %s -h')", errUsage, c.name, c.fs.Args(), c.name)
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return cfg, fmt.Errorf("configuration:\n%w", err)
 	}
 	if cfg.MySQLDSN == "" {
-		return cfg, fmt.Errorf("SECKILL_MYSQL_DSN is required by %s (e.g. root:secret@tcp(127.0.0.1:3306)/seckill); `seckill demo` needs no database", cmd)
+		return cfg, fmt.Errorf("SECKILL_MYSQL_DSN is required by %s (e.g. %s); `seckill demo` needs no database", c.name, dsnExample)
+	}
+	if _, err := mysqldriver.ParseDSN(cfg.MySQLDSN); err != nil {
+		return cfg, fmt.Errorf("SECKILL_MYSQL_DSN is not a MySQL DSN (%v); it looks like %s", err, dsnExample)
 	}
 	return cfg, nil
 }
 
 // openMySQL connects, refuses unsafe server settings, and migrates.
-func openMySQL(ctx context.Context, dsn string) (*store.DB, error) {
-	db, err := store.OpenMySQL(ctx, dsn)
+func openMySQL(ctx context.Context, dsn string, pool store.Pool) (*store.DB, error) {
+	db, err := store.OpenMySQL(ctx, dsn, pool)
 	if err != nil {
 		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
 	}
@@ -114,11 +121,11 @@ func closeBackends(b backends, log interface{ Error(string, ...any) }) {
 
 // runMigrate applies the schema to SECKILL_MYSQL_DSN.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := mysqlConfig("migrate", args, getenv, stderr)
+	cfg, err := mysqlConfig(newCommand("migrate", "", "Apply sql/mysql to SECKILL_MYSQL_DSN and exit (serve also does it at start).", true), args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	db, err := openMySQL(ctx, cfg.MySQLDSN)
+	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns})
 	if err != nil {
 		return err
 	}

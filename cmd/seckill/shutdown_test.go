@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestGracefulShutdown cancels serve's context (what SIGTERM does) while
@@ -17,6 +19,7 @@ import (
 // checks: new connections are refused, no answer is lost, every 201 has its
 // order and no order lacks one, stock is conserved, and the lock is free.
 func TestGracefulShutdown(t *testing.T) {
+	skipShort(t)
 	cases := []struct {
 		name    string
 		timeout string
@@ -33,7 +36,7 @@ func TestGracefulShutdown(t *testing.T) {
 func shutdownCase(t *testing.T, timeout string, allDone bool) {
 	dsn := testenv.MySQLDSN(t)
 	rp := testenv.StartRedis(t)
-	addr := freeAddrs(t, 1)[0]
+	addr := testkit.FreeAddrs(t, 1)[0]
 	env := map[string]string{
 		"SECKILL_ADDR":                   addr,
 		"SECKILL_MYSQL_DSN":              dsn,
@@ -49,11 +52,15 @@ func shutdownCase(t *testing.T, timeout string, allDone bool) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
 	base := "http://" + addr
-	waitHealthy(t, base+"/readyz", done)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := testkit.WaitHealthy(wctx, base+"/readyz", done); err != nil {
+		t.Fatal(err)
+	}
 
 	const buyers = 6
 	codes := make([]int, buyers)
@@ -157,7 +164,7 @@ func inFlight(t *testing.T, base, route string) float64 {
 
 func auditMySQL(t *testing.T, dsn string) (orders, initial, stock int) {
 	t.Helper()
-	db, err := openMySQL(context.Background(), dsn)
+	db, err := openMySQL(context.Background(), dsn, store.Pool{})
 	if err != nil {
 		t.Fatal(err)
 	}
