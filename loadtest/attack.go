@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 )
@@ -17,27 +18,33 @@ import (
 type outcome int
 
 const (
-	outCreated     outcome = iota // 201: an order (or the replay of one)
+	outCreated     outcome = iota // 201: an order (or the replay of one); 202: an order accepted, written later
 	outSoldOut                    // 409 /problems/sold-out
-	outOther4xx                   // any other 4xx: already-purchased, in-flight, lock-timeout 429...
-	outServerError                // 5xx: lock-lost, unavailable
+	outConflict                   // any other 409: already-purchased, idempotency in flight
+	outTooMany                    // 429: lock timeout, queue full
+	outOverloaded                 // 503 with Retry-After: an honest "come back later"
+	outOther4xx                   // any other 4xx
+	outServerError                // any other 5xx, 503 without Retry-After included
 	outTimeout                    // no answer within --timeout
 	outNetError                   // no answer at all: refused, reset
+	outcomes                      // the number of outcomes
 )
 
 // label names an outcome in the plot's legend; vegeta colours series whose
 // label contains ERROR in reds.
 func (o outcome) label() string {
-	return [...]string{"201 created", "409 sold-out", "4xx other", "ERROR 5xx", "ERROR timeout", "ERROR network"}[o]
+	return [...]string{"201/202 sold", "409 sold-out", "409 other", "429 too many", "503 overloaded", "4xx other",
+		"ERROR 5xx", "ERROR timeout", "ERROR network"}[o]
 }
 
 // answer is the part of a response the lab reads.
 type answer struct {
 	outcome  outcome
 	problem  string // problem+json type, e.g. /problems/sold-out
-	user     string // user_id of a 201's order
+	user     string // user_id of a 201's (or 202's) order
 	instance string // X-Seckill-Instance
 	replayed bool   // Idempotent-Replayed: true
+	accepted string // order number of a 202: accepted, to be written
 }
 
 func classify(r *vegeta.Result) answer {
@@ -51,31 +58,46 @@ func classify(r *vegeta.Result) answer {
 		} else {
 			a.outcome = outNetError
 		}
-	case r.Code == 201:
+		return a
+	case r.Code == 201 || r.Code == 202:
+		// A 202 is a sale accepted (redis-stream): the lab waits for its
+		// order to be written before it judges the stage.
 		a.outcome = outCreated
 		var order struct {
-			UserID string `json:"user_id"`
+			UserID  string `json:"user_id"`
+			OrderNo string `json:"order_no"`
+			GrabNo  string `json:"grab_no"`
 		}
 		if json.Unmarshal(r.Body, &order) == nil {
 			a.user = order.UserID
+			if r.Code == 202 {
+				a.accepted = order.OrderNo + order.GrabNo
+			}
 		}
+		return a
+	}
+	a.problem = problemType(r.Body)
+	switch {
+	case r.Code == 409 && a.problem == "/problems/sold-out":
+		a.outcome = outSoldOut
+	case r.Code == 409:
+		a.outcome = outConflict
+	case r.Code == 429:
+		a.outcome = outTooMany
+	case r.Code == 503 && r.Headers.Get("Retry-After") != "":
+		// Overload answered as the API promises: nothing was written,
+		// and the client is told when to retry.
+		a.outcome = outOverloaded
 	case r.Code >= 500:
 		a.outcome = outServerError
-		a.problem = problemType(r.Body)
 	default:
 		a.outcome = outOther4xx
-		a.problem = problemType(r.Body)
-		if r.Code == 409 && a.problem == "/problems/sold-out" {
-			a.outcome = outSoldOut
-		}
 	}
 	return a
 }
 
 func problemType(body []byte) string {
-	var p struct {
-		Type string `json:"type"`
-	}
+	var p api.Problem
 	if json.Unmarshal(body, &p) != nil {
 		return ""
 	}
@@ -86,11 +108,12 @@ func problemType(body []byte) string {
 type tally struct {
 	planned   uint64 // 0 when the attack has no fixed size (constant shape)
 	requests  int
-	outcomes  [outNetError + 1]int
-	conflicts int // every 409, whatever its type: an answer, not a failure
+	outcomes  [outcomes]int
+	statuses  map[int]int // HTTP status -> count; 0 for no answer
 	replayed  int
 	problems  map[string]int  // problem type -> count, for the notes
-	buyers    map[string]bool // user ids that got a 201
+	buyers    map[string]bool // user ids that got a 201 or 202
+	accepted  map[string]bool // order numbers answered 202
 	instances map[string]bool // X-Seckill-Instance values seen
 	errors    map[string]int  // transport error texts
 	first     time.Time
@@ -101,7 +124,9 @@ func newTally(planned uint64) *tally {
 	return &tally{
 		planned:   planned,
 		problems:  map[string]int{},
+		statuses:  map[int]int{},
 		buyers:    map[string]bool{},
+		accepted:  map[string]bool{},
 		instances: map[string]bool{},
 		errors:    map[string]int{},
 	}
@@ -110,9 +135,7 @@ func newTally(planned uint64) *tally {
 func (t *tally) add(r *vegeta.Result, a answer) {
 	t.requests++
 	t.outcomes[a.outcome]++
-	if r.Code == 409 {
-		t.conflicts++
-	}
+	t.statuses[int(r.Code)]++
 	if a.replayed {
 		t.replayed++
 	}
@@ -121,6 +144,9 @@ func (t *tally) add(r *vegeta.Result, a answer) {
 	}
 	if a.user != "" {
 		t.buyers[a.user] = true
+	}
+	if a.accepted != "" {
+		t.accepted[a.accepted] = true
 	}
 	if a.instance != "" {
 		t.instances[a.instance] = true
@@ -145,7 +171,9 @@ func (t *tally) elapsed() time.Duration {
 }
 
 // served counts the requests the server decided: an order, or a 409.
-func (t *tally) served() int { return t.outcomes[outCreated] + t.conflicts }
+func (t *tally) served() int {
+	return t.outcomes[outCreated] + t.outcomes[outSoldOut] + t.outcomes[outConflict]
+}
 
 // attackResult is what an attack leaves behind for the oracle and the report.
 type attackResult struct {
@@ -201,14 +229,14 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 
 	t := newTally(planned)
 	var mu sync.Mutex // guards t against the progress line
-	line := newProgress(progress, fmt.Sprintf("%-11s %-12s", p.scenario.name, p.stage), func() string {
+	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-11s %-12s %4d in flight", p.scenario.name, p.stage, o.workers), func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return t.progressLine()
 	})
 	var m vegeta.Metrics
 	var plotErr error
-	for r := range atk.Attack(p.targeter(), pacer, duration, p.scenario.name) {
+	for r := range atk.Attack(p.targeter(), pacer, duration, p.series) {
 		a := classify(r)
 		mu.Lock()
 		t.add(r, a)
@@ -251,7 +279,7 @@ func (t *tally) progressLine() string {
 	if d := t.elapsed().Seconds(); d > 0 {
 		rate = float64(t.requests) / d
 	}
-	return fmt.Sprintf("%s  201 %d  sold-out %d  4xx %d  5xx %d  timeouts %d  %.0f req/s",
-		n, t.outcomes[outCreated], t.outcomes[outSoldOut], t.outcomes[outOther4xx],
-		t.outcomes[outServerError], t.outcomes[outTimeout]+t.outcomes[outNetError], rate)
+	return fmt.Sprintf("%s  201/202 %d  409 %d  429 %d  503 %d  5xx %d  no answer %d  %.0f req/s",
+		n, t.outcomes[outCreated], t.outcomes[outSoldOut]+t.outcomes[outConflict], t.outcomes[outTooMany],
+		t.outcomes[outOverloaded], t.outcomes[outServerError], t.outcomes[outTimeout]+t.outcomes[outNetError], rate)
 }

@@ -9,7 +9,11 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // fleet talks to the targets outside the attack: which stages they have,
@@ -19,25 +23,7 @@ type fleet struct {
 	client  *http.Client
 	token   string
 	targets []string
-	infos   []info // one per target, same order
-}
-
-// info is GET /api/v1/info.
-type info struct {
-	Instance string   `json:"instance"`
-	Mode     string   `json:"mode"`
-	Stages   []string `json:"stages"`
-	Admin    bool     `json:"admin"`
-}
-
-// audit is GET /api/v1/{products,coupons}/{id}/audit.
-type audit struct {
-	InitialStock int  `json:"initial_stock"`
-	Stock        int  `json:"stock"`
-	Sold         int  `json:"sold"`
-	Orders       int  `json:"orders"`
-	Oversold     int  `json:"oversold"`
-	Conserved    bool `json:"conserved"`
+	infos   []api.Info // one per target, same order
 }
 
 // survey asks every target for its info, and fails when one does not
@@ -46,7 +32,7 @@ type audit struct {
 func survey(ctx context.Context, targets []string, token string, timeout time.Duration) (*fleet, error) {
 	f := &fleet{client: &http.Client{Timeout: timeout}, token: token, targets: targets}
 	for _, t := range targets {
-		var in info
+		var in api.Info
 		if err := f.do(ctx, http.MethodGet, t+"/api/v1/info", nil, &in); err != nil {
 			return nil, fmt.Errorf("target %s: %w (is it running? `make run` starts the demo)", t, err)
 		}
@@ -99,17 +85,20 @@ func (f *fleet) reset(ctx context.Context, sc scenario, id int64, stock int) err
 
 // audit reads the audit through every target; they must agree, or the
 // targets do not share one store and no verdict can be drawn.
-func (f *fleet) audit(ctx context.Context, sc scenario, id int64) (audit, error) {
-	var first audit
+func (f *fleet) audit(ctx context.Context, sc scenario, id int64) (api.Audit, error) {
+	var first api.Audit
 	for i, t := range f.targets {
-		var a audit
+		var a api.Audit
 		if err := f.do(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/%s/%d/audit", t, sc.kind(), id), nil, &a); err != nil {
-			return audit{}, fmt.Errorf("audit on %s: %w", t, err)
+			return api.Audit{}, fmt.Errorf("audit on %s: %w", t, err)
 		}
+		// The lab judges the counts; the last reconcile finding is not
+		// part of them (and, a pointer, never compares equal).
+		a.Reconcile = nil
 		if i == 0 {
 			first = a
 		} else if a != first {
-			return audit{}, fmt.Errorf("audits disagree: %s says %+v, %s says %+v; do the targets share one database?", f.targets[0], first, t, a)
+			return api.Audit{}, fmt.Errorf("audits disagree: %s says %+v, %s says %+v; do the targets share one database?", f.targets[0], first, t, a)
 		}
 	}
 	return first, nil
@@ -118,22 +107,22 @@ func (f *fleet) audit(ctx context.Context, sc scenario, id int64) (audit, error)
 // settledAudit reads the audit until two reads a poll apart agree. After
 // client-side timeouts the server may still be finishing requests the lab
 // gave up on, and an audit taken mid-flight would judge a moving target.
-func (f *fleet) settledAudit(ctx context.Context, sc scenario, id int64, within time.Duration) (audit, error) {
+func (f *fleet) settledAudit(ctx context.Context, sc scenario, id int64, within time.Duration) (api.Audit, error) {
 	const poll = 250 * time.Millisecond
 	deadline := time.Now().Add(within)
 	prev, err := f.audit(ctx, sc, id)
 	if err != nil {
-		return audit{}, err
+		return api.Audit{}, err
 	}
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return audit{}, ctx.Err()
+			return api.Audit{}, ctx.Err()
 		case <-time.After(poll):
 		}
 		cur, err := f.audit(ctx, sc, id)
 		if err != nil {
-			return audit{}, err
+			return api.Audit{}, err
 		}
 		if cur == prev {
 			return cur, nil
@@ -177,4 +166,43 @@ func (f *fleet) do(ctx context.Context, method, url string, body []byte, out any
 		return fmt.Errorf("%s %s: decoding the answer: %w", method, url, err)
 	}
 	return nil
+}
+
+// residentMiB reads each target's resident memory from its /metrics
+// (process_resident_memory_bytes), in MiB; nil when a target has no
+// metrics.
+func (f *fleet) residentMiB(ctx context.Context) []float64 {
+	var out []float64
+	for _, t := range f.targets {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t+"/metrics", nil)
+		if err != nil {
+			return nil
+		}
+		resp, err := f.client.Do(req)
+		if err != nil {
+			return nil
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		v, ok := gauge(string(b), "process_resident_memory_bytes")
+		if !ok {
+			return nil
+		}
+		out = append(out, v/(1<<20))
+	}
+	return out
+}
+
+// gauge finds an unlabelled sample in a Prometheus text exposition.
+func gauge(text, name string) (float64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }

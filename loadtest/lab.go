@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -8,10 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // runLab runs every selected scenario under every selected stage, writes
@@ -41,27 +47,46 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	runID := randomHex(4)
 
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
-		plural(len(o.stages)*len(o.scenarios), "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
+		plural(len(o.stages)*len(o.scenarios)*max(1, len(o.sweep)), "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
 
 	rep := report{StartedAt: started, Targets: o.targets, Settings: settingsOf(o)}
 	plots := map[string]*plot.Plot{}
+	levels := o.sweep
+	if len(levels) == 0 {
+		levels = []int{o.workers}
+	}
+	if o.baselines {
+		for _, workers := range levels {
+			lo := o
+			lo.workers = workers
+			rep.Ceilings = append(rep.Ceilings, measureCeilings(ctx, lo, db, workers, stderr)...)
+		}
+	}
 	for _, sc := range o.scenarios {
-		for _, stage := range o.stages {
-			tag := fmt.Sprintf("lab-%s-r%d", runID, len(rep.Rows))
-			r, err := runRow(ctx, o, f, db, sc, stage, tag, plots, stderr)
-			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted: %w", err)
+		for _, workers := range levels {
+			lo := o
+			lo.workers = workers
+			for _, stage := range o.stages {
+				tag := fmt.Sprintf("lab-%s-r%d", runID, len(rep.Rows))
+				r, err := runRow(ctx, lo, f, db, dir, sc, stage, tag, plots, stderr)
+				if err != nil {
+					if ctx.Err() != nil {
+						return fmt.Errorf("interrupted: %w", err)
+					}
+					// One broken stage must not hide the others' verdicts.
+					r.Verdict, r.Note, r.Broken = verdictFail, ruleLabError+": "+err.Error(), []string{ruleLabError}
 				}
-				// One broken stage must not hide the others' verdicts.
-				r.Verdict, r.Note = verdictFail, err.Error()
+				rep.Rows = append(rep.Rows, r)
 			}
-			rep.Rows = append(rep.Rows, r)
 		}
 	}
 	rep.FinishedAt = time.Now()
 
 	if err := writePlots(dir, plots, rep.Rows); err != nil {
+		return err
+	}
+	rep.Knees = findKnees(rep)
+	if err := writeCharts(dir, &rep); err != nil {
 		return err
 	}
 	if err := writeReport(dir, rep); err != nil {
@@ -70,7 +95,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	if err := pointLatest(o.reportDir, dir); err != nil {
 		fmt.Fprintf(stderr, "lab: warning: %v\n", err)
 	}
-	printTables(stdout, rep, !o.noColor && colorful(stdout))
+	printTables(stdout, rep, !o.noColor && isTerminal(stdout))
 	fmt.Fprintf(stdout, "\nreport: %s (%s)\n", dir, rep.FinishedAt.Sub(rep.StartedAt).Round(100*time.Millisecond))
 
 	if failed := rep.failed(); len(failed) > 0 {
@@ -80,8 +105,8 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 }
 
 // runRow resets the item, attacks it under stage, and judges the audit.
-func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
-	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount()}
+func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
+	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers}
 	if miss := f.missing(stage); len(miss) > 0 {
 		r.Verdict, r.Note = verdictSkipped, "skipped: not available on target"
 		if len(miss) < len(o.targets) {
@@ -98,10 +123,26 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, sc scenario, s
 		pl = plot.New(plot.Title("seckill lab: "+stage), plot.Label(outcomeLabeler), plot.Downsample(3000))
 		plots[stage] = pl
 	}
-	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag}
+	// The plot of a stage holds every attack on it, one series per
+	// scenario (and level of a sweep) and answer.
+	series := sc.name
+	if len(o.sweep) > 0 {
+		series = fmt.Sprintf("%s@%d", sc.name, o.workers)
+	}
+	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag, series: series}
 	res, err := attack(ctx, o, plan, pl, stderr)
 	if err != nil {
 		return r, err
+	}
+	var conf *confirmation
+	if inventory.Queues(stage) {
+		// The orders the 202s accepted are written behind a queue: judge
+		// the stage once they all are, or the wait is over.
+		c, err := f.confirm(ctx, sc, id, res.tally.acceptedOrders(), o.confirmWait)
+		if err != nil {
+			return r, err
+		}
+		conf = &c
 	}
 	if n := len(res.tally.instances); n > 0 {
 		r.Instances = n // what answered, which a load balancer in front can hide from /info
@@ -117,6 +158,14 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, sc scenario, s
 		return r, err
 	}
 	r.fill(res, a)
+	if conf != nil {
+		r.fillConfirmation(*conf)
+	}
+	r.RSSMB = f.residentMiB(ctx)
+	r.HDR = hdrFile(r, len(o.sweep) > 0)
+	if err := writeHDR(filepath.Join(dir, r.HDR), &res.metrics); err != nil {
+		return r, err
+	}
 	if db != nil {
 		if r.MySQL, err = countInMySQL(ctx, db, sc, id); err != nil {
 			return r, err
@@ -126,6 +175,19 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, sc scenario, s
 	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, o.workers, crowd(o, sc), o.stock)
 	judge(&r)
 	return r, nil
+}
+
+// writeHDR writes an attack's latency distribution in the format of
+// `vegeta report -type=hdrplot`, which the HdrHistogram plotter reads.
+func writeHDR(path string, m *vegeta.Metrics) error {
+	var buf bytes.Buffer
+	if err := vegeta.NewHDRHistogramPlotReporter(m).Report(&buf); err != nil {
+		return fmt.Errorf("HDR histogram: %w", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("HDR histogram: %w", err)
+	}
+	return nil
 }
 
 // crowd is the number of distinct buyers an attack means to bring.
@@ -139,8 +201,11 @@ func crowd(o options, sc scenario) int {
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 func describeLoad(o options) string {
+	if o.shape == "burst" && len(o.sweep) > 0 {
+		return fmt.Sprintf("bursts of %d buyers at %s in flight, stock %d", o.buyers, joinInts(o.sweep), o.stock)
+	}
 	if o.shape == "burst" {
-		return fmt.Sprintf("burst of %d buyers through %d workers, stock %d", o.buyers, o.workers, o.stock)
+		return fmt.Sprintf("burst of %d buyers, %d in flight, stock %d", o.buyers, o.workers, o.stock)
 	}
 	return fmt.Sprintf("constant %d req/s for %s (at most %d workers), stock %d", o.rate, o.duration, o.workers, o.stock)
 }

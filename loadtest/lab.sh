@@ -1,37 +1,122 @@
 #!/bin/sh
-# Runs the lab (go run ./loadtest, with this script's arguments) against the
-# demo instances on :8081-:8083. When nothing answers there it starts
-# `seckill demo` on a throw-away database with a known admin token, and
-# stops it afterwards; a demo that was already running is left alone.
+# Runs the lab (go run ./loadtest, with this script's arguments).
+#
+# - With --targets among the arguments it runs the lab against those and
+#   never starts a demo.
+# - Otherwise the targets are the instances on LAB_PORTS (default
+#   8081,8082,8083, the demo's). When the first answers, the lab uses them
+#   as they are; it finds their admin token in SECKILL_ADMIN_TOKEN or, when
+#   that is unset, in the token file the demo writes (.demo/admin-token).
+# - When nothing answers there, it starts `seckill demo` on those ports
+#   (its front page on a free port), with a throw-away database and admin
+#   token, and stops it afterwards.
+# - With LAB_FLEET=serve it starts three `seckill serve` instances instead,
+#   on the real services: MySQL at SECKILL_MYSQL_DSN (required; the
+#   database must exist) and Redis at SECKILL_REDIS_ADDR (default
+#   127.0.0.1:6379), plus three redis-servers for redlock on
+#   LAB_REDLOCK_PORTS (default 16381,16382,16383). The lab then also counts
+#   in MySQL directly, and --baselines can measure the raw MySQL loop.
+#
 # The exit status is the lab's, so a failed verdict fails `make lab`.
 set -u
 BIN=${BIN:-bin/seckill}
 GO=${GO:-go}
-: "${SECKILL_ADMIN_TOKEN:=seckill-lab-admin}"
-export SECKILL_ADMIN_TOKEN
+LAB_PORTS=${LAB_PORTS:-8081,8082,8083}
+
+for arg in "$@"; do
+	case $arg in
+	--targets | --targets=* | -targets | -targets=*)
+		exec "$GO" run ./loadtest "$@"
+		;;
+	esac
+done
+
+ports=$(printf '%s\n' "$LAB_PORTS" | tr ',' ' ')
+targets=
+instances=
+for port in $ports; do
+	targets="$targets${targets:+,}http://127.0.0.1:$port"
+	instances="$instances${instances:+,}127.0.0.1:$port"
+done
+if [ -z "$targets" ]; then
+	echo "lab: LAB_PORTS lists no port" >&2
+	exit 2
+fi
+first=${ports%% *}
 
 pid=
 tmp=
+pids=
 cleanup() {
-	if [ -n "$pid" ]; then
-		kill -INT "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
+	for p in $pid $pids; do
+		kill -INT "$p" 2>/dev/null
+	done
+	for p in $pid $pids; do
+		wait "$p" 2>/dev/null
+	done
+	if [ -n "$tmp" ]; then
+		for f in "$tmp"/redis-*.pid; do
+			[ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+		done
+		rm -rf "$tmp"
 	fi
-	if [ -n "$tmp" ]; then rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 healthy() { "$BIN" probe -timeout 1s "http://127.0.0.1:$1/healthz" >/dev/null 2>&1; }
 
-if healthy 8081; then
-	echo "lab: using the instances already on :8081-:8083 (admin token from SECKILL_ADMIN_TOKEN)" >&2
+if healthy "$first"; then
+	if [ -n "${SECKILL_ADMIN_TOKEN:-}" ]; then
+		echo "lab: using the instances already on $targets (admin token from SECKILL_ADMIN_TOKEN)" >&2
+	else
+		echo "lab: using the instances already on $targets (admin token from the demo's token file, .demo/admin-token by default)" >&2
+	fi
+elif [ "${LAB_FLEET:-demo}" = serve ]; then
+	if [ -z "${SECKILL_MYSQL_DSN:-}" ]; then
+		echo "lab: LAB_FLEET=serve needs SECKILL_MYSQL_DSN, e.g. root:@tcp(127.0.0.1:3306)/seckill_lab (the database must exist)" >&2
+		exit 2
+	fi
+	tmp=$(mktemp -d)
+	SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-lab-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')}
+	export SECKILL_ADMIN_TOKEN SECKILL_MYSQL_DSN
+	redlock=
+	for rport in $(printf '%s\n' "${LAB_REDLOCK_PORTS:-16381,16382,16383}" | tr ',' ' '); do
+		redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" --daemonize yes \
+			--pidfile "$tmp/redis-$rport.pid" --logfile "$tmp/redis-$rport.log" || exit 1
+		redlock="$redlock${redlock:+,}127.0.0.1:$rport"
+	done
+	"$BIN" migrate >"$tmp/migrate.log" 2>&1 || { cat "$tmp/migrate.log" >&2; exit 1; }
+	echo "lab: starting three seckill serve on $instances (logs in $tmp)" >&2
+	i=0
+	for port in $ports; do
+		i=$((i + 1))
+		SECKILL_ADDR="127.0.0.1:$port" SECKILL_INSTANCE="serve-$i" SECKILL_REDIS_ADDR="${SECKILL_REDIS_ADDR:-127.0.0.1:6379}" \
+			SECKILL_REDLOCK_ADDRS="$redlock" SECKILL_LOG_LEVEL=${SECKILL_LOG_LEVEL:-warn} \
+			"$BIN" serve >"$tmp/serve-$i.log" 2>&1 &
+		pids="${pids:-} $!"
+	done
+	for port in $ports; do
+		tries=0
+		until healthy "$port"; do
+			tries=$((tries + 1))
+			if [ "$tries" -gt 120 ]; then
+				echo "lab: serve did not come up on :$port:" >&2
+				cat "$tmp"/serve-*.log >&2
+				exit 1
+			fi
+			sleep 0.25
+		done
+	done
 else
 	tmp=$(mktemp -d)
-	echo "lab: starting seckill demo (log in $tmp/demo.log)" >&2
-	SECKILL_DEMO_DB="$tmp/demo.db" "$BIN" demo ${LAB_DEMO_FLAGS:-} >"$tmp/demo.log" 2>&1 &
+	SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-lab-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')}
+	export SECKILL_ADMIN_TOKEN
+	echo "lab: starting seckill demo on $instances (log in $tmp/demo.log)" >&2
+	# shellcheck disable=SC2086 # LAB_DEMO_FLAGS is a list of flags
+	SECKILL_DEMO_DB="$tmp/demo.db" "$BIN" demo -addr 127.0.0.1:0 -instances "$instances" ${LAB_DEMO_FLAGS:-} >"$tmp/demo.log" 2>&1 &
 	pid=$!
-	for port in 8081 8082 8083; do
+	for port in $ports; do
 		tries=0
 		until healthy "$port"; do
 			tries=$((tries + 1))
@@ -46,5 +131,5 @@ else
 fi
 
 status=0
-"$GO" run ./loadtest "$@" || status=$?
+"$GO" run ./loadtest --targets "$targets" "$@" || status=$?
 exit "$status"

@@ -21,10 +21,15 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 func main() {
@@ -49,7 +54,7 @@ var errUsage = errors.New("usage")
 var errVerdict = errors.New("verdict failed")
 
 // allStages lists the evolution stages in the order the workshop teaches them.
-var allStages = []string{"unlocked", "local-mutex", "redis-lock", "redlock", "db-atomic", "redis-atomic"}
+var allStages = inventory.Stages
 
 // defaultTargets are the three instances `seckill demo` starts.
 const defaultTargets = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083"
@@ -65,16 +70,28 @@ type options struct {
 	rate      int
 	duration  time.Duration
 	workers   int
+	// sweep lists the buyers in flight of each round of a sweep, in
+	// ascending order; nil runs one round at workers.
+	sweep []int
+	// baselines measures the ceilings of baselines.go at every level.
+	baselines bool
 	timeout   time.Duration
 	// maxDuration caps one burst: a stage too slow to serve the crowd in
 	// time is stopped there, and its row says how much was sent.
 	maxDuration time.Duration
+	// confirmWait bounds how long the lab waits, after a burst under a
+	// stage that queues its orders (redis-stream), for every accepted
+	// order to be written.
+	confirmWait time.Duration
 	adminToken  string
 	reportDir   string
 	product     int64
 	coupon      int64
 	mysqlDSN    string
 	noColor     bool // NO_COLOR is set
+	// progressTTY redraws the progress line in place; set when stderr is a
+	// terminal, so a log file gets whole lines instead of \r runs.
+	progressTTY bool
 	// expectOversell names the stages expected to oversell; nil means
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
@@ -88,6 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	opts.progressTTY = isTerminal(stderr)
 	return runLab(ctx, opts, stdout, stderr)
 }
 
@@ -102,10 +120,15 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	stock := fs.Int("stock", 100, "stock the item is reset to before each stage")
 	rate := fs.Int("rate", 500, "requests per second of the constant shape")
 	duration := fs.Duration("duration", 5*time.Second, "length of a constant attack")
-	workers := fs.Int("workers", 16, "buyers in flight at once in a burst, each with all its requests (and the most a constant attack may have in flight)")
+	workers := fs.Int("workers", defaultWorkers, "buyers in flight at once in a burst, each with all its requests (and the most a constant attack may have in flight)")
+	sweep := fs.String("sweep", "", "comma-separated buyers in flight, e.g. 16,64,256,1024: runs every selected stage and scenario at each (instead of --workers) and adds a scaling table and charts")
+	baselines := fs.Bool("baselines", false, "also measure, at each level of buyers in flight, GET /healthz on the targets and db-atomic's transaction straight on MySQL (needs SECKILL_MYSQL_DSN), and report stages as ratios of them")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
-	maxDuration := fs.Duration("max-duration", 8*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out")
-	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN)")
+	maxDuration := fs.Duration("max-duration", 7*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out; 7s keeps the 18 bursts of make lab within 3 minutes")
+	confirmWait := fs.Duration("confirm-timeout", time.Minute, "after a burst under a stage that queues its orders (redis-stream), how long to wait for every accepted order to be confirmed or failed")
+	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN, else the demo's token file)")
+	tokenFile := fs.String("admin-token-file", demoTokenFile(getenv),
+		"file holding the admin token, read when neither --admin-token nor $SECKILL_ADMIN_TOKEN is set; `seckill demo` writes it next to its database")
 	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
 	expect := fs.String("expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers")
@@ -127,17 +150,19 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		workers:     *workers,
 		timeout:     *timeout,
 		maxDuration: *maxDuration,
+		confirmWait: *confirmWait,
 		adminToken:  *token,
 		reportDir:   *reports,
 		product:     *product,
 		coupon:      *coupon,
 		mysqlDSN:    getenv("SECKILL_MYSQL_DSN"),
+		baselines:   *baselines,
 		noColor:     getenv("NO_COLOR") != "",
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	for _, t := range splitList(*targets) {
+	for _, t := range config.SplitList(*targets) {
 		u, err := normalizeTarget(t)
 		if err != nil {
 			bad("--targets: %v", err)
@@ -149,7 +174,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		bad("--targets lists no URL")
 	}
 
-	if s := splitList(*stages); len(s) == 1 && s[0] == "all" {
+	if s := config.SplitList(*stages); len(s) == 1 && s[0] == "all" {
 		o.stages = allStages
 	} else {
 		for _, name := range s {
@@ -166,7 +191,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 	}
 
-	for _, name := range splitList(*scenarios) {
+	for _, name := range config.SplitList(*scenarios) {
 		sc, ok := lookupScenario(name)
 		if !ok {
 			bad("--scenarios: unknown scenario %q (want %s)", name, strings.Join(scenarioNames(), ", "))
@@ -178,7 +203,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		bad("--scenarios lists no scenario")
 	}
 
-	if e := splitList(*expect); !(len(e) == 1 && e[0] == "auto") {
+	if e := config.SplitList(*expect); !(len(e) == 1 && e[0] == "auto") {
 		o.expectOversell = map[string]bool{}
 		for _, name := range e {
 			if name == "none" {
@@ -189,6 +214,21 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			}
 			o.expectOversell[name] = true
 		}
+	}
+
+	for _, f := range config.SplitList(*sweep) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			bad("--sweep: %q is not a positive number of buyers in flight", f)
+			continue
+		}
+		if !slices.Contains(o.sweep, n) {
+			o.sweep = append(o.sweep, n)
+		}
+	}
+	slices.Sort(o.sweep)
+	if len(o.sweep) > 0 && o.shape != "burst" {
+		bad("--sweep needs --shape burst: a constant attack's rate, not its workers, sets the load")
 	}
 
 	switch o.shape {
@@ -222,12 +262,45 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		bad("--product and --coupon must be positive ids")
 	}
 	if o.adminToken == "" {
-		bad("no admin token: pass --admin-token or set SECKILL_ADMIN_TOKEN to the token the targets were started with (the lab resets stock and picks stages through it)")
+		tok, err := readTokenFile(*tokenFile)
+		switch {
+		case err == nil:
+			o.adminToken = tok
+		case errors.Is(err, os.ErrNotExist):
+			bad("no admin token: pass --admin-token or set SECKILL_ADMIN_TOKEN to the token the targets were started with (the lab resets stock and picks stages through it); no demo token file at %s either", *tokenFile)
+		default:
+			bad("no admin token: %v", err)
+		}
 	}
 	if len(errs) > 0 {
 		return options{}, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
 	}
 	return o, nil
+}
+
+// defaultWorkers is the crowd in flight by default: hundreds of buyers at
+// once, as a flash sale brings them, yet few enough that the default run
+// of every stage and scenario stays within three minutes on two cores.
+const defaultWorkers = 256
+
+// demoTokenFile is where `seckill demo` leaves its admin token: next to
+// its database file, .demo/admin-token by default.
+func demoTokenFile(getenv func(string) string) string {
+	return filepath.Join(filepath.Dir(orDefault(getenv("SECKILL_DEMO_DB"), ".demo/seckill.db")), "admin-token")
+}
+
+// readTokenFile reads an admin token from path; surrounding white space is
+// not part of it.
+func readTokenFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("admin token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(raw))
+	if tok == "" {
+		return "", fmt.Errorf("admin token file %s is empty", path)
+	}
+	return tok, nil
 }
 
 // normalizeTarget accepts a base URL or a bare host:port.
@@ -240,16 +313,6 @@ func normalizeTarget(s string) (string, error) {
 		return "", fmt.Errorf("%q is not an http(s) base URL", s)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func orDefault(s, def string) string {

@@ -7,14 +7,18 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestLabMySQLCheck runs the lab against two `seckill serve` instances on a
 // fresh MySQL database with SECKILL_MYSQL_DSN set, and checks that the
 // direct count was made and agrees with the audit, overselling or not.
 func TestLabMySQLCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds seckill and runs the lab against its instances; left out of -short")
+	}
 	dsn := testenv.MySQLDSN(t)
-	bin := buildSeckill(t)
+	bin := testkit.BuildSeckill(t)
 	if out, err := exec.CommandContext(t.Context(), bin, "migrate").CombinedOutput(); err == nil {
 		t.Fatalf("migrate without SECKILL_MYSQL_DSN succeeded:\n%s", out)
 	}
@@ -25,9 +29,9 @@ func TestLabMySQLCheck(t *testing.T) {
 	}
 
 	d := &demo{token: "lab-mysql-" + randomHex(8)}
-	for i, port := range freePorts(t, 2) {
+	for i, port := range testkit.FreePorts(t, 2) {
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
-		startProcess(t, bin, []string{
+		testkit.StartProcess(t, bin, []string{
 			"SECKILL_MYSQL_DSN=" + dsn,
 			"SECKILL_ADDR=" + strings.TrimPrefix(url, "http://"),
 			fmt.Sprintf("SECKILL_INSTANCE=serve-%d", i+1),

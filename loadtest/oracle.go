@@ -10,6 +10,8 @@ import (
 
 	// The MySQL driver for the direct check; gorm stays in internal/store.
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // row is one line of the report: one scenario under one stage. The JSON
@@ -19,11 +21,12 @@ type row struct {
 	Shape          string  `json:"shape"`
 	Stage          string  `json:"stage"`
 	Instances      int     `json:"instances"`
+	Workers        int     `json:"workers"` // buyers in flight
 	Requests       int     `json:"requests"`
 	Created        int     `json:"created"`
 	SoldOut        int     `json:"sold_out"`
-	Other4xx       int     `json:"other_4xx"`
-	ServerErrors   int     `json:"server_errors"`
+	Other4xx       int     `json:"other_4xx"`     // 4xx other than 409 and 429
+	ServerErrors   int     `json:"server_errors"` // 5xx other than a 503 with Retry-After
 	Timeouts       int     `json:"timeouts"`
 	Sold           int     `json:"sold"`
 	FinalStock     int     `json:"final_stock"`
@@ -35,19 +38,55 @@ type row struct {
 	P99ms          float64 `json:"p99_ms"`
 	ExpectOversell bool    `json:"expect_oversell"`
 	Verdict        string  `json:"verdict"` // pass, fail or skipped
-	Note           string  `json:"note"`
-	Plot           string  `json:"plot"`
+	// Broken names the rules a failed verdict broke, in the order the
+	// note explains them.
+	Broken []string `json:"broken,omitempty"`
+	Note   string   `json:"note"`
+	Plot   string   `json:"plot"`
+	HDR    string   `json:"hdr,omitempty"` // HDR histogram file, in vegeta's hdrplot format
+	P90ms  float64  `json:"p90_ms"`
+	P999ms float64  `json:"p999_ms"`
+	MaxMs  float64  `json:"max_ms"`
 
 	// Beyond the dashboard's fields.
 	Planned         int            `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
 	Buyers          int            `json:"buyers"`            // distinct buyers sent (requests / copies)
 	InitialStock    int            `json:"initial_stock"`
+	Conflicts       int            `json:"conflicts"`         // 409s other than sold-out
+	TooMany         int            `json:"too_many"`          // 429s
+	Overloaded      int            `json:"overloaded"`        // 503s with Retry-After
 	NetErrors       int            `json:"net_errors"`        // no answer at all (refused, reset)
 	Replayed        int            `json:"replayed"`          // 201s marked Idempotent-Replayed
 	BuyersWithOrder int            `json:"buyers_with_order"` // distinct buyers (Idempotency-Keys) answered 201
 	DurationMS      float64        `json:"duration_ms"`
 	Problems        map[string]int `json:"problems,omitempty"` // problem types answered, by count
+	Statuses        map[int]int    `json:"statuses,omitempty"` // HTTP status -> count; 0 counts requests without an answer
+	TransportErrors map[string]int `json:"transport_errors,omitempty"`
 	MySQL           *dbCount       `json:"mysql,omitempty"`
+	// RSSMB is each target's resident memory after the attack, in MiB
+	// (process_resident_memory_bytes from its /metrics; instances of one
+	// demo share a process).
+	RSSMB []float64 `json:"rss_mb,omitempty"`
+
+	// A stage that queues its orders (redis-stream) answers 202: the sale
+	// accepted, the order written later. Accepted counts those orders;
+	// the rest says what became of them once the lab stopped waiting.
+	Accepted     int     `json:"accepted,omitempty"`
+	Confirmed    int     `json:"confirmed,omitempty"`
+	FailedOrders int     `json:"failed_orders,omitempty"`
+	Unconfirmed  int     `json:"unconfirmed,omitempty"` // still pending, or no such order
+	ConfirmP50ms float64 `json:"confirm_p50_ms,omitempty"`
+	ConfirmP99ms float64 `json:"confirm_p99_ms,omitempty"`
+	PeakLag      int     `json:"peak_lag,omitempty"` // most orders accepted and not yet written at once
+}
+
+// fillConfirmation copies what became of a queued stage's accepted orders
+// into r.
+func (r *row) fillConfirmation(c confirmation) {
+	r.Accepted, r.Confirmed, r.FailedOrders = c.accepted, c.confirmed, c.failed
+	r.Unconfirmed = c.pending + c.missing
+	r.ConfirmP50ms, r.ConfirmP99ms = percentileMS(c.toConfirm, 0.50), percentileMS(c.toConfirm, 0.99)
+	r.PeakLag = c.peakLag
 }
 
 const (
@@ -57,14 +96,19 @@ const (
 )
 
 // fill copies the attack's counts and the audit into r.
-func (r *row) fill(res attackResult, a audit) {
+func (r *row) fill(res attackResult, a api.Audit) {
 	t := res.tally
 	r.Requests = t.requests
 	r.Planned = int(t.planned)
 	r.Created = t.outcomes[outCreated]
 	r.SoldOut = t.outcomes[outSoldOut]
+	r.Conflicts = t.outcomes[outConflict]
+	r.TooMany = t.outcomes[outTooMany]
+	r.Overloaded = t.outcomes[outOverloaded]
 	r.Other4xx = t.outcomes[outOther4xx]
 	r.ServerErrors = t.outcomes[outServerError]
+	r.Statuses = t.statuses
+	r.TransportErrors = t.errors
 	r.Timeouts = t.outcomes[outTimeout]
 	r.NetErrors = t.outcomes[outNetError]
 	r.Replayed = t.replayed
@@ -77,6 +121,9 @@ func (r *row) fill(res attackResult, a audit) {
 	r.P50ms = ms(res.metrics.Latencies.P50)
 	r.P95ms = ms(res.metrics.Latencies.P95)
 	r.P99ms = ms(res.metrics.Latencies.P99)
+	r.P90ms = ms(res.metrics.Latencies.P90)
+	r.P999ms = ms(res.metrics.Latencies.Quantile(0.999))
+	r.MaxMs = ms(res.metrics.Latencies.Max)
 
 	r.InitialStock = a.InitialStock
 	r.Sold = a.Sold
@@ -99,34 +146,61 @@ func expectsOversell(explicit map[string]bool, stage string, instances, workers,
 	if workers < 2 || crowd <= stock {
 		return false
 	}
-	switch stage {
-	case "unlocked":
-		return true
-	case "local-mutex":
-		return instances > 1
-	}
-	return false
+	return inventory.Oversells(stage, instances)
 }
 
-// judge sets r's verdict and note from its counts. A stage expected to
-// oversell passes when it did. A stage expected to be safe passes when
-// nothing was oversold, stock was conserved, and every buyer told "201"
-// has exactly one order behind it. Disagreement between the audit and
-// MySQL fails any stage: the lab cannot vouch for an oracle that lies.
+// The rules a verdict checks. A failed verdict names each rule it broke,
+// with the counts that broke it.
+const (
+	ruleNothingSent      = "nothing-sent"      // the attack sent no request
+	ruleOversold         = "oversold"          // a safe stage sold beyond its stock
+	ruleConservation     = "conservation"      // units left the stock without an order, or the reverse
+	ruleOrdersMatch      = "orders-match"      // buyers told 201 differ from the orders the audit counts
+	ruleServerErrors     = "server-errors"     // a 5xx other than a 503 with Retry-After
+	ruleTransportErrors  = "transport-errors"  // a request timed out or got no answer
+	ruleLiveness         = "liveness"          // stock left unsold while buyers were turned away
+	ruleSoldNothing      = "sold-nothing"      // stock to sell, nothing sold
+	ruleMySQLAgrees      = "mysql-agrees"      // MySQL and the audit disagree
+	ruleExpectedOversell = "expected-oversell" // a stage meant to show the race did not
+	ruleLabError         = "lab-error"         // the lab could not reset, attack or audit the stage
+	ruleUnconfirmed      = "unconfirmed"       // an accepted (202) order was never confirmed: failed, lost, or still pending
+)
+
+// judge sets r's verdict, the rules it broke, and its note from its counts.
+//
+// A stage expected to oversell passes when it did; its errors are noted,
+// not judged, since a racing stage is there to show the race. A stage
+// expected to be safe must be safe and live: nothing oversold, stock
+// conserved, every buyer told 201 backed by an order, no 5xx other than a
+// 503 that says when to retry, every request answered within the client
+// timeout, and no stock left on the shelf while buyers were turned away.
+// Disagreement between the audit and MySQL fails any stage: the lab cannot
+// vouch for an oracle that lies.
 func judge(r *row) {
-	var fails, notes []string
+	type broken struct{ rule, why string }
+	var fails []broken
+	var notes []string
+	fail := func(rule, format string, args ...any) {
+		fails = append(fails, broken{rule, fmt.Sprintf(format, args...)})
+	}
 	if r.MySQL != nil {
 		if d := r.MySQL.disagreement(r); d != "" {
-			fails = append(fails, d)
+			fail(ruleMySQLAgrees, "%s", d)
 		}
 	}
-	// A buyer whose request timed out may or may not have an order, so the
-	// count of 201s only has to match the audit when every request got an
-	// answer.
-	answeredAll := r.Timeouts == 0 && r.NetErrors == 0
+	noAnswer := r.Timeouts + r.NetErrors
+	turnedAway := r.SoldOut + r.TooMany + r.Overloaded
+	errorNotes := func() {
+		if r.ServerErrors > 0 {
+			notes = append(notes, fmt.Sprintf("%d answers were 5xx (%s)", r.ServerErrors, statusCounts(r, true)))
+		}
+		if noAnswer > 0 {
+			notes = append(notes, fmt.Sprintf("%d requests got no answer (%d timeouts, %d network errors)", noAnswer, r.Timeouts, r.NetErrors))
+		}
+	}
 	switch {
 	case r.Requests == 0:
-		fails = append(fails, "no request was sent")
+		fail(ruleNothingSent, "no request was sent")
 	case r.ExpectOversell:
 		if r.Oversold > 0 {
 			notes = append(notes, fmt.Sprintf("oversold by %d as expected (%d sold of %d)", r.Oversold, r.Sold, r.InitialStock))
@@ -135,26 +209,53 @@ func judge(r *row) {
 			if r.Buyers <= r.InitialStock {
 				why = fmt.Sprintf("only %d buyers were sent, no more than the stock, so nothing could oversell: send more --buyers, or a longer --duration", r.Buyers)
 			}
-			fails = append(fails, fmt.Sprintf("expected overselling but saw none (%d sold of %d); %s", r.Sold, r.InitialStock, why))
+			fail(ruleExpectedOversell, "expected overselling but saw none (%d sold of %d); %s", r.Sold, r.InitialStock, why)
 		}
 		if !r.Conserved {
 			notes = append(notes, fmt.Sprintf("stock not conserved: %d left the stock, %d were sold", r.InitialStock-r.FinalStock, r.Sold))
 		}
+		errorNotes()
 	default:
 		if r.Oversold > 0 {
-			fails = append(fails, fmt.Sprintf("oversold by %d (%d sold of %d)", r.Oversold, r.Sold, r.InitialStock))
+			fail(ruleOversold, "oversold by %d (%d sold of %d)", r.Oversold, r.Sold, r.InitialStock)
 		}
 		if !r.Conserved {
-			fails = append(fails, fmt.Sprintf("stock not conserved: %d left the stock, %d were sold", r.InitialStock-r.FinalStock, r.Sold))
+			fail(ruleConservation, "%d units left the stock but %d were sold", r.InitialStock-r.FinalStock, r.Sold)
 		}
-		if answeredAll && r.BuyersWithOrder != r.Sold {
-			fails = append(fails, fmt.Sprintf("%d buyers were answered 201 but the audit counts %d sold", r.BuyersWithOrder, r.Sold))
+		// A buyer whose request timed out may or may not have an order,
+		// so the count of 201s only has to match the audit when every
+		// request got an answer.
+		if noAnswer == 0 && r.BuyersWithOrder != r.Sold {
+			fail(ruleOrdersMatch, "%d buyers were answered 201 but the audit counts %d sold", r.BuyersWithOrder, r.Sold)
+		}
+		// Overload is a 503 with Retry-After; any other 5xx is a bug.
+		if r.ServerErrors > 0 {
+			fail(ruleServerErrors, "%d of %d requests were answered 5xx without Retry-After (%s)",
+				r.ServerErrors, r.Requests, statusCounts(r, true))
+		}
+		if noAnswer > 0 {
+			fail(ruleTransportErrors, "%d of %d requests got no answer (%d timeouts, %d network errors%s); their buyers' outcome is known only to the audit",
+				noAnswer, r.Requests, r.Timeouts, r.NetErrors, commonError(r.TransportErrors))
 		}
 		// Refusing everyone is safe but not a sale: a stage that sold
 		// nothing from a full stock is broken, and calling it safe would
 		// hide that.
 		if r.Sold == 0 && r.InitialStock > 0 {
-			fails = append(fails, fmt.Sprintf("sold nothing although %d units were in stock: all %d requests were refused", r.InitialStock, r.Requests))
+			fail(ruleSoldNothing, "sold nothing although %d units were in stock; the %d requests were answered %s",
+				r.InitialStock, r.Requests, statusCounts(r, false))
+		}
+		// A 202 promised an order: each must end written. A failed one
+		// gave its unit back (no oversell), but the buyer was told yes.
+		if n := r.FailedOrders + r.Unconfirmed; n > 0 {
+			fail(ruleUnconfirmed, "%d of %d accepted orders were not confirmed (%d failed, %d pending or lost)",
+				n, r.Accepted, r.FailedOrders, r.Unconfirmed)
+		}
+		// Stock on the shelf while buyers leave empty-handed means the
+		// stage refused buyers it could have served. A crowd no larger
+		// than the stock leaves stock behind honestly: every buyer got one.
+		if r.FinalStock > 0 && r.Conserved && turnedAway > 0 && r.Buyers > r.BuyersWithOrder {
+			fail(ruleLiveness, "%d units unsold while %d buyers went without one (%s)",
+				r.FinalStock, r.Buyers-r.BuyersWithOrder, turnedAwayCounts(r))
 		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
@@ -166,11 +267,9 @@ func judge(r *row) {
 	if r.Replayed > 0 {
 		notes = append(notes, fmt.Sprintf("%d idempotent replays", r.Replayed))
 	}
-	if r.SoldOut > 0 && r.FinalStock > 0 && r.Conserved {
-		notes = append(notes, fmt.Sprintf("%d buyers told sold-out while %d units remained", r.SoldOut, r.FinalStock))
-	}
-	if !answeredAll {
-		notes = append(notes, fmt.Sprintf("%d timeouts and %d network errors: those buyers' outcome is known only to the audit", r.Timeouts, r.NetErrors))
+	if r.Accepted > 0 {
+		notes = append(notes, fmt.Sprintf("%d accepted (202), %d confirmed; time to confirm p50 %.1f ms, p99 %.1f ms; peak lag %d orders",
+			r.Accepted, r.Confirmed, r.ConfirmP50ms, r.ConfirmP99ms, r.PeakLag))
 	}
 	if r.MySQL != nil && len(fails) == 0 {
 		notes = append(notes, "MySQL agrees with the audit")
@@ -178,11 +277,78 @@ func judge(r *row) {
 	if p := otherProblems(r.Problems); p != "" {
 		notes = append(notes, p)
 	}
-	r.Verdict = verdictPass
+	r.Verdict, r.Broken = verdictPass, nil
+	var parts []string
+	for _, f := range fails {
+		r.Broken = append(r.Broken, f.rule)
+		parts = append(parts, f.rule+": "+f.why)
+	}
 	if len(fails) > 0 {
 		r.Verdict = verdictFail
 	}
-	r.Note = strings.Join(append(fails, notes...), "; ")
+	r.Note = strings.Join(append(parts, notes...), "; ")
+}
+
+// statusCounts lists r's answers by status, e.g. "500 ×12, 503 ×3",
+// lowest status first, with "no answer" for requests that got none. With
+// serverErrors it lists only the 5xx that count as server errors: a 503
+// with Retry-After is overload, not an error.
+func statusCounts(r *row, serverErrors bool) string {
+	codes := make([]int, 0, len(r.Statuses))
+	for c := range r.Statuses {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var parts []string
+	for _, c := range codes {
+		n := r.Statuses[c]
+		switch {
+		case serverErrors && c < 500:
+			continue
+		case serverErrors && c == 503:
+			n -= r.Overloaded
+		case c == 0:
+			parts = append(parts, fmt.Sprintf("no answer ×%d", n))
+			continue
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d ×%d", c, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// turnedAwayCounts lists the refusals that sent buyers away, e.g.
+// "429 ×100, 503 ×70".
+func turnedAwayCounts(r *row) string {
+	var parts []string
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"429", r.TooMany}, {"503", r.Overloaded}, {"409 sold-out", r.SoldOut}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", c.name, c.n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// commonError quotes the most frequent transport error, for a reader to
+// tell a refused connection from a timeout at a glance.
+func commonError(errs map[string]int) string {
+	best, n := "", 0
+	for e, c := range errs {
+		if c > n || (c == n && e < best) {
+			best, n = e, c
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	if len(best) > 160 {
+		best = best[:160] + "…"
+	}
+	return fmt.Sprintf("; most often %q", best)
 }
 
 // otherProblems summarises the problem types other than sold-out.
@@ -240,10 +406,12 @@ func openMySQL(ctx context.Context, dsn string) (*sql.DB, error) {
 // countInMySQL counts the item's orders and reads its stock straight from
 // the tables.
 func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64) (*dbCount, error) {
-	ordersQ := "SELECT COUNT(*), COALESCE(SUM(quantity),0) FROM orders WHERE product_id=?"
+	// Live orders only: a cancelled order gave its units back, a failed
+	// one never took any (sql/mysql/003_order_lifecycle.sql).
+	ordersQ := "SELECT COUNT(*), COALESCE(SUM(quantity),0) FROM orders WHERE product_id=? AND status IN ('confirmed','paid')"
 	stockQ := "SELECT initial_stock, stock FROM products WHERE id=?"
 	if sc.coupon {
-		ordersQ = "SELECT COUNT(*), COALESCE(SUM(quantity),0) FROM coupon_grabs WHERE batch_id=?"
+		ordersQ = "SELECT COUNT(*), COALESCE(SUM(quantity),0) FROM coupon_grabs WHERE batch_id=? AND status = 'confirmed'"
 		stockQ = "SELECT total, remaining FROM coupon_batches WHERE id=?"
 	}
 	var c dbCount

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,13 +18,20 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 )
 
-// report is results.json. The dashboard reads started_at, targets and rows.
+// report is results.json. The dashboard reads started_at, targets and rows;
+// the lab page also charts and knees.
 type report struct {
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	Targets    []string  `json:"targets"`
 	Settings   settings  `json:"settings"`
 	Rows       []row     `json:"rows"`
+	Charts     []chart   `json:"charts,omitempty"`
+	// Knees name, per scenario and stage of a sweep, where more buyers in
+	// flight stopped buying more answers per second.
+	Knees []knee `json:"knees,omitempty"`
+	// Ceilings are the baselines measured with --baselines.
+	Ceilings []ceiling `json:"baselines,omitempty"`
 }
 
 // settings records how the run was configured, so a report can be read
@@ -33,6 +43,7 @@ type settings struct {
 	DurationS  float64 `json:"duration_s,omitempty"`
 	Stock      int     `json:"stock"`
 	Workers    int     `json:"workers"`
+	Sweep      []int   `json:"sweep,omitempty"` // buyers in flight of each round of a sweep
 	TimeoutS   float64 `json:"timeout_s"`
 	MaxS       float64 `json:"max_duration_s,omitempty"`
 	Product    int64   `json:"product"`
@@ -41,7 +52,7 @@ type settings struct {
 }
 
 func settingsOf(o options) settings {
-	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, TimeoutS: o.timeout.Seconds(),
+	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, Sweep: o.sweep, TimeoutS: o.timeout.Seconds(),
 		Product: o.product, Coupon: o.coupon, MySQLCheck: o.mysqlDSN != ""}
 	if o.shape == "burst" {
 		s.Buyers, s.MaxS = o.buyers, o.maxDuration.Seconds()
@@ -56,26 +67,47 @@ func (rep report) failed() []string {
 	var out []string
 	for _, r := range rep.Rows {
 		if r.Verdict == verdictFail {
-			out = append(out, r.Scenario+"/"+r.Stage)
+			name := r.Scenario + "/" + r.Stage
+			if len(rep.Settings.Sweep) > 0 {
+				name += fmt.Sprintf("@%d", r.Workers)
+			}
+			out = append(out, name)
 		}
 	}
 	return out
 }
 
-// scenarioGroups splits the rows into one group per scenario, in run order.
-func (rep report) scenarioGroups() [][]row {
+// tableGroups splits the rows into one table per scenario and number of
+// buyers in flight, in run order.
+func (rep report) tableGroups() [][]row {
 	var groups [][]row
-	index := map[string]int{}
+	type key struct {
+		scenario string
+		workers  int
+	}
+	index := map[key]int{}
 	for _, r := range rep.Rows {
-		i, ok := index[r.Scenario]
+		k := key{r.Scenario, r.Workers}
+		i, ok := index[k]
 		if !ok {
 			i = len(groups)
-			index[r.Scenario] = i
+			index[k] = i
 			groups = append(groups, nil)
 		}
 		groups[i] = append(groups[i], r)
 	}
 	return groups
+}
+
+// scenarios lists the scenarios of the rows in run order.
+func (rep report) scenarios() []string {
+	var out []string
+	for _, r := range rep.Rows {
+		if !slices.Contains(out, r.Scenario) {
+			out = append(out, r.Scenario)
+		}
+	}
+	return out
 }
 
 // newReportDir creates <parent>/<timestamp>/, with a suffix when a run in
@@ -132,6 +164,16 @@ func writeFileAtomic(path string, data []byte) error {
 
 func plotFile(stage string) string { return "latency-" + stage + ".html" }
 
+// hdrFile names the HDR histogram of one row: per scenario and stage, and
+// per concurrency in a sweep.
+func hdrFile(r row, sweeping bool) string {
+	name := "hdr-" + r.Scenario + "-" + r.Stage
+	if sweeping {
+		name += fmt.Sprintf("-%d", r.Workers)
+	}
+	return name + ".txt"
+}
+
 // writePlots writes one HTML latency plot per stage that ran, and names it
 // in that stage's rows.
 func writePlots(dir string, plots map[string]*plot.Plot, rows []row) error {
@@ -170,11 +212,11 @@ func writeReport(dir string, rep report) error {
 }
 
 // columns of the table, shared by the terminal and report.md.
-var columns = []string{"stage", "instances", "requests", "201", "409 sold-out", "other 4xx", "5xx", "timeouts",
+var columns = []string{"stage", "instances", "requests", "201", "409", "429", "503", "other 4xx", "5xx", "no answer",
 	"sold", "final stock", "oversold", "conserved", "req/s", "× db-atomic", "p50 ms", "p95 ms", "p99 ms"}
 
 // cells renders r under columns; base is db-atomic's throughput in the same
-// scenario (0 when it did not run).
+// table (0 when it did not run).
 func cells(r row, base float64) []string {
 	ratio := "–"
 	if base > 0 {
@@ -188,8 +230,8 @@ func cells(r row, base float64) []string {
 	if r.capped() {
 		requests += "*"
 	}
-	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut), itoa(r.Other4xx),
-		itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
+	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
+		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
 		fmt.Sprintf("%.0f", r.Throughput), ratio, fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
 }
 
@@ -220,15 +262,30 @@ func baseline(rows []row) float64 {
 
 func heading(r row, s settings) string {
 	sc, _ := lookupScenario(r.Scenario)
-	load := fmt.Sprintf("%d buyers at once", s.Buyers)
+	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
 		load = fmt.Sprintf("%d req/s for %gs", s.Rate, s.DurationS)
 	}
 	return fmt.Sprintf("%s · %s · %s · stock %d — %s", r.Scenario, s.Shape, load, s.Stock, sc.about)
 }
 
-// printTables writes one table per scenario, one row per stage, and a
-// verdict line per stage under it.
+// verdictLine is one stage's verdict in words: PASS or FAIL, what was
+// expected, and the note, which names any broken rule first.
+func verdictLine(r row) (mark, expect, note string) {
+	mark = strings.ToUpper(r.Verdict)
+	if r.Verdict == verdictSkipped {
+		return "SKIP", "", r.Note
+	}
+	expect = "expected safe"
+	if r.ExpectOversell {
+		expect = "expected to oversell"
+	}
+	return mark, expect, r.Note
+}
+
+// printTables writes one table per scenario (and concurrency), one row per
+// stage, a verdict line per stage under it, and with a sweep the scaling
+// table.
 func printTables(w io.Writer, rep report, color bool) {
 	paint := func(code, s string) string {
 		if !color {
@@ -236,7 +293,7 @@ func printTables(w io.Writer, rep report, color bool) {
 		}
 		return "\x1b[" + code + "m" + s + "\x1b[0m"
 	}
-	for _, group := range rep.scenarioGroups() {
+	for _, group := range rep.tableGroups() {
 		fmt.Fprintf(w, "\n%s\n", paint("1", heading(group[0], rep.Settings)))
 		base := baseline(group)
 		var lines [][]string
@@ -252,16 +309,26 @@ func printTables(w io.Writer, rep report, color bool) {
 			fmt.Fprintln(w, n)
 		}
 		for _, r := range group {
-			mark := map[string]string{verdictPass: paint("32", "PASS"), verdictFail: paint("31;1", "FAIL"), verdictSkipped: paint("33", "SKIP")}[r.Verdict]
-			expect := "expected safe"
-			if r.ExpectOversell {
-				expect = "expected to oversell"
-			}
+			mark, expect, note := verdictLine(r)
+			mark = map[string]string{"PASS": paint("32", "PASS"), "FAIL": paint("31;1", "FAIL"), "SKIP": paint("33", "SKIP")}[mark]
 			if r.Verdict == verdictSkipped {
-				fmt.Fprintf(w, "  %s  %-12s %s\n", mark, r.Stage, r.Note)
+				fmt.Fprintf(w, "  %s  %-12s %s\n", mark, r.Stage, note)
 				continue
 			}
-			fmt.Fprintf(w, "  %s  %-12s %-21s %s\n", mark, r.Stage, expect, r.Note)
+			fmt.Fprintf(w, "  %s  %-12s %-21s %s\n", mark, r.Stage, expect, note)
+		}
+	}
+	for _, sc := range rep.scenarios() {
+		head, lines := scalingTable(rep, sc)
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", paint("1", "scaling · "+sc+" · answered/s and p99 by buyers in flight"))
+		renderText(w, head, lines)
+		for _, k := range rep.Knees {
+			if k.Scenario == sc {
+				fmt.Fprintf(w, "  %-12s %s\n", k.Stage, k.Text)
+			}
 		}
 	}
 }
@@ -314,15 +381,40 @@ func renderText(w io.Writer, head []string, lines [][]string) {
 	}
 }
 
-// writeMarkdown renders report.md: the same tables, the verdicts, links to
-// the plots, and how to read the columns.
+// markdownTable writes head and lines as a Markdown table, the first
+// column left-aligned and the rest right-aligned.
+func markdownTable(w io.Writer, head []string, lines [][]string) {
+	fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
+	for i := range head {
+		if i == 0 {
+			fmt.Fprint(w, "---|")
+		} else {
+			fmt.Fprint(w, "--:|")
+		}
+	}
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | "))
+	}
+}
+
+// ms1 formats milliseconds with one decimal.
+func ms1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+// writeMarkdown renders report.md: the summary chart, the tables, the
+// verdicts, the scaling table and charts of a sweep, the latency
+// percentiles with their HDR files, links to the plots, and how to read it.
 func writeMarkdown(w io.Writer, rep report) {
 	s := rep.Settings
 	fmt.Fprintf(w, "# seckill lab, %s\n\n", rep.StartedAt.Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(w, "- targets: %s\n", strings.Join(rep.Targets, ", "))
-	if s.Shape == "burst" {
-		fmt.Fprintf(w, "- load: burst of %d buyers through %d workers, per-request timeout %gs, each burst capped at %gs\n", s.Buyers, s.Workers, s.TimeoutS, s.MaxS)
-	} else {
+	switch {
+	case s.Shape == "burst" && len(s.Sweep) > 0:
+		fmt.Fprintf(w, "- load: bursts of %d buyers at each of %s buyers in flight, per-request timeout %gs, each burst capped at %gs\n",
+			s.Buyers, joinInts(s.Sweep), s.TimeoutS, s.MaxS)
+	case s.Shape == "burst":
+		fmt.Fprintf(w, "- load: burst of %d buyers, %d in flight, per-request timeout %gs, each burst capped at %gs\n", s.Buyers, s.Workers, s.TimeoutS, s.MaxS)
+	default:
 		fmt.Fprintf(w, "- load: constant %d req/s for %gs (at most %d workers), per-request timeout %gs\n", s.Rate, s.DurationS, s.Workers, s.TimeoutS)
 	}
 	fmt.Fprintf(w, "- stock reset to %d before each stage (product %d, coupon batch %d)\n", s.Stock, s.Product, s.Coupon)
@@ -335,43 +427,85 @@ func writeMarkdown(w io.Writer, rep report) {
 	} else {
 		fmt.Fprintln(w, "\n**Every verdict passed.**")
 	}
-
-	for _, group := range rep.scenarioGroups() {
-		fmt.Fprintf(w, "\n## %s\n\n", heading(group[0], s))
-		fmt.Fprintf(w, "| %s | verdict |\n|", strings.Join(columns, " | "))
-		for i := range len(columns) + 1 {
-			if i == 0 {
-				fmt.Fprint(w, "---|")
-			} else {
-				fmt.Fprint(w, "--:|")
-			}
+	for _, c := range rep.Charts {
+		if c.Kind == chartSummary {
+			fmt.Fprintf(w, "\n![%s](%s)\n", c.Title, c.File)
 		}
-		fmt.Fprintln(w)
+	}
+
+	for _, group := range rep.tableGroups() {
+		fmt.Fprintf(w, "\n## %s\n\n", heading(group[0], s))
 		base := baseline(group)
+		var lines [][]string
 		for _, r := range group {
 			if r.Verdict == verdictSkipped {
-				fmt.Fprintf(w, "| %s | skipped: not available on target |%s SKIPPED |\n", r.Stage, strings.Repeat(" |", len(columns)-2))
+				l := make([]string, len(columns)+1)
+				l[0], l[1], l[len(l)-1] = r.Stage, "skipped: not available on target", "SKIPPED"
+				lines = append(lines, l)
 				continue
 			}
 			c := cells(r, base)
 			c[0] = fmt.Sprintf("[%s](%s)", r.Stage, r.Plot)
-			fmt.Fprintf(w, "| %s | %s |\n", strings.Join(c, " | "), strings.ToUpper(r.Verdict))
+			lines = append(lines, append(c, strings.ToUpper(r.Verdict)))
 		}
+		markdownTable(w, append(slices.Clone(columns), "verdict"), lines)
 		if n := capNote(group, s); n != "" {
 			fmt.Fprintf(w, "\n\\%s\n", n)
 		}
 		fmt.Fprintln(w)
 		for _, r := range group {
-			expect := "expected safe"
-			if r.ExpectOversell {
-				expect = "expected to oversell"
-			}
+			mark, expect, note := verdictLine(r)
 			if r.Verdict == verdictSkipped {
-				fmt.Fprintf(w, "- **SKIPPED** `%s`: %s\n", r.Stage, strings.TrimPrefix(r.Note, "skipped: "))
+				fmt.Fprintf(w, "- **SKIPPED** `%s`: %s\n", r.Stage, strings.TrimPrefix(note, "skipped: "))
 				continue
 			}
-			fmt.Fprintf(w, "- **%s** `%s` (%s): %s\n", strings.ToUpper(r.Verdict), r.Stage, expect, r.Note)
+			fmt.Fprintf(w, "- **%s** `%s` (%s): %s\n", mark, r.Stage, expect, note)
 		}
+	}
+
+	for _, sc := range rep.scenarios() {
+		head, lines := scalingTable(rep, sc)
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n## Scaling: %s\n\nAnswered buyers per second, p99 and the largest resident memory of an instance (from its /metrics, after the burst) at each number of buyers in flight; the knee is where more buyers in flight stopped adding answers per second (less than %d%% more).\n\n",
+			sc, int(math.Round((kneeGain-1)*100)))
+		markdownTable(w, head, lines)
+		fmt.Fprintln(w)
+		for _, k := range rep.Knees {
+			if k.Scenario == sc {
+				fmt.Fprintf(w, "- `%s`: %s\n", k.Stage, k.Text)
+			}
+		}
+		fmt.Fprintln(w)
+		for _, c := range rep.Charts {
+			if c.Scenario == sc && c.Kind != chartSummary {
+				fmt.Fprintf(w, "![%s](%s)\n", c.Title, c.File)
+			}
+		}
+		fmt.Fprintf(w, "\nAnswers at each number of buyers in flight:\n\n")
+		ah, al := answersTable(rep, sc)
+		markdownTable(w, ah, al)
+	}
+
+	writeCeilings(w, rep)
+
+	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter.\n")
+	for _, group := range rep.tableGroups() {
+		head := []string{"stage", "p50", "p90", "p95", "p99", "p99.9", "max", "HDR histogram"}
+		var lines [][]string
+		for _, r := range group {
+			if r.Verdict == verdictSkipped || r.Requests == 0 {
+				continue
+			}
+			lines = append(lines, []string{r.Stage, ms1(r.P50ms), ms1(r.P90ms), ms1(r.P95ms), ms1(r.P99ms), ms1(r.P999ms), ms1(r.MaxMs),
+				fmt.Sprintf("[%s](%s)", r.HDR, r.HDR)})
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n### %s\n\n", heading(group[0], s))
+		markdownTable(w, head, lines)
 	}
 
 	fmt.Fprint(w, "\n## Latency plots\n\n")
@@ -386,23 +520,65 @@ func writeMarkdown(w io.Writer, rep report) {
 	fmt.Fprint(w, `
 ## Reading the table
 
-- **201** counts every created answer, idempotent replays included; **409 sold-out** is the correct answer once the stock is gone.
-- **other 4xx** holds already-purchased, idempotency-in-flight, lock-timeout (429) and the like; **5xx** holds lock-lost and unavailable. Neither is wrong in itself: they are the stage refusing rather than guessing.
-- **timeouts** got no answer within the timeout (network errors included); their outcome is known only to the audit.
+- **201** counts every created answer, idempotent replays included, and the **202**s of a stage that queues its orders (redis-stream: the sale accepted, the order written later); **409** counts sold-out (the correct answer once the stock is gone) and the retry storm's already-purchased and in-flight answers.
+- **429** (lock timeout, queue full) and **503** (overloaded, with Retry-After) turn a buyer away honestly: nothing was written and the client may retry. A safe stage fails the liveness rule when it turns buyers away while stock is left.
+- **5xx** counts every other server error, a 503 without Retry-After included: a bug, and a failed verdict for a safe stage.
+- **no answer** counts client timeouts and network errors; their outcome is known only to the audit, and a safe stage fails for them.
 - **sold**, **final stock**, **oversold** and **conserved** come from the audit endpoint, read after the attack: oversold = sold beyond the initial stock; conserved = every unit that left the stock is in exactly one order.
 - **req/s** counts answered buyers (201 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
 - **p50/p95/p99** are the latencies of every request, in milliseconds.
-- A stage expected to oversell passes when it did; any other stage passes when nothing was oversold, stock was conserved, the buyers answered 201 match the audit's count, and it sold something if there was stock.
+- A stage expected to oversell passes when it did. Any other stage passes only when it keeps every rule: `+"`oversold`"+` (nothing sold beyond the stock), `+"`conservation`"+`, `+"`orders-match`"+` (buyers answered 201 or 202 = units sold), `+"`unconfirmed`"+` (for redis-stream, every 202's order confirmed, after waiting up to --confirm-timeout; the note gives the time to confirm, p50 and p99, and the peak lag: the most orders accepted and not yet written at once), `+"`server-errors`"+` (no 5xx but a 503 with Retry-After), `+"`transport-errors`"+` (every request answered in time), `+"`sold-nothing`"+` and `+"`liveness`"+` (no stock left while buyers were turned away). A failed verdict names the rules it broke, with the counts.
 - A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
 `)
 }
 
-// colorful reports whether w is a terminal that wants colour.
-func colorful(w io.Writer) bool {
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// isTerminal reports whether w is a terminal, which gets colour and a
+// progress line redrawn in place.
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// writeCeilings adds the baselines of --baselines, and every row as a ratio
+// of the ceiling that bounds it: the lock-free stages by the HTTP ceiling,
+// db-atomic also by its own transaction straight on MySQL.
+func writeCeilings(w io.Writer, rep report) {
+	if len(rep.Ceilings) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.\n\n")
+	var lines [][]string
+	at := map[string]float64{} // name@workers -> per second
+	for _, c := range rep.Ceilings {
+		at[fmt.Sprintf("%s@%d", c.Name, c.Workers)] = c.PerSecond
+		lines = append(lines, []string{c.Name, itoa(c.Workers), itoa(c.Requests), itoa(c.OK), fmt.Sprintf("%.0f", c.PerSecond), c.Note})
+	}
+	markdownTable(w, []string{"baseline", "in flight", "requests", "ok", "per second", "note"}, lines)
+	lines = nil
+	for _, r := range rep.Rows {
+		if r.Verdict == verdictSkipped || r.Throughput == 0 {
+			continue
+		}
+		ratio := func(name string) string {
+			if c := at[fmt.Sprintf("%s@%d", name, r.Workers)]; c > 0 {
+				return fmt.Sprintf("%.2f", r.Throughput/c)
+			}
+			return "–"
+		}
+		lines = append(lines, []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(baselineHTTP), ratio(baselineHotRow)})
+	}
+	fmt.Fprint(w, "\nEach row's answered buyers per second as a share of each ceiling at its number of buyers in flight:\n\n")
+	markdownTable(w, []string{"scenario", "stage", "in flight", "answered/s", "× http-ceiling", "× raw-hot-row"}, lines)
 }

@@ -93,6 +93,8 @@ type attackPlan struct {
 	// idempotency records outlive a stock reset, so a key reused by a later
 	// row would be answered with an earlier row's stored order.
 	tag string
+	// series names the attack in the stage's latency plot.
+	series string
 }
 
 // targeter hands out the requests of an attack. Request i is copy

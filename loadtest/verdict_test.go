@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,36 +17,91 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
+// TestJudge checks each verdict rule on its own: a row that keeps every
+// rule, edited to break one, must fail naming exactly that rule (and the
+// counts), and the edits that are no fault must still pass.
 func TestJudge(t *testing.T) {
-	safe := row{Requests: 200, Buyers: 200, Created: 40, BuyersWithOrder: 40, Sold: 40, InitialStock: 40, FinalStock: 0, Conserved: true}
+	// 200 buyers on stock 40: 40 sold, 160 told sold-out.
+	safe := row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
+		FinalStock: 0, Conserved: true, Statuses: map[int]int{201: 40, 409: 160}}
 	tests := []struct {
 		name    string
 		edit    func(*row)
 		verdict string
+		broken  []string // the rules named, in order
 		note    string
 	}{
-		{"safe and sound", func(*row) {}, verdictPass, "safe: 40 sold of 40"},
-		{"safe stage oversold", func(r *row) { r.Sold, r.Oversold, r.BuyersWithOrder, r.Conserved = 45, 5, 45, false }, verdictFail, "oversold by 5"},
-		{"safe stage lost stock", func(r *row) { r.FinalStock, r.Conserved = 3, false }, verdictFail, "stock not conserved"},
-		{"201 without an order", func(r *row) { r.BuyersWithOrder = 41 }, verdictFail, "41 buyers were answered 201"},
-		{"timeouts excuse the 201 count", func(r *row) { r.BuyersWithOrder, r.Timeouts = 39, 1 }, verdictPass, "1 timeouts"},
-		{"expected oversell seen", func(r *row) { r.ExpectOversell, r.Sold, r.Oversold, r.Conserved = true, 90, 50, false }, verdictPass, "oversold by 50 as expected"},
-		{"expected oversell missing", func(r *row) { r.ExpectOversell = true }, verdictFail, "widens the race"},
-		{"too few buyers to oversell", func(r *row) { r.ExpectOversell, r.Buyers = true, 40 }, verdictFail, "only 40 buyers were sent"},
-		{"nothing sent", func(r *row) { r.Requests = 0 }, verdictFail, "no request was sent"},
-		{"MySQL disagrees", func(r *row) { r.MySQL = &dbCount{Orders: 41, Sold: 41, InitialStock: 40} }, verdictFail, "MySQL disagrees"},
-		{"MySQL agrees", func(r *row) { r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40} }, verdictPass, "MySQL agrees"},
-		{"capped burst", func(r *row) { r.Planned = 600 }, verdictPass, "cap after 200 of 600"},
-		{"sold nothing", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 0, 0, 40 }, verdictFail, "sold nothing although 40 units"},
-		{"nothing to sell", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.InitialStock = 0, 0, 0, 0 }, verdictPass, "safe: 0 sold of 0"},
+		{"safe and sound", func(*row) {}, verdictPass, nil, "safe: 40 sold of 40"},
+		{"nothing sent", func(r *row) { r.Requests = 0 }, verdictFail, []string{ruleNothingSent}, "no request was sent"},
+		{"oversold", func(r *row) { r.Sold, r.Oversold, r.BuyersWithOrder = 45, 5, 45 }, verdictFail,
+			[]string{ruleOversold}, "oversold: oversold by 5 (45 sold of 40)"},
+		{"stock not conserved", func(r *row) { r.FinalStock, r.Conserved = 3, false }, verdictFail,
+			[]string{ruleConservation}, "conservation: 37 units left the stock but 40 were sold"},
+		{"201 without an order", func(r *row) { r.BuyersWithOrder = 41 }, verdictFail,
+			[]string{ruleOrdersMatch}, "orders-match: 41 buyers were answered 201 but the audit counts 40"},
+		{"500s beside a clean sale", func(r *row) {
+			r.SoldOut, r.ServerErrors, r.Statuses = 10, 150, map[int]int{201: 40, 409: 10, 500: 150}
+		}, verdictFail, []string{ruleServerErrors}, "server-errors: 150 of 200 requests were answered 5xx without Retry-After (500 ×150)"},
+		{"503 without Retry-After is an error", func(r *row) {
+			r.SoldOut, r.Overloaded, r.ServerErrors, r.Statuses = 100, 40, 20, map[int]int{201: 40, 409: 100, 503: 60}
+		}, verdictFail, []string{ruleServerErrors}, "20 of 200 requests were answered 5xx without Retry-After (503 ×20)"},
+		{"503 with Retry-After is overload", func(r *row) {
+			r.SoldOut, r.Overloaded, r.Statuses = 100, 60, map[int]int{201: 40, 409: 100, 503: 60}
+		}, verdictPass, nil, "safe: 40 sold of 40"},
+		{"timeouts", func(r *row) {
+			r.SoldOut, r.Timeouts, r.BuyersWithOrder, r.Statuses = 159, 1, 39, map[int]int{201: 39, 409: 159, 0: 1}
+			r.TransportErrors = map[string]int{"Client.Timeout exceeded": 1}
+		}, verdictFail, []string{ruleTransportErrors}, `transport-errors: 1 of 200 requests got no answer (1 timeouts, 0 network errors; most often "Client.Timeout exceeded")`},
+		{"refused connections", func(r *row) { r.SoldOut, r.NetErrors = 150, 10 }, verdictFail,
+			[]string{ruleTransportErrors}, "10 of 200 requests got no answer (0 timeouts, 10 network errors"},
+		{"sold nothing", func(r *row) {
+			r.Created, r.SoldOut, r.Overloaded, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 0, 200, 0, 0, 40
+			r.Statuses = map[int]int{503: 200}
+		}, verdictFail, []string{ruleSoldNothing, ruleLiveness}, "sold-nothing: sold nothing although 40 units were in stock; the 200 requests were answered 503 ×200"},
+		{"stock left while buyers were turned away", func(r *row) {
+			r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock, r.SoldOut, r.TooMany, r.Overloaded = 30, 30, 30, 10, 0, 100, 70
+		}, verdictFail, []string{ruleLiveness}, "liveness: 10 units unsold while 170 buyers went without one (429 ×100, 503 ×70)"},
+		{"sold-out while stock remained", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 39, 39, 39, 1 }, verdictFail,
+			[]string{ruleLiveness}, "liveness: 1 units unsold while 161 buyers went without one (409 sold-out ×160)"},
+		{"a small crowd turned away with stock left", func(r *row) {
+			r.Requests, r.Buyers, r.Created, r.BuyersWithOrder, r.Sold, r.SoldOut, r.FinalStock, r.TooMany = 30, 30, 28, 28, 28, 0, 12, 2
+		}, verdictFail, []string{ruleLiveness}, "liveness: 12 units unsold while 2 buyers went without one (429 ×2)"},
+		{"every buyer served, stock to spare", func(r *row) {
+			r.Requests, r.Buyers, r.Created, r.BuyersWithOrder, r.Sold, r.SoldOut, r.FinalStock = 30, 30, 30, 30, 30, 0, 10
+		}, verdictPass, nil, "safe: 30 sold of 40, 10 left"},
+		{"several rules at once", func(r *row) {
+			r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock, r.SoldOut, r.ServerErrors, r.TooMany = 20, 20, 20, 20, 0, 100, 80
+			r.Statuses = map[int]int{201: 20, 429: 80, 500: 100}
+		}, verdictFail, []string{ruleServerErrors, ruleLiveness}, "server-errors: 100 of 200"},
+		{"every accepted order confirmed", func(r *row) {
+			r.Accepted, r.Confirmed, r.ConfirmP50ms, r.ConfirmP99ms, r.PeakLag = 40, 40, 3.5, 20, 12
+			r.Statuses = map[int]int{202: 40, 409: 160}
+		}, verdictPass, nil, "40 accepted (202), 40 confirmed; time to confirm p50 3.5 ms, p99 20.0 ms; peak lag 12 orders"},
+		{"accepted orders not confirmed", func(r *row) {
+			r.Accepted, r.Confirmed, r.FailedOrders, r.Unconfirmed, r.Sold, r.FinalStock, r.SoldOut = 40, 37, 2, 1, 37, 3, 157
+			r.Statuses = map[int]int{202: 40, 409: 160}
+		}, verdictFail, []string{ruleOrdersMatch, ruleUnconfirmed, ruleLiveness}, "unconfirmed: 3 of 40 accepted orders were not confirmed (2 failed, 1 pending or lost)"},
+		{"expected oversell seen", func(r *row) { r.ExpectOversell, r.Sold, r.Oversold, r.Conserved = true, 90, 50, false }, verdictPass, nil,
+			"oversold by 50 as expected"},
+		{"oversold by design with errors", func(r *row) {
+			r.ExpectOversell, r.Sold, r.Oversold, r.ServerErrors, r.Timeouts = true, 90, 50, 20, 3
+			r.Statuses = map[int]int{201: 90, 500: 20, 0: 3}
+		}, verdictPass, nil, "20 answers were 5xx (500 ×20); 3 requests got no answer"},
+		{"expected oversell missing", func(r *row) { r.ExpectOversell = true }, verdictFail, []string{ruleExpectedOversell}, "widens the race"},
+		{"too few buyers to oversell", func(r *row) { r.ExpectOversell, r.Buyers = true, 40 }, verdictFail, []string{ruleExpectedOversell}, "only 40 buyers were sent"},
+		{"MySQL disagrees", func(r *row) { r.MySQL = &dbCount{Orders: 41, Sold: 41, InitialStock: 40} }, verdictFail,
+			[]string{ruleMySQLAgrees}, "mysql-agrees: MySQL disagrees"},
+		{"MySQL agrees", func(r *row) { r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40} }, verdictPass, nil, "MySQL agrees"},
+		{"capped burst", func(r *row) { r.Planned = 600 }, verdictPass, nil, "cap after 200 of 600"},
+		{"nothing to sell", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.InitialStock = 0, 0, 0, 0 }, verdictPass, nil, "safe: 0 sold of 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := safe
 			tt.edit(&r)
 			judge(&r)
-			if r.Verdict != tt.verdict || !strings.Contains(r.Note, tt.note) {
-				t.Errorf("got %s %q, want %s containing %q", r.Verdict, r.Note, tt.verdict, tt.note)
+			if r.Verdict != tt.verdict || !strings.Contains(r.Note, tt.note) || !slices.Equal(r.Broken, tt.broken) {
+				t.Errorf("got %s %v %q, want %s %v containing %q", r.Verdict, r.Broken, r.Note, tt.verdict, tt.broken, tt.note)
 			}
 		})
 	}
@@ -83,8 +142,8 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.targets) != 3 || len(o.stages) != 6 || len(o.scenarios) != 3 || o.expectOversell != nil ||
-		o.buyers != 2000 || o.stock != 100 || o.shape != "burst" || o.reportDir != "loadtest/reports" {
+	if len(o.targets) != 3 || len(o.stages) != len(allStages) || len(o.scenarios) != 3 || o.expectOversell != nil || o.confirmWait != time.Minute ||
+		o.buyers != 2000 || o.stock != 100 || o.shape != "burst" || o.reportDir != "loadtest/reports" || o.workers != 256 {
 		t.Errorf("defaults: %+v", o)
 	}
 
@@ -98,12 +157,17 @@ func TestParseOptions(t *testing.T) {
 		t.Errorf("parsed: %+v", o)
 	}
 
+	o, err = parseOptions([]string{"--sweep", "1024, 16,64,16"}, withToken, io.Discard)
+	if err != nil || !slices.Equal(o.sweep, []int{16, 64, 1024}) {
+		t.Errorf("--sweep 1024,16,64,16: %v %v, want [16 64 1024]", o.sweep, err)
+	}
+
 	bad := []struct {
 		args []string
 		env  func(string) string
 		want string
 	}{
-		{nil, env(nil), "no admin token"},
+		{nil, env(map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}), "no admin token"},
 		{[]string{"--stages", "spinlock"}, withToken, `unknown stage "spinlock"`},
 		{[]string{"--scenarios", "bake"}, withToken, `unknown scenario "bake"`},
 		{[]string{"--shape", "wave"}, withToken, "burst or constant"},
@@ -111,12 +175,63 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"--expect-oversell", "nope"}, withToken, `unknown stage "nope"`},
 		{[]string{"--workers", "0"}, withToken, "--workers"},
 		{[]string{"extra"}, withToken, "unexpected argument"},
+		{[]string{"--sweep", "16,lots"}, withToken, `--sweep: "lots" is not a positive number`},
+		{[]string{"--sweep", "0"}, withToken, `--sweep: "0" is not a positive number`},
+		{[]string{"--sweep", "16,64", "--shape", "constant"}, withToken, "--sweep needs --shape burst"},
 	}
 	for _, b := range bad {
 		_, err := parseOptions(b.args, b.env, io.Discard)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("parseOptions(%q) = %v, want a usage error containing %q", b.args, err, b.want)
 		}
+	}
+}
+
+// TestAdminTokenFromDemoFile checks where the token comes from: the flag,
+// else SECKILL_ADMIN_TOKEN, else the file the demo writes next to its
+// database (.demo/admin-token by default), so the lab works against a
+// demo started without a token of the user's choosing.
+func TestAdminTokenFromDemoFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("from-the-demo-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(other, []byte("  from-another-file "), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	demoDB := filepath.Join(dir, "seckill.db")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // the token, or the error's text
+		err  bool
+	}{
+		{"demo file", nil, map[string]string{"SECKILL_DEMO_DB": demoDB}, "from-the-demo-file", false},
+		{"environment first", nil, map[string]string{"SECKILL_DEMO_DB": demoDB, "SECKILL_ADMIN_TOKEN": "from-env"}, "from-env", false},
+		{"flag first", []string{"--admin-token", "from-flag"}, map[string]string{"SECKILL_DEMO_DB": demoDB, "SECKILL_ADMIN_TOKEN": "from-env"}, "from-flag", false},
+		{"named file", []string{"--admin-token-file", other}, nil, "from-another-file", false},
+		{"no file", nil, map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "seckill.db")}, "no demo token file at", true},
+		{"empty file", []string{"--admin-token-file", empty}, nil, "is empty", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if tt.err {
+				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("got %v, want a usage error containing %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil || o.adminToken != tt.want {
+				t.Errorf("got token %q, %v; want %q", o.adminToken, err, tt.want)
+			}
+		})
 	}
 }
 
@@ -132,9 +247,14 @@ func TestClassify(t *testing.T) {
 		{"order", &vegeta.Result{Code: 201, Body: []byte(`{"user_id":"u-7"}`), Headers: http.Header{"Idempotent-Replayed": {"true"}}},
 			answer{outcome: outCreated, user: "u-7", replayed: true}},
 		{"sold out", problem(409, "/problems/sold-out"), answer{outcome: outSoldOut, problem: "/problems/sold-out", instance: "demo-2"}},
-		{"already purchased", problem(409, "/problems/already-purchased"), answer{outcome: outOther4xx, problem: "/problems/already-purchased", instance: "demo-2"}},
-		{"lock timeout", problem(429, "/problems/lock-timeout"), answer{outcome: outOther4xx, problem: "/problems/lock-timeout", instance: "demo-2"}},
+		{"already purchased", problem(409, "/problems/already-purchased"), answer{outcome: outConflict, problem: "/problems/already-purchased", instance: "demo-2"}},
+		{"lock timeout", problem(429, "/problems/lock-timeout"), answer{outcome: outTooMany, problem: "/problems/lock-timeout", instance: "demo-2"}},
+		{"bad request", problem(400, "/problems/bad-request"), answer{outcome: outOther4xx, problem: "/problems/bad-request", instance: "demo-2"}},
 		{"lock lost", problem(503, "/problems/lock-lost"), answer{outcome: outServerError, problem: "/problems/lock-lost", instance: "demo-2"}},
+		{"overloaded", withHeader(problem(503, "/problems/overloaded"), "Retry-After", "1"),
+			answer{outcome: outOverloaded, problem: "/problems/overloaded", instance: "demo-2"}},
+		{"internal", problem(500, "/problems/internal"), answer{outcome: outServerError, problem: "/problems/internal", instance: "demo-2"}},
+		{"bad gateway without a body", &vegeta.Result{Code: 502}, answer{outcome: outServerError}},
 		{"client timeout", &vegeta.Result{Error: "Post \"http://x\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"}, answer{outcome: outTimeout}},
 		{"refused", &vegeta.Result{Error: "dial tcp 127.0.0.1:1: connect: connection refused"}, answer{outcome: outNetError}},
 	}
@@ -143,6 +263,11 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
+}
+
+func withHeader(r *vegeta.Result, k, v string) *vegeta.Result {
+	r.Headers.Set(k, v)
+	return r
 }
 
 // TestTargeter checks the routing rules: one buyer per request and plain
@@ -226,5 +351,62 @@ func TestRenderTextAligns(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestProgressLines checks both ways the progress is written: redrawn in
+// place with \r on a terminal, and as whole lines without a single \r
+// anywhere else, so a redirected log reads line by line.
+func TestProgressLines(t *testing.T) {
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("terminal=%v", tty), func(t *testing.T) {
+			var b bytes.Buffer
+			n := 0 // the snapshot runs on the ticker's goroutine or in stop, never both
+			p := newProgress(&b, tty, "buy db-atomic", func() string { n++; return fmt.Sprintf("%d requests", n) })
+			p.stop()
+			// Two more states after the goroutine has ended, as a long
+			// attack would draw them.
+			p.draw()
+			p.draw()
+			out := b.String()
+			if tty {
+				if strings.Count(out, "\r") != 3 || !strings.HasPrefix(out, "\r") || strings.Count(out, "\n") != 1 {
+					t.Errorf("terminal output %q: want three redraws with \\r and one newline", out)
+				}
+				return
+			}
+			if strings.Contains(out, "\r") {
+				t.Errorf("redirected output contains \\r: %q", out)
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(lines) != 3 || !strings.HasSuffix(out, "\n") {
+				t.Fatalf("redirected output %q: want 3 whole lines", out)
+			}
+			for i, l := range lines {
+				if !strings.HasPrefix(l, "buy db-atomic ") || !strings.Contains(l, fmt.Sprintf("%d requests", n-2+i)) {
+					t.Errorf("line %d = %q, want the prefix and state %d", i, l, n-2+i)
+				}
+			}
+		})
+	}
+}
+
+// TestPeakOverlap: the queue's peak lag is the most orders accepted and not
+// yet written at one instant, from their timestamps.
+func TestPeakOverlap(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct {
+		name  string
+		spans []span
+		want  int
+	}{
+		{"none", nil, 0},
+		{"one after another", []span{{at(0), at(10)}, {at(10), at(20)}, {at(20), at(30)}}, 1},
+		{"three at once, then one", []span{{at(0), at(50)}, {at(5), at(40)}, {at(10), at(30)}, {at(45), at(60)}}, 3},
+		{"written the instant accepted: never waited", []span{{at(5), at(5)}, {at(5), at(5)}}, 0},
+	} {
+		if got := peakOverlap(c.spans); got != c.want {
+			t.Errorf("%s: peak %d, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// TestRawHotRowSellsEveryUnitAndCleansUp: the raw loop commits one sale per
+// buyer on a scratch product, and leaves neither the product nor its orders
+// behind.
+func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	ctx := context.Background()
+	sdb, err := store.OpenMySQL(ctx, dsn, store.Pool{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sdb.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openMySQL(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var products, orders int
+	count := func() {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM products), (SELECT COUNT(*) FROM orders)").Scan(&products, &orders); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count()
+	before := products
+	b := rawHotRow(ctx, db, 8, 200)
+	if b.OK != 200 || b.Requests != 200 || b.PerSecond <= 0 || b.Note != "" {
+		t.Fatalf("raw loop: %+v, want 200 sales", b)
+	}
+	count()
+	if products != before || orders != 0 {
+		t.Fatalf("the raw loop left %d products (had %d) and %d orders behind", products, before, orders)
+	}
+}
+
+// TestHTTPCeilingAsksEveryTarget: the HTTP ceiling sends exactly one GET
+// /healthz per buyer, spread over the targets, and counts the 200s.
+func TestHTTPCeilingAsksEveryTarget(t *testing.T) {
+	var hits [2]atomic.Int64
+	var urls []string
+	for i := range hits {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/healthz" || r.Method != http.MethodGet {
+				http.Error(w, "unexpected", http.StatusTeapot)
+				return
+			}
+			hits[i].Add(1)
+		}))
+		defer srv.Close()
+		urls = append(urls, srv.URL)
+	}
+	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second}
+	b := httpCeiling(context.Background(), o, 16)
+	if b.OK != 300 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 {
+		t.Fatalf("ceiling %+v, hits %d and %d; want 300 ok, 150 each", b, hits[0].Load(), hits[1].Load())
+	}
+}
+
+// TestResidentMemoryFromMetrics: the lab reads each target's resident
+// memory from the process collector of its /metrics, and nothing when a
+// target has no metrics.
+func TestResidentMemoryFromMetrics(t *testing.T) {
+	with := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 5.24288e+07\nprocess_virtual_memory_bytes 9e+09\n"))
+	}))
+	defer with.Close()
+	without := httptest.NewServer(http.NotFoundHandler())
+	defer without.Close()
+	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}, targets: []string{with.URL, with.URL}}
+	if got := f.residentMiB(context.Background()); len(got) != 2 || got[0] != 50 || got[1] != 50 {
+		t.Fatalf("resident memory %v, want [50 50] MiB", got)
+	}
+	f.targets = append(f.targets, without.URL)
+	if got := f.residentMiB(context.Background()); got != nil {
+		t.Fatalf("a target without metrics: got %v, want nothing", got)
+	}
+}
