@@ -3,16 +3,17 @@ GO ?= go
 BIN := bin/seckill
 
 # gin's msgpack binding (which we do not use) drags in a codec that takes
-# half a minute to compile; leaving it out keeps the first `make run` well
-# under a minute and a half on a fresh machine. Exported, so the builds that
+# half a minute to compile; leaving it out shortens the first `make run` (see
+# the README for what a first build costs). Exported, so the builds that
 # tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
-.PHONY: run build test vet fmt-check clean
+.PHONY: run build test test-short vet fmt-check clean
 
-## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080)
+## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080;
+## other ports: make run DEMO_FLAGS='-addr :9080 -instances :9081,:9082,:9083')
 run: build
-	./$(BIN) demo
+	./$(BIN) demo $(DEMO_FLAGS)
 
 build:
 	$(GO) build -o $(BIN) ./cmd/seckill
@@ -25,6 +26,10 @@ export SECKILL_TEST_REDIS_ADDR ?= 127.0.0.1:6379
 ## test: vet, gofmt check, and every test under the race detector
 test: vet
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## test-short: the fast tier: every test but the process-spawning suites (chaos, lab, fleet, browser, compose smoke)
+test-short:
+	$(GO) test -short -count=1 ./...
 
 vet: fmt-check
 	$(GO) vet ./...

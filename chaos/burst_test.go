@@ -127,6 +127,19 @@ func (b *burst) add(c call) {
 	}
 }
 
+// count returns how many of the calls ended so far satisfy pred.
+func (b *burst) count(pred func(call) bool) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.calls {
+		if pred(c) {
+			n++
+		}
+	}
+	return n
+}
+
 // now is the time since the burst started.
 func (b *burst) now() time.Duration { return time.Since(b.start) }
 

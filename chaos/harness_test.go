@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // adminToken is the SECKILL_ADMIN_TOKEN of every instance the suite starts.
@@ -42,49 +42,6 @@ func pick[T any](short, long T) T {
 		return long
 	}
 	return short
-}
-
-var build struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
-}
-
-// binary builds cmd/seckill once per test process. It is built without the
-// race detector: the processes under test stand in for production builds,
-// and an instrumented binary would triple their latency on two cores.
-func binary(t *testing.T) string {
-	t.Helper()
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "seckill-chaos-")
-		if build.err != nil {
-			return
-		}
-		build.path = filepath.Join(build.dir, "seckill")
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", build.path, "github.com/seckill-lab/seckill/cmd/seckill")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("go build ./cmd/seckill: %w\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
-}
-
-// removeBinary deletes the build directory; TestMain calls it at the end.
-func removeBinary() {
-	if build.dir != "" {
-		_ = os.RemoveAll(build.dir) // a temp dir; nothing to report if it is gone
-	}
 }
 
 // rig is one test's world: a fresh MySQL database, its own Redis servers,
@@ -111,6 +68,9 @@ type rigOptions struct {
 
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("the chaos suite starts seckill processes and Redis servers; skipped with -short")
+	}
 	dsn := testenv.MySQLDSN(t)
 	r := &rig{t: t, dsn: dsn}
 	db, err := sql.Open("mysql", dsn)
@@ -250,8 +210,8 @@ func (r *rig) baseEnv() map[string]string {
 // answers /healthz.
 func (r *rig) start(name string, extra map[string]string) *instance {
 	r.t.Helper()
-	bin := binary(r.t)
-	port := freePort(r.t)
+	bin := testkit.BuildSeckill(r.t)
+	port := testkit.FreePorts(r.t, 1)[0]
 	env := r.baseEnv()
 	for k, v := range extra {
 		env[k] = v
@@ -373,16 +333,6 @@ func (in *instance) stop() {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -429,6 +379,19 @@ func (r *rig) do(in *instance, method, path string, header map[string]string, bo
 		r.t.Fatalf("%s %s on %s: read body: %v", method, path, in.name, err)
 	}
 	return resp.StatusCode, b
+}
+
+// orders counts the order rows of product 1 whose user matches the SQL
+// LIKE pattern, read in MySQL directly.
+func (r *rig) orders(userLike string) int {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE product_id = 1 AND user_id LIKE ?", userLike).Scan(&n); err != nil {
+		r.t.Fatalf("count orders: %v", err)
+	}
+	return n
 }
 
 // lockHeld reports whether the Redis lock of product 1 exists right now,

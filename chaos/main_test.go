@@ -3,6 +3,7 @@ package chaos
 import (
 	"testing"
 
+	"github.com/seckill-lab/seckill/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -10,7 +11,7 @@ import (
 // burst, proxy, link and client must be gone once the tests are.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	removeBinary()
+	testkit.RemoveBuild()
 	writeTable() // failed runs too: their verdicts say FAIL
 	// Nothing is ignored: the in-process toxiproxy's links and go-redis's
 	// pools end asynchronously after Stop and Close, and goleak retries

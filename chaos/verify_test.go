@@ -23,8 +23,11 @@ type expect struct {
 	mayLoseAnswer func(c call) bool
 	// slugs are the problem types a buy may get under this fault.
 	slugs []string
-	// bound is the longest an answered buy may take; 0 means the deadline.
-	bound time.Duration
+	// No expectation is a duration: how long answers took is measured
+	// (figures, logs) but never asserted, since a busy 2-core machine
+	// stretches every one of them. What is asserted is that each buy got an
+	// answer before its own deadline (a context deadline on the request;
+	// burstOptions.deadline), and which answer.
 }
 
 // figures are what one fault's run measured; RELIABILITY.md quotes them.
@@ -116,15 +119,6 @@ func (r *rig) verify(f *figures, calls []call, initial int, w window, e expect, 
 			f.NotSent++
 			if e.mayLoseAnswer == nil || !e.mayLoseAnswer(c) {
 				report("buy %d on %s: could not connect: %s", c.ID, c.Instance, c.Err)
-			}
-		}
-		if c.Outcome == outOK || c.Outcome == outRefused {
-			bound := e.bound
-			if bound == 0 {
-				bound = 1<<63 - 1
-			}
-			if c.latency() > bound {
-				report("buy %d on %s: answered %d %s after %v, beyond the bound %v", c.ID, c.Instance, c.Status, c.Problem, c.latency(), bound)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // The fleet docker-compose.yml must describe at least. More replicas may be
@@ -28,14 +30,40 @@ var (
 	allServices  = append(append([]string{"mysql", "nginx"}, replicas...), redisServers...)
 )
 
-// hostPorts are the ports the lab and the browser use on the host.
-var hostPorts = map[string]string{"nginx": "8080", "app-1": "8081", "app-2": "8082", "app-3": "8083"}
+// hostPorts are the ports the lab and the browser use on the host, and the
+// variables that move them.
+var hostPorts = map[string]struct{ port, variable string }{
+	"nginx": {"8080", "SECKILL_NGINX_PORT"},
+	"app-1": {"8081", "SECKILL_APP1_PORT"},
+	"app-2": {"8082", "SECKILL_APP2_PORT"},
+	"app-3": {"8083", "SECKILL_APP3_PORT"},
+}
+
+// testToken stands in for the admin token compose requires.
+const testToken = "compose-test-token"
 
 // loadProject parses ../docker-compose.yml as Docker Compose would, with
 // interpolation against env only: neither the OS environment nor a .env file
-// leaks in, so the test sees the defaults a newcomer gets.
+// leaks in, so the test sees the defaults a newcomer gets. The admin token,
+// which has no default, is testToken unless env sets it.
 func loadProject(t *testing.T, env map[string]string) *types.Project {
 	t.Helper()
+	if _, ok := env["SECKILL_ADMIN_TOKEN"]; !ok {
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		env["SECKILL_ADMIN_TOKEN"] = testToken
+	}
+	p, err := loadProjectErr(env)
+	if err != nil {
+		t.Fatalf("docker-compose.yml does not load: %v", err)
+	}
+	return p
+}
+
+// loadProjectErr is loadProject for tests of what fails to load.
+func loadProjectErr(env map[string]string) (*types.Project, error) {
 	pairs := make([]string, 0, len(env))
 	for k, v := range env {
 		pairs = append(pairs, k+"="+v)
@@ -47,21 +75,29 @@ func loadProject(t *testing.T, env map[string]string) *types.Project {
 		cli.WithResolvedPaths(true),
 	)
 	if err != nil {
-		t.Fatalf("compose options: %v", err)
+		return nil, fmt.Errorf("compose options: %w", err)
 	}
-	p, err := opts.LoadProject(context.Background())
-	if err != nil {
-		t.Fatalf("docker-compose.yml does not load: %v", err)
-	}
-	return p
+	return opts.LoadProject(context.Background())
 }
 
-// appServices returns the sorted names of the services built from this repo:
-// the app replicas, however many there are.
+// builtImages returns the images of the services built from this repo.
+func builtImages(p *types.Project) []string {
+	var images []string
+	for _, s := range p.Services {
+		if s.Build != nil {
+			images = append(images, s.Image)
+		}
+	}
+	return images
+}
+
+// appServices returns the sorted names of the services that run the image
+// built from this repo: the app replicas, however many there are.
 func appServices(p *types.Project) []string {
+	built := builtImages(p)
 	var names []string
 	for name, s := range p.Services {
-		if s.Build != nil {
+		if s.Build != nil || (s.Image != "" && slices.Contains(built, s.Image)) {
 			names = append(names, name)
 		}
 	}
@@ -229,34 +265,118 @@ func TestComposeRedisServersPersistNothing(t *testing.T) {
 }
 
 func TestComposePorts(t *testing.T) {
-	p := loadProject(t, nil)
-	published := map[string]string{}
-	for _, name := range append(appServices(p), "nginx") {
-		for _, port := range service(t, p, name).Ports {
-			if other, ok := published[port.Published]; ok {
-				t.Errorf("%s and %s both publish host port %s", other, name, port.Published)
+	moved := map[string]string{"SECKILL_PUBLISH_IP": "127.0.0.2"}
+	for _, hp := range hostPorts {
+		n, err := strconv.Atoi(hp.port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved[hp.variable] = strconv.Itoa(n + 10000)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		ip   string
+		port func(service string) string
+	}{
+		// A newcomer gets today's ports, on loopback only: a fleet with a
+		// known admin API and a sale race is nothing to offer the network.
+		{"defaults", nil, "127.0.0.1", func(s string) string { return hostPorts[s].port }},
+		// A taken port is moved by a variable rather than by editing the file.
+		{"moved", moved, "127.0.0.2", func(s string) string { return moved[hostPorts[s].variable] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := loadProject(t, tc.env)
+			published := map[string]string{}
+			for _, name := range append(appServices(p), "nginx") {
+				for _, port := range service(t, p, name).Ports {
+					if other, ok := published[port.Published]; ok {
+						t.Errorf("%s and %s both publish host port %s", other, name, port.Published)
+					}
+					published[port.Published] = name
+					if port.HostIP != tc.ip {
+						t.Errorf("%s: port %s is published on %q, want %s", name, port.Published, port.HostIP, tc.ip)
+					}
+				}
 			}
-			published[port.Published] = name
+			for name := range hostPorts {
+				s := service(t, p, name)
+				target := uint32(80)
+				if name != "nginx" {
+					port, err := strconv.ParseUint(addrPort(t, appConfig(t, p, name).Addr), 10, 32)
+					if err != nil {
+						t.Fatalf("%s: SECKILL_ADDR port: %v", name, err)
+					}
+					target = uint32(port)
+				}
+				want := tc.port(name)
+				found := false
+				for _, port := range s.Ports {
+					found = found || (port.Published == want && port.Target == target)
+				}
+				if !found {
+					t.Errorf("%s: no port %s:%d in %+v", name, want, target, s.Ports)
+				}
+			}
+		})
+	}
+}
+
+// TestComposeRequiresAdminToken: there is no usable default token. Without
+// SECKILL_ADMIN_TOKEN, or with an empty one, compose refuses to start and
+// says which variable to set.
+func TestComposeRequiresAdminToken(t *testing.T) {
+	for _, env := range []map[string]string{{}, {"SECKILL_ADMIN_TOKEN": ""}} {
+		_, err := loadProjectErr(env)
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN") {
+			t.Errorf("with env %v docker-compose.yml loads (err %v); it must refuse and name SECKILL_ADMIN_TOKEN", env, err)
 		}
 	}
-	for name, want := range hostPorts {
+	p := loadProject(t, map[string]string{"SECKILL_ADMIN_TOKEN": "a-secret-of-mine"})
+	for _, name := range appServices(p) {
+		if got := appConfig(t, p, name).AdminToken; got != "a-secret-of-mine" {
+			t.Errorf("%s: admin token %q, want the one given", name, got)
+		}
+	}
+}
+
+// TestComposeBuildsImageOnce: one service builds the image and every other
+// replica runs that tag, so `up --build` builds it once, not once per
+// replica.
+func TestComposeBuildsImageOnce(t *testing.T) {
+	p := loadProject(t, nil)
+	built := builtImages(p)
+	if len(built) != 1 || built[0] == "" {
+		t.Fatalf("services with a build section have images %q, want exactly one, with an image tag", built)
+	}
+	for _, name := range replicas {
 		s := service(t, p, name)
-		target := uint32(80)
-		if name != "nginx" {
-			port, err := strconv.ParseUint(addrPort(t, appConfig(t, p, name).Addr), 10, 32)
-			if err != nil {
-				t.Fatalf("%s: SECKILL_ADDR port: %v", name, err)
-			}
-			target = uint32(port)
+		if s.Image != built[0] {
+			t.Errorf("%s runs image %q, want the built %q", name, s.Image, built[0])
 		}
-		found := false
-		for _, port := range s.Ports {
-			if port.Published == want && port.Target == target {
-				found = true
-			}
+		// Compose pulls a missing image before it builds anything, so a
+		// replica that does not build would ask a registry for the local
+		// tag (an error on every first start, even though the build then
+		// provides it).
+		if s.Build == nil && s.PullPolicy != types.PullPolicyNever {
+			t.Errorf("%s runs the locally built %q with pull_policy %q, want %q", name, s.Image, s.PullPolicy, types.PullPolicyNever)
 		}
-		if !found {
-			t.Errorf("%s: no port %s:%d in %+v", name, want, target, s.Ports)
+	}
+	if p := loadProject(t, map[string]string{"SECKILL_IMAGE": "seckill:smoke"}); !slices.Equal(builtImages(p), []string{"seckill:smoke"}) {
+		t.Errorf("SECKILL_IMAGE does not name the built image: %q", builtImages(p))
+	}
+}
+
+// TestComposeImagesMatchTestenv: the tests' containers (internal/testenv)
+// run the same MySQL and Redis images as the fleet.
+func TestComposeImagesMatchTestenv(t *testing.T) {
+	p := loadProject(t, nil)
+	if got := service(t, p, "mysql").Image; got != testenv.MySQLImage {
+		t.Errorf("mysql runs %s, testenv.MySQLImage is %s", got, testenv.MySQLImage)
+	}
+	for _, name := range redisServers {
+		if got := service(t, p, name).Image; got != testenv.RedisImage {
+			t.Errorf("%s runs %s, testenv.RedisImage is %s", name, got, testenv.RedisImage)
 		}
 	}
 }

@@ -168,6 +168,28 @@ func TestDockerfileBuildStage(t *testing.T) {
 	}
 }
 
+// TestDockerfileNeedsNoFrontendImage: a "# syntax=" parser directive makes
+// BuildKit pull its frontend image before it builds anything, so the image
+// could not be built where only the base images are at hand (an offline
+// workshop, a registry mirror without it).
+func TestDockerfileNeedsNoFrontendImage(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Parser directives are comments of the form "# key=value" before the
+	// first instruction or blank line.
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if regexp.MustCompile(`(?i)^#\s*syntax\s*=`).MatchString(line) {
+			t.Errorf("Dockerfile starts with %q, which needs a registry to build", line)
+		}
+	}
+}
+
 func TestDockerfileFinalStage(t *testing.T) {
 	stages := loadDockerfile(t)
 	final := stages[len(stages)-1]
@@ -223,7 +245,7 @@ func TestDockerignore(t *testing.T) {
 			patterns = append(patterns, filepath.Clean(strings.TrimPrefix(line, "/")))
 		}
 	}
-	for _, want := range []string{".git", "bin", ".demo", "loadtest/reports", "web/node_modules"} {
+	for _, want := range []string{".git", ".env", "bin", ".demo", "loadtest/reports", "web/node_modules"} {
 		if !slices.Contains(patterns, want) {
 			t.Errorf(".dockerignore does not exclude %s", want)
 		}

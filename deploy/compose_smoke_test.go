@@ -1,0 +1,551 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
+)
+
+// The smoke test's burst: smokeBuyers buyers, each a different user, are
+// released at once against a stock of smokeStock, through nginx.
+const (
+	smokeBuyers = 400
+	smokeStock  = 100
+	// smokeKillAfter is how many buyers have their final answer when one
+	// replica is killed: early enough that most of the burst is still to
+	// come.
+	smokeKillAfter = 40
+)
+
+// TestComposeSmoke runs docker-compose.yml for real: it builds the image
+// once, starts the fleet under a private project name on free loopback
+// ports, releases 400 buyers at once through nginx on a stock of 100, kills
+// (SIGKILL) one replica mid-burst, and checks that nginx kept answering,
+// that every buyer ended with a definite answer, and that the audit and
+// MySQL's own rows agree with what the buyers were told: sold = stock,
+// nothing oversold, stock conserved, one order row per successful buyer and
+// none for anyone else. Then `down -v`.
+//
+// It needs a Docker engine with the compose v2 plugin and runs only when
+// asked (make compose-smoke, or SECKILL_COMPOSE_SMOKE=1), never in make test.
+func TestComposeSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole fleet in Docker; skipped with -short")
+	}
+	if os.Getenv("SECKILL_COMPOSE_SMOKE") != "1" {
+		t.Skip("set SECKILL_COMPOSE_SMOKE=1 (or run make compose-smoke) to start the fleet in Docker")
+	}
+	fl := upFleet(t)
+
+	// A known stock, on the product every buyer wants.
+	resetBody := fmt.Sprintf(`{"stock":%d}`, smokeStock)
+	if status, body := fl.call(t, http.MethodPost, "/api/v1/admin/products/1/reset", resetBody, map[string]string{"Authorization": "Bearer " + fl.token}); status != http.StatusOK {
+		t.Fatalf("reset through nginx: %d %s", status, body)
+	}
+
+	res := fl.burst(t)
+	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer); %d attempts; statuses %v; answered by %v; %d answers after the kill, by %v",
+		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.attempts, res.statuses, res.byInstance, res.afterKill, res.byInstanceAfterKill)
+
+	// nginx kept answering: every request got an HTTP answer from it, the
+	// ones in flight at the killed replica included (nginx's 502), and it
+	// went on selling through the other two after the kill.
+	if len(res.transportErrs) > 0 {
+		t.Errorf("%d requests got no HTTP answer from nginx, e.g. %v", len(res.transportErrs), res.transportErrs[0])
+	}
+	if res.pendingAtKill == 0 {
+		t.Errorf("the replica was killed after every buyer had its answer: not mid-burst")
+	}
+	if res.afterKill == 0 {
+		t.Error("no answer came back after the kill")
+	}
+	for _, name := range []string{"app-1", "app-3"} {
+		if res.byInstanceAfterKill[name] == 0 {
+			t.Errorf("%s answered nothing after app-2 was killed (answers after the kill by replica: %v)", name, res.byInstanceAfterKill)
+		}
+	}
+	for _, b := range res.unexpected {
+		t.Errorf("unexpected answer: %s", b)
+	}
+
+	// Every buyer has a definite answer, and the successes are exactly the
+	// stock.
+	if len(res.final) != smokeBuyers {
+		t.Fatalf("%d of %d buyers got a final answer", len(res.final), smokeBuyers)
+	}
+	bought := res.users(outcomeOK, outcomeBoughtBefore)
+	if len(bought) != smokeStock {
+		t.Errorf("%d buyers were told they bought, want the stock %d", len(bought), smokeStock)
+	}
+
+	// The audit, as the API reports it.
+	var a api.Audit
+	if status, body := fl.call(t, http.MethodGet, "/api/v1/products/1/audit", "", nil); status != http.StatusOK || json.Unmarshal(body, &a) != nil {
+		t.Fatalf("audit through nginx: %d %s", status, body)
+	}
+	t.Logf("audit: %+v", a)
+	if a.InitialStock != smokeStock || a.Sold != smokeStock || a.Stock != 0 || a.Oversold != 0 || !a.Conserved || a.Orders != smokeStock {
+		t.Errorf("audit %+v, want initial %d, sold %d, stock 0, %d orders, oversold 0, conserved", a, smokeStock, smokeStock, smokeStock)
+	}
+
+	// MySQL itself: one row per successful buyer, none for anyone else.
+	rows := fl.orderUsers(t)
+	slices.Sort(rows)
+	slices.Sort(bought)
+	if !slices.Equal(rows, bought) {
+		lost, phantom := difference(bought, rows), difference(rows, bought)
+		t.Errorf("MySQL has %d order rows for product 1, the buyers were told %d: told but no row %v; row but not told %v", len(rows), len(bought), lost, phantom)
+	}
+	stock, initial := fl.productRow(t)
+	if initial != smokeStock || stock != initial-len(rows) {
+		t.Errorf("MySQL products row: initial_stock %d, stock %d, with %d order rows: not conserved", initial, stock, len(rows))
+	}
+}
+
+// fleet is a compose project started by upFleet.
+type fleet struct {
+	dir     string // the repo root, where docker-compose.yml is
+	project string
+	env     []string
+	envFile string // replaces .env, so that a user's settings stay out
+	token   string
+	nginx   string // base URL
+	client  *http.Client
+}
+
+// upFleet builds the image once and starts the fleet with --wait. Its
+// cleanup tears everything down, volumes and the image tag included.
+func upFleet(t *testing.T) *fleet {
+	t.Helper()
+	for _, check := range [][]string{{"version"}, {"compose", "version"}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		out, err := exec.CommandContext(ctx, "docker", check...).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Skipf("no Docker engine with the compose v2 plugin answers (docker %s: %v)\n%s", strings.Join(check, " "), err, out)
+		}
+	}
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := randomHex(t, 4)
+	fl := &fleet{dir: dir, project: "seckill-smoke-" + id, token: "smoke-" + randomHex(t, 16)}
+	// The smoke test's own values, whatever the shell or a .env file says:
+	// an empty env file replaces .env, and these replace the shell's.
+	envFile := filepath.Join(t.TempDir(), "smoke.env")
+	if err := os.WriteFile(envFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fl.env = append(os.Environ(),
+		"SECKILL_ADMIN_TOKEN="+fl.token,
+		"SECKILL_IMAGE=seckill-smoke:"+id,
+		"SECKILL_PUBLISH_IP=127.0.0.1",
+		"SECKILL_MODE=redis-lock",
+		"SECKILL_CRITICAL_SECTION_DELAY=5ms",
+		"SECKILL_LOG_LEVEL=info",
+	)
+	fl.envFile = envFile
+	base := len(fl.env)
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        smokeBuyers,
+		MaxIdleConnsPerHost: smokeBuyers,
+	}
+	fl.client = &http.Client{Transport: tr, Timeout: 60 * time.Second}
+
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		if t.Failed() {
+			out, _ := fl.compose(context.Background(), "ps", "-a")
+			t.Logf("docker compose ps -a:\n%s", out)
+			out, _ = fl.compose(context.Background(), "logs", "--no-color", "--tail", "60")
+			t.Logf("docker compose logs (tail):\n%s", out)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if out, err := fl.compose(ctx, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
+			t.Errorf("docker compose down -v: %v\n%s", err, out)
+		}
+		if out, err := exec.CommandContext(ctx, "docker", "image", "rm", "seckill-smoke:"+id).CombinedOutput(); err != nil {
+			t.Errorf("docker image rm seckill-smoke:%s: %v\n%s", id, err, out)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	defer cancel()
+	// One build: app-1 is the only service with a build section.
+	start := time.Now()
+	if out, err := fl.compose(ctx, "build"); err != nil {
+		t.Fatalf("docker compose build: %v\n%s", err, out)
+	}
+	t.Logf("image built in %v", time.Since(start).Round(time.Second))
+	start = time.Now()
+	// Ports are picked just before `up`, and picked again when one was
+	// taken in between: this machine runs other tests that listen too.
+	for try := 1; ; try++ {
+		ports := map[string]int{}
+		fl.env = fl.env[:base]
+		for _, v := range []string{"SECKILL_NGINX_PORT", "SECKILL_APP1_PORT", "SECKILL_APP2_PORT", "SECKILL_APP3_PORT"} {
+			ports[v] = freeLoopbackPort(t, ports)
+			fl.env = append(fl.env, v+"="+strconv.Itoa(ports[v]))
+		}
+		fl.nginx = fmt.Sprintf("http://127.0.0.1:%d", ports["SECKILL_NGINX_PORT"])
+		out, err := fl.compose(ctx, "up", "-d", "--wait", "--wait-timeout", "600", "--no-build")
+		if err == nil {
+			break
+		}
+		if try < 3 && bytes.Contains(out, []byte("address already in use")) {
+			t.Logf("a port was taken meanwhile; again with other ports:\n%s", lastLines(out, 3))
+			if out, err := fl.compose(ctx, "down", "--timeout", "5"); err != nil {
+				t.Fatalf("docker compose down: %v\n%s", err, out)
+			}
+			continue
+		}
+		t.Fatalf("docker compose up -d --wait: %v\n%s", err, out)
+	}
+	t.Logf("fleet healthy in %v (project %s, nginx on %s)", time.Since(start).Round(time.Second), fl.project, fl.nginx)
+	return fl
+}
+
+// compose runs `docker compose` on this fleet's project and returns its
+// combined output.
+func (fl *fleet) compose(ctx context.Context, args ...string) ([]byte, error) {
+	all := append([]string{"compose", "--env-file", fl.envFile, "-f", "docker-compose.yml", "-p", fl.project}, args...)
+	cmd := exec.CommandContext(ctx, "docker", all...)
+	cmd.Dir = fl.dir
+	cmd.Env = fl.env
+	return cmd.CombinedOutput()
+}
+
+// call sends one request through nginx and returns status and body.
+func (fl *fleet) call(t *testing.T, method, path, body string, header map[string]string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, fl.nginx+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := fl.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// outcome is a buyer's final answer.
+type outcome string
+
+const (
+	outcomeOK      outcome = "ok"       // 201
+	outcomeSoldOut outcome = "sold-out" // 409 sold-out
+	// outcomeBoughtBefore is a 409 already-purchased after an earlier
+	// attempt whose answer was lost (nginx's 502 for the killed replica, a
+	// 503 timeout): that attempt did buy.
+	outcomeBoughtBefore outcome = "bought-before"
+)
+
+// burstResult is what the buyers saw.
+type burstResult struct {
+	mu                  sync.Mutex
+	final               map[string]outcome // user -> final answer
+	attempts            int
+	statuses            map[int]int
+	byInstance          map[string]int
+	byInstanceAfterKill map[string]int
+	afterKill           int
+	pendingAtKill       int
+	transportErrs       []error
+	unexpected          []string
+}
+
+func (r *burstResult) count(o outcome) int {
+	n := 0
+	for _, v := range r.final {
+		if v == o {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *burstResult) users(os ...outcome) []string {
+	var out []string
+	for u, v := range r.final {
+		if slices.Contains(os, v) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// burst releases every buyer at once and kills app-2 once smokeKillAfter
+// buyers have their final answer. A buyer retries, as a real client would,
+// whenever its answer says nothing was decided (429, 503, nginx's 502/504):
+// a retry of a buy that did happen gets 409 already-purchased, so every
+// buyer ends knowing whether it bought.
+func (fl *fleet) burst(t *testing.T) *burstResult {
+	t.Helper()
+	res := &burstResult{final: map[string]outcome{}, statuses: map[int]int{}, byInstance: map[string]int{}, byInstanceAfterKill: map[string]int{}}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	var finished atomic.Int64
+	var killed atomic.Bool
+	killNow := make(chan struct{})
+	var killOnce sync.Once
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < smokeBuyers; i++ {
+		wg.Add(1)
+		go func(user string) {
+			defer wg.Done()
+			<-release
+			o := fl.buyUntilDecided(ctx, res, user, &killed)
+			res.mu.Lock()
+			if o != "" {
+				res.final[user] = o
+			}
+			res.mu.Unlock()
+			if finished.Add(1) == smokeKillAfter {
+				killOnce.Do(func() { close(killNow) })
+			}
+		}(fmt.Sprintf("smoke-%03d", i))
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	close(release)
+
+	select {
+	case <-killNow:
+	case <-done:
+		t.Error("the burst ended before the kill")
+		return res
+	}
+	res.mu.Lock()
+	res.pendingAtKill = smokeBuyers - len(res.final)
+	res.mu.Unlock()
+	killCtx, killCancel := context.WithTimeout(ctx, time.Minute)
+	out, err := fl.compose(killCtx, "kill", "-s", "SIGKILL", "app-2")
+	killCancel()
+	killed.Store(true)
+	if err != nil {
+		t.Errorf("docker compose kill app-2: %v\n%s", err, out)
+	}
+	t.Logf("killed app-2 with %d of %d buyers still waiting for their answer", res.pendingAtKill, smokeBuyers)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("the burst did not end: %v", ctx.Err())
+	}
+	return res
+}
+
+// buyUntilDecided buys for user until an answer decides the matter, and
+// returns that answer ("" if ctx ended first or the answer broke the API).
+func (fl *fleet) buyUntilDecided(ctx context.Context, res *burstResult, user string, killed *atomic.Bool) outcome {
+	body := fmt.Sprintf(`{"user_id":%q,"quantity":1}`, user)
+	lostAnswer := false
+	for ctx.Err() == nil {
+		status, instance, problem, err := fl.buyOnce(ctx, body)
+		after := killed.Load()
+		res.mu.Lock()
+		res.attempts++
+		if err != nil {
+			res.transportErrs = append(res.transportErrs, err)
+		} else {
+			res.statuses[status]++
+			res.byInstance[instance]++
+			if after {
+				res.afterKill++
+				res.byInstanceAfterKill[instance]++
+			}
+		}
+		res.mu.Unlock()
+		switch {
+		case err != nil:
+			lostAnswer = true
+		case status == http.StatusCreated:
+			return outcomeOK
+		case status == http.StatusConflict && problem == "sold-out":
+			return outcomeSoldOut
+		case status == http.StatusConflict && problem == "already-purchased" && lostAnswer:
+			return outcomeBoughtBefore
+		case status == http.StatusTooManyRequests,
+			status == http.StatusServiceUnavailable && problem != "timeout":
+			// Refused with nothing written: try again.
+		case status == http.StatusBadGateway, status == http.StatusGatewayTimeout,
+			status == http.StatusServiceUnavailable && problem == "timeout":
+			// The outcome is unknown: the retry tells (already-purchased).
+			lostAnswer = true
+		default:
+			res.mu.Lock()
+			res.unexpected = append(res.unexpected, fmt.Sprintf("%s: %d %s (instance %q, earlier answer lost: %v)", user, status, problem, instance, lostAnswer))
+			res.mu.Unlock()
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50*time.Millisecond + time.Duration(len(user)%7)*10*time.Millisecond):
+		}
+	}
+	return ""
+}
+
+// buyOnce sends one buy through nginx. It returns the status, the replica
+// that answered (X-Seckill-Instance, empty for nginx's own answers), and
+// the problem slug of a problem+json answer.
+func (fl *fleet) buyOnce(ctx context.Context, body string) (status int, instance, problem string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fl.nginx+"/api/v1/products/1/buy", strings.NewReader(body))
+	if err != nil {
+		return 0, "", "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := fl.client.Do(req)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return 0, "", "", fmt.Errorf("read body: %w", err)
+	}
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/problem+json") {
+		var p api.Problem
+		if json.Unmarshal(raw, &p) == nil {
+			problem = strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
+		}
+	}
+	return resp.StatusCode, resp.Header.Get("X-Seckill-Instance"), problem, nil
+}
+
+// mysql runs a query in the mysql service with the client of its image and
+// returns the rows, tab-separated.
+func (fl *fleet) mysql(t *testing.T, query string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := fl.compose(ctx, "exec", "-T", "mysql", "mysql", "-useckill", "-pseckill", "-N", "-B", "-e", query, "seckill")
+	if err != nil {
+		t.Fatalf("mysql %q: %v\n%s", query, err, out)
+	}
+	var rows []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// The client warns about a password on the command line on stderr.
+		if line = strings.TrimSpace(line); line != "" && !strings.Contains(line, "Warning") {
+			rows = append(rows, line)
+		}
+	}
+	return rows
+}
+
+// orderUsers returns the user of every order row of product 1.
+func (fl *fleet) orderUsers(t *testing.T) []string {
+	t.Helper()
+	return fl.mysql(t, "SELECT user_id FROM orders WHERE product_id = 1")
+}
+
+// productRow returns product 1's stock and initial stock as stored.
+func (fl *fleet) productRow(t *testing.T) (stock, initial int) {
+	t.Helper()
+	rows := fl.mysql(t, "SELECT stock, initial_stock FROM products WHERE id = 1")
+	if len(rows) != 1 {
+		t.Fatalf("products row 1: %q", rows)
+	}
+	f := strings.Fields(rows[0])
+	if len(f) != 2 {
+		t.Fatalf("products row 1: %q", rows[0])
+	}
+	var err1, err2 error
+	stock, err1 = strconv.Atoi(f[0])
+	initial, err2 = strconv.Atoi(f[1])
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("products row 1 %q: %v", rows[0], err)
+	}
+	return stock, initial
+}
+
+// difference returns the elements of a missing from b.
+func difference(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// freeLoopbackPort returns a port free on 127.0.0.1 and not in taken. It
+// picks below the kernel's ephemeral range (32768 and up on Linux), where
+// the other tests' 127.0.0.1:0 listeners and outgoing connections land, so
+// that the port is still free when Docker binds it.
+func freeLoopbackPort(t *testing.T, taken map[string]int) int {
+	t.Helper()
+	var b [2]byte
+	for range 1000 {
+		if _, err := rand.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		port := 20000 + (int(b[0])<<8|int(b[1]))%12000
+		if slices.Contains(slices.Collect(maps.Values(taken)), port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return port
+	}
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return 0
+}
+
+// lastLines returns the last n lines of out.
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
