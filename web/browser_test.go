@@ -1,23 +1,23 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 const adminToken = "browser-test-token"
@@ -25,64 +25,27 @@ const adminToken = "browser-test-token"
 // TestDashboardInBrowser drives Debian's chromium against `seckill demo` as
 // a workshop would: buy one, watch stock drop; burst under unlocked and see
 // the oversell; switch to redis-lock, reset, burst again and see none; read
-// a workshop page in both languages. Screenshots go to
-// test-artifacts/web/ at the repository root.
+// the dashboard in large type, on a 390 px phone and in Chinese, and every
+// workshop page in both languages. At each width it asserts that nothing
+// scrolls sideways (document.documentElement.scrollWidth <= innerWidth),
+// and on the dashboard that the big numbers line up, no instance cell
+// breaks inside a word, the latency chart's percentile labels do not
+// overlap, and (in Chinese) no English word is left outside code and data.
+// Screenshots go to test-artifacts/web/ at the repository root.
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser and the demo; skipped with -short")
 	}
-	browser := findChromium()
-	if browser == "" {
-		testenv.Unavailable(t, "chromium is not installed (run .ci/setup-browser.sh, or apt-get install chromium)")
-	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shots := filepath.Join(root, "test-artifacts", "web")
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	front := startDemo(t, root)
-	t.Logf("%5.1fs demo ready at %s", time.Since(began).Seconds(), front)
+	b := startBrowser(t, 4*time.Minute)
+	bctx, shot := b.ctx, b.shot
+	front := startDemo(t)
+	t.Logf("%5.1fs demo ready at %s", time.Since(b.began).Seconds(), front)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(browser),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1600, 1000),
-	)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100: PNG
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(shots, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%5.1fs screenshot %s", time.Since(began).Seconds(), path)
-	}
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
+		sctx, cancel := context.WithTimeout(bctx, time.Minute) // a missing element fails the step, not the whole test's time
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
 			shot("failed.png")
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -90,7 +53,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// until polls a JavaScript expression until it is true.
 	until := func(what, expr string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			if ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
 				return
@@ -111,15 +74,52 @@ func TestDashboardInBrowser(t *testing.T) {
 		return n
 	}
 	const phone = `document.querySelector('[data-item="product-1"]')`
+	width := func(w int) {
+		t.Helper()
+		run(fmt.Sprintf("set the viewport to %d px", w), chromedp.EmulateViewport(int64(w), 1000))
+	}
+	// openDashboard loads the dashboard in a language and waits for its
+	// first poll.
+	openDashboard := func(lang string) {
+		t.Helper()
+		run("open the dashboard in "+lang, chromedp.Navigate(front+"/?lang="+lang))
+		until("the first poll", `document.body.dataset.ready === '1' && !!`+phone+` && `+phone+`.dataset.stock !== undefined`)
+	}
+	// check measures the page as it is drawn now and reports what is wrong
+	// with it; name says where (viewport, language, type size).
+	check := func(name string, dashboard bool) {
+		t.Helper()
+		l, err := chromedp.Run(bctx, chromedp.Evaluate[pageLayout](measureLayout))
+		if err != nil {
+			t.Fatalf("%s: measure the page: %v", name, err)
+		}
+		if l.PageWidth > l.ViewportWidth {
+			t.Errorf("%s: the page scrolls sideways: %d px wide in a %d px viewport; sticking out: %q",
+				name, l.PageWidth, l.ViewportWidth, l.Overflowing)
+		}
+		if !dashboard {
+			return
+		}
+		if len(l.Misaligned) > 0 {
+			t.Errorf("%s: a card's big numbers do not line up (bottoms or right edges, px): %q", name, l.Misaligned)
+		}
+		if len(l.BrokenWords) > 0 {
+			t.Errorf("%s: instances table cells break inside a word: %q", name, l.BrokenWords)
+		}
+		if len(l.ChartLabels) > 0 && len(l.OverlappingLabels) > 0 {
+			t.Errorf("%s: latency chart labels overlap: %q (labels %q)", name, l.OverlappingLabels, l.ChartLabels)
+		}
+	}
 
 	// 1. The dashboard; Buy drops the stock by one.
-	run("open the dashboard", chromedp.Navigate(front+"/"))
-	until("the first poll", `document.body.dataset.ready === '1' && !!`+phone+` && `+phone+`.dataset.stock !== undefined`)
+	width(1400)
+	openDashboard("en")
 	stock := number(phone + `.dataset.stock`)
 	run("click Buy", chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="buy"]`)))
 	until("stock to drop after Buy", fmt.Sprintf(`Number(%s.dataset.stock) === %d`, phone, stock-1))
 	until("the buy to be reported", `document.getElementById('status').textContent.includes('bought 1')`)
-	shot("01-dashboard-after-buy.png")
+	check("1,400 px, English", true)
+	shot("dashboard-1400-en-after-buy.png")
 
 	// 2. unlocked: the token dialog, then a burst that oversells.
 	switchStage := func(stage string, askToken bool) {
@@ -148,35 +148,258 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("unlocked burst: oversold = %d, want > 0", over)
 	}
 	until("the card to say OVERSOLD", phone+`.innerText.includes('OVERSOLD')`)
-	shot("02-unlocked-oversold.png")
+	check("1,400 px, English, unlocked oversold", true)
+	shot("dashboard-1400-en-unlocked-oversold.png")
 
 	// 3. redis-lock: reset, burst, nothing oversold.
 	switchStage("redis-lock", false)
 	run("reset the phone", chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="reset"]`)))
-	until("the reset", `Number(`+phone+`.dataset.oversold) === 0 && `+phone+`.innerText.includes('Conserved')`)
+	until("the reset", `Number(`+phone+`.dataset.oversold) === 0 && `+phone+`.dataset.stock === `+phone+`.dataset.initial && `+phone+`.innerText.includes('Conserved')`)
 	if over := burst(); over != 0 {
 		t.Errorf("redis-lock burst: oversold = %d, want 0", over)
 	}
 	until("the card to show no oversell", `Number(`+phone+`.dataset.oversold) === 0`)
-	shot("03-redis-lock-no-oversell.png")
+	check("1,400 px, English, after a redis-lock burst", true)
+	shot("dashboard-1400-en-redis-lock.png")
+
+	// 3b. redis-stream: buys are accepted at once and the orders panel
+	// watches the queue drain until every unit sold is a confirmed order.
+	switchStage("redis-stream", false)
+	run("reset the phone", chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="reset"]`)))
+	until("the reset", `Number(`+phone+`.dataset.oversold) === 0 && `+phone+`.dataset.stock === `+phone+`.dataset.initial && `+phone+`.innerText.includes('Conserved')`)
+	initial := number(phone + `.dataset.stock`)
+	if over := burst(); over != 0 {
+		t.Errorf("redis-stream burst: oversold = %d, want 0", over)
+	}
+	const queue = `document.querySelector('[data-stream="product-1"]')`
+	field := func(f string) string { return queue + `.querySelector('[data-field="` + f + `"]').textContent` }
+	until("the order queue to drain", `!!`+queue+` && `+field("pending_orders")+` === '0' && Number(`+field("orders")+`) > 0 && Number(`+field("orders")+`) === `+fmt.Sprint(initial)+` - Number(`+phone+`.dataset.stock)`)
+	check("1,400 px, English, after a redis-stream burst", true)
+	shot("dashboard-1400-en-redis-stream.png")
+	switchStage("redis-lock", false)
+
+	// 4. The same page on a phone, then in large type at both widths.
+	width(390)
+	check("390 px, English", true)
+	shot("dashboard-390-en.png")
 	run("large type", chromedp.Click(chromedp.CSS(`#large`)))
 	until("large type", `document.documentElement.classList.contains('large')`)
-	shot("04-large-type.png")
+	check("390 px, English, large type", true)
+	shot("dashboard-390-en-large.png")
+	width(1400)
+	check("1,400 px, English, large type", true)
+	shot("dashboard-1400-en-large.png")
+	run("normal type", chromedp.Click(chromedp.CSS(`#large`)))
+	until("normal type", `!document.documentElement.classList.contains('large')`)
 
-	// 4. A workshop page in both languages.
-	for _, c := range []struct{ lang, want string }{{"en", "Stage 1"}, {"zh", "阶段 1"}} {
-		run("open the workshop in "+c.lang,
-			chromedp.Navigate(front+"/workshop/stage-unlocked.html?lang="+c.lang),
-			chromedp.WaitVisible(chromedp.CSS(`main h1`)))
-		h1, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('main h1').innerText`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(h1, c.want) {
-			t.Errorf("workshop heading in %s = %q, want it to contain %q", c.lang, h1, c.want)
-		}
-		shot("05-workshop-" + c.lang + ".png")
+	// 5. 中文: the switch reloads the page in Chinese; a burst and a buy
+	// draw the strings that only appear after them.
+	run("switch to 中文", chromedp.Click(chromedp.CSS(`.langs a[data-lang="zh"]`)))
+	until("the Chinese dashboard", `document.documentElement.dataset.lang === 'zh' && document.body.dataset.ready === '1' && !!`+phone+` && `+phone+`.dataset.stock !== undefined`)
+	if over := burst(); over != 0 {
+		t.Errorf("redis-lock burst (中文): oversold = %d, want 0", over)
 	}
+	run("click 购买", chromedp.Evaluate[chromedp.Void](`document.getElementById('status').textContent = ''`),
+		chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="buy"]`)))
+	until("the buy to be reported", `document.getElementById('status').textContent !== ''`)
+	for _, w := range []int{1400, 390} {
+		width(w)
+		name := fmt.Sprintf("%d px, 中文", w)
+		check(name, true)
+		english, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](untranslated))
+		if err != nil {
+			t.Fatalf("%s: look for English: %v", name, err)
+		}
+		if len(english) > 0 {
+			t.Errorf("%s: English left on the Chinese dashboard: %q", name, english)
+		}
+		shot(fmt.Sprintf("dashboard-%d-zh.png", w))
+	}
+	run("switch back to English", chromedp.Click(chromedp.CSS(`.langs a[data-lang="en"]`)))
+	until("the English dashboard", `document.documentElement.dataset.lang === 'en' && document.body.dataset.ready === '1'`)
+	chinese, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.body.querySelectorAll('*')].filter(e =>
+		!e.closest('.langs') && e.checkVisibility() && [...e.childNodes].some(n => n.nodeType === 3 && /[\u4e00-\u9fff]/.test(n.textContent))).map(e => e.textContent.trim().slice(0, 60))`))
+	if err != nil || len(chinese) > 0 {
+		t.Errorf("Chinese left on the English dashboard: %q (%v)", chinese, err)
+	}
+
+	// 6. Every workshop page in both languages fits a phone; one page is
+	// photographed at both widths in each language.
+	pages := []string{"index.html"}
+	if err := chromedp.Do(bctx, chromedp.Navigate(front+"/workshop/?lang=en")); err != nil {
+		t.Fatal(err)
+	}
+	links, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('ol.toc a')].map(a => a.getAttribute('href'))`))
+	if err != nil || len(links) < 11 {
+		t.Fatalf("the workshop index lists %q (%v), want every stage and pitfall page", links, err)
+	}
+	pages = append(pages, links...)
+	for _, c := range []struct{ lang, want string }{{"en", "Stage 3"}, {"zh", "阶段 3"}} {
+		for _, w := range []int{1400, 390} {
+			width(w)
+			for _, page := range pages {
+				run("open "+page+" in "+c.lang, chromedp.Navigate(front+"/workshop/"+page+"?lang="+c.lang),
+					chromedp.WaitVisible(chromedp.CSS(`main h1`)))
+				check(fmt.Sprintf("%s, %d px, %s", page, w, c.lang), false)
+				if page != "stage-redis-lock.html" {
+					continue
+				}
+				h1, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('main h1').innerText`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(h1, c.want) {
+					t.Errorf("workshop heading in %s = %q, want it to contain %q", c.lang, h1, c.want)
+				}
+				shot(fmt.Sprintf("workshop-%d-%s.png", w, c.lang))
+			}
+		}
+	}
+}
+
+// pageLayout is what a reader sees of a page at one viewport width.
+type pageLayout struct {
+	ViewportWidth     int      `json:"viewportWidth"`
+	PageWidth         int      `json:"pageWidth"`
+	Overflowing       []string `json:"overflowing"`
+	Misaligned        []string `json:"misaligned"`
+	BrokenWords       []string `json:"brokenWords"`
+	ChartLabels       []string `json:"chartLabels"`
+	OverlappingLabels []string `json:"overlappingLabels"`
+}
+
+// measureLayout returns a pageLayout. Overflowing names the outermost
+// elements whose right edge is past the viewport (outside any box that
+// scrolls on its own), for the failure message.
+const measureLayout = `(() => {
+	const vw = window.innerWidth;
+	const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\s+/).join('.') : '');
+	const scrolls = e => { for (let p = e.parentElement; p; p = p.parentElement) { const o = getComputedStyle(p).overflowX; if (o !== 'visible' && p !== document.documentElement && p !== document.body) return true; } return false; };
+	const overflowing = [];
+	for (const e of document.body.querySelectorAll('*')) {
+		const r = e.getBoundingClientRect();
+		if (r.width > 0 && r.right > vw + 0.5 && !scrolls(e) && !(e.parentElement && e.parentElement.getBoundingClientRect().right > vw + 0.5)) {
+			overflowing.push(name(e) + ' right=' + Math.round(r.right) + ' "' + e.textContent.trim().slice(0, 40) + '"');
+		}
+	}
+	// Lines a node's text takes: distinct tops of its line boxes.
+	const lines = node => { const r = document.createRange(); r.selectNodeContents(node);
+		return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size; };
+	const misaligned = [];
+	for (const card of document.querySelectorAll('[data-item]')) {
+		const dds = [...card.querySelectorAll('.nums dd')].map(d => d.getBoundingClientRect());
+		const same = f => Math.max(...dds.map(f)) - Math.min(...dds.map(f)) <= 1;
+		if (dds.length && !same(r => r.bottom) && !same(r => r.right)) {
+			misaligned.push(card.dataset.item + ' bottoms ' + dds.map(r => Math.round(r.bottom)).join('/') + ', rights ' + dds.map(r => Math.round(r.right)).join('/'));
+		}
+	}
+	const brokenWords = [...document.querySelectorAll('#fleet tbody td')].filter(td => lines(td) > 1).map(td => td.textContent.trim());
+	const labels = [...document.querySelectorAll('svg.chart text')].filter(x => /^p(50|95|99) /.test(x.textContent));
+	const overlapping = [];
+	labels.forEach((a, i) => labels.slice(i + 1).forEach(b => {
+		const p = a.getBoundingClientRect(), q = b.getBoundingClientRect();
+		if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) overlapping.push(a.textContent + ' × ' + b.textContent);
+	}));
+	if (!overflowing.length) { // nothing outermost: name the widest of any
+		const all = [...document.body.querySelectorAll('*')].map(e => [e, e.getBoundingClientRect().right]).filter(([, r]) => r > vw + 0.5).sort((a, b) => b[1] - a[1]);
+		for (const [e, r] of all.slice(0, 8)) overflowing.push(name(e) + ' right=' + Math.round(r));
+		const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT); // text that runs out of its box
+		for (let n; (n = walk.nextNode()) && overflowing.length < 8;) {
+			const r = document.createRange(); r.selectNodeContents(n);
+			if ([...r.getClientRects()].some(x => x.right > vw + 0.5) && !scrolls(n)) overflowing.push('text in ' + name(n.parentElement) + ' "' + n.textContent.trim().slice(0, 40) + '"');
+		}
+	}
+	return {
+		viewportWidth: vw, pageWidth: document.documentElement.scrollWidth, overflowing: overflowing.slice(0, 8),
+		misaligned, brokenWords, chartLabels: labels.map(x => x.textContent), overlappingLabels: overlapping,
+	};
+})()`
+
+// untranslated lists the English words visible on the Chinese dashboard,
+// outside what stays English in both languages: code, keys, stage and
+// item names, instance names, user ids, paths and units.
+const untranslated = `(() => {
+	const keep = new Set(['seckill', 'N', 'ms', 'p50', 'p95', 'p99', 'xx', 'English', 'HTTP', 'Redis']); // names stay in English
+	const data = [...document.querySelectorAll('[data-field="name"], #fleet td:first-child')].map(e => e.textContent.trim()).filter(Boolean);
+	const stages = [...document.querySelectorAll('#stage-buttons [data-stage]')].map(b => b.dataset.stage);
+	const found = [];
+	const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+	for (let n; (n = walk.nextNode());) {
+		const p = n.parentElement;
+		if (!p || p.closest('code, kbd, option, script, style, .langs') || !p.checkVisibility()) continue;
+		let text = n.textContent;
+		for (const d of [...data, ...stages].sort((a, b) => b.length - a.length)) text = text.split(d).join(' ');
+		text = text.replace(/\S*\/\S*/g, ' ').replace(/web-[a-z0-9]+-\d+/g, ' ');
+		for (const w of text.match(/[A-Za-z][A-Za-z0-9]*/g) || []) if (!keep.has(w)) found.push(w + ' in "' + n.textContent.trim().slice(0, 50) + '"');
+	}
+	return found;
+})()`
+
+// browserSession is one headless chromium for one test, and the folder
+// its screenshots go to (test-artifacts/web/ at the repository root).
+type browserSession struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	began time.Time
+}
+
+// startBrowser starts Debian's chromium at 1,400 × 1,000 px for at most
+// timeout; it is closed when the test ends. Without chromium the test is
+// skipped (failed under CI=true).
+func startBrowser(t *testing.T, timeout time.Duration) *browserSession {
+	t.Helper()
+	path := findChromium()
+	if path == "" {
+		testenv.Unavailable(t, "chromium is not installed (run .ci/setup-browser.sh, or apt-get install chromium)")
+	}
+	shots, err := filepath.Abs(filepath.Join("..", "test-artifacts", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	// The first action starts the browser, which lives as long as the
+	// context of that action: this one, not a step's shorter one.
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1400, 1000)); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return &browserSession{t: t, ctx: bctx, shots: shots, began: time.Now()}
+}
+
+// shot saves a screenshot of the whole page as name (a PNG).
+func (b *browserSession) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(b.shots, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("%5.1fs screenshot %s", time.Since(b.began).Seconds(), path)
 }
 
 // findChromium returns Debian's chromium, never a downloaded browser.
@@ -189,104 +412,183 @@ func findChromium() string {
 	return ""
 }
 
-// startDemo builds the binary and runs `seckill demo` on free loopback
-// ports; it returns the front page's URL and stops the demo at cleanup.
-func startDemo(t *testing.T, root string) string {
+// startDemo runs `seckill demo` (built once per test binary) on free
+// loopback ports and returns the front page's URL. testkit stops it at
+// cleanup with SIGINT and fails the test unless it exits cleanly. env
+// entries (KEY=value) override the demo's environment.
+func startDemo(t *testing.T, env ...string) string {
 	t.Helper()
+	bin := testkit.BuildSeckill(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/seckill")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	addrs := testkit.FreeAddrs(t, 4)
+	var urls []string
+	for _, a := range addrs {
+		urls = append(urls, "http://"+a)
 	}
-	ports := freePorts(t, 4)
-	front := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	var inst []string
-	for _, p := range ports[1:] {
-		inst = append(inst, fmt.Sprintf("127.0.0.1:%d", p))
-	}
-	var logs syncBuffer
-	cmd := exec.Command(bin, "demo", "-addr", front, "-instances", strings.Join(inst, ","))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	e := append(os.Environ(),
 		"SECKILL_DEMO_DB="+filepath.Join(dir, "demo.db"),
 		"SECKILL_ADMIN_TOKEN="+adminToken,
 		"SECKILL_LAB_REPORTS="+filepath.Join(dir, "reports"),
 	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+	e = append(e, env...) // os/exec keeps the last value of a key
+	testkit.StartProcess(t, bin, e, urls, "demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ","))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := testkit.WaitHealthy(ctx, urls[0]+"/readyz", nil); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT) // graceful shutdown; the demo's exit status is checked below
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+	return urls[0]
+}
+
+// TestLabPageInBrowser runs the real lab against `seckill demo` with small
+// numbers and opens its report at 1,400 × 1,000 px, as a workshop projector
+// shows it: the summary chart comes first, the table fits without sideways
+// scrolling, every verdict is one line, a row's details open, and a sweep
+// adds its charts and knees. Screenshots go to test-artifacts/web/.
+func TestLabPageInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser, the demo and the lab; skipped with -short")
+	}
+	b := startBrowser(t, 3*time.Minute)
+	bctx, shot := b.ctx, b.shot
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports := t.TempDir()
+	front := startDemo(t, "SECKILL_LAB_REPORTS="+reports)
+	instances := demoInstances(t, front)
+
+	lab := filepath.Join(t.TempDir(), "lab")
+	build := exec.Command("go", "build", "-o", lab, "./loadtest")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./loadtest: %v\n%s", err, out)
+	}
+	// runLab runs the lab into the demo's reports folder. A failed verdict
+	// (exit status 1) still writes a report, which is what the page shows;
+	// anything else is a broken run.
+	runLab := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(lab, append([]string{"--targets", strings.Join(instances, ","), "--report-dir", reports,
+			"--stock", "20", "--buyers", "100", "--workers", "16", "--max-duration", "3s", "--timeout", "5s"}, args...)...)
+		cmd.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN="+adminToken, "NO_COLOR=1")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+			t.Fatalf("the lab: %v\n%s", err, out)
 		}
-		if t.Failed() {
-			t.Logf("demo output:\n%s", logs.String())
+		t.Logf("lab output:\n%s", out)
+	}
+
+	open := func() {
+		t.Helper()
+		if err := chromedp.Do(bctx, chromedp.EmulateViewport(1400, 1000), chromedp.Navigate(front+"/lab.html")); err != nil {
+			t.Fatalf("open the lab page: %v", err)
 		}
-	})
-	url := "http://" + front
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
+		const ready = `document.body.dataset.ready === '1' && [...document.images].every(i => i.complete && i.naturalWidth > 0)`
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](ready)); err == nil && ok {
+				return
 			}
+			if time.Now().After(deadline) {
+				shot("failed-lab.png")
+				t.Fatalf("the lab page did not render with every chart loaded (%s)", ready)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("demo exited early: %v\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("demo not ready within 20s\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	// layout is what the page looks like to a reader at 1,400 px.
+	type layout struct {
+		ViewportWidth   int      `json:"viewportWidth"`
+		PageWidth       int      `json:"pageWidth"`
+		TableWidth      int      `json:"tableWidth"`
+		TableBoxWidth   int      `json:"tableBoxWidth"`
+		ChartFirst      bool     `json:"chartFirst"`
+		ChartWidth      int      `json:"chartWidth"`
+		Rows            int      `json:"rows"`
+		WrappedVerdicts []string `json:"wrappedVerdicts"`
+		SweepCharts     int      `json:"sweepCharts"`
+		Knees           int      `json:"knees"`
+	}
+	const measure = `(() => {
+		const box = document.querySelector('.lab-scroll'), table = document.getElementById('lab-table');
+		const chart = document.querySelector('#lab-summary img');
+		const wrapped = [...document.querySelectorAll('td.lab-verdict')].filter(td =>
+			td.getBoundingClientRect().height >= 2 * parseFloat(getComputedStyle(td).lineHeight)).map(td => td.innerText);
+		return {
+			viewportWidth: document.documentElement.clientWidth, pageWidth: document.documentElement.scrollWidth,
+			tableWidth: box.scrollWidth, tableBoxWidth: box.clientWidth,
+			chartFirst: !!chart && chart.getBoundingClientRect().bottom <= table.getBoundingClientRect().top,
+			chartWidth: chart ? chart.getBoundingClientRect().width : 0,
+			rows: document.querySelectorAll('#lab-table tr[data-stage]').length,
+			wrappedVerdicts: wrapped,
+			sweepCharts: document.querySelectorAll('#lab-sweep img').length,
+			knees: document.querySelectorAll('#lab-sweep .knees li').length,
+		};
+	})()`
+	check := func(wantRows int) layout {
+		t.Helper()
+		l, err := chromedp.Run(bctx, chromedp.Evaluate[layout](measure))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("measure the page: %v", err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if l.TableWidth > l.TableBoxWidth || l.PageWidth > l.ViewportWidth {
+			t.Errorf("sideways scrolling at 1,400 px: table %d px in a %d px box, page %d px in a %d px viewport",
+				l.TableWidth, l.TableBoxWidth, l.PageWidth, l.ViewportWidth)
+		}
+		if !l.ChartFirst || l.ChartWidth < 1000 {
+			t.Errorf("the summary chart must come first, across the page: first=%v, %d px wide", l.ChartFirst, l.ChartWidth)
+		}
+		if l.Rows != wantRows {
+			t.Errorf("the table has %d stage rows, want %d", l.Rows, wantRows)
+		}
+		if len(l.WrappedVerdicts) > 0 {
+			t.Errorf("verdicts wrap onto a second line: %q", l.WrappedVerdicts)
+		}
+		return l
 	}
-	for _, l := range ls {
-		_ = l.Close() // freed for the demo to bind
+
+	// The default report: three scenarios, every stage.
+	stages := len(inventory.Stages)
+	runLab()
+	open()
+	check(3 * stages)
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#lab-table tr[data-stage] button.details`))); err != nil {
+		t.Fatalf("open a row's details: %v", err)
 	}
-	return ports
+	detail, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const d = document.querySelector('#lab-table tr.detail:not([hidden])'); return d ? d.innerText : ''; })()`))
+	if err != nil || !strings.Contains(detail, "p99.9") || !strings.Contains(detail, "HDR histogram") {
+		t.Errorf("the opened details read %q (%v), want the percentiles and the HDR file", detail, err)
+	}
+	shot("06-lab-1400.png")
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#lab-table tr[data-stage] button.details`))); err != nil {
+		t.Fatalf("close a row's details: %v", err)
+	}
+
+	// A sweep: two levels of one scenario, with the scaling charts.
+	runLab("--scenarios", "buy", "--sweep", "8,32")
+	open()
+	if l := check(2 * stages); l.SweepCharts != 3 || l.Knees != stages {
+		t.Errorf("the sweep shows %d charts and %d knees, want 3 and %d", l.SweepCharts, l.Knees, stages)
+	}
+	shot("07-lab-sweep-1400.png")
 }
 
-// syncBuffer collects the demo's output; the test may read it while the
-// demo still writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// demoInstances asks the demo's front page for its instances' URLs.
+func demoInstances(t *testing.T, front string) []string {
+	t.Helper()
+	resp, err := http.Get(front + "/demo/instances")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Instances []string `json:"instances"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Instances) == 0 {
+		t.Fatalf("GET /demo/instances: %v %+v", err, body)
+	}
+	return body.Instances
 }

@@ -1,7 +1,8 @@
 // Package metrics exports what a workshop or an operator wants to watch in
 // Prometheus form: request latency by route and status, buy outcomes by
-// stage, the lock's acquire latency, waits, renewals and losses, and what
-// the reconcile job found. Each instance has its own registry, so the three
+// stage, the lock's acquire latency, waits, renewals and losses, what the
+// reconcile job found, redis-stream's queue (lag, pending entries, time to
+// confirm, dead letters) and the orders the payment timeout cancelled. Each instance has its own registry, so the three
 // instances of the demo report separately, as three processes would.
 package metrics
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
@@ -35,6 +37,14 @@ type Metrics struct {
 	recViol     prometheus.Gauge
 	recRepairs  prometheus.Counter
 	oversold    *prometheus.GaugeVec
+
+	toConfirm   *prometheus.HistogramVec
+	queued      *prometheus.GaugeVec
+	pendingEnts *prometheus.GaugeVec
+	deadLetters *prometheus.CounterVec
+	claimed     *prometheus.CounterVec
+	cancelled   prometheus.Counter
+	returned    prometheus.Counter
 }
 
 // latency buckets from 0.5 ms to 10 s: loopback lock handoffs are sub-ms,
@@ -67,8 +77,16 @@ func New(instance string) *Metrics {
 		recRepairs:  prometheus.NewCounter(prometheus.CounterOpts(f("reconcile_repairs_total", "Redis copies repaired and stale reservations settled."))),
 		oversold:    prometheus.NewGaugeVec(prometheus.GaugeOpts(f("oversold_units", "Units sold beyond the initial stock, per item, as of the last reconcile run.")), []string{"kind", "id"}),
 	}
+	m.toConfirm = prometheus.NewHistogramVec(h("stream_time_to_confirm_seconds", "redis-stream: time from a buy's 202 to its order's database write."), []string{"kind"})
+	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_lag_orders", "redis-stream: orders accepted and not yet written, per item, as a writer on this instance last saw it.")), []string{"kind", "id"})
+	m.pendingEnts = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_pending_entries", "redis-stream: stream entries delivered to a writer and not yet acknowledged, per item.")), []string{"kind", "id"})
+	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_dead_letters_total", "redis-stream: orders this instance's writer gave up on (their units went back), by reason.")), []string{"kind", "reason"})
+	m.claimed = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_claimed_total", "redis-stream: entries this instance's writer took over from a writer that stopped acknowledging.")), []string{"kind"})
+	m.cancelled = prometheus.NewCounter(prometheus.CounterOpts(f("orders_cancelled_total", "Orders cancelled unpaid by the payment-timeout runs of this instance.")))
+	m.returned = prometheus.NewCounter(prometheus.CounterOpts(f("units_returned_total", "Units the payment-timeout runs of this instance returned to the database stock.")))
 	m.reg.MustRegister(m.requests, m.inFlight, m.buys, m.lockAcquire, m.lockWaits, m.renewals, m.renewFails, m.lost,
 		m.recRuns, m.recViol, m.recRepairs, m.oversold,
+		m.toConfirm, m.queued, m.pendingEnts, m.deadLetters, m.claimed, m.cancelled, m.returned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -129,4 +147,24 @@ func (m *Metrics) ObserveReconcile(r reconcile.Result) {
 	for _, it := range r.Items {
 		m.oversold.WithLabelValues(it.Kind, strconv.FormatInt(it.ID, 10)).Set(float64(it.Oversold))
 	}
+}
+
+// WriterHooks returns the hooks of one kind's redis-stream order writer.
+func (m *Metrics) WriterHooks(kind string) inventory.WriterHooks {
+	return inventory.WriterHooks{
+		Confirmed:    func(d time.Duration) { m.toConfirm.WithLabelValues(kind).Observe(d.Seconds()) },
+		DeadLettered: func(reason string) { m.deadLetters.WithLabelValues(kind, reason).Inc() },
+		Claimed:      func(n int) { m.claimed.WithLabelValues(kind).Add(float64(n)) },
+		Backlog: func(id int64, queued, pending int) {
+			item := strconv.FormatInt(id, 10)
+			m.queued.WithLabelValues(kind, item).Set(float64(queued))
+			m.pendingEnts.WithLabelValues(kind, item).Set(float64(pending))
+		},
+	}
+}
+
+// ObserveExpiry records a payment-timeout run this instance performed.
+func (m *Metrics) ObserveExpiry(r reconcile.ExpiryResult) {
+	m.cancelled.Add(float64(r.Cancelled))
+	m.returned.Add(float64(r.Units))
 }

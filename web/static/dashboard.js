@@ -1,9 +1,15 @@
 // The seckill dashboard: polls the API every second, draws one card per
 // product and coupon batch, and drives the admin actions (stage switch,
 // reset, burst). No library: the latency chart is plain SVG.
+//
+// Two languages, chosen as on the workshop pages (prefs.js: ?lang=en|zh,
+// remembered): the page's fixed words are <span lang> pairs in index.html,
+// and every string drawn here goes through T(english, chinese).
 'use strict';
 
-const STAGES = ['unlocked', 'local-mutex', 'redis-lock', 'redlock', 'db-atomic', 'redis-atomic'];
+const ZH = document.documentElement.dataset.lang === 'zh';
+const T = (en, zh) => (ZH ? zh : en);
+
 const $ = (sel, el = document) => el.querySelector(sel);
 const el = (tag, attrs = {}, ...kids) => {
   const e = document.createElement(tag);
@@ -19,8 +25,11 @@ const svgEl = (tag, attrs = {}) => {
   return e;
 };
 
-const state = { fleet: null, stages: [], mode: '', items: new Map(), user: 0, burstMax: 2000, busy: false };
+const state = { stages: [], mode: '', items: new Map(), user: 0, burstMax: 2000 };
 const session = Math.random().toString(36).slice(2, 8);
+
+document.title = T('seckill dashboard', 'seckill 秒杀仪表盘');
+$('#stage-buttons').setAttribute('aria-label', T('Switch the stage of every instance (admin)', '切换所有实例的阶段（需要管理员令牌）'));
 
 // ---- HTTP -------------------------------------------------------------
 
@@ -30,21 +39,35 @@ async function getJSON(url) {
   return r.json();
 }
 
+// problemZH names the API's problem types (internal/httpapi/errors.go) in
+// Chinese; a type missing here shows the server's English title.
+const problemZH = {
+  'invalid-request': '请求无效', 'malformed-json': 'JSON 格式错误', 'unknown-mode': '未知阶段',
+  'mode-unavailable': '此实例不支持该阶段', 'unauthorized': '需要管理员令牌', 'forbidden': '管理员令牌错误',
+  'admin-disabled': '管理接口未开启', 'not-found': '不存在', 'sold-out': '已售罄',
+  'already-purchased': '已经买过', 'idempotency-in-flight': '同一请求仍在处理中',
+  'idempotency-mismatch': '幂等键被用于不同的请求', 'lock-timeout': '等锁超时', 'overloaded': '过载，请稍后重试',
+  'lock-lost': '锁已丢失，未写入', 'unavailable': '后端不可用', 'timeout': '请求超时', 'cancelled': '请求被取消',
+  'internal': '服务器内部错误',
+};
+
 // problemText turns a problem+json answer into one line.
 async function problemText(r) {
   try {
     const p = await r.json();
+    const slug = (p.type || '').replace(/^\/problems\//, '');
+    if (ZH) return problemZH[slug] || p.title || `HTTP ${r.status}`;
     return `${p.title || r.statusText}${p.detail ? ': ' + p.detail : ''}`;
-  } catch { return `${r.status} ${r.statusText}`; }
+  } catch { return `HTTP ${r.status} ${r.statusText}`; }
 }
 
 function token() { return sessionStorage.getItem('seckill.token') || ''; }
 
 // askToken opens the token dialog and resolves with the token, or '' when
 // the operator cancels.
-function askToken(reason) {
+function askToken(refused) {
   const dlg = $('#token-dialog'), input = $('#token-input');
-  $('#token-h').textContent = reason || 'Admin token';
+  $('#token-h').textContent = refused ? T('That token was refused. Admin token', '令牌被拒绝，请重新输入管理员令牌') : T('Admin token', '管理员令牌');
   input.value = '';
   return new Promise(resolve => {
     const done = v => { dlg.close(); cleanup(); resolve(v); };
@@ -63,7 +86,7 @@ function askToken(reason) {
 // when the server refuses it. It resolves with the Response, or null when
 // the operator cancelled.
 async function admin(method, url, body) {
-  let t = token() || await askToken('Admin token');
+  let t = token() || await askToken(false);
   for (let attempt = 0; t && attempt < 2; attempt++) {
     const r = await fetch(url, {
       method, headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer ' + t },
@@ -71,7 +94,7 @@ async function admin(method, url, body) {
     });
     if (r.status !== 401 && r.status !== 403) return r;
     sessionStorage.removeItem('seckill.token');
-    t = await askToken('That token was refused. Admin token');
+    t = await askToken(true);
   }
   return null;
 }
@@ -116,7 +139,7 @@ async function refresh() {
     renderItems(items);
     document.body.dataset.ready = '1';
   } catch (e) {
-    say('Cannot reach the API: ' + e.message, true);
+    say(T('Cannot reach the API: ', '无法连接 API：') + e.message, true);
   } finally {
     setTimeout(refresh, 1000);
   }
@@ -124,21 +147,28 @@ async function refresh() {
 
 // ---- fleet and stage --------------------------------------------------
 
+// shortURL drops the scheme: the table has room for host and port only.
+const shortURL = u => u.replace(/^https?:\/\//, '');
+
 function renderFleet(peers) {
   const tbody = $('#fleet tbody');
   tbody.replaceChildren(...peers.map(p => {
     const ok = p.healthy && p.ready;
+    const health = ok ? T('✓ up', '✓ 正常') : (p.healthy ? T('✗ not ready', '✗ 未就绪') : T('✗ DOWN', '✗ 宕机'));
     return el('tr', {},
-      el('td', { text: p.instance || '?' }),
-      el('td', { class: ok ? 'up' : 'down', text: ok ? '✓ up' : (p.healthy ? '✗ not ready' : '✗ DOWN'), title: p.error || '' }),
-      el('td', {}, el('code', { text: p.mode || '?' })),
-      el('td', { class: 'muted', text: p.url }));
+      el('td', { class: 'nowrap', 'data-label': T('Instance', '实例') }, el('span', { text: p.instance || '?' })),
+      el('td', { class: ok ? 'nowrap up' : 'nowrap down', 'data-label': T('Health', '状态'), title: p.error || '' }, el('span', { text: health })),
+      el('td', { class: 'nowrap', 'data-label': T('Stage', '阶段') }, el('code', { text: p.mode || '?' })),
+      el('td', { class: 'nowrap url', 'data-label': T('Address', '地址') }, el('a', { href: p.url + '/', text: shortURL(p.url) })));
   }));
   const modes = [...new Set(peers.filter(p => p.mode).map(p => p.mode))];
   state.mode = modes.length === 1 ? modes[0] : '';
-  $('#stage-now').textContent = modes.length === 1 ? modes[0] : `mixed: ${modes.join(', ')}`;
+  $('#stage-now').textContent = modes.length === 1 ? modes[0] : T('mixed: ', '不一致：') + modes.join(', ');
   document.body.dataset.stage = state.mode;
-  const avail = STAGES.filter(s => peers.every(p => !p.stages || p.stages.includes(s)));
+  // The stages every instance offers, in the order the API lists them
+  // (inventory.Stages: the teaching order).
+  const first = peers.find(p => p.stages) || { stages: [] };
+  const avail = first.stages.filter(s => peers.every(p => !p.stages || p.stages.includes(s)));
   if (avail.join() !== state.stages.join()) {
     state.stages = avail;
     $('#stage-buttons').replaceChildren(...avail.map(s => {
@@ -151,14 +181,14 @@ function renderFleet(peers) {
 }
 
 async function switchStage(mode) {
-  say(`Switching every instance to ${mode}…`);
+  say(T(`Switching every instance to ${mode}…`, `正在把所有实例切换到 ${mode}…`));
   const r = await admin('PUT', '/api/v1/admin/fleet/mode', { mode });
-  if (!r) { say('Stage not switched: no admin token.'); return; }
-  if (r.ok) { say(`Every instance now runs ${mode}.`); refresh1(); return; }
+  if (!r) { say(T('Stage not switched: no admin token.', '未切换阶段：没有管理员令牌。')); return; }
+  if (r.ok) { say(T(`Every instance now runs ${mode}.`, `所有实例现在运行 ${mode}。`)); refresh1(); return; }
   if (r.status === 502) {
     const b = await r.json();
-    say('Some instances refused: ' + b.peers.filter(p => p.error).map(p => `${p.url}: ${p.error}`).join('; '), true);
-  } else say('Stage not switched: ' + await problemText(r), true);
+    say(T('Some instances refused: ', '部分实例拒绝了切换：') + b.peers.filter(p => p.error).map(p => `${p.url}: ${p.error}`).join('; '), true);
+  } else say(T('Stage not switched: ', '未切换阶段：') + await problemText(r), true);
 }
 
 let refreshing = null;
@@ -168,20 +198,25 @@ function refresh1() { // one extra refresh now, without starting a second loop
 
 // ---- item cards -------------------------------------------------------
 
+const kindName = it => it.kind === 'product' ? T(`product #${it.id}`, `商品 #${it.id}`) : T(`coupon batch #${it.id}`, `优惠券批次 #${it.id}`);
+
 function card(it) {
   const key = `${it.kind}-${it.id}`;
   const c = el('article', { class: 'card', 'data-item': key, 'aria-labelledby': `h-${key}` });
   const num = (label, field) => el('div', {}, el('dt', { text: label }), el('dd', { 'data-field': field, text: '–' }));
   c.append(
-    el('h3', { id: `h-${key}` }, el('span', { 'data-field': 'name', text: it.name }), el('span', { class: 'kind', text: it.kind === 'product' ? `product #${it.id}` : `coupon batch #${it.id}` })),
-    el('dl', { class: 'nums' }, num('Initial stock', 'initial_stock'), num('Stock left', 'stock'), num(it.kind === 'product' ? 'Sold' : 'Grabbed', 'sold')),
+    el('h3', { id: `h-${key}` }, el('span', { 'data-field': 'name', text: it.name }), el('span', { class: 'kind', text: kindName(it) })),
+    el('dl', { class: 'nums' },
+      num(T('Initial stock', '初始库存'), 'initial_stock'),
+      num(T('Stock left', '剩余库存'), 'stock'),
+      num(it.kind === 'product' ? T('Sold', '已售') : T('Grabbed', '已领取'), 'sold')),
     el('div', { class: 'verdicts' },
-      el('div', { class: 'verdict', 'data-verdict': 'oversold' }, el('span', { 'data-field': 'oversold-label', text: 'Oversold' }), ' ', el('span', { class: 'n', 'data-field': 'oversold', text: '0' })),
+      el('div', { class: 'verdict', 'data-verdict': 'oversold' }, el('span', { 'data-field': 'oversold-label', text: T('Oversold', '超卖') }), ' ', el('span', { class: 'n', 'data-field': 'oversold', text: '0' })),
       el('div', { class: 'verdict', 'data-verdict': 'conserved', 'data-field': 'conserved', text: '–' })),
   );
-  const buy = el('button', { type: 'button', class: 'primary', 'data-action': 'buy', text: it.kind === 'product' ? 'Buy' : 'Grab' });
+  const buy = el('button', { type: 'button', class: 'primary', 'data-action': 'buy', text: it.kind === 'product' ? T('Buy', '购买') : T('Grab', '领取') });
   buy.addEventListener('click', () => buyOne(it.kind, it.id, buy));
-  const reset = el('button', { type: 'button', 'data-action': 'reset', text: 'Reset stock' });
+  const reset = el('button', { type: 'button', 'data-action': 'reset', text: T('Reset stock', '重置库存') });
   reset.addEventListener('click', () => resetItem(it.kind, it.id));
   c.append(el('div', { class: 'actions' }, buy, reset, el('span', { class: 'muted', 'data-field': 'orders' })));
   return c;
@@ -196,7 +231,7 @@ function renderItems(items) {
     if (!c) {
       c = card(it);
       box.append(c);
-      sel.append(el('option', { value: key, text: `${it.name} (${it.kind} #${it.id})` }));
+      sel.append(el('option', { value: key, text: `${it.name} (${kindName(it)})` }));
     }
     const a = it.audit;
     state.items.set(key, it);
@@ -205,17 +240,19 @@ function renderItems(items) {
     set('stock', a.stock);
     set('sold', a.sold);
     set('oversold', a.oversold);
-    set('orders', `${a.orders} ${it.kind === 'product' ? 'orders' : 'grabs'}`);
+    set('orders', it.kind === 'product' ? T(`${a.orders} orders`, `${a.orders} 笔订单`) : T(`${a.orders} grabs`, `${a.orders} 次领取`));
     const bad = a.oversold > 0;
     const ov = c.querySelector('[data-verdict="oversold"]');
     ov.classList.toggle('bad', bad);
-    set('oversold-label', bad ? '⚠ OVERSOLD' : '✓ Oversold');
+    set('oversold-label', bad ? T('⚠ OVERSOLD', '⚠ 已超卖') : T('✓ Oversold', '✓ 超卖'));
     const cons = c.querySelector('[data-verdict="conserved"]');
     cons.classList.toggle('bad', !a.conserved);
-    cons.textContent = a.conserved ? '✓ Conserved' : '✗ NOT conserved';
+    cons.textContent = a.conserved ? T('✓ Conserved', '✓ 守恒') : T('✗ NOT conserved', '✗ 不守恒');
     c.classList.toggle('is-bad', bad || !a.conserved);
     c.dataset.oversold = a.oversold;
     c.dataset.stock = a.stock;
+    c.dataset.initial = a.initial_stock;
+    c.dataset.conserved = a.conserved ? '1' : '0';
   }
 }
 
@@ -228,11 +265,17 @@ async function buyOne(kind, id, btn) {
       headers: { 'Content-Type': 'application/json', 'Idempotency-Key': user },
       body: JSON.stringify(kind === 'product' ? { user_id: user, quantity: 1 } : { user_id: user }),
     });
-    const where = `on ${r.headers.get('X-Seckill-Instance') || '?'} (stage ${r.headers.get('X-Seckill-Mode') || '?'})`;
-    if (r.ok) say(`${user} ${kind === 'product' ? 'bought 1' : 'grabbed a coupon'} ${where}.`);
-    else say(`${user} was refused ${where}: ${await problemText(r)}`, r.status >= 500);
+    const inst = r.headers.get('X-Seckill-Instance') || '?', mode = r.headers.get('X-Seckill-Mode') || '?';
+    const where = T(`on ${inst} (stage ${mode})`, `（实例 ${inst}，阶段 ${mode}）`);
+    if (r.ok) {
+      say(kind === 'product' ? T(`${user} bought 1 ${where}.`, `${user} 买到 1 件${where}。`) : T(`${user} grabbed a coupon ${where}.`, `${user} 领到一张优惠券${where}。`));
+      $('#status').dataset.outcome = 'created';
+    } else {
+      say(T(`${user} was refused ${where}: `, `${user} 被拒绝${where}：`) + await problemText(r), r.status >= 500);
+      $('#status').dataset.outcome = 'refused';
+    }
   } catch (e) {
-    say('Buy failed: ' + e.message, true);
+    say(T('Buy failed: ', '购买失败：') + e.message, true);
   } finally {
     btn.disabled = false;
     refresh1();
@@ -243,9 +286,10 @@ async function resetItem(kind, id, quiet) {
   const it = state.items.get(`${kind}-${id}`);
   const stock = it ? it.audit.initial_stock : 100;
   const r = await admin('POST', `/api/v1/admin/${kind}s/${id}/reset`, { stock });
-  if (!r) { say('Not reset: no admin token.'); return false; }
-  if (!r.ok) { say('Not reset: ' + await problemText(r), true); return false; }
-  if (!quiet) say(`${it ? it.name : kind + ' ' + id} reset to ${stock}; its orders are gone.`);
+  if (!r) { say(T('Not reset: no admin token.', '未重置：没有管理员令牌。')); return false; }
+  if (!r.ok) { say(T('Not reset: ', '未重置：') + await problemText(r), true); return false; }
+  const name = it ? it.name : `${kind} ${id}`;
+  if (!quiet) say(T(`${name} reset to ${stock}; its orders are gone.`, `${name} 已重置为 ${stock} 件，订单已清空。`));
   refresh1();
   return true;
 }
@@ -257,15 +301,16 @@ async function runBurst(ev) {
   const [kind, id] = $('#burst-item').value.split('-');
   const n = Number($('#burst-n').value);
   const out = $('#burst-out');
-  if (!(n >= 1 && n <= state.burstMax)) { say(`N must be between 1 and ${state.burstMax}.`, true); return; }
+  if (!(n >= 1 && n <= state.burstMax)) { say(T(`N must be between 1 and ${state.burstMax}.`, `N 必须在 1 到 ${state.burstMax} 之间。`), true); return; }
   const btn = $('#burst-run');
   btn.disabled = true;
   try {
     if ($('#burst-reset').checked && !await resetItem(kind, Number(id), true)) return;
-    out.replaceChildren(el('p', { class: 'headline', text: `Firing ${n} buys at once under ${state.mode || 'the current stage'}…` }));
+    const stage = state.mode || T('the current stage', '当前阶段');
+    out.replaceChildren(el('p', { class: 'headline', text: T(`Firing ${n} buys at once under ${stage}…`, `正在以 ${stage} 同时发出 ${n} 个购买请求…`) }));
     const r = await admin('POST', '/api/v1/admin/burst', { kind, item_id: Number(id), n });
-    if (!r) { out.replaceChildren(el('p', { text: 'No burst: no admin token.' })); return; }
-    if (!r.ok) { out.replaceChildren(el('p', { class: 'headline bad', text: 'Burst refused: ' + await problemText(r) })); return; }
+    if (!r) { out.replaceChildren(el('p', { text: T('No burst: no admin token.', '未发起：没有管理员令牌。') })); return; }
+    if (!r.ok) { out.replaceChildren(el('p', { class: 'headline bad', text: T('Burst refused: ', '抢购被拒绝：') + await problemText(r) })); return; }
     renderBurst(await r.json());
   } finally {
     btn.disabled = false;
@@ -277,53 +322,113 @@ function renderBurst(res) {
   const out = $('#burst-out');
   const a = res.audit;
   const stages = Object.keys(res.stages).join(', ') || '?';
+  const n = v => el('span', { class: 'n', 'data-field': 'oversold', text: v });
   let head;
-  if (!a) head = el('p', { class: 'headline bad', text: 'Burst done, but the audit failed: ' + res.audit_error });
-  else if (a.oversold > 0) head = el('p', { class: 'headline bad' }, `⚠ OVERSOLD by `, el('span', { 'data-field': 'oversold', text: a.oversold }), `: ${a.sold} sold from ${a.initial_stock} units under ${stages}.`);
-  else head = el('p', { class: 'headline good' }, '✓ No oversell (oversold ', el('span', { 'data-field': 'oversold', text: '0' }), `): ${a.sold} sold from ${a.initial_stock} units under ${stages}.`);
+  if (!a) head = el('p', { class: 'headline bad', text: T('Burst done, but the audit failed: ', '抢购完成，但审计失败：') + res.audit_error });
+  else if (a.oversold > 0) head = el('p', { class: 'headline bad' }, T('⚠ OVERSOLD by ', '⚠ 超卖 '), n(a.oversold),
+    T(`: ${a.sold} sold from ${a.initial_stock} units under ${stages}.`, ` 件：${stages} 下 ${a.initial_stock} 件库存卖出了 ${a.sold} 件。`));
+  else head = el('p', { class: 'headline good' }, T('✓ No oversell (oversold ', '✓ 没有超卖（超卖 '), n('0'),
+    T(`): ${a.sold} sold from ${a.initial_stock} units under ${stages}.`, `）：${stages} 下 ${a.initial_stock} 件库存卖出了 ${a.sold} 件。`));
   const c = res.counts;
-  const li = (label, v) => el('li', {}, `${label} `, el('b', { text: v }));
-  const counts = el('ul', { class: 'counts', 'aria-label': 'Outcomes' },
-    li('created', c.created), li('sold out', c.sold_out), li('lock timeout', c.lock_timeout),
-    li('other 4xx', c.other_4xx), li('5xx', c.server_errors), li('no answer', c.failed));
+  const li = (label, v, key) => el('li', { 'data-count': key }, `${label} `, el('b', { text: v }));
+  const counts = el('ul', { class: 'counts', 'aria-label': T('Outcomes', '结果') },
+    li(T('created', '下单成功'), c.created, 'created'), li(T('accepted (202)', '已受理 (202)'), c.accepted ?? 0, 'accepted'),
+    li(T('sold out', '售罄'), c.sold_out, 'sold_out'),
+    li(T('lock timeout', '等锁超时'), c.lock_timeout, 'lock_timeout'), li(T('other 4xx', '其他 4xx'), c.other_4xx, 'other_4xx'),
+    li(T('overloaded', '过载'), c.overloaded, 'overloaded'), li(T('other 5xx', '其他 5xx'), c.server_errors, 'server_errors'),
+    li(T('no answer', '无应答'), c.failed, 'failed'));
   const l = res.latency;
-  const lat = el('p', { style: 'margin:.2rem 0' }, `${res.request.n} requests in ${Math.round(res.elapsed_ms)} ms · latency p50 `, el('b', { text: fmt(l.p50_ms) }),
-    ' · p95 ', el('b', { text: fmt(l.p95_ms) }), ' · p99 ', el('b', { text: fmt(l.p99_ms) }), ' ms · per instance: ',
-    Object.entries(res.by_instance).map(([k, v]) => `${k} ${v}`).join(', '));
-  out.replaceChildren(head, counts, lat, chart(l));
+  const per = Object.entries(res.by_instance).map(([k, v]) => `${k} ${v}`).join(', ');
+  const lat = el('p', { class: 'latency' },
+    T(`${res.request.n} requests in ${Math.round(res.elapsed_ms)} ms · latency p50 `, `${res.request.n} 个请求，用时 ${Math.round(res.elapsed_ms)} ms · 延迟 p50 `),
+    el('b', { text: fmt(l.p50_ms) }), ' · p95 ', el('b', { text: fmt(l.p95_ms) }), ' · p99 ', el('b', { text: fmt(l.p99_ms) }),
+    T(` ms · per instance: ${per}`, ` ms · 各实例应答数：${per}`));
+  out.replaceChildren(head, counts, lat);
+  state.latency = l;
+  drawChart();
   out.dataset.oversold = a ? a.oversold : '';
+  out.dataset.created = c.created;
 }
 
-const fmt = v => v >= 100 ? Math.round(v) : v.toFixed(1);
+const fmt = v => v >= 100 ? String(Math.round(v)) : v.toFixed(1);
 
-// chart draws a latency histogram with the p50/p95/p99 marks, as SVG.
-function chart(l) {
-  const W = 640, H = 240, L = 46, R = 12, T = 14, B = 40;
+// The chart is drawn at the width it is shown at, with text at the page's
+// type size (larger in large type), so its labels are as readable on a phone
+// as on a projector. Its SVG units are then CSS pixels, and placeLabels can
+// keep the labels apart however the page is set.
+const charWidth = font => font * 0.62; // generous for digits and "p9"
+
+// placeLabels gives each percentile mark's label a row above the bars so
+// that no two labels overlap, however close the percentiles: a label goes
+// to the right of its line, or to the left when it would leave the chart,
+// in the first row where it clears every label already there.
+function placeLabels(marks, left, right, font) {
+  const rows = [];
+  return marks.map(m => {
+    const w = m.text.length * charWidth(font);
+    const anchorEnd = m.x + 4 + w > right;
+    const x0 = Math.max(left, anchorEnd ? m.x - 4 - w : m.x + 4);
+    const span = [x0 - 3, x0 + w + 3];
+    let row = rows.findIndex(r => r.every(([a, b]) => span[1] <= a || span[0] >= b));
+    if (row < 0) { rows.push([]); row = rows.length - 1; }
+    rows[row].push(span);
+    return { ...m, row, x: anchorEnd ? x0 + w : x0, anchor: anchorEnd ? 'end' : 'start' };
+  });
+}
+
+// chart draws a latency histogram with the p50/p95/p99 marks, as SVG,
+// width px wide.
+function chart(l, width) {
+  const font = Math.round(0.65 * parseFloat(getComputedStyle(document.documentElement).fontSize));
+  const W = Math.round(Math.min(1000, Math.max(280, width))), L = Math.round(font * 3.4), R = 12, B = font * 3, ROW = font + 5;
   const s = l.samples_ms || [];
-  const svg = svgEl('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `Latency histogram of ${s.length} requests: p50 ${fmt(l.p50_ms)} ms, p95 ${fmt(l.p95_ms)} ms, p99 ${fmt(l.p99_ms)} ms` });
-  if (!s.length) return svg;
-  const top = niceCeil(l.max_ms || 1), bins = 30, w = top / bins;
+  const label = T(`Latency histogram of ${s.length} requests: p50 ${fmt(l.p50_ms)} ms, p95 ${fmt(l.p95_ms)} ms, p99 ${fmt(l.p99_ms)} ms`,
+    `${s.length} 个请求的延迟分布：p50 ${fmt(l.p50_ms)} ms，p95 ${fmt(l.p95_ms)} ms，p99 ${fmt(l.p99_ms)} ms`);
+  if (!s.length) return svgEl('svg', { class: 'chart', viewBox: `0 0 ${W} 60`, role: 'img', 'aria-label': label });
+  const top = niceCeil(l.max_ms || 1), bins = Math.min(30, Math.floor(W / 12)), w = top / bins;
+  const x = v => L + (v / top) * (W - L - R);
+  const marks = placeLabels([['p50', l.p50_ms, '4 0'], ['p95', l.p95_ms, '6 3'], ['p99', l.p99_ms, '2 2']]
+    .map(([name, v, dash]) => ({ name, dash, lineX: x(v), x: x(v), text: `${name} ${fmt(v)}` })), L, W - R, font);
+  const rows = Math.max(...marks.map(m => m.row)) + 1;
+  const T0 = 6 + rows * ROW; // the bars start below the label rows
+  const H = T0 + Math.round(Math.max(120, W * 0.28)) + B;
+  const svg = svgEl('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label });
+  const text = (attrs, s) => { const t = svgEl('text', { 'font-size': font, ...attrs }); t.textContent = s; svg.append(t); return t; };
   const counts = new Array(bins).fill(0);
   for (const v of s) counts[Math.min(bins - 1, Math.floor(v / w))]++;
   const cmax = Math.max(...counts);
-  const x = v => L + (v / top) * (W - L - R), y = n => H - B - (n / cmax) * (H - B - T);
-  svg.append(svgEl('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: '#111' }), svgEl('line', { x1: L, y1: T, x2: L, y2: H - B, stroke: '#111' }));
+  const y = n => H - B - (n / cmax) * (H - B - T0);
+  svg.append(svgEl('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: '#111' }), svgEl('line', { x1: L, y1: T0, x2: L, y2: H - B, stroke: '#111' }));
   counts.forEach((n, i) => {
     if (n) svg.append(svgEl('rect', { x: x(i * w) + 1, y: y(n), width: Math.max(1, x(w) - L - 2), height: H - B - y(n), fill: '#0b57d0' }));
   });
-  for (let i = 0; i <= 4; i++) {
-    const v = top * i / 4;
-    const t = svgEl('text', { x: x(v), y: H - B + 14, 'text-anchor': 'middle' }); t.textContent = fmt(v); svg.append(t);
+  const ticks = W < 420 ? 2 : 4;
+  for (let i = 0; i <= ticks; i++) text({ x: x(top * i / ticks), y: H - B + font + 3, 'text-anchor': i === ticks ? 'end' : 'middle' }, fmt(top * i / ticks));
+  text({ x: L - 6, y: T0 + font - 2, 'text-anchor': 'end' }, String(cmax));
+  text({ x: L - 6, y: H - B, 'text-anchor': 'end' }, '0');
+  text({ x: (W + L) / 2, y: H - 6, 'text-anchor': 'middle' }, T('latency (ms) → requests per bar', '延迟（ms）→ 每根柱子的请求数'));
+  for (const m of marks) {
+    const ly = 6 + m.row * ROW + font;
+    svg.append(svgEl('line', { x1: m.lineX, y1: ly + 3, x2: m.lineX, y2: H - B, stroke: '#b00020', 'stroke-width': 2, 'stroke-dasharray': m.dash }));
+    text({ x: m.x, y: ly, 'text-anchor': m.anchor, 'data-mark': m.name }, m.text);
   }
-  const yl = svgEl('text', { x: L - 6, y: T + 8, 'text-anchor': 'end' }); yl.textContent = cmax; svg.append(yl);
-  const y0 = svgEl('text', { x: L - 6, y: H - B, 'text-anchor': 'end' }); y0.textContent = '0'; svg.append(y0);
-  const xt = svgEl('text', { x: (W + L) / 2, y: H - 6, 'text-anchor': 'middle' }); xt.textContent = 'latency (ms) → requests per bar'; svg.append(xt);
-  [['p50', l.p50_ms, '4 0'], ['p95', l.p95_ms, '6 3'], ['p99', l.p99_ms, '2 2']].forEach(([name, v, dash], i) => {
-    svg.append(svgEl('line', { x1: x(v), y1: T, x2: x(v), y2: H - B, stroke: '#b00020', 'stroke-width': 2, 'stroke-dasharray': dash }));
-    const t = svgEl('text', { x: x(v) + 3, y: T + 10 + i * 12 }); t.textContent = `${name} ${fmt(v)}`; svg.append(t);
-  });
   return svg;
 }
+
+// drawChart (re)draws the last burst's chart at the width and type size
+// the page has now: after a burst, on a resize, and when large type is
+// switched.
+function drawChart() {
+  const out = $('#burst-out');
+  if (!state.latency) return;
+  const svg = chart(state.latency, out.clientWidth);
+  const old = $('svg.chart', out);
+  if (old) old.replaceWith(svg); else out.append(svg);
+  state.chartKey = chartKey();
+}
+const chartKey = () => `${$('#burst-out').clientWidth}/${getComputedStyle(document.documentElement).fontSize}`;
+new ResizeObserver(() => { if (state.latency && chartKey() !== state.chartKey) drawChart(); }).observe($('#burst-out'));
+$('#large').addEventListener('click', () => requestAnimationFrame(drawChart));
 
 function niceCeil(v) {
   const p = Math.pow(10, Math.floor(Math.log10(v)));
@@ -337,12 +442,20 @@ async function loadLab() {
   const p = $('#lab-summary');
   try {
     const lab = await getJSON('/api/v1/lab/latest');
-    if (!lab.available) { p.textContent = lab.hint; return; }
+    if (!lab.available) {
+      if (!ZH) { p.textContent = lab.hint; return; }
+      const dir = (/\(reports go to ([^)]*)\)/.exec(lab.hint || '') || [])[1];
+      p.replaceChildren('还没有压测报告。运行 ', el('code', { text: 'make lab' }), dir ? ` 生成（报告目录 ${dir}）。` : ' 生成。');
+      return;
+    }
     const rows = lab.results.rows || [];
-    const failed = rows.filter(r => r.verdict && !/^(pass|ok)/i.test(r.verdict)).length;
-    p.replaceChildren(`Run ${lab.run}: ${rows.length} rows, ${failed} unexpected. `, el('a', { href: '/lab.html', text: 'Open the report (table and plots)' }));
+    // Verdicts are pass, fail or skipped (loadtest/oracle.go).
+    const judged = rows.filter(r => r.verdict !== 'skipped').length;
+    const failed = rows.filter(r => r.verdict === 'fail').length;
+    p.replaceChildren(T(`Run ${lab.run}: ${judged} verdicts, ${failed} failed. `, `运行 ${lab.run}：${judged} 项判定，${failed} 项未通过。`),
+      el('a', { href: '/lab.html', text: T('Open the report (table and plots)', '打开报告（表格和图表）') }));
   } catch {
-    p.textContent = 'This server does not serve lab reports.';
+    p.textContent = T('This server does not serve lab reports.', '此服务器不提供压测报告。');
   }
 }
 

@@ -1,0 +1,239 @@
+package web_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// readmeRoute is one route of the README's API table, with the example
+// body written next to it, if any.
+type readmeRoute struct {
+	method, path, body string
+}
+
+func (r readmeRoute) String() string { return r.method + " " + r.path }
+
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	routeToken = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD) (/\S*)$`)
+	// registered matches a gin registration such as api.GET("/info", ...).
+	registered = regexp.MustCompile(`\b(\w+)\.(GET|POST|PUT|PATCH|DELETE|HEAD)\("([^"]+)"`)
+	ginParam   = regexp.MustCompile(`[:*](\w+)`)
+)
+
+// readmeRoutes reads the first cell of every row of the README's API table.
+func readmeRoutes(t *testing.T) []readmeRoute {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	start := strings.Index(text, "\n## The API\n")
+	if start < 0 {
+		t.Fatal(`README.md has no "## The API" section`)
+	}
+	section := text[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var routes []readmeRoute
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cell := strings.SplitN(line, "|", 3)[1]
+		for _, m := range backticked.FindAllStringSubmatch(cell, -1) {
+			tok := m[1]
+			switch {
+			case routeToken.MatchString(tok):
+				r := routeToken.FindStringSubmatch(tok)
+				routes = append(routes, readmeRoute{method: r[1], path: r[2]})
+			case strings.HasPrefix(tok, "{") && len(routes) > 0:
+				routes[len(routes)-1].body = tok
+			}
+		}
+	}
+	if len(routes) == 0 {
+		t.Fatal("found no routes in the README's API table")
+	}
+	return routes
+}
+
+// TestREADMEListsEveryRoute compares the README's API table with the routes
+// internal/httpapi registers (routes.go, burst.go and orders.go): each must list the
+// other's, so a new route cannot go undocumented, nor a removed one stay.
+func TestREADMEListsEveryRoute(t *testing.T) {
+	prefixes := map[string]string{"r": "", "api": "/api/v1", "admin": "/api/v1/admin"}
+	var code []string
+	for _, file := range []string{"routes.go", "burst.go", "orders.go"} {
+		src, err := os.ReadFile(filepath.Join("..", "internal", "httpapi", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range registered.FindAllStringSubmatch(string(src), -1) {
+			prefix, ok := prefixes[m[1]]
+			if !ok {
+				t.Fatalf("%s registers %s %s on %q, a router this test does not know: add its prefix", file, m[2], m[3], m[1])
+			}
+			code = append(code, m[2]+" "+prefix+ginParam.ReplaceAllString(m[3], "{$1}"))
+		}
+	}
+	if len(code) < 10 {
+		t.Fatalf("found only %d routes in internal/httpapi: %q", len(code), code)
+	}
+	var doc []string
+	for _, r := range readmeRoutes(t) {
+		doc = append(doc, r.String())
+	}
+	for _, r := range code {
+		if !slices.Contains(doc, r) {
+			t.Errorf("%s is registered in internal/httpapi but missing from the README's API table", r)
+		}
+	}
+	for _, r := range doc {
+		if !slices.Contains(code, r) {
+			t.Errorf("the README's API table lists %s, which internal/httpapi does not register", r)
+		}
+	}
+}
+
+// TestREADMERoutesAnswer sends every route of the README's API table, with
+// the example body written next to it, to an instance of `seckill demo`,
+// and expects a 2xx; then checks what the table says of the two stage
+// switches: PUT /api/v1/admin/mode changes one instance, PUT
+// /api/v1/admin/fleet/mode all of them.
+func TestREADMERoutesAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the demo; skipped with -short")
+	}
+	// A lab run for the lab routes to serve.
+	reports := t.TempDir()
+	const run = "20250101-000000"
+	if err := os.MkdirAll(filepath.Join(reports, run), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(reports, run, "results.json"), []byte(`{"rows":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	front := startDemo(t, "SECKILL_LAB_REPORTS="+reports)
+	instances := demoInstances(t, front)
+	if len(instances) < 2 {
+		t.Fatalf("the demo runs %d instances, want several", len(instances))
+	}
+	inst := instances[0]
+
+	send := func(method, url, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken) // public routes ignore it
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if err != nil {
+			t.Fatalf("%s %s: read the answer: %v", method, url, err)
+		}
+		return resp, string(b)
+	}
+	// Every example buys as one buyer, so the payment example pays the
+	// order the buy example made; {order_no} is that order's number.
+	const buyer = "readme-buyer"
+	orderNo := ""
+	for _, r := range readmeRoutes(t) {
+		fill := strings.NewReplacer("{id}", "1", "{slug}", "sold-out", "{run}", run, "{file}", "results.json", "{name}", "", "{order_no}", orderNo)
+		body := strings.ReplaceAll(r.body, "…", buyer)
+		if r.method != http.MethodGet && body == "" {
+			t.Errorf("%s: the README gives no example body", r)
+			continue
+		}
+		if strings.Contains(r.path, "{order_no}") && orderNo == "" {
+			t.Errorf("%s: no order to ask about: the table must list the buy route before it", r)
+			continue
+		}
+		resp, answer := send(r.method, inst+fill.Replace(r.path), body)
+		if resp.StatusCode/100 != 2 {
+			t.Errorf("%s %s: %d %s", r, body, resp.StatusCode, answer)
+			continue
+		}
+		if strings.HasSuffix(r.path, "/buy") || strings.HasSuffix(r.path, "/grab") {
+			for _, h := range []string{"X-Seckill-Mode", "X-Seckill-Instance"} {
+				if resp.Header.Get(h) == "" {
+					t.Errorf("%s: the answer has no %s header", r, h)
+				}
+			}
+		}
+		if strings.HasSuffix(r.path, "/products/{id}/buy") {
+			var o struct {
+				OrderNo string `json:"order_no"`
+			}
+			if err := json.Unmarshal([]byte(answer), &o); err != nil || o.OrderNo == "" {
+				t.Fatalf("%s: no order_no in %s (%v)", r, answer, err)
+			}
+			orderNo = o.OrderNo
+		}
+	}
+
+	// The front page forwards the API and the probes, and lists instances.
+	for _, path := range []string{"/api/v1/info", "/healthz", "/readyz", "/demo/instances"} {
+		if resp, answer := send(http.MethodGet, front+path, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("front page %s: %d %s", path, resp.StatusCode, answer)
+		}
+	}
+
+	// The two stage switches.
+	modes := func() map[string]string {
+		t.Helper()
+		_, answer := send(http.MethodGet, inst+"/api/v1/fleet", "")
+		var f struct {
+			Peers []struct{ URL, Mode string } `json:"peers"`
+		}
+		if err := json.Unmarshal([]byte(answer), &f); err != nil || len(f.Peers) != len(instances) {
+			t.Fatalf("GET /api/v1/fleet = %s (%v), want %d peers", answer, err, len(instances))
+		}
+		m := map[string]string{}
+		for _, p := range f.Peers {
+			m[p.URL] = p.Mode
+		}
+		return m
+	}
+	if resp, answer := send(http.MethodPut, front+"/api/v1/admin/fleet/mode", `{"mode":"redis-lock"}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("fleet mode: %d %s", resp.StatusCode, answer)
+	}
+	if resp, answer := send(http.MethodPut, inst+"/api/v1/admin/mode", `{"mode":"db-atomic"}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("mode: %d %s", resp.StatusCode, answer)
+	}
+	m := modes()
+	for _, u := range instances {
+		want := "redis-lock"
+		if u == inst {
+			want = "db-atomic"
+		}
+		if m[u] != want {
+			t.Errorf("after PUT /api/v1/admin/mode on %s: %s runs %q, want %q (one instance changes)", inst, u, m[u], want)
+		}
+	}
+	if resp, answer := send(http.MethodPut, front+"/api/v1/admin/fleet/mode", `{"mode":"db-atomic"}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("fleet mode: %d %s", resp.StatusCode, answer)
+	}
+	for u, mode := range modes() {
+		if mode != "db-atomic" {
+			t.Errorf("after PUT /api/v1/admin/fleet/mode: %s runs %q, want db-atomic on every instance", u, mode)
+		}
+	}
+}
