@@ -291,12 +291,22 @@ func (s *Service) Get(ctx context.Context, id int64) (Item, error) { return s.st
 // Audit returns the conservation audit of one item or ErrNotFound. With a
 // queue (redis-stream), it also counts the orders accepted and not yet
 // written, or fails with ErrUnavailable when Redis cannot say.
+//
+// The queue is read before the database: a writer commits an order's row
+// before it takes the order off the queue, so an order settled between
+// the two reads is counted twice (pending and written), never not at all,
+// and an audit with no order pending has every accepted order in its
+// database counts.
 func (s *Service) Audit(ctx context.Context, id int64) (Audit, error) {
-	a, err := s.store.Audit(ctx, id)
-	if err != nil || s.life.Queue == nil {
-		return a, err
+	if s.life.Queue == nil {
+		return s.store.Audit(ctx, id)
 	}
-	a.PendingOrders, a.Pending, err = s.life.Queue.Backlog(ctx, id)
+	orders, units, err := s.life.Queue.Backlog(ctx, id)
+	if err != nil {
+		return Audit{}, err
+	}
+	a, err := s.store.Audit(ctx, id)
+	a.PendingOrders, a.Pending = orders, units
 	return a, err
 }
 

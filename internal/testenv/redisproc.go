@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -23,41 +24,88 @@ type RedisProcess struct {
 	dir  string
 	port int
 	cmd  *exec.Cmd
+	// exited is closed once cmd has exited and been waited for.
+	exited chan struct{}
 }
 
 // StartRedis starts a redis-server with no persistence on a free port and
 // stops it when the test ends. Extra args are passed through.
 func StartRedis(t testing.TB, args ...string) *RedisProcess {
 	t.Helper()
+	return startRedis(t, func() []string { return args })
+}
+
+// startRedis starts a redis-server with the args args returns. A server
+// that exits because its port was taken in the meantime (FreePorts
+// releases the ports it finds) is started again on other ports, with args
+// called again for them; any other exit fails the test with its log.
+func startRedis(t testing.TB, args func() []string) *RedisProcess {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		Unavailable(t, "redis-server is not installed: %v", err)
 	}
-	port := testkit.FreePorts(t, 1)[0]
-	p := &RedisProcess{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), port: port}
-	p.start(args...)
-	t.Cleanup(p.Kill)
-	return p
+	for attempt := 1; ; attempt++ {
+		port := testkit.FreePorts(t, 1)[0]
+		p := &RedisProcess{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), port: port}
+		err := p.tryStart(args()...)
+		if err == nil {
+			t.Cleanup(p.Kill)
+			return p
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("redis-server: %v; trying other ports", err)
+	}
 }
+
+// errPortTaken is a redis-server that exited because a port it was to
+// listen on was in use.
+var errPortTaken = errors.New("port in use")
 
 func (p *RedisProcess) start(args ...string) {
 	p.t.Helper()
-	all := append([]string{"--port", strconv.Itoa(p.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", p.dir}, args...)
-	p.cmd = exec.Command("redis-server", all...)
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatalf("start redis-server: %v", err)
+	if err := p.tryStart(args...); err != nil {
+		p.t.Fatal(err)
 	}
+}
+
+// tryStart starts the server and waits until it answers PING. It fails
+// when the server exits first (errPortTaken when a port was in use) or
+// does not answer within 30 seconds.
+func (p *RedisProcess) tryStart(args ...string) error {
+	all := append([]string{"--port", strconv.Itoa(p.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", p.dir}, args...)
+	cmd := exec.Command("redis-server", all...)
+	out := &testkit.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	c := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			p.cmd, p.exited = cmd, exited
+			return nil
+		}
+		select {
+		case <-exited:
+			if strings.Contains(out.String(), "Address already in use") {
+				return fmt.Errorf("redis-server on %s: %w:\n%s", p.Addr, errPortTaken, out)
+			}
+			return fmt.Errorf("redis-server on %s exited:\n%s", p.Addr, out)
+		default:
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("redis-server on %s did not answer: %v", p.Addr, err)
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("redis-server on %s did not answer within 30s: %v\n%s", p.Addr, err, out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -69,7 +117,7 @@ func (p *RedisProcess) Kill() {
 		return
 	}
 	_ = p.cmd.Process.Kill() // it may already be gone
-	_ = p.cmd.Wait()         // reports the kill itself
+	<-p.exited               // the waiting goroutine reaps it
 	p.cmd = nil
 }
 
@@ -103,7 +151,12 @@ func StartRedisCluster(t testing.TB) []string {
 	}
 	var addrs []string
 	for i := 0; i < 3; i++ {
-		p := StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		// The cluster bus port is chosen too: by default it is the port
+		// plus 10,000, which may be in the kernel's ephemeral range.
+		p := startRedis(t, func() []string {
+			bus := testkit.FreePorts(t, 1)[0]
+			return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus)}
+		})
 		addrs = append(addrs, p.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)

@@ -1,0 +1,35 @@
+package testenv
+
+import (
+	"errors"
+	"net"
+	"os/exec"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRedisOnATakenPortIsReportedAsSuch: a redis-server whose port was
+// taken after FreePorts found it exits; the start says the port was taken
+// (so StartRedis tries other ports) rather than waiting for an answer.
+func TestRedisOnATakenPortIsReportedAsSuch(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		Unavailable(t, "redis-server is not installed: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	p := &RedisProcess{t: t, Addr: l.Addr().String(), dir: t.TempDir(), port: port}
+	if err := p.tryStart(); !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a taken port: %v, want errPortTaken", err)
+	}
+	// StartRedis itself gets a server that answers.
+	c := redis.NewClient(&redis.Options{Addr: StartRedis(t).Addr})
+	defer c.Close()
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
