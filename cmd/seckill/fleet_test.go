@@ -36,6 +36,7 @@ type fleet struct {
 
 func newFleet(t *testing.T, env map[string]string) *fleet {
 	t.Helper()
+	skipShort(t) // every fleet starts three instances and redis-servers
 	ctx := context.Background()
 	db, err := openMySQL(ctx, testenv.MySQLDSN(t), store.Pool{})
 	if err != nil {
@@ -248,12 +249,23 @@ func TestFleetRedLockFaults(t *testing.T) {
 	go func() {
 		done <- f.burst("redlock", "/api/v1/products/1/buy", 150, func(i int) string { return fmt.Sprintf(`{"user_id":"k1-%d"}`, i) })
 	}()
-	// Kill one server once the burst is under way.
+	// Kill one server once the burst is under way, and make sure it was:
+	// a kill after the sale proves nothing.
 	deadline := time.Now().Add(20 * time.Second)
-	for f.audit("products", 1).Orders < 10 && time.Now().Before(deadline) {
+	atKill := 0
+	for atKill = f.audit("products", 1).Orders; atKill < 10 && time.Now().Before(deadline); atKill = f.audit("products", 1).Orders {
 		time.Sleep(5 * time.Millisecond)
 	}
+	select {
+	case codes := <-done:
+		t.Fatalf("the burst ended (%v) before the kill; the test proved nothing", codes)
+	default:
+	}
+	if atKill >= 100 {
+		t.Fatalf("%d of 100 sold before the kill; the test proved nothing", atKill)
+	}
 	f.redlock[0].Kill()
+	t.Logf("killed one of three RedLock servers with %d of 100 sold", atKill)
 	codes := <-done
 	a := f.audit("products", 1)
 	t.Logf("one of three killed: answers %v audit %+v", codes, a)
