@@ -164,6 +164,7 @@ const (
 	ruleExpectedOversell = "expected-oversell" // a stage meant to show the race did not
 	ruleLabError         = "lab-error"         // the lab could not reset, attack or audit the stage
 	ruleUnconfirmed      = "unconfirmed"       // an accepted (202) order was never confirmed: failed, lost, or still pending
+	ruleCapped           = "capped"            // the --max-duration cap stopped the burst with stock unsold
 )
 
 // judge sets r's verdict, the rules it broke, and its note from its counts.
@@ -256,6 +257,13 @@ func judge(r *row) {
 		if r.FinalStock > 0 && r.Conserved && turnedAway > 0 && r.Buyers > r.BuyersWithOrder {
 			fail(ruleLiveness, "%d units unsold while %d buyers went without one (%s)",
 				r.FinalStock, r.Buyers-r.BuyersWithOrder, turnedAwayCounts(r))
+		}
+		// A burst the cap cut short with stock on the shelf: the buyers
+		// never sent would have bought, so the stage was too slow for
+		// this crowd, even if nobody it did serve was turned away.
+		if r.Planned > r.Requests && r.FinalStock > 0 && r.Conserved {
+			fail(ruleCapped, "the --max-duration cap stopped the burst after %d of %d requests with %d units unsold: too slow for this crowd",
+				r.Requests, r.Planned, r.FinalStock)
 		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))

@@ -32,6 +32,12 @@ func TestJudge(t *testing.T) {
 		note    string
 	}{
 		{"safe and sound", func(*row) {}, verdictPass, nil, "safe: 40 sold of 40"},
+		{"capped with stock unsold", func(r *row) {
+			// Every buyer served got a unit, so no other rule sees a fault.
+			r.Planned, r.Requests, r.Buyers, r.SoldOut, r.BuyersWithOrder, r.Sold, r.Created, r.FinalStock = 200, 30, 30, 0, 30, 30, 30, 10
+			r.Statuses = map[int]int{201: 30}
+		}, verdictFail, []string{ruleCapped}, "capped: the --max-duration cap stopped the burst after 30 of 200 requests with 10 units unsold"},
+		{"capped after the sell-out", func(r *row) { r.Planned = 400 }, verdictPass, nil, "stopped at the --max-duration cap after 200 of 400 requests"},
 		{"nothing sent", func(r *row) { r.Requests = 0 }, verdictFail, []string{ruleNothingSent}, "no request was sent"},
 		{"oversold", func(r *row) { r.Sold, r.Oversold, r.BuyersWithOrder = 45, 5, 45 }, verdictFail,
 			[]string{ruleOversold}, "oversold: oversold by 5 (45 sold of 40)"},
