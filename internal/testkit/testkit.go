@@ -1,8 +1,8 @@
 // Package testkit is the harness the tests share, written once: free
-// loopback ports, waiting until a server is healthy, building cmd/seckill
-// once per test binary and running it, a buffer that tolerates concurrent
-// writes, and a barrier that forces an interleaving. The services the tests
-// need (MySQL, Redis) come from internal/testenv.
+// loopback ports, polling until a condition holds or a server is healthy,
+// building cmd/seckill once per test binary and running it, a buffer that
+// tolerates concurrent writes, and a barrier that forces an interleaving.
+// The services the tests need (MySQL, Redis) come from internal/testenv.
 package testkit
 
 import (
@@ -20,6 +20,36 @@ import (
 	"testing"
 	"time"
 )
+
+// pollEvery is how often Poll and Eventually ask: soon enough after the
+// condition comes true that a test hardly waits longer than it must, seldom
+// enough that the asking (often a Redis or HTTP round trip) is no load on
+// what it watches.
+const pollEvery = 20 * time.Millisecond
+
+// Poll calls ok every 20 ms until it returns true and reports whether it did
+// before limit passed. It is for a test that does more than fail when the
+// wait runs out; the others call Eventually.
+func Poll(limit time.Duration, ok func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollEvery)
+	}
+	return true
+}
+
+// Eventually calls ok every 20 ms until it returns true, and fails the test
+// with t.Fatalf, naming what it waited for, when limit passes first. Like
+// Fatalf, call it from the test's own goroutine.
+func Eventually(t testing.TB, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	if !Poll(limit, ok) {
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
+	}
+}
 
 // FreePorts finds n free loopback ports. They are released before the
 // caller binds them, so they are taken below the kernel's ephemeral range

@@ -11,11 +11,13 @@ import (
 )
 
 // fakeTB records a failure instead of ending the test, so a test can check
-// what StartProcess does when the process it runs dies.
+// what StartProcess does when the process it runs dies, or what Eventually
+// does when its wait runs out.
 type fakeTB struct {
 	testing.TB
 	failed   bool
-	msg      string
+	msg      string // the format of the Fatalf call
+	text     string // its message
 	cleanups []func()
 }
 
@@ -27,7 +29,49 @@ func (f *fakeTB) Failed() bool                   { return f.failed }
 func (f *fakeTB) Fatalf(format string, a ...any) {
 	f.failed = true
 	f.msg = format
+	f.text = fmt.Sprintf(format, a...)
 	panic(f) // stands in for runtime.Goexit
+}
+
+// TestEventuallyPollsUntilOK: Eventually asks again until ok holds, then
+// returns without failing the test.
+func TestEventuallyPollsUntilOK(t *testing.T) {
+	calls := 0
+	Eventually(t, "the third call", 10*time.Second, func() bool {
+		calls++
+		return calls == 3
+	})
+	if calls != 3 {
+		t.Fatalf("ok was called %d times; want 3 (until it held, and no more)", calls)
+	}
+}
+
+// TestEventuallyFailsNamingWhatItWaitedFor: when the limit passes, Eventually
+// ends the test with Fatalf, and the message says what never happened.
+func TestEventuallyFailsNamingWhatItWaitedFor(t *testing.T) {
+	f := &fakeTB{TB: t}
+	calls, returned := 0, false
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != any(f) {
+				panic(r)
+			}
+		}()
+		Eventually(f, "the moon to turn blue", 100*time.Millisecond, func() bool {
+			calls++
+			return false
+		})
+		returned = true
+	}()
+	if !f.failed || returned {
+		t.Fatalf("Eventually past its limit: failed=%v, returned=%v; want a Fatalf", f.failed, returned)
+	}
+	if !strings.Contains(f.text, "the moon to turn blue") {
+		t.Errorf("the failure %q does not say what was awaited", f.text)
+	}
+	if calls < 2 {
+		t.Errorf("ok was called %d times in 100ms; want it asked again", calls)
+	}
 }
 
 // TestStartProcessThatDiesIsReportedAndCleanedUp: a process that exits
