@@ -401,19 +401,10 @@ func lockHeld(ctx context.Context, c *redis.Client) bool {
 	return err == nil && n == 1
 }
 
-// waitUntil polls cond every 20ms until it holds or limit passes.
-func waitUntil(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitUntil reports whether cond held within limit (testkit.Poll). The
+// chaos checks use it rather than testkit.Eventually where a wait that runs
+// out is recorded and the run goes on (t.Error, or a figure's failure).
+func waitUntil(limit time.Duration, cond func() bool) bool { return testkit.Poll(limit, cond) }
 
 // sleepCtx sleeps d unless ctx ends first.
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -181,16 +181,11 @@ func isHeld(t testing.TB, rdb redis.UniversalClient, prefix, key string) bool {
 	return !strings.HasPrefix(v, "|")
 }
 
-// pollUntil calls cond until it is true or the timeout passes.
+// pollUntil is testkit.Eventually in the argument order of the lock tests'
+// many calls: it fails the test when cond is not true within timeout.
 func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, timeout, cond)
 }
 
 // server is a redis-server process the test started on a loopback port.

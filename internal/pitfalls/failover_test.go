@@ -47,7 +47,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	if err := primary.rdb.Set(ctx, "marker", "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the replica to sync", func() bool { return replica.rdb.Get(ctx, "marker").Val() == "1" })
+	testkit.Eventually(t, "the replica to sync", 10*time.Second, func() bool { return replica.rdb.Get(ctx, "marker").Val() == "1" })
 	t.Logf("1. replica %s follows primary %s (through a proxy) and is in sync", replica.addr, primary.addr)
 
 	// From now on the replica hears nothing more from the primary.
@@ -116,7 +116,7 @@ func startRedis(t *testing.T, bin, dir string) *redisProc {
 		_ = p.rdb.Close()
 		p.kill(t)
 	})
-	pollUntil(t, "redis-server on "+p.addr, func() bool { return p.rdb.Ping(context.Background()).Err() == nil })
+	testkit.Eventually(t, "redis-server on "+p.addr, 10*time.Second, func() bool { return p.rdb.Ping(context.Background()).Err() == nil })
 	return p
 }
 
@@ -125,17 +125,6 @@ func (p *redisProc) kill(t *testing.T) {
 		_ = p.cmd.Process.Kill() // SIGKILL: no chance to flush anything
 		_ = p.cmd.Wait()         // reports the kill; nothing to check
 	})
-}
-
-func pollUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // gatedProxy forwards TCP to target. After hold, whatever target sends is
