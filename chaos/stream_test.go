@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // The faults of redis-stream: a writer that dies holding entries it has not
@@ -22,14 +24,16 @@ const (
 
 // streamBuy is one buy of a redis-stream burst, as the client saw it.
 type streamBuy struct {
-	user    string
-	status  int    // 0: no answer
-	orderNo string // of a 202
+	user       string
+	status     int           // 0: no answer
+	problem    string        // slug of a problem answer
+	orderNo    string        // of a 202
+	start, end time.Duration // since the burst started
 }
 
 // streamBurst sends n buys of product 1, round robin over targets, from
-// workers clients, and returns them.
-func (r *rig) streamBurst(targets []*instance, n, workers int, prefix string) []streamBuy {
+// workers clients, and returns them, timed from start.
+func (r *rig) streamBurst(start time.Time, targets []*instance, n, workers int, prefix string) []streamBuy {
 	out := make([]streamBuy, n)
 	var wg sync.WaitGroup
 	next := make(chan int, n)
@@ -42,30 +46,81 @@ func (r *rig) streamBurst(targets []*instance, n, workers int, prefix string) []
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				b := streamBuy{user: fmt.Sprintf("%s-%d", prefix, i)}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, targets[i%len(targets)].url+"/api/v1/products/1/buy", strings.NewReader(`{"user_id":"`+b.user+`"}`))
-				if err == nil {
-					req.Header.Set("Content-Type", "application/json")
-					var resp *http.Response
-					if resp, err = r.client.Do(req); err == nil {
-						b.status = resp.StatusCode
-						var o struct {
-							OrderNo string `json:"order_no"`
-						}
-						if json.NewDecoder(resp.Body).Decode(&o) == nil && resp.StatusCode == http.StatusAccepted {
-							b.orderNo = o.OrderNo
-						}
-						_ = resp.Body.Close()
-					}
-				}
-				cancel()
-				out[i] = b
+				out[i] = r.streamOrder(start, targets[i%len(targets)], fmt.Sprintf("%s-%d", prefix, i))
 			}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// streamOrder sends one buy of product 1 for user and reads its answer: the
+// order of a 202, or the problem type of a refusal.
+func (r *rig) streamOrder(start time.Time, in *instance, user string) (b streamBuy) {
+	b = streamBuy{user: user, start: time.Since(start)}
+	defer func() { b.end = time.Since(start) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.url+"/api/v1/products/1/buy", strings.NewReader(`{"user_id":"`+user+`"}`))
+	if err != nil {
+		return b
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return b
+	}
+	defer resp.Body.Close()
+	b.status = resp.StatusCode
+	if resp.StatusCode == http.StatusAccepted {
+		var o api.Order
+		if json.NewDecoder(resp.Body).Decode(&o) == nil {
+			b.orderNo = o.OrderNo
+		}
+		return b
+	}
+	var p api.Problem
+	if json.NewDecoder(resp.Body).Decode(&p) == nil {
+		b.problem = strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
+	}
+	return b
+}
+
+// streamFigures fills in what a redis-stream burst's answers say: the
+// requests, the 202s, the refusals by problem type, the answers lost, and
+// the latencies, p99 over the buys that overlap the fault window w.
+func streamFigures(f *figures, buys []streamBuy, w window) {
+	if f.Refused == nil {
+		f.Refused = map[string]int{}
+	}
+	var calls []call
+	for _, b := range buys {
+		f.Requests++
+		switch {
+		case b.status == http.StatusAccepted:
+			f.Successes++
+		case b.status == 0:
+			f.Unknown++
+		default:
+			f.Refused[b.problem]++
+		}
+		c := call{Op: "buy", Start: b.start, End: b.end}
+		f.MaxMs = max(f.MaxMs, c.latency().Milliseconds())
+		calls = append(calls, c)
+	}
+	f.FaultMs = (w.to - w.from).Milliseconds()
+	f.P99FaultMs = p99(calls, w.from, w.to).Milliseconds()
+}
+
+// violations returns a fail function that records each message in f and
+// reports it as a test error, as verify does.
+func violations(t *testing.T, f *figures) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		f.Violations = append(f.Violations, msg)
+		t.Error(msg)
+	}
 }
 
 // orderRow is one order row of product 1 in MySQL.
@@ -121,13 +176,16 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	a, b := r.start("a", env), r.start("b", env)
 	const stock = 60
 	r.reset(a, stock)
+	f := &figures{Test: t.Name(), Fault: "redis-stream: seckill instance killed with SIGKILL while its order writer held unacknowledged entries, MySQL slowed by 60 ms (the 201 column counts 202s)", Mode: "redis-stream"}
+	r.record(f)
+	fail := violations(t, f)
 	ctx := t.Context()
 	rc := r.redis.Client()
 
 	slow := r.mysql.toxic("slow-db", "latency", "downstream", 1, map[string]any{"latency": 60})
-	type result struct{ buys []streamBuy }
-	done := make(chan result, 1)
-	go func() { done <- result{r.streamBurst([]*instance{a, b}, 200, 32, "kw")} }()
+	start := time.Now()
+	done := make(chan []streamBuy, 1)
+	go func() { done <- r.streamBurst(start, []*instance{a, b}, 200, 32, "kw") }()
 
 	held := func() int64 {
 		p, err := rc.XPending(ctx, streamKey, groupName).Result()
@@ -144,10 +202,13 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	if !waitUntil(30*time.Second, func() bool { return held() > 0 }) {
 		t.Fatal("a's writer never held an entry")
 	}
+	w := window{from: time.Since(start)}
 	a.kill()
 	t.Logf("killed a while its writer held %d entries", held())
-	res := <-done
+	buys := <-done
+	w.to = time.Since(start)
 	slow()
+	streamFigures(f, buys, w)
 
 	if !waitUntil(60*time.Second, func() bool {
 		n, err := rc.HLen(ctx, queuedKey).Result()
@@ -157,7 +218,7 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	}
 
 	accepted, unknown := map[string]streamBuy{}, map[string]bool{}
-	for _, bu := range res.buys {
+	for _, bu := range buys {
 		switch {
 		case bu.status == http.StatusAccepted:
 			accepted[bu.orderNo] = bu
@@ -167,21 +228,25 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	}
 	rows := r.orderRows(ctx)
 	for no, bu := range accepted {
-		if row, ok := rows[no]; !ok || row.status != "confirmed" {
-			t.Errorf("202 for %s (order %s): row %+v, present %v; want one confirmed row", bu.user, no, row, ok)
+		if row, ok := rows[no]; !ok || row.status != api.StatusConfirmed {
+			f.Lost++
+			fail("202 for %s (order %s): row %+v, present %v; want one confirmed row", bu.user, no, row, ok)
 		}
 	}
 	for no, row := range rows {
 		if _, ok := accepted[no]; !ok && !unknown[row.user] {
-			t.Errorf("order %s of %s is neither a 202 nor a request whose answer was lost", no, row.user)
+			f.Phantom++
+			fail("order %s of %s is neither a 202 nor a request whose answer was lost", no, row.user)
 		}
 	}
 	initial, dbStock, live := r.conserved(ctx)
-	if initial != stock || dbStock+live != stock || live != len(rows) {
-		t.Errorf("MySQL: initial %d, stock %d, live units %d, rows %d; want stock + live = %d, one unit a row", initial, dbStock, live, len(rows), stock)
+	f.Oversold = max(0, live-initial)
+	f.Conserved = initial == stock && dbStock+live == stock
+	if !f.Conserved || live != len(rows) {
+		fail("MySQL: initial %d, stock %d, live units %d, rows %d; want stock + live = %d, one unit a row", initial, dbStock, live, len(rows), stock)
 	}
 	if p, err := rc.XPending(ctx, streamKey, groupName).Result(); err != nil || p.Count != 0 {
-		t.Errorf("entries left unacknowledged: %+v, %v", p, err)
+		fail("entries left unacknowledged: %+v, %v", p, err)
 	}
 	// Redis and MySQL agree once nothing is in flight.
 	if !waitUntil(20*time.Second, func() bool {
@@ -190,35 +255,41 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 		return err == nil && n == s
 	}) {
 		n, _ := rc.Get(ctx, "seckill:{product:1}:stock").Int()
-		t.Errorf("Redis stock %d, MySQL stock %d", n, dbStock)
+		fail("Redis stock %d, MySQL stock %d", n, dbStock)
 	}
 	status, body := r.do(b, http.MethodGet, "/metrics", nil, "")
 	if status != 200 || !strings.Contains(string(body), `seckill_stream_claimed_total{instance_name="b",kind="product"}`) {
-		t.Errorf("b never claimed an entry of the dead writer (metrics %d)", status)
+		fail("b never claimed an entry of the dead writer (metrics %d)", status)
 	}
-	t.Logf("%d accepted, %d answers lost to the kill, %d order rows, all confirmed once", len(accepted), len(unknown), len(rows))
+	t.Logf("%d accepted, %d answers lost to the kill, %d order rows, all confirmed once; refused %v", len(accepted), len(unknown), len(rows), f.Refused)
 }
 
 // TestRedisRestartWithoutPersistenceLosesQueuedOrders: every buyer is
 // accepted while MySQL is unreachable, so the writers cannot drain the
 // queue, and Redis restarts empty, without persistence, with the whole
 // queue in it. Those orders lived only in Redis and are lost: their 202s
-// now answer 404 order-not-found. The rest holds: MySQL conserves its
-// stock, the reconcile job reloads the copy from MySQL and says in the
-// audit what it could not recover, and the stage sells again.
+// now answer 404 order-not-found (the figures count them as lost: that
+// is the fault's known cost, not a violation). The rest holds: MySQL
+// conserves its stock, the reconcile job reloads the copy from MySQL and
+// says in the audit what it could not recover, and the stage sells again.
 func TestRedisRestartWithoutPersistenceLosesQueuedOrders(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	a := r.start("a", map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"})
 	const stock = 40
 	r.reset(a, stock)
+	f := &figures{Test: t.Name(), Fault: "redis-stream: Redis restarted empty (no persistence) with every order still queued, MySQL blackholed meanwhile; the queued orders are lost by design and the audit says so (the 201 column counts 202s)", Mode: "redis-stream"}
+	r.record(f)
+	fail := violations(t, f)
 	ctx := t.Context()
 	rc := r.redis.Client()
 
+	start := time.Now()
 	heal := r.mysql.blackhole()
-	buys := r.streamBurst([]*instance{a}, stock, 8, "rr")
+	w := window{from: time.Since(start)}
+	buys := r.streamBurst(start, []*instance{a}, stock, 8, "rr")
 	for _, bu := range buys {
 		if bu.status != http.StatusAccepted {
-			t.Fatalf("buy %s: %d, want every buyer accepted (the buy needs Redis only)", bu.user, bu.status)
+			t.Fatalf("buy %s: %d %s, want every buyer accepted (the buy needs Redis only)", bu.user, bu.status, bu.problem)
 		}
 	}
 	queued, err := rc.HLen(ctx, queuedKey).Result()
@@ -227,48 +298,60 @@ func TestRedisRestartWithoutPersistenceLosesQueuedOrders(t *testing.T) {
 	}
 	r.redis.Restart()
 	heal()
+	w.to = time.Since(start)
+	streamFigures(f, buys, w)
 
 	// The reconcile job notices the missing copy and says what it lost.
 	var note string
 	if !waitUntil(60*time.Second, func() bool {
 		status, body := r.do(a, http.MethodGet, "/api/v1/products/1/audit", nil, "")
-		var au struct {
-			Reconcile *struct {
-				Note string `json:"note"`
-			} `json:"reconcile"`
-		}
+		var au api.Audit
 		if status != 200 || json.Unmarshal(body, &au) != nil || au.Reconcile == nil {
 			return false
 		}
 		note = au.Reconcile.Note
 		return strings.Contains(note, "cannot be recovered")
 	}) {
-		t.Errorf("the reconcile job never reported the lost copy (last note %q)", note)
+		fail("the reconcile job never reported the lost copy (last note %q)", note)
 	}
 
 	for _, bu := range buys {
 		status, body := r.do(a, http.MethodGet, "/api/v1/orders/"+bu.orderNo, nil, "")
-		if status != http.StatusNotFound || !strings.Contains(string(body), "/problems/order-not-found") {
-			t.Errorf("order %s after the restart: %d %s; want 404 order-not-found: it was only in Redis", bu.orderNo, status, body)
+		var p api.Problem
+		if status != http.StatusNotFound || json.Unmarshal(body, &p) != nil || p.Type != api.ProblemTypePrefix+"order-not-found" {
+			fail("order %s after the restart: %d %s; want 404 order-not-found: it was only in Redis", bu.orderNo, status, body)
+		}
+	}
+	rows := r.orderRows(ctx)
+	accepted := map[string]bool{}
+	for _, bu := range buys {
+		accepted[bu.orderNo] = true
+		if _, ok := rows[bu.orderNo]; !ok {
+			f.Lost++ // the known cost of the fault: asserted above as 404s
+		}
+	}
+	for no := range rows {
+		if !accepted[no] {
+			f.Phantom++
 		}
 	}
 	initial, dbStock, live := r.conserved(ctx)
-	if initial != stock || dbStock != stock || live != 0 {
-		t.Errorf("MySQL: initial %d, stock %d, live units %d; want the stock untouched and conserved", initial, dbStock, live)
+	f.Oversold = max(0, live-initial)
+	f.Conserved = initial == stock && dbStock+live == stock
+	if initial != stock || dbStock != stock || live != 0 || len(rows) != 0 {
+		fail("MySQL: initial %d, stock %d, live units %d, %d rows; want the stock untouched and conserved", initial, dbStock, live, len(rows))
 	}
 	// The copy is reloaded from MySQL, and the stage sells again.
-	status, body := r.do(a, http.MethodPost, "/api/v1/products/1/buy", nil, `{"user_id":"after"}`)
-	var o struct {
-		OrderNo string `json:"order_no"`
-	}
-	if status != http.StatusAccepted || json.Unmarshal(body, &o) != nil {
-		t.Fatalf("a buy after the restart: %d %s, want 202", status, body)
+	after := r.streamOrder(time.Now(), a, "after")
+	if after.status != http.StatusAccepted || after.orderNo == "" {
+		t.Fatalf("a buy after the restart: %d %s, want 202", after.status, after.problem)
 	}
 	if !waitUntil(30*time.Second, func() bool {
-		status, body := r.do(a, http.MethodGet, "/api/v1/orders/"+o.OrderNo, nil, "")
-		return status == 200 && strings.Contains(string(body), `"status":"confirmed"`)
+		status, body := r.do(a, http.MethodGet, "/api/v1/orders/"+after.orderNo, nil, "")
+		var o api.OrderStatus
+		return status == 200 && json.Unmarshal(body, &o) == nil && o.Status == api.StatusConfirmed
 	}) {
-		t.Errorf("the order after the restart was never confirmed")
+		fail("the order after the restart was never confirmed")
 	}
 	t.Logf("%d orders lost with Redis; reconcile said: %s", len(buys), note)
 }
