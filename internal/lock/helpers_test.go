@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +39,6 @@ func (quietDials) Printf(_ context.Context, format string, v ...any) {
 	}
 }
 
-// needService skips, or fails under CI=true, when a service is missing.
 // ignoreEmbeddedRedis leaves out the goroutines of the in-process Redis
 // that testenv starts when no other is at hand: they serve connections,
 // and are not the lock's.
@@ -51,13 +47,11 @@ var ignoreEmbeddedRedis = goleak.IgnoreAnyFunction("github.com/alicebob/miniredi
 // ignoreEmbeddedReader is the reader each of those connections starts.
 var ignoreEmbeddedReader = goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")
 
+// needService skips, or fails under CI=true, when a service is missing
+// (testenv.Unavailable).
 func needService(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true and %s", msg)
-	}
-	t.Skipf("skipping: %s", msg)
+	testenv.Unavailable(t, format, args...)
 }
 
 // examplePrefix is the key prefix of this process's examples; they run one
@@ -104,7 +98,7 @@ func testRedis(t testing.TB) *redis.Client {
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		needService(t, "Redis at %s is unreachable: %v", addr, err)
+		testenv.Unavailable(t, "Redis at %s is unreachable: %v", addr, err)
 	}
 	t.Cleanup(func() {
 		if err := rdb.Close(); err != nil {
@@ -188,98 +182,31 @@ func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 	testkit.Eventually(t, what, timeout, cond)
 }
 
-// server is a redis-server process the test started on a loopback port.
+// server is a redis-server this test started (a testenv.RedisProcess: it
+// can be killed, paused, resumed and restarted) in the shape the lock tests
+// call it: Addr as a method, Start to restart a killed server with the
+// arguments it started with, and Client as a RedLock instance's client.
 type server struct {
-	t      testing.TB
-	port   int
-	dir    string
-	args   []string
-	cmd    *exec.Cmd
-	exited chan error
+	*testenv.RedisProcess
+	args []string
 }
-
-func (s *server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 // startServer starts redis-server on a free loopback port with no
 // persistence; it is killed when the test ends.
 func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		needService(t, "redis-server is not installed")
-	}
-	s := &server{t: t, dir: t.TempDir(), args: extra}
-	var err error
-	for range 5 {
-		s.port = testkit.FreePorts(t, 1)[0]
-		if err = s.Start(); err == nil {
-			t.Cleanup(s.Kill)
-			return s
-		}
-	}
-	t.Fatalf("start redis-server: %v", err)
-	return nil
+	return &server{RedisProcess: testenv.StartRedis(t, extra...), args: extra}
 }
 
-// Start (re)starts the server on its port and waits until it answers.
+// Addr is the server's host:port.
+func (s *server) Addr() string { return s.RedisProcess.Addr }
+
+// Start starts a killed server again, empty, on its port, and waits until
+// it answers. A server that does not come back fails the test there
+// (testenv's Restart), so the error, which the callers check, is nil.
 func (s *server) Start() error {
-	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)
-	cmd := exec.Command("redis-server", args...)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("redis-server on port %d exited: %v", s.port, err)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			s.cmd, s.exited = cmd, exited
-			return nil
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("redis-server on port %d not ready: %v", s.port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// Kill stops the server at once (SIGKILL), as a crash would.
-func (s *server) Kill() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	s.cmd = nil
-}
-
-// Pause stops the server (SIGSTOP): connections stay open and nothing is
-// answered, as with a server stuck in a long command or a stalled VM.
-func (s *server) Pause() { s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT).
-func (s *server) Resume() { s.signal(syscall.SIGCONT) }
-
-func (s *server) signal(sig syscall.Signal) {
-	s.t.Helper()
-	if s.cmd == nil {
-		return
-	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("signal redis-server: %v", err)
-	}
+	s.Restart(s.args...)
+	return nil
 }
 
 // Client returns a client for the server, set up as a RedLock instance's,

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,6 +120,24 @@ func (p *RedisProcess) Kill() {
 	_ = p.cmd.Process.Kill() // it may already be gone
 	<-p.exited               // the waiting goroutine reaps it
 	p.cmd = nil
+}
+
+// Pause stops the server (SIGSTOP): its connections stay open and nothing
+// is answered, as with a server stuck in a long command or a stalled VM.
+// A server already killed is left alone.
+func (p *RedisProcess) Pause() { p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (p *RedisProcess) Resume() { p.signal(syscall.SIGCONT) }
+
+func (p *RedisProcess) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal redis-server on %s: %v", p.Addr, err)
+	}
 }
 
 // Restart starts a killed server again, empty, on the same port.

@@ -5,8 +5,11 @@ import (
 	"net"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestRedisOnATakenPortIsReportedAsSuch: a redis-server whose port was
@@ -32,4 +35,20 @@ func TestRedisOnATakenPortIsReportedAsSuch(t *testing.T) {
 	if err := c.Ping(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRedisPauseStopsAnswersUntilResume: a paused server keeps its
+// connections and answers nothing; resumed, it answers again.
+func TestRedisPauseStopsAnswersUntilResume(t *testing.T) {
+	p := StartRedis(t)
+	c := p.Client()
+	p.Pause()
+	t.Cleanup(p.Resume) // before the kill, should the test end here
+	if err := c.Ping(t.Context()).Err(); err == nil {
+		t.Fatal("a paused server answered PING")
+	}
+	p.Resume()
+	testkit.Eventually(t, "the resumed server to answer PING", 10*time.Second, func() bool {
+		return c.Ping(t.Context()).Err() == nil
+	})
 }
