@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // The smoke test's burst: smokeBuyers buyers, each a different user, are
@@ -205,13 +205,15 @@ func upFleet(t *testing.T) *fleet {
 	// Ports are picked just before `up`, and picked again when one was
 	// taken in between: this machine runs other tests that listen too.
 	for try := 1; ; try++ {
-		ports := map[string]int{}
+		// FreePorts picks below the kernel's ephemeral range, where the
+		// other tests' :0 listeners and outgoing connections land, so the
+		// ports are still free when Docker binds them.
+		ports := testkit.FreePorts(t, 4)
 		fl.env = fl.env[:base]
-		for _, v := range []string{"SECKILL_NGINX_PORT", "SECKILL_APP1_PORT", "SECKILL_APP2_PORT", "SECKILL_APP3_PORT"} {
-			ports[v] = freeLoopbackPort(t, ports)
-			fl.env = append(fl.env, v+"="+strconv.Itoa(ports[v]))
+		for i, v := range []string{"SECKILL_NGINX_PORT", "SECKILL_APP1_PORT", "SECKILL_APP2_PORT", "SECKILL_APP3_PORT"} {
+			fl.env = append(fl.env, v+"="+strconv.Itoa(ports[i]))
 		}
-		fl.nginx = fmt.Sprintf("http://127.0.0.1:%d", ports["SECKILL_NGINX_PORT"])
+		fl.nginx = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		out, err := fl.compose(ctx, "up", "-d", "--wait", "--wait-timeout", "600", "--no-build")
 		if err == nil {
 			break
@@ -514,34 +516,6 @@ func randomHex(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// freeLoopbackPort returns a port free on 127.0.0.1 and not in taken. It
-// picks below the kernel's ephemeral range (32768 and up on Linux), where
-// the other tests' 127.0.0.1:0 listeners and outgoing connections land, so
-// that the port is still free when Docker binds it.
-func freeLoopbackPort(t *testing.T, taken map[string]int) int {
-	t.Helper()
-	var b [2]byte
-	for range 1000 {
-		if _, err := rand.Read(b[:]); err != nil {
-			t.Fatal(err)
-		}
-		port := 20000 + (int(b[0])<<8|int(b[1]))%12000
-		if slices.Contains(slices.Collect(maps.Values(taken)), port) {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		if err := ln.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return port
-	}
-	t.Fatal("no free loopback port between 20000 and 32000")
-	return 0
 }
 
 // lastLines returns the last n lines of out.
