@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -160,21 +161,15 @@ func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string)
 	return nil, nil, ErrInFlight
 }
 
-// finish: KEYS record; ARGV token, value, retention ms. Replaces the marker
-// only if this claim still owns it (its lease may have run out and another
-// request may have claimed the key since).
-var finish = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if not cur then return 0 end
-local ok, rec = pcall(cjson.decode, cur)
-if not ok or rec.token ~= ARGV[1] then return 0 end
-if ARGV[2] == '' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-end
-return 1
-`)
+// finish replaces the in-flight marker with the response (or deletes it)
+// only if this claim still owns it: its lease may have run out and another
+// request may have claimed the key since. It runs with EVALSHA and falls
+// back to EVAL on NOSCRIPT (redis.Script.Run).
+var (
+	//go:embed scripts/finish.lua
+	finishSrc string
+	finish    = redis.NewScript(finishSrc)
+)
 
 // Finish stores the response of a claimed request for replay.
 func (s *Store) Finish(ctx context.Context, c *Claim, resp Response) error {
