@@ -11,8 +11,10 @@ import (
 // itself: Redis stock plus the reservations whose order never committed
 // equals the MySQL stock. (A reservation whose order did commit is one the
 // instance failed to confirm; it already left both.) With settle, it also
-// waits for the reconcile job to settle every stale reservation (they are
-// stale after 30s), after which Redis must equal MySQL exactly.
+// waits for the reconcile job to settle every stale reservation (stale once
+// older than two request deadlines, 2 × SECKILL_REQUEST_TIMEOUT: 8s with the
+// 4s default the rig leaves alone), after which Redis must equal MySQL
+// exactly.
 func (r *rig) checkRedisCopy(ctx context.Context, settle bool) {
 	t := r.t
 	t.Helper()
