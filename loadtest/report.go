@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tsenart/vegeta/v12/lib/plot"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // report is results.json. The dashboard reads started_at, targets and rows;
@@ -253,7 +255,7 @@ func capNote(rows []row, s settings) string {
 // baseline is db-atomic's throughput among rows, or 0.
 func baseline(rows []row) float64 {
 	for _, r := range rows {
-		if r.Stage == "db-atomic" && r.Verdict != verdictSkipped {
+		if r.Stage == inventory.StageDBAtomic && r.Verdict != verdictSkipped {
 			return r.Throughput
 		}
 	}
