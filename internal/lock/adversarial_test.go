@@ -240,6 +240,43 @@ func TestFencingTokensSurviveClockStepBack(t *testing.T) {
 	}
 }
 
+// A lease kept alive (Refresh, or the watchdog) for longer than FenceTTL
+// must keep its fence record: otherwise, once it expires unreleased, the
+// next token comes from the server clock alone, which may have stepped
+// back, and the order breaks.
+func TestFenceRecordOutlivesALongHeldLease(t *testing.T) {
+	t.Parallel()
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.SetTime(now)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, _ := newClient(t, rdb, lock.Options{Prefix: "fence:", FenceTTL: time.Hour})
+	ctx := context.Background()
+
+	a := mustObtain(t, c, ctx, "k", 40*time.Minute, lock.ObtainOptions{Fixed: true})
+	for range 3 { // held for 90 minutes, past the FenceTTL of an hour
+		m.FastForward(30 * time.Minute)
+		if err := a.Refresh(ctx, 40*time.Minute); err != nil {
+			t.Fatalf("refresh: %v", err)
+		}
+	}
+	if !m.Exists("fence:{k}:fence") {
+		t.Fatal("the fence record expired while its lease was still held")
+	}
+	m.SetTime(now.Add(-time.Hour))  // NTP steps the server's clock back
+	m.FastForward(41 * time.Minute) // a's holder crashed: its key expires unreleased
+	next := mustObtain(t, c, ctx, "k", time.Minute, lock.ObtainOptions{Fixed: true})
+	if next.Token() <= a.Token() {
+		t.Fatalf("after a long-held lease expired: token %d not above %d", next.Token(), a.Token())
+	}
+	mustRelease(t, next)
+}
+
 // An obtain whose context ends after Redis ran the script (the reply comes
 // too late) must not leave the lock held by nobody for its whole TTL.
 func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {

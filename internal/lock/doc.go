@@ -26,7 +26,8 @@
 // One lock is two Redis keys that share the Cluster hash tag {key}:
 // PREFIX{key}, which holds "owner|token|holds" while the lock is held and is
 // deleted by the last release, and the fence record PREFIX{key}:fence, the
-// last token issued, rewritten with Options.FenceTTL on every obtain. Its
+// last token issued, given Options.FenceTTL again on every obtain and
+// renewal, so it outlives any lease kept alive. Its
 // wake-up channel is PREFIX{key}:wake. Both keys may end in "w", the mark of
 // a lock someone has waited for (see Waiting). Every key the package writes
 // carries a TTL, and each script makes a handful of Redis calls.

@@ -65,8 +65,14 @@ func scriptSource(s *redis.Script) string {
 func ScriptKey(cmd redis.Cmder) string { return fmt.Sprint(cmd.Args()[3]) }
 
 func ScriptArgs(cmd redis.Cmder) []string {
+	// evalsha sha numkeys key... arg...
+	args := cmd.Args()
+	n, err := strconv.Atoi(fmt.Sprint(args[2]))
+	if err != nil {
+		panic(fmt.Sprintf("not a script call: %v", args))
+	}
 	var out []string
-	for _, a := range cmd.Args()[4:] {
+	for _, a := range args[3+n:] {
 		out = append(out, fmt.Sprint(a))
 	}
 	return out

@@ -61,8 +61,8 @@ func scriptTTL(cmd redis.Cmder) string {
 	switch lock.ScriptOf(cmd) {
 	case "obtain":
 		return args[1]
-	case "refresh":
-		return args[len(args)-1]
+	case "refresh": // owner, token, ttl, fence ttl
+		return args[2]
 	}
 	return ""
 }

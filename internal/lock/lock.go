@@ -59,8 +59,9 @@ type ObtainOptions struct {
 }
 
 // Hooks observe the lock for metrics. Every field is optional and must be
-// cheap, safe for concurrent use and must not block: they are called inline,
-// and Release waits for a renewal (and its hooks) in flight.
+// cheap, safe for concurrent use and must not block: they are called inline.
+// Release does not wait for a renewal in flight, so a renewal's hook may
+// run after Release returned.
 type Hooks struct {
 	// Obtained reports every Obtain: its latency, including any wait, and
 	// its error (nil when the lease was obtained).
@@ -116,8 +117,9 @@ type Options struct {
 	// Hooks observe obtains, waits, renewals and losses.
 	Hooks Hooks
 	// FenceTTL is how long a lock's fence record (the last fencing token
-	// issued for the key) survives the last Obtain. It must outlive every
-	// lease on the key, so keep it far above the longest TTL. Tokens keep
+	// issued for the key) survives the last Obtain or renewal. It must
+	// outlive every lease on the key, so keep it far above the longest TTL
+	// (a renewal gives it FenceTTL again). Tokens keep
 	// rising after it expires as long as the server clock does not step
 	// back; the TTL only keeps idle keys from piling up. Default 24h.
 	FenceTTL time.Duration
@@ -393,7 +395,7 @@ func flag(b bool) string {
 
 // refresh runs the owner-checked pexpire; token "" matches any token of owner.
 func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl time.Duration) error {
-	res, err := refreshScript.Run(ctx, c.rdb, []string{n.lock}, owner, token, ms(ttl)).Int64()
+	res, err := refreshScript.Run(ctx, c.rdb, []string{n.lock, n.fence}, owner, token, ms(ttl), ms(c.opts.FenceTTL)).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: refresh %q: %w", n.key, err)
 	}

@@ -1,8 +1,9 @@
 -- Extend a lock, but only for its owner. A re-entered lock is renewed by
--- every hold, so with several holds the longest ttl wins.
--- KEYS[1] the lock (see obtain.lua)
+-- every hold, so with several holds the longest ttl wins. The fence record
+-- is kept alive with it, so that it outlives a lease held past FenceTTL.
+-- KEYS[1] the lock (see obtain.lua), KEYS[2] its fence record
 -- ARGV[1] owner, ARGV[2] fencing token ('' = any token of this owner),
--- ARGV[3] ttl in ms
+-- ARGV[3] ttl in ms, ARGV[4] the fence record's ttl in ms
 -- Returns 1 when extended, 0 when not the owner.
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -12,6 +13,7 @@ local owner, token, holds = string.match(v, '^(.*)|(%d+)|(%d+)w?$')
 if owner ~= ARGV[1] or (ARGV[2] ~= '' and token ~= ARGV[2]) then
   return 0
 end
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
 if holds ~= '1' and redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[3]) then
   return 1
 end
