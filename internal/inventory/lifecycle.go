@@ -213,18 +213,27 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 		}
 		skipped := 0
 		for _, o := range orders {
-			gen := ""
+			gen, marked := "", false
 			if s.life.Copy != nil && sellsFromCopy(o.Stage) {
 				// Read before the cancel commits: a copy reloaded after
 				// this read has a new generation, and then the units are
-				// not returned to it twice (see return_units.lua).
-				if gen, err = s.life.Copy.Gen(ctx, o.ItemID); err != nil {
+				// not returned to it twice (see return_units.lua). The
+				// mark keeps Repair from starting a new generation, from
+				// a database read without this cancellation, until it
+				// committed (see begin_cancel.lua).
+				if gen, err = s.life.Copy.BeginCancel(ctx, o.ItemID, o.No); err != nil {
 					errs = append(errs, err)
 					skipped++
 					continue
 				}
+				marked = true
 			}
 			done, err := book.Cancel(ctx, o, cutoff, gen)
+			if marked {
+				if uerr := s.life.Copy.EndCancel(ctx, o.ItemID, o.No); uerr != nil {
+					errs = append(errs, uerr) // the mark expires by itself
+				}
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cancel %s: %w", o.No, err))
 				skipped++

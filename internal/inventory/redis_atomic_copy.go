@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 )
 
 // The Redis copy of the stock that redis-atomic sells from: loading it at
@@ -146,7 +145,7 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 		return d, s.loadOne(ctx, id, false)
 	}
 	if d.RedisStock != d.DBStock {
-		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned")}, before[0], it.Stock, newGen()).Int()
+		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned"), s.key(id, "cancelling")}, before[0], it.Stock, newGen()).Int()
 		if err != nil {
 			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -177,18 +176,31 @@ func parsePending(v string) (qty int, user string, atMillis int64, ok bool) {
 	return q, parts[2], at, true
 }
 
-// Gen returns the generation of the item's Redis copy: a new one on every
-// load and every repair. "" means there is no copy. It fails with
-// ErrUnavailable.
-func (s *RedisAtomic) Gen(ctx context.Context, id int64) (string, error) {
-	g, err := s.rdb.Get(ctx, s.key(id, "gen")).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
+// cancelMark is how long a cancellation in flight keeps Repair off its
+// item if the canceller dies before EndCancel: longer than any database
+// call of the cancellation takes.
+const cancelMark = 30 * time.Second
+
+// BeginCancel marks order no of item id as being cancelled and returns the
+// copy's generation, to which the order's units will be owed. Until
+// EndCancel, Repair does not correct the item's copy: it might read the
+// database before the cancellation commits and start a new generation
+// without its units. It fails with ErrUnavailable.
+func (s *RedisAtomic) BeginCancel(ctx context.Context, id int64, no string) (string, error) {
+	g, err := beginCancel.Run(ctx, s.rdb, []string{s.key(id, "cancelling"), s.key(id, "gen")}, no, cancelMark.Milliseconds()).Text()
 	if err != nil {
-		return "", fmt.Errorf("%w: read the copy generation of %s %d: %w", ErrUnavailable, s.kind, id, err)
+		return "", fmt.Errorf("%w: mark order %s of %s %d as being cancelled: %w", ErrUnavailable, no, s.kind, id, err)
 	}
 	return g, nil
+}
+
+// EndCancel removes BeginCancel's mark, once the cancellation committed
+// or failed. A mark left behind expires after cancelMark.
+func (s *RedisAtomic) EndCancel(ctx context.Context, id int64, no string) error {
+	if err := s.rdb.HDel(ctx, s.key(id, "cancelling"), no).Err(); err != nil {
+		return fmt.Errorf("%w: unmark order %s of %s %d: %w", ErrUnavailable, no, s.kind, id, err)
+	}
+	return nil
 }
 
 // ReturnUnits gives a cancelled order's units back to the Redis copy, if

@@ -30,6 +30,10 @@ var (
 	setIfQuietSrc string
 	setIfQuiet    = redis.NewScript(setIfQuietSrc)
 
+	//go:embed scripts/begin_cancel.lua
+	beginCancelSrc string
+	beginCancel    = redis.NewScript(beginCancelSrc)
+
 	//go:embed scripts/return_units.lua
 	returnUnitsSrc string
 	returnUnits    = redis.NewScript(returnUnitsSrc)
