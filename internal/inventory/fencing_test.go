@@ -92,12 +92,15 @@ func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inven
 		doneA <- err
 	}()
 	<-aRead
+	t.Logf("1. A holds the lock (150 ms lease, no watchdog), read stock 1 and pauses %s", map[pause]string{afterRead: "between its read and its write", frozen: "after its last look at the lease, just before the write"}[at])
 	// B waits on the lock until A's lease expires, then buys the unit.
 	if _, err := svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "B", Quantity: 1}); err != nil {
 		t.Fatalf("B must get the lock once A's lease expired and buy the unit: %v", err)
 	}
+	t.Log("2. A's lease ran out in Redis; B got the lock and bought the unit")
 	close(bDone)
 	errA = <-doneA
+	t.Logf("3. A resumes and tries to write (fencing %v): %v", fencing, errA)
 	a, err := db.Products().Audit(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -142,5 +145,50 @@ func TestLostLeaseStopsTheSection(t *testing.T) {
 	}
 	if a.Orders != 1 || a.Oversold() != 0 || !a.Conserved() {
 		t.Fatalf("want exactly B's order and conservation, got %+v", a)
+	}
+}
+
+// TestLostLeaseCancelsTheSectionContext: the critical section runs under
+// the lease's context, so work in flight (a slow query, a remote call)
+// stops when the lease runs out, not only at the check before the write.
+// A's section blocks on its context between the read and the write; its
+// lease (150 ms, no watchdog) runs out; the context must end with it, and
+// A must stop with ErrLockLost without writing. Under the request's own
+// context the section would block until the test's safety limit.
+func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := testenv.SQLite(t)
+	locker := lock.New(testenv.Redis(t), lock.Options{Prefix: testenv.Name("lease-ctx") + ":"})
+	t.Cleanup(func() {
+		if err := locker.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := db.Products().Reset(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	const safety = 10 * time.Second
+	ended := make(chan error, 1)
+	section := inventory.SectionOptions{BetweenReadAndWrite: func(sctx context.Context, o inventory.Order) {
+		select {
+		case <-sctx.Done():
+			ended <- sctx.Err()
+		case <-time.After(safety):
+			ended <- nil
+		}
+	}}
+	lo := inventory.LockOptions{TTL: 150 * time.Millisecond, Wait: 5 * time.Second, Fixed: true}
+	stage := inventory.NewRedisLock(locker, db.Products(), "product", section, lo)
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-lock": stage}, "t", "O")
+	_, err := svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "A", Quantity: 1})
+	if cerr := <-ended; cerr == nil {
+		t.Fatalf("the section's context was still live %v after the lease ran out", safety)
+	}
+	if !errors.Is(err, inventory.ErrLockLost) {
+		t.Fatalf("A must stop with ErrLockLost, got %v", err)
+	}
+	if a, err := db.Products().Audit(ctx, 1); err != nil || a.Orders != 0 || a.Stock != 1 {
+		t.Fatalf("audit %+v, %v: A must not have written", a, err)
 	}
 }
