@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // The Redis copy of the stock that redis-atomic sells from: loading it at
