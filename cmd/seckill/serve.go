@@ -23,7 +23,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log := newLogger(stderr, cfg.LogLevel)
 	log.Info("starting", "config", cfg)
 
-	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns})
+	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns, MaxLifetime: cfg.MySQLConnLifetime})
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns})
+	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns, MaxLifetime: cfg.MySQLConnLifetime})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type Config struct {
 	Mode                  string        // SECKILL_MODE: default stage of buys and grabs
 	MySQLDSN              string        // SECKILL_MYSQL_DSN: source of truth for `serve`
 	MySQLMaxConns         int           // SECKILL_MYSQL_MAX_CONNS: bound on this process's MySQL connections
+	MySQLConnLifetime     time.Duration // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
 	RedisAddrs            []string      // SECKILL_REDIS_ADDR: one address, or several cluster nodes
 	RedisPassword         string        // SECKILL_REDIS_PASSWORD
 	RedlockAddrs          []string      // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
@@ -59,6 +60,7 @@ func (c *Config) settings() []setting {
 		text(&c.Mode, "SECKILL_MODE", inventory.StageRedisLock, "default stage: "+strings.Join(inventory.Stages, ", ")),
 		dsn(&c.MySQLDSN, "SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill"),
 		integer(&c.MySQLMaxConns, "SECKILL_MYSQL_MAX_CONNS", "32", 1, 10000, "most MySQL connections one instance opens; keep instances x this below the server's max_connections (151 by default)"),
+		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
 		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
 		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
 		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
