@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // outcome is what the client knows about one request.
@@ -222,39 +224,44 @@ func classify(c *call, contentType string, raw []byte) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch {
 	case c.Op == "buy" && c.Status == http.StatusCreated:
-		var o struct {
-			OrderNo string `json:"order_no"`
-		}
+		var o api.Order
 		if err := json.Unmarshal(raw, &o); err != nil || o.OrderNo == "" {
 			c.Bad = fmt.Sprintf("201 without an order_no: %.200s", raw)
 		}
 		c.Outcome, c.OrderNo = outOK, o.OrderNo
 	case c.Op == "read" && c.Status == http.StatusOK:
-		var it struct {
-			Stock *int `json:"stock"`
-		}
-		if err := json.Unmarshal(raw, &it); err != nil || it.Stock == nil {
+		var p api.Product
+		if err := json.Unmarshal(raw, &p); err != nil || !hasField(raw, "stock") {
 			c.Bad = fmt.Sprintf("200 without stock: %.200s", raw)
 			c.Outcome = outUnknown
 			return
 		}
-		c.Outcome, c.Stock = outOK, *it.Stock
+		c.Outcome, c.Stock = outOK, p.Stock
 	default:
 		c.Outcome = outRefused
-		var p struct {
-			Type   string `json:"type"`
-			Status int    `json:"status"`
-		}
+		var p api.Problem
 		if mt != "application/problem+json" {
 			c.Bad = fmt.Sprintf("%d with Content-Type %q, not problem+json: %.200s", c.Status, contentType, raw)
 			return
 		}
-		if err := json.Unmarshal(raw, &p); err != nil || !strings.HasPrefix(p.Type, "/problems/") || p.Status != c.Status {
+		if err := json.Unmarshal(raw, &p); err != nil || !strings.HasPrefix(p.Type, api.ProblemTypePrefix) || p.Status != c.Status {
 			c.Bad = fmt.Sprintf("%d with a malformed problem: %.200s", c.Status, raw)
 			return
 		}
-		c.Problem = strings.TrimPrefix(p.Type, "/problems/")
+		c.Problem = strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
 	}
+}
+
+// hasField reports whether the JSON object raw has the field name, which
+// decoding into a struct cannot tell from a zero value: a read whose answer
+// lacks "stock" observed nothing.
+func hasField(raw []byte, name string) bool {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return false
+	}
+	_, ok := fields[name]
+	return ok
 }
 
 // p99 returns the 99th percentile of the latencies of calls whose interval

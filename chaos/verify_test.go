@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // window is when a fault was active, relative to the burst's start.
@@ -209,13 +211,7 @@ func (r *rig) reconciledSince(in *instance, since time.Time) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	var a struct {
-		Reconcile *struct {
-			At        time.Time `json:"at"`
-			Conserved bool      `json:"conserved"`
-			Oversold  int       `json:"oversold"`
-		} `json:"reconcile"`
-	}
+	var a api.Audit
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&a) != nil || a.Reconcile == nil {
 		return false
 	}

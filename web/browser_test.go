@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
@@ -584,9 +585,7 @@ func demoInstances(t *testing.T, front string) []string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var body struct {
-		Instances []string `json:"instances"`
-	}
+	var body api.DemoInstances
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Instances) == 0 {
 		t.Fatalf("GET /demo/instances: %v %+v", err, body)
 	}

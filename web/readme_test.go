@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // readmeRoute is one route of the README's API table, with the example
@@ -179,9 +181,7 @@ func TestREADMERoutesAnswer(t *testing.T) {
 			}
 		}
 		if strings.HasSuffix(r.path, "/products/{id}/buy") {
-			var o struct {
-				OrderNo string `json:"order_no"`
-			}
+			var o api.Order
 			if err := json.Unmarshal([]byte(answer), &o); err != nil || o.OrderNo == "" {
 				t.Fatalf("%s: no order_no in %s (%v)", r, answer, err)
 			}
@@ -200,9 +200,7 @@ func TestREADMERoutesAnswer(t *testing.T) {
 	modes := func() map[string]string {
 		t.Helper()
 		_, answer := send(http.MethodGet, inst+"/api/v1/fleet", "")
-		var f struct {
-			Peers []struct{ URL, Mode string } `json:"peers"`
-		}
+		var f api.Fleet
 		if err := json.Unmarshal([]byte(answer), &f); err != nil || len(f.Peers) != len(instances) {
 			t.Fatalf("GET /api/v1/fleet = %s (%v), want %d peers", answer, err, len(instances))
 		}

@@ -76,9 +76,7 @@ func crowd(t *testing.T, urls []string, token, stage, path string, n, inflight i
 			}
 			raw, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			var p struct {
-				Type string `json:"type"`
-			}
+			var p api.Problem
 			_ = json.Unmarshal(raw, &p)
 			mu.Lock()
 			defer mu.Unlock()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/embedded"
 	"github.com/seckill-lab/seckill/internal/lock"
@@ -182,7 +183,7 @@ func frontPage(urls []string) http.Handler {
 		proxies[i] = httputil.NewSingleHostReverseProxy(target)
 	}
 	var next atomic.Uint64
-	list, _ := json.Marshal(map[string]any{"instances": urls})
+	list, _ := json.Marshal(api.DemoInstances{Instances: urls})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /demo/instances", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

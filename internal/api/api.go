@@ -254,6 +254,12 @@ type BurstLatency struct {
 	Samples []float64 `json:"samples_ms"`
 }
 
+// DemoInstances is the answer of GET /demo/instances on the front page of
+// `seckill demo`: the base URLs of the instances it spreads the API over.
+type DemoInstances struct {
+	Instances []string `json:"instances"`
+}
+
 // LabLatest is the answer of GET /api/v1/lab/latest.
 type LabLatest struct {
 	Available bool            `json:"available"`
