@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // outcome is what the client knows about one request.
@@ -147,7 +148,7 @@ func (b *burst) now() time.Duration { return time.Since(b.start) }
 
 // waitCompleted waits until n buys have ended (or limit passes).
 func (b *burst) waitCompleted(n int, limit time.Duration) bool {
-	return waitUntil(limit, func() bool { return b.completed.Load() >= int64(n) })
+	return testkit.Poll(limit, func() bool { return b.completed.Load() >= int64(n) })
 }
 
 // wait returns every call once the burst is over. Every request carries its

@@ -401,11 +401,6 @@ func lockHeld(ctx context.Context, c *redis.Client) bool {
 	return err == nil && n == 1
 }
 
-// waitUntil reports whether cond held within limit (testkit.Poll). The
-// chaos checks use it rather than testkit.Eventually where a wait that runs
-// out is recorded and the run goes on (t.Error, or a figure's failure).
-func waitUntil(limit time.Duration, cond func() bool) bool { return testkit.Poll(limit, cond) }
-
 // sleepCtx sleeps d unless ctx ends first.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

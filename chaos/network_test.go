@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // Problem types a buy may legitimately get while the backends misbehave.
@@ -40,7 +42,7 @@ func (r *rig) runFault(fr faultRun) *figures {
 	r.record(f)
 	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: workers, pace: fr.pace, deadline: fr.deadline, prefix: fr.prefix})
 	bu.waitCompleted(requests/5, 30*time.Second)
-	if fr.ready != nil && !waitUntil(5*time.Second, func() bool { return fr.ready(r) }) {
+	if fr.ready != nil && !testkit.Poll(5*time.Second, func() bool { return fr.ready(r) }) {
 		t.Fatal("the rig never reached the state the fault is meant to strike in")
 	}
 	w := window{from: bu.now()}

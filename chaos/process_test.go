@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestPauseHolderPastTTL freezes (SIGSTOP) an instance inside its critical
@@ -34,7 +35,7 @@ func TestPauseHolderPastTTL(t *testing.T) {
 	rc := r.redis.Client()
 	paused := -1 // the id of a's buy caught by the pause
 	for try := 0; try < 5 && paused < 0; try++ {
-		if !waitUntil(30*time.Second, func() bool { return lockHeld(t.Context(), rc) }) {
+		if !testkit.Poll(30*time.Second, func() bool { return lockHeld(t.Context(), rc) }) {
 			t.Fatal("a never held the lock")
 		}
 		a.pause()
@@ -54,7 +55,7 @@ func TestPauseHolderPastTTL(t *testing.T) {
 	w := window{from: time.Since(start)}
 	bb := r.fire(burstOptions{targets: []*instance{b}, requests: requests, workers: workers, pace: pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "pb", start: time.Now()})
 	// b can sell only once a's lease has expired in Redis.
-	if !waitUntil(time.Minute, func() bool { return bb.count(func(c call) bool { return c.Outcome == outOK }) > 0 }) {
+	if !testkit.Poll(time.Minute, func() bool { return bb.count(func(c call) bool { return c.Outcome == outOK }) > 0 }) {
 		t.Error("b sold nothing while a was paused")
 	}
 	a.resume()

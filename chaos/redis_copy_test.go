@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // checkRedisCopy checks the redis-atomic invariant on the Redis server
@@ -53,7 +55,7 @@ func (r *rig) checkRedisCopy(ctx context.Context, settle bool) {
 	if !settle {
 		return
 	}
-	ok := waitUntil(50*time.Second, func() bool {
+	ok := testkit.Poll(50*time.Second, func() bool {
 		rs, _, db, pending, err = balance()
 		return err == nil && pending == 0 && rs == db
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // The faults of redis-stream: a writer that dies holding entries it has not
@@ -199,7 +200,7 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 		}
 		return 0
 	}
-	if !waitUntil(30*time.Second, func() bool { return held() > 0 }) {
+	if !testkit.Poll(30*time.Second, func() bool { return held() > 0 }) {
 		t.Fatal("a's writer never held an entry")
 	}
 	w := window{from: time.Since(start)}
@@ -210,7 +211,7 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	slow()
 	streamFigures(f, buys, w)
 
-	if !waitUntil(60*time.Second, func() bool {
+	if !testkit.Poll(60*time.Second, func() bool {
 		n, err := rc.HLen(ctx, queuedKey).Result()
 		return err == nil && n == 0
 	}) {
@@ -249,7 +250,7 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 		fail("entries left unacknowledged: %+v, %v", p, err)
 	}
 	// Redis and MySQL agree once nothing is in flight.
-	if !waitUntil(20*time.Second, func() bool {
+	if !testkit.Poll(20*time.Second, func() bool {
 		n, err := rc.Get(ctx, "seckill:{product:1}:stock").Int()
 		_, s, _ := r.conserved(ctx)
 		return err == nil && n == s
@@ -303,7 +304,7 @@ func TestRedisRestartWithoutPersistenceLosesQueuedOrders(t *testing.T) {
 
 	// The reconcile job notices the missing copy and says what it lost.
 	var note string
-	if !waitUntil(60*time.Second, func() bool {
+	if !testkit.Poll(60*time.Second, func() bool {
 		status, body := r.do(a, http.MethodGet, "/api/v1/products/1/audit", nil, "")
 		var au api.Audit
 		if status != 200 || json.Unmarshal(body, &au) != nil || au.Reconcile == nil {
@@ -346,7 +347,7 @@ func TestRedisRestartWithoutPersistenceLosesQueuedOrders(t *testing.T) {
 	if after.status != http.StatusAccepted || after.orderNo == "" {
 		t.Fatalf("a buy after the restart: %d %s, want 202", after.status, after.problem)
 	}
-	if !waitUntil(30*time.Second, func() bool {
+	if !testkit.Poll(30*time.Second, func() bool {
 		status, body := r.do(a, http.MethodGet, "/api/v1/orders/"+after.orderNo, nil, "")
 		var o api.OrderStatus
 		return status == 200 && json.Unmarshal(body, &o) == nil && o.Status == api.StatusConfirmed

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // window is when a fault was active, relative to the burst's start.
@@ -131,7 +132,7 @@ func (r *rig) verify(f *figures, calls []call, initial int, w window, e expect, 
 	// wait for a run that started after the last buy ended.
 	if live != nil {
 		after := time.Now()
-		if !waitUntil(15*time.Second, func() bool { return r.reconciledSince(live, after) }) {
+		if !testkit.Poll(15*time.Second, func() bool { return r.reconciledSince(live, after) }) {
 			fail("no reconcile run reported by %s within 15s after the burst", live.name)
 		}
 	}

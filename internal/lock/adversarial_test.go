@@ -18,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // The attacks of issue 14, one test each: delayed and lost replies, paused
@@ -51,7 +53,7 @@ func TestRefreshRacingWatchdogNeverOutlivesRedis(t *testing.T) {
 	lease.Store(l)
 	first := l.Deadline()
 	t.Logf("nested Refresh: %v", describe(<-nested))
-	pollUntil(t, 10*time.Second, "the renewal's reply to be handled", func() bool {
+	testkit.Eventually(t, "the renewal's reply to be handled", 10*time.Second, func() bool {
 		return l.Deadline().After(first) || l.Err() != nil
 	})
 	assertTrustNoLonger(t, rdb, lockKey(prefix, "k"), l)
@@ -89,7 +91,7 @@ func TestRefreshReplyLostShortensDeadline(t *testing.T) {
 			}
 			assertTrustNoLonger(t, rdb, lockKey(prefix, key), l)
 			if tc.fixed {
-				pollUntil(t, 10*time.Second, "the key to expire in Redis", func() bool {
+				testkit.Eventually(t, "the key to expire in Redis", 10*time.Second, func() bool {
 					return rdb.Exists(ctx, lockKey(prefix, key)).Val() == 0
 				})
 				if l.Err() == nil || l.Context().Err() == nil {
@@ -326,8 +328,8 @@ func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {
 		var clients []redis.UniversalClient
 		var plain []*redis.Client
 		for range 3 {
-			s := startServer(t)
-			c := s.Client(t)
+			s := testenv.StartRedis(t)
+			c := redlockClient(t, s.Addr)
 			c.AddHook(hook(tr))
 			clients, plain = append(clients, c), append(plain, c)
 		}
@@ -342,7 +344,7 @@ func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {
 			t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
 		}
 		for i, c := range plain {
-			pollUntil(t, 10*time.Second, fmt.Sprintf("instance %d to be released", i), func() bool {
+			testkit.Eventually(t, fmt.Sprintf("instance %d to be released", i), 10*time.Second, func() bool {
 				return !isHeld(t, c, "lock:", "k")
 			})
 		}
@@ -388,18 +390,18 @@ func TestRedLockWakeUpWithInstanceDown(t *testing.T) {
 // release wake-ups, since no fallback re-check comes within the wait.
 func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
 	t.Parallel()
-	var servers []*server
+	var servers []*testenv.RedisProcess
 	var clients []redis.UniversalClient
 	for range 3 {
-		s := startServer(t)
+		s := testenv.StartRedis(t)
 		servers = append(servers, s)
-		clients = append(clients, s.Client(t))
+		clients = append(clients, redlockClient(t, s.Addr))
 	}
 	var locks []*lock.RedLock
 	for range 2 {
 		var own []redis.UniversalClient
 		for _, s := range servers {
-			own = append(own, s.Client(t))
+			own = append(own, redlockClient(t, s.Addr))
 		}
 		r := lock.NewRedLock(own, lock.RedLockOptions{InstanceTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = r.Close() })
@@ -467,11 +469,11 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 	// Reads time out at 20ms, well inside the 500ms instance timeout, so
 	// every failure is go-redis's own "i/o timeout".
 	var timeouts [3]timeoutCounter
-	var servers []*server
+	var servers []*testenv.RedisProcess
 	var clients []redis.UniversalClient
 	for i := range 3 {
-		s := startServer(t)
-		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr(), ReadTimeout: 20 * time.Millisecond}))
+		s := testenv.StartRedis(t)
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr, ReadTimeout: 20 * time.Millisecond}))
 		c.AddHook(&timeouts[i])
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients = append(servers, s), append(clients, c)
@@ -490,7 +492,7 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 		}
 		got <- err
 	}()
-	pollUntil(t, 10*time.Second, "both paused instances to time out", func() bool {
+	testkit.Eventually(t, "both paused instances to time out", 10*time.Second, func() bool {
 		return timeouts[0].n.Load() > 0 && timeouts[1].n.Load() > 0
 	})
 	servers[0].Resume()
@@ -506,13 +508,13 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 // 20s on a read, as a client without short timeouts would.
 func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 	t.Parallel()
-	var servers []*server
+	var servers []*testenv.RedisProcess
 	var clients []redis.UniversalClient
 	var plain []*redis.Client
 	for range 3 {
-		s := startServer(t)
+		s := testenv.StartRedis(t)
 		c := redis.NewClient(lock.InstanceOptions(&redis.Options{
-			Addr: s.Addr(), DialTimeout: 20 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second,
+			Addr: s.Addr, DialTimeout: 20 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second,
 		}))
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients, plain = append(servers, s), append(clients, c), append(plain, c)
@@ -533,7 +535,7 @@ func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 		_, err := r.Obtain(ctx1, "a", time.Second, lock.ObtainOptions{Wait: 200 * time.Millisecond})
 		w1 <- err
 	}()
-	pollUntil(t, 10*time.Second, "W1 to subscribe", func() bool { return numSub(plain[0], "*{a}:wake") == 1 })
+	testkit.Eventually(t, "W1 to subscribe", 10*time.Second, func() bool { return numSub(plain[0], "*{a}:wake") == 1 })
 
 	// W2 waits for "b", which is released.
 	ctx2, cancel2 := context.WithTimeout(bg, 10*time.Second)
@@ -546,7 +548,7 @@ func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 		}
 		w2 <- err
 	}()
-	pollUntil(t, 10*time.Second, "W2 to subscribe", func() bool { return numSub(plain[0], "*{b}:wake") == 1 })
+	testkit.Eventually(t, "W2 to subscribe", 10*time.Second, func() bool { return numSub(plain[0], "*{b}:wake") == 1 })
 	mustRelease(t, hb)
 
 	deadline, _ := ctx2.Deadline()
@@ -604,9 +606,9 @@ func TestRedLockHotKeyIgnoresSlowInstance(t *testing.T) {
 // reads wait 30s).
 func TestReleaseBoundedWhileRenewalHangs(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := testenv.StartRedis(t)
 	var renewals atomic.Int32
-	rdb := hookedClient(t, &redis.Options{Addr: s.Addr(), ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, scriptHook{
+	rdb := hookedClient(t, &redis.Options{Addr: s.Addr, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, scriptHook{
 		before: func(_ context.Context, script string, _ redis.Cmder) error {
 			if script == "refresh" {
 				renewals.Add(1)
@@ -620,7 +622,7 @@ func TestReleaseBoundedWhileRenewalHangs(t *testing.T) {
 	s.Pause()
 	t.Cleanup(s.Resume)
 	sent := renewals.Load()
-	pollUntil(t, 10*time.Second, "a renewal to hang", func() bool { return renewals.Load() > sent })
+	testkit.Eventually(t, "a renewal to hang", 10*time.Second, func() bool { return renewals.Load() > sent })
 	start := time.Now()
 	err := returnsBy(t, "Release", start.Add(releaseTimeout), func() error { return l.Release(context.Background()) })
 	if err == nil {
@@ -720,15 +722,15 @@ func TestRefreshRacingReleaseIsClean(t *testing.T) {
 func TestRedLockFlashCrowd(t *testing.T) {
 	for _, paused := range []bool{false, true} {
 		t.Run(fmt.Sprintf("paused=%v", paused), func(t *testing.T) {
-			var servers []*server
+			var servers []*testenv.RedisProcess
 			for range 3 {
-				servers = append(servers, startServer(t))
+				servers = append(servers, testenv.StartRedis(t))
 			}
 			var apps []*lock.RedLock
 			for range 3 {
 				var clients []redis.UniversalClient
 				for _, s := range servers {
-					c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr()}))
+					c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr}))
 					t.Cleanup(func() { _ = c.Close() })
 					clients = append(clients, c)
 				}

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // The competitors appear only here, in benchmarks: same Redis, same key
@@ -217,14 +218,14 @@ type contender func(ctx context.Context) (release func() error, err error)
 // returning, and the Redis commands per handoff (from INFO commandstats,
 // commands run by scripts included): what waiting costs the server.
 func BenchmarkContended(b *testing.B) {
-	srv := startServer(b)
+	srv := testenv.StartRedis(b)
 	var clients []*redis.Client
 	for range 2 {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		b.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { _ = admin.Close() })
 	const prefix = "bench:"
 	linear := func(d time.Duration) func(c *redis.Client) contender {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // The heavy tests run with SECKILL_LOCK_HEAVY=1 (make test-lock-heavy).
@@ -149,31 +150,11 @@ func runChild(t *testing.T, rdb *redis.Client, spec string) {
 // Every script runs on a 3-master Redis Cluster without CROSSSLOT errors.
 func TestHeavyCluster(t *testing.T) {
 	heavy(t)
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		needService(t, "redis-cli is not installed")
-	}
-	var addrs []string
-	for range 3 {
-		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000")
-		addrs = append(addrs, s.Addr())
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
+	addrs := testenv.StartRedisCluster(t)
 	ctx := context.Background()
-	for _, a := range addrs {
-		node := redis.NewClient(&redis.Options{Addr: a})
-		pollUntil(t, 30*time.Second, "cluster_state:ok on "+a, func() bool {
-			return strings.Contains(node.ClusterInfo(ctx).Val(), "cluster_state:ok")
-		})
-		_ = node.Close()
-	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
-	pollUntil(t, 30*time.Second, "the cluster client to see 3 masters", func() bool {
+	testkit.Eventually(t, "the cluster client to see 3 masters", 30*time.Second, func() bool {
 		return len(rdb.ClusterSlots(ctx).Val()) == 3
 	})
 	prefix := testPrefix(t, rdb)
@@ -229,7 +210,7 @@ func TestHeavyCluster(t *testing.T) {
 		got <- err
 	}()
 	// A renewal cycle under the watchdog, then the handoff.
-	pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+	testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
 		n := 0
 		for _, a := range addrs {
 			node := redis.NewClient(&redis.Options{Addr: a})

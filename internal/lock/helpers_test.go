@@ -16,7 +16,6 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
-	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -46,13 +45,6 @@ var ignoreEmbeddedRedis = goleak.IgnoreAnyFunction("github.com/alicebob/miniredi
 
 // ignoreEmbeddedReader is the reader each of those connections starts.
 var ignoreEmbeddedReader = goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")
-
-// needService skips, or fails under CI=true, when a service is missing
-// (testenv.Unavailable).
-func needService(t testing.TB, format string, args ...any) {
-	t.Helper()
-	testenv.Unavailable(t, format, args...)
-}
 
 // examplePrefix is the key prefix of this process's examples; they run one
 // at a time, and each deletes its keys.
@@ -175,46 +167,13 @@ func isHeld(t testing.TB, rdb redis.UniversalClient, prefix, key string) bool {
 	return !strings.HasPrefix(v, "|")
 }
 
-// pollUntil is testkit.Eventually in the argument order of the lock tests'
-// many calls: it fails the test when cond is not true within timeout.
-func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testkit.Eventually(t, what, timeout, cond)
-}
-
-// server is a redis-server this test started (a testenv.RedisProcess: it
-// can be killed, paused, resumed and restarted) in the shape the lock tests
-// call it: Addr as a method, Start to restart a killed server with the
-// arguments it started with, and Client as a RedLock instance's client.
-type server struct {
-	*testenv.RedisProcess
-	args []string
-}
-
-// startServer starts redis-server on a free loopback port with no
-// persistence; it is killed when the test ends.
-func startServer(t testing.TB, extra ...string) *server {
-	t.Helper()
-	return &server{RedisProcess: testenv.StartRedis(t, extra...), args: extra}
-}
-
-// Addr is the server's host:port.
-func (s *server) Addr() string { return s.RedisProcess.Addr }
-
-// Start starts a killed server again, empty, on its port, and waits until
-// it answers. A server that does not come back fails the test there
-// (testenv's Restart), so the error, which the callers check, is nil.
-func (s *server) Start() error {
-	s.Restart(s.args...)
-	return nil
-}
-
-// Client returns a client for the server, set up as a RedLock instance's,
+// redlockClient returns a client of the redis-server at addr, set up as a
+// RedLock instance's (lock.InstanceOptions) with the lock tests' timeouts,
 // closed when the test ends; tune adjusts its options.
-func (s *server) Client(t testing.TB, tune ...func(*redis.Options)) *redis.Client {
+func redlockClient(t testing.TB, addr string, tune ...func(*redis.Options)) *redis.Client {
 	t.Helper()
 	o := &redis.Options{
-		Addr:         s.Addr(),
+		Addr:         addr,
 		DialTimeout:  200 * time.Millisecond,
 		ReadTimeout:  500 * time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond,

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // newClient returns a lock.Client on rdb with a prefix of the test's own,
@@ -277,25 +279,25 @@ func TestWatchdogReportsLoss(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	for _, tc := range []struct {
 		name   string
-		break_ func(ctx context.Context, rdb *redis.Client, key string, s *server)
+		break_ func(ctx context.Context, rdb *redis.Client, key string, s *testenv.RedisProcess)
 	}{
-		{"deleted", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
+		{"deleted", func(ctx context.Context, rdb *redis.Client, key string, _ *testenv.RedisProcess) {
 			rdb.Del(ctx, key)
 		}},
-		{"taken by another owner", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
+		{"taken by another owner", func(ctx context.Context, rdb *redis.Client, key string, _ *testenv.RedisProcess) {
 			rdb.Set(ctx, key, "someone-else|1|1", time.Minute)
 		}},
-		{"overwritten with a string", func(ctx context.Context, rdb *redis.Client, key string, _ *server) {
+		{"overwritten with a string", func(ctx context.Context, rdb *redis.Client, key string, _ *testenv.RedisProcess) {
 			rdb.Set(ctx, key, "garbage", time.Minute)
 		}},
-		{"redis killed", func(_ context.Context, _ *redis.Client, _ string, s *server) {
+		{"redis killed", func(_ context.Context, _ *redis.Client, _ string, s *testenv.RedisProcess) {
 			s.Kill()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t)
-			rdb := s.Client(t)
+			s := testenv.StartRedis(t)
+			rdb := redlockClient(t, s.Addr)
 			var lost atomic.Int32
 			c, prefix := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
 				Lost: func(string, error) { lost.Add(1) },
@@ -328,8 +330,8 @@ func TestWatchdogReportsLoss(t *testing.T) {
 // reports the loss.
 func TestWatchdogRenewalHangs(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: time.Minute, MaxRetries: -1})
+	s := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	var lost atomic.Int32
 	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
@@ -400,7 +402,7 @@ func TestWaitHandoff(t *testing.T) {
 		}
 		got <- b
 	}()
-	pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+	testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
 		return numSub(rdb, lockKey(prefix, "k")+":wake") == 1
 	})
 	mustRelease(t, a)
@@ -540,9 +542,9 @@ func TestWaitQueueOnOneClient(t *testing.T) {
 	go waiter()
 	// The first tries once, subscribes, and tries again once Redis has
 	// confirmed the subscription; two failed tries mean it is asleep.
-	pollUntil(t, 5*time.Second, "the first waiter to sleep", func() bool { return tries.n.Load() >= 2 })
+	testkit.Eventually(t, "the first waiter to sleep", 5*time.Second, func() bool { return tries.n.Load() >= 2 })
 	go waiter()
-	pollUntil(t, 5*time.Second, "the second waiter to line up", func() bool { return c.InLine("k") == 2 })
+	testkit.Eventually(t, "the second waiter to line up", 5*time.Second, func() bool { return c.InLine("k") == 2 })
 	if n := tries.n.Load(); n != 2 {
 		t.Fatalf("%d failed tries; the second waiter asked Redis while not first in line", n)
 	}
@@ -552,7 +554,7 @@ func TestWaitQueueOnOneClient(t *testing.T) {
 		t.FailNow()
 	}
 	// Now first in line, the second tries, subscribes and tries again.
-	pollUntil(t, 5*time.Second, "the second waiter to sleep", func() bool { return tries.n.Load() >= 4 })
+	testkit.Eventually(t, "the second waiter to sleep", 5*time.Second, func() bool { return tries.n.Load() >= 4 })
 	mustRelease(t, first)
 	second := <-got
 	if second == nil {
@@ -601,8 +603,8 @@ func TestWaitFallbackWhenHolderVanishes(t *testing.T) {
 // handoff must still happen.
 func TestWaitSubscriberKilled(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	rdb := s.Client(t)
+	s := testenv.StartRedis(t)
+	rdb := redlockClient(t, s.Addr)
 	c, _ := newClient(t, rdb, lock.Options{})
 	ctx := context.Background()
 	a := mustObtain(t, c, ctx, "k", 2*time.Second, lock.ObtainOptions{})
@@ -614,7 +616,7 @@ func TestWaitSubscriberKilled(t *testing.T) {
 		}
 		got <- b
 	}()
-	pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+	testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
 		return numSub(rdb, "*{k}:wake") == 1
 	})
 	if err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
@@ -643,7 +645,7 @@ func TestWaitContextEnds(t *testing.T) {
 			_, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Minute})
 			errc <- err
 		}()
-		pollUntil(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
 			return numSub(rdb, channel) == 1
 		})
 		cancel()
@@ -651,7 +653,7 @@ func TestWaitContextEnds(t *testing.T) {
 		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
 		}
-		pollUntil(t, 5*time.Second, "the subscription to go away", func() bool {
+		testkit.Eventually(t, "the subscription to go away", 5*time.Second, func() bool {
 			return numSub(rdb, channel) == 0
 		})
 	})
@@ -811,7 +813,7 @@ func TestHooks(t *testing.T) {
 	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 10 * time.Millisecond}); err == nil {
 		t.Fatal("obtained a held lock")
 	}
-	pollUntil(t, 5*time.Second, "a renewal", func() bool { mu.Lock(); defer mu.Unlock(); return seen["renewed"] > 0 })
+	testkit.Eventually(t, "a renewal", 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return seen["renewed"] > 0 })
 	rdb.Del(ctx, lockKey(prefixOf(t, c, rdb), "k"))
 	<-a.Done()
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {

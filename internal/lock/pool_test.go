@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 var probe = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
@@ -27,12 +29,12 @@ var probe = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 // turns this way and hung for good (go-redis issues 3619, 3630).
 func TestInstanceClientsReturnWithinDeadline(t *testing.T) {
 	t.Parallel()
-	var servers []*server
+	var servers []*testenv.RedisProcess
 	var clients []*redis.Client
 	var universal []redis.UniversalClient
 	for range 3 {
-		s := startServer(t)
-		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr()}))
+		s := testenv.StartRedis(t)
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr}))
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients, universal = append(servers, s), append(clients, c), append(universal, c)
 	}
@@ -147,13 +149,11 @@ func TestInstanceClientsReturnWithinDeadline(t *testing.T) {
 
 	// Faults: kill an instance mid-load and restart it, twice.
 	phase := func() { time.Sleep(700 * time.Millisecond) } // load between faults, not a settle
-	for _, s := range []*server{servers[0], servers[1]} {
+	for _, s := range []*testenv.RedisProcess{servers[0], servers[1]} {
 		phase()
 		s.Kill()
 		phase()
-		if err := s.Start(); err != nil {
-			t.Fatalf("restart: %v", err)
-		}
+		s.Restart()
 	}
 	phase()
 	close(stop)
@@ -181,7 +181,7 @@ func TestInstanceClientsReturnWithinDeadline(t *testing.T) {
 	}
 	// Every pool serves again.
 	for i, c := range clients {
-		pollUntil(t, 10*time.Second, fmt.Sprintf("instance %d's client to answer", i), func() bool {
+		testkit.Eventually(t, fmt.Sprintf("instance %d's client to answer", i), 10*time.Second, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			deadline, _ := ctx.Deadline()

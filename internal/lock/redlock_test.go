@@ -12,18 +12,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // redLock starts n redis-server processes and a RedLock over them; tune
 // adjusts the options of the instances' clients.
-func redLock(t *testing.T, n int, timeout time.Duration, tune ...func(*redis.Options)) (*lock.RedLock, []*server, []*redis.Client) {
+func redLock(t *testing.T, n int, timeout time.Duration, tune ...func(*redis.Options)) (*lock.RedLock, []*testenv.RedisProcess, []*redis.Client) {
 	t.Helper()
-	var servers []*server
+	var servers []*testenv.RedisProcess
 	var clients []*redis.Client
 	var universal []redis.UniversalClient
 	for range n {
-		s := startServer(t)
-		c := s.Client(t, tune...)
+		s := testenv.StartRedis(t)
+		c := redlockClient(t, s.Addr, tune...)
 		servers, clients, universal = append(servers, s), append(clients, c), append(universal, c)
 	}
 	r := lock.NewRedLock(universal, lock.RedLockOptions{InstanceTimeout: timeout})
@@ -46,7 +48,7 @@ func TestRedLock(t *testing.T) {
 
 			a := mustObtain(t, r, ctx, "k", time.Second, lock.ObtainOptions{})
 			// Obtain returns once a majority said yes; the others follow.
-			pollUntil(t, 10*time.Second, "the lock on every instance", func() bool {
+			testkit.Eventually(t, "the lock on every instance", 10*time.Second, func() bool {
 				held := 0
 				for _, c := range clients {
 					if isHeld(t, c, "lock:", "k") {
@@ -159,11 +161,9 @@ func TestRedLockNoDoubleGrantAcrossRestarts(t *testing.T) {
 		s := servers[i%len(servers)]
 		before := grants.Load()
 		s.Kill()
-		pollUntil(t, 10*time.Second, "grants while an instance is down", func() bool { return grants.Load() > before+20 })
+		testkit.Eventually(t, "grants while an instance is down", 10*time.Second, func() bool { return grants.Load() > before+20 })
 		time.Sleep(ttl) // the delayed restart the algorithm requires, not a settle
-		if err := s.Start(); err != nil {
-			t.Fatalf("restart: %v", err)
-		}
+		s.Restart()
 	}
 	stop()
 	wg.Wait()
