@@ -201,20 +201,29 @@ func runPausedHolder(t *testing.T, prefix string) {
 	}
 }
 
-// Tokens issued as "last + 1" (the server clock had stepped back) must keep
-// rising after a lease that nobody released expires: the record of the last
-// token must outlive the lease.
-func TestFencingTokensSurviveClockStepBack(t *testing.T) {
-	t.Parallel()
+// miniredisAt starts a miniredis whose clock reads now and moves only when
+// the test moves it (SetTime, FastForward), and returns it with a client;
+// both are closed when the test ends.
+func miniredisAt(t *testing.T, now time.Time) (*miniredis.Miniredis, *redis.Client) {
+	t.Helper()
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.SetTime(now)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
+	return m, rdb
+}
+
+// Tokens issued as "last + 1" (the server clock had stepped back) must keep
+// rising after a lease that nobody released expires: the record of the last
+// token must outlive the lease.
+func TestFencingTokensSurviveClockStepBack(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, rdb := miniredisAt(t, now)
 	c, _ := newClient(t, rdb, lock.Options{Prefix: "fence:"})
 	ctx := context.Background()
 	fixed := lock.ObtainOptions{Fixed: true}
@@ -248,15 +257,8 @@ func TestFencingTokensSurviveClockStepBack(t *testing.T) {
 // back, and the order breaks.
 func TestFenceRecordOutlivesALongHeldLease(t *testing.T) {
 	t.Parallel()
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	m.SetTime(now)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	m, rdb := miniredisAt(t, now)
 	c, _ := newClient(t, rdb, lock.Options{Prefix: "fence:", FenceTTL: time.Hour})
 	ctx := context.Background()
 
@@ -408,56 +410,9 @@ func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
 		locks = append(locks, r)
 	}
 	servers[1].Kill()
-	start := make(chan struct{})
-	var got, inside, overlaps atomic.Int32
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			l, err := locks[g%2].Obtain(context.Background(), "hot", 10*time.Second, lock.ObtainOptions{Wait: 5 * time.Second})
-			if err != nil {
-				mu.Lock()
-				failures = append(failures, err.Error())
-				mu.Unlock()
-				return
-			}
-			if inside.Add(1) != 1 {
-				overlaps.Add(1)
-			}
-			inside.Add(-1)
-			got.Add(1)
-			if err := l.Release(context.Background()); err != nil {
-				t.Errorf("release: %v", err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if got.Load() != 16 || overlaps.Load() != 0 {
-		t.Fatalf("%d of 16 obtained, %d overlaps; failures: %q", got.Load(), overlaps.Load(), failures)
-	}
-}
-
-// timeoutCounter counts the package's scripts that failed with a timeout on
-// one client.
-type timeoutCounter struct{ n atomic.Int32 }
-
-func (c *timeoutCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *timeoutCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (c *timeoutCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		var ne interface{ Timeout() bool }
-		if lock.ScriptOf(cmd) != "" && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
-			c.n.Add(1)
-		}
-		return err
+	got, overlaps, failures := crowd(t, 16, "hot", 10*time.Second, 5*time.Second, locks[0], locks[1])
+	if got != 16 || overlaps != 0 {
+		t.Fatalf("%d of 16 obtained, %d overlaps; failures: %q", got, overlaps, failures)
 	}
 }
 
@@ -468,13 +423,20 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 	t.Parallel()
 	// Reads time out at 20ms, well inside the 500ms instance timeout, so
 	// every failure is go-redis's own "i/o timeout".
-	var timeouts [3]timeoutCounter
+	// timeouts counts, per instance, the package's scripts that failed
+	// with a timeout.
+	var timeouts [3]atomic.Int32
 	var servers []*testenv.RedisProcess
 	var clients []redis.UniversalClient
 	for i := range 3 {
 		s := testenv.StartRedis(t)
 		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr, ReadTimeout: 20 * time.Millisecond}))
-		c.AddHook(&timeouts[i])
+		c.AddHook(replyHook(func(cmd redis.Cmder, err error) {
+			var ne interface{ Timeout() bool }
+			if lock.ScriptOf(cmd) != "" && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
+				timeouts[i].Add(1)
+			}
+		}))
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients = append(servers, s), append(clients, c)
 	}
@@ -493,7 +455,7 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 		got <- err
 	}()
 	testkit.Eventually(t, "both paused instances to time out", 10*time.Second, func() bool {
-		return timeouts[0].n.Load() > 0 && timeouts[1].n.Load() > 0
+		return timeouts[0].Load() > 0 && timeouts[1].Load() > 0
 	})
 	servers[0].Resume()
 	servers[1].Resume()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +186,60 @@ func redlockClient(t testing.TB, addr string, tune ...func(*redis.Options)) *red
 	rdb := redis.NewClient(lock.InstanceOptions(o))
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// crowd releases n goroutines at once on key, goroutine g through
+// lockers[g%len(lockers)]: each obtains the lock with ttl, waiting up to
+// wait, notes whether another was inside with it, and releases it. It
+// returns how many obtained the lock, how many found another inside, and
+// the errors of the obtains that failed.
+func crowd(t *testing.T, n int, key string, ttl, wait time.Duration, lockers ...lock.Locker) (got, overlaps int, failures []string) {
+	t.Helper()
+	start := make(chan struct{})
+	var inside, gotN, overlapsN atomic.Int32
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			l, err := lockers[g%len(lockers)].Obtain(context.Background(), key, ttl, lock.ObtainOptions{Wait: wait})
+			if err != nil {
+				mu.Lock()
+				failures = append(failures, err.Error())
+				mu.Unlock()
+				return
+			}
+			if inside.Add(1) != 1 {
+				overlapsN.Add(1)
+			}
+			inside.Add(-1)
+			gotN.Add(1)
+			if err := l.Release(context.Background()); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return int(gotN.Load()), int(overlapsN.Load()), failures
+}
+
+// replyHook is a redis.Hook that calls itself with every command once its
+// reply is in, on the client it is added to.
+type replyHook func(cmd redis.Cmder, err error)
+
+func (h replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h(cmd, err)
+		return err
+	}
 }

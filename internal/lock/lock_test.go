@@ -32,6 +32,15 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts lock.Options) (*loc
 	return c, opts.Prefix
 }
 
+// testClient returns the test Redis and a lock.Client on it with opts,
+// and the client's key prefix (see newClient).
+func testClient(t testing.TB, opts lock.Options) (*redis.Client, *lock.Client, string) {
+	t.Helper()
+	rdb := testRedis(t)
+	c, prefix := newClient(t, rdb, opts)
+	return rdb, c, prefix
+}
+
 func mustObtain(t testing.TB, l lock.Locker, ctx context.Context, key string, ttl time.Duration, o lock.ObtainOptions) *lock.Lease {
 	t.Helper()
 	lease, err := l.Obtain(ctx, key, ttl, o)
@@ -48,6 +57,20 @@ func mustRelease(t testing.TB, lease *lock.Lease) {
 	}
 }
 
+// releaseSparesHolder releases stale, a lease whose lock now belongs to
+// holder, expects want from it, and checks that holder still holds the lock
+// before releasing it: what names the stale release in failures.
+func releaseSparesHolder(t testing.TB, ctx context.Context, what string, stale, holder *lock.Lease, want error) {
+	t.Helper()
+	if err := stale.Release(ctx); !errors.Is(err, want) {
+		t.Fatalf("%s: got %v, want %v", what, err, want)
+	}
+	if err := holder.Refresh(ctx, time.Second); err != nil {
+		t.Fatalf("the holder lost its lock after the %s: %v", what, err)
+	}
+	mustRelease(t, holder)
+}
+
 func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -59,8 +82,7 @@ func isClosed(ch <-chan struct{}) bool {
 
 func TestObtainRelease(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx := context.Background()
 
 	lease := mustObtain(t, c, ctx, "item", time.Second, lock.ObtainOptions{})
@@ -117,26 +139,18 @@ func TestBadArguments(t *testing.T) {
 
 func TestDoubleRelease(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, _ := newClient(t, rdb, lock.Options{})
+	_, c, _ := testClient(t, lock.Options{})
 	ctx := context.Background()
 
 	a := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
 	mustRelease(t, a)
 	b := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
-	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("second release: got %v, want ErrNotHeld", err)
-	}
-	if err := b.Refresh(ctx, time.Second); err != nil {
-		t.Fatalf("b lost its lock after a's second release: %v", err)
-	}
-	mustRelease(t, b)
+	releaseSparesHolder(t, ctx, "second release", a, b, lock.ErrNotHeld)
 }
 
 func TestReleaseAfterExpiry(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, _ := newClient(t, rdb, lock.Options{})
+	_, c, _ := testClient(t, lock.Options{})
 	ctx := context.Background()
 	const ttl = 50 * time.Millisecond
 
@@ -154,20 +168,13 @@ func TestReleaseAfterExpiry(t *testing.T) {
 	t.Run("taken", func(t *testing.T) {
 		a := mustObtain(t, c, ctx, "taken", ttl, lock.ObtainOptions{Fixed: true})
 		b := mustObtain(t, c, ctx, "taken", time.Second, lock.ObtainOptions{Wait: 5 * time.Second})
-		if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
-			t.Fatalf("release of a taken lock: got %v, want ErrLockLost", err)
-		}
-		if err := b.Refresh(ctx, time.Second); err != nil {
-			t.Fatalf("a's late release hurt b: %v", err)
-		}
-		mustRelease(t, b)
+		releaseSparesHolder(t, ctx, "release of a taken lock", a, b, lock.ErrLockLost)
 	})
 }
 
 func TestReleaseWithCancelledContext(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	lease := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
 	cancel()
@@ -181,8 +188,7 @@ func TestReleaseWithCancelledContext(t *testing.T) {
 
 func TestRefresh(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx := context.Background()
 
 	lease := mustObtain(t, c, ctx, "k", 200*time.Millisecond, lock.ObtainOptions{Fixed: true})
@@ -215,9 +221,8 @@ func TestRefresh(t *testing.T) {
 // watchdog renews it: a contender gets it only after the release.
 func TestWatchdogKeepsLock(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
 	var renewals atomic.Int32
-	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+	rdb, c, _ := testClient(t, lock.Options{Hooks: lock.Hooks{
 		Renewed: func(string, time.Duration) { renewals.Add(1) },
 	}})
 	other, _ := newClient(t, rdb, lock.Options{Prefix: prefixOf(t, c, rdb)})
@@ -367,8 +372,7 @@ func later(a, b time.Time) time.Time {
 // which another owner can take the key.
 func TestHolderContextEndStopsWatchdog(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, _ := newClient(t, rdb, lock.Options{})
+	_, c, _ := testClient(t, lock.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	lease := mustObtain(t, c, ctx, "k", 200*time.Millisecond, lock.ObtainOptions{})
 	cancel()
@@ -386,25 +390,14 @@ func TestHolderContextEndStopsWatchdog(t *testing.T) {
 
 func TestWaitHandoff(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
 	var wakeups atomic.Int32
-	c, prefix := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
+	rdb, c, prefix := testClient(t, lock.Options{Hooks: lock.Hooks{
 		Waited: func(_ string, _ time.Duration, n int) { wakeups.Add(int32(n)) },
 	}})
 	ctx := context.Background()
 	// A long TTL: only the release message can hand the lock over quickly.
 	a := mustObtain(t, c, ctx, "k", time.Minute, lock.ObtainOptions{})
-	got := make(chan *lock.Lease)
-	go func() {
-		b, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
-		if err != nil {
-			t.Errorf("waiter: %v", err)
-		}
-		got <- b
-	}()
-	testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
-		return numSub(rdb, lockKey(prefix, "k")+":wake") == 1
-	})
+	got := subscribedWaiter(t, ctx, c, rdb, prefix, "k")
 	mustRelease(t, a)
 	b := <-got
 	if b == nil {
@@ -424,8 +417,7 @@ func TestWaitHandoff(t *testing.T) {
 // waiters may still be queued behind the one that got it.
 func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx := context.Background()
 	channel := lockKey(prefix, "k") + ":wake"
 	ps := rdb.Subscribe(ctx, channel)
@@ -489,26 +481,6 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	}
 }
 
-// failedTries counts obtain attempts that found the lock held (the obtain
-// script's reply is negative) on the client it is added to.
-type failedTries struct{ n atomic.Int32 }
-
-func (f *failedTries) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *failedTries) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (f *failedTries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if c, ok := cmd.(*redis.Cmd); ok && cmd.Name() == "evalsha" {
-			if v, err := c.Int64(); err == nil && v < 0 {
-				f.n.Add(1)
-			}
-		}
-		return err
-	}
-}
-
 // Waiters of one Client on one key line up: only the first asks Redis, and
 // a release wakes it. When it releases in turn, its release must wake the
 // second, which began to try only once the first had the lock.
@@ -516,8 +488,16 @@ func TestWaitQueueOnOneClient(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: testRedis(t).Options().Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	tries := &failedTries{}
-	rdb.AddHook(tries)
+	// tries counts obtain attempts that found the lock held (the obtain
+	// script's reply is negative).
+	var tries atomic.Int32
+	rdb.AddHook(replyHook(func(cmd redis.Cmder, _ error) {
+		if c, ok := cmd.(*redis.Cmd); ok && cmd.Name() == "evalsha" {
+			if v, err := c.Int64(); err == nil && v < 0 {
+				tries.Add(1)
+			}
+		}
+	}))
 	var mu sync.Mutex
 	var wakeups []int
 	c, _ := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
@@ -542,10 +522,10 @@ func TestWaitQueueOnOneClient(t *testing.T) {
 	go waiter()
 	// The first tries once, subscribes, and tries again once Redis has
 	// confirmed the subscription; two failed tries mean it is asleep.
-	testkit.Eventually(t, "the first waiter to sleep", 5*time.Second, func() bool { return tries.n.Load() >= 2 })
+	testkit.Eventually(t, "the first waiter to sleep", 5*time.Second, func() bool { return tries.Load() >= 2 })
 	go waiter()
 	testkit.Eventually(t, "the second waiter to line up", 5*time.Second, func() bool { return c.InLine("k") == 2 })
-	if n := tries.n.Load(); n != 2 {
+	if n := tries.Load(); n != 2 {
 		t.Fatalf("%d failed tries; the second waiter asked Redis while not first in line", n)
 	}
 	mustRelease(t, h)
@@ -554,7 +534,7 @@ func TestWaitQueueOnOneClient(t *testing.T) {
 		t.FailNow()
 	}
 	// Now first in line, the second tries, subscribes and tries again.
-	testkit.Eventually(t, "the second waiter to sleep", 5*time.Second, func() bool { return tries.n.Load() >= 4 })
+	testkit.Eventually(t, "the second waiter to sleep", 5*time.Second, func() bool { return tries.Load() >= 4 })
 	mustRelease(t, first)
 	second := <-got
 	if second == nil {
@@ -571,6 +551,26 @@ func TestWaitQueueOnOneClient(t *testing.T) {
 	}
 }
 
+// subscribedWaiter starts a waiter that obtains key on c with a 1s TTL,
+// waiting up to 30s, and returns once the waiter has subscribed to the
+// lock's wake-up channel on rdb. The waiter sends the lease it got, nil
+// if none, on the channel returned.
+func subscribedWaiter(t *testing.T, ctx context.Context, c *lock.Client, rdb *redis.Client, prefix, key string) <-chan *lock.Lease {
+	t.Helper()
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		l, err := c.Obtain(ctx, key, time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
+		return numSub(rdb, lockKey(prefix, key)+":wake") == 1
+	})
+	return got
+}
+
 // numSub counts subscribers of channels matching pattern.
 func numSub(rdb *redis.Client, pattern string) int64 {
 	ctx := context.Background()
@@ -585,8 +585,7 @@ func numSub(rdb *redis.Client, pattern string) int64 {
 // fallback re-check at the remaining TTL still gets the lock.
 func TestWaitFallbackWhenHolderVanishes(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, _ := newClient(t, rdb, lock.Options{})
+	_, c, _ := testClient(t, lock.Options{})
 	ctx := context.Background()
 	a := mustObtain(t, c, ctx, "k", 300*time.Millisecond, lock.ObtainOptions{Fixed: true})
 	b := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{Wait: 10 * time.Second})
@@ -605,20 +604,10 @@ func TestWaitSubscriberKilled(t *testing.T) {
 	t.Parallel()
 	s := testenv.StartRedis(t)
 	rdb := redlockClient(t, s.Addr)
-	c, _ := newClient(t, rdb, lock.Options{})
+	c, prefix := newClient(t, rdb, lock.Options{})
 	ctx := context.Background()
 	a := mustObtain(t, c, ctx, "k", 2*time.Second, lock.ObtainOptions{})
-	got := make(chan *lock.Lease)
-	go func() {
-		b, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
-		if err != nil {
-			t.Errorf("waiter: %v", err)
-		}
-		got <- b
-	}()
-	testkit.Eventually(t, "the waiter to subscribe", 5*time.Second, func() bool {
-		return numSub(rdb, "*{k}:wake") == 1
-	})
+	got := subscribedWaiter(t, ctx, c, rdb, prefix, "k")
 	if err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatalf("client kill: %v", err)
 	}
@@ -632,8 +621,7 @@ func TestWaitSubscriberKilled(t *testing.T) {
 
 func TestWaitContextEnds(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	channel := lockKey(prefix, "k") + ":wake"
 	holder := mustObtain(t, c, context.Background(), "k", time.Minute, lock.ObtainOptions{})
 	defer mustRelease(t, holder)
@@ -675,8 +663,7 @@ func TestWaitContextEnds(t *testing.T) {
 
 func TestReentrant(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx := context.Background()
 	owner := lock.ObtainOptions{Owner: "order-42"}
 
@@ -717,8 +704,7 @@ func TestReentrant(t *testing.T) {
 
 func TestFencingTokens(t *testing.T) {
 	t.Parallel()
-	rdb := testRedis(t)
-	c, prefix := newClient(t, rdb, lock.Options{})
+	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx := context.Background()
 	var last int64
 	next := func(how string, o lock.ObtainOptions, ttl time.Duration) *lock.Lease {

@@ -193,32 +193,11 @@ func TestRedLockFailsFastWhenMajorityDown(t *testing.T) {
 func TestRedLockBurstNoLivelock(t *testing.T) {
 	rl, _, _ := redLock(t, 3, 250*time.Millisecond)
 	const n = 64
-	start := make(chan struct{})
-	var inside, overlaps, got atomic.Int32
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			l, err := rl.Obtain(context.Background(), "burst", 2*time.Second, lock.ObtainOptions{Wait: 20 * time.Second})
-			if err != nil {
-				t.Errorf("obtain: %v", err)
-				return
-			}
-			if inside.Add(1) != 1 {
-				overlaps.Add(1)
-			}
-			inside.Add(-1)
-			got.Add(1)
-			if err := l.Release(context.Background()); err != nil {
-				t.Errorf("release: %v", err)
-			}
-		}()
+	got, overlaps, failures := crowd(t, n, "burst", 2*time.Second, 20*time.Second, rl)
+	for _, f := range failures {
+		t.Errorf("obtain: %s", f)
 	}
-	close(start)
-	wg.Wait()
-	if got.Load() != n || overlaps.Load() != 0 {
-		t.Fatalf("%d of %d obtained, %d overlaps", got.Load(), n, overlaps.Load())
+	if got != n || overlaps != 0 {
+		t.Fatalf("%d of %d obtained, %d overlaps", got, n, overlaps)
 	}
 }
