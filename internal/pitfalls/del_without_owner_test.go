@@ -6,23 +6,17 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/lock"
-	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // TestDelWithoutOwnerCheckReleasesAnotherClientsLock: a holder that
 // releases with a plain DEL after its lease ran out deletes the next
 // holder's lock, and a third client gets in while the second still works.
 func TestDelWithoutOwnerCheckReleasesAnotherClientsLock(t *testing.T) {
-	ctx := ctxT(t)
-	rdb := testenv.Redis(t)
-	key := naiveKey(t, rdb)
+	ctx, rdb, key := naive(t)
 
 	// A obtains atomically (SET NX PX): the only flaw here is the release.
-	if !rdb.SetNX(ctx, key, "A", 50*time.Millisecond).Val() {
-		t.Fatal("A did not obtain the lock")
-	}
+	lapse(t, ctx, rdb, key) // A is slow: its lease runs out
 	t.Logf("1. A: SET %s A NX PX 50 -> OK (A holds the lock)", key)
-	waitGone(t, rdb, key) // A is slow: its lease runs out
 	t.Log("2. A is still working when its 50ms lease runs out: the key expires")
 	if !rdb.SetNX(ctx, key, "B", time.Minute).Val() {
 		t.Fatal("B did not obtain the expired lock")
@@ -41,13 +35,10 @@ func TestDelWithoutOwnerCheckReleasesAnotherClientsLock(t *testing.T) {
 
 	// The safe way: release compares the owner token in the same script.
 	c, _ := ourLock(t, rdb, "item")
-	a, err := c.Obtain(ctx, "item", 50*time.Millisecond, lock.ObtainOptions{Fixed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, a)
+	a := lapsedLease(t, ctx, c)
 	t.Log("6. internal/lock, same order: A's 50ms lease runs out and A is told (Lease.Done)")
 	var b *lock.Lease
+	var err error
 	deadline := time.Now().Add(5 * time.Second)
 	for b == nil { // Redis expires the key no earlier than A's lease says it is lost
 		b, err = c.Obtain(ctx, "item", time.Minute, lock.ObtainOptions{Fixed: true})

@@ -9,14 +9,27 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// naiveKey returns a fresh key for the naive code, deleted at cleanup.
-func naiveKey(t *testing.T, rdb *redis.Client) string {
+// naive returns what a pitfall's naive half works with: a context bound
+// to 30s, the test Redis, and a fresh key, deleted at cleanup.
+func naive(t *testing.T) (context.Context, *redis.Client, string) {
 	t.Helper()
+	rdb := testenv.Redis(t)
 	key := testenv.Name("seckill:pitfall:")
 	t.Cleanup(func() { _ = rdb.Del(context.Background(), key).Err() })
-	return key
+	return ctxT(t), rdb, key
+}
+
+// lapse has client A take key the naive way, SET key A NX PX 50, and
+// returns once the key has expired: A's lease ran out while A still works.
+func lapse(t *testing.T, ctx context.Context, rdb *redis.Client, key string) {
+	t.Helper()
+	if !rdb.SetNX(ctx, key, "A", 50*time.Millisecond).Val() {
+		t.Fatal("A did not obtain the lock")
+	}
+	waitGone(t, rdb, key)
 }
 
 // ourLock returns a lock client with a prefix of its own, so its keys do not
@@ -40,24 +53,26 @@ func ourLock(t *testing.T, rdb *redis.Client, key string) (*lock.Client, string)
 // step of a test. It polls rather than sleeping a guessed time.
 func waitGone(t *testing.T, rdb *redis.Client, key string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for rdb.Exists(context.Background(), key).Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not expire within 5s", key)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, key+" to expire", 5*time.Second, func() bool {
+		return rdb.Exists(context.Background(), key).Val() == 0
+	})
 }
 
-// waitLost waits until our lease reports itself lost, as its holder would
-// learn it from Lease.Done.
-func waitLost(t *testing.T, l *lock.Lease) {
+// lapsedLease obtains our lock on "item" with c for a fixed 50ms and waits
+// until the lease reports itself lost, as its holder would learn it from
+// Lease.Done.
+func lapsedLease(t *testing.T, ctx context.Context, c *lock.Client) *lock.Lease {
 	t.Helper()
+	a, err := c.Obtain(ctx, "item", 50*time.Millisecond, lock.ObtainOptions{Fixed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case <-l.Done():
+	case <-a.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lease did not report its loss within 5s")
 	}
+	return a
 }
 
 func ctxT(t *testing.T) context.Context {

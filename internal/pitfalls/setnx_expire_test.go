@@ -5,16 +5,13 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/lock"
-	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // TestSetnxThenExpireLeavesLockWithoutTTL: taking a lock with SETNX and
 // giving it a TTL with a second command leaves a lock that never expires
 // when the client dies between the two.
 func TestSetnxThenExpireLeavesLockWithoutTTL(t *testing.T) {
-	ctx := ctxT(t)
-	rdb := testenv.Redis(t)
-	key := naiveKey(t, rdb)
+	ctx, rdb, key := naive(t)
 
 	// Client A, the naive way: SETNX ...
 	if ok, err := rdb.SetNX(ctx, key, "A", 0).Result(); err != nil || !ok {

@@ -6,22 +6,16 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/lock"
-	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // TestWatchdogWithoutOwnerCheckExtendsAnotherClientsLock: a watchdog that
 // renews with plain PEXPIRE, after its own lease lapsed, extends the lock of
 // whoever holds it now, and is told its renewal worked.
 func TestWatchdogWithoutOwnerCheckExtendsAnotherClientsLock(t *testing.T) {
-	ctx := ctxT(t)
-	rdb := testenv.Redis(t)
-	key := naiveKey(t, rdb)
+	ctx, rdb, key := naive(t)
 
-	if !rdb.SetNX(ctx, key, "A", 50*time.Millisecond).Val() {
-		t.Fatal("A did not obtain the lock")
-	}
+	lapse(t, ctx, rdb, key) // A's watchdog tick came late: the lease ran out
 	t.Logf("1. A: SET %s A NX PX 50 -> OK; A's watchdog is to renew it", key)
-	waitGone(t, rdb, key) // A's watchdog tick came late: the lease ran out
 	t.Log("2. A's watchdog tick comes late: the 50ms lease runs out and the key expires")
 	if !rdb.SetNX(ctx, key, "B", 200*time.Millisecond).Val() {
 		t.Fatal("B did not obtain the expired lock")
@@ -48,11 +42,7 @@ func TestWatchdogWithoutOwnerCheckExtendsAnotherClientsLock(t *testing.T) {
 	// The safe way: renewal checks the owner token, and the lease tells its
 	// holder it is lost.
 	c, name := ourLock(t, rdb, "item")
-	a, err := c.Obtain(ctx, "item", 50*time.Millisecond, lock.ObtainOptions{Fixed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, a)
+	a := lapsedLease(t, ctx, c)
 	waitGone(t, rdb, name)
 	t.Log("5. internal/lock, same order: A's 50ms lease runs out and A is told (Lease.Done)")
 	b, err := c.Obtain(ctx, "item", 200*time.Millisecond, lock.ObtainOptions{Fixed: true})
