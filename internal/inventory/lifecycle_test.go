@@ -30,6 +30,19 @@ func (c *clock) Advance(d time.Duration) {
 	c.t.Store(&now)
 }
 
+// onEveryBackend runs test once on each SQL backend, with a minute's
+// context and a fresh env whose product has stock.
+func onEveryBackend(t *testing.T, stock int, test func(t *testing.T, ctx context.Context, e *streamEnv)) {
+	t.Helper()
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			test(t, ctx, newStreamEnv(t, b.Open(t), stock))
+		})
+	}
+}
+
 // lifecycleSale sells 30 of a stock of 40, ten under each of redis-atomic,
 // redis-stream (written by a writer) and db-atomic, and pays two of each.
 // It returns the unpaid orders.
@@ -88,44 +101,39 @@ func checkCancelled(t *testing.T, ctx context.Context, e *streamEnv, in instance
 // fleet's job lock failed them. Every unit comes back once, in the
 // database and in the Redis copy.
 func TestTwoCancelJobsRaceUnitsReturnOnce(t *testing.T) {
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			e := newStreamEnv(t, b.Open(t), 40)
-			clk := newClock()
-			listed := testkit.NewBarrier(2, 10*time.Second)
-			life := inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clk.Now, BeforeCancel: func([]inventory.Order) { listed.Wait(ctx) }}
-			a, bb := e.instance("a", life), e.instance("b", life)
-			unpaid := lifecycleSale(t, ctx, e, a)
+	onEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamEnv) {
+		clk := newClock()
+		listed := testkit.NewBarrier(2, 10*time.Second)
+		life := inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clk.Now, BeforeCancel: func([]inventory.Order) { listed.Wait(ctx) }}
+		a, bb := e.instance("a", life), e.instance("b", life)
+		unpaid := lifecycleSale(t, ctx, e, a)
 
-			clk.Advance(2 * time.Minute)
-			reports := make([]inventory.CancelReport, 2)
-			var wg sync.WaitGroup
-			for i, in := range []instance{a, bb} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var err error
-					if reports[i], err = in.service.CancelUnpaid(ctx); err != nil {
-						t.Errorf("cancel job %d: %v", i, err)
-					}
-				}()
-			}
-			wg.Wait()
-			cancelled, units, returned := 0, 0, 0
-			for _, r := range reports {
-				cancelled += r.Cancelled
-				units += r.Units
-				returned += r.Returned
-			}
-			t.Logf("job a: %+v; job b: %+v", reports[0], reports[1])
-			if cancelled != 24 || units != 24 || returned != 16 {
-				t.Errorf("the two jobs cancelled %d orders, %d units, returned %d to Redis; want 24, 24, 16 in all", cancelled, units, returned)
-			}
-			checkCancelled(t, ctx, e, a, unpaid)
-		})
-	}
+		clk.Advance(2 * time.Minute)
+		reports := make([]inventory.CancelReport, 2)
+		var wg sync.WaitGroup
+		for i, in := range []instance{a, bb} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				if reports[i], err = in.service.CancelUnpaid(ctx); err != nil {
+					t.Errorf("cancel job %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		cancelled, units, returned := 0, 0, 0
+		for _, r := range reports {
+			cancelled += r.Cancelled
+			units += r.Units
+			returned += r.Returned
+		}
+		t.Logf("job a: %+v; job b: %+v", reports[0], reports[1])
+		if cancelled != 24 || units != 24 || returned != 16 {
+			t.Errorf("the two jobs cancelled %d orders, %d units, returned %d to Redis; want 24, 24, 16 in all", cancelled, units, returned)
+		}
+		checkCancelled(t, ctx, e, a, unpaid)
+	})
 }
 
 // TestCancelJobCrashMidwayUnitsReturnOnce: a job dies right after the
@@ -135,56 +143,51 @@ func TestTwoCancelJobsRaceUnitsReturnOnce(t *testing.T) {
 // gave the units back but before the database heard of it is covered too:
 // the script remembers the order, so the repeat gives nothing.
 func TestCancelJobCrashMidwayUnitsReturnOnce(t *testing.T) {
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			e := newStreamEnv(t, b.Open(t), 40)
-			clk := newClock()
-			crash := errors.New("killed")
-			var crashed atomic.Bool
-			life := inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clk.Now, AfterCancel: func(inventory.Order) error {
-				if crashed.CompareAndSwap(false, true) {
-					return crash
-				}
-				return nil
-			}}
-			in := e.instance("a", life)
-			unpaid := lifecycleSale(t, ctx, e, in)
-			clk.Advance(2 * time.Minute)
+	onEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamEnv) {
+		clk := newClock()
+		crash := errors.New("killed")
+		var crashed atomic.Bool
+		life := inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clk.Now, AfterCancel: func(inventory.Order) error {
+			if crashed.CompareAndSwap(false, true) {
+				return crash
+			}
+			return nil
+		}}
+		in := e.instance("a", life)
+		unpaid := lifecycleSale(t, ctx, e, in)
+		clk.Advance(2 * time.Minute)
 
-			before := e.redisStock(t)
-			rep, err := in.service.CancelUnpaid(ctx)
-			if !errors.Is(err, crash) || rep.Cancelled != 1 {
-				t.Fatalf("first run: %+v, %v; want it dead after one cancellation", rep, err)
-			}
-			if s := e.redisStock(t); s != before {
-				t.Fatalf("Redis stock moved from %d to %d before the crash point", before, s)
-			}
-			// Another crash shape: the script ran, the database never heard.
-			owed, err := e.db.Products().Owed(ctx, 10)
-			if err != nil {
+		before := e.redisStock(t)
+		rep, err := in.service.CancelUnpaid(ctx)
+		if !errors.Is(err, crash) || rep.Cancelled != 1 {
+			t.Fatalf("first run: %+v, %v; want it dead after one cancellation", rep, err)
+		}
+		if s := e.redisStock(t); s != before {
+			t.Fatalf("Redis stock moved from %d to %d before the crash point", before, s)
+		}
+		// Another crash shape: the script ran, the database never heard.
+		owed, err := e.db.Products().Owed(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range owed {
+			if _, err := in.copy.ReturnUnits(ctx, w.Order, w.Gen); err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range owed {
-				if _, err := in.copy.ReturnUnits(ctx, w.Order, w.Gen); err != nil {
-					t.Fatal(err)
-				}
-			}
+		}
 
-			for run := 2; run <= 3; run++ {
-				rep, err := in.service.CancelUnpaid(ctx)
-				if err != nil {
-					t.Fatalf("run %d: %v", run, err)
-				}
-				t.Logf("run %d: %+v", run, rep)
-				if run == 3 && (rep.Cancelled != 0 || rep.Returned != 0) {
-					t.Errorf("run 3 did %+v; want nothing left to do", rep)
-				}
+		for run := 2; run <= 3; run++ {
+			rep, err := in.service.CancelUnpaid(ctx)
+			if err != nil {
+				t.Fatalf("run %d: %v", run, err)
 			}
-			checkCancelled(t, ctx, e, in, unpaid)
-		})
-	}
+			t.Logf("run %d: %+v", run, rep)
+			if run == 3 && (rep.Cancelled != 0 || rep.Returned != 0) {
+				t.Errorf("run 3 did %+v; want nothing left to do", rep)
+			}
+		}
+		checkCancelled(t, ctx, e, in, unpaid)
+	})
 }
 
 // TestPaymentTimeout: orders paid in time stay paid; the others are
