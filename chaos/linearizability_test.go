@@ -91,18 +91,7 @@ func TestLinearizableBurst(t *testing.T) {
 
 	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: 8, pace: 20 * time.Millisecond, deadline: 10 * time.Second, prefix: "lin", readers: 2})
 	bu.waitCompleted(requests/3, 30*time.Second)
-	w := window{from: bu.now()}
-	killedAt := bu.now() // answers lost from here on are the kill's doing
-	a.kill()
-	calls, err := bu.wait(2 * time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.to = bu.now()
-	r.verify(f, calls, stock, w, expect{
-		slugs:         faultSlugs,
-		mayLoseAnswer: func(c call) bool { return c.Instance == a.name && c.End >= killedAt },
-	}, b)
+	calls, _, _ := r.killMidBurst(f, bu, stock, a, b)
 
 	var history []porcupine.Operation
 	for _, c := range calls {

@@ -101,20 +101,30 @@ func TestKillInstanceMidBurst(t *testing.T) {
 
 	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: workers, pace: pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "k"})
 	bu.waitCompleted(requests/4, 30*time.Second)
+	calls, killedAt, left := r.killMidBurst(f, bu, stock, a, b)
+	checkMidBurst(t, "instance a", calls, killedAt, left)
+}
+
+// killMidBurst kills victim (SIGKILL) while bu runs, waits for the burst to
+// end, and verifies it against stock with survivor live: victim's answers
+// may be lost from the kill on. It returns the calls, when the kill struck
+// (relative to the burst's start), and how many buys were left then.
+func (r *rig) killMidBurst(f *figures, bu *burst, stock int, victim, survivor *instance) (calls []call, killedAt time.Duration, left int64) {
+	r.t.Helper()
 	w := window{from: bu.now()}
-	killedAt := bu.now() // answers lost from here on are the kill's doing
-	left := int64(requests) - bu.completed.Load()
-	a.kill()
+	killedAt = bu.now() // answers lost from here on are the kill's doing
+	left = int64(bu.o.requests) - bu.completed.Load()
+	victim.kill()
 	calls, err := bu.wait(2 * time.Minute)
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
 	w.to = bu.now()
 	r.verify(f, calls, stock, w, expect{
 		slugs:         faultSlugs,
-		mayLoseAnswer: func(c call) bool { return c.Instance == a.name && c.End >= killedAt },
-	}, b)
-	checkMidBurst(t, "instance a", calls, killedAt, left)
+		mayLoseAnswer: func(c call) bool { return c.Instance == victim.name && c.End >= killedAt },
+	}, survivor)
+	return calls, killedAt, left
 }
 
 // checkMidBurst fails the test unless the fault that struck at `at` hit a

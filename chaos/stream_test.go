@@ -124,6 +124,17 @@ func violations(t *testing.T, f *figures) func(format string, args ...any) {
 	}
 }
 
+// streamFault restocks product 1 through in and starts the figures of this
+// test's redis-stream fault, recorded when the test ends; it returns them
+// with the test's violations (see violations).
+func (r *rig) streamFault(in *instance, stock int, fault string) (*figures, func(format string, args ...any)) {
+	r.t.Helper()
+	r.reset(in, stock)
+	f := &figures{Test: r.t.Name(), Fault: fault, Mode: "redis-stream"}
+	r.record(f)
+	return f, violations(r.t, f)
+}
+
 // orderRow is one order row of product 1 in MySQL.
 type orderRow struct{ no, user, status string }
 
@@ -176,10 +187,7 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	env := map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"}
 	a, b := r.start("a", env), r.start("b", env)
 	const stock = 60
-	r.reset(a, stock)
-	f := &figures{Test: t.Name(), Fault: "redis-stream: seckill instance killed with SIGKILL while its order writer held unacknowledged entries, MySQL slowed by 60 ms (the 201 column counts 202s)", Mode: "redis-stream"}
-	r.record(f)
-	fail := violations(t, f)
+	f, fail := r.streamFault(a, stock, "redis-stream: seckill instance killed with SIGKILL while its order writer held unacknowledged entries, MySQL slowed by 60 ms (the 201 column counts 202s)")
 	ctx := t.Context()
 	rc := r.redis.Client()
 
@@ -277,10 +285,7 @@ func TestRedisRestartWithoutPersistenceLosesQueuedOrders(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	a := r.start("a", map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"})
 	const stock = 40
-	r.reset(a, stock)
-	f := &figures{Test: t.Name(), Fault: "redis-stream: Redis restarted empty (no persistence) with every order still queued, MySQL blackholed meanwhile; the queued orders are lost by design and the audit says so (the 201 column counts 202s)", Mode: "redis-stream"}
-	r.record(f)
-	fail := violations(t, f)
+	f, fail := r.streamFault(a, stock, "redis-stream: Redis restarted empty (no persistence) with every order still queued, MySQL blackholed meanwhile; the queued orders are lost by design and the audit says so (the 201 column counts 202s)")
 	ctx := t.Context()
 	rc := r.redis.Client()
 
