@@ -65,6 +65,17 @@ func (s *fakeShop) oversell(user string) fakeAnswer {
 	return fakeAnswer{status: 201}
 }
 
+// sellThen is a policy that sells as a safe stage does while the stock
+// lasts, and answers every other buyer with refusal.
+func sellThen(refusal fakeAnswer) func(s *fakeShop, user string) fakeAnswer {
+	return func(s *fakeShop, user string) fakeAnswer {
+		if a := s.sell(user); a.status == 201 {
+			return a
+		}
+		return refusal
+	}
+}
+
 func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer) string {
 	t.Helper()
 	s := &fakeShop{policy: policy, orders: map[string]bool{}, hangs: make(chan struct{}),
@@ -182,26 +193,16 @@ func TestVerdictAgainstBrokenTargets(t *testing.T) {
 		},
 		{
 			// db-atomic at 400 in flight: the stock sells, the rest get 500.
-			name:  "500 after the sell-out",
-			stage: "db-atomic",
-			policy: func(s *fakeShop, user string) fakeAnswer {
-				if a := s.sell(user); a.status == 201 {
-					return a
-				}
-				return fakeAnswer{status: 500, problem: "/problems/internal"}
-			},
+			name:   "500 after the sell-out",
+			stage:  "db-atomic",
+			policy: sellThen(fakeAnswer{status: 500, problem: "/problems/internal"}),
 			rule:   "server-errors",
 			counts: []string{"160 of 200", "500 ×160"},
 		},
 		{
-			name:  "503 without Retry-After",
-			stage: "redis-atomic",
-			policy: func(s *fakeShop, user string) fakeAnswer {
-				if a := s.sell(user); a.status == 201 {
-					return a
-				}
-				return fakeAnswer{status: 503, problem: "/problems/unavailable"}
-			},
+			name:   "503 without Retry-After",
+			stage:  "redis-atomic",
+			policy: sellThen(fakeAnswer{status: 503, problem: "/problems/unavailable"}),
 			rule:   "server-errors",
 			counts: []string{"503 ×160"},
 		},
