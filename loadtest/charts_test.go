@@ -5,10 +5,16 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot/vg"
 )
 
 // sweepReport is a made-up sweep: two scenarios, every stage at four
@@ -188,4 +194,220 @@ func TestMarkdownReport(t *testing.T) {
 	if t.Failed() {
 		t.Logf("report.md:\n%s", md)
 	}
+}
+
+// TestSummaryStageNamesDoNotOverlap draws the summary of all seven stages,
+// one round and a sweep, and checks in the SVG that no two stage names
+// overlap and none leaves the chart. Each name's box comes from the
+// chart's font metrics (Liberation Sans, as gonum measures it), placed by
+// the text's position and the transforms around it, and is drawn a fifth
+// wider than measured: a browser without Liberation Sans falls back to a
+// wider sans (DejaVu Sans sets these names about 15% wider). Level names
+// 60 points apart failed this: redis-atomic ran into redis-stream.
+func TestSummaryStageNamesDoNotOverlap(t *testing.T) {
+	const fallbackWidth = 1.2
+	sty := newPlot("").X.Tick.Label
+	ext := sty.FontExtents()
+	for _, sweep := range []bool{false, true} {
+		rep := sweepReport(true)
+		if !sweep {
+			rep.Settings.Sweep = nil
+			rep.Rows = rep.Rows[:len(allStages)]
+		}
+		svg, err := summaryChart(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		width, height, texts := svgTexts(t, svg)
+		var names []placedText
+		for _, tx := range texts {
+			if slices.Contains(allStages, tx.s) {
+				if tx.size != sty.Font.Size.Points() {
+					t.Fatalf("%q is drawn at %gpx, the test measures at %gpt", tx.s, tx.size, sty.Font.Size.Points())
+				}
+				names = append(names, tx)
+			}
+		}
+		if len(names) != 2*len(allStages) {
+			t.Fatalf("sweep=%v: %d stage names in the summary, want %d (one per stage in each panel)", sweep, len(names), 2*len(allStages))
+		}
+		boxes := make([][4]vg.Point, len(names))
+		for i, n := range names {
+			w := sty.Width(n.s).Points() * fallbackWidth
+			boxes[i] = n.box(w, ext.Ascent.Points(), ext.Descent.Points())
+			for _, p := range boxes[i] {
+				if p.X < 0 || p.Y < 0 || p.X.Points() > width || p.Y.Points() > height {
+					t.Errorf("sweep=%v: %q leaves the %gx%g chart: %v", sweep, n.s, width, height, boxes[i])
+					break
+				}
+			}
+		}
+		for i := range boxes {
+			for j := i + 1; j < len(boxes); j++ {
+				if convexOverlap(boxes[i], boxes[j]) {
+					t.Errorf("sweep=%v: stage names %q and %q overlap: %v and %v", sweep, names[i].s, names[j].s, boxes[i], boxes[j])
+				}
+			}
+		}
+	}
+}
+
+// placedText is one <text> of an SVG: its string and size, and the
+// transform from its own coordinates to the SVG's.
+type placedText struct {
+	s    string
+	size float64 // font-size, px
+	x, y float64 // the text's x and y attributes, in its own coordinates
+	m    affine
+}
+
+// box is the text's glyph box, w wide, in the SVG's coordinates (y down):
+// from x along the baseline, ascent above it and descent below.
+func (p placedText) box(w, ascent, descent float64) [4]vg.Point {
+	var b [4]vg.Point
+	for i, c := range [4][2]float64{{p.x, p.y - ascent}, {p.x + w, p.y - ascent}, {p.x + w, p.y + descent}, {p.x, p.y + descent}} {
+		x, y := p.m.apply(c[0], c[1])
+		b[i] = vg.Point{X: vg.Length(x), Y: vg.Length(y)}
+	}
+	return b
+}
+
+// affine is an SVG transform matrix(a b c d e f).
+type affine [6]float64
+
+func (m affine) apply(x, y float64) (float64, float64) {
+	return m[0]*x + m[2]*y + m[4], m[1]*x + m[3]*y + m[5]
+}
+
+// then is m followed, inside it, by n: n applies first.
+func (m affine) then(n affine) affine {
+	return affine{
+		m[0]*n[0] + m[2]*n[1], m[1]*n[0] + m[3]*n[1],
+		m[0]*n[2] + m[2]*n[3], m[1]*n[2] + m[3]*n[3],
+		m[0]*n[4] + m[2]*n[5] + m[4], m[1]*n[4] + m[3]*n[5] + m[5],
+	}
+}
+
+var transformRE = regexp.MustCompile(`(\w+)\(([^)]*)\)`)
+
+// parseTransform reads the translate, scale and rotate functions that
+// vgsvg writes.
+func parseTransform(t *testing.T, s string) affine {
+	t.Helper()
+	m := affine{1, 0, 0, 1, 0, 0}
+	for _, f := range transformRE.FindAllStringSubmatch(s, -1) {
+		var args []float64
+		for _, a := range strings.FieldsFunc(f[2], func(r rune) bool { return r == ',' || r == ' ' }) {
+			v, err := strconv.ParseFloat(a, 64)
+			if err != nil {
+				t.Fatalf("transform %q: %v", s, err)
+			}
+			args = append(args, v)
+		}
+		arg := func(i int, def float64) float64 {
+			if i < len(args) {
+				return args[i]
+			}
+			return def
+		}
+		switch f[1] {
+		case "translate":
+			m = m.then(affine{1, 0, 0, 1, arg(0, 0), arg(1, 0)})
+		case "scale":
+			m = m.then(affine{arg(0, 1), 0, 0, arg(1, arg(0, 1)), 0, 0})
+		case "rotate":
+			sin, cos := math.Sincos(arg(0, 0) * math.Pi / 180)
+			m = m.then(affine{cos, sin, -sin, cos, 0, 0})
+		default:
+			t.Fatalf("transform %q: %s is not read here", s, f[1])
+		}
+	}
+	return m
+}
+
+// svgTexts returns the size of an SVG drawn by vgsvg and every text in
+// it, with the transforms of the groups around it.
+func svgTexts(t *testing.T, svg []byte) (width, height float64, texts []placedText) {
+	t.Helper()
+	attr := func(e xml.StartElement, name string) string {
+		for _, a := range e.Attr {
+			if a.Name.Local == name {
+				return a.Value
+			}
+		}
+		return ""
+	}
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "pt"), 64)
+		if err != nil {
+			t.Fatalf("svg: %q is not a number: %v", s, err)
+		}
+		return v
+	}
+	fontSize := regexp.MustCompile(`font-size:([0-9.]+)px`)
+	stack := []affine{{1, 0, 0, 1, 0, 0}}
+	var cur *placedText
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return width, height, texts
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			switch e.Name.Local {
+			case "svg":
+				width, height = num(attr(e, "width")), num(attr(e, "height"))
+			case "g":
+				stack = append(stack, stack[len(stack)-1].then(parseTransform(t, attr(e, "transform"))))
+			case "text":
+				size := fontSize.FindStringSubmatch(attr(e, "style"))
+				if size == nil {
+					t.Fatalf("svg: a text without font-size: %v", e.Attr)
+				}
+				cur = &placedText{size: num(size[1]), x: num(attr(e, "x")), y: num(attr(e, "y")),
+					m: stack[len(stack)-1].then(parseTransform(t, attr(e, "transform")))}
+			}
+		case xml.CharData:
+			if cur != nil {
+				cur.s += string(e)
+			}
+		case xml.EndElement:
+			switch e.Name.Local {
+			case "g":
+				stack = stack[:len(stack)-1]
+			case "text":
+				texts = append(texts, *cur)
+				cur = nil
+			}
+		}
+	}
+}
+
+// convexOverlap reports whether two convex quadrilaterals share more than
+// an edge: no side of either separates them (the separating axis test).
+func convexOverlap(a, b [4]vg.Point) bool {
+	for _, poly := range [][4]vg.Point{a, b} {
+		for i := range poly {
+			p, q := poly[i], poly[(i+1)%4]
+			nx, ny := -(q.Y - p.Y).Points(), (q.X - p.X).Points() // a normal of the side
+			span := func(ps [4]vg.Point) (lo, hi float64) {
+				lo, hi = math.Inf(1), math.Inf(-1)
+				for _, r := range ps {
+					v := nx*r.X.Points() + ny*r.Y.Points()
+					lo, hi = min(lo, v), max(hi, v)
+				}
+				return lo, hi
+			}
+			alo, ahi := span(a)
+			blo, bhi := span(b)
+			if ahi <= blo || bhi <= alo {
+				return false
+			}
+		}
+	}
+	return true
 }
