@@ -18,8 +18,8 @@ import (
 
 // fakeSeckillEnv, when set to a folder, turns the test binary into a stand-in
 // for both programs lab.sh runs: `seckill` (probe, demo) and `go` (run).
-// Each records its arguments and admin token in that folder, so a test can
-// see what lab.sh started and with what.
+// Each records its arguments, admin token and SECKILL_LOCK_WAIT in that
+// folder, so a test can see what lab.sh started and with what.
 const fakeSeckillEnv = "LAB_TEST_FAKE_SECKILL"
 
 // fakeSeckill is main for the stand-in. probe succeeds while a fake demo is
@@ -28,7 +28,7 @@ const fakeSeckillEnv = "LAB_TEST_FAKE_SECKILL"
 func fakeSeckill(dir string) int {
 	args := os.Args[1:]
 	record := func(name string) {
-		line := fmt.Sprintf("%s\ntoken=%s\n", strings.Join(args, " "), os.Getenv("SECKILL_ADMIN_TOKEN"))
+		line := fmt.Sprintf("%s\ntoken=%s\nlock-wait=%s\n", strings.Join(args, " "), os.Getenv("SECKILL_ADMIN_TOKEN"), os.Getenv("SECKILL_LOCK_WAIT"))
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
 			_, err = f.WriteString(line)
@@ -69,8 +69,10 @@ func fakeSeckill(dir string) int {
 // TestLabScript runs lab.sh with the stand-in as both seckill and go and
 // checks whom it targets and what it starts: never a demo when --targets
 // is given; a demo on LAB_PORTS with a fresh token when nothing answers
-// there, stopped afterwards; and an already running demo used as it is,
-// the token left for the lab to find in the demo's token file.
+// there, stopped afterwards, with the SECKILL_* settings lab.sh was given
+// (how "What a FAIL looks like" in the README breaks a stage); and an
+// already running demo used as it is, the token left for the lab to find
+// in the demo's token file.
 func TestLabScript(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
@@ -94,6 +96,7 @@ func TestLabScript(t *testing.T) {
 		wantLab    string // the lab's arguments
 		wantToken  string // the lab's SECKILL_ADMIN_TOKEN; "*" for any non-empty
 		demoFlagIn string
+		lockWait   string // SECKILL_LOCK_WAIT given to lab.sh, which the demo must see
 	}{
 		{name: "targets given", args: []string{"--stages", "db-atomic", "--targets", "http://10.0.0.9:9000"},
 			wantLab: "run ./loadtest --stages db-atomic --targets http://10.0.0.9:9000"},
@@ -104,6 +107,8 @@ func TestLabScript(t *testing.T) {
 			demoFlagIn: "demo -addr 127.0.0.1:0 -instances " + instances},
 		{name: "starts a demo with the user's token", token: "mine-12345", wantDemo: true,
 			wantLab: "run ./loadtest --targets " + targets, wantToken: "mine-12345"},
+		{name: "starts a demo with the user's settings", args: []string{"--stages", "redis-lock,redlock"}, lockWait: "0s", wantDemo: true,
+			wantLab: "run ./loadtest --targets " + targets + " --stages redis-lock,redlock", wantToken: "*"},
 		{name: "uses a running demo, token from its file", running: true,
 			wantLab: "run ./loadtest --targets " + targets, wantToken: ""},
 		{name: "uses a running demo with the user's token", running: true, token: "mine-12345",
@@ -120,7 +125,7 @@ func TestLabScript(t *testing.T) {
 			cmd := exec.Command(sh, append([]string{"lab.sh"}, tt.args...)...)
 			var env []string
 			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "SECKILL_ADMIN_TOKEN=") && !strings.HasPrefix(kv, "LAB_") {
+				if !strings.HasPrefix(kv, "SECKILL_") && !strings.HasPrefix(kv, "LAB_") {
 					env = append(env, kv)
 				}
 			}
@@ -128,13 +133,16 @@ func TestLabScript(t *testing.T) {
 			if tt.token != "" {
 				cmd.Env = append(cmd.Env, "SECKILL_ADMIN_TOKEN="+tt.token)
 			}
+			if tt.lockWait != "" {
+				cmd.Env = append(cmd.Env, "SECKILL_LOCK_WAIT="+tt.lockWait)
+			}
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 				t.Fatalf("lab.sh: %v, want exit status 3 (the lab's)\n%s", err, out)
 			}
 			lab := readLines(t, filepath.Join(dir, "lab"))
-			if len(lab) != 2 || lab[0] != tt.wantLab {
+			if len(lab) != 3 || lab[0] != tt.wantLab {
 				t.Fatalf("the lab ran as %q, want %q\n%s", lab, tt.wantLab, out)
 			}
 			gotToken := strings.TrimPrefix(lab[1], "token=")
@@ -148,8 +156,11 @@ func TestLabScript(t *testing.T) {
 				}
 				return
 			}
-			if len(demo) != 2 || !strings.HasPrefix(demo[0], "demo -addr 127.0.0.1:0 -instances 127.0.0.1:") {
+			if len(demo) != 3 || !strings.HasPrefix(demo[0], "demo -addr 127.0.0.1:0 -instances 127.0.0.1:") {
 				t.Fatalf("the demo ran as %q", demo)
+			}
+			if want := "lock-wait=" + tt.lockWait; demo[2] != want {
+				t.Errorf("the demo ran with %s, want %s (lab.sh's SECKILL_* settings reach the demo)", demo[2], want)
 			}
 			if tt.demoFlagIn != "" && demo[0] != tt.demoFlagIn {
 				t.Errorf("the demo ran as %q, want %q", demo[0], tt.demoFlagIn)
