@@ -121,7 +121,7 @@ func TestPausedHolderSeesLossOnResume(t *testing.T) {
 	rdb := testRedis(t)
 	prefix := testPrefix(t, rdb)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPausedHolderSeesLossOnResume$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), pauseChildEnv+"="+prefix, "GOMAXPROCS=1")
+	cmd.Env = append(sameRedis(rdb), pauseChildEnv+"="+prefix, "GOMAXPROCS=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +178,14 @@ func runPausedHolder(t *testing.T, prefix string) {
 	lctx := l.Context()
 	fmt.Println("holding")
 	var checks, stale int
+	// The parent takes the lock over within seconds of the pause; a lease
+	// still healthy a minute on means the two never shared a Redis.
+	giveUp := time.Now().Add(time.Minute)
 	for {
 		now := time.Now()
+		if now.After(giveUp) {
+			t.Fatalf("the lease was never lost after %d checks: is the parent on the same Redis?", checks)
+		}
 		err, cerr := l.Err(), lctx.Err()
 		checks++
 		if !now.Before(l.Deadline()) && (err == nil || cerr == nil) {

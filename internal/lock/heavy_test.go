@@ -76,7 +76,7 @@ func TestHeavyMutualExclusion(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHeavyMutualExclusion$", "-test.count=1")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", childEnv, prefix, per, heavyGoroutine))
+			cmd.Env = append(sameRedis(rdb), fmt.Sprintf("%s=%s %d %d", childEnv, prefix, per, heavyGoroutine))
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs <- fmt.Errorf("child: %v\n%s", err, out)
 			}

@@ -102,6 +102,14 @@ func testRedis(t testing.TB) *redis.Client {
 	return rdb
 }
 
+// sameRedis is the environment of a child test process that must use
+// rdb's server: without it a child whose parent fell back to a container
+// or an embedded Redis would start a Redis of its own, and the two
+// processes would never contend.
+func sameRedis(rdb *redis.Client) []string {
+	return append(os.Environ(), "SECKILL_TEST_REDIS_ADDR="+rdb.Options().Addr)
+}
+
 func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
