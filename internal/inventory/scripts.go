@@ -1,7 +1,7 @@
 package inventory
 
 import (
-	_ "embed"
+	"embed"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,43 +10,27 @@ import (
 // with EVALSHA and fall back to EVAL on NOSCRIPT (redis.Script.Run), so a
 // restarted or flushed server needs no load step.
 var (
-	//go:embed scripts/reserve.lua
-	reserveSrc string
-	reserve    = redis.NewScript(reserveSrc)
-
-	//go:embed scripts/give_back.lua
-	giveBackSrc string
-	giveBack    = redis.NewScript(giveBackSrc)
-
-	//go:embed scripts/load.lua
-	loadSrc string
-	load    = redis.NewScript(loadSrc)
-
-	//go:embed scripts/snapshot.lua
-	snapshotSrc string
-	snapshot    = redis.NewScript(snapshotSrc)
-
-	//go:embed scripts/set_if_quiet.lua
-	setIfQuietSrc string
-	setIfQuiet    = redis.NewScript(setIfQuietSrc)
-
-	//go:embed scripts/begin_cancel.lua
-	beginCancelSrc string
-	beginCancel    = redis.NewScript(beginCancelSrc)
-
-	//go:embed scripts/return_units.lua
-	returnUnitsSrc string
-	returnUnits    = redis.NewScript(returnUnitsSrc)
-
-	//go:embed scripts/enqueue.lua
-	enqueueSrc string
-	enqueue    = redis.NewScript(enqueueSrc)
-
-	//go:embed scripts/settle.lua
-	settleSrc string
-	settle    = redis.NewScript(settleSrc)
-
-	//go:embed scripts/dead_letter.lua
-	deadLetterSrc string
-	deadLetter    = redis.NewScript(deadLetterSrc)
+	reserve     = script("reserve")
+	giveBack    = script("give_back")
+	load        = script("load")
+	snapshot    = script("snapshot")
+	setIfQuiet  = script("set_if_quiet")
+	beginCancel = script("begin_cancel")
+	returnUnits = script("return_units")
+	enqueue     = script("enqueue")
+	settle      = script("settle")
+	deadLetter  = script("dead_letter")
 )
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+// script loads scripts/name.lua; a missing file fails at start, in every
+// test of the package.
+func script(name string) *redis.Script {
+	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(src))
+}
