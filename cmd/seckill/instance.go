@@ -204,7 +204,9 @@ func (r *rig) idempotency() *idempotency.Store {
 	if rdb == nil {
 		rdb = r.b.redis
 	}
-	return idempotency.New(rdb, idempotency.Options{Retention: r.cfg.IdempotencyTTL})
+	// A claim outlives any buy (each is cut off at the request timeout),
+	// and a retry after a crash waits no longer than that for the key.
+	return idempotency.New(rdb, idempotency.Options{Retention: r.cfg.IdempotencyTTL, Lease: 2 * r.cfg.RequestTimeout})
 }
 
 // startReconcile runs the fleet-wide reconcile job, which needs Redis for

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // replayHeaders are stored with a response and sent again on replay.
@@ -66,6 +67,12 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 			return
 		}
 
+		if claim.Retaken() {
+			// An earlier run with this key was cut off (a crash, a
+			// timeout): it may have bought, and the service answers with
+			// that order rather than deciding afresh.
+			c.Request = c.Request.WithContext(inventory.WithRetry(c.Request.Context()))
+		}
 		w := &capturingWriter{ResponseWriter: c.Writer}
 		c.Writer = w
 		c.Next()
@@ -73,9 +80,14 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		if status >= 500 || status == http.StatusTooManyRequests || w.Header().Get("Retry-After") != "" {
 			// Retryable answers are not replayed: the retry should run.
 			// (A 409 order-pending says Retry-After too: the order will
-			// be written, and the same key must then pay it.)
-			if err := store.Abandon(c.Request.Context(), claim); err != nil {
-				s.log.Warn("abandoning an idempotency claim failed; it expires with its lease", "err", err)
+			// be written, and the same key must then pay it.) A timeout
+			// or a failure may have written; its retry must know that.
+			settle, how := store.Abandon, "abandoning"
+			if slug := c.GetString(problemKey); slug == "timeout" || slug == "internal" {
+				settle, how = store.Unknown, "marking the outcome unknown of"
+			}
+			if err := settle(c.Request.Context(), claim); err != nil {
+				s.log.Warn(how+" an idempotency claim failed; its lease runs out instead", "err", err)
 			}
 			return
 		}

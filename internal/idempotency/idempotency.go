@@ -2,12 +2,14 @@
 // carries an Idempotency-Key (after the IETF httpapi draft) runs once, and
 // every retry with the same key gets the first answer back, byte for byte.
 //
-// Records live in Redis, one per (user, route, key). A request first claims
-// the record with a short-lived in-flight marker owned by a random token;
-// when it finishes, the marker is replaced by the stored response, kept for
-// the retention period (24 h by default). A process that dies mid-request
-// leaves only the marker, which expires after the in-flight lease, so a
-// crash never blocks a key forever.
+// Records live in Redis, one per (user, route, key), for the retention
+// period (24 h by default). A request first claims the record with an
+// in-flight marker owned by a random token and leased for a short time;
+// when it finishes, the marker is replaced by the stored response. A
+// process that dies mid-request leaves only the marker, whose lease runs
+// out, so a crash never blocks a key forever; the request that takes the
+// key over then knows (Claim.Retaken) that an earlier run may have bought,
+// as does the retry of a request that timed out (Store.Unknown).
 package idempotency
 
 import (
@@ -69,18 +71,21 @@ type Response struct {
 	Body   []byte            `json:"body"`
 }
 
-// record is the stored JSON value: either in flight (Token set) or done.
+// record is the stored JSON value: in flight (Token and LeaseUntil set),
+// done (Response set), or tried with its outcome unknown (Tried).
 type record struct {
 	Token       string    `json:"token,omitempty"`
 	Fingerprint string    `json:"fp"`
+	LeaseUntil  int64     `json:"lease_until,omitempty"` // ms since the epoch, Redis's clock
 	Response    *Response `json:"response,omitempty"`
+	Tried       bool      `json:"tried,omitempty"`
 }
 
 // Options configure a Store.
 type Options struct {
 	Prefix    string        // default "idem:"
 	Retention time.Duration // how long a finished response is kept; default 24h
-	Lease     time.Duration // how long an in-flight marker lives; default 60s
+	Lease     time.Duration // how long an in-flight claim holds the key; default 60s
 }
 
 // Store keeps idempotency records in Redis.
@@ -105,10 +110,17 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 
 // Claim is the right to run one request and record its answer.
 type Claim struct {
-	key   string
-	token string
-	fp    string
+	key     string
+	token   string
+	fp      string
+	retaken bool
 }
+
+// Retaken reports whether an earlier request with this key ran and left
+// its outcome unknown: it was cut off by a crash (its lease ran out) or by
+// its deadline. What it did, if anything, is in the database; the retry
+// should look there before it decides.
+func (c *Claim) Retaken() bool { return c.retaken }
 
 // Fingerprint hashes what makes two requests "the same": method, path and
 // body.
@@ -122,44 +134,46 @@ func Fingerprint(method, path string, body []byte) string {
 // Begin claims (user, route, key) for a request with the given fingerprint.
 // It returns a Claim when the request should run, or the stored Response
 // when it already ran. It fails with ErrInFlight, ErrMismatch or
-// ErrUnavailable.
+// ErrUnavailable. A Claim on a key whose earlier run left its outcome
+// unknown says so (Claim.Retaken).
 func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string) (*Claim, *Response, error) {
 	c := &Claim{key: s.recordKey(user, route, key), token: newToken(), fp: fingerprint}
-	marker, err := json.Marshal(record{Token: c.token, Fingerprint: fingerprint})
-	if err != nil {
-		return nil, nil, err
+	res, err := begin.Run(ctx, s.rdb, []string{c.key}, c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()).StringSlice()
+	if err != nil || len(res) == 0 {
+		return nil, nil, fmt.Errorf("%w: claim: %w", ErrUnavailable, errors.Join(err, errEmptyReply(res)))
 	}
-	// A record that vanishes between the SET NX and the GET (it expired)
-	// is simply claimed on the next pass.
-	for attempt := 0; attempt < 3; attempt++ {
-		ok, err := s.rdb.SetNX(ctx, c.key, marker, s.opts.Lease).Result()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		if ok {
-			return c, nil, nil
-		}
-		raw, err := s.rdb.Get(ctx, c.key).Bytes()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
+	switch res[0] {
+	case "claimed":
+		return c, nil, nil
+	case "retaken":
+		c.retaken = true
+		return c, nil, nil
+	case "inflight":
+		return nil, nil, ErrInFlight
+	case "mismatch":
+		return nil, nil, ErrMismatch
+	case "done":
 		var r record
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, nil, fmt.Errorf("%w: corrupt record: %w", ErrUnavailable, err)
-		}
-		if r.Fingerprint != fingerprint {
-			return nil, nil, ErrMismatch
-		}
-		if r.Response == nil {
-			return nil, nil, ErrInFlight
+		if len(res) < 2 || json.Unmarshal([]byte(res[1]), &r) != nil || r.Response == nil {
+			return nil, nil, fmt.Errorf("%w: corrupt record", ErrUnavailable)
 		}
 		return nil, r.Response, nil
 	}
-	return nil, nil, ErrInFlight
+	return nil, nil, fmt.Errorf("%w: claim answered %q", ErrUnavailable, res[0])
 }
+
+func errEmptyReply(res []string) error {
+	if len(res) == 0 {
+		return errors.New("empty reply")
+	}
+	return nil
+}
+
+var (
+	//go:embed scripts/begin.lua
+	beginSrc string
+	begin    = redis.NewScript(beginSrc)
+)
 
 // finish replaces the in-flight marker with the response (or deletes it)
 // only if this claim still owns it: its lease may have run out and another
@@ -181,9 +195,22 @@ func (s *Store) Finish(ctx context.Context, c *Claim, resp Response) error {
 }
 
 // Abandon drops the claim without storing anything, so the key may be used
-// again at once (for answers a retry should not replay, such as a 503).
+// again at once (for answers a retry should not replay and that wrote
+// nothing, such as a 503 overloaded).
 func (s *Store) Abandon(ctx context.Context, c *Claim) error {
 	return s.settle(ctx, c, "")
+}
+
+// Unknown settles a claim whose request ended without knowing its outcome
+// (a timeout: the write may have committed after all). Nothing is replayed;
+// the next request with the key runs with Claim.Retaken set, so it can look
+// for what the earlier one did instead of deciding afresh.
+func (s *Store) Unknown(ctx context.Context, c *Claim) error {
+	val, err := json.Marshal(record{Fingerprint: c.fp, Tried: true})
+	if err != nil {
+		return err
+	}
+	return s.settle(ctx, c, string(val))
 }
 
 func (s *Store) settle(ctx context.Context, c *Claim, val string) error {

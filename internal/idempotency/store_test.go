@@ -28,6 +28,9 @@ func TestCrashedClaimDoesNotBlockForever(t *testing.T) {
 	for {
 		c, _, err := s.Begin(ctx, "u", "/p", "k", fp)
 		if err == nil && c != nil {
+			if !c.Retaken() {
+				t.Fatal("the claim after a crashed run must say the key was retaken: that run may have bought")
+			}
 			break // the key is usable again
 		}
 		if !errors.Is(err, idempotency.ErrInFlight) || time.Now().After(deadline) {
@@ -68,5 +71,42 @@ func TestLateFinishDoesNotOverwriteANewClaim(t *testing.T) {
 	_, stored, err := s.Begin(ctx, "u", "/p", "k", fp)
 	if err != nil || stored == nil || string(stored.Body) != "new" {
 		t.Fatalf("want the new answer replayed, got %v %v", stored, err)
+	}
+}
+
+// TestRetakenTellsATimeoutFromARefusal: a request that ended in a timeout
+// (Unknown) may have written; the retry runs at once and is told so. A
+// request that was refused with nothing written (Abandon) leaves the key
+// as if never tried. A first try is never "retaken".
+func TestRetakenTellsATimeoutFromARefusal(t *testing.T) {
+	rdb := testenv.Redis(t)
+	s := idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("idem") + ":", Lease: time.Hour})
+	ctx := context.Background()
+	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
+	for _, c := range []struct {
+		key     string
+		settle  func(*idempotency.Claim) error
+		retaken bool
+	}{
+		{"timed-out", func(c *idempotency.Claim) error { return s.Unknown(ctx, c) }, true},
+		{"refused", func(c *idempotency.Claim) error { return s.Abandon(ctx, c) }, false},
+	} {
+		first, _, err := s.Begin(ctx, "u", "/p", c.key, fp)
+		if err != nil || first.Retaken() {
+			t.Fatalf("%s: first try: %v, retaken %v", c.key, err, err == nil && first.Retaken())
+		}
+		if err := c.settle(first); err != nil {
+			t.Fatal(err)
+		}
+		retry, stored, err := s.Begin(ctx, "u", "/p", c.key, fp)
+		if err != nil || stored != nil || retry == nil {
+			t.Fatalf("%s: the retry must run (no replay, no wait for the hour-long lease): claim %v, stored %v, err %v", c.key, retry, stored, err)
+		}
+		if retry.Retaken() != c.retaken {
+			t.Errorf("%s: retry retaken = %v, want %v", c.key, retry.Retaken(), c.retaken)
+		}
+		if _, _, err := s.Begin(ctx, "u", "/p", c.key, idempotency.Fingerprint("POST", "/p", []byte(`{"other":1}`))); !errors.Is(err, idempotency.ErrMismatch) {
+			t.Errorf("%s: another body under the key: %v", c.key, err)
+		}
 	}
 }

@@ -271,9 +271,51 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		o.WrittenAt = o.CreatedAt
 	}
 	if err := st.Buy(ctx, o); err != nil {
+		if prev, ok := s.earlierOrder(ctx, req, err); ok {
+			return prev, nil
+		}
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
 	}
 	return o, nil
+}
+
+// retryKey marks a context as the retry of a request whose outcome was
+// never told (see WithRetry).
+type retryKey struct{}
+
+// WithRetry marks ctx as the retry of a buy whose earlier run may have
+// bought without its buyer hearing so: a crash between the commit and the
+// answer, or a timeout. The HTTP layer knows it from the Idempotency-Key
+// record. Such a retry that is refused as sold out or as a repeat buyer
+// gets the buyer's order instead, as the lost answer would have said.
+func WithRetry(ctx context.Context) context.Context { return context.WithValue(ctx, retryKey{}, true) }
+
+func isRetry(ctx context.Context) bool { v, _ := ctx.Value(retryKey{}).(bool); return v }
+
+// buyerOrders is a store that finds the order a buyer holds for an item.
+type buyerOrders interface {
+	OrderOf(ctx context.Context, id int64, user string) (Order, error)
+}
+
+// earlierOrder, for a retry refused with err, returns the live order the
+// buyer already holds for the item. Every stage checks the stock before it
+// checks for a repeat buyer (the sold-out memory does not even read the
+// database), so without this a buyer whose answer was lost would be told
+// "sold out" while holding an order. Only retries pay for the read.
+func (s *Service) earlierOrder(ctx context.Context, req Request, err error) (Order, bool) {
+	bo, ok := s.store.(buyerOrders)
+	if !ok || !isRetry(ctx) || !(errors.Is(err, ErrSoldOut) || errors.Is(err, ErrAlreadyPurchased)) {
+		return Order{}, false
+	}
+	prev, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
+	if ferr != nil || prev.Quantity != req.Quantity {
+		return Order{}, false
+	}
+	switch prev.Status {
+	case StatusConfirmed, StatusPaid, StatusPending:
+		return prev, true
+	}
+	return Order{}, false
 }
 
 // Queuer is implemented by a stage whose Buy only accepts the order: it is

@@ -39,6 +39,7 @@ type kind interface {
 	buyers(tx *gorm.DB, id int64) ([]string, error)
 	findOrder(tx *gorm.DB, no string) *gorm.DB
 	order(tx *gorm.DB, no string) (inventory.Order, error)
+	orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error)
 }
 
 // payKind is the payment lifecycle's statements: products have them,
@@ -274,6 +275,19 @@ func (l *Ledger) FindOrder(ctx context.Context, no string) (inventory.Order, err
 	}
 	if err != nil {
 		return inventory.Order{}, translate(fmt.Errorf("read order %s: %w", no, err))
+	}
+	return o, nil
+}
+
+// OrderOf returns the order the user holds for the item, whatever its
+// status, or inventory.ErrOrderNotFound.
+func (l *Ledger) OrderOf(ctx context.Context, id int64, user string) (inventory.Order, error) {
+	o, err := l.kind.orderOf(l.conn(ctx), id, user)
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return inventory.Order{}, fmt.Errorf("%s %d, user %q: %w", l.table, id, user, inventory.ErrOrderNotFound)
+	}
+	if err != nil {
+		return inventory.Order{}, translate(fmt.Errorf("read the order of %q for %s %d: %w", user, l.table, id, err))
 	}
 	return o, nil
 }

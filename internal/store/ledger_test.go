@@ -249,3 +249,32 @@ func TestLockWaitIsRetried(t *testing.T) {
 		t.Fatalf("Audit = %+v, %v; want one order and stock %d", a, err, stock-1)
 	}
 }
+
+// TestOrderOf finds the order a buyer holds for an item, on both engines and
+// both kinds, and ErrOrderNotFound for a buyer (or an item) without one.
+func TestOrderOf(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		for _, k := range kinds {
+			t.Run(b.Name+"/"+k.name, func(t *testing.T) {
+				ctx := context.Background()
+				l := k.ledger(b.Open(t))
+				o := order("of-1", "holder", 1)
+				if err := l.Deduct(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				got, err := l.OrderOf(ctx, 1, "holder")
+				if err != nil || got.No != o.No || got.UserID != "holder" || got.Quantity != 1 || got.Status != inventory.StatusConfirmed {
+					t.Fatalf("OrderOf(1, holder) = %+v, %v; want order %s, confirmed", got, err, o.No)
+				}
+				for _, c := range []struct {
+					item int64
+					user string
+				}{{1, "nobody"}, {missing, "holder"}} {
+					if _, err := l.OrderOf(ctx, c.item, c.user); !errors.Is(err, inventory.ErrOrderNotFound) {
+						t.Errorf("OrderOf(%d, %s): %v, want ErrOrderNotFound", c.item, c.user, err)
+					}
+				}
+			})
+		}
+	}
+}

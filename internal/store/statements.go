@@ -230,6 +230,20 @@ func (couponKind) order(tx *gorm.DB, no string) (inventory.Order, error) {
 	return g.order(), err
 }
 
+// orderOf reads the order a user holds for an item (the unique key allows
+// one per buyer); gorm.ErrRecordNotFound when there is none.
+func (productKind) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error) {
+	var r Order
+	err := tx.Where("product_id = ? AND user_id = ?", id, user).Take(&r).Error
+	return r.order(), err
+}
+
+func (couponKind) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error) {
+	var g CouponGrab
+	err := tx.Where("batch_id = ? AND user_id = ?", id, user).Take(&g).Error
+	return g.order(), err
+}
+
 // findOrder looks an order up by its number; gorm.ErrRecordNotFound when
 // none was committed.
 func (productKind) findOrder(tx *gorm.DB, no string) *gorm.DB {
