@@ -55,8 +55,21 @@ cleanup() {
 		wait "$p" 2>/dev/null
 	done
 	if [ -n "$tmp" ]; then
+		rpids=
 		for f in "$tmp"/redis-*.pid; do
-			[ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+			[ -f "$f" ] && rpids="$rpids $(cat "$f")"
+		done
+		for p in $rpids; do
+			kill "$p" 2>/dev/null
+		done
+		# A redis-server writes its log and pid file as it exits: wait for
+		# it (at most 5 s) before removing the folder under it.
+		tries=0
+		for p in $rpids; do
+			while kill -0 "$p" 2>/dev/null && [ "$tries" -lt 50 ]; do
+				sleep 0.1
+				tries=$((tries + 1))
+			done
 		done
 		rm -rf "$tmp"
 	fi
