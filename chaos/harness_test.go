@@ -403,10 +403,8 @@ func lockHeld(ctx context.Context, c *redis.Client) bool {
 
 // sleepCtx sleeps d unless ctx ends first.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is dropped (Go 1.23+)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
