@@ -75,6 +75,17 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		}
 		w := &capturingWriter{ResponseWriter: c.Writer}
 		c.Writer = w
+		defer func() {
+			// A panic unwinds past this middleware to the recoverer,
+			// which answers 5xx: the run may have bought, and the key
+			// must not wait out its lease as if still in flight.
+			if rec := recover(); rec != nil {
+				if err := store.Unknown(c.Request.Context(), claim); err != nil {
+					s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", err)
+				}
+				panic(rec)
+			}
+		}()
 		c.Next()
 		status := w.Status()
 		if status >= 500 || status == http.StatusTooManyRequests || w.Header().Get("Retry-After") != "" {
@@ -82,8 +93,12 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 			// (A 409 order-pending says Retry-After too: the order will
 			// be written, and the same key must then pay it.) A timeout
 			// or a failure may have written; its retry must know that.
+			// So may a run whose deadline passed (or whose client left)
+			// whatever it answered: a backend call cut off there, such
+			// as a Redis script whose reply was lost, comes back as
+			// "unavailable" although it may have taken effect.
 			settle, how := store.Abandon, "abandoning"
-			if slug := c.GetString(problemKey); slug == "timeout" || slug == "internal" {
+			if slug := c.GetString(problemKey); slug == "timeout" || slug == "internal" || c.Request.Context().Err() != nil {
 				settle, how = store.Unknown, "marking the outcome unknown of"
 			}
 			if err := settle(c.Request.Context(), claim); err != nil {

@@ -196,8 +196,13 @@ func (s *Store) Finish(ctx context.Context, c *Claim, resp Response) error {
 
 // Abandon drops the claim without storing anything, so the key may be used
 // again at once (for answers a retry should not replay and that wrote
-// nothing, such as a 503 overloaded).
+// nothing, such as a 503 overloaded). A retaken claim keeps what it was
+// told: the run before it may have bought, so the key stays "tried" (as
+// after Unknown) and the next retry still looks for that order.
 func (s *Store) Abandon(ctx context.Context, c *Claim) error {
+	if c.retaken {
+		return s.Unknown(ctx, c)
+	}
 	return s.settle(ctx, c, "")
 }
 

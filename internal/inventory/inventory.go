@@ -308,7 +308,9 @@ func (s *Service) earlierOrder(ctx context.Context, req Request, err error) (Ord
 		return Order{}, false
 	}
 	prev, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
-	if ferr != nil || prev.Quantity != req.Quantity {
+	// MySQL matches user ids under the column's collation (case- and
+	// accent-blind): "ALICE" finds alice's order. Only the buyer's own.
+	if ferr != nil || prev.UserID != req.UserID || prev.Quantity != req.Quantity {
 		return Order{}, false
 	}
 	switch prev.Status {
