@@ -67,14 +67,14 @@ var problemTable = []problemType{
 	{idempotency.ErrInFlight, 409, "idempotency-in-flight", "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
 	{errTooLarge, 413, "body-too-large", "Body too large", "Request bodies are capped at 64 KiB."},
 	{errMediaType, 415, "unsupported-media-type", "Unsupported media type", "Send Content-Type: application/json."},
-	{idempotency.ErrMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used with a different body or route."},
+	{idempotency.ErrMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
 	{inventory.ErrOverloaded, 503, "overloaded", "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockLost, 503, "lock-lost", "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
 	{inventory.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{idempotency.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{errNotReady, 503, "not-ready", "Not ready", "A backend this instance needs is not reachable."},
-	{context.Canceled, 503, "cancelled", "Request cancelled", "The server is shutting down (or the client went away) before the request finished; nothing was written. Retry."},
+	{context.Canceled, 503, "cancelled", "Request cancelled", "The server is shutting down (or the client went away) before the request finished; its outcome may be unknown. Retry with the same Idempotency-Key."},
 	{context.DeadlineExceeded, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 }
 

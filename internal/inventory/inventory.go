@@ -298,10 +298,13 @@ type buyerOrders interface {
 }
 
 // earlierOrder, for a retry refused with err, returns the live order the
-// buyer already holds for the item. Every stage checks the stock before it
-// checks for a repeat buyer (the sold-out memory does not even read the
-// database), so without this a buyer whose answer was lost would be told
-// "sold out" while holding an order. Only retries pay for the read.
+// buyer already holds for the item in the database. The lock stages and
+// db-atomic check the stock before they check for a repeat buyer (the
+// sold-out memory does not even read the database), so without this a
+// buyer whose answer was lost would be told "sold out" while holding an
+// order. (redis-atomic's and redis-stream's scripts check the buyer first;
+// an order redis-stream still has queued is not found here, and its retry
+// is told 409 already-purchased.) Only retries pay for the read.
 func (s *Service) earlierOrder(ctx context.Context, req Request, err error) (Order, bool) {
 	bo, ok := s.store.(buyerOrders)
 	if !ok || !isRetry(ctx) || !(errors.Is(err, ErrSoldOut) || errors.Is(err, ErrAlreadyPurchased)) {
