@@ -8,7 +8,7 @@ BIN := bin/seckill
 # tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
-.PHONY: run build test test-short vet fmt-check clean
+.PHONY: run build test test-short vet fmt-check clean bench-buy
 
 ## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080;
 ## other ports: make run DEMO_FLAGS='-addr :9080 -instances :9081,:9082,:9083')
@@ -40,6 +40,10 @@ fmt-check:
 
 clean:
 	rm -rf bin .demo
+
+## bench-buy: what a sold-out buy costs next to the bare router, with and without an Idempotency-Key (in process; Redis at SECKILL_TEST_REDIS_ADDR)
+bench-buy:
+	$(GO) test -run '^$$' -bench '^BenchmarkSoldOutBuy$$' -benchtime 2s -count 3 ./internal/httpapi/
 
 # Targets of the lock package, the lab, the browser tests and the chaos suite.
 -include internal/lock/Makefile.inc
