@@ -93,7 +93,7 @@ func lookupProblem(err error) problemType {
 // logged here, once, and answered 500 without their text.
 func (s *server) writeError(c *gin.Context, err error) {
 	p := lookupProblem(err)
-	if cerr := c.Request.Context().Err(); p.status == http.StatusInternalServerError && cerr != nil {
+	if cerr := c.Request.Context().Err(); p.status == http.StatusInternalServerError && cerr != nil && !errors.Is(err, errPanic) {
 		// The request's deadline (or the client leaving) cut a backend call
 		// short, and the driver said so in its own words (the embedded
 		// SQLite says "interrupted"): that is the deadline's answer.

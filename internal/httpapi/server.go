@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -123,9 +124,14 @@ func deadline(d time.Duration) gin.HandlerFunc {
 // recoverer turns a panic into a logged 500 problem.
 func (s *server) recoverer() gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, rec any) {
-		s.writeError(c, errors.New("panic: "+toString(rec)))
+		s.writeError(c, fmt.Errorf("%w: %s", errPanic, toString(rec)))
 	})
 }
+
+// errPanic marks a recovered panic: a bug, answered 500 even though the
+// request's context is over by then (the deadline middleware's cancel ran
+// as the panic unwound).
+var errPanic = errors.New("panic")
 
 func toString(v any) string {
 	if e, ok := v.(error); ok {
