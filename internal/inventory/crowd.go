@@ -212,3 +212,12 @@ func (w crowded) Queues() bool {
 	q, ok := w.next.(Queuer)
 	return ok && q.Queues()
 }
+
+// QueuedOrderOf passes the lookup of a queued order on to a stage that
+// queues its orders (see Service.Buy's retries).
+func (w crowded) QueuedOrderOf(ctx context.Context, id int64, user string) (Order, bool, error) {
+	if q, ok := w.next.(queuedOrders); ok {
+		return q.QueuedOrderOf(ctx, id, user)
+	}
+	return Order{}, false, nil
+}

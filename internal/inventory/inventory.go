@@ -271,7 +271,7 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		o.WrittenAt = o.CreatedAt
 	}
 	if err := st.Buy(ctx, o); err != nil {
-		if prev, ok := s.earlierOrder(ctx, req, err); ok {
+		if prev, ok := s.earlierOrder(ctx, st, req, err); ok {
 			return prev, nil
 		}
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
@@ -297,23 +297,37 @@ type buyerOrders interface {
 	OrderOf(ctx context.Context, id int64, user string) (Order, error)
 }
 
+// queuedOrders is a stage that finds an order it accepted and has not
+// written yet (redis-stream).
+type queuedOrders interface {
+	QueuedOrderOf(ctx context.Context, id int64, user string) (Order, bool, error)
+}
+
 // earlierOrder, for a retry refused with err, returns the live order the
-// buyer already holds for the item in the database. The lock stages and
-// db-atomic check the stock before they check for a repeat buyer (the
-// sold-out memory does not even read the database), so without this a
-// buyer whose answer was lost would be told "sold out" while holding an
-// order. (redis-atomic's and redis-stream's scripts check the buyer first;
-// an order redis-stream still has queued is not found here, and its retry
-// is told 409 already-purchased.) Only retries pay for the read.
-func (s *Service) earlierOrder(ctx context.Context, req Request, err error) (Order, bool) {
-	bo, ok := s.store.(buyerOrders)
-	if !ok || !isRetry(ctx) || !(errors.Is(err, ErrSoldOut) || errors.Is(err, ErrAlreadyPurchased)) {
+// buyer already holds for the item: in the database, or still queued by
+// st. The lock stages and db-atomic check the stock before they check for
+// a repeat buyer (the sold-out memory does not even read the database),
+// and redis-stream's script refuses a buyer whose order is queued, so
+// without this a buyer whose answer was lost would be told "sold out" or
+// "already purchased" instead of the order it has. Only retries pay for
+// the reads.
+func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err error) (Order, bool) {
+	if !isRetry(ctx) || !(errors.Is(err, ErrSoldOut) || errors.Is(err, ErrAlreadyPurchased)) {
 		return Order{}, false
 	}
-	prev, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
+	var prev Order
+	found := false
+	if bo, ok := s.store.(buyerOrders); ok {
+		o, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
+		prev, found = o, ferr == nil
+	}
+	if qo, ok := st.(queuedOrders); ok && !found {
+		o, ok, qerr := qo.QueuedOrderOf(ctx, req.ItemID, req.UserID)
+		prev, found = o, ok && qerr == nil
+	}
 	// MySQL matches user ids under the column's collation (case- and
 	// accent-blind): "ALICE" finds alice's order. Only the buyer's own.
-	if ferr != nil || prev.UserID != req.UserID || prev.Quantity != req.Quantity {
+	if !found || prev.UserID != req.UserID || prev.Quantity != req.Quantity {
 		return Order{}, false
 	}
 	switch prev.Status {

@@ -102,6 +102,24 @@ func (s *RedisStream) Lookup(ctx context.Context, no string) (o Order, found boo
 	return Order{}, false, nil
 }
 
+// QueuedOrderOf finds the order the user has queued for the item and the
+// writers have not written yet (pending); found is false when there is
+// none. It reads the item's whole queue, so only the retry of a lost
+// answer asks (Service.Buy): the queue holds no more than the writers are
+// behind by. It fails with ErrUnavailable.
+func (s *RedisStream) QueuedOrderOf(ctx context.Context, id int64, user string) (o Order, found bool, err error) {
+	all, err := s.rdb.HGetAll(ctx, s.copy.key(id, "queued")).Result()
+	if err != nil {
+		return Order{}, false, fmt.Errorf("%w: read the order queue of %s %d: %w", ErrUnavailable, s.copy.kind, id, err)
+	}
+	for no, rec := range all {
+		if _, u, _, ok := parsePending(rec); ok && u == user {
+			return queuedOrder(no, id, rec, StatusPending), true, nil
+		}
+	}
+	return Order{}, false, nil
+}
+
 // queuedOrder is the order a queued record ("quantity|unix ms|user")
 // describes.
 func queuedOrder(no string, id int64, rec, status string) Order {
