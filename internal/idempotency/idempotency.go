@@ -139,9 +139,10 @@ func Fingerprint(method, path string, body []byte) string {
 func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string) (*Claim, *Response, error) {
 	c := &Claim{key: s.recordKey(user, route, key), token: newToken(), fp: fingerprint}
 	res, err := begin.Run(ctx, s.rdb, []string{c.key}, c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()).StringSlice()
-	if err != nil || len(res) == 0 {
-		return nil, nil, fmt.Errorf("%w: claim: %w", ErrUnavailable, errors.Join(err, errEmptyReply(res)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: claim: %w", ErrUnavailable, err)
 	}
+	res = append(res, "", "") // a short reply falls to the default case
 	switch res[0] {
 	case "claimed":
 		return c, nil, nil
@@ -154,19 +155,12 @@ func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string)
 		return nil, nil, ErrMismatch
 	case "done":
 		var r record
-		if len(res) < 2 || json.Unmarshal([]byte(res[1]), &r) != nil || r.Response == nil {
+		if json.Unmarshal([]byte(res[1]), &r) != nil || r.Response == nil {
 			return nil, nil, fmt.Errorf("%w: corrupt record", ErrUnavailable)
 		}
 		return nil, r.Response, nil
 	}
 	return nil, nil, fmt.Errorf("%w: claim answered %q", ErrUnavailable, res[0])
-}
-
-func errEmptyReply(res []string) error {
-	if len(res) == 0 {
-		return errors.New("empty reply")
-	}
-	return nil
 }
 
 var (
