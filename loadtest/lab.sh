@@ -125,6 +125,12 @@ else
 	tmp=$(mktemp -d)
 	SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-lab-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')}
 	export SECKILL_ADMIN_TOKEN
+	if [ -n "${SECKILL_MYSQL_DSN:-}" ]; then
+		# The demo keeps its orders in SQLite: a DSN left over from serve
+		# work would make the lab count someone else's MySQL database.
+		echo "lab: ignoring SECKILL_MYSQL_DSN: the demo does not use MySQL (LAB_FLEET=serve does)" >&2
+		unset SECKILL_MYSQL_DSN
+	fi
 	echo "lab: starting seckill demo on $instances (log in $tmp/demo.log)" >&2
 	# shellcheck disable=SC2086 # LAB_DEMO_FLAGS is a list of flags
 	SECKILL_DEMO_DB="$tmp/demo.db" "$BIN" demo -addr 127.0.0.1:0 -instances "$instances" ${LAB_DEMO_FLAGS:-} >"$tmp/demo.log" 2>&1 &

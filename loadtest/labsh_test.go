@@ -18,7 +18,8 @@ import (
 
 // fakeSeckillEnv, when set to a folder, turns the test binary into a stand-in
 // for both programs lab.sh runs: `seckill` (probe, demo) and `go` (run).
-// Each records its arguments, admin token and SECKILL_LOCK_WAIT in that
+// Each records its arguments, admin token, SECKILL_LOCK_WAIT and
+// SECKILL_MYSQL_DSN in that
 // folder, so a test can see what lab.sh started and with what.
 const fakeSeckillEnv = "LAB_TEST_FAKE_SECKILL"
 
@@ -28,7 +29,7 @@ const fakeSeckillEnv = "LAB_TEST_FAKE_SECKILL"
 func fakeSeckill(dir string) int {
 	args := os.Args[1:]
 	record := func(name string) {
-		line := fmt.Sprintf("%s\ntoken=%s\nlock-wait=%s\n", strings.Join(args, " "), os.Getenv("SECKILL_ADMIN_TOKEN"), os.Getenv("SECKILL_LOCK_WAIT"))
+		line := fmt.Sprintf("%s\ntoken=%s\nlock-wait=%s\nmysql=%s\n", strings.Join(args, " "), os.Getenv("SECKILL_ADMIN_TOKEN"), os.Getenv("SECKILL_LOCK_WAIT"), os.Getenv("SECKILL_MYSQL_DSN"))
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
 			_, err = f.WriteString(line)
@@ -97,6 +98,8 @@ func TestLabScript(t *testing.T) {
 		wantToken  string // the lab's SECKILL_ADMIN_TOKEN; "*" for any non-empty
 		demoFlagIn string
 		lockWait   string // SECKILL_LOCK_WAIT given to lab.sh, which the demo must see
+		mysql      string // SECKILL_MYSQL_DSN given to lab.sh
+		wantMySQL  string // the lab's SECKILL_MYSQL_DSN
 	}{
 		{name: "targets given", args: []string{"--stages", "db-atomic", "--targets", "http://10.0.0.9:9000"},
 			wantLab: "run ./loadtest --stages db-atomic --targets http://10.0.0.9:9000"},
@@ -109,6 +112,10 @@ func TestLabScript(t *testing.T) {
 			wantLab: "run ./loadtest --targets " + targets, wantToken: "mine-12345"},
 		{name: "starts a demo with the user's settings", args: []string{"--stages", "redis-lock,redlock"}, lockWait: "0s", wantDemo: true,
 			wantLab: "run ./loadtest --targets " + targets + " --stages redis-lock,redlock", wantToken: "*"},
+		{name: "starts a demo although a MySQL DSN is set", mysql: "root:@tcp(127.0.0.1:3306)/other", wantDemo: true,
+			wantLab: "run ./loadtest --targets " + targets, wantToken: "*", wantMySQL: ""},
+		{name: "uses running instances with the MySQL DSN", running: true, mysql: "root:@tcp(127.0.0.1:3306)/lab",
+			wantLab: "run ./loadtest --targets " + targets, wantMySQL: "root:@tcp(127.0.0.1:3306)/lab"},
 		{name: "uses a running demo, token from its file", running: true,
 			wantLab: "run ./loadtest --targets " + targets, wantToken: ""},
 		{name: "uses a running demo with the user's token", running: true, token: "mine-12345",
@@ -136,18 +143,24 @@ func TestLabScript(t *testing.T) {
 			if tt.lockWait != "" {
 				cmd.Env = append(cmd.Env, "SECKILL_LOCK_WAIT="+tt.lockWait)
 			}
+			if tt.mysql != "" {
+				cmd.Env = append(cmd.Env, "SECKILL_MYSQL_DSN="+tt.mysql)
+			}
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 				t.Fatalf("lab.sh: %v, want exit status 3 (the lab's)\n%s", err, out)
 			}
 			lab := readLines(t, filepath.Join(dir, "lab"))
-			if len(lab) != 3 || lab[0] != tt.wantLab {
+			if len(lab) != 4 || lab[0] != tt.wantLab {
 				t.Fatalf("the lab ran as %q, want %q\n%s", lab, tt.wantLab, out)
 			}
 			gotToken := strings.TrimPrefix(lab[1], "token=")
 			if tt.wantToken == "*" && gotToken == "" || tt.wantToken != "*" && gotToken != tt.wantToken {
 				t.Errorf("the lab's SECKILL_ADMIN_TOKEN = %q, want %q", gotToken, tt.wantToken)
+			}
+			if got := strings.TrimPrefix(lab[3], "mysql="); got != tt.wantMySQL {
+				t.Errorf("the lab's SECKILL_MYSQL_DSN = %q, want %q (a demo keeps its orders in SQLite)", got, tt.wantMySQL)
 			}
 			demo := readLines(t, filepath.Join(dir, "demo"))
 			if !tt.wantDemo {
@@ -156,7 +169,7 @@ func TestLabScript(t *testing.T) {
 				}
 				return
 			}
-			if len(demo) != 3 || !strings.HasPrefix(demo[0], "demo -addr 127.0.0.1:0 -instances 127.0.0.1:") {
+			if len(demo) != 4 || !strings.HasPrefix(demo[0], "demo -addr 127.0.0.1:0 -instances 127.0.0.1:") {
 				t.Fatalf("the demo ran as %q", demo)
 			}
 			if want := "lock-wait=" + tt.lockWait; demo[2] != want {
