@@ -8,29 +8,41 @@ import (
 
 // The Lua scripts of the Redis stages, one file each in scripts/. They run
 // with EVALSHA and fall back to EVAL on NOSCRIPT (redis.Script.Run), so a
-// restarted or flushed server needs no load step.
+// restarted or flushed server needs no load step. The checks a buy must
+// pass before it takes units live once, in refusal.lua, and are put in
+// front of the scripts that take units.
 var (
-	reserve     = script("reserve")
+	reserve     = script("refusal", "reserve")
 	giveBack    = script("give_back")
 	load        = script("load")
 	snapshot    = script("snapshot")
 	setIfQuiet  = script("set_if_quiet")
 	beginCancel = script("begin_cancel")
 	returnUnits = script("return_units")
-	enqueue     = script("enqueue")
+	enqueue     = script("refusal", "enqueue")
 	settle      = script("settle")
 	deadLetter  = script("dead_letter")
+
+	// refuseSrc defines the Lua function refuse of the Idempotency-Key
+	// claim (see RefusalCheck).
+	refuseSrc = source("refusal", "refuse")
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// script loads scripts/name.lua; a missing file fails at start, in every
-// test of the package.
-func script(name string) *redis.Script {
-	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
+// script loads scripts/name.lua for each name, in order, as one script; a
+// missing file fails at start, in every test of the package.
+func script(names ...string) *redis.Script { return redis.NewScript(source(names...)) }
+
+func source(names ...string) string {
+	var src []byte
+	for _, name := range names {
+		b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		src = append(append(src, b...), '\n')
 	}
-	return redis.NewScript(string(src))
+	return string(src)
 }

@@ -1,6 +1,7 @@
 -- Accept an order of the redis-stream stage, atomically: check the stock and
 -- the buyer, take the units, record the buyer, and queue the order for the
--- writers. Every key shares the item's hash tag (one Cluster slot).
+-- writers. Every key shares the item's hash tag (one Cluster slot). Runs
+-- after refusal.lua.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending (redis-atomic's
 -- reservations), KEYS[4] queued (orders accepted, not yet written),
 -- KEYS[5] the order stream
@@ -9,19 +10,13 @@
 -- Returns the stock left, -1 sold out, -2 not loaded, -3 already bought,
 -- -4 sold out for now (units in flight may still come back), -5 the queue
 -- is full.
-local stock = redis.call('GET', KEYS[1])
-if not stock then return -2 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -3 end
-local q = tonumber(ARGV[2])
-stock = tonumber(stock)
-if stock < q then
-  if redis.call('HLEN', KEYS[3]) > 0 or redis.call('HLEN', KEYS[4]) > 0 then return -4 end
-  return -1
-end
+local refused = refusal(KEYS, ARGV)
+if refused then return refused end
 if redis.call('XLEN', KEYS[5]) >= tonumber(ARGV[7]) then return -5 end
-redis.call('DECRBY', KEYS[1], q)
+local q = tonumber(ARGV[2])
+local left = redis.call('DECRBY', KEYS[1], q)
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[2] .. '|' .. ARGV[4] .. '|' .. ARGV[1])
 redis.call('XADD', KEYS[5], '*', 'no', ARGV[3], 'user', ARGV[1], 'qty', ARGV[2],
   'at', ARGV[4], 'stage', ARGV[5], 'instance', ARGV[6])
-return stock - q
+return left
