@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -92,6 +93,8 @@ type Options struct {
 type Store struct {
 	rdb  redis.UniversalClient
 	opts Options
+	// checked holds BeginChecked's scripts, one per refusal check's Src.
+	checked sync.Map
 }
 
 // New returns a Store over rdb.
@@ -137,8 +140,51 @@ func Fingerprint(method, path string, body []byte) string {
 // ErrUnavailable. A Claim on a key whose earlier run left its outcome
 // unknown says so (Claim.Retaken).
 func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string) (*Claim, *Response, error) {
+	return s.begin(ctx, plainBegin, user, route, key, fingerprint, Refusal{})
+}
+
+// Refusal is a read-only check that BeginChecked runs in Redis, in the same
+// script as the claim, for a key never used: a request it refuses does not
+// run, and nothing is claimed or stored under its key. It is for answers
+// that took nothing, so that a retry has nothing to miss (a buy of an item
+// sold out). Src is Lua that defines local function refuse(keys, args),
+// which returns why the request is refused (a string), or false; it must
+// not write. Its keys must live on the store's Redis (see Checks).
+type Refusal struct {
+	Src  string
+	Keys []string
+	Args []any
+}
+
+// RefusedError is BeginChecked's error when the check refused the request.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return "refused before the claim: " + e.Reason }
+
+// Checks reports whether BeginChecked can run a check on keys of rdb: the
+// store keeps its records on rdb itself, and rdb is not a Cluster (where
+// the record and the checked keys would be in different slots).
+func (s *Store) Checks(rdb redis.UniversalClient) bool {
+	_, cluster := rdb.(*redis.ClusterClient)
+	return rdb != nil && rdb == s.rdb && !cluster
+}
+
+// BeginChecked is Begin with a refusal check. When there is no record under
+// the key and the check refuses, it fails with a *RefusedError and leaves
+// no record; otherwise it answers as Begin.
+func (s *Store) BeginChecked(ctx context.Context, user, route, key, fingerprint string, r Refusal) (*Claim, *Response, error) {
+	script, ok := s.checked.Load(r.Src)
+	if !ok {
+		script, _ = s.checked.LoadOrStore(r.Src, redis.NewScript(r.Src+"\n"+beginSrc))
+	}
+	return s.begin(ctx, script.(*redis.Script), user, route, key, fingerprint, r)
+}
+
+func (s *Store) begin(ctx context.Context, script *redis.Script, user, route, key, fingerprint string, r Refusal) (*Claim, *Response, error) {
 	c := &Claim{key: s.recordKey(user, route, key), token: newToken(), fp: fingerprint}
-	res, err := begin.Run(ctx, s.rdb, []string{c.key}, c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()).StringSlice()
+	keys := append([]string{c.key}, r.Keys...)
+	args := append([]any{c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()}, r.Args...)
+	res, err := script.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: claim: %w", ErrUnavailable, err)
 	}
@@ -153,6 +199,8 @@ func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string)
 		return nil, nil, ErrInFlight
 	case "mismatch":
 		return nil, nil, ErrMismatch
+	case "refused":
+		return nil, nil, &RefusedError{Reason: res[1]}
 	case "done":
 		var r record
 		if json.Unmarshal([]byte(res[1]), &r) != nil || r.Response == nil {
@@ -166,7 +214,8 @@ func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string)
 var (
 	//go:embed scripts/begin.lua
 	beginSrc string
-	begin    = redis.NewScript(beginSrc)
+	// plainBegin is the claim with no refusal check.
+	plainBegin = redis.NewScript("local function refuse() return false end\n" + beginSrc)
 )
 
 // finish replaces the in-flight marker with the response (or deletes it)

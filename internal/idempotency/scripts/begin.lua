@@ -2,14 +2,23 @@
 -- KEYS[1] the record
 -- ARGV[1] the new claim's token, ARGV[2] the request's fingerprint,
 -- ARGV[3] the in-flight lease in ms, ARGV[4] retention in ms
+-- KEYS[2...] and ARGV[5...] are the refusal check's (see refuse below)
 -- Returns {'claimed'} for a key never tried, {'retaken'} for a key whose
 -- earlier run left its outcome unknown (its lease ran out, or it ended in a
--- timeout), {'inflight'}, {'mismatch'}, or {'done', record} with the stored
--- answer. The record outlives the lease (it is kept for the retention
--- period), so a retry after a crash is told apart from a first try.
+-- timeout), {'inflight'}, {'mismatch'}, {'done', record} with the stored
+-- answer, or {'refused', why} when the check refused a key never used.
+-- The record outlives the lease (it is kept for the retention period), so
+-- a retry after a crash is told apart from a first try.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cur = redis.call('GET', KEYS[1])
+if not cur then
+  -- A key never used: the request may be refused for good without running
+  -- (Store.BeginChecked puts the check's function refuse in front of this
+  -- script; Begin's returns false). Nothing is claimed or stored then.
+  local refused = refuse({unpack(KEYS, 2)}, {unpack(ARGV, 5)})
+  if refused then return {'refused', refused} end
+end
 local verdict = 'claimed'
 if cur then
   local ok, rec = pcall(cjson.decode, cur)

@@ -1,0 +1,81 @@
+package inventory
+
+import (
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A flash crowd is mostly buyers who are too late, and each of them sends an
+// Idempotency-Key. Claiming the key, running the stage and storing its
+// answer costs three round trips to Redis for a refusal that takes nothing.
+// A stage that sells from a Redis copy offers a RefusalCheck instead:
+// Redis runs the stage's read-only checks in the same script as the claim,
+// and a buy refused there claims no key and stores nothing (there is
+// nothing a retry could miss). One round trip, as without a key.
+
+// RefusalCheck is a buy's refusal check in Lua, for the Idempotency-Key
+// claim (idempotency.Refusal). Src defines local function refuse(keys,
+// args), which returns a refusal (see RefusalError) or false; it reads the
+// keys and writes nothing. It runs only on Client, the stage's own Redis.
+type RefusalCheck struct {
+	Client redis.UniversalClient
+	Src    string
+	Keys   []string
+	Args   []any
+}
+
+// refusalChecker is a stage that can check in Redis, before a buy runs,
+// whether it would be refused.
+type refusalChecker interface {
+	refusalCheck(o Order) (RefusalCheck, bool)
+}
+
+// RefusalCheck returns the refusal check of a buy under the named stage, or
+// false when the stage has none (it does not sell from Redis) or the
+// request is invalid (the buy itself says why).
+func (s *Service) RefusalCheck(stage string, req Request) (RefusalCheck, bool) {
+	st, ok := s.stages[stage]
+	if !ok || req.Validate() != nil {
+		return RefusalCheck{}, false
+	}
+	rc, ok := st.(refusalChecker)
+	if !ok {
+		return RefusalCheck{}, false
+	}
+	return rc.refusalCheck(Order{ItemID: req.ItemID, UserID: req.UserID, Quantity: req.Quantity})
+}
+
+// RefusalError is the error of a buy its RefusalCheck refused: ErrSoldOut
+// or ErrAlreadyPurchased, the stage's own answers to the same buy.
+func RefusalError(refusal string) error {
+	switch refusal {
+	case "sold-out":
+		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSoldOut)
+	case "already-purchased":
+		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrAlreadyPurchased)
+	}
+	return fmt.Errorf("%w: unknown refusal %q", ErrUnavailable, refusal)
+}
+
+// refusalCheck checks the Redis copy the way reserve.lua does before it
+// takes units.
+func (s *RedisAtomic) refusalCheck(o Order) (RefusalCheck, bool) {
+	return RefusalCheck{Client: s.rdb, Src: refuseSrc, Keys: s.keys(o.ItemID), Args: []any{o.UserID, o.Quantity}}, true
+}
+
+// refusalCheck: redis-stream sells from redis-atomic's copy, with the same
+// checks (enqueue.lua).
+func (s *RedisStream) refusalCheck(o Order) (RefusalCheck, bool) { return s.copy.refusalCheck(o) }
+
+// refusalCheck passes on the check of a stage behind the bounded queue
+// (Bound). A stage behind the sold-out memory (Wrap) has none: the memory
+// answers the late buyers on this instance, and the stage keeps no copy in
+// Redis.
+func (w crowded) refusalCheck(o Order) (RefusalCheck, bool) {
+	rc, ok := w.next.(refusalChecker)
+	if w.m != nil || !ok {
+		return RefusalCheck{}, false
+	}
+	return rc.refusalCheck(o)
+}
