@@ -22,12 +22,12 @@ import (
 //   - healthz: the router and middleware alone, the lab's HTTP ceiling;
 //   - redis-atomic: one round trip to Redis (the reserve script says sold
 //     out);
-//   - redis-atomic+key: the same buy with an Idempotency-Key, which adds
-//     the record's claim and its stored answer (two more round trips).
+//   - redis-atomic+key: the same buy with an Idempotency-Key. The claim's
+//     script runs the stage's refusal check, so the refusal is one round
+//     trip too (it was three: claim, reserve, stored answer).
 //
 // Read the ratios of ns/op (make bench-buy runs it with benchstat-ready
-// output); they explain most of the gap between redis-atomic and the
-// ceiling in the lab's sweep.
+// output).
 func BenchmarkSoldOutBuy(b *testing.B) {
 	rdb := testenv.Redis(b)
 	db := testenv.SQLite(b)

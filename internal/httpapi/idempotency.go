@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,10 +17,17 @@ import (
 // replayHeaders are stored with a response and sent again on replay.
 var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instance", "Retry-After", "Location"}
 
+// refusalCheckFunc returns the refusal check of a request for the claim of
+// its key (see idempotency.Refusal), or false when it has none.
+type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, bool)
+
 // idempotent runs a buy or grab at most once per Idempotency-Key: the first
 // request runs and its answer is stored; a retry gets that answer again,
-// byte for byte, with Idempotent-Replayed: true.
-func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerFunc {
+// byte for byte, with Idempotent-Replayed: true. A refusal that took
+// nothing (sold out, already purchased) is not stored: a retry runs again.
+// With check, a request that would be refused so is answered in the
+// claim's own round trip (see refusalCheck).
+func (s *server) idempotent(store *idempotency.Store, require bool, check refusalCheckFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		header := c.GetHeader("Idempotency-Key")
 		if header == "" {
@@ -45,10 +53,24 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 			s.writeError(c, errTooLarge)
 			return
 		}
-		c.Request.Body = io.NopCloser(bytes.NewReader(body))
-
 		path := c.Request.URL.Path
-		claim, stored, err := store.Begin(c.Request.Context(), userOf(body), path, key, idempotency.Fingerprint(c.Request.Method, path, body))
+		fp := idempotency.Fingerprint(c.Request.Method, path, body)
+		begin := store.Begin
+		if check != nil {
+			c.Request.Body = io.NopCloser(bytes.NewReader(body))
+			if r, ok := check(c, store); ok {
+				begin = func(ctx context.Context, user, route, key, fp string) (*idempotency.Claim, *idempotency.Response, error) {
+					return store.BeginChecked(ctx, user, route, key, fp, r)
+				}
+			}
+		}
+		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+		claim, stored, err := begin(c.Request.Context(), userOf(body), path, key, fp)
+		var refused *idempotency.RefusedError
+		if errors.As(err, &refused) {
+			s.writeError(c, inventory.RefusalError(refused.Reason))
+			return
+		}
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -88,6 +110,15 @@ func (s *server) idempotent(store *idempotency.Store, require bool) gin.HandlerF
 		}()
 		c.Next()
 		status := w.Status()
+		if slug := c.GetString(problemKey); slug == "sold-out" || slug == "already-purchased" {
+			// A refusal took nothing, so there is nothing for a retry to
+			// miss, and a retry after a restock may buy: the key is let
+			// go (as the refusal check would have left it), not stored.
+			if err := store.Abandon(c.Request.Context(), claim); err != nil {
+				s.log.Warn("abandoning an idempotency claim failed; its lease runs out instead", "err", err)
+			}
+			return
+		}
 		if status >= 500 || status == http.StatusTooManyRequests || w.Header().Get("Retry-After") != "" {
 			// Retryable answers are not replayed: the retry should run.
 			// (A 409 order-pending says Retry-After too: the order will
@@ -144,4 +175,26 @@ func (w *capturingWriter) Write(b []byte) (int, error) {
 func (w *capturingWriter) WriteString(s string) (int, error) {
 	w.buf.WriteString(s)
 	return w.ResponseWriter.WriteString(s)
+}
+
+// refusalCheck is the refusal check of a buy or grab of kind k: the buy's
+// stage checks its Redis copy in the claim's script, when the store keeps
+// its records on that same Redis. A request the handler would refuse for
+// other reasons (a bad body, an unknown stage) has no check and runs.
+func (s *server) refusalCheck(k itemKind) refusalCheckFunc {
+	return func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, bool) {
+		stage, err := s.stageFor(c, k.svc)
+		if err != nil {
+			return idempotency.Refusal{}, false
+		}
+		req, err := parseBuy(c, k.coupon)
+		if err != nil {
+			return idempotency.Refusal{}, false
+		}
+		rc, ok := k.svc.RefusalCheck(stage, req)
+		if !ok || !store.Checks(rc.Client) {
+			return idempotency.Refusal{}, false
+		}
+		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, true
+	}
 }

@@ -23,19 +23,19 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	api.GET("/products", s.handleList(products))
 	api.GET("/products/:id", s.handleGet(products))
 	api.GET("/products/:id/audit", s.handleAudit(products, d.LastReconcile))
-	idem := s.idempotent(d.Idempotency, d.RequireIdempotencyKey)
+	idem := s.idempotent(d.Idempotency, d.RequireIdempotencyKey, nil)
 	buyObs, grabObs := noop, noop
 	if d.Metrics != nil {
 		buyObs, grabObs = observeBuy(d.Metrics, "product"), observeBuy(d.Metrics, "coupon")
 		r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
 	}
 	r.GET("/debug/pprof/*name", s.requireAdmin(), pprofHandler)
-	api.POST("/products/:id/buy", buyObs, s.stampBuy(d.Products), idem, s.handleBuy(products))
+	api.POST("/products/:id/buy", buyObs, s.stampBuy(d.Products), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(products)), s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
 		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile))
-		api.POST("/coupons/:id/grab", grabObs, s.stampBuy(d.Coupons), idem, s.handleBuy(coupons))
+		api.POST("/coupons/:id/grab", grabObs, s.stampBuy(d.Coupons), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(coupons)), s.handleBuy(coupons))
 	}
 
 	// An order of any stage, and its payment (orders.go).
