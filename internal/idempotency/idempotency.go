@@ -162,11 +162,12 @@ type RefusedError struct{ Reason string }
 func (e *RefusedError) Error() string { return "refused before the claim: " + e.Reason }
 
 // Checks reports whether BeginChecked can run a check on keys of rdb: the
-// store keeps its records on rdb itself, and rdb is not a Cluster (where
-// the record and the checked keys would be in different slots).
+// store keeps its records on rdb itself, and rdb is one server (a
+// *redis.Client), not a Cluster or a Ring, where the record and the checked
+// keys could live on different nodes.
 func (s *Store) Checks(rdb redis.UniversalClient) bool {
-	_, cluster := rdb.(*redis.ClusterClient)
-	return rdb != nil && rdb == s.rdb && !cluster
+	one, ok := rdb.(*redis.Client)
+	return ok && one != nil && rdb == s.rdb
 }
 
 // BeginChecked is Begin with a refusal check. When there is no record under

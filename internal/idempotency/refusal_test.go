@@ -75,7 +75,8 @@ func TestBeginCheckedRefusesOnlyAKeyNeverUsed(t *testing.T) {
 }
 
 // TestChecksOnlyTheStoresOwnRedis: a check runs in the claim's script, so
-// its keys must be on the store's Redis, and not across Cluster slots.
+// its keys must be on the store's Redis, one server (not a Cluster's slots
+// or a Ring's shards).
 func TestChecksOnlyTheStoresOwnRedis(t *testing.T) {
 	rdb := testenv.Redis(t)
 	other := testenv.Redis(t)
@@ -86,5 +87,10 @@ func TestChecksOnlyTheStoresOwnRedis(t *testing.T) {
 	}
 	if s := idempotency.New(cluster, idempotency.Options{}); s.Checks(cluster) {
 		t.Fatal("a store on a Cluster cannot check")
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	if s := idempotency.New(ring, idempotency.Options{}); s.Checks(ring) {
+		t.Fatal("a store on a Ring cannot check")
 	}
 }
