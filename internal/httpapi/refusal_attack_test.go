@@ -1,0 +1,303 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// gatedLedger is the database under redis-atomic; while armed, the next
+// Deduct says so on entered and waits for release before it writes.
+type gatedLedger struct {
+	*store.Ledger
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedLedger) Deduct(ctx context.Context, o inventory.Order) error {
+	if g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Ledger.Deduct(ctx, o)
+}
+
+// claimGate is a Redis hook: while armed, the first script whose keys
+// include the idempotency prefix (the claim) returns, then the request
+// waits on release before it goes on to the stage.
+type claimGate struct {
+	prefix  string
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *claimGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *claimGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *claimGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		name := strings.ToLower(cmd.Name())
+		if name != "evalsha" && name != "eval" {
+			return err
+		}
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok && strings.HasPrefix(s, h.prefix) {
+				if h.armed.CompareAndSwap(true, false) {
+					h.entered <- struct{}{}
+					<-h.release
+				}
+				break
+			}
+		}
+		return err
+	}
+}
+
+type refusalRig struct {
+	h      http.Handler
+	rdb    *redis.Client
+	svc    *inventory.Service
+	copy   *inventory.RedisAtomic
+	ledger *gatedLedger
+	db     *store.DB
+	idem   *idempotency.Store
+	gate   *claimGate
+	stage  string
+	kind   string
+}
+
+// newRefusalRig sells product 1 (stock units) under stageName with the
+// records on the stage's own client, so every keyed buy runs the check.
+func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duration) *refusalRig {
+	t.Helper()
+	ctx := context.Background()
+	db := testenv.SQLite(t)
+	if err := db.Products().Reset(ctx, 1, stock); err != nil {
+		t.Fatal(err)
+	}
+	rdb := testenv.Redis(t)
+	kind := testenv.Name("refatk")
+	idemPrefix := kind + ":idem:"
+	gate := &claimGate{prefix: idemPrefix, entered: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(gate)
+	led := &gatedLedger{Ledger: db.Products(), entered: make(chan struct{}), release: make(chan struct{})}
+	copy := inventory.NewRedisAtomic(rdb, led, kind, nil)
+	stage := inventory.Stage(copy)
+	if stageName == "redis-stream" {
+		stage = inventory.NewRedisStream(copy, inventory.StreamOptions{})
+	}
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "refatk-1", "O")
+	idem := idempotency.New(rdb, idempotency.Options{Prefix: idemPrefix, Lease: lease})
+	h := httpapi.NewServer(httpapi.Deps{Instance: "refatk-1", Products: svc, Mode: stageName, Idempotency: idem})
+	return &refusalRig{db: db, h: h, rdb: rdb, svc: svc, copy: copy, ledger: led, idem: idem, gate: gate, stage: stageName, kind: kind}
+}
+
+// noOversell fails when the Redis copy went below zero or sold more units
+// than it had.
+func (r *refusalRig) noOversell(t *testing.T, initial int) {
+	t.Helper()
+	ctx := context.Background()
+	stock, err := r.rdb.Get(ctx, fmt.Sprintf("seckill:{%s:1}:stock", r.kind)).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buyers, _ := r.rdb.SCard(ctx, fmt.Sprintf("seckill:{%s:1}:buyers", r.kind)).Result()
+	if stock < 0 || int(buyers) > initial {
+		t.Fatalf("oversold: Redis stock %d, %d buyers of %d units", stock, buyers, initial)
+	}
+	if r.stage == "redis-atomic" {
+		a, err := r.svc.Audit(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Oversold() > 0 || !a.Conserved() {
+			t.Fatalf("audit: %+v", a)
+		}
+	}
+}
+
+func orderOf(t *testing.T, rec *httptest.ResponseRecorder) api.Order {
+	t.Helper()
+	var o api.Order
+	if rec.Code != http.StatusCreated && rec.Code != http.StatusAccepted || json.Unmarshal(rec.Body.Bytes(), &o) != nil {
+		t.Fatalf("want an order (201/202): %d %s", rec.Code, rec.Body)
+	}
+	return o
+}
+
+func want409(t *testing.T, what string, rec *httptest.ResponseRecorder, slug string) {
+	t.Helper()
+	if rec.Code != http.StatusConflict || problemType(t, rec) != slug {
+		t.Fatalf("%s: %d %s, want 409 %s", what, rec.Code, rec.Body, slug)
+	}
+}
+
+// TestRefusalAttackLostAnswerOfTheLastUnit: the first run with a key buys
+// the last unit and its answer is lost (a crash: the lease ran out; or a
+// timeout: the record says "tried"). Everything the check reads now says
+// "refuse" (stock 0, the buyer in the buyers set), so a check run on the
+// retry would answer 409; the retry must get its order instead. A stranger
+// with a fresh key is refused by the check, and a retry with another body
+// is 422, not the check's 409.
+func TestRefusalAttackLostAnswerOfTheLastUnit(t *testing.T) {
+	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
+		for _, how := range []string{"lease-expired", "tried"} {
+			t.Run(stageName+"/"+how, func(t *testing.T) {
+				r := newRefusalRig(t, stageName, 1, 300*time.Millisecond)
+				ctx := context.Background()
+				body := `{"user_id":"alice","quantity":1}`
+				// The first run, as the middleware does it, cut off before
+				// its answer.
+				claim, stored, err := r.idem.Begin(ctx, "alice", buyPath, "k1", idempotency.Fingerprint("POST", buyPath, []byte(body)))
+				if err != nil || stored != nil {
+					t.Fatalf("claim: %v %v", stored, err)
+				}
+				first, err := r.svc.Buy(ctx, stageName, inventory.Request{ItemID: 1, UserID: "alice", Quantity: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if how == "tried" {
+					if err := r.idem.Unknown(ctx, claim); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					time.Sleep(400 * time.Millisecond)
+				}
+				want409(t, "a stranger", post(r.h, "k2", `{"user_id":"bob","quantity":1}`), "sold-out")
+				want409(t, "alice with a new key", post(r.h, "k3", body), "already-purchased")
+				if rec := post(r.h, "k1", `{"user_id":"alice","quantity":2}`); rec.Code != http.StatusUnprocessableEntity {
+					t.Fatalf("the lost key with another body: %d %s, want 422", rec.Code, rec.Body)
+				}
+				retry := post(r.h, "k1", body)
+				if o := orderOf(t, retry); o.OrderNo != first.No || o.UserID != "alice" {
+					t.Fatalf("the retry got order %s, want %s", o.OrderNo, first.No)
+				}
+				replay := post(r.h, "k1", body)
+				if replay.Header().Get("Idempotent-Replayed") != "true" || replay.Code != retry.Code || replay.Body.String() != retry.Body.String() {
+					t.Fatalf("replay: %d %q, want %d %q", replay.Code, replay.Body, retry.Code, retry.Body)
+				}
+				r.noOversell(t, 1)
+			})
+		}
+	}
+}
+
+// TestRefusalAttackDuplicatesWhileTheFirstIsInFlight: the first run holds
+// the last unit as a reservation (paused before its database write). Its
+// duplicates must be told in-flight (not run, not refused by the check);
+// another buyer finds stock 0 with a reservation pending, which the check
+// must not call sold-out for good, and the stage's answer is not stored.
+// The first then answers 201, replayed byte for byte.
+func TestRefusalAttackDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
+	r := newRefusalRig(t, "redis-atomic", 1, time.Hour)
+	body := `{"user_id":"alice","quantity":1}`
+	r.ledger.armed.Store(true)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- post(r.h, "dup", body) }()
+	<-r.ledger.entered
+
+	var wg sync.WaitGroup
+	dups := make([]*httptest.ResponseRecorder, 16)
+	for i := range dups {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); dups[i] = post(r.h, "dup", body) }(i)
+	}
+	wg.Wait()
+	for i, rec := range dups {
+		want409(t, fmt.Sprintf("duplicate %d", i), rec, "idempotency-in-flight")
+	}
+	want409(t, "another buyer while the unit is reserved", post(r.h, "bob-key", `{"user_id":"bob","quantity":1}`), "sold-out")
+	close(r.ledger.release)
+	first := <-done
+	if first.Code != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	for i := 0; i < 3; i++ {
+		rec := post(r.h, "dup", body)
+		if rec.Header().Get("Idempotent-Replayed") != "true" || rec.Code != 201 || rec.Body.String() != first.Body.String() {
+			t.Fatalf("replay %d: %d %q, want %q", i, rec.Code, rec.Body, first.Body)
+		}
+	}
+	// Bob's 409 was not stored: with another body the key runs (409 from the
+	// check, not 422).
+	want409(t, "bob's key, other body", post(r.h, "bob-key", `{"user_id":"bob","quantity":2}`), "sold-out")
+	r.noOversell(t, 1)
+}
+
+// TestRefusalAttackClaimedThenSoldOut: the check passes and claims the key,
+// then (paused between the claim and the stage) another buyer takes the
+// last unit. The stage answers sold-out: the claim must be let go, so a
+// retry after a restock buys, and a duplicate during the pause is
+// in-flight, not run.
+func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
+	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
+		t.Run(stageName, func(t *testing.T) {
+			r := newRefusalRig(t, stageName, 1, time.Hour)
+			// Load the copy and the scripts first.
+			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
+			body := `{"user_id":"late","quantity":1}`
+			r.gate.armed.Store(true)
+			done := make(chan *httptest.ResponseRecorder)
+			go func() { done <- post(r.h, "late-key", body) }()
+			<-r.gate.entered
+			want409(t, "a duplicate after the claim", post(r.h, "late-key", body), "idempotency-in-flight")
+			orderOf(t, post(r.h, "early-key", `{"user_id":"early","quantity":1}`))
+			close(r.gate.release)
+			want409(t, "the claimed buy", <-done, "sold-out")
+			want409(t, "its retry", post(r.h, "late-key", body), "sold-out")
+			if err := r.db.Products().Reset(context.Background(), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.copy.Reset(context.Background(), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			o := orderOf(t, post(r.h, "late-key", body))
+			if o.UserID != "late" {
+				t.Fatalf("retry after restock: %+v", o)
+			}
+		})
+	}
+}
+
+// TestRefusalAttackTakeoverRefusedKeepsTried: the first run is paused with
+// its unit reserved past its lease; a retry takes the key over and is told
+// already-purchased (the order is not written yet). That refusal must not
+// let the key go (a fresh claim would meet the check: already-purchased
+// for good): once the first run commits, the next retry gets its order.
+func TestRefusalAttackTakeoverRefusedKeepsTried(t *testing.T) {
+	r := newRefusalRig(t, "redis-atomic", 1, 300*time.Millisecond)
+	body := `{"user_id":"alice","quantity":1}`
+	r.ledger.armed.Store(true)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- post(r.h, "k", body) }()
+	<-r.ledger.entered
+	time.Sleep(400 * time.Millisecond)
+	want409(t, "the takeover while the first is unwritten", post(r.h, "k", body), "already-purchased")
+	close(r.ledger.release)
+	first := orderOf(t, <-done)
+	retry := orderOf(t, post(r.h, "k", body))
+	if retry.OrderNo != first.OrderNo {
+		t.Fatalf("retry got %s, want the first run's %s", retry.OrderNo, first.OrderNo)
+	}
+	r.noOversell(t, 1)
+}
