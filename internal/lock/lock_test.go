@@ -267,7 +267,9 @@ func TestWatchdogKeepsLock(t *testing.T) {
 func prefixOf(t *testing.T, c *lock.Client, rdb *redis.Client) string {
 	t.Helper()
 	key := "probe-" + randHex(4)
-	l := mustObtain(t, c, context.Background(), key, time.Second, lock.ObtainOptions{})
+	// A minute: the probe is never renewed, so a starved renewal cannot
+	// lose it before its release (seen beside CPU hogs with one second).
+	l := mustObtain(t, c, context.Background(), key, time.Minute, lock.ObtainOptions{})
 	defer mustRelease(t, l)
 	keys := rdb.Keys(context.Background(), "*{"+key+"}").Val()
 	if len(keys) != 1 {
