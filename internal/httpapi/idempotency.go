@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,8 +17,8 @@ import (
 var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instance", "Retry-After", "Location"}
 
 // refusalCheckFunc returns the refusal check of a request for the claim of
-// its key (see idempotency.Refusal), or false when it has none.
-type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, bool)
+// its key (see idempotency.Refusal); the zero Refusal when it has none.
+type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) idempotency.Refusal
 
 // idempotent runs a buy or grab at most once per Idempotency-Key: the first
 // request runs and its answer is stored; a retry gets that answer again,
@@ -55,17 +54,13 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 		}
 		path := c.Request.URL.Path
 		fp := idempotency.Fingerprint(c.Request.Method, path, body)
-		begin := store.Begin
+		var refusal idempotency.Refusal
 		if check != nil {
 			c.Request.Body = io.NopCloser(bytes.NewReader(body))
-			if r, ok := check(c, store); ok {
-				begin = func(ctx context.Context, user, route, key, fp string) (*idempotency.Claim, *idempotency.Response, error) {
-					return store.BeginChecked(ctx, user, route, key, fp, r)
-				}
-			}
+			refusal = check(c, store)
 		}
 		c.Request.Body = io.NopCloser(bytes.NewReader(body))
-		claim, stored, err := begin(c.Request.Context(), userOf(body), path, key, fp)
+		claim, stored, err := store.BeginChecked(c.Request.Context(), userOf(body), path, key, fp, refusal)
 		var refused *idempotency.RefusedError
 		if errors.As(err, &refused) {
 			s.writeError(c, inventory.RefusalError(refused.Reason))
@@ -182,19 +177,19 @@ func (w *capturingWriter) WriteString(s string) (int, error) {
 // its records on that same Redis. A request the handler would refuse for
 // other reasons (a bad body, an unknown stage) has no check and runs.
 func (s *server) refusalCheck(k itemKind) refusalCheckFunc {
-	return func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, bool) {
+	return func(c *gin.Context, store *idempotency.Store) idempotency.Refusal {
 		stage, err := s.stageFor(c, k.svc)
 		if err != nil {
-			return idempotency.Refusal{}, false
+			return idempotency.Refusal{}
 		}
 		req, err := parseBuy(c, k.coupon)
 		if err != nil {
-			return idempotency.Refusal{}, false
+			return idempotency.Refusal{}
 		}
 		rc, ok := k.svc.RefusalCheck(stage, req)
 		if !ok || !store.Checks(rc.Client) {
-			return idempotency.Refusal{}, false
+			return idempotency.Refusal{}
 		}
-		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, true
+		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}
 	}
 }

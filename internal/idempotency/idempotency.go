@@ -140,7 +140,7 @@ func Fingerprint(method, path string, body []byte) string {
 // ErrUnavailable. A Claim on a key whose earlier run left its outcome
 // unknown says so (Claim.Retaken).
 func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string) (*Claim, *Response, error) {
-	return s.begin(ctx, plainBegin, user, route, key, fingerprint, Refusal{})
+	return s.BeginChecked(ctx, user, route, key, fingerprint, Refusal{})
 }
 
 // Refusal is a read-only check that BeginChecked runs in Redis, in the same
@@ -172,8 +172,11 @@ func (s *Store) Checks(rdb redis.UniversalClient) bool {
 
 // BeginChecked is Begin with a refusal check. When there is no record under
 // the key and the check refuses, it fails with a *RefusedError and leaves
-// no record; otherwise it answers as Begin.
+// no record; otherwise it answers as Begin. The zero Refusal checks nothing.
 func (s *Store) BeginChecked(ctx context.Context, user, route, key, fingerprint string, r Refusal) (*Claim, *Response, error) {
+	if r.Src == "" {
+		return s.begin(ctx, plainBegin, user, route, key, fingerprint, r)
+	}
 	script, ok := s.checked.Load(r.Src)
 	if !ok {
 		script, _ = s.checked.LoadOrStore(r.Src, redis.NewScript(r.Src+"\n"+beginSrc))
