@@ -88,13 +88,10 @@ func (f *fleet) reset(ctx context.Context, sc scenario, id int64, stock int) err
 func (f *fleet) audit(ctx context.Context, sc scenario, id int64) (api.Audit, error) {
 	var first api.Audit
 	for i, t := range f.targets {
-		var a api.Audit
-		if err := f.do(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/%s/%d/audit", t, sc.kind(), id), nil, &a); err != nil {
-			return api.Audit{}, fmt.Errorf("audit on %s: %w", t, err)
+		a, err := f.auditOn(ctx, t, sc, id)
+		if err != nil {
+			return api.Audit{}, err
 		}
-		// The lab judges the counts; the last reconcile finding is not
-		// part of them (and, a pointer, never compares equal).
-		a.Reconcile = nil
 		if i == 0 {
 			first = a
 		} else if a != first {
@@ -102,6 +99,18 @@ func (f *fleet) audit(ctx context.Context, sc scenario, id int64) (api.Audit, er
 		}
 	}
 	return first, nil
+}
+
+// auditOn reads the audit through one target.
+func (f *fleet) auditOn(ctx context.Context, target string, sc scenario, id int64) (api.Audit, error) {
+	var a api.Audit
+	if err := f.do(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/%s/%d/audit", target, sc.kind(), id), nil, &a); err != nil {
+		return api.Audit{}, fmt.Errorf("audit on %s: %w", target, err)
+	}
+	// The lab judges the counts; the last reconcile finding is not part
+	// of them (and, a pointer, never compares equal).
+	a.Reconcile = nil
+	return a, nil
 }
 
 // settledAudit reads the audit until two reads a poll apart agree. After
