@@ -3,3 +3,18 @@ package inventory
 // ErrMayReturnForTest lets the external tests build the sell-out that
 // redis-atomic reports while reserved units may still come back.
 var ErrMayReturnForTest = errMayReturn
+
+// WaitingToWrite counts the sales of item id that wait behind a database
+// write of the item in progress (0 without a group commit).
+func (s *RedisAtomic) WaitingToWrite(id int64) int {
+	g, ok := s.sales.(*groupCommit)
+	if !ok {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.lanes[id]; l != nil {
+		return len(l.waiting)
+	}
+	return 0
+}

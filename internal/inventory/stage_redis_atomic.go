@@ -40,6 +40,10 @@ type copyStore interface {
 type RedisAtomic struct {
 	rdb   redis.UniversalClient
 	store copyStore
+	// sales writes the orders of the buyers Redis gave a unit: through a
+	// group commit (group_commit.go) when the store can write many orders
+	// in one transaction.
+	sales Deducter
 	kind  string
 	log   *slog.Logger
 	// restocked, when set, hears of units that came back to Redis (see
@@ -56,7 +60,11 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RedisAtomic{rdb: rdb, store: store, kind: kind, log: log}
+	var sales Deducter = store
+	if bd, ok := store.(batchDeducter); ok {
+		sales = newGroupCommit(bd)
+	}
+	return &RedisAtomic{rdb: rdb, store: store, sales: sales, kind: kind, log: log}
 }
 
 // keys of one item share a hash tag, so the scripts work on Redis Cluster:
@@ -98,7 +106,7 @@ func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
 	case -4:
 		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
 	}
-	if err := s.store.Deduct(ctx, o); err != nil {
+	if err := s.sales.Deduct(ctx, o); err != nil {
 		if gerr := s.giveBack(context.WithoutCancel(ctx), o); gerr != nil {
 			// The reconcile job returns it later.
 			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
