@@ -33,6 +33,9 @@ type ceiling struct {
 	OK        int     `json:"ok"`
 	PerSecond float64 `json:"per_second"` // OK answers (or committed sales) per second
 	Note      string  `json:"note,omitempty"`
+	// With --repeat: the per-second figure of every round, in order; the
+	// fields above are the median round's.
+	Runs []float64 `json:"runs,omitempty"`
 }
 
 const (

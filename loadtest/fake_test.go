@@ -27,6 +27,7 @@ type fakeShop struct {
 	sold    int
 	orders  map[string]bool // user -> has an order
 	seen    int             // buy requests so far
+	resets  int             // stock resets so far: the lab resets before each attack
 	stages  []string
 	hangs   chan struct{} // closed at cleanup: releases hanging requests
 	hanging sync.WaitGroup
@@ -101,6 +102,7 @@ func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswe
 		}
 		s.mu.Lock()
 		s.initial, s.stock, s.sold, s.seen, s.orders = body.Stock, body.Stock, 0, 0, map[string]bool{}
+		s.resets++
 		s.mu.Unlock()
 		reply(w, 200, map[string]int{"stock": body.Stock})
 	}

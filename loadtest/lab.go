@@ -47,39 +47,55 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	runID := randomHex(4)
 
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
-		plural(len(o.stages)*len(o.scenarios)*max(1, len(o.sweep)), "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
+		plural(len(o.stages)*len(o.scenarios)*max(1, len(o.sweep))*o.repeat, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
 
 	rep := report{StartedAt: started, Targets: o.targets, Settings: settingsOf(o)}
+	attacks := 0 // attacks so far, which makes each one's buyers its own
 	plots := map[string]*plot.Plot{}
 	levels := o.sweep
 	if len(levels) == 0 {
 		levels = []int{o.workers}
 	}
-	if o.baselines {
-		for _, workers := range levels {
-			lo := o
-			lo.workers = workers
-			rep.Ceilings = append(rep.Ceilings, measureCeilings(ctx, lo, db, workers, stderr)...)
+	var rowRounds [][]row
+	var ceilingRounds [][]ceiling
+	for round := 1; round <= o.repeat; round++ {
+		ro := o
+		if o.repeat > 1 {
+			ro.round = round
+			fmt.Fprintf(stderr, "lab: round %d of %d\n", round, o.repeat)
 		}
-	}
-	for _, sc := range o.scenarios {
-		for _, workers := range levels {
-			lo := o
-			lo.workers = workers
-			for _, stage := range o.stages {
-				tag := fmt.Sprintf("lab-%s-r%d", runID, len(rep.Rows))
-				r, err := runRow(ctx, lo, f, db, dir, sc, stage, tag, plots, stderr)
-				if err != nil {
-					if ctx.Err() != nil {
-						return fmt.Errorf("interrupted: %w", err)
-					}
-					// One broken stage must not hide the others' verdicts.
-					r.Verdict, r.Note, r.Broken = verdictFail, ruleLabError+": "+err.Error(), []string{ruleLabError}
-				}
-				rep.Rows = append(rep.Rows, r)
+		var rows []row
+		var ceilings []ceiling
+		if o.baselines {
+			for _, workers := range levels {
+				lo := ro
+				lo.workers = workers
+				ceilings = append(ceilings, measureCeilings(ctx, lo, db, workers, stderr)...)
 			}
 		}
+		for _, sc := range o.scenarios {
+			for _, workers := range levels {
+				lo := ro
+				lo.workers = workers
+				for _, stage := range o.stages {
+					tag := fmt.Sprintf("lab-%s-r%d", runID, attacks)
+					attacks++
+					r, err := runRow(ctx, lo, f, db, dir, sc, stage, tag, plots, stderr)
+					if err != nil {
+						if ctx.Err() != nil {
+							return fmt.Errorf("interrupted: %w", err)
+						}
+						// One broken stage must not hide the others' verdicts.
+						r.Verdict, r.Note, r.Broken = verdictFail, ruleLabError+": "+err.Error(), []string{ruleLabError}
+					}
+					rows = append(rows, r)
+				}
+			}
+		}
+		rowRounds, ceilingRounds = append(rowRounds, rows), append(ceilingRounds, ceilings)
 	}
+	rep.Ceilings = medianCeilings(ceilingRounds)
+	rep.Rows = medianRows(rowRounds, ceilingRounds)
 	rep.FinishedAt = time.Now()
 
 	if err := writePlots(dir, plots, rep.Rows); err != nil {
@@ -106,7 +122,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 
 // runRow resets the item, attacks it under stage, and judges the audit.
 func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
-	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers}
+	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers, Round: o.round}
 	if miss := f.missing(stage); len(miss) > 0 {
 		r.Verdict, r.Note = verdictSkipped, "skipped: not available on target"
 		if len(miss) < len(o.targets) {
@@ -128,6 +144,9 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc
 	series := sc.name
 	if len(o.sweep) > 0 {
 		series = fmt.Sprintf("%s@%d", sc.name, o.workers)
+	}
+	if o.round > 0 {
+		series += fmt.Sprintf(" run %d", o.round)
 	}
 	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag, series: series}
 	res, err := attack(ctx, o, plan, pl, stderr)

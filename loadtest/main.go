@@ -75,7 +75,11 @@ type options struct {
 	sweep []int
 	// baselines measures the ceilings of baselines.go at every level.
 	baselines bool
-	timeout   time.Duration
+	// repeat runs the whole lab this many times over (repeat.go); round
+	// is the round a row belongs to, 1-based, and 0 when there is one.
+	repeat  int
+	round   int
+	timeout time.Duration
 	// maxDuration caps one burst: a stage too slow to serve the crowd in
 	// time is stopped there, and its row says how much was sent.
 	maxDuration time.Duration
@@ -121,6 +125,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	rate := fs.Int("rate", 500, "requests per second of the constant shape")
 	duration := fs.Duration("duration", 5*time.Second, "length of a constant attack")
 	workers := fs.Int("workers", defaultWorkers, "buyers in flight at once in a burst, each with all its requests (and the most a constant attack may have in flight)")
+	repeat := fs.Int("repeat", 1, "run the whole lab this many times over, round after round (baselines, then every attack), and report each attack's median run; an attack passes only if every run of it passed")
 	sweep := fs.String("sweep", "", "comma-separated buyers in flight, e.g. 16,64,256,1024: runs every selected stage and scenario at each (instead of --workers) and adds a scaling table and charts")
 	baselines := fs.Bool("baselines", false, "also measure, at each level of buyers in flight, GET /healthz on the targets and db-atomic's transaction straight on MySQL (needs SECKILL_MYSQL_DSN), and report stages as ratios of them")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
@@ -148,6 +153,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		rate:        *rate,
 		duration:    *duration,
 		workers:     *workers,
+		repeat:      *repeat,
 		timeout:     *timeout,
 		maxDuration: *maxDuration,
 		confirmWait: *confirmWait,
@@ -227,6 +233,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 	}
 	slices.Sort(o.sweep)
+	if o.repeat < 1 {
+		bad("--repeat must be at least 1")
+	}
 	if len(o.sweep) > 0 && o.shape != "burst" {
 		bad("--sweep needs --shape burst: a constant attack's rate, not its workers, sets the load")
 	}

@@ -68,6 +68,14 @@ type row struct {
 	// demo share a process).
 	RSSMB []float64 `json:"rss_mb,omitempty"`
 
+	// With --repeat, a row is the median run of its attack (repeat.go):
+	// Round is the round it ran in, Runs the answered/s of every run in
+	// round order, and RunsPerCeiling each run's answered/s over the HTTP
+	// ceiling measured in its own round (with --baselines).
+	Round          int       `json:"round,omitempty"`
+	Runs           []float64 `json:"runs,omitempty"`
+	RunsPerCeiling []float64 `json:"runs_per_http_ceiling,omitempty"`
+
 	// A stage that queues its orders (redis-stream) answers 202: the sale
 	// accepted, the order written later. Accepted counts those orders;
 	// the rest says what became of them once the lab stopped waiting.

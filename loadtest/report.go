@@ -51,11 +51,15 @@ type settings struct {
 	Product    int64   `json:"product"`
 	Coupon     int64   `json:"coupon"`
 	MySQLCheck bool    `json:"mysql_check"`
+	Repeat     int     `json:"repeat,omitempty"` // rounds, when more than one
 }
 
 func settingsOf(o options) settings {
 	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, Sweep: o.sweep, TimeoutS: o.timeout.Seconds(),
 		Product: o.product, Coupon: o.coupon, MySQLCheck: o.mysqlDSN != ""}
+	if o.repeat > 1 {
+		s.Repeat = o.repeat
+	}
 	if o.shape == "burst" {
 		s.Buyers, s.MaxS = o.buyers, o.maxDuration.Seconds()
 	} else {
@@ -172,6 +176,9 @@ func hdrFile(r row, sweeping bool) string {
 	name := "hdr-" + r.Scenario + "-" + r.Stage
 	if sweeping {
 		name += fmt.Sprintf("-%d", r.Workers)
+	}
+	if r.Round > 0 {
+		name += fmt.Sprintf("-run%d", r.Round)
 	}
 	return name + ".txt"
 }
@@ -423,6 +430,9 @@ func writeMarkdown(w io.Writer, rep report) {
 	if s.MySQLCheck {
 		fmt.Fprintln(w, "- MySQL counted directly after each stage and compared with the audit")
 	}
+	if s.Repeat > 1 {
+		fmt.Fprintf(w, "- %d rounds: every attack ran once per round; each row is its median run, and passes only if every run passed\n", s.Repeat)
+	}
 	fmt.Fprintf(w, "- wall time %s\n", rep.FinishedAt.Sub(rep.StartedAt).Round(100*time.Millisecond))
 	if failed := rep.failed(); len(failed) > 0 {
 		fmt.Fprintf(w, "\n**FAILED: %s**\n", strings.Join(failed, ", "))
@@ -553,6 +563,19 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// joinFloats prints xs with format, separated by middle dots; "–" when
+// there are none.
+func joinFloats(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "–"
+	}
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(parts, " · ")
+}
+
 // writeCeilings adds the baselines of --baselines, and every row as a ratio
 // of the ceiling that bounds it: the lock-free stages by the HTTP ceiling,
 // db-atomic also by its own transaction straight on MySQL.
@@ -561,13 +584,23 @@ func writeCeilings(w io.Writer, rep report) {
 		return
 	}
 	fmt.Fprint(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.\n\n")
+	repeated := len(rep.Ceilings[0].Runs) > 1
 	var lines [][]string
 	at := map[string]float64{} // name@workers -> per second
 	for _, c := range rep.Ceilings {
 		at[fmt.Sprintf("%s@%d", c.Name, c.Workers)] = c.PerSecond
-		lines = append(lines, []string{c.Name, itoa(c.Workers), itoa(c.Requests), itoa(c.OK), fmt.Sprintf("%.0f", c.PerSecond), c.Note})
+		line := []string{c.Name, itoa(c.Workers), itoa(c.Requests), itoa(c.OK), fmt.Sprintf("%.0f", c.PerSecond)}
+		if repeated {
+			line = append(line, joinFloats(c.Runs, "%.0f"))
+		}
+		lines = append(lines, append(line, c.Note))
 	}
-	markdownTable(w, []string{"baseline", "in flight", "requests", "ok", "per second", "note"}, lines)
+	head := []string{"baseline", "in flight", "requests", "ok", "per second"}
+	if repeated {
+		fmt.Fprintf(w, "Each baseline ran once per round, %d rounds: the table shows the median round, and every round's figure in order.\n\n", len(rep.Ceilings[0].Runs))
+		head = append(head, "every round")
+	}
+	markdownTable(w, append(head, "note"), lines)
 	lines = nil
 	for _, r := range rep.Rows {
 		if r.Verdict == verdictSkipped || r.Throughput == 0 {
@@ -579,8 +612,17 @@ func writeCeilings(w io.Writer, rep report) {
 			}
 			return "–"
 		}
-		lines = append(lines, []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(baselineHTTP), ratio(baselineHotRow)})
+		line := []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(baselineHTTP), ratio(baselineHotRow)}
+		if repeated {
+			line = append(line, joinFloats(r.RunsPerCeiling, "%.2f"))
+		}
+		lines = append(lines, line)
 	}
 	fmt.Fprint(w, "\nEach row's answered buyers per second as a share of each ceiling at its number of buyers in flight:\n\n")
-	markdownTable(w, []string{"scenario", "stage", "in flight", "answered/s", "× http-ceiling", "× raw-hot-row"}, lines)
+	head = []string{"scenario", "stage", "in flight", "answered/s", "× http-ceiling", "× raw-hot-row"}
+	if repeated {
+		fmt.Fprint(w, "With repeated rounds, the ratios are the median run's over the median baselines; the last column divides every run by the HTTP ceiling of its own round.\n\n")
+		head = append(head, "each run × its round's http-ceiling")
+	}
+	markdownTable(w, head, lines)
 }
