@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -209,14 +211,8 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 		workers = uint64(max(o.workers, o.rate))
 		initial = min(workers, 10) // vegeta adds workers up to the bound as the rate needs them
 	}
-	atk := vegeta.NewAttacker(
-		vegeta.Workers(initial),
-		vegeta.MaxWorkers(workers),
-		vegeta.Connections(int(workers)),
-		vegeta.Timeout(o.timeout),
-		vegeta.Redirects(vegeta.NoFollow),
-		vegeta.KeepAlive(true),
-	)
+	atk, release := newAttacker(initial, workers, o.timeout)
+	defer release()
 	stopped := make(chan struct{})
 	defer close(stopped)
 	go func() {
@@ -282,4 +278,34 @@ func (t *tally) progressLine() string {
 	return fmt.Sprintf("%s  201/202 %d  409 %d  429 %d  503 %d  5xx %d  no answer %d  %.0f req/s",
 		n, t.outcomes[outCreated], t.outcomes[outSoldOut]+t.outcomes[outConflict], t.outcomes[outTooMany],
 		t.outcomes[outOverloaded], t.outcomes[outServerError], t.outcomes[outTimeout]+t.outcomes[outNetError], rate)
+}
+
+// newAttacker is vegeta's attacker, workers at first and up to maxWorkers,
+// over a transport of the lab's own that keeps one connection per worker
+// open between requests. release closes those connections: vegeta's own
+// transport keeps its idle connections for as long as the process lives,
+// so every attack of a sweep left its workers' sockets open (thousands by
+// the 1,024-in-flight level), and a sweep repeated three times ran out of
+// file descriptors. IdleConnTimeout closes a straggler that came back to
+// the pool after release.
+func newAttacker(workers, maxWorkers uint64, timeout time.Duration) (*vegeta.Attacker, func()) {
+	tr := &http.Transport{
+		// As vegeta's own: proxies from the environment, and its TLS
+		// settings for https targets.
+		Proxy:           http.ProxyFromEnvironment,
+		TLSClientConfig: vegeta.DefaultTLSConfig,
+		DialContext:     (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		IdleConnTimeout: 10 * time.Second,
+	}
+	// vegeta.Client goes first: the options after it tune tr.
+	atk := vegeta.NewAttacker(
+		vegeta.Client(&http.Client{Transport: tr}),
+		vegeta.Workers(workers),
+		vegeta.MaxWorkers(maxWorkers),
+		vegeta.Connections(int(maxWorkers)),
+		vegeta.Timeout(timeout),
+		vegeta.Redirects(vegeta.NoFollow),
+		vegeta.KeepAlive(true),
+	)
+	return atk, tr.CloseIdleConnections
 }

@@ -81,8 +81,8 @@ func httpCeiling(ctx context.Context, o options, workers int) ceiling {
 		t.URL = o.targets[next.Add(1)%uint64(len(o.targets))] + "/healthz"
 		return nil
 	}
-	atk := vegeta.NewAttacker(vegeta.Workers(uint64(workers)), vegeta.MaxWorkers(uint64(workers)),
-		vegeta.Connections(workers), vegeta.Timeout(o.timeout), vegeta.KeepAlive(true))
+	atk, release := newAttacker(uint64(workers), uint64(workers), o.timeout)
+	defer release()
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
 	started := time.Now()

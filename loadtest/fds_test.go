@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// openFiles counts this process's open file descriptors.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("counting open files: %v", err)
+	}
+	return len(entries)
+}
+
+// settlesAt waits until the open files are back to at most limit: the
+// server side of a connection the client closed goes a moment later.
+func settlesAt(t *testing.T, what string, limit int) {
+	t.Helper()
+	if !testkit.Poll(10*time.Second, func() bool { return openFiles(t) <= limit }) {
+		t.Fatalf("%s left %d files open, want at most %d: its connections stay open after it ended", what, openFiles(t), limit)
+	}
+}
+
+// TestAttacksCloseTheirConnections: an attack opens one connection per
+// buyer in flight, and must close them when it is over. vegeta's own
+// transport keeps them for good, so a sweep (every stage at up to 1,024 in
+// flight) kept thousands open, and a sweep run three times over failed with
+// "too many open files". On the old code the ceiling left 64 client and 64
+// server sockets open here, and the stage attack 64 more.
+func TestAttacksCloseTheirConnections(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("counts open files through /proc/self/fd")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	const slack = 8 // the test's own client and server bookkeeping
+	before := openFiles(t)
+	o := options{targets: []string{srv.URL}, buyers: 600, timeout: 5 * time.Second, maxDuration: 30 * time.Second}
+	if b := httpCeiling(context.Background(), o, 64); b.OK != 600 {
+		t.Fatalf("ceiling: %+v, want 600 ok", b)
+	}
+	settlesAt(t, "the HTTP ceiling", before+slack)
+
+	url := startFakeShop(t, (*fakeShop).sell)
+	before = openFiles(t)
+	if r, err := runAgainst(t, url, "--stages", "db-atomic", "--workers", "64"); err != nil || r.Verdict != verdictPass {
+		t.Fatalf("attack: %v, %s %q", err, r.Verdict, r.Note)
+	}
+	settlesAt(t, "a stage's attack", before+slack)
+}
