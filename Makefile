@@ -8,7 +8,7 @@ BIN := bin/seckill
 # tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
-.PHONY: run build test test-short vet fmt-check clean bench-buy
+.PHONY: run build test test-short vet fmt-check clean bench-buy bench-sales
 
 ## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080;
 ## other ports: make run DEMO_FLAGS='-addr :9080 -instances :9081,:9082,:9083')
@@ -44,6 +44,10 @@ clean:
 ## bench-buy: what a sold-out buy costs next to the bare router, with and without an Idempotency-Key (in process; Redis at SECKILL_TEST_REDIS_ADDR)
 bench-buy:
 	$(GO) test -run '^$$' -bench '^BenchmarkSoldOutBuy$$' -benchtime 2s -count 3 ./internal/httpapi/
+
+## bench-sales: redis-atomic sales of one hot product, 16 buyers at once per core, with group commit and with one transaction per sale (SQLite, and MySQL at SECKILL_TEST_MYSQL_DSN)
+bench-sales:
+	$(GO) test -run '^$$' -bench '^BenchmarkRedisAtomicSales$$' -benchtime 2000x -count 3 ./internal/inventory/
 
 # Targets of the lock package, the lab, the browser tests and the chaos suite.
 -include internal/lock/Makefile.inc
