@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -61,15 +62,7 @@ func pickRun(runs []row) row {
 	for k := range order {
 		order[k] = k
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case runs[a].Throughput < runs[b].Throughput:
-			return -1
-		case runs[a].Throughput > runs[b].Throughput:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(runs[a].Throughput, runs[b].Throughput) })
 	return runs[order[(len(order)-1)/2]]
 }
 
@@ -90,15 +83,7 @@ func medianCeilings(rounds [][]ceiling) []ceiling {
 			runs[k] = rounds[k][i]
 		}
 		sorted := slices.Clone(runs)
-		slices.SortStableFunc(sorted, func(a, b ceiling) int {
-			switch {
-			case a.PerSecond < b.PerSecond:
-				return -1
-			case a.PerSecond > b.PerSecond:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(sorted, func(a, b ceiling) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
 		c := sorted[(len(sorted)-1)/2]
 		c.Runs = nil
 		for _, run := range runs {

@@ -67,6 +67,12 @@ type sale struct {
 	done  chan error // its answer, sent once
 }
 
+// left is the answer of a sale whose request ended before it was taken
+// into a group: it was not written.
+func (s *sale) left() error {
+	return fmt.Errorf("waiting to write order %s: %w", s.o.No, s.ctx.Err())
+}
+
 // groupMax bounds a group: one INSERT of at most this many rows.
 const groupMax = 64
 
@@ -103,7 +109,7 @@ func (g *groupCommit) Deduct(ctx context.Context, o Order) error {
 	if !s.taken {
 		l.waiting = without(l.waiting, s)
 		g.mu.Unlock()
-		return fmt.Errorf("waiting to write order %s: %w", o.No, ctx.Err())
+		return s.left()
 	}
 	g.mu.Unlock()
 	// Its group is being written: the answer comes by the group's
@@ -123,7 +129,7 @@ func (g *groupCommit) drain(id int64, l *lane) {
 			case s.ctx.Err() != nil:
 				// Its request is over: it is not written, and an
 				// expired member would cut the group's deadline.
-				s.done <- fmt.Errorf("waiting to write order %s: %w", s.o.No, s.ctx.Err())
+				s.done <- s.left()
 			case len(group) < g.max:
 				s.taken = true
 				group = append(group, s)
