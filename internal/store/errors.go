@@ -19,6 +19,7 @@ import (
 // UNIQUE and PRIMARY KEY codes, into gorm.ErrDuplicatedKey).
 const (
 	mysqlTooManyConns   = 1040 // ER_CON_COUNT_ERROR: max_connections reached
+	mysqlDuplicate      = 1062 // ER_DUP_ENTRY, from a sale batch (sale.go) that gorm did not run
 	mysqlUserConns      = 1203 // ER_TOO_MANY_USER_CONNECTIONS (global max_user_connections)
 	mysqlUserLimit      = 1226 // ER_USER_LIMIT_REACHED (the account's own MAX_USER_CONNECTIONS)
 	mysqlLockWait       = 1205 // ER_LOCK_WAIT_TIMEOUT
@@ -55,6 +56,8 @@ func translate(err error) error {
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
+		case mysqlDuplicate:
+			return fmt.Errorf("%w: %w", inventory.ErrAlreadyPurchased, err)
 		case mysqlCheckViolation, mariaCheckViolation, mysqlOutOfRange, mysqlUnsignedRange:
 			return fmt.Errorf("%w (stock constraint): %w", inventory.ErrSoldOut, err)
 		case mysqlTooManyConns, mysqlUserConns, mysqlUserLimit:

@@ -54,6 +54,7 @@ func RecordWire(db *DB) *Wire {
 	p := &wirePool{wireConn: wireConn{ConnPool: sqlDB, wire: w}, sqlDB: sqlDB}
 	db.gdb.ConnPool = p
 	db.gdb.Statement.ConnPool = p
+	db.wire = w.add
 	return w
 }
 

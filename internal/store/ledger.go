@@ -37,6 +37,7 @@ type kind interface {
 	deleteOrders(tx *gorm.DB, id int64) *gorm.DB
 	audit(tx *gorm.DB, id int64) (inventory.Audit, error)
 	buyers(tx *gorm.DB, id int64) ([]string, error)
+	sale() saleTables
 	findOrder(tx *gorm.DB, no string) *gorm.DB
 	order(tx *gorm.DB, no string) (inventory.Order, error)
 	orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error)
@@ -161,7 +162,21 @@ func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock 
 // inventory.ErrAlreadyPurchased for a repeat buyer, inventory.ErrNotFound
 // for an unknown item.
 func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {
-	err := l.tx(ctx, func(tx *gorm.DB) error {
+	var err error
+	if l.db.dialect == MySQL {
+		err = l.sell(ctx, []inventory.Order{o}, o.Quantity) // sale.go
+	} else {
+		err = l.deductInTx(ctx, o)
+	}
+	if errors.Is(err, errSoldOutOrMissing) {
+		return l.missingOr(ctx, o.ItemID, fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrSoldOut))
+	}
+	return err
+}
+
+// deductInTx is Deduct as a transaction of separate statements.
+func (l *Ledger) deductInTx(ctx context.Context, o inventory.Order) error {
+	return l.tx(ctx, func(tx *gorm.DB) error {
 		// Insert first: a repeat buyer fails on the unique key without
 		// touching the hot row, and the row lock the UPDATE takes is held
 		// only for the rest of this short transaction.
@@ -177,10 +192,6 @@ func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {
 		}
 		return nil
 	})
-	if errors.Is(err, errSoldOutOrMissing) {
-		return l.missingOr(ctx, o.ItemID, fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrSoldOut))
-	}
-	return err
 }
 
 var errSoldOutOrMissing = errors.New("no row matched")
@@ -203,19 +214,24 @@ func (l *Ledger) DeductAll(ctx context.Context, orders []inventory.Order) error 
 		}
 		total += o.Quantity
 	}
-	err := l.tx(ctx, func(tx *gorm.DB) error {
-		if err := l.kind.insertOrders(tx, orders); err != nil {
-			return err
-		}
-		res := l.kind.deduct(tx, id, total)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return errSoldOutOrMissing
-		}
-		return nil
-	})
+	var err error
+	if l.db.dialect == MySQL {
+		err = l.sell(ctx, orders, total) // sale.go
+	} else {
+		err = l.tx(ctx, func(tx *gorm.DB) error {
+			if err := l.kind.insertOrders(tx, orders); err != nil {
+				return err
+			}
+			res := l.kind.deduct(tx, id, total)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return errSoldOutOrMissing
+			}
+			return nil
+		})
+	}
 	if errors.Is(err, errSoldOutOrMissing) {
 		return l.missingOr(ctx, id, fmt.Errorf("%s %d: %d units for %d orders: %w", l.table, id, total, len(orders), inventory.ErrSoldOut))
 	}

@@ -41,6 +41,16 @@ const (
 type DB struct {
 	gdb     *gorm.DB
 	dialect Dialect
+	// wire, when set (by the tests' RecordWire), hears each statement
+	// batch sent without gorm (sale.go).
+	wire func(query string)
+}
+
+// record passes a statement batch to the tests' recorder.
+func (d *DB) record(query string) {
+	if d.wire != nil {
+		d.wire(query)
+	}
 }
 
 // Pool bounds the connections one process opens to MySQL.
@@ -61,7 +71,8 @@ const DefaultMaxConns = 32
 
 // OpenMySQL connects to MySQL or MariaDB. The DSN is the go-sql-driver form
 // (user:pass@tcp(host:3306)/db); found-rows reporting is switched on because
-// the stages read "rows matched" from UPDATE statements. The pool is
+// the stages read "rows matched" from UPDATE statements, and so are
+// interpolateParams and multiStatements, for the one-batch sale. The pool is
 // bounded by pool (zero fields take their defaults).
 func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg, err := mysqldriver.ParseDSN(dsn)
@@ -70,6 +81,11 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	}
 	cfg.ClientFoundRows = true
 	cfg.ParseTime = true
+	// A sale is one multi-statement (sale.go), which MySQL cannot prepare:
+	// the driver fills in its arguments. Every other statement then also
+	// goes in one round trip instead of a prepare and an execute.
+	cfg.InterpolateParams = true
+	cfg.MultiStatements = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}

@@ -1,0 +1,171 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// sentConn counts the packets a MySQL client writes. The driver writes each
+// command (a query, a prepare, an execute, a COMMIT) in one Write, so the
+// count is the commands sent, and every one but a statement close waits for
+// the server's answer.
+type sentConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *sentConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+var countedNets atomic.Int64
+
+// countedMySQL opens a fresh test database through a dialer that counts the
+// commands sent on its connections.
+func countedMySQL(t *testing.T, pool store.Pool) (*store.DB, *atomic.Int64) {
+	t.Helper()
+	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Net != "tcp" {
+		t.Fatalf("the test MySQL is reached over %q; the counting dialer wraps tcp", cfg.Net)
+	}
+	writes := new(atomic.Int64)
+	cfg.Net = fmt.Sprintf("seckill-counted-%d", countedNets.Add(1))
+	mysqldriver.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &sentConn{Conn: c, writes: writes}, nil
+	})
+	ctx := context.Background()
+	db, err := store.OpenMySQL(ctx, cfg.FormatDSN(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return db, writes
+}
+
+// TestSaleIsOneRoundTrip: on MySQL, a sale (Deduct, and DeductAll of many
+// orders) sends one command and waits for one answer, whatever the
+// outcome; the transaction of separate statements sent eight (four with
+// interpolated arguments), with the row locked across the last of them.
+func TestSaleIsOneRoundTrip(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, writes := countedMySQL(t, store.Pool{MaxConns: 1})
+			l := k.ledger(db)
+			if err := l.Reset(ctx, 1, 6); err != nil {
+				t.Fatal(err)
+			}
+			group := func(prefix string, n int) []inventory.Order {
+				var out []inventory.Order
+				for i := range n {
+					out = append(out, order(fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("%s%d", prefix, i), 1))
+				}
+				return out
+			}
+			steps := []struct {
+				name string
+				run  func() error
+				want error
+			}{
+				{"Deduct", func() error { return l.Deduct(ctx, order("one", "one", 1)) }, nil},
+				{"DeductAll of 5", func() error { return l.DeductAll(ctx, group("five", 5)) }, nil},
+				{"Deduct when sold out", func() error { return l.Deduct(ctx, order("late", "late", 1)) }, inventory.ErrSoldOut},
+			}
+			for _, s := range steps {
+				before := writes.Load()
+				err := s.run()
+				sent := writes.Load() - before
+				if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+					t.Fatalf("%s: %v, want %v", s.name, err, s.want)
+				}
+				// A refusal reads the stock after, to tell sold out from
+				// no such item: one more.
+				want := int64(1)
+				if s.want != nil {
+					want = 2
+				}
+				if sent != want {
+					t.Errorf("%s sent %d commands to MySQL, want %d", s.name, sent, want)
+				}
+			}
+			a, err := l.Audit(ctx, 1)
+			if err != nil || a.Stock != 0 || a.Orders != 6 || !a.Conserved() {
+				t.Fatalf("Audit = %+v, %v; want all 6 sold in 6 orders", a, err)
+			}
+		})
+	}
+}
+
+// TestSaleCutOffByItsDeadline: a sale whose deadline passes while another
+// session holds the item's row returns the deadline's error, not a
+// verdict. Whether MySQL still ran the rest of the batch once the row was
+// free, the sale is all or nothing (the audit is conserved), and the pool
+// goes on selling.
+func TestSaleCutOffByItsDeadline(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	ctx := context.Background()
+	db, err := store.OpenMySQL(ctx, dsn, store.Pool{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := db.Products()
+	if err := l.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close() })
+	tx, err := holder.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.ExecContext(ctx, "SELECT stock FROM products WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := l.Deduct(short, order("cut-1", "cut", 1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a sale past its deadline on a locked row: %v, want the deadline's error", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Deduct(ctx, order("after-1", "after", 1)); err != nil {
+		t.Fatalf("the next sale on the same pool: %v", err)
+	}
+	a, err := l.Audit(ctx, 1)
+	if err != nil || !a.Conserved() || a.Orders < 1 || a.Orders > 2 || a.Sold != a.Orders {
+		t.Fatalf("Audit = %+v, %v; want the cut-off sale all or nothing, and the next one written", a, err)
+	}
+}
