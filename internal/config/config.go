@@ -58,7 +58,7 @@ func (c *Config) settings() []setting {
 		text(&c.Addr, "SECKILL_ADDR", ":8081", "listen address of serve"),
 		text(&c.Instance, "SECKILL_INSTANCE", "", "instance name shown in X-Seckill-Instance (default: host name)"),
 		text(&c.Mode, "SECKILL_MODE", inventory.StageRedisLock, "default stage: "+strings.Join(inventory.Stages, ", ")),
-		dsn(&c.MySQLDSN, "SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill"),
+		dsn(&c.MySQLDSN, "SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill; seckill turns on clientFoundRows, parseTime, interpolateParams and multiStatements itself"),
 		integer(&c.MySQLMaxConns, "SECKILL_MYSQL_MAX_CONNS", "32", 1, 10000, "most MySQL connections one instance opens; keep instances x this below the server's max_connections (151 by default)"),
 		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
 		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
