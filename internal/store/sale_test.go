@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,5 +168,80 @@ func TestSaleCutOffByItsDeadline(t *testing.T) {
 	a, err := l.Audit(ctx, 1)
 	if err != nil || !a.Conserved() || a.Orders < 1 || a.Orders > 2 || a.Sold != a.Orders {
 		t.Fatalf("Audit = %+v, %v; want the cut-off sale all or nothing, and the next one written", a, err)
+	}
+}
+
+// TestSaleArgumentsAreData: the driver fills a sale batch's arguments in
+// itself, so a buyer's words must arrive as data, whatever they hold:
+// quotes, backslashes, semicolons and statements, on a server that treats
+// a backslash as an escape and on one that does not (NO_BACKSLASH_ESCAPES).
+// Each order reads back exactly as sent, and nothing else ran.
+func TestSaleArgumentsAreData(t *testing.T) {
+	users := []string{
+		`o'brien`,
+		`back\slash\`,
+		`x'; DROP TABLE orders; --`,
+		`"; UPDATE products SET stock = 999; #`,
+		`\'; DELETE FROM orders; /*`,
+		"née 秒杀 \u00a0tab\there",
+		`?`, `@seckill_sold`,
+	}
+	for _, mode := range []string{"", "NO_BACKSLASH_ESCAPES"} {
+		t.Run("sql_mode="+mode, func(t *testing.T) {
+			dsn := testenv.MySQLDSN(t)
+			if mode != "" {
+				cfg, err := mysqldriver.ParseDSN(dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.Params == nil {
+					cfg.Params = map[string]string{}
+				}
+				cfg.Params["sql_mode"] = "'STRICT_TRANS_TABLES," + mode + "'"
+				dsn = cfg.FormatDSN()
+			}
+			ctx := context.Background()
+			db, err := store.OpenMySQL(ctx, dsn, store.Pool{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			if err := db.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if err := db.Raw(ctx, "SELECT @@SESSION.sql_mode").Scan(&got); err != nil || !strings.Contains(got, mode) {
+				t.Fatalf("session sql_mode %q, %v; want it to hold %q", got, err, mode)
+			}
+			l := db.Products()
+			if err := l.Reset(ctx, 1, len(users)); err != nil {
+				t.Fatal(err)
+			}
+			var group []inventory.Order
+			for i, u := range users {
+				o := order(fmt.Sprintf("q-%d", i), u, 1)
+				o.Instance = u
+				if i%2 == 0 {
+					if err := l.Deduct(ctx, o); err != nil {
+						t.Fatalf("Deduct for %q: %v", u, err)
+					}
+				} else {
+					group = append(group, o)
+				}
+			}
+			if err := l.DeductAll(ctx, group); err != nil {
+				t.Fatalf("DeductAll: %v", err)
+			}
+			for i, u := range users {
+				o, err := l.OrderOf(ctx, 1, u)
+				if err != nil || o.UserID != u || o.Instance != u || o.No != fmt.Sprintf("q-%d", i) {
+					t.Errorf("the order of %q reads back as %+v, %v", u, o, err)
+				}
+			}
+			a, err := l.Audit(ctx, 1)
+			if err != nil || a.Stock != 0 || a.Orders != len(users) || !a.Conserved() {
+				t.Fatalf("Audit = %+v, %v; want %d orders and nothing else changed", a, err, len(users))
+			}
+		})
 	}
 }
