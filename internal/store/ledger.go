@@ -158,7 +158,7 @@ func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock 
 }
 
 // Deduct inserts o and decrements the stock only if enough is left, in one
-// transaction. It fails with inventory.ErrSoldOut when too little is left,
+// transaction (on MySQL sent as one batch of statements: sale.go). It fails with inventory.ErrSoldOut when too little is left,
 // inventory.ErrAlreadyPurchased for a repeat buyer, inventory.ErrNotFound
 // for an unknown item.
 func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// TestSaleBatchSQL pins the batch a sale sends on MySQL (sale.go), as a
+// workshop reads it, for both kinds of item: the orders first, then the
+// guarded decrement, and the orders taken back when it matched nothing;
+// and its arguments, in order.
+func TestSaleBatchSQL(t *testing.T) {
+	at := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
+	orders := []inventory.Order{
+		{No: "n1", ItemID: 7, UserID: "a", Quantity: 1, Stage: "redis-atomic", Instance: "i1", CreatedAt: at, WrittenAt: at},
+		{No: "n2", ItemID: 7, UserID: "b", Quantity: 2, Stage: "redis-atomic", Instance: "i1", CreatedAt: at, WrittenAt: at},
+	}
+	for _, c := range []struct {
+		kind kind
+		want string
+	}{
+		{productKind{}, "START TRANSACTION;\n" +
+			"INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
+			"UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?;\n" +
+			"SET @seckill_sold = ROW_COUNT();\n" +
+			"DELETE FROM orders WHERE @seckill_sold = 0 AND order_no IN (?, ?);\n" +
+			"COMMIT"},
+		{couponKind{}, "START TRANSACTION;\n" +
+			"INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
+			"UPDATE coupon_batches SET remaining = remaining - ? WHERE id = ? AND remaining >= ?;\n" +
+			"SET @seckill_sold = ROW_COUNT();\n" +
+			"DELETE FROM coupon_grabs WHERE @seckill_sold = 0 AND grab_no IN (?, ?);\n" +
+			"COMMIT"},
+	} {
+		query, args := c.kind.sale().batch(orders, 3)
+		if query != c.want {
+			t.Errorf("%T batch:\n%s\nwant:\n%s", c.kind, query, c.want)
+		}
+		var got []any
+		for i, a := range args {
+			if a.Ordinal != i+1 {
+				t.Errorf("%T argument %d has ordinal %d", c.kind, i, a.Ordinal)
+			}
+			got = append(got, a.Value)
+		}
+		want := []any{
+			"n1", int64(7), "a", int64(1), "redis-atomic", "i1", at, "confirmed", at,
+			"n2", int64(7), "b", int64(2), "redis-atomic", "i1", at, "confirmed", at,
+			int64(3), int64(7), int64(3),
+			"n1", "n2",
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%T: %d arguments %v, want %d %v", c.kind, len(got), got, len(want), want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%T argument %d = %#v, want %#v", c.kind, i+1, got[i], want[i])
+			}
+		}
+	}
+}
