@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -219,29 +218,8 @@ func TestLockWaitIsRetried(t *testing.T) {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	db, err := store.OpenMySQL(ctx, dsn+sep+"innodb_lock_wait_timeout=1", store.Pool{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	holder, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Close() })
-	tx, err := holder.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() }) // ErrTxDone after the Commit below
-	var stock int
-	if err := tx.QueryRowContext(ctx, "SELECT stock FROM products WHERE id = 1 FOR UPDATE").Scan(&stock); err != nil {
-		t.Fatal(err)
-	}
+	db := openMySQL(t, dsn+sep+"innodb_lock_wait_timeout=1", store.Pool{})
+	tx, stock := holdRow(t, dsn)
 
 	wire := store.RecordWire(db)
 	done := make(chan error, 1)

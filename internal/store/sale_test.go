@@ -54,8 +54,15 @@ func countedMySQL(t *testing.T, pool store.Pool) (*store.DB, *atomic.Int64) {
 		}
 		return &sentConn{Conn: c, writes: writes}, nil
 	})
+	return openMySQL(t, cfg.FormatDSN(), pool), writes
+}
+
+// openMySQL opens the MySQL database at dsn with the store's settings and
+// pool, migrated, and closes it when the test ends.
+func openMySQL(t *testing.T, dsn string, pool store.Pool) *store.DB {
+	t.Helper()
 	ctx := context.Background()
-	db, err := store.OpenMySQL(ctx, cfg.FormatDSN(), pool)
+	db, err := store.OpenMySQL(ctx, dsn, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +70,30 @@ func countedMySQL(t *testing.T, pool store.Pool) (*store.DB, *atomic.Int64) {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return db, writes
+	return db
+}
+
+// holdRow locks product 1's row from a session of its own, as another
+// buyer's transaction would, and returns that transaction (rolled back when
+// the test ends, if not committed before) and the stock it read.
+func holdRow(t *testing.T, dsn string) (*sql.Tx, int) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close() })
+	tx, err := holder.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() }) // ErrTxDone after a Commit
+	var stock int
+	if err := tx.QueryRowContext(ctx, "SELECT stock FROM products WHERE id = 1 FOR UPDATE").Scan(&stock); err != nil {
+		t.Fatal(err)
+	}
+	return tx, stock
 }
 
 // TestSaleIsOneRoundTrip: on MySQL, a sale (Deduct, and DeductAll of many
@@ -128,31 +158,11 @@ func TestSaleIsOneRoundTrip(t *testing.T) {
 func TestSaleCutOffByItsDeadline(t *testing.T) {
 	dsn := testenv.MySQLDSN(t)
 	ctx := context.Background()
-	db, err := store.OpenMySQL(ctx, dsn, store.Pool{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l := db.Products()
+	l := openMySQL(t, dsn, store.Pool{MaxConns: 2}).Products()
 	if err := l.Reset(ctx, 1, 10); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Close() })
-	tx, err := holder.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() })
-	if _, err := tx.ExecContext(ctx, "SELECT stock FROM products WHERE id = 1 FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	tx, _ := holdRow(t, dsn)
 
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
@@ -201,14 +211,7 @@ func TestSaleArgumentsAreData(t *testing.T) {
 				dsn = cfg.FormatDSN()
 			}
 			ctx := context.Background()
-			db, err := store.OpenMySQL(ctx, dsn, store.Pool{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			if err := db.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			db := openMySQL(t, dsn, store.Pool{})
 			var got string
 			if err := db.Raw(ctx, "SELECT @@SESSION.sql_mode").Scan(&got); err != nil || !strings.Contains(got, mode) {
 				t.Fatalf("session sql_mode %q, %v; want it to hold %q", got, err, mode)
