@@ -34,3 +34,20 @@ func TestRecordKeysDoNotCollide(t *testing.T) {
 		t.Fatal("scopes that concatenate alike must not share a record")
 	}
 }
+
+// TestHashesAreStable pins the fingerprint and the record key to digests
+// computed outside Go (printf ... | sha256sum). Records outlive deploys: a
+// change in the bytes hashed would orphan every stored answer, and a retry
+// across the deploy would run again.
+func TestHashesAreStable(t *testing.T) {
+	s := New(nil, Options{Prefix: "idem:"})
+	for _, c := range []struct{ got, want string }{
+		{Fingerprint("POST", "/api/v1/products/1/buy", []byte(`{"user_id":"alice"}`)), "cfbb46cdeb1ae67e5050d9520518114d22fae56f5f3acbc55277064df0c31e35"},
+		{Fingerprint("GET", "", nil), "69a1c0c62ded40647e890ec85d203bbd3523f23e026dcab1b0d5d769bd554d9a"},
+		{s.recordKey("alice", "/api/v1/products/1/buy", "key-001"), "idem:da41b0eb18a5d27a8b72d62d0737e867b9c72e0e7b224b99687c7e76a98b0998"},
+	} {
+		if c.got != c.want {
+			t.Errorf("digest %s, want %s", c.got, c.want)
+		}
+	}
+}
