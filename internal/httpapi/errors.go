@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strconv"
@@ -109,7 +110,11 @@ func (s *server) writeError(c *gin.Context, err error) {
 	case "internal":
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 	default:
-		s.log.Debug("request refused", "path", c.Request.URL.Path, "problem", p.slug, "err", err)
+		// Refusals are most of a flash crowd's answers: their log line's
+		// arguments are not even built unless it is written.
+		if s.log.Enabled(c.Request.Context(), slog.LevelDebug) {
+			s.log.Debug("request refused", "path", c.Request.URL.Path, "problem", p.slug, "err", err)
+		}
 	}
 	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending {
 		// Every answer that means "not now" says when to come back.

@@ -207,9 +207,12 @@ func checkStage(name string, svc *inventory.Service) error {
 // decodeJSON reads one JSON object into dst: application/json only, at most
 // MaxBody bytes, no unknown fields, nothing after the object.
 func decodeJSON(c *gin.Context, dst any) error {
-	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return errMediaType
+	if ct := c.GetHeader("Content-Type"); ct != "application/json" {
+		// Anything but the plain form (a charset, other case, spaces) is
+		// parsed; the plain form needs no parsing.
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return errMediaType
+		}
 	}
 	if c.Request.ContentLength > MaxBody {
 		return errTooLarge

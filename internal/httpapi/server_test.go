@@ -344,3 +344,21 @@ func TestInfoListsStagesInTeachingOrder(t *testing.T) {
 		t.Fatalf("stages %v, want %v", info.Stages, want)
 	}
 }
+
+// TestJSONMediaTypes: a JSON body is taken under application/json in any of
+// its spellings (parameters, case, spaces), and under nothing else.
+func TestJSONMediaTypes(t *testing.T) {
+	f := newFixture(t, token, nil)
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", "application/json ;charset=UTF-8"} {
+		rec := f.do(admin(call{method: "POST", path: "/api/v1/admin/products/2/reset", body: `{"stock":5}`, header: map[string]string{"Content-Type": ct}}))
+		if rec.Code != 200 {
+			t.Errorf("Content-Type %q: %d %s, want 200", ct, rec.Code, rec.Body)
+		}
+	}
+	for _, ct := range []string{"application/jsonx", "application/json-patch+json", "text/json", "application/json, text/plain", "application/json; charset", " "} {
+		rec := f.do(admin(call{method: "POST", path: "/api/v1/admin/products/2/reset", body: `{"stock":5}`, header: map[string]string{"Content-Type": ct}}))
+		if rec.Code != 415 || problemType(t, rec) != "unsupported-media-type" {
+			t.Errorf("Content-Type %q: %d %s, want 415 unsupported-media-type", ct, rec.Code, rec.Body)
+		}
+	}
+}
