@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,12 +73,16 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 // redis-stream queued and has not written yet (redis_stream.go), which
 // also sells from this copy.
 func (s *RedisAtomic) keys(id int64) []string {
-	return []string{s.key(id, "stock"), s.key(id, "buyers"), s.key(id, "pending"), s.key(id, "queued")}
+	p := s.keyPrefix(id)
+	return []string{p + "stock", p + "buyers", p + "pending", p + "queued"}
 }
 
-// key names one of the item's keys.
-func (s *RedisAtomic) key(id int64, name string) string {
-	return fmt.Sprintf("seckill:{%s:%d}:%s", s.kind, id, name)
+// key names one of the item's keys: seckill:{<kind>:<id>}:<name>, so all
+// of an item's keys hash to one Cluster slot.
+func (s *RedisAtomic) key(id int64, name string) string { return s.keyPrefix(id) + name }
+
+func (s *RedisAtomic) keyPrefix(id int64) string {
+	return "seckill:{" + s.kind + ":" + strconv.FormatInt(id, 10) + "}:"
 }
 
 // Buy reserves in Redis, then persists with the guarded decrement.
