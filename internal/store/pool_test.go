@@ -15,16 +15,7 @@ import (
 // bounds.
 func openPool(t *testing.T, pool store.Pool) *store.DB {
 	t.Helper()
-	ctx := context.Background()
-	db, err := store.OpenMySQL(ctx, testenv.MySQLDSN(t), pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return openMySQL(t, testenv.MySQLDSN(t), pool)
 }
 
 // TestPoolWaitEndsAtTheDeadline: with every pooled connection taken, a
