@@ -13,10 +13,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testkit.RemoveBuild()
 	writeTable() // failed runs too: their verdicts say FAIL
-	// Nothing is ignored: the in-process toxiproxy's links and go-redis's
-	// pools end asynchronously after Stop and Close, and goleak retries
-	// until they have. (goleak checks only when every test passed.)
-	goleak.VerifyTestMain(exitOnly{code})
+	// The in-process toxiproxy's links and go-redis's pools end
+	// asynchronously after Stop and Close, and goleak retries until they
+	// have. (goleak checks only when every test passed.) One exception: a
+	// latency toxic whose client went away with chunks still delayed
+	// blocks for ever in toxiproxy itself (v2.5.0, the newest the module
+	// proxy serves); TestToxiproxyLatencyStrandsAGoroutine pins that
+	// defect, and the exception goes when the test fails.
+	goleak.VerifyTestMain(exitOnly{code}, goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*LatencyToxic).Pipe"))
 }
 
 // exitOnly hands goleak the code m.Run already produced.

@@ -1,0 +1,174 @@
+package chaos
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Frames of toxiproxy v2.5.0's latency toxic (toxics/latency.go): the
+// select in which it sleeps with a chunk, and the send after that sleep.
+const (
+	latencyHolding = "/toxics/latency.go:41 "
+	latencySending = "/toxics/latency.go:44 "
+)
+
+// toxics reads a dump of every goroutine: which ones hold a chunk in a
+// latency toxic (by goroutine id), how many are stuck in its send, and
+// whether any link still copies its output to a client.
+func toxics() (holders map[string]bool, stuck int, writers bool) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	holders = map[string]bool{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
+		switch {
+		case strings.Contains(g, latencyHolding):
+			holders[id] = true
+		case strings.Contains(g, latencySending):
+			stuck++
+		case strings.Contains(g, "(*ToxicLink).write("):
+			writers = true
+		}
+	}
+	return holders, stuck, writers
+}
+
+// TestToxiproxyLatencyStrandsAGoroutine pins the upstream defect that
+// TestMain's one goleak exception is for. When the client of a link goes
+// away while the latency toxic still holds chunks for it, the link's writer
+// fails and exits, and the toxic then blocks for ever handing the next
+// chunk to a channel nobody reads; Proxy.Stop does not end it.
+// TestRedisLatency meets this whenever an instance closes a Redis
+// connection (a timeout, a shutdown) with answers still delayed on the
+// wire. v2.5.0 is the newest toxiproxy the module proxy serves, and the
+// toxic is unchanged on upstream's main (f48fd7f). If this test fails
+// because nothing was stranded, the defect is gone: drop the exception in
+// main_test.go with this test.
+func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos suite; skipped with -short")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()), "strand", "127.0.0.1:0", ln.Addr().String())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	// Two latency toxics in a row on the answers: the first holds a chunk
+	// half a second, the second a second more. Which goroutine holds a
+	// chunk shows in a goroutine dump, so the steps below wait for states,
+	// not for times.
+	for _, body := range []string{
+		`{"name":"first","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":500}}`,
+		`{"name":"second","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":2000}}`,
+	} {
+		if _, err := p.Toxics.AddToxicJson(bytes.NewReader([]byte(body))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// until waits for a state; only the test's own deadline bounds it.
+	until := func(what string, cond func() bool) {
+		for !cond() {
+			if dl, ok := t.Deadline(); ok && time.Until(dl) < 10*time.Second {
+				t.Fatalf("still waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_, stuckBefore, _ := toxics()
+
+	// One try: the upstream answers A. Once the first toxic has passed A
+	// to the second (another goroutine holds it), the upstream answers B,
+	// and once the first holds B too, the client resets its connection,
+	// having received nothing. A's delivery fails, the link's writer
+	// exits, and B is handed to nobody. A try is void if A reached the
+	// client first (the machine stalled for over a second): then it is
+	// made again.
+	try := func() (void bool) {
+		c, err := net.Dial("tcp", p.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer up.Close()
+		// arrived: did anything reach the client? (A deadline already
+		// past would fail the read before it looked.)
+		arrived := func() bool {
+			_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+			n, err := c.Read(make([]byte, 8))
+			var ne net.Error
+			return n > 0 || !errors.As(err, &ne) || !ne.Timeout()
+		}
+		before, _, _ := toxics()
+		if _, err := up.Write([]byte("A")); err != nil {
+			t.Fatal(err)
+		}
+		var first string // the goroutine of the first toxic
+		until("the first toxic to hold A", func() bool {
+			h, _, _ := toxics()
+			for id := range h {
+				if !before[id] {
+					first = id
+					return true
+				}
+			}
+			return arrived()
+		})
+		until("the second toxic to hold A", func() bool {
+			h, _, _ := toxics()
+			for id := range h {
+				if !before[id] && id != first {
+					return true
+				}
+			}
+			return arrived()
+		})
+		if _, err := up.Write([]byte("B")); err != nil {
+			t.Fatal(err)
+		}
+		until("the first toxic to hold B", func() bool {
+			h, _, _ := toxics()
+			return h[first] || arrived()
+		})
+		void = arrived()
+		_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
+		_ = c.Close()
+		return void
+	}
+	for i := 1; try(); i++ {
+		if i == 5 {
+			t.Fatal("five tries, and each time A reached the client before its reset")
+		}
+	}
+
+	// The outcome, waited for as a state: no link writer left, and one
+	// more latency toxic than before blocked in its send.
+	p.Stop()
+	until("a latency toxic stranded with no link writer left (if this never comes, toxiproxy fixed the defect: drop the goleak exception in main_test.go and this test)", func() bool {
+		_, stuck, writers := toxics()
+		return !writers && stuck > stuckBefore
+	})
+}
