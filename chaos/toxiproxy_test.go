@@ -79,7 +79,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 	}
 	defer p.Stop()
 	// Two latency toxics in a row on the answers: the first holds a chunk
-	// half a second, the second a second more. Which goroutine holds a
+	// half a second, the second two seconds more. Which goroutine holds a
 	// chunk shows in a goroutine dump, so the steps below wait for states,
 	// not for times.
 	for _, body := range []string{
@@ -104,7 +104,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 	// and once the first holds B too, the client resets its connection,
 	// having received nothing. A's delivery fails, the link's writer
 	// exits, and B is handed to nobody. A try is void if A reached the
-	// client first (the machine stalled for over a second): then it is
+	// client first (the machine stalled for about two seconds): then it is
 	// made again.
 	var first, second string // the goroutines of the two toxics
 	try := func() (void bool) {
