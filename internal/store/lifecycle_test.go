@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +19,8 @@ import (
 // TestMigrateUpgradesAnOldDatabase: a database made by the first schema
 // (001 and 002 only), with an order in it, is upgraded in place by three
 // Migrates that run at once, as three instances starting together do; its
-// order becomes a confirmed one written when it was created, and a fourth
-// Migrate changes nothing.
+// order becomes a confirmed one written when it was created; its buyer "u"
+// is not "U"; and a fourth Migrate changes nothing (it runs no ALTER TABLE).
 func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 	backends := []struct {
 		name string
@@ -67,8 +68,14 @@ func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 					t.Fatalf("migrate %d of 3 at once: %v", i+1, err)
 				}
 			}
+			w := store.RecordWire(db)
 			if err := db.Migrate(ctx); err != nil {
 				t.Fatalf("migrating an upgraded database again: %v", err)
+			}
+			for _, line := range w.Take() {
+				if strings.Contains(line, "ALTER TABLE") {
+					t.Errorf("migrating an upgraded database again ran %q", line)
+				}
 			}
 			o, err := db.Products().FindOrder(ctx, "old-1")
 			if err != nil {
@@ -80,6 +87,10 @@ func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 			a, err := db.Products().Audit(ctx, 1)
 			if err != nil || a.Sold != 2 || a.Orders != 1 || !a.Conserved() {
 				t.Fatalf("Audit = %+v, %v; want the old order counted, conserved", a, err)
+			}
+			// The old buyer "u" is not "U" (004_exact_user_ids.sql).
+			if err := db.Products().Deduct(ctx, order("new-1", "U", 1)); err != nil {
+				t.Fatalf("a buy by U next to u's old order: %v", err)
 			}
 		})
 	}

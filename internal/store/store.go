@@ -225,23 +225,30 @@ func (d *DB) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// The two kinds of schema change that neither MySQL 8 nor SQLite can make
+// The kinds of schema change that neither MySQL 8 nor SQLite can make
 // idempotent in SQL (MySQL 8 has no ADD COLUMN IF NOT EXISTS or CREATE
-// INDEX IF NOT EXISTS). Migrate looks in the catalog instead, so the same
-// files upgrade an old database and leave a current one alone.
+// INDEX IF NOT EXISTS), or that would rebuild a table at every start
+// (MODIFY COLUMN). Migrate looks in the catalog instead, so the same files
+// upgrade an old database and leave a current one alone.
 var (
 	addColumn   = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b`)
 	createIndex = regexp.MustCompile(`(?is)^\s*CREATE\s+INDEX\s+(\w+)\s+ON\s+(\w+)\b`)
+	// collate is a MODIFY COLUMN that sets a column's collation, the
+	// last COLLATE it names (MySQL only).
+	collate = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+MODIFY\s+COLUMN\s+(\w+)\b.*\bCOLLATE\s+(\w+)`)
 )
 
 // applied reports whether stmt adds a column or an index that exists
-// already.
+// already, or gives a column the collation it has already.
 func (d *DB) applied(ctx context.Context, stmt string) (bool, error) {
 	if m := addColumn.FindStringSubmatch(stmt); m != nil {
 		return d.hasColumn(ctx, m[1], m[2])
 	}
 	if m := createIndex.FindStringSubmatch(stmt); m != nil {
 		return d.hasIndex(ctx, m[2], m[1])
+	}
+	if m := collate.FindStringSubmatch(stmt); m != nil && d.dialect == MySQL {
+		return d.count(ctx, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ? AND collation_name = ?", m[1], m[2], m[3])
 	}
 	return false, nil
 }
