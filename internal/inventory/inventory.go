@@ -179,10 +179,23 @@ func (r Request) Validate() error {
 		return fmt.Errorf("%w: user_id must be 1 to %d characters", ErrInvalid, MaxUserID)
 	case !utf8.ValidString(r.UserID) || hasControl(r.UserID):
 		return fmt.Errorf("%w: user_id must be printable text", ErrInvalid)
+	case padded(r.UserID):
+		// MySQL compares user ids with the trailing spaces ignored
+		// (sql/mysql/004_exact_user_ids.sql), Redis and SQLite do not:
+		// "alice " would be one buyer with "alice" in one and two in
+		// the others.
+		return fmt.Errorf("%w: user_id must not begin or end with white space", ErrInvalid)
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
 		return fmt.Errorf("%w: quantity must be between 1 and %d", ErrInvalid, MaxQuantity)
 	}
 	return nil
+}
+
+// padded reports whether s begins or ends with white space.
+func padded(s string) bool {
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	return unicode.IsSpace(first) || unicode.IsSpace(last)
 }
 
 func hasControl(s string) bool {
