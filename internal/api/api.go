@@ -16,6 +16,14 @@ type Health struct {
 	Instance string `json:"instance"`
 }
 
+// RedisPing is the answer of GET /api/v1/admin/redis-ping: one round trip
+// from this instance to the Redis that keeps its Idempotency-Key records,
+// the first hop of every keyed buy.
+type RedisPing struct {
+	Instance        string `json:"instance"`
+	RoundTripMicros int64  `json:"round_trip_us"`
+}
+
 // Info is the answer of GET /api/v1/info.
 type Info struct {
 	Instance string   `json:"instance"`

@@ -29,6 +29,7 @@ var (
 	errMethod        = errors.New("method not allowed")
 	errModeDisabled  = errors.New("stage not available on this instance")
 	errNotReady      = errors.New("not ready")
+	errNoRedis       = errors.New("no Redis keeps this instance's Idempotency-Key records")
 	errIdemMissing   = errors.New("Idempotency-Key header required")
 	errOrderNo       = errors.New("invalid order number")
 )
@@ -58,6 +59,7 @@ var problemTable = []problemType{
 	{errAdminDisabled, 404, "admin-disabled", "Admin routes disabled", "Admin routes are off because SECKILL_ADMIN_TOKEN is not set."},
 	{inventory.ErrNotFound, 404, "not-found", "Not found", "No product or coupon batch has this id."},
 	{inventory.ErrOrderNotFound, 404, "order-not-found", "Order not found", "No order has this number (an order accepted by redis-stream is found as soon as it is accepted; one lost with a Redis that restarted empty is not)."},
+	{errNoRedis, 404, "no-redis", "No Redis", "This instance runs without Redis (no SECKILL_REDIS_ADDR): it keeps no Idempotency-Key records, and the Redis stages are off."},
 	{errRouteNotFound, 404, "route-not-found", "No such route", "See the README for the API."},
 	{errMethod, 405, "method-not-allowed", "Method not allowed", "The route exists but not with this method."},
 	{inventory.ErrSoldOut, 409, "sold-out", "Sold out", "Not enough stock is left for this quantity."},

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
@@ -41,6 +42,25 @@ func (k itemKind) order(o inventory.Order) any {
 func (s *server) handleHealth() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		s.writeJSON(c, http.StatusOK, api.Health{Status: "ok", Instance: s.instance})
+	}
+}
+
+// handleRedisPing times one round trip to the Redis of the Idempotency-Key
+// records. It is the lab's redis-round-trip baseline (the HTTP exchange
+// and the one Redis hop every keyed buy pays), and a quick look at that hop
+// from this instance.
+func (s *server) handleRedisPing(store *idempotency.Store) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if store == nil {
+			s.writeError(c, errNoRedis)
+			return
+		}
+		start := time.Now()
+		if err := store.Ping(c.Request.Context()); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		s.writeJSON(c, http.StatusOK, api.RedisPing{Instance: s.instance, RoundTripMicros: time.Since(start).Microseconds()})
 	}
 }
 

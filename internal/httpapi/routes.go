@@ -47,6 +47,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		admin.POST("/coupons/:id/reset", s.handleReset(coupons))
 	}
 	admin.PUT("/mode", s.handleSetMode(d.Products, d.Coupons))
+	admin.GET("/redis-ping", s.handleRedisPing(d.Idempotency))
 
 	if d.Web != nil {
 		r.NoRoute(func(c *gin.Context) {

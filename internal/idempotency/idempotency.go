@@ -162,6 +162,15 @@ type RefusedError struct{ Reason string }
 
 func (e *RefusedError) Error() string { return "refused before the claim: " + e.Reason }
 
+// Ping makes one round trip to the Redis that keeps the records: what a
+// keyed request pays at least, before its claim's script runs.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: ping: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // Checks reports whether BeginChecked can run a check on keys of rdb: the
 // store keeps its records on rdb itself, and rdb is one server (a
 // *redis.Client), not a Cluster or a Ring, where the record and the checked
