@@ -16,11 +16,16 @@ import (
 
 // A stage's answers per second mean little alone on a shared 2-core box:
 // they move with everything else the machine does. --baselines measures,
-// in the same run and with the same buyers in flight, two ceilings that a
+// in the same run and with the same buyers in flight, three ceilings that a
 // stage cannot beat, so a stage can be reported as a ratio of them:
 //
 //   - http-ceiling: GET /healthz on the same targets: the HTTP stack, the
 //     load generator and the machine, with none of a buy's work.
+//   - redis-round-trip: GET /api/v1/admin/redis-ping on the same targets:
+//     the same, plus one round trip to the Redis of the Idempotency-Key
+//     records, the hop a keyed buy makes before anything else. The lab's
+//     buys carry keys, so no stage that answers one can beat it, and its
+//     gap to http-ceiling is what that hop alone costs.
 //   - raw-hot-row: db-atomic's work alone, straight on MySQL with no HTTP:
 //     the guarded UPDATE of one hot row and the order INSERT in one
 //     transaction, per buyer.
@@ -40,6 +45,7 @@ type ceiling struct {
 
 const (
 	baselineHTTP   = "http-ceiling"
+	baselineRedis  = "redis-round-trip"
 	baselineHotRow = "raw-hot-row"
 )
 
@@ -51,7 +57,7 @@ const rawLoopConns = 32
 // measureCeilings runs the ceilings at workers buyers in flight, as many
 // requests as a burst has buyers. The raw loop needs db (SECKILL_MYSQL_DSN).
 func measureCeilings(ctx context.Context, o options, db *sql.DB, workers int, progress io.Writer) []ceiling {
-	out := []ceiling{httpCeiling(ctx, o, workers)}
+	out := []ceiling{httpCeiling(ctx, o, workers), redisRoundTrip(ctx, o, workers)}
 	if db != nil {
 		out = append(out, rawHotRow(ctx, db, workers, o.buyers))
 	} else {
@@ -74,11 +80,27 @@ func noteSuffix(n string) string {
 // httpCeiling fires buyers GETs of /healthz, spread round-robin over the
 // targets, workers at a time, with the attacker the stages get.
 func httpCeiling(ctx context.Context, o options, workers int) ceiling {
-	b := ceiling{Name: baselineHTTP, Workers: workers, Requests: o.buyers}
+	return getBaseline(ctx, o, workers, baselineHTTP, "/healthz", nil)
+}
+
+// redisRoundTrip is httpCeiling on GET /api/v1/admin/redis-ping, an admin
+// route (as the lab's buys, which name their stage, are admin requests)
+// that makes one round trip to Redis.
+func redisRoundTrip(ctx context.Context, o options, workers int) ceiling {
+	return getBaseline(ctx, o, workers, baselineRedis, "/api/v1/admin/redis-ping", http.Header{"Authorization": {"Bearer " + o.adminToken}})
+}
+
+// getBaseline fires buyers GETs of path, spread round-robin over the
+// targets, workers at a time, and counts the 200s per second. Any other
+// answer is counted in the note: a target without Redis answers the ping
+// 404, and the baseline is then not measured.
+func getBaseline(ctx context.Context, o options, workers int, name, path string, header http.Header) ceiling {
+	b := ceiling{Name: name, Workers: workers, Requests: o.buyers}
 	var next atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
 		t.Method = http.MethodGet
-		t.URL = o.targets[next.Add(1)%uint64(len(o.targets))] + "/healthz"
+		t.URL = o.targets[next.Add(1)%uint64(len(o.targets))] + path
+		t.Header = header
 		return nil
 	}
 	atk, release := newAttacker(uint64(workers), uint64(workers), o.timeout)
@@ -87,14 +109,20 @@ func httpCeiling(ctx context.Context, o options, workers int) ceiling {
 	defer stop()
 	started := time.Now()
 	var last time.Time
-	for r := range atk.Attack(targeter, burstPacer{hits: uint64(o.buyers)}, o.maxDuration, baselineHTTP) {
+	others := map[int]int{}
+	for r := range atk.Attack(targeter, burstPacer{hits: uint64(o.buyers)}, o.maxDuration, name) {
 		if r.Code == http.StatusOK {
 			b.OK++
+		} else {
+			others[int(r.Code)]++
 		}
 		last = r.Timestamp.Add(r.Latency)
 	}
-	if el := last.Sub(started); el > 0 {
+	if el := last.Sub(started); el > 0 && b.OK > 0 {
 		b.PerSecond = float64(b.OK) / el.Seconds()
+	}
+	if len(others) > 0 {
+		b.Note = "not 200: " + statusCounts(&row{Statuses: others}, false)
 	}
 	return b
 }

@@ -75,6 +75,38 @@ func TestHTTPCeilingAsksEveryTarget(t *testing.T) {
 	}
 }
 
+// TestRedisRoundTripIsAnAdminPing: the Redis baseline sends one GET
+// /api/v1/admin/redis-ping per buyer, with the admin token, spread over the
+// targets; a target that answers anything else (404 without Redis) is
+// counted in the note, not in the rate.
+func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
+	var hits [2]atomic.Int64
+	var urls []string
+	for i := range hits {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/v1/admin/redis-ping" || r.Method != http.MethodGet || r.Header.Get("Authorization") != "Bearer lab-token" {
+				http.Error(w, "unexpected", http.StatusTeapot)
+				return
+			}
+			hits[i].Add(1)
+			if i == 1 {
+				http.Error(w, "no redis", http.StatusNotFound)
+			}
+		}))
+		defer srv.Close()
+		urls = append(urls, srv.URL)
+	}
+	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second, adminToken: "lab-token"}
+	b := redisRoundTrip(context.Background(), o, 16)
+	if b.Name != baselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
+		t.Fatalf("baseline %+v, hits %d and %d; want 150 ok, 150 × 404 noted", b, hits[0].Load(), hits[1].Load())
+	}
+	o.targets = urls[1:]
+	if b := redisRoundTrip(context.Background(), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
+		t.Fatalf("targets without Redis: %+v; want no rate, 300 × 404 noted", b)
+	}
+}
+
 // TestResidentMemoryFromMetrics: the lab reads each target's resident
 // memory from the process collector of its /metrics, and nothing when a
 // target has no metrics.

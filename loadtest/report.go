@@ -577,13 +577,13 @@ func joinFloats(xs []float64, format string) string {
 }
 
 // writeCeilings adds the baselines of --baselines, and every row as a ratio
-// of the ceiling that bounds it: the lock-free stages by the HTTP ceiling,
-// db-atomic also by its own transaction straight on MySQL.
+// of the ceilings that bound it: every stage by the HTTP ceiling and by the
+// Redis round trip, db-atomic also by its own transaction straight on MySQL.
 func writeCeilings(w io.Writer, rep report) {
 	if len(rep.Ceilings) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.\n\n")
+	fmt.Fprint(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.\n\n")
 	repeated := len(rep.Ceilings[0].Runs) > 1
 	var lines [][]string
 	at := map[string]float64{} // name@workers -> per second
@@ -612,14 +612,14 @@ func writeCeilings(w io.Writer, rep report) {
 			}
 			return "–"
 		}
-		line := []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(baselineHTTP), ratio(baselineHotRow)}
+		line := []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(baselineHTTP), ratio(baselineRedis), ratio(baselineHotRow)}
 		if repeated {
 			line = append(line, joinFloats(r.RunsPerCeiling, "%.2f"))
 		}
 		lines = append(lines, line)
 	}
 	fmt.Fprint(w, "\nEach row's answered buyers per second as a share of each ceiling at its number of buyers in flight:\n\n")
-	head = []string{"scenario", "stage", "in flight", "answered/s", "× http-ceiling", "× raw-hot-row"}
+	head = []string{"scenario", "stage", "in flight", "answered/s", "× http-ceiling", "× redis-round-trip", "× raw-hot-row"}
 	if repeated {
 		fmt.Fprint(w, "With repeated rounds, the ratios are the median run's over the median baselines; the last column divides every run by the HTTP ceiling of its own round.\n\n")
 		head = append(head, "each run × its round's http-ceiling")
