@@ -179,23 +179,10 @@ func (r Request) Validate() error {
 		return fmt.Errorf("%w: user_id must be 1 to %d characters", ErrInvalid, MaxUserID)
 	case !utf8.ValidString(r.UserID) || hasControl(r.UserID):
 		return fmt.Errorf("%w: user_id must be printable text", ErrInvalid)
-	case padded(r.UserID):
-		// MySQL compares user ids with the trailing spaces ignored
-		// (sql/mysql/004_exact_user_ids.sql), Redis and SQLite do not:
-		// "alice " would be one buyer with "alice" in one and two in
-		// the others.
-		return fmt.Errorf("%w: user_id must not begin or end with white space", ErrInvalid)
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
 		return fmt.Errorf("%w: quantity must be between 1 and %d", ErrInvalid, MaxQuantity)
 	}
 	return nil
-}
-
-// padded reports whether s begins or ends with white space.
-func padded(s string) bool {
-	first, _ := utf8.DecodeRuneInString(s)
-	last, _ := utf8.DecodeLastRuneInString(s)
-	return unicode.IsSpace(first) || unicode.IsSpace(last)
 }
 
 func hasControl(s string) bool {
@@ -338,8 +325,9 @@ func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err e
 		o, ok, qerr := qo.QueuedOrderOf(ctx, req.ItemID, req.UserID)
 		prev, found = o, ok && qerr == nil
 	}
-	// MySQL matches user ids under the column's collation (case- and
-	// accent-blind): "ALICE" finds alice's order. Only the buyer's own.
+	// Only the buyer's own order: a database whose user_id column still
+	// has a case- and accent-blind collation (one 004_exact_user_ids.sql
+	// has not reached) finds alice's order for "ALICE".
 	if !found || prev.UserID != req.UserID || prev.Quantity != req.Quantity {
 		return Order{}, false
 	}
