@@ -185,11 +185,11 @@ func TestAttackLostReplyPastTheDeadlineIsUnknown(t *testing.T) {
 	wantOrder(t, "retry", r.send(pass, buyPath, "k1", body), held.No)
 }
 
-// TestAttackRetryGetsOnlyItsOwnBuyersOrder: MySQL compares user ids under
-// the table's collation (utf8mb4_0900_ai_ci: case- and accent-blind), so
-// "ALICE" collides with "alice" on the one-per-user key and OrderOf finds
-// alice's row for ALICE. A retry by ALICE (whose first run timed out
-// without buying) must not be answered with alice's order.
+// TestAttackRetryGetsOnlyItsOwnBuyersOrder: a retry by ALICE (whose first
+// run timed out without buying) must not be answered with alice's order.
+// MySQL used to compare user ids case- and accent-blind (the default
+// collations, before sql/mysql/004_exact_user_ids.sql), so OrderOf found
+// alice's row for ALICE; the service checks the buyer of what it finds.
 func TestAttackRetryGetsOnlyItsOwnBuyersOrder(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {

@@ -12,13 +12,14 @@ import (
 )
 
 // TestLookalikeBuyersAreDifferentBuyers: under every stage and on both SQL
-// engines, buyers whose ids differ only in case or accent each buy a unit,
+// engines, buyers whose ids differ only in case, accent or a trailing space
+// each buy a unit,
 // and a true repeat is refused. Redis tells them apart, so MySQL must too:
 // with a collation that does not, redis-atomic gave "ALICE" a unit in Redis
 // and MySQL then refused her as alice's repeat, redis-stream accepted her
 // order and wrote it failed, and the other stages refused her outright.
 func TestLookalikeBuyersAreDifferentBuyers(t *testing.T) {
-	buyers := []string{"alice", "ALICE", "Alice", "alicé"}
+	buyers := []string{"alice", "ALICE", "Alice", "alicé", "alice "}
 	for _, backend := range testenv.Backends() {
 		t.Run(backend.Name, func(t *testing.T) {
 			db := backend.Open(t)

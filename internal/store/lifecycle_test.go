@@ -20,7 +20,8 @@ import (
 // (001 and 002 only), with an order in it, is upgraded in place by three
 // Migrates that run at once, as three instances starting together do; its
 // order becomes a confirmed one written when it was created; its buyer "u"
-// is not "U"; and a fourth Migrate changes nothing (it runs no ALTER TABLE).
+// is not "U"; each change is made once, by one of the three; and a fourth
+// Migrate changes nothing (it runs no ALTER TABLE).
 func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 	backends := []struct {
 		name string
@@ -56,6 +57,7 @@ func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 			if err := db.Exec(ctx, "UPDATE products SET stock = stock - 2 WHERE id = 1"); err != nil {
 				t.Fatal(err)
 			}
+			w := store.RecordWire(db)
 			var wg sync.WaitGroup
 			errs := make([]error, 3)
 			for i := range errs {
@@ -68,7 +70,21 @@ func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 					t.Fatalf("migrate %d of 3 at once: %v", i+1, err)
 				}
 			}
-			w := store.RecordWire(db)
+			// They took turns: each change was made once, by one of them.
+			made := map[string]int{}
+			for _, line := range w.Take() {
+				if strings.HasPrefix(line, "ALTER TABLE") || strings.HasPrefix(line, "CREATE INDEX") {
+					made[line]++
+				}
+			}
+			if len(made) == 0 {
+				t.Fatal("three migrations of an old database made no change")
+			}
+			for line, n := range made {
+				if n != 1 {
+					t.Errorf("three migrations at once ran %q %d times, want once", line, n)
+				}
+			}
 			if err := db.Migrate(ctx); err != nil {
 				t.Fatalf("migrating an upgraded database again: %v", err)
 			}

@@ -11,10 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -24,8 +20,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/callbacks"
 	"gorm.io/gorm/logger"
-
-	schema "github.com/seckill-lab/seckill/sql"
 )
 
 // Dialect names the SQL engine behind a DB.
@@ -189,103 +183,6 @@ func (d *DB) Close() error {
 		return err
 	}
 	return sqlDB.Close()
-}
-
-// Migrate applies the schema and seed files of sql/<dialect>/ in name order.
-// Every statement in them is idempotent, so Migrate may run at every start.
-func (d *DB) Migrate(ctx context.Context) error {
-	dir := string(d.dialect)
-	entries, err := fs.ReadDir(schema.Files, dir)
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		body, err := fs.ReadFile(schema.Files, path.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		for i, stmt := range splitStatements(string(body)) {
-			done, err := d.applied(ctx, stmt)
-			if err == nil && !done {
-				err = d.gdb.WithContext(ctx).Exec(stmt).Error
-				if err != nil && d.racedTo(ctx, stmt) {
-					err = nil // another instance, migrating at the same start, added it first
-				}
-			}
-			if err != nil {
-				return fmt.Errorf("migrate %s/%s statement %d: %w", dir, name, i+1, err)
-			}
-		}
-	}
-	return nil
-}
-
-// The kinds of schema change that neither MySQL 8 nor SQLite can make
-// idempotent in SQL (MySQL 8 has no ADD COLUMN IF NOT EXISTS or CREATE
-// INDEX IF NOT EXISTS), or that would rebuild a table at every start
-// (MODIFY COLUMN). Migrate looks in the catalog instead, so the same files
-// upgrade an old database and leave a current one alone.
-var (
-	addColumn   = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b`)
-	createIndex = regexp.MustCompile(`(?is)^\s*CREATE\s+INDEX\s+(\w+)\s+ON\s+(\w+)\b`)
-	// collate is a MODIFY COLUMN that sets a column's collation, the
-	// last COLLATE it names (MySQL only).
-	collate = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+MODIFY\s+COLUMN\s+(\w+)\b.*\bCOLLATE\s+(\w+)`)
-)
-
-// applied reports whether stmt adds a column or an index that exists
-// already, or gives a column the collation it has already.
-func (d *DB) applied(ctx context.Context, stmt string) (bool, error) {
-	if m := addColumn.FindStringSubmatch(stmt); m != nil {
-		return d.hasColumn(ctx, m[1], m[2])
-	}
-	if m := createIndex.FindStringSubmatch(stmt); m != nil {
-		return d.hasIndex(ctx, m[2], m[1])
-	}
-	if m := collate.FindStringSubmatch(stmt); m != nil && d.dialect == MySQL {
-		return d.count(ctx, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ? AND collation_name = ?", m[1], m[2], m[3])
-	}
-	return false, nil
-}
-
-// racedTo reports whether a failed stmt failed only because the column or
-// index it adds appeared in the meantime: three instances starting
-// together all migrate, and all but one lose that race.
-func (d *DB) racedTo(ctx context.Context, stmt string) bool {
-	if !addColumn.MatchString(stmt) && !createIndex.MatchString(stmt) {
-		return false
-	}
-	done, err := d.applied(ctx, stmt)
-	return err == nil && done
-}
-
-func (d *DB) hasColumn(ctx context.Context, table, column string) (bool, error) {
-	q := "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?"
-	if d.dialect == SQLite {
-		q = "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?"
-	}
-	return d.count(ctx, q, table, column)
-}
-
-func (d *DB) hasIndex(ctx context.Context, table, index string) (bool, error) {
-	q := "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?"
-	if d.dialect == SQLite {
-		q = "SELECT COUNT(*) FROM pragma_index_list(?) WHERE name = ?"
-	}
-	return d.count(ctx, q, table, index)
-}
-
-func (d *DB) count(ctx context.Context, q string, args ...any) (bool, error) {
-	var n int64
-	if err := d.gdb.WithContext(ctx).Raw(q, args...).Scan(&n).Error; err != nil {
-		return false, fmt.Errorf("read the schema catalog: %w", err)
-	}
-	return n > 0, nil
 }
 
 // splitStatements splits a schema file on semicolons that end a line, after

@@ -11,17 +11,18 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// lookalikes are four buyers that differ only in case or accent. A user id
-// is an opaque name: Redis (the buyers set, the Idempotency-Key records)
-// and SQLite compare it byte for byte, and so must MySQL, whose default
-// collations (utf8mb4_general_ci on MariaDB, utf8mb4_0900_ai_ci on MySQL 8)
-// would make them one buyer.
-var lookalikes = []string{"alice", "ALICE", "Alice", "alicé"}
+// lookalikes are buyers that differ only in case, accent or a trailing
+// space. A user id is an opaque name: Redis (the buyers set, the
+// Idempotency-Key records) and SQLite compare it byte for byte, and so must
+// MySQL, whose default collations would make the first four one buyer
+// (utf8mb4_general_ci on MariaDB, utf8mb4_0900_ai_ci on MySQL 8), and whose
+// utf8mb4_bin (as MariaDB's default) would make "alice " "alice".
+var lookalikes = []string{"alice", "ALICE", "Alice", "alicé", "alice "}
 
-// TestUserIDsAreExact: buyers whose ids differ only in case or accent are
-// different buyers on both engines, through the lone sale (Deduct) and
-// the group's (DeductAll); each finds its own order (OrderOf), and a true
-// repeat is still refused.
+// TestUserIDsAreExact: buyers whose ids differ only in case, accent or
+// padding are different buyers on both engines, through the lone sale
+// (Deduct) and the group's (DeductAll); each finds its own order
+// (OrderOf), and a true repeat is still refused.
 func TestUserIDsAreExact(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		for _, k := range kinds {

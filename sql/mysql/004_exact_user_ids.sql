@@ -7,13 +7,16 @@
 -- refused as a repeat in MySQL while Redis had sold them a unit, and a
 -- lookup of one buyer's order could find another's.
 --
--- utf8mb4_bin compares code points, exactly, on both servers. It still pads
--- with spaces ("alice" = "alice "), so the API refuses user ids that begin
--- or end with white space. Changing the collation cannot break the unique
--- keys: it only tells apart values that were equal before.
+-- utf8mb4_0900_bin compares code points and does not pad: "alice " is not
+-- "alice" (utf8mb4_bin would pad, as MariaDB's default does). MariaDB has
+-- no 0900 collations; the store's Migrate runs these statements there with
+-- utf8mb4_nopad_bin, its collation of the same rules. The new collation
+-- tells apart every pair of values the old one did, so the unique keys
+-- hold.
 --
--- The store's Migrate skips a MODIFY COLUMN whose column has the collation
--- it names already, so this runs once, not at every start (it rebuilds the
--- table).
-ALTER TABLE orders MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL;
-ALTER TABLE coupon_grabs MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL;
+-- Migrate skips a MODIFY COLUMN of this shape whose column already has this
+-- type, character set, collation and NOT NULL, and instances that start
+-- together take turns (a named lock), so each table is rebuilt once. On
+-- MySQL 8 that rebuild copies the table and holds its writes while it runs.
+ALTER TABLE orders MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin NOT NULL;
+ALTER TABLE coupon_grabs MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin NOT NULL;
