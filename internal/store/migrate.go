@@ -7,7 +7,6 @@ import (
 	"path"
 	"regexp"
 	"sort"
-	"strings"
 
 	"gorm.io/gorm"
 
@@ -30,11 +29,6 @@ func (d *DB) Migrate(ctx context.Context) error {
 				return err
 			}
 			defer m.unlock()
-			var version string
-			if err := conn.Raw("SELECT VERSION()").Scan(&version).Error; err != nil {
-				return translate(fmt.Errorf("read the server version: %w", err))
-			}
-			m.mariaDB = strings.Contains(strings.ToLower(version), "mariadb")
 		}
 		return m.apply()
 	})
@@ -46,9 +40,8 @@ const migrateLockWait = 300
 
 // migrator runs one Migrate on one connection.
 type migrator struct {
-	db      *DB
-	conn    *gorm.DB // a single connection, with Migrate's context
-	mariaDB bool
+	db   *DB
+	conn *gorm.DB // a single connection, with Migrate's context
 }
 
 // lock takes the migration lock of the connection's database. The name is
@@ -91,9 +84,6 @@ func (m migrator) apply() error {
 			return err
 		}
 		for i, stmt := range splitStatements(string(body)) {
-			if m.mariaDB {
-				stmt = forMariaDB(stmt)
-			}
 			done, err := m.applied(stmt)
 			if err == nil && !done {
 				m.db.record(stmt)
@@ -110,13 +100,6 @@ func (m migrator) apply() error {
 	return nil
 }
 
-// forMariaDB names MariaDB's collation where a statement names MySQL 8's:
-// MariaDB has none of the 0900 collations, and utf8mb4_nopad_bin follows
-// the same rules as utf8mb4_0900_bin (code points, no padding).
-func forMariaDB(stmt string) string {
-	return strings.ReplaceAll(stmt, "utf8mb4_0900_bin", "utf8mb4_nopad_bin")
-}
-
 // The kinds of schema change that neither MySQL 8 nor SQLite can make
 // idempotent in SQL (MySQL 8 has no ADD COLUMN IF NOT EXISTS or CREATE
 // INDEX IF NOT EXISTS), or that would rebuild a table at every start
@@ -126,9 +109,10 @@ var (
 	addColumn   = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b`)
 	createIndex = regexp.MustCompile(`(?is)^\s*CREATE\s+INDEX\s+(\w+)\s+ON\s+(\w+)\b`)
 	// modifyColumn is a MODIFY COLUMN of exactly this shape, and nothing
-	// else in the statement (MySQL only):
+	// else in the statement (MySQL only), where the collation may be named
+	// in version comments (sql/mysql/004_exact_user_ids.sql):
 	// ALTER TABLE t MODIFY COLUMN c VARCHAR(64) CHARACTER SET cs COLLATE co NOT NULL
-	modifyColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+MODIFY\s+COLUMN\s+(\w+)\s+(VARCHAR\(\d+\))\s+CHARACTER\s+SET\s+(\w+)\s+COLLATE\s+(\w+)\s+NOT\s+NULL\s*$`)
+	modifyColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+MODIFY\s+COLUMN\s+(\w+)\s+(VARCHAR\(\d+\))\s+CHARACTER\s+SET\s+(\w+)\s+((?:/\*M?!\d+\s+COLLATE\s+\w+\s*\*/\s*|COLLATE\s+\w+\s+)+)NOT\s+NULL\s*$`)
 )
 
 // applied reports whether stmt adds a column or an index that exists
@@ -141,8 +125,12 @@ func (m migrator) applied(stmt string) (bool, error) {
 		return m.hasIndex(x[2], x[1])
 	}
 	if x := modifyColumn.FindStringSubmatch(stmt); x != nil && m.db.dialect == MySQL {
-		return m.count("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ? AND LOWER(column_type) = LOWER(?) AND character_set_name = ? AND collation_name = ? AND is_nullable = 'NO'",
-			x[1], x[2], x[3], x[4], x[5])
+		// The server says which collation the clause names on it: the
+		// version comments are its to read. The regexp lets only a
+		// character set's name and COLLATE clauses through.
+		collation := "COLLATION(CONVERT('' USING " + x[4] + ") " + x[5] + ")"
+		return m.count("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ? AND LOWER(column_type) = LOWER(?) AND character_set_name = ? AND collation_name = "+collation+" AND is_nullable = 'NO'",
+			x[1], x[2], x[3], x[4])
 	}
 	return false, nil
 }

@@ -7,16 +7,18 @@
 -- refused as a repeat in MySQL while Redis had sold them a unit, and a
 -- lookup of one buyer's order could find another's.
 --
--- utf8mb4_0900_bin compares code points and does not pad: "alice " is not
--- "alice" (utf8mb4_bin would pad, as MariaDB's default does). MariaDB has
--- no 0900 collations; the store's Migrate runs these statements there with
--- utf8mb4_nopad_bin, its collation of the same rules. The new collation
--- tells apart every pair of values the old one did, so the unique keys
--- hold.
+-- The new collation compares code points and does not pad ("alice " is not
+-- "alice"; utf8mb4_bin would pad, as MariaDB's default does). The two
+-- servers name it differently, so each statement names both in comments
+-- that only one server runs: /*!80000 ... */ MySQL 8 (MariaDB skips
+-- MySQL-only versions), /*M!100202 ... */ MariaDB 10.2.2 and later (MySQL
+-- takes it for a plain comment). The new collation tells apart every pair
+-- of values the old one did, so the unique keys hold.
 --
--- Migrate skips a MODIFY COLUMN of this shape whose column already has this
--- type, character set, collation and NOT NULL, and instances that start
--- together take turns (a named lock), so each table is rebuilt once. On
--- MySQL 8 that rebuild copies the table and holds its writes while it runs.
-ALTER TABLE orders MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin NOT NULL;
-ALTER TABLE coupon_grabs MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin NOT NULL;
+-- The store's Migrate skips a MODIFY COLUMN of this shape whose column has
+-- this type, character set, collation and NOT NULL already, and instances
+-- that start together take turns (a named lock), so each table is rebuilt
+-- once. On MySQL 8 that rebuild copies the table and holds its writes while
+-- it runs.
+ALTER TABLE orders MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 /*!80000 COLLATE utf8mb4_0900_bin */ /*M!100202 COLLATE utf8mb4_nopad_bin */ NOT NULL;
+ALTER TABLE coupon_grabs MODIFY COLUMN user_id VARCHAR(64) CHARACTER SET utf8mb4 /*!80000 COLLATE utf8mb4_0900_bin */ /*M!100202 COLLATE utf8mb4_nopad_bin */ NOT NULL;
