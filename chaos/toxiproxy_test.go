@@ -17,9 +17,33 @@ import (
 // Frames of toxiproxy v2.5.0's latency toxic (toxics/latency.go): the
 // select in which it sleeps with a chunk, and the send after that sleep.
 const (
-	latencyHolding = "/toxics/latency.go:41 "
-	latencySending = "/toxics/latency.go:44 "
+	latencyHolding = "/toxics/latency.go:41"
+	latencySending = "/toxics/latency.go:44"
 )
+
+// waitFor waits for a state of the goroutines. It fails the test after two
+// minutes (or near its deadline): a state that never comes is a barrier
+// that broke, and waiting longer only hides which.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	limit := time.Now().Add(2 * time.Minute)
+	if dl, ok := t.Deadline(); ok && dl.Add(-10*time.Second).Before(limit) {
+		limit = dl.Add(-10 * time.Second)
+	}
+	for !cond() {
+		if time.Now().After(limit) {
+			t.Fatalf("still waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// atFrame reports whether a goroutine's stack has a frame at file:line
+// (a frame with an offset is followed by a space, an inlined one by the
+// end of the line).
+func atFrame(g, fileLine string) bool {
+	return strings.Contains(g, fileLine+" ") || strings.Contains(g+"\n", fileLine+"\n")
+}
 
 // goroutines dumps every goroutine's stack, by goroutine id.
 func goroutines() map[string]string {
@@ -45,7 +69,7 @@ func goroutines() map[string]string {
 func holders() (ids map[string]bool, writers bool) {
 	ids = map[string]bool{}
 	for id, g := range goroutines() {
-		if strings.Contains(g, latencyHolding) {
+		if atFrame(g, latencyHolding) {
 			ids[id] = true
 		}
 		writers = writers || strings.Contains(g, "(*ToxicLink).write(")
@@ -90,15 +114,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// until waits for a state; only the test's own deadline bounds it.
-	until := func(what string, cond func() bool) {
-		for !cond() {
-			if dl, ok := t.Deadline(); ok && time.Until(dl) < 10*time.Second {
-				t.Fatalf("still waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	until := func(what string, cond func() bool) { t.Helper(); waitFor(t, what, cond) }
 	// One try: the upstream answers A. Once the first toxic has passed A
 	// to the second (another goroutine holds it), the upstream answers B,
 	// and once the first holds B too, the client resets its connection,
@@ -180,7 +196,122 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 		g = goroutines()[second]
 		return !writers && !h[first] && !h[second] && !strings.Contains(g, " [running]") && !strings.Contains(g, " [runnable]")
 	})
-	if !strings.Contains(g, " [chan send") || !strings.Contains(g, latencySending) {
+	if !strings.Contains(g, " [chan send") || !atFrame(g, latencySending) {
 		t.Fatalf("the second latency toxic did not strand; its goroutine now:\n%s", g)
+	}
+}
+
+// Frames of toxiproxy v2.5.0: the noop toxic (toxics/noop.go), the first
+// stage of every link, handing a chunk on, and a link's reader handing what
+// it read to the first stage (stream/io_chan.go).
+const (
+	noopSending   = "/toxics/noop.go:16"
+	readerSending = "/stream/io_chan.go:29"
+)
+
+// TestToxiproxyNoopStrandsAGoroutine pins the same upstream defect in the
+// noop toxic, the first stage of every link, so it needs no toxic at all:
+// a link's writer that fails (its client went away) exits, and the noop
+// toxic, already handing it the next chunk, blocks for ever; so does the
+// link's reader if it holds one more chunk for the noop toxic. The chaos
+// tests meet it when an instance closes a Redis or MySQL connection while
+// answers are still streaming to it (the last CI run beside CPU hogs
+// failed goleak on a stranded noop toxic). The test stops the client
+// reading and lets the upstream write until the writer is blocked on the
+// client's full socket and the noop toxic on the writer; only then does
+// the client reset its connection. If the noop toxic does not end
+// stranded, or a reader ends stranded anywhere but in that hand-over, the
+// defect has changed: revisit the exceptions in main_test.go with this
+// test.
+func TestToxiproxyNoopStrandsAGoroutine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos suite; skipped with -short")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()), "strand-noop", "127.0.0.1:0", ln.Addr().String())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	until := func(what string, cond func() bool) { t.Helper(); waitFor(t, what, cond) }
+	c, err := net.Dial("tcp", p.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	// The upstream streams until its connection fails; the client never
+	// reads.
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := up.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	// blocked: the id of a noop toxic handing a chunk on while a link's
+	// writer waits on its socket.
+	blocked := func() (noop string) {
+		writing := false
+		for id, g := range goroutines() {
+			if strings.Contains(g, " [chan send") && atFrame(g, noopSending) {
+				noop = id
+			}
+			writing = writing || (strings.Contains(g, "(*ToxicLink).write(") && strings.Contains(g, " [IO wait"))
+		}
+		if !writing {
+			return ""
+		}
+		return noop
+	}
+	var noop string
+	until("the link's writer to block on the client and the noop toxic on the writer", func() bool {
+		noop = blocked()
+		return noop != ""
+	})
+	_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
+	_ = c.Close()
+
+	// The writer fails and exits, the other link closes the upstream, the
+	// upstream's writes fail. The noop toxic's send is then one nothing can
+	// complete: stranded.
+	<-streamed
+	p.Stop()
+	var g string
+	var readers []string
+	until("the links to settle", func() bool {
+		all := goroutines()
+		readers = nil
+		for _, g := range all {
+			if strings.Contains(g, "chaos.goroutines(") {
+				continue // this one, dumping
+			}
+			if strings.Contains(g, " [running]") || strings.Contains(g, " [runnable]") || strings.Contains(g, "(*ToxicLink).write(") {
+				return false
+			}
+			if strings.Contains(g, "(*ToxicLink).read(") {
+				readers = append(readers, g)
+			}
+		}
+		g = all[noop]
+		return true
+	})
+	if !strings.Contains(g, " [chan send") || !atFrame(g, noopSending) {
+		t.Fatalf("the noop toxic did not strand; its goroutine now:\n%s", g)
+	}
+	for _, r := range readers {
+		if !strings.Contains(r, " [chan send") || !atFrame(r, readerSending) {
+			t.Fatalf("a link's reader is left, not in its hand-over to the noop toxic:\n%s", r)
+		}
 	}
 }
