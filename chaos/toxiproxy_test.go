@@ -38,6 +38,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// strandProxy is a toxiproxy proxy of its own in front of a listener the
+// test accepts upstream connections from; both close when the test ends.
+func strandProxy(t *testing.T, name string) (*toxiproxy.Proxy, net.Listener) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	p := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()), name, "127.0.0.1:0", ln.Addr().String())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, ln
+}
+
 // atFrame reports whether a goroutine's stack has a frame at file:line
 // (a frame with an offset is followed by a space, an inlined one by the
 // end of the line).
@@ -92,16 +109,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos suite; skipped with -short")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	p := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()), "strand", "127.0.0.1:0", ln.Addr().String())
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p, ln := strandProxy(t, "strand")
 	// Two latency toxics in a row on the answers: the first holds a chunk
 	// half a second, the second two seconds more. Which goroutine holds a
 	// chunk shows in a goroutine dump, so the steps below wait for states,
@@ -114,7 +122,6 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until := func(what string, cond func() bool) { t.Helper(); waitFor(t, what, cond) }
 	// One try: the upstream answers A. Once the first toxic has passed A
 	// to the second (another goroutine holds it), the upstream answers B,
 	// and once the first holds B too, the client resets its connection,
@@ -145,7 +152,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 		if _, err := up.Write([]byte("A")); err != nil {
 			t.Fatal(err)
 		}
-		until("the first toxic to hold A", func() bool {
+		waitFor(t, "the first toxic to hold A", func() bool {
 			h, _ := holders()
 			for id := range h {
 				if !before[id] {
@@ -155,7 +162,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 			}
 			return arrived()
 		})
-		until("the second toxic to hold A", func() bool {
+		waitFor(t, "the second toxic to hold A", func() bool {
 			h, _ := holders()
 			for id := range h {
 				if !before[id] && id != first {
@@ -168,7 +175,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 		if _, err := up.Write([]byte("B")); err != nil {
 			t.Fatal(err)
 		}
-		until("the first toxic to hold B", func() bool {
+		waitFor(t, "the first toxic to hold B", func() bool {
 			h, _ := holders()
 			return h[first] || arrived()
 		})
@@ -191,7 +198,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 	// the defect: drop the goleak exception in main_test.go and this test.
 	p.Stop()
 	var g string
-	until("the second toxic to settle", func() bool {
+	waitFor(t, "the second toxic to settle", func() bool {
 		h, writers := holders()
 		g = goroutines()[second]
 		return !writers && !h[first] && !h[second] && !strings.Contains(g, " [running]") && !strings.Contains(g, " [runnable]")
@@ -227,17 +234,7 @@ func TestToxiproxyNoopStrandsAGoroutine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos suite; skipped with -short")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	p := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()), "strand-noop", "127.0.0.1:0", ln.Addr().String())
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
-	until := func(what string, cond func() bool) { t.Helper(); waitFor(t, what, cond) }
+	p, ln := strandProxy(t, "strand-noop")
 	c, err := net.Dial("tcp", p.Listen)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +272,7 @@ func TestToxiproxyNoopStrandsAGoroutine(t *testing.T) {
 		return noop
 	}
 	var noop string
-	until("the link's writer to block on the client and the noop toxic on the writer", func() bool {
+	waitFor(t, "the link's writer to block on the client and the noop toxic on the writer", func() bool {
 		noop = blocked()
 		return noop != ""
 	})
@@ -289,7 +286,7 @@ func TestToxiproxyNoopStrandsAGoroutine(t *testing.T) {
 	p.Stop()
 	var g string
 	var readers []string
-	until("the links to settle", func() bool {
+	waitFor(t, "the links to settle", func() bool {
 		all := goroutines()
 		readers = nil
 		for _, g := range all {

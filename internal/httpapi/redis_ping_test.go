@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,42 +15,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
-
-// commands counts the commands a Redis client sends, by name.
-type commands struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.mu.Lock()
-		c.seen = append(c.seen, cmd.Name())
-		c.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.mu.Lock()
-		for _, cmd := range cmds {
-			c.seen = append(c.seen, cmd.Name())
-		}
-		c.mu.Unlock()
-		return next(ctx, cmds)
-	}
-}
-
-func (c *commands) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.seen
-	c.seen = nil
-	return s
-}
 
 // TestRedisPing: GET /api/v1/admin/redis-ping is an admin route that makes
 // exactly one round trip, a PING, to the Redis of the Idempotency-Key
@@ -73,7 +36,7 @@ func TestRedisPing(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
-	seen := &commands{}
+	seen := &roundTrips{}
 	rdb.AddHook(seen)
 	store := idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("ping") + ":"})
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,14 +18,20 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// roundTrips counts the commands and pipelines a client sends.
-type roundTrips struct{ n atomic.Int64 }
+// roundTrips counts the commands and pipelines a client sends, and keeps
+// the names of the commands until take.
+type roundTrips struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	names []string
+}
 
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.n.Add(1)
+		h.seen(cmd)
 		return next(ctx, cmd)
 	}
 }
@@ -32,8 +39,26 @@ func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.n.Add(1)
+		h.seen(cmds...)
 		return next(ctx, cmds)
 	}
+}
+
+func (h *roundTrips) seen(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		h.names = append(h.names, c.Name())
+	}
+}
+
+// take returns the names of the commands sent since the last take.
+func (h *roundTrips) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := h.names
+	h.names = nil
+	return names
 }
 
 // TestRefusedKeyedBuyIsOneRoundTrip: most of a flash crowd is too late,

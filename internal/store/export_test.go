@@ -121,6 +121,9 @@ func (t *wireTx) Rollback() error {
 	return t.tx.Rollback()
 }
 
+// MigrateLock is the SQL naming Migrate's lock in the current database.
+const MigrateLock = migrateLock
+
 // Gorm hands a test the DB's gorm handle, for gorm's migrator to read the
 // live schema with.
 func Gorm(db *DB) *gorm.DB { return db.gdb }

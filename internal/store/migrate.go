@@ -38,18 +38,21 @@ func (d *DB) Migrate(ctx context.Context) error {
 // instance's migration to end.
 const migrateLockWait = 300
 
+// migrateLock is the name of the migration lock of the connection's
+// database, in SQL: a digest of the database's name, since lock names are
+// at most 64 characters on MySQL and the lock is server-wide.
+const migrateLock = "CONCAT('seckill-migrate-', MD5(DATABASE()))"
+
 // migrator runs one Migrate on one connection.
 type migrator struct {
 	db   *DB
 	conn *gorm.DB // a single connection, with Migrate's context
 }
 
-// lock takes the migration lock of the connection's database. The name is
-// a digest of the database's, since lock names are at most 64 characters
-// on MySQL and the lock is server-wide.
+// lock takes the migration lock of the connection's database.
 func (m migrator) lock() error {
 	var got *int64
-	err := m.conn.Raw("SELECT GET_LOCK(CONCAT('seckill-migrate-', MD5(DATABASE())), ?)", migrateLockWait).Scan(&got).Error
+	err := m.conn.Raw("SELECT GET_LOCK("+migrateLock+", ?)", migrateLockWait).Scan(&got).Error
 	switch {
 	case err != nil:
 		return translate(fmt.Errorf("take the migration lock: %w", err))
@@ -64,7 +67,7 @@ func (m migrator) lock() error {
 // would keep the lock for as long as it lives.
 func (m migrator) unlock() {
 	ctx := context.WithoutCancel(m.conn.Statement.Context)
-	m.conn.WithContext(ctx).Exec("DO RELEASE_LOCK(CONCAT('seckill-migrate-', MD5(DATABASE())))")
+	m.conn.WithContext(ctx).Exec("DO RELEASE_LOCK(" + migrateLock + ")")
 }
 
 func (m migrator) apply() error {

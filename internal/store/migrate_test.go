@@ -12,9 +12,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// migrateLock is the name Migrate's lock has in the current database.
-const migrateLock = "CONCAT('seckill-migrate-', MD5(DATABASE()))"
-
 // TestMigrationsTakeTurns: on MySQL, a Migrate waits while another session
 // holds the database's migration lock, and runs no statement until it is
 // let go; then it runs. The test holds the lock itself, and waits until
@@ -28,13 +25,13 @@ func TestMigrationsTakeTurns(t *testing.T) {
 	go func() {
 		held <- store.Gorm(db).WithContext(ctx).Connection(func(c *gorm.DB) error {
 			var got int
-			if err := c.Raw("SELECT GET_LOCK(" + migrateLock + ", 10)").Scan(&got).Error; err != nil || got != 1 {
+			if err := c.Raw("SELECT GET_LOCK(" + store.MigrateLock + ", 10)").Scan(&got).Error; err != nil || got != 1 {
 				close(holding)
 				return fmt.Errorf("taking the migration lock: %d, %v", got, err)
 			}
 			close(holding)
 			<-release
-			return c.Exec("DO RELEASE_LOCK(" + migrateLock + ")").Error
+			return c.Exec("DO RELEASE_LOCK(" + store.MigrateLock + ")").Error
 		})
 	}()
 	<-holding
@@ -76,7 +73,7 @@ func TestMigrationsTakeTurns(t *testing.T) {
 	}
 	// Its connection went back to the pool without the lock.
 	var free int
-	if err := store.Gorm(db).WithContext(ctx).Raw("SELECT IS_FREE_LOCK(" + migrateLock + ")").Scan(&free).Error; err != nil || free != 1 {
+	if err := store.Gorm(db).WithContext(ctx).Raw("SELECT IS_FREE_LOCK(" + store.MigrateLock + ")").Scan(&free).Error; err != nil || free != 1 {
 		t.Fatalf("the migration lock after Migrate: free = %d, %v; want free", free, err)
 	}
 }
