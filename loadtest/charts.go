@@ -416,7 +416,7 @@ func writeCharts(dir string, rep *report) error {
 		byStage := rep.sweepSeries(sc)
 		stages := stagesOf(rep.Rows)
 		file := func(kind string) string { return "sweep-" + sc + "-" + kind + ".svg" }
-		svg, err := lineChart(sc+": answered buyers per second vs buyers in flight", "answered/s (201 + 409)", false,
+		svg, err := lineChart(sc+": answered requests per second vs buyers in flight", "answered/s (201, 202, 409)", false,
 			levels, byStage, stages, func(r row) float64 { return r.Throughput })
 		if err := write(chart{File: file(chartThroughput), Kind: chartThroughput, Scenario: sc, Title: sc + ": answered/s vs in flight"}, svg, err); err != nil {
 			return err

@@ -32,7 +32,7 @@ type row struct {
 	FinalStock     int     `json:"final_stock"`
 	Oversold       int     `json:"oversold"`
 	Conserved      bool    `json:"conserved"`
-	Throughput     float64 `json:"throughput"` // answered buyers (201 or 409) per second
+	Throughput     float64 `json:"throughput"` // answered requests (201, 202 or 409) per second
 	P50ms          float64 `json:"p50_ms"`
 	P95ms          float64 `json:"p95_ms"`
 	P99ms          float64 `json:"p99_ms"`

@@ -537,7 +537,7 @@ func writeMarkdown(w io.Writer, rep report) {
 - **5xx** counts every other server error, a 503 without Retry-After included: a bug, and a failed verdict for a safe stage.
 - **no answer** counts client timeouts and network errors; their outcome is known only to the audit, and a safe stage fails for them.
 - **sold**, **final stock**, **oversold** and **conserved** come from the audit endpoint, read after the attack: oversold = sold beyond the initial stock; conserved = every unit that left the stock is in exactly one order.
-- **req/s** counts answered buyers (201 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
+- **req/s** counts answered requests (201, 202 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
 - **p50/p95/p99** are the latencies of every request, in milliseconds.
 - A stage expected to oversell passes when it did. Any other stage passes only when it keeps every rule: `+"`oversold`"+` (nothing sold beyond the stock), `+"`conservation`"+`, `+"`orders-match`"+` (buyers answered 201 or 202 = units sold), `+"`unconfirmed`"+` (for redis-stream, every 202's order confirmed, after waiting up to --confirm-timeout; the note gives the time to confirm, p50 and p99, and the peak lag: the most orders accepted and not yet written at once), `+"`server-errors`"+` (no 5xx but a 503 with Retry-After), `+"`transport-errors`"+` (every request answered in time), `+"`sold-nothing`"+`, `+"`liveness`"+` (no stock left while buyers were turned away) and `+"`capped`"+` (no stock left when --max-duration stopped the burst). A failed verdict names the rules it broke, with the counts.
 - A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
@@ -618,7 +618,7 @@ func writeCeilings(w io.Writer, rep report) {
 		}
 		lines = append(lines, line)
 	}
-	fmt.Fprint(w, "\nEach row's answered buyers per second as a share of each ceiling at its number of buyers in flight:\n\n")
+	fmt.Fprint(w, "\nEach row's answered requests per second as a share of each ceiling at its number of buyers in flight:\n\n")
 	head = []string{"scenario", "stage", "in flight", "answered/s", "× http-ceiling", "× redis-round-trip", "× raw-hot-row"}
 	if repeated {
 		fmt.Fprint(w, "With repeated rounds, the ratios are the median run's over the median baselines; the last column divides every run by the HTTP ceiling of its own round.\n\n")
