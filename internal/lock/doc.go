@@ -71,9 +71,12 @@
 // that cannot win. The first in line marks the lock as waited for, in the
 // same script as its failed try, subscribes to the lock's channel and
 // sleeps until the holder's Release publishes on it. Only a marked lock's
-// release publishes, so a lock nobody waits for costs no PUBLISH (which
-// Redis Cluster would send to every node); the next holder inherits the
-// mark through the fence record, since more waiters may be queued. One
+// release publishes, so a lock nobody has waited for costs no PUBLISH
+// (which Redis Cluster would send to every node). The next holder inherits
+// the mark through the fence record, since more waiters may be queued, and
+// nothing clears it: once a key has been waited for, every release of it
+// publishes until its fence record expires (FenceTTL after the last
+// obtain). One
 // pub/sub connection per Client carries the channels of all its waiters;
 // a goroutine of its own sends SUBSCRIBE and UNSUBSCRIBE, so that no waiter
 // ever waits on that connection (go-redis can hold it for a whole read
