@@ -78,8 +78,8 @@
 // publishes until its fence record expires (FenceTTL after the last
 // obtain). One pub/sub connection per Client carries the channels of all
 // its waiters; a goroutine of its own sends SUBSCRIBE and UNSUBSCRIBE, so
-// that no waiter ever waits on that connection (go-redis can hold it for a whole read
-// timeout while it reconnects to a stalled server). A channel stays
+// that no waiter ever waits on that connection (go-redis can hold it for a
+// whole read timeout while it reconnects to a stalled server). A channel stays
 // subscribed for a moment after a successful wait, for the next one.
 // Messages can be lost (a reconnect, a holder that crashes instead of
 // releasing), so a waiter also tries again once its subscription is
