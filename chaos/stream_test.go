@@ -177,7 +177,11 @@ func (r *rig) conserved(ctx context.Context) (initial, stock, live int) {
 // TestKillInstanceWhileItsWriterHoldsEntries: two instances sell under
 // redis-stream with a slow database, so the queue fills. Once instance a's
 // order writer holds entries it has read and not acknowledged, a is killed
-// (SIGKILL). b's writer takes them over after the claim idle time. Nothing
+// (SIGKILL). b's writer takes them over after the claim idle time. b sleeps
+// (SIGSTOP) until a's writer holds entries: a writer reads again as soon as
+// it has written a batch, and one batch (64) holds the whole stock, so on a
+// busy machine b's writer could take every entry before a's read any (CI
+// beside CPU hogs failed so once). Nothing
 // is lost and nothing written twice: every 202 has exactly one confirmed
 // order, every order row belongs to a 202 or to a request whose answer the
 // kill swallowed, MySQL conserves its stock, Redis agrees with MySQL, and
@@ -187,21 +191,25 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	env := map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"}
 	a, b := r.start("a", env), r.start("b", env)
 	const stock = 60
-	f, fail := r.streamFault(a, stock, "redis-stream: seckill instance killed with SIGKILL while its order writer held unacknowledged entries, MySQL slowed by 60 ms (the 201 column counts 202s)")
+	f, fail := r.streamFault(a, stock, "redis-stream: seckill instance killed with SIGKILL while its order writer held unacknowledged entries (the other instance SIGSTOPped until then, so that it cannot take them all first), MySQL slowed by 60 ms (the 201 column counts 202s)")
 	ctx := t.Context()
 	rc := r.redis.Client()
 
 	slow := r.mysql.toxic("slow-db", "latency", "downstream", 1, map[string]any{"latency": 60})
+	b.pause()
 	start := time.Now()
 	done := make(chan []streamBuy, 1)
 	go func() { done <- r.streamBurst(start, []*instance{a, b}, 200, 32, "kw") }()
 
-	held := func() int64 {
+	pending := func() map[string]int64 {
 		p, err := rc.XPending(ctx, streamKey, groupName).Result()
 		if err != nil {
-			return 0
+			return nil
 		}
-		for name, n := range p.Consumers {
+		return p.Consumers
+	}
+	held := func() int64 {
+		for name, n := range pending() {
 			if strings.HasPrefix(name, "a-product-") {
 				return n
 			}
@@ -209,11 +217,13 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 		return 0
 	}
 	if !testkit.Poll(30*time.Second, func() bool { return held() > 0 }) {
-		t.Fatal("a's writer never held an entry")
+		b.resume()
+		t.Fatalf("a's writer never held an entry (entries pending by consumer: %v)", pending())
 	}
 	w := window{from: time.Since(start)}
 	a.kill()
-	t.Logf("killed a while its writer held %d entries", held())
+	t.Logf("killed a while its writer held %d entries; b resumes", held())
+	b.resume()
 	buys := <-done
 	w.to = time.Since(start)
 	slow()
