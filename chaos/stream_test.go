@@ -216,13 +216,26 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 		}
 		return 0
 	}
-	if !testkit.Poll(30*time.Second, func() bool { return held() > 0 }) {
+	// a is stopped before the check that its writer holds entries, so the
+	// writer cannot acknowledge them between the check and the kill.
+	if !testkit.Poll(30*time.Second, func() bool {
+		if held() == 0 {
+			return false
+		}
+		a.pause()
+		if held() > 0 {
+			return true
+		}
+		a.resume()
+		return false
+	}) {
 		b.resume()
 		t.Fatalf("a's writer never held an entry (entries pending by consumer: %v)", pending())
 	}
 	w := window{from: time.Since(start)}
+	n := held()
 	a.kill()
-	t.Logf("killed a while its writer held %d entries; b resumes", held())
+	t.Logf("killed a while its writer held %d entries; b resumes", n)
 	b.resume()
 	buys := <-done
 	w.to = time.Since(start)
