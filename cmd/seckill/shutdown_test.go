@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
@@ -62,6 +63,18 @@ func shutdownCase(t *testing.T, timeout string, allDone bool) {
 		t.Fatal(err)
 	}
 
+	// The test holds the product's lock until every buyer is inside the
+	// server: otherwise the six are in flight together only from the last
+	// arrival until the first leaves its 150ms section, a moment a busy
+	// machine can spread them past.
+	rdb := rp.Client()
+	locks := lock.New(rdb, lock.Options{})
+	defer locks.Close()
+	gate, err := locks.Obtain(context.Background(), "product:1", time.Minute, lock.ObtainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	const buyers = 6
 	codes := make([]int, buyers)
 	var wg sync.WaitGroup
@@ -94,16 +107,25 @@ func shutdownCase(t *testing.T, timeout string, allDone bool) {
 	// the lock, the others queue behind it). A request still in the
 	// listener's backlog when it closes is reset without being read, which
 	// is what stop accepting means, but it is not what this test is about.
-	rdb := rp.Client()
 	lockKey := "lock:{product:1}"
 	held := func() bool {
 		v, err := rdb.Get(context.Background(), lockKey).Result()
 		return err == nil && !strings.HasPrefix(v, "|")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !held() || inFlight(t, base, "/api/v1/products/:id/buy") < buyers {
+	deadline := time.Now().Add(30 * time.Second)
+	for inFlight(t, base, "/api/v1/products/:id/buy") < buyers {
 		if time.Now().After(deadline) {
-			t.Fatalf("the buyers never all reached the server (lock held: %v)", held())
+			t.Fatalf("the buyers never all reached the server (%v in flight)", inFlight(t, base, "/api/v1/products/:id/buy"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Then one buyer takes the lock and the others queue behind it.
+	if err := gate.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for !held() {
+		if time.Now().After(deadline) {
+			t.Fatal("no buyer took the lock after the test let it go")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
