@@ -137,8 +137,11 @@ func TestMySQLBlackhole(t *testing.T) {
 // a client waits. The buyer inside the critical section is stuck on a
 // statement that will never be answered; unless the server bounds its own
 // work and answers 503 /problems/timeout in time, that client gets nothing.
+// The client waits 7s, 3s more than the server's SECKILL_REQUEST_TIMEOUT
+// (4s), so that a busy machine's delays do not turn the server's answer
+// into a client timeout.
 func TestMySQLBlackholeOutlastsDeadline(t *testing.T) {
-	deadline := 5 * time.Second
+	deadline := 7 * time.Second
 	f := newRig(t, rigOptions{}).runFault(faultRun{
 		fault: fmt.Sprintf("MySQL blackholed for longer than the %v client deadline", deadline),
 		env:   map[string]string{"SECKILL_MODE": "redis-lock"},
