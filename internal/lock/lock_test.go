@@ -218,7 +218,10 @@ func TestRefresh(t *testing.T) {
 }
 
 // A critical section three times as long as the TTL keeps the lock while the
-// watchdog renews it: a contender gets it only after the release.
+// watchdog renews it: a contender gets it only after the release. The TTL
+// is two seconds: a renewal is sent every TTL/3 and given TTL/3 to answer,
+// and with a shorter one a starved machine can delay a renewal past the
+// lease, which the lease then rightly reports as lost.
 func TestWatchdogKeepsLock(t *testing.T) {
 	t.Parallel()
 	var renewals atomic.Int32
@@ -227,13 +230,13 @@ func TestWatchdogKeepsLock(t *testing.T) {
 	}})
 	other, _ := newClient(t, rdb, lock.Options{Prefix: prefixOf(t, c, rdb)})
 	ctx := context.Background()
-	const ttl = 300 * time.Millisecond
+	const ttl = 2 * time.Second
 
 	lease := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
 	var released atomic.Bool
 	got := make(chan error, 1)
 	go func() {
-		l, err := other.Obtain(ctx, "k", ttl, lock.ObtainOptions{Wait: 10 * time.Second})
+		l, err := other.Obtain(ctx, "k", ttl, lock.ObtainOptions{Wait: 30 * time.Second})
 		if err == nil {
 			if !released.Load() {
 				err = errors.New("contender obtained the lock before the holder released it")
