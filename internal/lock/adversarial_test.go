@@ -495,12 +495,14 @@ func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 	servers[2].Pause()
 	t.Cleanup(servers[2].Resume) // runs before the clients close
 
-	// W1 waits 200ms for "a" and gives up.
+	// W1 waits 2s for "a" and gives up: long enough for the poll below to
+	// see it subscribed on a busy machine, far shorter than the 20s a call
+	// to the paused instance could block it.
 	ctx1, cancel1 := context.WithTimeout(bg, 10*time.Second)
 	defer cancel1()
 	w1 := make(chan error, 1)
 	go func() {
-		_, err := r.Obtain(ctx1, "a", time.Second, lock.ObtainOptions{Wait: 200 * time.Millisecond})
+		_, err := r.Obtain(ctx1, "a", time.Second, lock.ObtainOptions{Wait: 2 * time.Second})
 		w1 <- err
 	}()
 	testkit.Eventually(t, "W1 to subscribe", 10*time.Second, func() bool { return numSub(plain[0], "*{a}:wake") == 1 })
@@ -526,7 +528,7 @@ func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 	deadline, _ = ctx1.Deadline()
 	err := returnsBy(t, "W1's Obtain", deadline, func() error { return <-w1 })
 	if !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("W1: got %v, want ErrNotObtained at the end of its 200ms wait", err)
+		t.Errorf("W1: got %v, want ErrNotObtained at the end of its 2s wait", err)
 	}
 	mustRelease(t, ha)
 }
