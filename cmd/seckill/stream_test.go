@@ -65,12 +65,7 @@ func TestFleetRedisStream(t *testing.T) {
 			// Each order was counted confirmed once, by whichever
 			// instance's writer settled it.
 			label := map[string]string{"products": `kind="product"`, "coupons": `kind="coupon"`}[kind]
-			total := 0.0
-			for _, u := range f.urls {
-				if n := sample(scrape(t, u), "seckill_stream_time_to_confirm_seconds_count", label); n > 0 {
-					total += n
-				}
-			}
+			total := fleetSum(t, f.urls, 100, "seckill_stream_time_to_confirm_seconds_count", label)
 			if total != 100 {
 				t.Errorf("time-to-confirm observations across the instances: %v, want 100, one per order", total)
 			}
