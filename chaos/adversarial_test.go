@@ -102,9 +102,11 @@ func TestAdversarialHTTP(t *testing.T) {
 		}
 		t.Run("slow body", func(t *testing.T) {
 			t.Parallel()
-			// Headers at once, then one byte of a 64-byte body every
-			// 250ms: the server's ReadTimeout (15s) must end it.
-			d, err := trickle(in.url, "POST /api/v1/products/1/buy HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n", `{"user_id":"adv-slow","quantity":1}`+strings.Repeat(" ", 64), 250*time.Millisecond, 25*time.Second)
+			// Headers at once, then one byte of a 256-byte body every
+			// 250ms: the server's ReadTimeout (15s) must end it. The whole
+			// body would take 64s, so no delay of the server's can let it
+			// arrive in time and buy (a 64-byte body took 16s: 1s to spare).
+			d, err := trickle(in.url, "POST /api/v1/products/1/buy HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 256\r\n\r\n", `{"user_id":"adv-slow","quantity":1}`+strings.Repeat(" ", 256), 250*time.Millisecond, 25*time.Second)
 			if err != nil {
 				t.Error(err)
 			}
