@@ -181,11 +181,10 @@ func (r *rig) conserved(ctx context.Context) (initial, stock, live int) {
 // (SIGSTOP) until a's writer holds entries: a writer reads again as soon as
 // it has written a batch, and one batch (64) holds the whole stock, so on a
 // busy machine b's writer could take every entry before a's read any (CI
-// beside CPU hogs failed so once). Nothing
-// is lost and nothing written twice: every 202 has exactly one confirmed
-// order, every order row belongs to a 202 or to a request whose answer the
-// kill swallowed, MySQL conserves its stock, Redis agrees with MySQL, and
-// no entry is left unacknowledged.
+// beside CPU hogs failed so once). Nothing is lost and nothing written
+// twice: every 202 has exactly one confirmed order, every order row belongs
+// to a 202 or to a request whose answer the kill swallowed, MySQL conserves
+// its stock, Redis agrees with MySQL, and no entry is left unacknowledged.
 func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	env := map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"}
