@@ -55,6 +55,21 @@ func strandProxy(t *testing.T, name string) (*toxiproxy.Proxy, net.Listener) {
 	return p, ln
 }
 
+// connect opens a client connection through p and accepts the proxy's
+// connection to the upstream on ln.
+func connect(t *testing.T, p *toxiproxy.Proxy, ln net.Listener) (client, upstream net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, up
+}
+
 // atFrame reports whether a goroutine's stack has a frame at file:line
 // (a frame with an offset is followed by a space, an inlined one by the
 // end of the line).
@@ -131,14 +146,7 @@ func TestToxiproxyLatencyStrandsAGoroutine(t *testing.T) {
 	// made again.
 	var first, second string // the goroutines of the two toxics
 	try := func() (void bool) {
-		c, err := net.Dial("tcp", p.Listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		up, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, up := connect(t, p, ln)
 		defer up.Close()
 		// arrived: did anything reach the client? (A deadline already
 		// past would fail the read before it looked.)
@@ -235,14 +243,7 @@ func TestToxiproxyNoopStrandsAGoroutine(t *testing.T) {
 		t.Skip("chaos suite; skipped with -short")
 	}
 	p, ln := strandProxy(t, "strand-noop")
-	c, err := net.Dial("tcp", p.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, up := connect(t, p, ln)
 	defer up.Close()
 	// The upstream streams until its connection fails; the client never
 	// reads.
