@@ -79,6 +79,8 @@ var problemTable = []problemType{
 	{errNotReady, 503, "not-ready", "Not ready", "A backend this instance needs is not reachable."},
 	{context.Canceled, 503, "cancelled", "Request cancelled", "The server is shutting down (or the client went away) before the request finished; its outcome may be unknown. Retry with the same Idempotency-Key."},
 	{context.DeadlineExceeded, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
+	// The same answer as a deadline: the write may have committed.
+	{inventory.ErrOutcomeUnknown, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 }
 
 var internalProblem = problemType{nil, 500, "internal", "Internal error", "Something unexpected failed; see the server log."}

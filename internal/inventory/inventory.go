@@ -41,6 +41,10 @@ var (
 	// ErrUnavailable means a backend the stage needs (Redis, a RedLock
 	// quorum) could not be reached; nothing was written.
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrOutcomeUnknown means a write may have committed although its
+	// caller cannot tell: the connection broke after the COMMIT was sent.
+	// As after a deadline, what happened is in the database.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the commit's answer was lost")
 	// ErrOverloaded means the request was turned away before it did any
 	// work because this instance, or a backend, had no room for it (too
 	// many buyers queued for one item, no database connection free in

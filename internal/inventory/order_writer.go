@@ -570,7 +570,7 @@ func (w *OrderWriter) report(ctx context.Context, id int64) {
 
 // transient reports whether a failed write may succeed later unchanged.
 func transient(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded) ||
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded) || errors.Is(err, ErrOutcomeUnknown) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 

@@ -44,7 +44,7 @@ func translate(err error) error {
 	}
 	// A query cut off by the request's deadline is a timeout, whatever
 	// network error the driver reports it as.
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
 	}
 	switch {
@@ -76,6 +76,23 @@ func translate(err error) error {
 	var ne net.Error
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldriver.ErrInvalidConn) || errors.As(err, &ne) {
 		return fmt.Errorf("%w: %w", inventory.ErrUnavailable, err)
+	}
+	return err
+}
+
+// commitLost marks err, from a step that sends a COMMIT, as
+// inventory.ErrOutcomeUnknown when the connection broke after the step was
+// sent: MySQL may have committed. driver.ErrBadConn means the driver sent
+// nothing, and a MySQL error means the server answered; both stay as they
+// are.
+func commitLost(err error) error {
+	var me *mysqldriver.MySQLError
+	if err == nil || errors.Is(err, driver.ErrBadConn) || errors.As(err, &me) {
+		return err
+	}
+	var ne net.Error
+	if errors.Is(err, mysqldriver.ErrInvalidConn) || errors.As(err, &ne) {
+		return fmt.Errorf("%w: %w", inventory.ErrOutcomeUnknown, err)
 	}
 	return err
 }

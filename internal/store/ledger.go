@@ -249,11 +249,21 @@ func (l *Ledger) missingOr(ctx context.Context, id int64, err error) error {
 
 // tx runs fn in a transaction, again (up to 3 times) when MySQL picked it
 // as a deadlock victim or timed out its row lock, and translates the final
-// error.
+// error. A COMMIT whose answer was lost is inventory.ErrOutcomeUnknown.
 func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = l.conn(ctx).Transaction(fn)
+		committing := false
+		err = l.conn(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			committing = true // an error from here on is the COMMIT's
+			return nil
+		})
+		if committing {
+			err = commitLost(err)
+		}
 		if !retryable(err) {
 			break
 		}

@@ -141,7 +141,7 @@ func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int) 
 		}
 	}
 	if err != nil {
-		return translate(err)
+		return translate(commitLost(err)) // the batch ends in its COMMIT
 	}
 	if len(counts) != saleStatements {
 		return fmt.Errorf("a sale of %d statements answered with %d row counts", saleStatements, len(counts))
