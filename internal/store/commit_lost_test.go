@@ -65,15 +65,18 @@ func (c *commitCutter) serve() {
 		go func() {
 			defer func() { _ = client.Close(); _ = server.Close() }()
 			buf := make([]byte, 64<<10)
+			var tail []byte // the end of the last read, in case a COMMIT straddles two
 			for {
 				n, err := client.Read(buf)
 				if n > 0 {
 					if _, werr := server.Write(buf[:n]); werr != nil {
 						return
 					}
-					if bytes.Contains(buf[:n], []byte("COMMIT")) && c.take() {
+					seen := append(tail, buf[:n]...)
+					if bytes.Contains(seen, []byte("COMMIT")) && c.take() {
 						return // the COMMIT is sent; its answer is not
 					}
+					tail = append([]byte(nil), seen[max(0, len(seen)-5):]...)
 				}
 				if err != nil {
 					return
