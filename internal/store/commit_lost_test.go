@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -18,9 +17,13 @@ import (
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// commitCutter relays MySQL connections and, once armed, breaks the
-// connection that sends a COMMIT right after handing the COMMIT to the
-// server: MySQL commits, and the client never hears it.
+// commitCutter relays MySQL connections and, once armed, cuts the
+// connection that sends a COMMIT: MySQL commits, and the client never
+// hears it. The order is forced, not raced: the relay stops passing the
+// server's bytes to the client before it forwards the COMMIT, waits until
+// MySQL has answered (the answer is dropped), and only then closes both
+// sides. No answer to the COMMIT can reach the client first, however the
+// goroutines are scheduled.
 type commitCutter struct {
 	ln     net.Listener
 	target string
@@ -61,28 +64,79 @@ func (c *commitCutter) serve() {
 			_ = client.Close()
 			continue
 		}
-		go func() { _, _ = io.Copy(client, server); _ = client.Close() }()
-		go func() {
-			defer func() { _ = client.Close(); _ = server.Close() }()
-			buf := make([]byte, 64<<10)
-			var tail []byte // the end of the last read, in case a COMMIT straddles two
-			for {
-				n, err := client.Read(buf)
-				if n > 0 {
-					if _, werr := server.Write(buf[:n]); werr != nil {
-						return
-					}
-					seen := append(tail, buf[:n]...)
-					if bytes.Contains(seen, []byte("COMMIT")) && c.take() {
-						return // the COMMIT is sent; its answer is not
-					}
-					tail = append([]byte(nil), seen[max(0, len(seen)-5):]...)
-				}
-				if err != nil {
-					return
-				}
+		go relayCutting(client, server, c.take)
+	}
+}
+
+// link is one relayed connection's server-to-client direction. Once held,
+// it drops what the server sends instead of passing it on, and reports the
+// first bytes it dropped on answered.
+type link struct {
+	mu       sync.Mutex
+	held     bool
+	answered chan struct{}
+}
+
+// copyBack passes the server's bytes to the client until the link is held.
+func (l *link) copyBack(client, server net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			l.mu.Lock()
+			if l.held {
+				l.mu.Unlock()
+				close(l.answered)
+				return
 			}
-		}()
+			_, werr := client.Write(buf[:n])
+			l.mu.Unlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hold stops the server's bytes from reaching the client. A write already
+// under way finishes first: it carries the answer to an earlier request.
+func (l *link) hold() { l.mu.Lock(); l.held = true; l.mu.Unlock() }
+
+// relayCutting relays one connection; when it sees a COMMIT and take says
+// this one is to be cut, it holds back the server's answers, forwards the
+// COMMIT, waits for MySQL's answer (up to 30 s), drops it, and closes.
+func relayCutting(client, server net.Conn, take func() bool) {
+	l := &link{answered: make(chan struct{})}
+	go l.copyBack(client, server)
+	defer func() { _ = client.Close(); _ = server.Close() }()
+	buf := make([]byte, 64<<10)
+	var tail []byte // the end of the last read, in case a COMMIT straddles two
+	for {
+		n, err := client.Read(buf)
+		if n > 0 {
+			seen := append(tail, buf[:n]...)
+			cut := bytes.Contains(seen, []byte("COMMIT")) && take()
+			if cut {
+				l.hold() // before MySQL can have seen the whole COMMIT
+			}
+			if _, werr := server.Write(buf[:n]); werr != nil {
+				return
+			}
+			if cut {
+				select {
+				case <-l.answered: // MySQL committed; its answer is dropped
+				case <-time.After(30 * time.Second):
+				}
+				return
+			}
+			tail = append([]byte(nil), seen[max(0, len(seen)-5):]...)
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
