@@ -88,3 +88,14 @@ func (c *Client) InLine(key string) int {
 	defer c.line.mu.Unlock()
 	return len(c.line.m[key])
 }
+
+// RunScript runs the package's script name ("obtain", "refresh" or
+// "release") once with keys and args and returns its integer reply, so that
+// a test can check a script on a server of its own making.
+func RunScript(ctx context.Context, rdb redis.Scripter, name string, keys []string, args ...any) (int64, error) {
+	s := map[string]*redis.Script{"obtain": obtainScript, "refresh": refreshScript, "release": releaseScript}[name]
+	if s == nil {
+		return 0, fmt.Errorf("no script %q", name)
+	}
+	return s.Run(ctx, rdb, keys, args...).Int64()
+}

@@ -380,10 +380,15 @@ func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
-	if res > 0 {
+	switch {
+	case res > 0:
 		return true, res, nil
+	case res < 0:
+		return false, -1 - res, nil
 	}
-	return false, -1 - res, nil
+	// obtain.lua never answers 0 (see its header): a server that does runs
+	// some other script under that name, and its answer is not a grant.
+	return false, 0, fmt.Errorf("lock: obtain %q: unexpected reply 0 from the obtain script", n.key)
 }
 
 func flag(b bool) string {

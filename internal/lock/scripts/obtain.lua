@@ -9,9 +9,15 @@
 -- ARGV[1] owner (never starts with '|'), ARGV[2] ttl in ms, ARGV[3] '1' if
 -- the owner may re-enter, ARGV[4] '1' if the caller will wait for a release
 -- when the lock is held, ARGV[5] fencing TTL in ms
--- Returns the fencing token (> 0) when obtained; when another owner holds
--- the lock, -1 - its remaining ttl in ms (so always < 0). One integer, not a
--- table: the reply is on every obtain's path.
+-- Returns the fencing token (>= 1) when obtained; when another owner holds
+-- the lock, -1 - its remaining ttl in ms, the ttl clamped at 0, so always
+-- <= -1. The sign alone tells the two apart, and 0 is never sent. One
+-- integer, not a table: the reply is on every obtain's path.
+-- The clamp and the XX writes matter on a server whose clock runs while a
+-- script runs (Redis freezes it; an emulator may not): a key MGET saw may be
+-- gone by the next call. PTTL then answers -2, and -1 - (-2) would be +1, a
+-- grant of token 1 for a lock nobody holds; a KEEPTTL write would bring the
+-- key back with no expiry at all.
 local got = redis.call('MGET', KEYS[1], KEYS[2])
 local v, f = got[1], got[2]
 if v and string.byte(v, 1) ~= 124 then -- held
@@ -22,18 +28,20 @@ if v and string.byte(v, 1) ~= 124 then -- held
     end
     if owner == ARGV[1] then
       local ttl = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2]))
-      redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) + 1) .. w, 'PX', ttl)
-      return tonumber(token)
+      if redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) + 1) .. w, 'PX', ttl, 'XX') then
+        return tonumber(token)
+      end
+      return -1 -- the hold expired under the script: try again
     end
   end
   if ARGV[4] == '1' and string.byte(v, -1) ~= 119 then -- not yet marked 'w'
-    redis.call('SET', KEYS[1], v .. 'w', 'KEEPTTL')
+    redis.call('SET', KEYS[1], v .. 'w', 'KEEPTTL', 'XX')
     f = f or string.match(v, '|(%d+)|%d+$')
     if f and string.byte(f, -1) ~= 119 then
       redis.call('SET', KEYS[2], f .. 'w', 'PX', ARGV[5])
     end
   end
-  return -1 - redis.call('PTTL', KEYS[1])
+  return -1 - math.max(redis.call('PTTL', KEYS[1]), 0)
 end
 
 local last, mark = 0, ''

@@ -17,5 +17,6 @@ redis.call('PEXPIRE', KEYS[2], ARGV[4])
 if holds ~= '1' and redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[3]) then
   return 1
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1
+-- PEXPIRE answers 0 for a key that expired under the script (see
+-- obtain.lua): that lease is lost, not extended.
+return redis.call('PEXPIRE', KEYS[1], ARGV[3])

@@ -17,7 +17,11 @@ if v ~= ARGV[1] .. '|' .. ARGV[2] .. '|1' then
     return -1
   end
   if holds ~= '1' then
-    redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) - 1) .. mark, 'KEEPTTL')
+    -- XX: a key that expired under the script (see obtain.lua) must not
+    -- come back, with KEEPTTL, as a lock that never expires.
+    if not redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) - 1) .. mark, 'KEEPTTL', 'XX') then
+      return -1
+    end
     return 1
   end
 end
