@@ -5,14 +5,19 @@
 package embedded
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 
 	"github.com/seckill-lab/seckill/internal/store"
 )
@@ -34,13 +39,91 @@ const Tick = 25 * time.Millisecond
 // is never charged for time that passed before it was set. That walks
 // every key on each command: use it for servers with few keys, such as
 // locks and stock.
+//
+// Time stands still while one command runs, as on Redis 7: a script or a
+// MULTI block sees one clock from its first call to its last, so a key it
+// has read cannot expire before its next call. (miniredis alone ages the
+// keys on every call inside a script too: a lock script that read a held
+// lock then found it gone, and the lock was granted twice.)
 func StartRedis(addr string) (*Redis, error) {
 	m, err := start(addr)
 	if err != nil {
 		return nil, err
 	}
 	m.ClockTTL(true)
+	if err := freezePerCommand(m); err != nil {
+		m.Close()
+		return nil, err
+	}
 	return &Redis{m: m}, nil
+}
+
+// commandClock sets a server's clock before each command a client sends,
+// and leaves it alone for the calls a script makes: the clock a command
+// starts with is the clock it ends with. Times only grow (one mutex, one
+// monotonic reading), so no key is ever aged twice for the same moment.
+type commandClock struct {
+	m    *miniredis.Miniredis
+	base time.Time // with its monotonic reading
+	mu   sync.Mutex
+}
+
+func freezePerCommand(m *miniredis.Miniredis) error {
+	if err := canTellScriptCalls(m); err != nil {
+		return err
+	}
+	c := &commandClock{m: m, base: time.Now()}
+	m.SetTime(c.base)
+	m.Server().SetPreHook(c.beforeCommand)
+	return nil
+}
+
+func (c *commandClock) beforeCommand(p *server.Peer, _ string, _ ...string) bool {
+	if fromScript(p) {
+		// The script's command holds the server's lock: setting the time
+		// here would wait for it forever, and must not move the clock anyway.
+		return false
+	}
+	c.mu.Lock()
+	c.m.SetTime(c.base.Add(time.Since(c.base)))
+	c.mu.Unlock()
+	return false // go on with the command
+}
+
+// fromScript reports a call made by a Lua script.
+func fromScript(p *server.Peer) bool {
+	f, _ := scriptFlag(p)
+	return f
+}
+
+// scriptFlag reads the flag miniredis sets in the connection state of a
+// script's calls: it does not export that state, so the flag is read by
+// reflection. ok is false when p has no such flag.
+func scriptFlag(p *server.Peer) (flag, ok bool) {
+	if p.Ctx == nil {
+		return false, false
+	}
+	v := reflect.ValueOf(p.Ctx)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false, false
+	}
+	f := v.Elem().FieldByName("nested")
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return false, false
+	}
+	return f.Bool(), true
+}
+
+// canTellScriptCalls makes sure scriptFlag can read the flag, on the state
+// of a command dispatched by hand: without it, every script's first call
+// would wait forever for the lock its own script holds.
+func canTellScriptCalls(m *miniredis.Miniredis) error {
+	p := server.NewPeer(bufio.NewWriter(io.Discard))
+	m.Server().Dispatch(p, []string{"PING"})
+	if _, ok := scriptFlag(p); !ok {
+		return errors.New("embedded redis: this miniredis version no longer marks a script's calls where internal/embedded reads the mark; update scriptFlag")
+	}
+	return nil
 }
 
 // StartRedisForRecords starts a server for many keys that live for seconds

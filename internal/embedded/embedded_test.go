@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // expiryAges sets keys with ttl, each at a different point of the ageing
@@ -100,5 +102,53 @@ func TestRecordsExpireWithinATick(t *testing.T) {
 		if age < ttl-Tick {
 			t.Errorf("key %d expired %v after its SET was sent, more than a Tick (%v) before its ttl %v", i, age, Tick, ttl)
 		}
+	}
+}
+
+// spin is Lua that keeps the server busy for far longer than a millisecond
+// (half a million loop turns), without a call that could read the clock.
+const spin = `local i = 0 while i < 500000 do i = i + 1 end `
+
+// TestTimeStandsStillInACommand: a key that a script set, or read, with a
+// 1ms TTL is still there, with the same TTL, at the script's last call,
+// however long the script ran; so in a MULTI block. Redis 7 freezes the
+// clock for a command. The lock's scripts rely on it: before the server
+// did, obtain.lua read a held lock, found it expired one call later, and
+// granted it to a second owner.
+func TestTimeStandsStillInACommand(t *testing.T) {
+	r, err := StartRedis("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+
+	got, err := c.Eval(ctx, `redis.call('SET', KEYS[1], 'v', 'PX', 1) `+spin+
+		`return {redis.call('EXISTS', KEYS[1]), redis.call('PTTL', KEYS[1])}`, []string{"script"}).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 1 || got[1] != 1 {
+		t.Errorf("script: EXISTS, PTTL after a long run = %v; want [1 1]: the key aged inside one script", got)
+	}
+
+	var pttl *redis.DurationCmd
+	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "multi", "v", time.Millisecond)
+		p.Eval(ctx, spin+`return 1`, nil)
+		pttl = p.PTTL(ctx, "multi")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pttl.Val() != time.Millisecond {
+		t.Errorf("MULTI: PTTL after a long run = %v; want 1ms: the key aged inside one transaction", pttl.Val())
+	}
+
+	// Between commands the clock runs: the key is gone once its TTL passed.
+	if !testkit.Poll(5*time.Second, func() bool { n, err := c.Exists(ctx, "script").Result(); return err == nil && n == 0 }) {
+		t.Error("the key set by the script never expired: the clock stopped for good")
 	}
 }
