@@ -49,9 +49,11 @@ bench-buy:
 bench-sales:
 	$(GO) test -run '^$$' -bench '^BenchmarkRedisAtomicSales$$' -benchtime 2000x -count 3 ./internal/inventory/
 
-# Targets of the lock package, the lab, the browser tests and the chaos suite.
+# Targets of the lock package, the lab, the browser tests, the chaos suite
+# and the stress run.
 -include internal/lock/Makefile.inc
 -include loadtest/Makefile.inc
 -include web/Makefile.inc
 -include deploy/Makefile.inc
 -include chaos/Makefile.inc
+-include stress/Makefile.inc

@@ -206,10 +206,12 @@ func pollUntil(ctx context.Context, try func(context.Context) error) error {
 	}
 }
 
-// mysqlGrant lets the container's user create a database per test. It is
+// mysqlGrant lets the container's user create a database per test, and
+// grant a user of its own on one (TestDatabaseOutOfConnectionsIsOverload
+// makes a user with few connections): hence WITH GRANT OPTION. It is
 // run by the image's entrypoint as root on first start, in mysql:8.4 and
 // in its stand-in alike.
-const mysqlGrant = "GRANT ALL PRIVILEGES ON *.* TO 'seckill'@'%';\n"
+const mysqlGrant = "GRANT ALL PRIVILEGES ON *.* TO 'seckill'@'%' WITH GRANT OPTION;\n"
 
 // containerMySQL returns the DSN of a MySQL server in a container, started
 // on the first call of the test binary.

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"strings"
+	"time"
+)
+
+// suite is one go test invocation: the tests of one package that inject a
+// fault or race goroutines.
+type suite struct {
+	pkg string
+	// tests are top-level test names; nil runs every test of the package.
+	// A listed name that does not run is reported missing.
+	tests []string
+	// budget is what one run of these tests may take under -race beside the
+	// hogs on a busy two-core machine; go test's -timeout is budget × count.
+	budget time.Duration
+	// run, when set, is the -run of a suite of every test (STRESS_RUN).
+	run string
+}
+
+// runRegexp is the suite's -run argument.
+func (s suite) runRegexp() string {
+	switch {
+	case s.run != "":
+		return s.run
+	case s.tests == nil:
+		return "^Test"
+	}
+	return "^(" + strings.Join(s.tests, "|") + ")$"
+}
+
+// suites is the one list of what `make stress` runs. When a test that
+// injects a fault or races goroutines is added or renamed, change it here;
+// a listed name that no longer exists shows as missing and fails the run.
+var suites = []suite{{
+	// A relay cuts MySQL's connection right after a COMMIT went through.
+	pkg:    "./internal/store",
+	tests:  []string{"TestCommitWhoseAnswerIsLost"},
+	budget: 2 * time.Minute,
+}, {
+	// Lost, delayed and racing replies, paused servers and holders, killed
+	// instances and subscribers, flash crowds (adversarial_test.go with the
+	// hooks of faults_test.go, lock_test.go, redlock_test.go), the scripts
+	// on miniredis, the pools of RedLock instances under refused dials.
+	pkg: "./internal/lock",
+	tests: []string{
+		"TestRefreshRacingWatchdogNeverOutlivesRedis",
+		"TestRefreshReplyLostShortensDeadline",
+		"TestPausedHolderSeesLossOnResume",
+		"TestFencingTokensSurviveClockStepBack",
+		"TestFenceRecordOutlivesALongHeldLease",
+		"TestObtainCancelledAfterRedisRanItReleases",
+		"TestRedLockWakeUpWithInstanceDown",
+		"TestRedLockHandoffsWithInstanceDown",
+		"TestRedLockWaitsThroughBusyMajority",
+		"TestNotifierPausedInstanceBlocksNobody",
+		"TestRedLockHotKeyIgnoresSlowInstance",
+		"TestReleaseBoundedWhileRenewalHangs",
+		"TestOwnerWithSeparator",
+		"TestRefreshRacingReleaseIsClean",
+		"TestRedLockFlashCrowd",
+		"TestWatchdogKeepsLock",
+		"TestWatchdogReportsLoss",
+		"TestWatchdogRenewalHangs",
+		"TestWaitQueueOnOneClient",
+		"TestWaitFallbackWhenHolderVanishes",
+		"TestWaitSubscriberKilled",
+		"TestRedLockWatchdogNeedsMajority",
+		"TestRedLockNoDoubleGrantAcrossRestarts",
+		"TestRedLockFailsFastWhenMajorityDown",
+		"TestRedLockBurstNoLivelock",
+		"TestMiniredis",
+		"TestScriptsOnAServerWhoseClockRunsInScripts",
+		"TestInstanceClientsReturnWithinDeadline",
+	},
+	budget: 4 * time.Minute,
+}, {
+	// The demo's in-process Redis: keys expire on the wall clock, never
+	// early, and stand still for the length of one command.
+	pkg:    "./internal/embedded",
+	budget: time.Minute,
+}, {
+	// Each classic lock mistake, with the interleaving that breaks it forced.
+	pkg:    "./internal/pitfalls",
+	budget: 2 * time.Minute,
+}, {
+	// Crowds released by a barrier, paused lock holders, group commits
+	// with writes held and failures injected, jobs that race or die midway.
+	pkg: "./internal/inventory",
+	tests: []string{
+		"TestContractNoOversell",
+		"TestCrowdSellOutSeenDuringResetIsNotRemembered",
+		"TestCrowdAdmission",
+		"TestFencingRejectsPausedHolder",
+		"TestWithoutFencingThePausedHolderOversells",
+		"TestLostLeaseStopsTheSection",
+		"TestLostLeaseCancelsTheSectionContext",
+		"TestGroupAttackLoneSalesAreWrittenAlone",
+		"TestGroupAttackRepeatBuyerInGroup",
+		"TestGroupAttackCaseFoldedTwinsInOneGroup",
+		"TestGroupAttackInjectedGroupErrors",
+		"TestGroupAttackCancelAroundTheTake",
+		"TestGroupAttackWrongCopyRefusesTheGroup",
+		"TestGroupAttackCrowdReleasedInBatches",
+		"TestGroupAttackHammerWithFailures",
+		"TestRedisAtomicCrowdCommitsInGroups",
+		"TestSalesBehindAWriteShareOneTransaction",
+		"TestRefusedGroupWritesEachSaleAlone",
+		"TestGroupThatMayPassFailsEveryMember",
+		"TestWaitingSaleLeavesWhenItsRequestEnds",
+		"TestTakenSaleWaitsForItsAnswer",
+		"TestReconcileRepairDuringCancelLosesNoUnit",
+		"TestTwoCancelJobsRaceUnitsReturnOnce",
+		"TestCancelJobCrashMidwayUnitsReturnOnce",
+		"TestAttackRetryNeverBuysTwice",
+		"TestRetryOfAQueuedBuyGetsThePendingOrder",
+		"TestWriterKilledMidBatchEveryOrderConfirmedOnce",
+		"TestAuditNeverShowsTheQueueDrainedEarly",
+	},
+	budget: 5 * time.Minute,
+}, {
+	// Runs paused past their lease, late settles, crashed claims.
+	pkg: "./internal/idempotency",
+	tests: []string{
+		"TestAttackLateSettleOfTheOldRunDoesNotTouchTheNewClaim",
+		"TestAttackAbandonOfARetakenClaimKeepsItTried",
+		"TestAttackRecordsOfThePreviousCode",
+		"TestCrashedClaimDoesNotBlockForever",
+		"TestLateFinishDoesNotOverwriteANewClaim",
+	},
+	budget: time.Minute,
+}, {
+	// Concurrent duplicates of a key, lost answers, panics after a commit,
+	// deadlines that cut a backend call short, a Redis that never answers.
+	pkg: "./internal/httpapi",
+	tests: []string{
+		"TestIdempotencyConcurrentDuplicates",
+		"TestIdempotencyAnswersCarryTheBuyHeaders",
+		"TestAttackRetryRefusedOnceStillGetsTheOrder",
+		"TestAttackPanicAfterTheCommitDoesNotHoldTheKey",
+		"TestAttackLostReplyPastTheDeadlineIsUnknown",
+		"TestAttackRetryGetsOnlyItsOwnBuyersOrder",
+		"TestAttackCouponGrabRetryGetsTheGrab",
+		"TestAttackRetakenKeyWithAnotherBodyIs422",
+		"TestAttackCancelledOrderIsNotReturned",
+		"TestRetryAfterALostAnswerGetsTheOrder",
+		"TestRefusalAttackLostAnswerOfTheLastUnit",
+		"TestRefusalAttackDuplicatesWhileTheFirstIsInFlight",
+		"TestRefusalAttackClaimedThenSoldOut",
+		"TestRefusalAttackTakeoverRefusedKeepsTried",
+		"TestRequestDeadline",
+		"TestBackendCutShortByTheDeadlineIsNotAnInternalError",
+		"TestRedisPing",
+	},
+	budget: 2 * time.Minute,
+}, {
+	// Fleets of processes: crowds, RedLock servers killed mid-run, payment
+	// timeouts, graceful shutdown under load, a row held mid-write.
+	pkg: "./cmd/seckill",
+	tests: []string{
+		"TestFleetStages",
+		"TestFleetCoupons",
+		"TestFleetRedLockFaults",
+		"TestFleetRedisStream",
+		"TestFleetPaymentTimeout",
+		"TestFlashCrowdServe",
+		"TestFlashCrowdDemo",
+		"TestResetReachesEveryInstance",
+		"TestDatabaseOutOfConnectionsIsOverload",
+		"TestGracefulShutdown",
+		"TestDemoRunsAndShutsDown",
+		"TestDemoPaymentTimeout",
+		"TestStreamMetricsFollowTheQueue",
+	},
+	budget: 8 * time.Minute,
+}, {
+	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
+	pkg:    "./chaos",
+	budget: 8 * time.Minute,
+}}
