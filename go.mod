@@ -22,6 +22,7 @@ require (
 	github.com/testcontainers/testcontainers-go v0.37.0
 	github.com/tsenart/vegeta/v12 v12.12.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.24.0
 	gonum.org/v1/plot v0.17.0
 	gorm.io/driver/mysql v1.6.0
 	gorm.io/gorm v1.31.2
@@ -137,7 +138,6 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261104224025-d1e00e9f33ab // indirect

@@ -3,30 +3,197 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 )
 
 // redisEpochs keeps the fleet's restock epochs (inventory.Epochs) in Redis:
 // one key per item holding a random value, replaced on every restock. A
 // key that is missing (first use, or a Redis that lost its data) gets a
 // new value, so memory never outlives the data it was checked against.
-type redisEpochs struct{ rdb redis.UniversalClient }
+//
+// Each instance remembers the epochs it read, so that a buyer of a sold-out
+// item is answered from memory with no round trip at all. A remembered
+// epoch is trusted only
+//   - while this instance is subscribed to epochChannel, where every bump
+//     is announced (a bump drops the item's epoch on every instance that
+//     hears it; losing the subscription drops them all), and
+//   - for at most lease after the read that found it began.
+//
+// The lease is what makes a reset safe when an announcement is late or
+// lost (an instance paused, a subscription dead but not yet noticed): Settle
+// waits out the lease after a bump, so once a reset returns no instance can
+// still trust the epoch from before it.
+type redisEpochs struct {
+	rdb   redis.UniversalClient // reads and bumps
+	sub   redis.UniversalClient // the subscription (the same client in production)
+	lease time.Duration
+	reads singleflight.Group // one read of an item's epoch at a time
+
+	mu     sync.Mutex
+	live   bool   // subscribed: remembered epochs may be trusted
+	gen    uint64 // changes whenever remembered epochs are dropped
+	known  map[string]knownEpoch
+	bumped map[string]time.Time // when this instance last bumped each item
+}
+
+type knownEpoch struct {
+	value  string
+	readAt time.Time // when the read that found it began
+}
+
+// epochChannel carries the name of every item whose epoch changed.
+const epochChannel = "seckill:epochs"
 
 func epochKey(item string) string { return "seckill:epoch:{" + item + "}" }
 
-func (e redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
-	v, err := e.rdb.Get(ctx, epochKey(item)).Result()
-	if !errors.Is(err, redis.Nil) {
-		return v, err
-	}
-	// First use: agree on one value with the other instances.
-	if err := e.rdb.SetNX(ctx, epochKey(item), randomToken(), 0).Err(); err != nil {
-		return "", err
-	}
-	return e.rdb.Get(ctx, epochKey(item)).Result()
+func newRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *redisEpochs {
+	return &redisEpochs{rdb: rdb, sub: sub, lease: lease, known: map[string]knownEpoch{}, bumped: map[string]time.Time{}}
 }
 
-func (e redisEpochs) Bump(ctx context.Context, item string) error {
-	return e.rdb.Set(ctx, epochKey(item), randomToken(), 0).Err()
+// Epoch returns the item's epoch: from memory while it can be trusted,
+// else from Redis, one read at a time per item.
+func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
+	e.mu.Lock()
+	k, ok := e.known[item]
+	ok = ok && e.live && time.Since(k.readAt) < e.lease
+	e.mu.Unlock()
+	if ok {
+		return k.value, nil
+	}
+	got, err, _ := e.reads.Do(item, func() (any, error) { return e.read(ctx, item) })
+	if err != nil {
+		return "", err
+	}
+	k = got.(knownEpoch)
+	// A read shared with others may have begun long ago (a slow Redis):
+	// the lease bounds its value for every caller, not only for memory.
+	if time.Since(k.readAt) >= e.lease {
+		return "", fmt.Errorf("epoch of %s: the read took longer than the %v lease", item, e.lease)
+	}
+	return k.value, nil
+}
+
+// read fetches the item's epoch from Redis and remembers it, unless the
+// memory was dropped while the read was under way (its value may be from
+// before the drop's bump).
+func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error) {
+	e.mu.Lock()
+	live, gen := e.live, e.gen
+	e.mu.Unlock()
+	k := knownEpoch{readAt: time.Now()}
+	v, err := e.rdb.Get(ctx, epochKey(item)).Result()
+	if errors.Is(err, redis.Nil) {
+		// First use: agree on one value with the other instances.
+		if err = e.rdb.SetNX(ctx, epochKey(item), randomToken(), 0).Err(); err == nil {
+			v, err = e.rdb.Get(ctx, epochKey(item)).Result()
+		}
+	}
+	if err != nil {
+		return knownEpoch{}, err
+	}
+	k.value = v
+	if live {
+		e.mu.Lock()
+		if e.live && e.gen == gen {
+			e.known[item] = k
+		}
+		e.mu.Unlock()
+	}
+	return k, nil
+}
+
+// Bump gives the item a new epoch and announces it to every instance.
+func (e *redisEpochs) Bump(ctx context.Context, item string) error {
+	if err := e.rdb.Set(ctx, epochKey(item), randomToken(), 0).Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.bumped[item] = time.Now()
+	delete(e.known, item)
+	e.gen++
+	e.mu.Unlock()
+	return e.rdb.Publish(ctx, epochChannel, item).Err()
+}
+
+// Settle returns once no instance can trust an epoch of the item from
+// before this instance's last Bump of it: a lease after the bump, or when
+// ctx ends (with its error).
+func (e *redisEpochs) Settle(ctx context.Context, item string) error {
+	e.mu.Lock()
+	at, ok := e.bumped[item]
+	e.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	wait := e.lease - time.Since(at)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting out the %v lease of %s's epoch: %w", e.lease, item, ctx.Err())
+	}
+}
+
+// watch keeps the subscription to epochChannel until ctx ends, and drops
+// every remembered epoch whenever the subscription is down.
+func (e *redisEpochs) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		_ = e.listen(ctx) // the error is the subscription's end; memory is dropped either way
+		e.drop(false)
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// listen subscribes, trusts memory from the subscription's confirmation
+// on, and drops the epoch of every item announced, until the subscription
+// fails.
+func (e *redisEpochs) listen(ctx context.Context) error {
+	ps := e.sub.Subscribe(ctx, epochChannel)
+	defer ps.Close()
+	// A blocked Receive does not watch ctx: closing the subscription
+	// ends it.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer stop()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			// The first confirmation, or one after go-redis reconnected:
+			// announcements may have been missed in between.
+			e.drop(m.Kind == "subscribe")
+		case *redis.Message:
+			e.mu.Lock()
+			delete(e.known, m.Payload)
+			e.gen++
+			e.mu.Unlock()
+		}
+	}
+}
+
+// drop forgets every remembered epoch; live says whether new ones may be
+// remembered from now on.
+func (e *redisEpochs) drop(live bool) {
+	e.mu.Lock()
+	clear(e.known)
+	e.gen++
+	e.live = live
+	e.mu.Unlock()
 }

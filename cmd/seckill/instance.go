@@ -99,6 +99,7 @@ type rig struct {
 	lockOpt inventory.LockOptions
 	locker  *lock.Client
 	quorum  *lock.RedLock
+	epochs  *redisEpochs // the fleet's restock epochs; nil without Redis
 	metrics *metrics.Metrics
 
 	// stops cancel the background work (the reconcile and payment-timeout
@@ -125,6 +126,8 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 	}
 	if b.redis != nil {
 		r.locker = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")})
+		r.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
+		r.goBackground(r.epochs.watch)
 	}
 	if len(b.redlock) > 0 {
 		// The per-instance timeout must stay far below the TTL (the time
@@ -154,7 +157,7 @@ type kindStages struct {
 func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, Kind: kind}
 	if r.b.redis != nil {
-		co.Epochs = redisEpochs{rdb: r.b.redis}
+		co.Epochs = r.epochs
 	}
 	k := kindStages{crowd: inventory.NewCrowd(co)}
 	k.stages = map[string]inventory.Stage{
@@ -166,11 +169,11 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(r.locker, st, kind, r.section, r.lockOpt))
 		k.copy = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
 		k.copy.OnRestock(k.crowd.Restocked)
-		// The Redis stages answer a sold-out buyer in one round trip of
-		// their own script: they sit behind the bounded queue only.
-		k.stages[inventory.StageRedisAtomic] = k.crowd.Bound(k.copy)
+		// The Redis stages remember sell-outs too: a remembered one costs
+		// no round trip, where their script costs one.
+		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.copy)
 		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log})
-		k.stages[inventory.StageRedisStream] = k.crowd.Bound(k.queue)
+		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
 		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
 			// Unique per process: a restarted instance is a new consumer,
 			// and its predecessor's entries are claimed like any other's.

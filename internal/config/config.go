@@ -33,6 +33,7 @@ type Config struct {
 	LockTTL               time.Duration // SECKILL_LOCK_TTL
 	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
 	ItemQueue             int           // SECKILL_ITEM_QUEUE: buyers of one item queued per instance (0: no cap)
+	SoldOutLease          time.Duration // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
 	RequestTimeout        time.Duration // SECKILL_REQUEST_TIMEOUT: bound on one request's work
 	Fencing               bool          // SECKILL_FENCING: fencing token checked at the stock write
 	RequireIdempotencyKey bool          // SECKILL_REQUIRE_IDEMPOTENCY_KEY
@@ -69,6 +70,7 @@ func (c *Config) settings() []setting {
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
 		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "most buyers of one item that queue for its lock or row on one instance; the rest get 503 overloaded at once (0: no cap)"),
+		duration(&c.SoldOutLease, "SECKILL_SOLD_OUT_LEASE", "1s", 10*time.Millisecond, time.Minute, "how long an instance answers a sold-out item from memory without rereading its restock epoch; a reset waits this long, so that no instance still answers sold out once it returns"),
 		duration(&c.RequestTimeout, "SECKILL_REQUEST_TIMEOUT", "4s", 100*time.Millisecond, 10*time.Minute, "bound on one buy's work: a backend that never answers costs 503 timeout, not a hang"),
 		boolean(&c.Fencing, "SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"),
 		boolean(&c.RequireIdempotencyKey, "SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys and grabs without an Idempotency-Key"),
@@ -135,6 +137,9 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
+	}
+	if c.SoldOutLease*2 > c.RequestTimeout && c.RequestTimeout > 0 {
+		fail("SECKILL_SOLD_OUT_LEASE", fmt.Errorf("%s must be at most half of SECKILL_REQUEST_TIMEOUT (%s): a reset waits out the lease within its request", c.SoldOutLease, c.RequestTimeout))
 	}
 	if c.PaymentTimeout > 0 && c.PaymentTimeout < time.Second {
 		fail("SECKILL_PAYMENT_TIMEOUT", errors.New("must be 0 (never) or at least 1s"))

@@ -15,11 +15,14 @@ import (
 // buyers get a unit:
 //
 //   - Sold out is remembered. Once a stage reports an item sold out for good,
-//     this instance answers the next buyers 409 without taking the lock or
-//     touching the database. Every instance reads a restock epoch that
-//     changes whenever stock comes back (a reset), and a remembered sell-out
-//     counts only while the epoch is the one it was seen under, so a reset
-//     through any instance makes the item buyable on all of them at once.
+//     this instance answers the next buyers 409 without taking the lock,
+//     running the stage's script or touching the database. Every instance
+//     reads a restock epoch that changes whenever stock comes back (a
+//     reset), and a remembered sell-out counts only while the epoch is the
+//     one it was seen under, so a reset through any instance makes the item
+//     buyable on all of them at once. Epochs that each instance keeps in
+//     memory (so that the refusal costs no round trip) make a reset wait
+//     until no instance can still trust the old one (see Settle).
 //   - Admission is bounded. At most Queue buyers per item wait inside the
 //     stage on this instance; the next ones are turned away at once with
 //     ErrOverloaded (503 and Retry-After) instead of waiting out the lock
@@ -35,6 +38,15 @@ type Epochs interface {
 	Epoch(ctx context.Context, item string) (string, error)
 	// Bump gives the item a new epoch; call it after units came back.
 	Bump(ctx context.Context, item string) error
+}
+
+// settler is Epochs whose instances remember epochs for a while. Settle
+// returns once no instance can still trust an epoch of item from before
+// this instance's last Bump of it. A reset calls it, so that the item is
+// buyable on every instance once the reset has answered; other restocks
+// (units given back one by one) do not wait.
+type settler interface {
+	Settle(ctx context.Context, item string) error
 }
 
 // CrowdOptions tune Crowd.
@@ -94,9 +106,8 @@ func (c *Crowd) Wrap(stage Stage) Stage {
 	return crowded{c: c, m: m, next: stage}
 }
 
-// Bound returns stage behind the bounded queue only. A stage that answers a
-// sold-out buyer in one round trip of its own (redis-atomic's script) gains
-// nothing from memory that costs a round trip to check.
+// Bound returns stage behind the bounded queue only, without sold-out
+// memory.
 func (c *Crowd) Bound(stage Stage) Stage { return crowded{c: c, next: stage} }
 
 type crowded struct {
@@ -195,6 +206,20 @@ func (c *Crowd) Restocked(ctx context.Context, id int64) error {
 	}
 	if err := c.opts.Epochs.Bump(ctx, c.key(id)); err != nil {
 		return fmt.Errorf("%w: new restock epoch for %s: %w", ErrUnavailable, c.key(id), err)
+	}
+	return nil
+}
+
+// reopened is Restocked for a reset: it also waits until no instance can
+// answer the item sold out from memory (see settler).
+func (c *Crowd) reopened(ctx context.Context, id int64) error {
+	if err := c.Restocked(ctx, id); err != nil {
+		return err
+	}
+	if s, ok := c.opts.Epochs.(settler); ok {
+		if err := s.Settle(ctx, c.key(id)); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	return nil
 }

@@ -220,7 +220,7 @@ func NewService(store Catalog, stages map[string]Stage, instance, orderPrefix st
 // c. It returns s.
 func (s *Service) WithCrowd(c *Crowd) *Service {
 	s.crowd = c // the payment timeout restocks too (lifecycle.go)
-	return s.OnReset(c.Restocked)
+	return s.OnReset(c.reopened)
 }
 
 // OnReset makes Reset call f once the item's new stock is in place (and
