@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // redisEpochs keeps the fleet's restock epochs (inventory.Epochs) in Redis:
@@ -34,15 +38,16 @@ type redisEpochs struct {
 	lease time.Duration
 	reads singleflight.Group // one read of an item's epoch at a time
 
-	mu     sync.Mutex
-	live   bool   // subscribed: remembered epochs may be trusted
-	gen    uint64 // changes whenever remembered epochs are dropped
-	known  map[string]knownEpoch
-	bumped map[string]time.Time // when this instance last bumped each item
+	mu      sync.Mutex
+	live    bool   // subscribed: remembered epochs may be trusted
+	gen     uint64 // changes whenever remembered epochs are dropped
+	session uint64 // changes whenever the subscription starts or ends
+	known   map[string]knownEpoch
+	bumped  map[string]time.Time // when this instance last bumped each item
 }
 
 type knownEpoch struct {
-	value  string
+	value  string    // as Epoch returns it: the stored value and the session
 	readAt time.Time // when the read that found it began
 }
 
@@ -56,7 +61,11 @@ func newRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *redisE
 }
 
 // Epoch returns the item's epoch: from memory while it can be trusted,
-// else from Redis, one read at a time per item.
+// else from Redis, one read at a time per item. The value carries the
+// subscription's session, so a sell-out remembered under it (Crowd) ends
+// with the subscription too: a Redis that restarts from a snapshot may
+// bring an old epoch back, and sell-outs remembered under it must not
+// count again.
 func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 	e.mu.Lock()
 	k, ok := e.known[item]
@@ -83,7 +92,7 @@ func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 // before the drop's bump).
 func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error) {
 	e.mu.Lock()
-	live, gen := e.live, e.gen
+	live, gen, session := e.live, e.gen, e.session
 	e.mu.Unlock()
 	k := knownEpoch{readAt: time.Now()}
 	v, err := e.rdb.Get(ctx, epochKey(item)).Result()
@@ -96,7 +105,7 @@ func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error)
 	if err != nil {
 		return knownEpoch{}, err
 	}
-	k.value = v
+	k.value = v + "/" + strconv.FormatUint(session, 10)
 	if live {
 		e.mu.Lock()
 		if e.live && e.gen == gen {
@@ -194,6 +203,25 @@ func (e *redisEpochs) drop(live bool) {
 	e.mu.Lock()
 	clear(e.known)
 	e.gen++
+	e.session++
 	e.live = live
 	e.mu.Unlock()
+}
+
+// retryRestocks tells the fleet again, every period, of the units that came
+// back to items whose announcement failed (inventory.Crowd.RetryRestocks),
+// until ctx ends.
+func retryRestocks(ctx context.Context, c *inventory.Crowd, period time.Duration, log *slog.Logger) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := c.RetryRestocks(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("announcing a restock failed again; retrying", "err", err)
+			}
+		}
+	}
 }

@@ -160,6 +160,9 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 		co.Epochs = r.epochs
 	}
 	k := kindStages{crowd: inventory.NewCrowd(co)}
+	if r.epochs != nil {
+		r.goBackground(func(ctx context.Context) { retryRestocks(ctx, k.crowd, r.cfg.SoldOutLease, r.log.With("kind", kind)) })
+	}
 	k.stages = map[string]inventory.Stage{
 		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, r.section),
 		inventory.StageLocalMutex: inventory.NewLocalMutex(st, kind, r.section),

@@ -70,7 +70,8 @@ type Crowd struct {
 
 	mu     sync.Mutex
 	memos  []*memo
-	inside map[int64]int // buyers inside a wrapped stage, per item
+	inside map[int64]int    // buyers inside a wrapped stage, per item
+	owed   map[int64]string // items whose Bump failed: the fleet was not told
 }
 
 // memo is one stage's remembered sell-outs.
@@ -88,7 +89,7 @@ type soldOutMark struct {
 
 // NewCrowd returns the crowd control of one item kind on one instance.
 func NewCrowd(opts CrowdOptions) *Crowd {
-	return &Crowd{opts: opts, inside: map[int64]int{}}
+	return &Crowd{opts: opts, inside: map[int64]int{}, owed: map[int64]string{}}
 }
 
 // errMayReturn marks a sell-out that may not last: units are reserved by
@@ -205,9 +206,37 @@ func (c *Crowd) Restocked(ctx context.Context, id int64) error {
 		return nil
 	}
 	if err := c.opts.Epochs.Bump(ctx, c.key(id)); err != nil {
-		return fmt.Errorf("%w: new restock epoch for %s: %w", ErrUnavailable, c.key(id), err)
+		// Other instances may remember the item sold out, and nothing
+		// else will tell them: the units that came back would stay unsold.
+		c.mu.Lock()
+		c.owed[id] = err.Error()
+		c.mu.Unlock()
+		return fmt.Errorf("%w: new restock epoch for %s (retried by RetryRestocks): %w", ErrUnavailable, c.key(id), err)
 	}
+	c.mu.Lock()
+	delete(c.owed, id)
+	c.mu.Unlock()
 	return nil
+}
+
+// RetryRestocks bumps again the epoch of every item whose Bump failed,
+// until one succeeds. Call it now and then (the composition root does,
+// every SECKILL_SOLD_OUT_LEASE): a unit given back whose announcement
+// failed must not stay unsold behind another instance's memory.
+func (c *Crowd) RetryRestocks(ctx context.Context) error {
+	c.mu.Lock()
+	ids := make([]int64, 0, len(c.owed))
+	for id := range c.owed {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		if err := c.Restocked(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reopened is Restocked for a reset: it also waits until no instance can

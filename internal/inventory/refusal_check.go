@@ -68,13 +68,13 @@ func (s *RedisAtomic) refusalCheck(o Order) (RefusalCheck, bool) {
 // checks (enqueue.lua).
 func (s *RedisStream) refusalCheck(o Order) (RefusalCheck, bool) { return s.copy.refusalCheck(o) }
 
-// refusalCheck passes on the check of a stage behind the bounded queue
-// (Bound). A stage behind the sold-out memory (Wrap) has none: the memory
-// answers the late buyers on this instance, and the stage keeps no copy in
-// Redis.
+// refusalCheck passes on the check of the stage behind the crowd control,
+// if it has one. A keyed late buyer then costs the claim's one script,
+// where the claim, the answer from memory and giving the key up would
+// cost two.
 func (w crowded) refusalCheck(o Order) (RefusalCheck, bool) {
 	rc, ok := w.next.(refusalChecker)
-	if w.m != nil || !ok {
+	if !ok {
 		return RefusalCheck{}, false
 	}
 	return rc.refusalCheck(o)

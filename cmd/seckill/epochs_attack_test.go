@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// markedCommands is a hook that lists the commands sent on behalf of a
+// request whose context carries buyerMark. It goes on a plain
+// *redis.Client, so that the idempotency store still recognises the
+// client as its own (Store.Checks wants a *redis.Client).
+type markedCommands struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (h *markedCommands) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.names
+	h.names = nil
+	return out
+}
+
+func (h *markedCommands) saw(ctx context.Context, cmds ...redis.Cmder) {
+	if ctx.Value(buyerMark{}) == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		h.names = append(h.names, c.Name())
+	}
+}
+
+func (h *markedCommands) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h *markedCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.saw(ctx, cmd); return next(ctx, cmd) }
+}
+
+func (h *markedCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.saw(ctx, cmds...); return next(ctx, cmds) }
+}
+
+// TestKeyedLateBuyerCostsOneRoundTripInRedisStages: the README promises
+// that under redis-atomic and redis-stream, with the Idempotency-Key
+// records on the stage's own Redis, a sold-out refusal of a keyed buyer
+// "costs one round trip, as without a key": the claim's script runs the
+// stage's read-only check and claims nothing. Wrapping those stages in the
+// sold-out memory (Crowd.Wrap) removed their refusal check
+// (crowded.refusalCheck answers false when w.m != nil), so a keyed late
+// buyer now claims the key and then abandons it: two scripts that write,
+// where there was one that reads. The memory only helps buyers without a
+// key, and a flash crowd's buyers send one.
+func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
+	skipShort(t)
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	hook := &markedCommands{}
+	rdb.AddHook(hook)
+	b := backends{db: testenv.SQLite(t), redis: rdb}
+	cfg, err := config.Load(func(k string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s",
+			"SECKILL_SOLD_OUT_LEASE": "2s", "SECKILL_REQUEST_TIMEOUT": "30s"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := newInstance(cfg, b, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.close() })
+	call := func(method, path, body, key string) (int, string) {
+		req := httptest.NewRequestWithContext(context.WithValue(context.Background(), buyerMark{}, true), method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+fleetToken)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		in.handler.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	for _, stage := range []string{inventory.StageRedisAtomic, inventory.StageRedisStream} {
+		t.Run(stage, func(t *testing.T) {
+			if code, body := call("PUT", "/api/v1/admin/mode", fmt.Sprintf(`{"mode":%q}`, stage), ""); code != 200 {
+				t.Fatalf("mode: %d %s", code, body)
+			}
+			if code, body := call("POST", "/api/v1/admin/products/2/reset", `{"stock":1}`, ""); code != 200 {
+				t.Fatalf("reset: %d %s", code, body)
+			}
+			if code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, stage+"-winner"), ""); code != 201 && code != 202 {
+				t.Fatalf("the one unit: %d %s", code, body)
+			}
+			// Until the unit is written (redis-stream) the refusal is "for
+			// now"; once it is "for good", the instance remembers it.
+			testkit.Eventually(t, "the sell-out is remembered", 10*time.Second, func() bool {
+				code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, testenv.Name(stage+"-learner")), "")
+				if code != 409 {
+					t.Fatalf("learner: %d %s", code, body)
+				}
+				hook.take()
+				code, _ = call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, testenv.Name(stage+"-probe")), "")
+				return code == 409 && len(hook.take()) == 0
+			})
+			// A first keyed buyer loads the scripts (NOSCRIPT, then EVAL):
+			// not counted.
+			if code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"%s-warm"}`, stage), testenv.Name("key")); code != 409 {
+				t.Fatalf("keyed warm-up buyer: %d %s", code, body)
+			}
+			for i := range 5 {
+				hook.take()
+				code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"%s-late-%d"}`, stage, i), testenv.Name("key"))
+				if code != 409 {
+					t.Fatalf("keyed late buyer %d: %d %s, want 409", i, code, body)
+				}
+				if sent := hook.take(); len(sent) > 1 {
+					t.Fatalf("a keyed late buyer sent %d commands to Redis (%q); the README promises one round trip, as without a key", len(sent), sent)
+				}
+			}
+		})
+	}
+}
+
+// fakeStock is a durable store's stock of one item (MySQL's row), sold by
+// a stage that takes units while there are any.
+type fakeStock struct {
+	units atomic.Int64
+	calls atomic.Int64
+}
+
+func (s *fakeStock) Buy(_ context.Context, o inventory.Order) error {
+	s.calls.Add(1)
+	for {
+		n := s.units.Load()
+		if n < int64(o.Quantity) {
+			return inventory.ErrSoldOut
+		}
+		if s.units.CompareAndSwap(n, n-int64(o.Quantity)) {
+			return nil
+		}
+	}
+}
+
+// TestRememberedSellOutOutlivesARedisRestartFromASnapshot: redisEpochs
+// says that "memory never outlives the data it was checked against", and
+// a lost subscription drops every remembered epoch. But Crowd's sold-out
+// marks are not epochs: they live forever, keyed by the epoch value. A
+// Redis that restarts from a snapshot (RDB save points, AOF everysec, or
+// a failover to a replica that had not received the bump) comes back with
+// the epoch from before the reset, and every mark made under it is valid
+// again. The database kept the reset, so the item has stock, and nothing
+// will ever bump it again: the instance answers 409 from memory forever.
+//
+// Forced order: sell out on A (mark under E1), SAVE (a snapshot with E1),
+// reset on B (stock back, bump to E2, Settle returns), kill Redis and
+// start it again from that snapshot, poll until A reads its epoch again.
+func TestRememberedSellOutOutlivesARedisRestartFromASnapshot(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ca := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	cb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = ca.Close(); _ = cb.Close() })
+	const lease = 50 * time.Millisecond
+	ea, eb := newRedisEpochs(ca, ca, lease), newRedisEpochs(cb, cb, lease)
+	watching(t, ea)
+	watching(t, eb)
+	ctx := context.Background()
+
+	db := &fakeStock{} // sold out
+	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: ea, Kind: "product"})
+	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: eb, Kind: "product"})
+	a := crowdA.Wrap(db)
+	order := func(user string) inventory.Order {
+		return inventory.Order{No: testenv.Name("o"), ItemID: 1, UserID: user, Quantity: 1}
+	}
+
+	if err := a.Buy(ctx, order("l1")); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("first loser: %v", err)
+	}
+	e1, err := ea.Epoch(ctx, "product:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Buy(ctx, order("l2")); !errors.Is(err, inventory.ErrSoldOut) || db.calls.Load() != 1 {
+		t.Fatalf("second loser: %v after %d stage calls; want sold out from memory", err, db.calls.Load())
+	}
+
+	// A snapshot of Redis, as a save point takes one at any moment.
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	if err := admin.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The reset on instance B, as Service.Reset runs it: new stock in the
+	// database, then Crowd.reopened (Restocked, then Settle).
+	db.units.Store(1)
+	if err := crowdB.Restocked(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := eb.Settle(ctx, "product:1"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ea.Epoch(ctx, "product:1"); err != nil || v == e1 {
+		t.Fatalf("after the reset A reads %q, %v; want a new epoch", v, err)
+	}
+
+	// Redis dies and comes back from its snapshot, with the old epoch.
+	srv.Kill()
+	srv.Restart()
+	// The stored value is the one before the reset again (Epoch adds the
+	// subscription's session after a '/').
+	stored := func(v string) string { s, _, _ := strings.Cut(v, "/"); return s }
+	testkit.Eventually(t, "A reads the item's old epoch again after the restart", 20*time.Second, func() bool {
+		v, err := ea.Epoch(ctx, "product:1")
+		return err == nil && stored(v) == stored(e1)
+	})
+	calls := db.calls.Load()
+	err = a.Buy(ctx, order("after-restart"))
+	if err != nil {
+		t.Fatalf("the reset returned and the database holds 1 unit, yet A answers %v (stage calls: %d before, %d after): "+
+			"a sold-out mark made under the epoch of before the reset is trusted again once Redis came back from a snapshot, "+
+			"and no later bump will ever come", err, calls, db.calls.Load())
+	}
+}
