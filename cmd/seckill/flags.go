@@ -28,7 +28,8 @@ func newCommand(name, args, about string, settings bool) *command {
 }
 
 // parse parses args. -h prints the help to stdout and returns errHelpShown;
-// a bad flag returns an error that says where the help is.
+// a bad flag, or any argument to a command that takes none, returns an
+// error that says where the help is.
 func (c *command) parse(args []string, stdout io.Writer) error {
 	err := c.fs.Parse(args)
 	switch {
@@ -37,6 +38,10 @@ func (c *command) parse(args []string, stdout io.Writer) error {
 		return errHelpShown
 	case err != nil:
 		return fmt.Errorf("%w: %s: %v (see 'seckill %s -h')", errUsage, c.name, err, c.name)
+	case c.args == "" && c.fs.NArg() > 0:
+		// Go's flags stop at the first word that is not one: without this,
+		// "seckill demo extra -addr :9480" would start on the default ports.
+		return fmt.Errorf("%w: %s takes no arguments, got %q (see 'seckill %s -h')", errUsage, c.name, c.fs.Args(), c.name)
 	}
 	return nil
 }

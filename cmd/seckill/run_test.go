@@ -187,6 +187,11 @@ func TestCommandLineErrorsAreReportedOnce(t *testing.T) {
 		{[]string{"demo", "-instance", ":1"}, nil, []string{"-instance", "see 'seckill demo -h'"}},
 		{[]string{"serve"}, map[string]string{"SECKILL_MYSQL_DSN": "127.0.0.1:3306"}, []string{"SECKILL_MYSQL_DSN is not a MySQL DSN", "user:password@tcp(127.0.0.1:3306)/seckill"}},
 		{[]string{"migrate", "extra"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, []string{"takes no arguments"}},
+		// A stray word used to end the flags: the demo then started on the
+		// default ports, ignoring -addr.
+		{[]string{"demo", "extra-arg", "-addr", ":9480"}, nil, []string{"demo takes no arguments", `"extra-arg" "-addr" ":9480"`}},
+		{[]string{"serve"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x", "SECKILL_ADDR": "notaport"}, []string{"SECKILL_ADDR"}},
+		{[]string{"serve"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x", "SECKILL_PEERS": "http://a:1,ftp//b"}, []string{"SECKILL_PEERS", "ftp//b"}},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer

@@ -67,9 +67,6 @@ func mysqlConfig(c *command, args []string, getenv func(string) string, stdout i
 	if err := c.parse(args, stdout); err != nil {
 		return config.Config{}, err
 	}
-	if c.fs.NArg() > 0 {
-		return config.Config{}, fmt.Errorf("%w: %s takes no arguments, got %q (see 'seckill %s -h')", errUsage, c.name, c.fs.Args(), c.name)
-	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return cfg, fmt.Errorf("configuration:\n%w", err)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -138,6 +140,14 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
 	}
+	if err := checkListenAddr(c.Addr); err != nil {
+		fail("SECKILL_ADDR", err)
+	}
+	for _, p := range c.Peers {
+		if u, err := url.Parse(p); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail("SECKILL_PEERS", fmt.Errorf("%q is not a base URL such as http://10.0.0.2:8081", p))
+		}
+	}
 	if c.SoldOutLease*2 > c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_SOLD_OUT_LEASE", fmt.Errorf("%s must be at most half of SECKILL_REQUEST_TIMEOUT (%s): a reset waits out the lease within its request", c.SoldOutLease, c.RequestTimeout))
 	}
@@ -151,6 +161,19 @@ func Load(getenv func(string) string) (Config, error) {
 		fail("SECKILL_ADMIN_TOKEN", errors.New("must be at least 8 characters"))
 	}
 	return c, errors.Join(errs...)
+}
+
+// checkListenAddr accepts what net.Listen("tcp", addr) takes for a server:
+// host:port or :port, the port a number (0 picks a free one).
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port or :port: %w", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
+	return nil
 }
 
 // LogValue lists every setting, secrets masked, so the effective config can
