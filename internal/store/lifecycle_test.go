@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -269,3 +270,58 @@ func TestDeductAll(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestCancelNeverRaisesStockAboveInitial: an oversold sale (every buyer of
+// unlocked read 3 and wrote 2: five orders, one unit gone) has a gap of four
+// orders that never took a unit. Cancelling them closes the gap first and
+// gives back only what really left the stock: the stock climbs back to 3,
+// never above. It used to give back one unit per order: 2 + 5 = 7 of 3.
+func TestCancelNeverRaisesStockAboveInitial(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			l := b.Open(t).Products()
+			if err := l.Reset(ctx, 1, 3); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+			for i := range 5 {
+				o := order(fmt.Sprint("over-", i), fmt.Sprint("buyer-", i), 1)
+				o.CreatedAt = t0.Add(time.Duration(i) * time.Millisecond)
+				if err := l.WriteComputed(ctx, o, 2, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closed := t0.Add(time.Second)
+			unpaid, err := l.Unpaid(ctx, closed, 10)
+			if err != nil || len(unpaid) != 5 {
+				t.Fatalf("Unpaid = %d orders, %v; want 5", len(unpaid), err)
+			}
+			for i, o := range unpaid {
+				if done, err := l.Cancel(ctx, o, closed, ""); err != nil || !done {
+					t.Fatalf("Cancel(%s) = %v, %v", o.No, done, err)
+				}
+				stock, err := l.ReadStock(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Four orders never took a unit: the first four cancels
+				// close that gap, the fifth gives the one unit back.
+				want := 2
+				if i == 4 {
+					want = 3
+				}
+				if stock != want {
+					t.Fatalf("after %d cancels the stock is %d; want %d (initial 3)", i+1, stock, want)
+				}
+			}
+			a, err := l.Audit(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Stock > a.InitialStock {
+				t.Fatalf("audit after every cancel: %+v; stock above its initial amount", a)
+			}
+		})
+	}
+}

@@ -287,11 +287,26 @@ func (productKind) cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) 
 		Updates(map[string]any{"status": inventory.StatusCancelled, "copy_gen": gen})
 }
 
-// restore returns units to the stock:
+// restore returns the units of a cancelled order of q units to the stock,
+// but never more than really left it. Under a stage that oversold
+// (unlocked, local-mutex) more units were sold than left the stock: the
+// gap, sold - (initial - stock), is closed first, and only the rest comes
+// back, so the stock never rises above its initial amount and the audit
+// of an oversold sale still adds up. Run after the order is marked
+// cancelled, so that "sold" no longer counts it:
 //
-//	UPDATE products SET stock = stock + ? WHERE id = ?
+//	UPDATE products SET stock = stock + GREATEST(0, LEAST(?, initial_stock - stock -
+//	  (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE product_id = ? AND status IN ('confirmed', 'paid'))))
+//	WHERE id = ?
+//
+// (written with CASE, which MySQL and SQLite share). Under the safe stages
+// the gap is 0 and all q units come back.
 func (productKind) restore(tx *gorm.DB, id int64, q int) *gorm.DB {
-	return tx.Model(&Product{}).Where("id = ?", id).Update("stock", gorm.Expr("stock + ?", q))
+	room := "initial_stock - stock - (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE product_id = ? AND status IN (?, ?))"
+	back := "CASE WHEN " + room + " <= 0 THEN 0 WHEN " + room + " < ? THEN " + room + " ELSE ? END"
+	paid, confirmed := inventory.StatusPaid, inventory.StatusConfirmed
+	return tx.Model(&Product{}).Where("id = ?", id).Update("stock", gorm.Expr("stock + "+back,
+		id, confirmed, paid, id, confirmed, paid, q, id, confirmed, paid, q))
 }
 
 // owed lists cancelled orders whose units the Redis copy has not got back.
