@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // redisEpochs keeps the fleet's restock epochs (inventory.Epochs) in Redis:
@@ -206,22 +203,4 @@ func (e *redisEpochs) drop(live bool) {
 	e.session++
 	e.live = live
 	e.mu.Unlock()
-}
-
-// retryRestocks tells the fleet again, every period, of the units that came
-// back to items whose announcement failed (inventory.Crowd.RetryRestocks),
-// until ctx ends.
-func retryRestocks(ctx context.Context, c *inventory.Crowd, period time.Duration, log *slog.Logger) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := c.RetryRestocks(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("announcing a restock failed again; retrying", "err", err)
-			}
-		}
-	}
 }

@@ -4,62 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
-
-// markedCommands is a hook that lists the commands sent on behalf of a
-// request whose context carries buyerMark. It goes on a plain
-// *redis.Client, so that the idempotency store still recognises the
-// client as its own (Store.Checks wants a *redis.Client).
-type markedCommands struct {
-	mu    sync.Mutex
-	names []string
-}
-
-func (h *markedCommands) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := h.names
-	h.names = nil
-	return out
-}
-
-func (h *markedCommands) saw(ctx context.Context, cmds ...redis.Cmder) {
-	if ctx.Value(buyerMark{}) == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, c := range cmds {
-		h.names = append(h.names, c.Name())
-	}
-}
-
-func (h *markedCommands) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
-
-func (h *markedCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.saw(ctx, cmd); return next(ctx, cmd) }
-}
-
-func (h *markedCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.saw(ctx, cmds...); return next(ctx, cmds) }
-}
 
 // TestKeyedLateBuyerCostsOneRoundTripInRedisStages: the README promises
 // that under redis-atomic and redis-stream, with the Idempotency-Key
@@ -73,35 +28,8 @@ func (h *markedCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // key, and a flash crowd's buyers send one.
 func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
 	skipShort(t)
-	srv := testenv.StartRedis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	hook := &markedCommands{}
-	rdb.AddHook(hook)
-	b := backends{db: testenv.SQLite(t), redis: rdb}
-	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s",
-			"SECKILL_SOLD_OUT_LEASE": "2s", "SECKILL_REQUEST_TIMEOUT": "30s"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := newInstance(cfg, b, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.close() })
-	call := func(method, path, body, key string) (int, string) {
-		req := httptest.NewRequestWithContext(context.WithValue(context.Background(), buyerMark{}, true), method, path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+fleetToken)
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		rec := httptest.NewRecorder()
-		in.handler.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.String()
-	}
+	rdb := newCountingClient(t, testenv.StartRedis(t).Addr)
+	call := soloInstance(t, rdb.Client)
 	for _, stage := range []string{inventory.StageRedisAtomic, inventory.StageRedisStream} {
 		t.Run(stage, func(t *testing.T) {
 			if code, body := call("PUT", "/api/v1/admin/mode", fmt.Sprintf(`{"mode":%q}`, stage), ""); code != 200 {
@@ -120,9 +48,9 @@ func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
 				if code != 409 {
 					t.Fatalf("learner: %d %s", code, body)
 				}
-				hook.take()
+				rdb.names()
 				code, _ = call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, testenv.Name(stage+"-probe")), "")
-				return code == 409 && len(hook.take()) == 0
+				return code == 409 && len(rdb.names()) == 0
 			})
 			// A first keyed buyer loads the scripts (NOSCRIPT, then EVAL):
 			// not counted.
@@ -130,12 +58,12 @@ func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
 				t.Fatalf("keyed warm-up buyer: %d %s", code, body)
 			}
 			for i := range 5 {
-				hook.take()
+				rdb.names()
 				code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"%s-late-%d"}`, stage, i), testenv.Name("key"))
 				if code != 409 {
 					t.Fatalf("keyed late buyer %d: %d %s, want 409", i, code, body)
 				}
-				if sent := hook.take(); len(sent) > 1 {
+				if sent := rdb.names(); len(sent) > 1 {
 					t.Fatalf("a keyed late buyer sent %d commands to Redis (%q); the README promises one round trip, as without a key", len(sent), sent)
 				}
 			}

@@ -22,7 +22,9 @@ import (
 )
 
 // countingClient is a client of the test Redis that counts the commands it
-// sends, and the server-side id of its last connection.
+// sends, lists those sent on behalf of a marked request, and keeps the
+// server-side id of its last connection. Hand a server its Client: the
+// idempotency store recognises a plain *redis.Client as its own.
 type countingClient struct {
 	*redis.Client
 	sent atomic.Int64
@@ -212,30 +214,10 @@ func TestResetWaitsOutTheLease(t *testing.T) {
 // sells again on the same instance at once.
 func TestSoldOutFromMemoryCostsNoRoundTrip(t *testing.T) {
 	skipShort(t)
-	srv := testenv.StartRedis(t)
-	rdb := newCountingClient(t, srv.Addr)
-	b := backends{db: testenv.SQLite(t), redis: rdb}
-	const lease = 2 * time.Second
-	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s",
-			"SECKILL_SOLD_OUT_LEASE": lease.String(), "SECKILL_REQUEST_TIMEOUT": "30s"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := newInstance(cfg, b, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.close() })
-	call := func(method, path, body string) (int, string) {
-		req := httptest.NewRequestWithContext(context.WithValue(context.Background(), buyerMark{}, true), method, path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+fleetToken)
-		rec := httptest.NewRecorder()
-		in.handler.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.String()
-	}
+	rdb := newCountingClient(t, testenv.StartRedis(t).Addr)
+	send := soloInstance(t, rdb.Client)
+	call := func(method, path, body string) (int, string) { return send(method, path, body, "") }
+	const lease = soloLease
 	for _, stage := range []string{inventory.StageRedisLock, inventory.StageDBAtomic, inventory.StageRedisAtomic, inventory.StageRedisStream} {
 		t.Run(stage, func(t *testing.T) {
 			if code, body := call("PUT", "/api/v1/admin/mode", fmt.Sprintf(`{"mode":%q}`, stage)); code != 200 {
@@ -289,5 +271,38 @@ func TestSoldOutFromMemoryCostsNoRoundTrip(t *testing.T) {
 				t.Fatalf("right after a reset the item must sell: %d", code)
 			}
 		})
+	}
+}
+
+// soloLease is the sold-out lease of soloInstance.
+const soloLease = 2 * time.Second
+
+// soloInstance runs one instance in process, on SQLite and rdb, and
+// returns a function that sends it a request as the admin, with an
+// Idempotency-Key when key is not empty, whose context carries buyerMark.
+func soloInstance(t *testing.T, rdb *redis.Client) func(method, path, body, key string) (int, string) {
+	t.Helper()
+	cfg, err := config.Load(func(k string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s",
+			"SECKILL_SOLD_OUT_LEASE": soloLease.String(), "SECKILL_REQUEST_TIMEOUT": "30s"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := newInstance(cfg, backends{db: testenv.SQLite(t), redis: rdb}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.close() })
+	return func(method, path, body, key string) (int, string) {
+		req := httptest.NewRequestWithContext(context.WithValue(context.Background(), buyerMark{}, true), method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+fleetToken)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		in.handler.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
 	}
 }

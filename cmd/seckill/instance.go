@@ -107,6 +107,22 @@ type rig struct {
 	stops []func()
 }
 
+// goEvery runs f once every period until the rig closes.
+func (r *rig) goEvery(period time.Duration, f func(ctx context.Context)) {
+	r.goBackground(func(ctx context.Context) {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f(ctx)
+			}
+		}
+	})
+}
+
 // goBackground runs f until the rig closes.
 func (r *rig) goBackground(f func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,7 +177,13 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 	}
 	k := kindStages{crowd: inventory.NewCrowd(co)}
 	if r.epochs != nil {
-		r.goBackground(func(ctx context.Context) { retryRestocks(ctx, k.crowd, r.cfg.SoldOutLease, r.log.With("kind", kind)) })
+		// A unit given back whose announcement failed must not stay unsold
+		// behind another instance's memory: tell the fleet again.
+		r.goEvery(r.cfg.SoldOutLease, func(ctx context.Context) {
+			if err := k.crowd.RetryRestocks(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("announcing a restock failed again; retrying", "kind", kind, "err", err)
+			}
+		})
 	}
 	k.stages = map[string]inventory.Stage{
 		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, r.section),
@@ -242,22 +264,13 @@ func (r *rig) startExpiry(targets []reconcile.ExpiryTarget) {
 		return
 	}
 	if r.locker == nil {
-		r.goBackground(func(ctx context.Context) {
-			t := time.NewTicker(r.cfg.ReconcileInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
+		r.goEvery(r.cfg.ReconcileInterval, func(ctx context.Context) {
+			for _, tg := range targets {
+				rep, err := tg.Orders.CancelUnpaid(ctx)
+				if err != nil && ctx.Err() == nil {
+					r.log.Warn("payment-timeout job failed", "kind", tg.Kind, "err", err)
 				}
-				for _, tg := range targets {
-					rep, err := tg.Orders.CancelUnpaid(ctx)
-					if err != nil && ctx.Err() == nil {
-						r.log.Warn("payment-timeout job failed", "kind", tg.Kind, "err", err)
-					}
-					r.metrics.ObserveExpiry(reconcile.ExpiryResult{Cancelled: rep.Cancelled, Units: rep.Units, Returned: rep.Returned})
-				}
+				r.metrics.ObserveExpiry(reconcile.ExpiryResult{Cancelled: rep.Cancelled, Units: rep.Units, Returned: rep.Returned})
 			}
 		})
 		return
