@@ -19,8 +19,12 @@ RUN go mod download
 # final stage needs.
 COPY . .
 ENV CGO_ENABLED=0
+# The context has no .git (.dockerignore), so the commit that
+# `seckill version` reports comes in as a build argument: docker-compose.yml
+# passes SECKILL_COMMIT, which the Makefile sets.
+ARG SECKILL_COMMIT=""
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    go build -tags nomsgpack -trimpath -ldflags "-s -w" -o /out/seckill ./cmd/seckill
+    go build -tags nomsgpack -trimpath -ldflags "-s -w -X main.commit=${SECKILL_COMMIT}" -o /out/seckill ./cmd/seckill
 
 # ---- run --------------------------------------------------------------------
 # distroless/static carries CA certificates and tzdata, and no shell: the

@@ -15,8 +15,13 @@ export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 run: build
 	./$(BIN) demo $(DEMO_FLAGS)
 
+# The commit `seckill version` reports: builds run with -buildvcs=false, so
+# it is passed in (outside a git checkout it stays empty: "commit unknown").
+COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c+dirty; })
+export SECKILL_COMMIT := $(COMMIT)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/seckill
+	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN) ./cmd/seckill
 
 # The tests find MySQL and Redis here unless told otherwise; without them,
 # the tests that need them skip (and fail under CI=true).

@@ -365,6 +365,15 @@ func TestComposeBuildsImageOnce(t *testing.T) {
 	if p := loadProject(t, map[string]string{"SECKILL_IMAGE": "seckill:smoke"}); !slices.Equal(builtImages(p), []string{"seckill:smoke"}) {
 		t.Errorf("SECKILL_IMAGE does not name the built image: %q", builtImages(p))
 	}
+	// The Dockerfile's ARG SECKILL_COMMIT is what `seckill version` shows.
+	p = loadProject(t, map[string]string{"SECKILL_COMMIT": "c0ffee5eed42"})
+	for _, s := range p.Services {
+		if s.Build != nil {
+			if got := s.Build.Args["SECKILL_COMMIT"]; got == nil || *got != "c0ffee5eed42" {
+				t.Errorf("%s builds without passing SECKILL_COMMIT on (build args %v)", s.Name, s.Build.Args)
+			}
+		}
+	}
 }
 
 // TestComposeImagesMatchTestenv: the tests' containers (internal/testenv)

@@ -146,10 +146,19 @@ func TestDockerfileBuildStage(t *testing.T) {
 			goBuild = in
 		}
 	}
-	for _, flag := range []string{"-trimpath", "-s -w", "./cmd/seckill"} {
+	for _, flag := range []string{"-trimpath", "-s -w", "./cmd/seckill", "-X main.commit=${SECKILL_COMMIT}"} {
 		if !strings.Contains(goBuild.args, flag) {
 			t.Errorf("go build step %q lacks %s", goBuild.args, flag)
 		}
+	}
+	// The context has no .git: the commit `seckill version` prints must
+	// arrive as a build argument, declared before the build uses it.
+	arg := false
+	for _, in := range build.instr {
+		arg = arg || (in.cmd == "ARG" && strings.HasPrefix(in.args, "SECKILL_COMMIT") && in.line < goBuild.line)
+	}
+	if !arg {
+		t.Error("build stage has no ARG SECKILL_COMMIT before the go build, so images report commit unknown")
 	}
 
 	// The module download must be its own layer, before the sources are

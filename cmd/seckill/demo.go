@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -43,20 +44,26 @@ var demoDefaults = map[string]string{
 const demoAbout = `Three instances in one process on embedded Redis and SQLite: nothing to install.
 The SQL file (SECKILL_DEMO_DB, default .demo/seckill.db) keeps stock and orders
 across restarts; delete .demo/ (or run 'make clean') to start from the seed data.
+It listens on loopback only unless -network: it prints its admin token.
 Demo defaults differ from serve's: SECKILL_CRITICAL_SECTION_DELAY=5ms,
 SECKILL_LOG_LEVEL=warn, SECKILL_IDEMPOTENCY_TTL=10m, SECKILL_PAYMENT_TIMEOUT=5m.`
 
 // demoMoveHint tells a user whose ports are taken how to move the demo.
-const demoMoveHint = "start the demo on other ports: seckill demo -addr 127.0.0.1:9080 -instances 127.0.0.1:9081,127.0.0.1:9082,127.0.0.1:9083 (with make: make run DEMO_FLAGS='-addr ... -instances ...')"
+const demoMoveHint = "start the demo on other ports: seckill demo -addr :9080 -instances :9081,:9082,:9083 (with make: make run DEMO_FLAGS='-addr ... -instances ...')"
 
 // runDemo starts the embedded backends and three instances in one process,
 // each with its own in-process state, plus a front page on :8080.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	c := newCommand("demo", "", demoAbout, true)
-	front := c.fs.String("addr", ":8080", "listen address of the front page, which also spreads /api over the instances")
-	addrs := c.fs.String("instances", ":8081,:8082,:8083", "comma-separated listen addresses, one instance each")
+	front := c.fs.String("addr", ":8080", "listen address of the front page, which also spreads /api over the instances; a bare :port is on loopback unless -network")
+	addrs := c.fs.String("instances", ":8081,:8082,:8083", "comma-separated listen addresses, one instance each; a bare :port is on loopback unless -network")
+	network := c.fs.Bool("network", false, "listen on every interface for bare :port addresses, so other machines can reach the demo and, with its token, the admin API")
 	if err := c.parse(args, stdout); err != nil {
 		return err
+	}
+	if !*network {
+		*front = onLoopback(*front)
+		*addrs = onLoopback(*addrs)
 	}
 	cfg, err := config.Load(withDefaults(getenv, demoDefaults))
 	if err != nil {
@@ -165,6 +172,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "  instance %d   %s/   (mode %s)\n", i+1, u, cfg.Mode)
 	}
 	fmt.Fprintf(stdout, "  admin token  %s   (also in %s, for the lab)\n", cfg.AdminToken, tokenFile)
+	if open := exposed(ls); len(open) > 0 {
+		fmt.Fprintf(stdout, "  NETWORK      %s listen beyond this machine: anyone who can reach them can buy, and with the token reset stock\n", strings.Join(open, ", "))
+	} else {
+		fmt.Fprintln(stdout, "  loopback only: other machines cannot reach the demo (-network opens it)")
+	}
 	fmt.Fprintf(stdout, "try:\n  curl -i -X POST %s/api/v1/products/1/buy -H 'Content-Type: application/json' -d '{\"user_id\":\"alice\",\"quantity\":1}'\n", urls[0])
 	fmt.Fprintln(stdout, "press Ctrl-C to stop")
 	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)
@@ -197,6 +209,30 @@ func frontPage(urls []string) http.Handler {
 	mux.HandleFunc("/readyz", proxy)
 	mux.Handle("/", web.Handler())
 	return mux
+}
+
+// onLoopback puts every bare ":port" of a comma-separated list on 127.0.0.1:
+// the demo prints its admin token, so by default nothing beyond this
+// machine may reach it. Addresses with a host are left as given.
+func onLoopback(list string) string {
+	parts := strings.Split(list, ",")
+	for i, a := range parts {
+		if a = strings.TrimSpace(a); strings.HasPrefix(a, ":") {
+			parts[i] = "127.0.0.1" + a
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// exposed lists the bound addresses that are not loopback.
+func exposed(ls []listener) []string {
+	var open []string
+	for _, l := range ls {
+		if a, ok := l.ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+			open = append(open, a.String())
+		}
+	}
+	return open
 }
 
 // loopbackHost turns a wildcard listen address into one a browser can open.

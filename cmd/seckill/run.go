@@ -17,6 +17,7 @@ commands:
   serve     one instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR)
   migrate   apply sql/mysql to SECKILL_MYSQL_DSN and exit
   probe URL exit 0 when URL answers 2xx (container healthchecks)
+  version   the module version and the commit this binary was built from
   help      this text
 
 'seckill <command> -h' describes one command.
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "probe":
 		err = runProbe(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		err = runVersion(ctx, rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage+config.Help())
 		return nil

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +230,51 @@ func TestDemoOnATakenPortSaysHowToMove(t *testing.T) {
 		func(k string) string { return env[k] }, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "-instances") {
 		t.Fatalf("demo on a taken port: %v", err)
+	}
+}
+
+// TestDemoListensOnLoopbackUnlessAsked: bare :port addresses bind
+// 127.0.0.1, since the demo prints its admin token; -network binds every
+// interface and the banner says so.
+func TestDemoListensOnLoopbackUnlessAsked(t *testing.T) {
+	for _, network := range []bool{false, true} {
+		env := map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db"), "SECKILL_ADMIN_TOKEN": "demo-test-token"}
+		args := []string{"demo", "-addr", ":0", "-instances", ":0,:0"}
+		if network {
+			args = append(args, "-network")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &testkit.SyncBuffer{}
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, func(k string) string { return env[k] }, out, io.Discard) }()
+		var banner string
+		for banner == "" {
+			select {
+			case err := <-done:
+				cancel()
+				t.Fatalf("demo %v returned %v before printing its banner", args, err)
+			case <-time.After(20 * time.Millisecond):
+				if s := out.String(); strings.Contains(s, "press Ctrl-C") {
+					banner = s
+				}
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("demo %v: %v", args, err)
+		}
+		urls := regexp.MustCompile(`http://[^/\s]+`).FindAllString(banner, 3) // front page, instances
+		if len(urls) != 3 {
+			t.Fatalf("banner of demo %v names %d URLs, want 3:\n%s", args, len(urls), banner)
+		}
+		for _, u := range urls {
+			loopback := strings.HasPrefix(u, "http://127.0.0.1:")
+			if loopback == network {
+				t.Errorf("demo %v bound %s", args, u)
+			}
+		}
+		if warned := strings.Contains(banner, "NETWORK"); warned != network {
+			t.Errorf("demo %v: banner warns of the network: %v, want %v:\n%s", args, warned, network, banner)
+		}
 	}
 }
