@@ -34,6 +34,9 @@ type countingClient struct {
 	sentNames []string
 }
 
+// Its connections ask CLIENT ID, which the embedded Redis lacks: give it a
+// real server (testenv.StartRedis), or -short runs without SECKILL_TEST_*
+// variables fail.
 func newCountingClient(t *testing.T, addr string) *countingClient {
 	t.Helper()
 	c := &countingClient{}
@@ -121,7 +124,7 @@ func (e *redisEpochs) trusting() bool { e.mu.Lock(); defer e.mu.Unlock(); return
 // instance is announced, and the first drops its memory without waiting
 // for the lease (a minute here).
 func TestEpochsAnswerFromMemoryUntilAnnounced(t *testing.T) {
-	addr := testenv.RedisAddr(t)
+	addr := testenv.StartRedis(t).Addr
 	a, b := newCountingClient(t, addr), newCountingClient(t, addr)
 	ea, eb := newRedisEpochs(a, a, time.Minute), newRedisEpochs(b, b, time.Minute)
 	watching(t, ea)
@@ -155,7 +158,7 @@ func TestEpochsAnswerFromMemoryUntilAnnounced(t *testing.T) {
 // killed and the epoch changed without an announcement, and the instance
 // must still come to read the new one well before its minute-long lease.
 func TestEpochsDroppedWithTheSubscription(t *testing.T) {
-	addr := testenv.RedisAddr(t)
+	addr := testenv.StartRedis(t).Addr
 	a, sub, admin := newCountingClient(t, addr), newCountingClient(t, addr), newCountingClient(t, addr)
 	e := newRedisEpochs(a, sub, time.Minute)
 	watching(t, e)
@@ -182,7 +185,7 @@ func TestEpochsDroppedWithTheSubscription(t *testing.T) {
 // here it is marked subscribed with no subscription at all) still reads
 // the new epoch once the bumping instance's Settle has returned.
 func TestResetWaitsOutTheLease(t *testing.T) {
-	addr := testenv.RedisAddr(t)
+	addr := testenv.StartRedis(t).Addr
 	a, b := newCountingClient(t, addr), newCountingClient(t, addr)
 	const lease = 300 * time.Millisecond
 	deaf, bumper := newRedisEpochs(a, a, lease), newRedisEpochs(b, b, lease)
