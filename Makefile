@@ -8,7 +8,7 @@ BIN := bin/seckill
 # tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
-.PHONY: run build test test-short vet fmt-check clean bench-buy bench-sales
+.PHONY: run story build test test-short vet fmt-check clean bench-buy bench-sales
 
 ## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080;
 ## other ports: make run DEMO_FLAGS='-addr :9080 -instances :9081,:9082,:9083')
@@ -19,6 +19,10 @@ run: build
 # it is passed in (outside a git checkout it stays empty: "commit unknown").
 COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c+dirty; })
 export SECKILL_COMMIT := $(COMMIT)
+
+## story: see it oversell, then see it stop: one burst per stage against the demo, started if none runs (STORY_FLAGS='-buyers 500' passes flags on)
+story: build
+	./$(BIN) story $(STORY_FLAGS)
 
 build:
 	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN) ./cmd/seckill

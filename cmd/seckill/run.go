@@ -14,6 +14,7 @@ const usage = `usage: seckill <command> [flags]
 
 commands:
   demo      three instances on embedded Redis and SQLite; needs nothing installed
+  story     one burst per stage against the demo (started if none runs): who oversells
   serve     one instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR)
   migrate   apply sql/mysql to SECKILL_MYSQL_DSN and exit
   probe URL exit 0 when URL answers 2xx (container healthchecks)
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "demo":
 		err = runDemo(ctx, rest, getenv, stdout, stderr)
+	case "story":
+		err = runStory(ctx, rest, getenv, stdout, stderr)
 	case "serve":
 		err = runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":

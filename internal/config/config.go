@@ -18,6 +18,10 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
+// DefaultDemoDB is the demo's SQL file unless SECKILL_DEMO_DB says
+// otherwise; the demo's admin token is written beside it.
+const DefaultDemoDB = ".demo/seckill.db"
+
 // Config is the effective configuration of one process. Each field is read
 // from the variable that settings() binds to it.
 type Config struct {
@@ -46,7 +50,7 @@ type Config struct {
 	StreamClaimIdle       time.Duration // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
 	ShutdownTimeout       time.Duration // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
 	LogLevel              slog.Level    // SECKILL_LOG_LEVEL: debug, info, warn, error
-	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo
+	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo (DefaultDemoDB)
 	BurstMax              int           // SECKILL_BURST_MAX: cap on the dashboard's server-side burst
 	Peers                 []string      // SECKILL_PEERS: base URLs of the fleet, for the dashboard's burst
 	LabReports            string        // SECKILL_LAB_REPORTS: folder of the lab's reports, shown by the dashboard
@@ -83,7 +87,7 @@ func (c *Config) settings() []setting {
 		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
-		text(&c.DemoDB, "SECKILL_DEMO_DB", ".demo/seckill.db", "SQL file of the embedded demo database"),
+		text(&c.DemoDB, "SECKILL_DEMO_DB", DefaultDemoDB, "SQL file of the embedded demo database"),
 		integer(&c.BurstMax, "SECKILL_BURST_MAX", "2000", 1, 100000, "largest burst the dashboard may ask the server to fire"),
 		list(&c.Peers, "SECKILL_PEERS", "", "comma-separated base URLs of every instance, for the dashboard's burst (default: this instance)"),
 		text(&c.LabReports, "SECKILL_LAB_REPORTS", "loadtest/reports", "folder of the lab's reports, shown by the dashboard"),

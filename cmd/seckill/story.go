@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/story"
+)
+
+const storyAbout = `See it oversell, then see it stop: one burst of buyers per stage, in
+teaching order, against the fleet at -url. Each stage starts from a freshly
+reset product; the table shows what each sold, what it oversold, and a
+verdict. unlocked and local-mutex oversell; every other stage sells exactly
+its stock.
+
+When nothing answers at the default -url, story starts the demo itself (on
+-url's port and -instances) and leaves it running after the table, for the
+dashboard; Ctrl-C stops it. The admin token comes from -token, else
+SECKILL_ADMIN_TOKEN, else SECKILL_ADMIN_TOKEN_FILE, else the running demo's
+token file (.demo/admin-token beside SECKILL_DEMO_DB).`
+
+const storyDefaultURL = "http://127.0.0.1:8080"
+
+func runStory(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c := newCommand("story", "", storyAbout, false)
+	base := c.fs.String("url", storyDefaultURL, "base URL of the fleet: the demo's front page, nginx, or one instance")
+	token := c.fs.String("token", "", "admin token (default: SECKILL_ADMIN_TOKEN, SECKILL_ADMIN_TOKEN_FILE, or the demo's token file)")
+	buyers := c.fs.Int("buyers", 300, "buyers fired at once in each stage's burst")
+	stock := c.fs.Int("stock", 100, "units the product is reset to before each burst")
+	product := c.fs.Int64("product", 1, "the product to sell")
+	stages := c.fs.String("stages", "", "comma-separated stages to run (default: every stage the fleet offers, in teaching order)")
+	instances := c.fs.String("instances", ":8081,:8082,:8083", "the instances' addresses when story starts the demo itself")
+	noDemo := c.fs.Bool("no-demo", false, "fail instead of starting the demo when nothing answers at -url")
+	if err := c.parse(args, stdout); err != nil {
+		return err
+	}
+	u, err := url.Parse(*base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: story: -url %q is not an http or https base URL", errUsage, *base)
+	}
+	if *buyers < 1 || *stock < 1 || *product < 1 {
+		return fmt.Errorf("%w: story: -buyers, -stock and -product must be 1 or more", errUsage)
+	}
+
+	// Start the demo when nothing answers where the demo would be.
+	var demoDone chan error
+	if !answers(ctx, *base) {
+		if *noDemo || !loopbackURL(u) {
+			return fmt.Errorf("nothing answers at %s: start the demo (make run) or a fleet first", *base)
+		}
+		if *token == "" {
+			*token = getenv("SECKILL_ADMIN_TOKEN")
+		}
+		if *token == "" {
+			*token = randomToken()
+		}
+		demoEnv := withDefaults(getenv, map[string]string{"SECKILL_ADMIN_TOKEN": *token})
+		demoCtx, stopDemo := context.WithCancel(ctx)
+		defer stopDemo()
+		demoDone = make(chan error, 1)
+		fmt.Fprintf(stdout, "nothing answers at %s: starting the demo\n", *base)
+		go func() {
+			demoDone <- runDemo(demoCtx, []string{"-addr", u.Host, "-instances", *instances}, demoEnv, stdout, stderr)
+		}()
+		if err := waitAnswer(ctx, *base, demoDone); err != nil {
+			return err
+		}
+	}
+	if *token == "" {
+		if *token, err = storyToken(getenv); err != nil {
+			return err
+		}
+	}
+
+	var only []string
+	if *stages != "" {
+		only = config.SplitList(*stages)
+	}
+	rows, err := story.Run(ctx, story.Options{
+		URL: *base, Token: *token, ProductID: *product, Stock: *stock, Buyers: *buyers,
+		Stages: only, Progress: stdout,
+	})
+	if len(rows) > 0 {
+		fmt.Fprintln(stdout)
+		story.Table(stdout, rows)
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, moral(rows))
+	}
+	if err != nil {
+		return err
+	}
+	if demoDone == nil {
+		return nil
+	}
+	fmt.Fprintf(stdout, "\nthe demo keeps running, its dashboard at %s/; Ctrl-C stops it\n", strings.TrimRight(*base, "/"))
+	return <-demoDone
+}
+
+// moral sums the table up in one sentence.
+func moral(rows []story.Row) string {
+	var unsafeOver, safeExact, safe []string
+	for _, r := range rows {
+		switch {
+		case r.Unsafe && r.Oversold > 0:
+			unsafeOver = append(unsafeOver, r.Stage)
+		case !r.Unsafe:
+			safe = append(safe, r.Stage)
+			if r.Exact() {
+				safeExact = append(safeExact, r.Stage)
+			}
+		}
+	}
+	var parts []string
+	if len(unsafeOver) > 0 {
+		parts = append(parts, strings.Join(unsafeOver, " and ")+" oversold: they check the stock and write it in two steps, and buyers slip between them")
+	}
+	switch {
+	case len(safe) > 0 && len(safeExact) == len(safe):
+		parts = append(parts, fmt.Sprintf("every safe stage (%d) sold exactly its stock", len(safe)))
+	case len(safe) > 0:
+		parts = append(parts, fmt.Sprintf("%d of %d safe stages sold exactly their stock", len(safeExact), len(safe)))
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
+// storyToken finds the admin token of a fleet story did not start.
+func storyToken(getenv func(string) string) (string, error) {
+	if t := getenv("SECKILL_ADMIN_TOKEN"); t != "" {
+		return t, nil
+	}
+	file := getenv("SECKILL_ADMIN_TOKEN_FILE")
+	if file == "" {
+		db := getenv("SECKILL_DEMO_DB")
+		if db == "" {
+			db = config.DefaultDemoDB
+		}
+		file = filepath.Join(filepath.Dir(db), "admin-token")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("story needs the admin token: pass -token, set SECKILL_ADMIN_TOKEN, or run it beside the demo, which writes %s (%w)", file, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// answers reports whether base serves /healthz within a second.
+func answers(ctx context.Context, base string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// waitAnswer waits until base answers, or the demo serving it fails.
+func waitAnswer(ctx context.Context, base string, failed <-chan error) error {
+	for !answers(ctx, base) {
+		select {
+		case err := <-failed:
+			if err == nil {
+				err = errors.New("it stopped")
+			}
+			return fmt.Errorf("the demo did not start: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// loopbackURL reports whether u names this machine, where story may start
+// a demo.
+func loopbackURL(u *url.URL) bool {
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// TestStoryAgainstTheDemo: the whole story on the demo, as a newcomer
+// runs it: every stage in teaching order, the table, and the moral. run
+// returns an error if a safe stage oversold, so a nil error is the
+// "exact" half of the lesson; each safe row must also show it.
+func TestStoryAgainstTheDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seven bursts of 300 buyers")
+	}
+	d := startDemo(t, nil)
+	out := &testkit.SyncBuffer{}
+	err := run(context.Background(), []string{"story", "-url", d.front[0], "-token", "demo-test-token", "-no-demo"},
+		func(string) string { return "" }, out, io.Discard)
+	if err != nil {
+		t.Fatalf("story: %v\n%s", err, out)
+	}
+	text := out.String()
+	row := regexp.MustCompile(`(?m)^(\S+)\s+(\d+)/(\d+)\s+(\d+)\s+\d+\s+[\d.]+\s+(.+)$`)
+	rows := row.FindAllStringSubmatch(text, -1)
+	var stages []string
+	for _, r := range rows {
+		stages = append(stages, r[1])
+		unsafe := r[1] == "unlocked" || r[1] == "local-mutex"
+		if !unsafe && (r[2] != r[3] || r[4] != "0" || !strings.HasPrefix(r[5], "exact")) {
+			t.Errorf("safe stage row: %q", r[0])
+		}
+	}
+	if want := "unlocked,local-mutex,redis-lock,redlock,db-atomic,redis-atomic,redis-stream"; strings.Join(stages, ",") != want {
+		t.Fatalf("table rows %v, want %s:\n%s", stages, want, text)
+	}
+	if !strings.Contains(text, "every safe stage (5) sold exactly its stock") {
+		t.Errorf("no moral:\n%s", text)
+	}
+}
+
+// TestStoryStartsTheDemoWhenNoneRuns: with nothing at -url, story starts
+// the demo there, tells the story, and leaves the demo serving until the
+// context ends.
+func TestStoryStartsTheDemoWhenNoneRuns(t *testing.T) {
+	addrs := testkit.FreeAddrs(t, 4)
+	env := map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &testkit.SyncBuffer{}
+	done := make(chan error, 1)
+	front := "http://" + addrs[0]
+	go func() {
+		done <- run(ctx, []string{"story", "-url", front, "-instances", strings.Join(addrs[1:], ","), "-stages", "unlocked,db-atomic", "-buyers", "50", "-stock", "10"},
+			func(k string) string { return env[k] }, out, io.Discard)
+	}()
+	for !strings.Contains(out.String(), "the demo keeps running") {
+		select {
+		case err := <-done:
+			t.Fatalf("story returned %v before the demo was left running:\n%s", err, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(out.String(), "starting the demo") || !regexp.MustCompile(`(?m)^db-atomic\s+10/10\s+0\s`).MatchString(out.String()) {
+		t.Errorf("story output:\n%s", out)
+	}
+	resp, err := http.Get(front + "/healthz")
+	if err != nil {
+		t.Fatalf("the demo story started is gone after the table: %v", err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("story after Ctrl-C: %v", err)
+	}
+}
+
+func TestStoryRefusesBadInvocations(t *testing.T) {
+	free := testkit.FreeAddrs(t, 1)[0]
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"story", "-url", "ftp://x"}, "not an http or https base URL"},
+		{[]string{"story", "-buyers", "0"}, "1 or more"},
+		{[]string{"story", "extra"}, "takes no arguments"},
+		{[]string{"story", "-url", "http://" + free, "-no-demo"}, "nothing answers at"},
+		{[]string{"story", "-url", "http://192.0.2.1:1"}, "nothing answers at"},
+	}
+	for _, c := range cases {
+		err := run(context.Background(), c.args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("run %v: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+}
