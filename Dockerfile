@@ -25,12 +25,17 @@ ENV CGO_ENABLED=0
 ARG SECKILL_COMMIT=""
 RUN --mount=type=cache,target=/root/.cache/go-build \
     go build -tags nomsgpack -trimpath -ldflags "-s -w -X main.commit=${SECKILL_COMMIT}" -o /out/seckill ./cmd/seckill
+# An empty folder for the admin token that docker-compose.yml's token
+# service writes: a named volume mounted on it starts as a copy of it, owner
+# included, so the non-root user can write there.
+RUN mkdir -p /out/state
 
 # ---- run --------------------------------------------------------------------
 # distroless/static carries CA certificates and tzdata, and no shell: the
 # container healthcheck runs `/seckill probe URL` instead of curl.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/seckill /seckill
+COPY --from=build --chown=65532:65532 /out/state /var/lib/seckill
 # 65532 is distroless's "nonroot"; numeric, so runtimes can verify non-root.
 USER 65532:65532
 EXPOSE 8081

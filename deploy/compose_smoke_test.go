@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,16 @@ func TestComposeSmoke(t *testing.T) {
 		t.Skip("set SECKILL_COMPOSE_SMOKE=1 (or run make compose-smoke) to start the fleet in Docker")
 	}
 	fl := upFleet(t)
+
+	// The story, as a user runs it: one burst per stage through nginx.
+	story, err := fl.compose(t.Context(), "run", "--rm", "story")
+	if err != nil {
+		t.Fatalf("docker compose run --rm story: %v\n%s", err, story)
+	}
+	if !bytes.Contains(story, []byte("every safe stage (5) sold exactly its stock")) {
+		t.Errorf("the story did not end with every safe stage exact:\n%s", story)
+	}
+	t.Logf("docker compose run --rm story:\n%s", lastLines(story, 12))
 
 	// A known stock, on the product every buyer wants.
 	resetBody := fmt.Sprintf(`{"stock":%d}`, smokeStock)
@@ -153,15 +164,16 @@ func upFleet(t *testing.T) *fleet {
 		t.Fatal(err)
 	}
 	id := randomHex(t, 4)
-	fl := &fleet{dir: dir, project: "seckill-smoke-" + id, token: "smoke-" + randomHex(t, 16)}
+	fl := &fleet{dir: dir, project: "seckill-smoke-" + id}
 	// The smoke test's own values, whatever the shell or a .env file says:
 	// an empty env file replaces .env, and these replace the shell's.
 	envFile := filepath.Join(t.TempDir(), "smoke.env")
 	if err := os.WriteFile(envFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// No admin token: the fleet makes its own, as it does for a user.
 	fl.env = append(os.Environ(),
-		"SECKILL_ADMIN_TOKEN="+fl.token,
+		"SECKILL_ADMIN_TOKEN=",
 		"SECKILL_IMAGE=seckill-smoke:"+id,
 		"SECKILL_PUBLISH_IP=127.0.0.1",
 		"SECKILL_MODE=redis-lock",
@@ -231,6 +243,17 @@ func upFleet(t *testing.T) *fleet {
 		t.Fatalf("docker compose up -d --wait: %v\n%s", err, out)
 	}
 	t.Logf("fleet healthy in %v (project %s, nginx on %s)", time.Since(start).Round(time.Second), fl.project, fl.nginx)
+	// The token service printed the token it made; a user reads it the
+	// same way.
+	out, err := fl.compose(ctx, "logs", "--no-color", "--no-log-prefix", "token")
+	if err != nil {
+		t.Fatalf("docker compose logs token: %v\n%s", err, out)
+	}
+	if m := regexp.MustCompile(`admin token: (\S+) \(new, in `).FindSubmatch(out); m != nil {
+		fl.token = string(m[1])
+	} else {
+		t.Fatalf("the token service did not print a new token:\n%s", out)
+	}
 	return fl
 }
 

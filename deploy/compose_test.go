@@ -39,7 +39,8 @@ var hostPorts = map[string]struct{ port, variable string }{
 	"app-3": {"8083", "SECKILL_APP3_PORT"},
 }
 
-// testToken stands in for the admin token compose requires.
+// testToken stands in for the admin token the token service would write:
+// config.Load cannot read the volume's file here.
 const testToken = "compose-test-token"
 
 // loadProject parses ../docker-compose.yml as Docker Compose would, with
@@ -91,13 +92,14 @@ func builtImages(p *types.Project) []string {
 	return images
 }
 
-// appServices returns the sorted names of the services that run the image
-// built from this repo: the app replicas, however many there are.
+// appServices returns the sorted names of the services that serve the
+// image built from this repo: the app replicas, however many there are
+// (the one-shot token and story services run it too, other commands).
 func appServices(p *types.Project) []string {
 	built := builtImages(p)
 	var names []string
 	for name, s := range p.Services {
-		if s.Build != nil || (s.Image != "" && slices.Contains(built, s.Image)) {
+		if (s.Build != nil || (s.Image != "" && slices.Contains(built, s.Image))) && slices.Equal(s.Command, types.ShellCommand{"serve"}) {
 			names = append(names, name)
 		}
 	}
@@ -322,20 +324,54 @@ func TestComposePorts(t *testing.T) {
 	}
 }
 
-// TestComposeRequiresAdminToken: there is no usable default token. Without
-// SECKILL_ADMIN_TOKEN, or with an empty one, compose refuses to start and
-// says which variable to set.
-func TestComposeRequiresAdminToken(t *testing.T) {
-	for _, env := range []map[string]string{{}, {"SECKILL_ADMIN_TOKEN": ""}} {
-		_, err := loadProjectErr(env)
-		if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN") {
-			t.Errorf("with env %v docker-compose.yml loads (err %v); it must refuse and name SECKILL_ADMIN_TOKEN", env, err)
+// TestComposeAdminTokenWithoutVariables: plain `docker compose up` works
+// with no variable set and still no known token. The token service, run
+// once before the replicas, writes the file that every replica reads
+// through SECKILL_ADMIN_TOKEN_FILE, from the same named volume (read-only
+// there); SECKILL_ADMIN_TOKEN, when given, reaches every replica.
+func TestComposeAdminTokenWithoutVariables(t *testing.T) {
+	p, err := loadProjectErr(map[string]string{})
+	if err != nil {
+		t.Fatalf("docker-compose.yml with no variable set: %v", err)
+	}
+	tok := service(t, p, "token")
+	if !slices.Equal(tok.Command, types.ShellCommand{"token"}) {
+		t.Fatalf("token service runs %v, want [token]", tok.Command)
+	}
+	file := func(s types.ServiceConfig) (path, volume string, readOnly bool) {
+		f := s.Environment["SECKILL_ADMIN_TOKEN_FILE"]
+		if f == nil || *f == "" {
+			t.Fatalf("%s: no SECKILL_ADMIN_TOKEN_FILE", s.Name)
+		}
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeVolume && strings.HasPrefix(*f, strings.TrimRight(v.Target, "/")+"/") {
+				return *f, v.Source, v.ReadOnly
+			}
+		}
+		t.Fatalf("%s: SECKILL_ADMIN_TOKEN_FILE=%s is on no named volume", s.Name, *f)
+		return "", "", false
+	}
+	wantPath, wantVol, ro := file(tok)
+	if ro {
+		t.Error("the token service mounts its volume read-only: it cannot write the token")
+	}
+	for _, name := range appServices(p) {
+		s := service(t, p, name)
+		path, vol, ro := file(s)
+		if path != wantPath || vol != wantVol || !ro {
+			t.Errorf("%s reads the token from %s on volume %s (read-only %v), want %s on %s, read-only", name, path, vol, ro, wantPath, wantVol)
+		}
+		if d, ok := s.DependsOn["token"]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("%s does not wait for the token service to finish", name)
+		}
+		if v := s.Environment["SECKILL_ADMIN_TOKEN"]; v != nil && *v != "" {
+			t.Errorf("%s has a default admin token %q", name, *v)
 		}
 	}
-	p := loadProject(t, map[string]string{"SECKILL_ADMIN_TOKEN": "a-secret-of-mine"})
-	for _, name := range appServices(p) {
-		if got := appConfig(t, p, name).AdminToken; got != "a-secret-of-mine" {
-			t.Errorf("%s: admin token %q, want the one given", name, got)
+	p = loadProject(t, map[string]string{"SECKILL_ADMIN_TOKEN": "a-secret-of-mine"})
+	for _, name := range append(appServices(p), "token") {
+		if v := service(t, p, name).Environment["SECKILL_ADMIN_TOKEN"]; v == nil || *v != "a-secret-of-mine" {
+			t.Errorf("%s: SECKILL_ADMIN_TOKEN does not reach it", name)
 		}
 	}
 }
@@ -416,6 +452,9 @@ func TestComposeDependsOnHealthy(t *testing.T) {
 	p := loadProject(t, nil)
 	for _, s := range p.Services {
 		for dep, d := range s.DependsOn {
+			if dep == "token" { // a one-shot service: it finishes, it is never healthy
+				continue
+			}
 			if d.Condition != types.ServiceConditionHealthy {
 				t.Errorf("%s depends on %s with condition %q, want %s", s.Name, dep, d.Condition, types.ServiceConditionHealthy)
 			}

@@ -18,6 +18,7 @@ commands:
   serve     one instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR)
   migrate   apply sql/mysql to SECKILL_MYSQL_DSN and exit
   probe URL exit 0 when URL answers 2xx (container healthchecks)
+  token     print the admin token of -file, making one if there is none (compose)
   version   the module version and the commit this binary was built from
   help      this text
 
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "probe":
 		err = runProbe(ctx, rest, stdout, stderr)
+	case "token":
+		err = runToken(ctx, rest, getenv, stdout)
 	case "version", "--version":
 		err = runVersion(ctx, rest, stdout)
 	case "help", "-h", "--help":

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/seckill-lab/seckill/internal/config"
 )
 
 func TestVersionNamesModuleCommitAndToolchain(t *testing.T) {
@@ -71,5 +75,47 @@ func TestMakeBuildStampsTheCommit(t *testing.T) {
 	}
 	if !strings.Contains(string(out), " commit c0ffee5eed42 ") {
 		t.Fatalf("seckill version of a make build with COMMIT=c0ffee5eed42 printed %q", out)
+	}
+}
+
+// TestTokenIsMadeOnceAndKept: the first run writes a random token (0600)
+// and prints it, a second prints the same one, SECKILL_ADMIN_TOKEN wins
+// without writing, and what it writes is what config reads back.
+func TestTokenIsMadeOnceAndKept(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "admin-token")
+	env := map[string]string{"SECKILL_ADMIN_TOKEN_FILE": file}
+	getenv := func(k string) string { return env[k] }
+	tokenOf := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"token"}, getenv, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(out.String())
+		if len(f) < 3 || f[0] != "admin" {
+			t.Fatalf("token printed %q", out.String())
+		}
+		return f[2]
+	}
+	first := tokenOf()
+	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v, want mode 0600", st, err)
+	}
+	if again := tokenOf(); again != first {
+		t.Errorf("a second run printed %q, want the kept %q", again, first)
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil || cfg.AdminToken != first {
+		t.Errorf("config read %q (%v) from the file, want %q", cfg.AdminToken, err, first)
+	}
+	env["SECKILL_ADMIN_TOKEN"] = "chosen-by-the-user"
+	if got := tokenOf(); got != "chosen-by-the-user" {
+		t.Errorf("with SECKILL_ADMIN_TOKEN set, token printed %q", got)
+	}
+	if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != first {
+		t.Errorf("SECKILL_ADMIN_TOKEN must not overwrite the file: %q", b)
+	}
+	if err := run(context.Background(), []string{"token"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+		t.Error("token with no file and no variable succeeded")
 	}
 }

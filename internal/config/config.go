@@ -35,6 +35,7 @@ type Config struct {
 	RedisPassword         string        // SECKILL_REDIS_PASSWORD
 	RedlockAddrs          []string      // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
 	AdminToken            string        // SECKILL_ADMIN_TOKEN: admin routes are off when empty
+	AdminTokenFile        string        // SECKILL_ADMIN_TOKEN_FILE: where AdminToken is read from when it is empty
 	CriticalSectionDelay  time.Duration // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration // SECKILL_LOCK_TTL
 	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
@@ -72,6 +73,7 @@ func (c *Config) settings() []setting {
 		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
 		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
 		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
+		text(&c.AdminTokenFile, "SECKILL_ADMIN_TOKEN_FILE", "", "file holding the admin token, read at start when SECKILL_ADMIN_TOKEN is empty (docker-compose.yml's token service writes one)"),
 		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
@@ -161,8 +163,17 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.ReconcileInterval > 0 && c.ReconcileInterval < 100*time.Millisecond {
 		fail("SECKILL_RECONCILE_INTERVAL", errors.New("must be 0 (off) or at least 100ms"))
 	}
+	tokenVar := "SECKILL_ADMIN_TOKEN"
+	if c.AdminToken == "" && c.AdminTokenFile != "" {
+		tokenVar = "SECKILL_ADMIN_TOKEN_FILE"
+		if b, err := os.ReadFile(c.AdminTokenFile); err != nil {
+			fail(tokenVar, err)
+		} else if c.AdminToken = strings.TrimSpace(string(b)); c.AdminToken == "" {
+			fail(tokenVar, fmt.Errorf("%s is empty", c.AdminTokenFile))
+		}
+	}
 	if c.AdminToken != "" && len(c.AdminToken) < 8 {
-		fail("SECKILL_ADMIN_TOKEN", errors.New("must be at least 8 characters"))
+		fail(tokenVar, errors.New("the admin token must be at least 8 characters"))
 	}
 	return c, errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,35 @@ func TestLogValueShowsEverySetting(t *testing.T) {
 		key := strings.ToLower(strings.TrimPrefix(name, "SECKILL_")) + "="
 		if !strings.Contains(logged, key) {
 			t.Errorf("the logged config leaves out %s (%s): %s", name, key, logged)
+		}
+	}
+}
+
+// TestAdminTokenFromFile: SECKILL_ADMIN_TOKEN_FILE supplies the token when
+// SECKILL_ADMIN_TOKEN is empty; the variable wins when both are set; and a
+// missing, empty or short file fails with the variable's name.
+func TestAdminTokenFromFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "from-the-file-123\n")
+	c, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN_FILE": good}))
+	if err != nil || c.AdminToken != "from-the-file-123" {
+		t.Fatalf("token from file: %q, %v", c.AdminToken, err)
+	}
+	c, err = Load(env(map[string]string{"SECKILL_ADMIN_TOKEN_FILE": good, "SECKILL_ADMIN_TOKEN": "from-the-variable"}))
+	if err != nil || c.AdminToken != "from-the-variable" {
+		t.Fatalf("variable and file: %q, %v; want the variable", c.AdminToken, err)
+	}
+	for _, path := range []string{dir + "/missing", write("empty", " \n"), write("short", "abc\n")} {
+		_, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN_FILE": path}))
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN_FILE") {
+			t.Errorf("token file %s: %v, want an error naming SECKILL_ADMIN_TOKEN_FILE", path, err)
 		}
 	}
 }
