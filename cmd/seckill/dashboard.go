@@ -11,7 +11,7 @@ import (
 // dashboardFor builds the dashboard's server side of one instance: a fleet
 // over SECKILL_PEERS (the demo sets them to its instances), or over this
 // instance alone when none are set, and the lab's reports folder.
-func dashboardFor(cfg config.Config) httpapi.Dashboard {
+func dashboardFor(cfg config.Config, verdicts httpapi.Verdicts) httpapi.Dashboard {
 	peers := cfg.Peers
 	if len(peers) == 0 {
 		peers = []string{selfURL(cfg.Addr)}
@@ -19,6 +19,7 @@ func dashboardFor(cfg config.Config) httpapi.Dashboard {
 	return httpapi.Dashboard{
 		Fleet:      burst.New(burst.Options{Peers: peers, AdminToken: cfg.AdminToken, Max: cfg.BurstMax}),
 		LabReports: cfg.LabReports,
+		Verdicts:   verdicts,
 	}
 }
 

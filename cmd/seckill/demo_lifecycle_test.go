@@ -134,3 +134,42 @@ func TestDemoPaymentTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestOversoldBurstVerdictOutlivesThePaymentWindow: a burst oversells
+// under unlocked, and the payment window then cancels every unpaid order.
+// The counts lose the oversell (no live order is left), but the stock
+// never rises above its initial amount, and every instance's audit still
+// lists the burst's verdict, oversold as it was.
+func TestOversoldBurstVerdictOutlivesThePaymentWindow(t *testing.T) {
+	d := startDemo(t, map[string]string{"SECKILL_PAYMENT_TIMEOUT": "1s"})
+	admin := map[string]string{"Authorization": "Bearer demo-test-token"}
+	f := &fleet{t: t, urls: d.instances, client: &http.Client{Timeout: time.Minute}}
+	// unlocked's race is real (the demo's 5 ms between read and write),
+	// so an oversell is likely, not forced: a burst that happened not to
+	// oversell is fired again, at most five times.
+	var res api.BurstResult
+	for try := 1; res.Audit == nil || res.Audit.Oversold == 0; try++ {
+		if try > 5 {
+			t.Fatalf("five bursts of 100 under unlocked never oversold 5 units: %+v", res.Audit)
+		}
+		if code, body := f.call("POST", d.front[0]+"/api/v1/admin/products/1/reset", `{"stock":5}`, admin); code != 200 {
+			t.Fatalf("reset: %d %s", code, body)
+		}
+		code, body := f.call("POST", d.front[0]+"/api/v1/admin/burst", `{"kind":"product","item_id":1,"n":100,"mode":"unlocked"}`, admin)
+		if code != 200 || json.Unmarshal(body, &res) != nil || res.Audit == nil {
+			t.Fatalf("burst: %d %s", code, body)
+		}
+	}
+	for i, a := range f.waitAudit("products", 1, func(a api.Audit) bool { return a.Orders == 0 }) {
+		if a.Stock > a.InitialStock {
+			t.Errorf("instance %d: stock %d above its initial %d after the cancellations", i+1, a.Stock, a.InitialStock)
+		}
+		if len(a.Bursts) == 0 {
+			t.Fatalf("instance %d: the audit lists no burst verdict: %+v", i+1, a)
+		}
+		v := a.Bursts[0]
+		if v.Stage != "unlocked" || v.Oversold != res.Audit.Oversold || v.Sold != res.Audit.Sold || v.InitialStock != 5 || v.Buyers != 100 {
+			t.Errorf("instance %d: latest verdict %+v; want the burst's: unlocked, sold %d, oversold %d of 5", i+1, v, res.Audit.Sold, res.Audit.Oversold)
+		}
+	}
+}

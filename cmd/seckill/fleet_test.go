@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -283,7 +284,7 @@ func TestFleetRedLockFaults(t *testing.T) {
 	if code != 503 || !strings.Contains(string(body), "/problems/unavailable") {
 		t.Fatalf("two of three down: want 503 unavailable, got %d %s", code, body)
 	}
-	if after := f.audit("products", 1); after != before {
+	if after := f.audit("products", 1); !reflect.DeepEqual(after, before) {
 		t.Fatalf("a failed buy changed state: %+v -> %+v", before, after)
 	}
 }

@@ -73,7 +73,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Mode:       cfg.Mode,
 		Ready:      b.ready,
 		Web:        web.Handler(),
-		Dashboard:  dashboardFor(cfg),
+		Dashboard:  dashboardFor(cfg, b.db.Bursts()),
 
 		Idempotency:           r.idempotency(),
 		RequireIdempotencyKey: cfg.RequireIdempotencyKey,

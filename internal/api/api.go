@@ -148,6 +148,10 @@ type Audit struct {
 	// Reconcile is the fleet's last reconcile finding for this item, if
 	// the job has run since the item was last reset.
 	Reconcile *Reconcile `json:"reconcile,omitempty"`
+	// Bursts are the verdicts of the item's last bursts, newest first:
+	// kept across resets and cancellations, so an oversell stays on the
+	// record after its orders are gone.
+	Bursts []BurstVerdict `json:"bursts,omitempty"`
 }
 
 // Reconcile is one item's finding in the fleet's last reconcile run.
@@ -238,6 +242,25 @@ type BurstResult struct {
 	Latency    BurstLatency   `json:"latency"`
 	Audit      *Audit         `json:"audit,omitempty"`
 	AuditError string         `json:"audit_error,omitempty"`
+}
+
+// BurstVerdict is what one burst did to its item, as recorded when it
+// ended (GET .../audit lists the last ones).
+type BurstVerdict struct {
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"` // "product" or "coupon"
+	ItemID int64     `json:"item_id"`
+	// Stage is the stage the burst ran under: its request's mode, or the
+	// one stage every answer named, or "mixed".
+	Stage        string `json:"stage"`
+	Buyers       int    `json:"buyers"`
+	InitialStock int    `json:"initial_stock"`
+	// Sold counts the units of live orders when the burst ended, orders
+	// still queued (redis-stream) included.
+	Sold      int     `json:"sold"`
+	Oversold  int     `json:"oversold"`
+	ElapsedMS float64 `json:"elapsed_ms"`
+	P99MS     float64 `json:"p99_ms"`
 }
 
 // BurstCounts are a burst's answers, by class.

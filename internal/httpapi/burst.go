@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,13 +30,26 @@ import (
 type Dashboard struct {
 	Fleet      Fleet
 	LabReports string // folder of the lab's reports (SECKILL_LAB_REPORTS)
+	// Verdicts records each burst's verdict, and the audit lists the last
+	// ones; nil records nothing.
+	Verdicts Verdicts
 }
+
+// Verdicts is the record of burst verdicts. *store.Bursts implements it.
+type Verdicts interface {
+	Record(ctx context.Context, v api.BurstVerdict) error
+	// Recent returns the item's last n verdicts, newest first.
+	Recent(ctx context.Context, kind string, itemID int64, n int) ([]api.BurstVerdict, error)
+}
+
+// recentVerdicts is how many verdicts an audit lists.
+const recentVerdicts = 20
 
 // addDashboardRoutes registers the routes of this file.
 func addDashboardRoutes(api, admin *gin.RouterGroup, s *server, d Deps) {
 	if f := d.Dashboard.Fleet; f != nil {
 		api.GET("/fleet", s.handleFleet(f))
-		admin.POST("/burst", s.handleBurst(f, d.Products))
+		admin.POST("/burst", s.handleBurst(f, d.Products, d.Dashboard.Verdicts))
 		admin.PUT("/fleet/mode", s.handleFleetMode(f, d.Products))
 	}
 	if dir := d.Dashboard.LabReports; dir != "" {
@@ -63,7 +77,7 @@ var _ Fleet = (*burst.Fleet)(nil)
 
 // handleBurst fires a burst: admin only, since it writes orders and the
 // server does the work.
-func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFunc {
+func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verdicts) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var b api.BurstRequest
 		if err := decodeJSON(c, &b); err != nil {
@@ -86,8 +100,35 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service) gin.HandlerFu
 			return
 		}
 		s.log.Info("burst", "kind", b.Kind, "item", b.ItemID, "n", b.N, "created", res.Counts.Created, "oversold", res.Audit != nil && res.Audit.Oversold > 0)
+		if verdicts != nil && res.Audit != nil {
+			// The burst's answer does not depend on the record: a failed
+			// write is logged, and the verdict is in the answer anyway.
+			if err := verdicts.Record(c.Request.Context(), verdictOf(res)); err != nil {
+				s.log.Warn("recording the burst's verdict", "err", err)
+			}
+		}
 		s.writeJSON(c, http.StatusOK, res)
 	}
+}
+
+// verdictOf is what a finished burst did, for the record.
+func verdictOf(res api.BurstResult) api.BurstVerdict {
+	stage := res.Request.Mode
+	if stage == "" {
+		stage = "mixed"
+		if len(res.Stages) == 1 {
+			for only := range res.Stages {
+				stage = only
+			}
+		}
+	}
+	kind := res.Request.Kind
+	if kind == "" {
+		kind = "product"
+	}
+	a := res.Audit
+	return api.BurstVerdict{At: time.Now().UTC(), Kind: kind, ItemID: res.Request.ItemID, Stage: stage, Buyers: res.Request.N,
+		InitialStock: a.InitialStock, Sold: a.Sold + a.Pending, Oversold: a.Oversold, ElapsedMS: res.ElapsedMS, P99MS: res.Latency.P99}
 }
 
 // handleFleetMode switches every instance's stage. A partial switch answers

@@ -127,7 +127,7 @@ func (s *server) handleGet(k itemKind) gin.HandlerFunc {
 	}
 }
 
-func (s *server) handleAudit(k itemKind, last func(context.Context, string, int64) (reconcile.Finding, bool, error)) gin.HandlerFunc {
+func (s *server) handleAudit(k itemKind, last func(context.Context, string, int64) (reconcile.Finding, bool, error), verdicts Verdicts) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := s.itemID(c)
 		if !ok {
@@ -147,6 +147,19 @@ func (s *server) handleAudit(k itemKind, last func(context.Context, string, int6
 		}
 		if last != nil {
 			out.Reconcile = s.reconcileFor(c.Request.Context(), last, k, id)
+		}
+		if verdicts != nil {
+			kind := "product"
+			if k.coupon {
+				kind = "coupon"
+			}
+			// The counts above are the audit; the record of bursts is
+			// beside it, and an audit without it is still an answer.
+			if v, err := verdicts.Recent(c.Request.Context(), kind, id, recentVerdicts); err != nil {
+				s.log.Warn("reading the burst verdicts", "kind", kind, "id", id, "err", err)
+			} else {
+				out.Bursts = v
+			}
 		}
 		s.writeJSON(c, http.StatusOK, out)
 	}

@@ -22,7 +22,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	api.GET("/info", s.handleInfo(d.Products))
 	api.GET("/products", s.handleList(products))
 	api.GET("/products/:id", s.handleGet(products))
-	api.GET("/products/:id/audit", s.handleAudit(products, d.LastReconcile))
+	api.GET("/products/:id/audit", s.handleAudit(products, d.LastReconcile, d.Dashboard.Verdicts))
 	idem := s.idempotent(d.Idempotency, d.RequireIdempotencyKey, nil)
 	buyObs, grabObs := noop, noop
 	if d.Metrics != nil {
@@ -34,7 +34,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
-		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile))
+		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile, d.Dashboard.Verdicts))
 		api.POST("/coupons/:id/grab", grabObs, s.stampBuy(d.Coupons), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(coupons)), s.handleBuy(coupons))
 	}
 

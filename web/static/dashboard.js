@@ -137,6 +137,7 @@ async function refresh() {
     const [peers, items] = await Promise.all([loadFleet(), loadItems()]);
     renderFleet(peers);
     renderItems(items);
+    renderRecord(items);
     document.body.dataset.ready = '1';
   } catch (e) {
     say(T('Cannot reach the API: ', '无法连接 API：') + e.message, true);
@@ -193,7 +194,7 @@ async function switchStage(mode) {
 
 let refreshing = null;
 function refresh1() { // one extra refresh now, without starting a second loop
-  if (!refreshing) refreshing = Promise.all([loadFleet(), loadItems()]).then(([p, i]) => { renderFleet(p); renderItems(i); }).catch(() => {}).finally(() => { refreshing = null; });
+  if (!refreshing) refreshing = Promise.all([loadFleet(), loadItems()]).then(([p, i]) => { renderFleet(p); renderItems(i); renderRecord(i); }).catch(() => {}).finally(() => { refreshing = null; });
 }
 
 // ---- item cards -------------------------------------------------------
@@ -254,6 +255,31 @@ function renderItems(items) {
     c.dataset.initial = a.initial_stock;
     c.dataset.conserved = a.conserved ? '1' : '0';
   }
+}
+
+// renderRecord lists the last bursts' verdicts of every item, newest first,
+// from the audits (the server keeps them across resets and cancellations).
+function renderRecord(items) {
+  const all = items.flatMap(it => (it.audit.bursts || []).map(v => ({ ...v, name: it.name })));
+  all.sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0));
+  const rows = all.slice(0, 20);
+  $('#record-empty').hidden = rows.length > 0;
+  $('#record tbody').replaceChildren(...rows.map(v => {
+    const over = v.oversold > 0;
+    const left = v.initial_stock - v.sold;
+    const verdict = over ? T(`⚠ OVERSOLD by ${v.oversold}`, `⚠ 超卖 ${v.oversold} 件`)
+      : left <= 0 ? T('✓ exact: sold out, none oversold', '✓ 精确：售罄，无超卖')
+        : T(`✓ no oversell, ${left} left`, `✓ 无超卖，剩余 ${left} 件`);
+    const td = (label, child, cls) => el('td', { class: cls || 'nowrap', 'data-label': label }, child);
+    return el('tr', { 'data-stage': v.stage, 'data-oversold': String(v.oversold) },
+      td(T('When', '时间'), el('span', { text: new Date(v.at).toTimeString().slice(0, 8) })),
+      td(T('Item', '商品'), el('span', { text: v.name })),
+      td(T('Stage', '阶段'), el('code', { text: v.stage })),
+      td(T('Sold', '卖出'), el('span', { text: `${v.sold}/${v.initial_stock}` })),
+      td(T('Oversold', '超卖'), el('span', { text: String(v.oversold) })),
+      td('p99 ms', el('span', { text: fmt(v.p99_ms) })),
+      td(T('Verdict', '结论'), el('span', { text: verdict }), over ? 'bad' : 'good'));
+  }));
 }
 
 async function buyOne(kind, id, btn) {
