@@ -102,7 +102,7 @@ func runStory(ctx context.Context, args []string, getenv func(string) string, st
 	if demoDone == nil {
 		return nil
 	}
-	fmt.Fprintf(stdout, "\nthe demo keeps running, its dashboard at %s/; Ctrl-C stops it\n", strings.TrimRight(*base, "/"))
+	fmt.Fprintf(stdout, "\nthe demo keeps running: its dashboard at %s/ lists these bursts under Burst record; Ctrl-C stops it\n", strings.TrimRight(*base, "/"))
 	return <-demoDone
 }
 
