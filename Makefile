@@ -4,8 +4,8 @@ BIN := bin/seckill
 
 # gin's msgpack binding (which we do not use) drags in a codec that takes
 # half a minute to compile; leaving it out shortens the first `make run` (see
-# the README for what a first build costs). Exported, so the builds that
-# tests start (the lab, the browser and chaos suites) leave it out too.
+# docs/operations.md for what a first build costs). Exported, so the builds
+# that tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
 .PHONY: run story build test test-short vet fmt-check clean bench-buy bench-sales

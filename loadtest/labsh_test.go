@@ -71,7 +71,7 @@ func fakeSeckill(dir string) int {
 // checks whom it targets and what it starts: never a demo when --targets
 // is given; a demo on LAB_PORTS with a fresh token when nothing answers
 // there, stopped afterwards, with the SECKILL_* settings lab.sh was given
-// (how "What a FAIL looks like" in the README breaks a stage); and an
+// (how "What a FAIL looks like" in loadtest/README.md breaks a stage); and an
 // already running demo used as it is, the token left for the lab to find
 // in the demo's token file.
 func TestLabScript(t *testing.T) {

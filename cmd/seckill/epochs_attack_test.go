@@ -16,7 +16,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// TestKeyedLateBuyerCostsOneRoundTripInRedisStages: the README promises
+// TestKeyedLateBuyerCostsOneRoundTripInRedisStages: docs/api.md promises
 // that under redis-atomic and redis-stream, with the Idempotency-Key
 // records on the stage's own Redis, a sold-out refusal of a keyed buyer
 // "costs one round trip, as without a key": the claim's script runs the
@@ -64,7 +64,7 @@ func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
 					t.Fatalf("keyed late buyer %d: %d %s, want 409", i, code, body)
 				}
 				if sent := rdb.names(); len(sent) > 1 {
-					t.Fatalf("a keyed late buyer sent %d commands to Redis (%q); the README promises one round trip, as without a key", len(sent), sent)
+					t.Fatalf("a keyed late buyer sent %d commands to Redis (%q); docs/api.md promises one round trip, as without a key", len(sent), sent)
 				}
 			}
 		})

@@ -60,7 +60,7 @@ var problemTable = []problemType{
 	{inventory.ErrNotFound, 404, "not-found", "Not found", "No product or coupon batch has this id."},
 	{inventory.ErrOrderNotFound, 404, "order-not-found", "Order not found", "No order has this number (an order accepted by redis-stream is found as soon as it is accepted; one lost with a Redis that restarted empty is not)."},
 	{errNoRedis, 404, "no-redis", "No Redis", "This instance runs without Redis (no SECKILL_REDIS_ADDR): it keeps no Idempotency-Key records, and the Redis stages are off."},
-	{errRouteNotFound, 404, "route-not-found", "No such route", "See the README for the API."},
+	{errRouteNotFound, 404, "route-not-found", "No such route", "See docs/api.md for the API."},
 	{errMethod, 405, "method-not-allowed", "Method not allowed", "The route exists but not with this method."},
 	{inventory.ErrSoldOut, 409, "sold-out", "Sold out", "Not enough stock is left for this quantity."},
 	{inventory.ErrAlreadyPurchased, 409, "already-purchased", "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},

@@ -148,7 +148,7 @@ func TestAttackRetryRefusedOnceStillGetsTheOrder(t *testing.T) {
 }
 
 // TestAttackPanicAfterTheCommitDoesNotHoldTheKey: a run that panics after
-// its commit is answered 5xx by the recoverer. The README promises that
+// its commit is answered 5xx by the recoverer. docs/api.md promises that
 // the retry of a 500 runs, knowing the first may have bought; a panic
 // unwinds past the Idempotency-Key middleware, which then settled nothing,
 // and the retry was told 409 idempotency-in-flight until the lease ran out.

@@ -25,7 +25,8 @@ import (
 )
 
 // The competitors appear only here, in benchmarks: same Redis, same key
-// shape, one run. `make bench-lock` runs them; README.md has the figures.
+// shape, one run. `make bench-lock` runs them; the Benchmarks section of
+// internal/lock/README.md has the figures.
 
 const benchTTL = time.Second
 

@@ -14,13 +14,13 @@ import (
 	"github.com/seckill-lab/seckill/internal/api"
 )
 
-// readmeRoute is one route of the README's API table, with the example
-// body written next to it, if any.
-type readmeRoute struct {
+// apiDocRoute is one route of the API table in docs/api.md, with the
+// example body written next to it, if any.
+type apiDocRoute struct {
 	method, path, body string
 }
 
-func (r readmeRoute) String() string { return r.method + " " + r.path }
+func (r apiDocRoute) String() string { return r.method + " " + r.path }
 
 var (
 	backticked = regexp.MustCompile("`([^`]+)`")
@@ -30,24 +30,28 @@ var (
 	ginParam   = regexp.MustCompile(`[:*](\w+)`)
 )
 
-// readmeRoutes reads the first cell of every row of the README's API table.
-func readmeRoutes(t *testing.T) []readmeRoute {
+// apiTableHeader is the header row of the API table in docs/api.md.
+const apiTableHeader = "| method and path | answer |"
+
+// apiDocRoutes reads the first cell of every row of the API table in
+// docs/api.md: the rows under its header, up to the first line that is not
+// a table row.
+func apiDocRoutes(t *testing.T) []apiDocRoute {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "api.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(raw)
-	start := strings.Index(text, "\n## The API\n")
+	lines := strings.Split(string(raw), "\n")
+	start := slices.Index(lines, apiTableHeader)
 	if start < 0 {
-		t.Fatal(`README.md has no "## The API" section`)
+		t.Fatalf("docs/api.md has no table headed %q", apiTableHeader)
 	}
-	section := text[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
-	var routes []readmeRoute
-	for _, line := range strings.Split(section, "\n") {
+	var routes []apiDocRoute
+	for _, line := range lines[start+1:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
@@ -57,22 +61,22 @@ func readmeRoutes(t *testing.T) []readmeRoute {
 			switch {
 			case routeToken.MatchString(tok):
 				r := routeToken.FindStringSubmatch(tok)
-				routes = append(routes, readmeRoute{method: r[1], path: r[2]})
+				routes = append(routes, apiDocRoute{method: r[1], path: r[2]})
 			case strings.HasPrefix(tok, "{") && len(routes) > 0:
 				routes[len(routes)-1].body = tok
 			}
 		}
 	}
 	if len(routes) == 0 {
-		t.Fatal("found no routes in the README's API table")
+		t.Fatal("found no routes in the API table of docs/api.md")
 	}
 	return routes
 }
 
-// TestREADMEListsEveryRoute compares the README's API table with the routes
+// TestAPIDocListsEveryRoute compares the API table of docs/api.md with the routes
 // internal/httpapi registers (routes.go, burst.go and orders.go): each must list the
 // other's, so a new route cannot go undocumented, nor a removed one stay.
-func TestREADMEListsEveryRoute(t *testing.T) {
+func TestAPIDocListsEveryRoute(t *testing.T) {
 	prefixes := map[string]string{"r": "", "api": "/api/v1", "admin": "/api/v1/admin"}
 	var code []string
 	for _, file := range []string{"routes.go", "burst.go", "orders.go"} {
@@ -92,27 +96,27 @@ func TestREADMEListsEveryRoute(t *testing.T) {
 		t.Fatalf("found only %d routes in internal/httpapi: %q", len(code), code)
 	}
 	var doc []string
-	for _, r := range readmeRoutes(t) {
+	for _, r := range apiDocRoutes(t) {
 		doc = append(doc, r.String())
 	}
 	for _, r := range code {
 		if !slices.Contains(doc, r) {
-			t.Errorf("%s is registered in internal/httpapi but missing from the README's API table", r)
+			t.Errorf("%s is registered in internal/httpapi but missing from the API table of docs/api.md", r)
 		}
 	}
 	for _, r := range doc {
 		if !slices.Contains(code, r) {
-			t.Errorf("the README's API table lists %s, which internal/httpapi does not register", r)
+			t.Errorf("the API table of docs/api.md lists %s, which internal/httpapi does not register", r)
 		}
 	}
 }
 
-// TestREADMERoutesAnswer sends every route of the README's API table, with
+// TestAPIDocRoutesAnswer sends every route of the API table of docs/api.md, with
 // the example body written next to it, to an instance of `seckill demo`,
 // and expects a 2xx; then checks what the table says of the two stage
 // switches: PUT /api/v1/admin/mode changes one instance, PUT
 // /api/v1/admin/fleet/mode all of them.
-func TestREADMERoutesAnswer(t *testing.T) {
+func TestAPIDocRoutesAnswer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the demo; skipped with -short")
 	}
@@ -155,13 +159,13 @@ func TestREADMERoutesAnswer(t *testing.T) {
 	}
 	// Every example buys as one buyer, so the payment example pays the
 	// order the buy example made; {order_no} is that order's number.
-	const buyer = "readme-buyer"
+	const buyer = "apidoc-buyer"
 	orderNo := ""
-	for _, r := range readmeRoutes(t) {
+	for _, r := range apiDocRoutes(t) {
 		fill := strings.NewReplacer("{id}", "1", "{slug}", "sold-out", "{run}", run, "{file}", "results.json", "{name}", "", "{order_no}", orderNo)
 		body := strings.ReplaceAll(r.body, "…", buyer)
 		if r.method != http.MethodGet && body == "" {
-			t.Errorf("%s: the README gives no example body", r)
+			t.Errorf("%s: docs/api.md gives no example body", r)
 			continue
 		}
 		if strings.Contains(r.path, "{order_no}") && orderNo == "" {
