@@ -148,7 +148,7 @@ func checkLinks(root, name string) []string {
 }
 
 // docFiles lists the markdown files whose links TestDocLinksResolve checks:
-// the two READMEs and docs/*.md (not docs/workshop/).
+// the two READMEs, docs/*.md and the facilitator's kit, docs/workshop/*.md.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	files := []string{"README.md", "README.zh-CN.md"}
@@ -161,6 +161,13 @@ func docFiles(t *testing.T) []string {
 	}
 	for _, p := range pages {
 		files = append(files, "docs/"+filepath.Base(p))
+	}
+	kit, err := filepath.Glob(filepath.Join("..", "docs", "workshop", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range kit {
+		files = append(files, "docs/workshop/"+filepath.Base(p))
 	}
 	return files
 }
