@@ -59,7 +59,23 @@ type CrowdOptions struct {
 	Epochs Epochs
 	// Kind names the item kind in epoch keys ("product", "coupon").
 	Kind string
+	// Refused, when set, hears every buyer a wrapped stage turned away,
+	// with its reason: RefusedRemembered, RefusedSoldOut or RefusedBounced.
+	// It must not block.
+	Refused func(reason string)
 }
+
+// The reasons CrowdOptions.Refused hears, from the cheapest answer to the
+// dearest.
+const (
+	// RefusedRemembered: sold out, answered from this instance's memory,
+	// before admission and without a backend round trip.
+	RefusedRemembered = "sold_out_remembered"
+	// RefusedBounced: turned away by the per-item cap (503 overloaded).
+	RefusedBounced = "bounced"
+	// RefusedSoldOut: sold out, as the stage itself found.
+	RefusedSoldOut = "sold_out_stage"
+)
 
 // Crowd is the crowd control one Service shares across its safe stages.
 // Admission is counted per item across them; each wrapped stage remembers
@@ -124,17 +140,28 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		epoch, remembered = c.epoch(ctx, o.ItemID)
 	}
 	if remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity) {
+		c.refused(RefusedRemembered)
 		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
 	}
 	if !c.enter(o.ItemID) {
+		c.refused(RefusedBounced)
 		return fmt.Errorf("%w: %d buyers of item %d already queued on this instance", ErrOverloaded, c.opts.Queue, o.ItemID)
 	}
 	err := w.next.Buy(ctx, o)
 	c.exit(o.ItemID)
-	if remembered && errors.Is(err, ErrSoldOut) && !errors.Is(err, errMayReturn) {
-		w.m.remember(o.ItemID, epoch, o.Quantity)
+	if errors.Is(err, ErrSoldOut) {
+		c.refused(RefusedSoldOut)
+		if remembered && !errors.Is(err, errMayReturn) {
+			w.m.remember(o.ItemID, epoch, o.Quantity)
+		}
 	}
 	return err
+}
+
+func (c *Crowd) refused(reason string) {
+	if c.opts.Refused != nil {
+		c.opts.Refused(reason)
+	}
 }
 
 // epoch reads the item's epoch before the buy, so that a reset that lands

@@ -267,3 +267,57 @@ func TestCrowdBoundRemembersNothing(t *testing.T) {
 		t.Fatalf("%d calls (want 3), %d epoch reads (want 0)", n, epochs.reads)
 	}
 }
+
+// TestCrowdCountsRefusalsByReason: each buyer a wrapped stage turns away
+// is reported once, with why: bounced by the cap, sold out as the stage
+// found, or sold out from memory (the stage not asked).
+func TestCrowdCountsRefusalsByReason(t *testing.T) {
+	var mu sync.Mutex
+	heard := map[string]int{}
+	release, inside := make(chan struct{}), make(chan struct{})
+	soldOut := atomic.Bool{}
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.UserID == "holder" {
+			close(inside)
+			<-release
+			return nil
+		}
+		if soldOut.Load() {
+			return inventory.ErrSoldOut
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, Kind: "product", Epochs: &memEpochs{},
+		Refused: func(reason string) { mu.Lock(); heard[reason]++; mu.Unlock() }})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+
+	held := make(chan error, 1)
+	go func() { held <- buy(t, svc, "holder", 1) }()
+	<-inside
+	if err := buy(t, svc, "bounced", 1); !errors.Is(err, inventory.ErrOverloaded) {
+		t.Fatalf("a buyer past the cap: %v, want ErrOverloaded", err)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	soldOut.Store(true)
+	if err := buy(t, svc, "first-to-find-it-sold-out", 1); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("%v, want ErrSoldOut", err)
+	}
+	calls := stage.calls.Load()
+	for i := range 3 {
+		if err := buy(t, svc, fmt.Sprint("late-", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatalf("%v, want ErrSoldOut", err)
+		}
+	}
+	if stage.calls.Load() != calls {
+		t.Fatalf("late buyers reached the stage: %d calls, want %d", stage.calls.Load(), calls)
+	}
+	want := map[string]int{inventory.RefusedBounced: 1, inventory.RefusedSoldOut: 1, inventory.RefusedRemembered: 3}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(heard) != fmt.Sprint(want) {
+		t.Fatalf("refusals heard %v, want %v", heard, want)
+	}
+}
