@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -122,7 +123,7 @@ func (s *server) writeError(c *gin.Context, err error) {
 	}
 	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending {
 		// Every answer that means "not now" says when to come back.
-		c.Header("Retry-After", strconv.Itoa(1))
+		c.Header("Retry-After", strconv.Itoa(s.retryAfter(err, p)))
 	}
 	c.Set(problemKey, p.slug)
 	body := api.Problem{Type: api.ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
@@ -133,6 +134,33 @@ func (s *server) writeError(c *gin.Context, err error) {
 		s.log.Debug("writing problem failed", "err", err)
 	}
 	c.Abort()
+}
+
+// maxRetryAfter bounds what Retry-After says: past it the number means
+// "much later", which a buyer of a flash sale never wants to hear.
+const maxRetryAfter = 30
+
+// retryAfter is the Retry-After of a "not now" answer, in whole seconds
+// (at least 1, at most maxRetryAfter):
+//   - a buyer turned away by the per-item cap: the time one buyer of the
+//     item has lately spent inside the stage, queueing included
+//     (inventory.Busy), which is when a place is expected to free up;
+//   - a duplicate of an Idempotency-Key whose first request still runs:
+//     the request timeout, within which that request has its answer;
+//   - anything else (a lock wait that ran out, a backend that failed or
+//     was slow, an order still in the queue): 1, since none of them says
+//     how long it will last.
+func (s *server) retryAfter(err error, p problemType) int {
+	var wait time.Duration
+	var hint interface{ RetryAfter() time.Duration }
+	switch {
+	case errors.As(err, &hint):
+		wait = hint.RetryAfter()
+	case p.err == idempotency.ErrInFlight:
+		wait = s.requestTimeout
+	}
+	secs := int((wait + time.Second - 1) / time.Second)
+	return min(max(secs, 1), maxRetryAfter)
 }
 
 // problemDocs serves a short text for each problem type.

@@ -70,6 +70,9 @@ type server struct {
 	mode     atomic.Pointer[string]
 	admin    [32]byte // sha256 of the admin token
 	adminOn  bool
+	// requestTimeout is Deps.RequestTimeout: what a duplicate of a
+	// request still running is told to wait.
+	requestTimeout time.Duration
 }
 
 // NewServer returns the HTTP handler of one instance.
@@ -77,7 +80,7 @@ func NewServer(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{log: d.Logger, instance: d.Instance}
+	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout}
 	mode := d.Mode
 	s.mode.Store(&mode)
 	if d.AdminToken != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // A flash sale is a crowd: thousands of buyers for a hundred units, all in
@@ -59,6 +60,9 @@ type CrowdOptions struct {
 	Epochs Epochs
 	// Kind names the item kind in epoch keys ("product", "coupon").
 	Kind string
+	// Now is the clock that times buyers inside a stage (Busy's Wait);
+	// nil means time.Now.
+	Now func() time.Time
 	// Refused, when set, hears every buyer a wrapped stage turned away,
 	// with its reason: RefusedRemembered, RefusedSoldOut or RefusedBounced.
 	// It must not block.
@@ -86,9 +90,31 @@ type Crowd struct {
 
 	mu     sync.Mutex
 	memos  []*memo
-	inside map[int64]int    // buyers inside a wrapped stage, per item
-	owed   map[int64]string // items whose Bump failed: the fleet was not told
+	inside map[int64]int           // buyers inside a wrapped stage, per item
+	spent  map[int64]time.Duration // a moving average of the time one buyer spends inside, per item
+	owed   map[int64]string        // items whose Bump failed: the fleet was not told
 }
+
+// Busy is the error of a buyer turned away by the per-item cap. It wraps
+// ErrOverloaded, and says how long a buyer let in now would be expected to
+// spend inside the stage (queueing included): the wait the Retry-After of
+// the answer reports.
+type Busy struct {
+	ItemID int64
+	Queue  int
+	// Wait is the moving average of the time the item's last buyers spent
+	// inside the stage on this instance; 0 before any has left it.
+	Wait time.Duration
+}
+
+func (b *Busy) Error() string {
+	return fmt.Sprintf("%v: %d buyers of item %d already queued on this instance (each spends about %v inside)", ErrOverloaded, b.Queue, b.ItemID, b.Wait.Round(time.Millisecond))
+}
+
+func (b *Busy) Unwrap() error { return ErrOverloaded }
+
+// RetryAfter is the wait a turned-away buyer is told.
+func (b *Busy) RetryAfter() time.Duration { return b.Wait }
 
 // memo is one stage's remembered sell-outs.
 type memo struct {
@@ -105,7 +131,10 @@ type soldOutMark struct {
 
 // NewCrowd returns the crowd control of one item kind on one instance.
 func NewCrowd(opts CrowdOptions) *Crowd {
-	return &Crowd{opts: opts, inside: map[int64]int{}, owed: map[int64]string{}}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, owed: map[int64]string{}}
 }
 
 // errMayReturn marks a sell-out that may not last: units are reserved by
@@ -143,12 +172,13 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		c.refused(RefusedRemembered)
 		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
 	}
-	if !c.enter(o.ItemID) {
+	if wait, ok := c.enter(o.ItemID); !ok {
 		c.refused(RefusedBounced)
-		return fmt.Errorf("%w: %d buyers of item %d already queued on this instance", ErrOverloaded, c.opts.Queue, o.ItemID)
+		return &Busy{ItemID: o.ItemID, Queue: c.opts.Queue, Wait: wait}
 	}
+	began := c.opts.Now()
 	err := w.next.Buy(ctx, o)
-	c.exit(o.ItemID)
+	c.exit(o.ItemID, c.opts.Now().Sub(began))
 	if errors.Is(err, ErrSoldOut) {
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, errMayReturn) {
@@ -200,21 +230,34 @@ func (m *memo) forget(id int64) {
 	m.mu.Unlock()
 }
 
-func (c *Crowd) enter(id int64) bool {
+// enter admits a buyer of item id, or says how long one spends inside
+// when the cap is reached.
+func (c *Crowd) enter(id int64) (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.opts.Queue > 0 && c.inside[id] >= c.opts.Queue {
-		return false
+		return c.spent[id], false
 	}
 	c.inside[id]++
-	return true
+	return 0, true
 }
 
-func (c *Crowd) exit(id int64) {
+// exit lets a buyer out after d inside, and folds d into the item's moving
+// average (an eighth per buyer: a sale's last few dozen buyers), which
+// lasts while anyone is inside.
+func (c *Crowd) exit(id int64, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if avg, ok := c.spent[id]; ok {
+		c.spent[id] = avg + (d-avg)/8
+	} else {
+		c.spent[id] = d
+	}
 	if c.inside[id]--; c.inside[id] <= 0 {
+		// Nobody waits: the average is only read while the cap is full,
+		// and ids of items that do not exist must not pile up.
 		delete(c.inside, id)
+		delete(c.spent, id)
 	}
 }
 

@@ -321,3 +321,75 @@ func TestCrowdCountsRefusalsByReason(t *testing.T) {
 		t.Fatalf("refusals heard %v, want %v", heard, want)
 	}
 }
+
+// TestBusyBuyerIsToldHowLongOneSpendsInside: a buyer turned away by the cap
+// gets Busy, which wraps ErrOverloaded and carries the moving average of
+// the time the item's buyers spent inside the stage (an eighth per buyer);
+// once nobody is inside, the average is forgotten.
+func TestBusyBuyerIsToldHowLongOneSpendsInside(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	entered := make(chan string)
+	gates := map[string]chan struct{}{}
+	for _, h := range []string{"hold-1", "hold-2", "hold-3", "hold-4", "hold-5"} {
+		gates[h] = make(chan struct{})
+	}
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.UserID == "slow" {
+			mu.Lock()
+			now = now.Add(3 * time.Second)
+			mu.Unlock()
+		}
+		if g, ok := gates[o.UserID]; ok {
+			entered <- o.UserID
+			<-g
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 2, Kind: "product", Now: clock})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	done := make(chan error, len(gates))
+	hold := func(user string) {
+		go func() { done <- buy(t, svc, user, 1) }()
+		<-entered
+	}
+	let := func(user string) {
+		close(gates[user])
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	bounced := func() time.Duration {
+		t.Helper()
+		err := buy(t, svc, "turned-away", 1)
+		var busy *inventory.Busy
+		if !errors.As(err, &busy) || !errors.Is(err, inventory.ErrOverloaded) || busy.Queue != 2 || busy.ItemID != 1 {
+			t.Fatalf("a buyer past the cap: %v, want a Busy of item 1, queue 2, wrapping ErrOverloaded", err)
+		}
+		return busy.Wait
+	}
+
+	hold("hold-1")
+	if err := buy(t, svc, "slow", 1); err != nil { // 3 s inside
+		t.Fatal(err)
+	}
+	hold("hold-2")
+	if w := bounced(); w != 3*time.Second {
+		t.Fatalf("after one buyer spent 3 s inside: Wait %v, want 3s", w)
+	}
+	let("hold-2") // 0 s inside: the average moves an eighth of the way
+	hold("hold-3")
+	if w, want := bounced(), 3*time.Second-3*time.Second/8; w != want {
+		t.Fatalf("after 3 s and 0 s: Wait %v, want %v", w, want)
+	}
+	let("hold-3")
+	let("hold-1") // nobody inside: forgotten
+	hold("hold-4")
+	hold("hold-5")
+	if w := bounced(); w != 0 {
+		t.Fatalf("after everyone left: Wait %v, want 0 (forgotten)", w)
+	}
+	let("hold-4")
+	let("hold-5")
+}
