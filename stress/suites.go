@@ -92,6 +92,8 @@ var suites = []suite{{
 		"TestContractNoOversell",
 		"TestCrowdSellOutSeenDuringResetIsNotRemembered",
 		"TestCrowdAdmission",
+		"TestCrowdCountsRefusalsByReason",
+		"TestBusyBuyerIsToldHowLongOneSpendsInside",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
 		"TestWithoutFencingThePausedHolderOversells",
@@ -179,6 +181,9 @@ var suites = []suite{{
 		"TestDemoRunsAndShutsDown",
 		"TestDemoPaymentTimeout",
 		"TestStreamMetricsFollowTheQueue",
+		"TestOversoldBurstVerdictOutlivesThePaymentWindow",
+		"TestStoryAgainstTheDemo",
+		"TestStoryStartsTheDemoWhenNoneRuns",
 	},
 	budget: 8 * time.Minute,
 }, {
