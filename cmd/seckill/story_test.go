@@ -13,17 +13,25 @@ import (
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// TestStoryAgainstTheDemo: the whole story on the demo, as a newcomer
-// runs it: every stage in teaching order, the table, and the moral. run
-// returns an error if a safe stage oversold, so a nil error is the
-// "exact" half of the lesson; each safe row must also show it.
+// TestStoryAgainstTheDemo: the whole story on the demo: every stage in
+// teaching order, the table, and the moral. run returns an error if a safe
+// stage oversold, so a nil error is the "exact" half of the lesson; each
+// safe row must also show it.
+//
+// The demo here runs in the test binary, under -race, beside the other
+// packages' tests: its lock stages sell several times slower than a
+// normal build's, and with the default 2 s lock wait the last buyers of
+// 100 units could time out waiting, which is capacity, not correctness.
+// So this run sells 50 units to 150 buyers and waits up to 8 s for a
+// lock; the default run (300 buyers, 100 units, 2 s) is what the README
+// quotes, measured on a fresh clone (every safe stage exact).
 func TestStoryAgainstTheDemo(t *testing.T) {
 	if testing.Short() {
-		t.Skip("seven bursts of 300 buyers")
+		t.Skip("seven bursts of 150 buyers")
 	}
-	d := startDemo(t, nil)
+	d := startDemo(t, map[string]string{"SECKILL_LOCK_WAIT": "8s", "SECKILL_REQUEST_TIMEOUT": "16s"})
 	out := &testkit.SyncBuffer{}
-	err := run(context.Background(), []string{"story", "-url", d.front[0], "-token", "demo-test-token", "-no-demo"},
+	err := run(context.Background(), []string{"story", "-url", d.front[0], "-token", "demo-test-token", "-no-demo", "-buyers", "150", "-stock", "50"},
 		func(string) string { return "" }, out, io.Discard)
 	if err != nil {
 		t.Fatalf("story: %v\n%s", err, out)
