@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/seckill-lab/seckill/internal/config"
 )
 
 const tokenAbout = `Make sure an admin token exists at -file, and print it: a token already
@@ -23,9 +25,9 @@ func runToken(_ context.Context, args []string, getenv func(string) string, stdo
 	if err := c.parse(args, stdout); err != nil {
 		return err
 	}
-	if t := getenv("SECKILL_ADMIN_TOKEN"); t != "" {
-		if len(t) < 8 {
-			return errors.New("SECKILL_ADMIN_TOKEN: the admin token must be at least 8 characters")
+	if t := strings.TrimSpace(getenv("SECKILL_ADMIN_TOKEN")); t != "" {
+		if err := config.CheckAdminToken(t); err != nil {
+			return fmt.Errorf("SECKILL_ADMIN_TOKEN: %w", err)
 		}
 		fmt.Fprintf(stdout, "admin token: %s (from SECKILL_ADMIN_TOKEN)\n", t)
 		return nil
@@ -33,18 +35,24 @@ func runToken(_ context.Context, args []string, getenv func(string) string, stdo
 	if *file == "" {
 		return fmt.Errorf("%w: token: -file (or SECKILL_ADMIN_TOKEN_FILE) names no file", errUsage)
 	}
-	b, err := os.ReadFile(*file)
-	switch t := strings.TrimSpace(string(b)); {
-	case err == nil && len(t) >= 8:
-		fmt.Fprintf(stdout, "admin token: %s (kept in %s)\n", t, *file)
+	old, err := config.ReadTokenFile(*file)
+	switch {
+	case err == nil && config.CheckAdminToken(old) == nil:
+		fmt.Fprintf(stdout, "admin token: %s (kept in %s)\n", old, *file)
 		return nil
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("read the admin token: %w", err)
+	}
+	replaced := ""
+	if err == nil {
+		// A file that is there but holds no usable token is replaced, and
+		// the output says so.
+		replaced = "; it held no usable token, and was replaced"
 	}
 	t := randomToken()
 	if err := writeSecret(*file, t); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "admin token: %s (new, in %s)\n", t, *file)
+	fmt.Fprintf(stdout, "admin token: %s (new, in %s%s)\n", t, *file, replaced)
 	return nil
 }

@@ -118,4 +118,13 @@ func TestTokenIsMadeOnceAndKept(t *testing.T) {
 	if err := run(context.Background(), []string{"token"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
 		t.Error("token with no file and no variable succeeded")
 	}
+	// A file without a usable token is replaced, and the output says so.
+	if err := os.WriteFile(file, []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	delete(env, "SECKILL_ADMIN_TOKEN")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"token"}, getenv, &out, io.Discard); err != nil || !strings.Contains(out.String(), "was replaced") {
+		t.Errorf("a short token in the file: %v, printed %q; want a new token and a word that it replaced one", err, out.String())
+	}
 }

@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -166,16 +167,63 @@ func Load(getenv func(string) string) (Config, error) {
 	tokenVar := "SECKILL_ADMIN_TOKEN"
 	if c.AdminToken == "" && c.AdminTokenFile != "" {
 		tokenVar = "SECKILL_ADMIN_TOKEN_FILE"
-		if b, err := os.ReadFile(c.AdminTokenFile); err != nil {
+		var err error
+		if c.AdminToken, err = ReadTokenFile(c.AdminTokenFile); err != nil {
 			fail(tokenVar, err)
-		} else if c.AdminToken = strings.TrimSpace(string(b)); c.AdminToken == "" {
+		} else if c.AdminToken == "" {
 			fail(tokenVar, fmt.Errorf("%s is empty", c.AdminTokenFile))
 		}
 	}
-	if c.AdminToken != "" && len(c.AdminToken) < 8 {
-		fail(tokenVar, errors.New("the admin token must be at least 8 characters"))
+	if c.AdminToken != "" {
+		if err := CheckAdminToken(c.AdminToken); err != nil {
+			fail(tokenVar, err)
+		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// maxTokenFile bounds what ReadTokenFile reads: a token is a line.
+const maxTokenFile = 4096
+
+// ReadTokenFile reads an admin token from path, trimmed of surrounding
+// white space. It reads only a regular file (a FIFO or a device such as
+// /dev/zero would block or never end) of at most 4 KiB.
+func ReadTokenFile(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("%s is larger than %d bytes: not a token", path, maxTokenFile)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// CheckAdminToken says what is wrong with an admin token: fewer than 8
+// characters, or a space or control character inside (it travels in an
+// Authorization header).
+func CheckAdminToken(tok string) error {
+	if len(tok) < 8 {
+		return errors.New("the admin token must be at least 8 characters")
+	}
+	for _, r := range tok {
+		if r <= ' ' || r == 0x7f {
+			return errors.New("the admin token must not contain spaces, line breaks or control characters")
+		}
+	}
+	return nil
 }
 
 // checkListenAddr accepts what net.Listen("tcp", addr) takes for a server:

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,10 +135,45 @@ func TestAdminTokenFromFile(t *testing.T) {
 	if err != nil || c.AdminToken != "from-the-variable" {
 		t.Fatalf("variable and file: %q, %v; want the variable", c.AdminToken, err)
 	}
-	for _, path := range []string{dir + "/missing", write("empty", " \n"), write("short", "abc\n")} {
+	big := write("big", strings.Repeat("x", 5000))
+	for _, path := range []string{dir + "/missing", write("empty", " \n"), write("short", "abc\n"), write("two-lines", "first-line-1\nsecond-line-2\n"), big, dir, "/dev/zero"} {
 		_, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN_FILE": path}))
 		if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN_FILE") {
 			t.Errorf("token file %s: %v, want an error naming SECKILL_ADMIN_TOKEN_FILE", path, err)
 		}
+	}
+}
+
+// TestAdminTokenFileThatNeverEnds: a FIFO nobody writes to is refused at
+// once instead of blocking start-up (os.ReadFile would wait for a writer
+// forever), and so is a device that never ends.
+func TestAdminTokenFileThatNeverEnds(t *testing.T) {
+	fifo := t.TempDir() + "/fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN_FILE": fifo}))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO as the token file: %v, want 'not a regular file'", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("config.Load is still reading a FIFO after 30 s")
+	}
+}
+
+func TestAdminTokenMustBeOneWord(t *testing.T) {
+	for _, tok := range []string{"has a space inside", "tab\tinside-it", "nul\x00inside-it"} {
+		if _, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN": tok})); err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_TOKEN") {
+			t.Errorf("token %q: %v, want an error naming SECKILL_ADMIN_TOKEN", tok, err)
+		}
+	}
+	if _, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN": "  padded-token-ok  "})); err != nil {
+		t.Errorf("white space around a token is trimmed: %v", err)
 	}
 }
