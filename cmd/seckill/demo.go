@@ -177,7 +177,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	} else {
 		fmt.Fprintln(stdout, "  loopback only: other machines cannot reach the demo (-network opens it)")
 	}
-	fmt.Fprintf(stdout, "see it oversell, then see it stop (one burst per stage), in another terminal:\n  make story   (or: seckill story -url %s)\n", frontURL)
+	if frontURL == storyDefaultURL {
+		fmt.Fprintf(stdout, "see it oversell, then see it stop (one burst per stage), in another terminal:\n  make story   (or: seckill story)\n")
+	} else {
+		fmt.Fprintf(stdout, "see it oversell, then see it stop (one burst per stage), in another terminal:\n  seckill story -url %s   (with make: make story STORY_FLAGS='-url %s')\n", frontURL, frontURL)
+	}
 	fmt.Fprintf(stdout, "one buy by hand:\n  curl -i -X POST %s/api/v1/products/1/buy -H 'Content-Type: application/json' -d '{\"user_id\":\"alice\",\"quantity\":1}'\n", urls[0])
 	fmt.Fprintln(stdout, "press Ctrl-C to stop")
 	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)

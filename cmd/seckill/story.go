@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,9 +23,9 @@ reset product; the table shows what each sold, what it oversold, and a
 verdict. unlocked and local-mutex oversell; every other stage sells exactly
 its stock.
 
-When nothing answers at the default -url, story starts the demo itself (on
--url's port and -instances) and leaves it running after the table, for the
-dashboard; Ctrl-C stops it. The admin token comes from -token, else
+When nothing answers at the default -url (or at the -url of an explicit
+-instances), story starts the demo itself there and leaves it running after
+the table, for the dashboard; Ctrl-C stops it. -buyers must exceed -stock. The admin token comes from -token, else
 SECKILL_ADMIN_TOKEN, else SECKILL_ADMIN_TOKEN_FILE, else the running demo's
 token file (.demo/admin-token beside SECKILL_DEMO_DB).`
 
@@ -45,34 +45,42 @@ func runStory(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	u, err := url.Parse(*base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: story: -url %q is not an http or https base URL", errUsage, *base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%w: story: -url %q is not a base URL such as http://127.0.0.1:8080 (scheme, host and port; no path, query or fragment)", errUsage, *base)
 	}
 	if *buyers < 1 || *stock < 1 || *product < 1 {
 		return fmt.Errorf("%w: story: -buyers, -stock and -product must be 1 or more", errUsage)
 	}
+	if *buyers <= *stock {
+		return fmt.Errorf("%w: story: -buyers (%d) must exceed -stock (%d), or no stage can oversell", errUsage, *buyers, *stock)
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	*token = strings.TrimSpace(*token)
 
-	// Start the demo when nothing answers where the demo would be.
+	// Start the demo when nothing answers where the demo would be: at the
+	// default URL, or where -instances says to start one.
 	var demoDone chan error
 	if !answers(ctx, *base) {
-		if *noDemo || !loopbackURL(u) {
-			return fmt.Errorf("nothing answers at %s: start the demo (make run) or a fleet first", *base)
+		if *noDemo || !loopbackURL(u) || u.Scheme != "http" || (set["url"] && !set["instances"]) {
+			return fmt.Errorf("nothing answers at %s/healthz: start the demo (make run) or a fleet first, or name -instances to let story start the demo there", strings.TrimRight(*base, "/"))
 		}
 		if *token == "" {
-			*token = getenv("SECKILL_ADMIN_TOKEN")
+			*token = strings.TrimSpace(getenv("SECKILL_ADMIN_TOKEN"))
 		}
 		if *token == "" {
 			*token = randomToken()
 		}
 		demoEnv := withDefaults(getenv, map[string]string{"SECKILL_ADMIN_TOKEN": *token})
-		demoCtx, stopDemo := context.WithCancel(ctx)
-		defer stopDemo()
 		demoDone = make(chan error, 1)
 		fmt.Fprintf(stdout, "nothing answers at %s: starting the demo\n", *base)
 		go func() {
-			demoDone <- runDemo(demoCtx, []string{"-addr", u.Host, "-instances", *instances}, demoEnv, stdout, stderr)
+			demoDone <- runDemo(ctx, []string{"-addr", u.Host, "-instances", *instances}, demoEnv, stdout, stderr)
 		}()
 		if err := waitAnswer(ctx, *base, demoDone); err != nil {
+			if ctx.Err() != nil {
+				<-demoDone // Ctrl-C while it started: let it shut down cleanly
+			}
 			return err
 		}
 	}
@@ -93,64 +101,91 @@ func runStory(ctx context.Context, args []string, getenv func(string) string, st
 	if len(rows) > 0 {
 		fmt.Fprintln(stdout)
 		story.Table(stdout, rows)
-		fmt.Fprintln(stdout)
-		fmt.Fprintln(stdout, moral(rows))
+		if m := moral(rows); m != "" {
+			fmt.Fprintln(stdout)
+			fmt.Fprintln(stdout, m)
+		}
 	}
+	if demoDone == nil {
+		return err
+	}
+	// The demo story started stays up, also after a failed story (the
+	// dashboard shows what happened), until Ctrl-C; it always shuts down
+	// cleanly before story returns.
+	if ctx.Err() == nil {
+		if err != nil {
+			fmt.Fprintf(stderr, "seckill: story: %v\n", err)
+		}
+		fmt.Fprintf(stdout, "\nthe demo keeps running: its dashboard at %s/ lists these bursts under Burst record; Ctrl-C stops it\n", strings.TrimRight(*base, "/"))
+	}
+	derr := <-demoDone
 	if err != nil {
 		return err
 	}
-	if demoDone == nil {
-		return nil
-	}
-	fmt.Fprintf(stdout, "\nthe demo keeps running: its dashboard at %s/ lists these bursts under Burst record; Ctrl-C stops it\n", strings.TrimRight(*base, "/"))
-	return <-demoDone
+	return derr
 }
 
-// moral sums the table up in one sentence.
+// why says, for an unsafe stage that oversold, what let it.
+var why = map[string]string{
+	"unlocked":    "unlocked reads the stock, checks it and writes it in separate steps, and buyers slip between them",
+	"local-mutex": "local-mutex's lock lives in one process's memory, and the instances share one stock",
+}
+
+// moral sums the table up.
 func moral(rows []story.Row) string {
-	var unsafeOver, safeExact, safe []string
+	var parts []string
+	safe, exact := 0, 0
 	for _, r := range rows {
 		switch {
-		case r.Unsafe && r.Oversold > 0:
-			unsafeOver = append(unsafeOver, r.Stage)
+		case r.Unsafe && (r.Oversold > 0 || !r.Conserved):
+			if w, ok := why[r.Stage]; ok {
+				parts = append(parts, w)
+			}
 		case !r.Unsafe:
-			safe = append(safe, r.Stage)
+			safe++
 			if r.Exact() {
-				safeExact = append(safeExact, r.Stage)
+				exact++
 			}
 		}
 	}
-	var parts []string
-	if len(unsafeOver) > 0 {
-		parts = append(parts, strings.Join(unsafeOver, " and ")+" oversold: they check the stock and write it in two steps, and buyers slip between them")
-	}
 	switch {
-	case len(safe) > 0 && len(safeExact) == len(safe):
-		parts = append(parts, fmt.Sprintf("every safe stage (%d) sold exactly its stock", len(safe)))
-	case len(safe) > 0:
-		parts = append(parts, fmt.Sprintf("%d of %d safe stages sold exactly their stock", len(safeExact), len(safe)))
+	case safe == 0:
+	case exact == safe && safe == 1:
+		parts = append(parts, "the safe stage sold exactly its stock")
+	case exact == safe:
+		parts = append(parts, fmt.Sprintf("every safe stage (%d) sold exactly its stock", safe))
+	default:
+		parts = append(parts, fmt.Sprintf("%d of %d safe stages sold exactly their stock", exact, safe))
 	}
-	return strings.Join(parts, "; ") + "."
+	if len(parts) == 0 {
+		return ""
+	}
+	m := strings.Join(parts, "; ") + "."
+	return strings.ToUpper(m[:1]) + m[1:]
 }
 
 // storyToken finds the admin token of a fleet story did not start.
 func storyToken(getenv func(string) string) (string, error) {
-	if t := getenv("SECKILL_ADMIN_TOKEN"); t != "" {
+	if t := strings.TrimSpace(getenv("SECKILL_ADMIN_TOKEN")); t != "" {
 		return t, nil
 	}
-	file := getenv("SECKILL_ADMIN_TOKEN_FILE")
-	if file == "" {
-		db := getenv("SECKILL_DEMO_DB")
-		if db == "" {
-			db = config.DefaultDemoDB
+	if file := getenv("SECKILL_ADMIN_TOKEN_FILE"); file != "" {
+		t, err := config.ReadTokenFile(file)
+		if err != nil {
+			return "", fmt.Errorf("story needs the admin token: SECKILL_ADMIN_TOKEN_FILE: %w", err)
 		}
-		file = filepath.Join(filepath.Dir(db), "admin-token")
+		return t, nil
 	}
-	b, err := os.ReadFile(file)
+	db := getenv("SECKILL_DEMO_DB")
+	if db == "" {
+		db = config.DefaultDemoDB
+	}
+	file := filepath.Join(filepath.Dir(db), "admin-token")
+	t, err := config.ReadTokenFile(file)
 	if err != nil {
-		return "", fmt.Errorf("story needs the admin token: pass -token, set SECKILL_ADMIN_TOKEN, or run it beside the demo, which writes %s (%w)", file, err)
+		return "", fmt.Errorf("story needs the admin token: pass -token, set SECKILL_ADMIN_TOKEN, or run it in the folder of a running demo, which writes %s (%w)", file, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return t, nil
 }
 
 // answers reports whether base serves /healthz within a second.

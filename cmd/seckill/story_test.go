@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -97,16 +99,68 @@ func TestStoryRefusesBadInvocations(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"story", "-url", "ftp://x"}, "not an http or https base URL"},
+		{[]string{"story", "-url", "ftp://x"}, "not a base URL"},
 		{[]string{"story", "-buyers", "0"}, "1 or more"},
 		{[]string{"story", "extra"}, "takes no arguments"},
 		{[]string{"story", "-url", "http://" + free, "-no-demo"}, "nothing answers at"},
 		{[]string{"story", "-url", "http://192.0.2.1:1"}, "nothing answers at"},
+		{[]string{"story", "-url", "http://127.0.0.1:1/shop"}, "not a base URL"},
+		{[]string{"story", "-url", "http://127.0.0.1:1?x=1"}, "not a base URL"},
+		{[]string{"story", "-buyers", "100", "-stock", "100"}, "must exceed -stock"},
+		// An explicit -url without -instances is a fleet that is down, not
+		// a place to start the demo.
+		{[]string{"story", "-url", "http://" + free}, "nothing answers at"},
+		{[]string{"story", "-url", "https://" + free, "-instances", ":0,:0"}, "nothing answers at"},
 	}
 	for _, c := range cases {
 		err := run(context.Background(), c.args, func(string) string { return "" }, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("run %v: %v, want an error containing %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestStoryThatFailsKeepsAndThenStopsItsDemo: when the story fails after
+// starting the demo (here: a stage the fleet does not run), the demo stays
+// up for the dashboard, and Ctrl-C then shuts it down cleanly: its token
+// file is gone, as after any demo.
+func TestStoryThatFailsKeepsAndThenStopsItsDemo(t *testing.T) {
+	addrs := testkit.FreeAddrs(t, 4)
+	db := filepath.Join(t.TempDir(), "demo.db")
+	env := map[string]string{"SECKILL_DEMO_DB": db}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, errOut := &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
+	done := make(chan error, 1)
+	front := "http://" + addrs[0]
+	go func() {
+		done <- run(ctx, []string{"story", "-url", front, "-instances", strings.Join(addrs[1:], ","), "-stages", "sideways"},
+			func(k string) string { return env[k] }, out, errOut)
+	}()
+	for !strings.Contains(out.String(), "the demo keeps running") {
+		select {
+		case err := <-done:
+			t.Fatalf("story returned %v before saying the demo keeps running:\n%s", err, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(errOut.String(), `"sideways"`) {
+		t.Errorf("the failure was not reported: %q", errOut.String())
+	}
+	resp, err := http.Get(front + "/healthz")
+	if err != nil {
+		t.Fatalf("the demo is gone after a failed story: %v", err)
+	}
+	resp.Body.Close()
+	token := filepath.Join(filepath.Dir(db), "admin-token")
+	if _, err := os.Stat(token); err != nil {
+		t.Fatalf("a running demo has its token file: %v", err)
+	}
+	cancel()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), `"sideways"`) {
+		t.Fatalf("story after Ctrl-C: %v, want the stage error", err)
+	}
+	if _, err := os.Stat(token); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the demo story started left its token file behind: %v", err)
 	}
 }

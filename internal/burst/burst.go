@@ -156,7 +156,9 @@ func (f *Fleet) Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult,
 		}
 	}
 	res.Latency = summarise(lat)
-	a, err := f.audit(ctx, r)
+	// The audit is read even when ctx ended mid-burst (the caller left):
+	// whatever the buys that went out did is on the record all the same.
+	a, err := f.audit(context.WithoutCancel(ctx), r)
 	if err != nil {
 		res.AuditError = err.Error()
 	} else {

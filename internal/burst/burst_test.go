@@ -193,3 +193,22 @@ func TestSetModeAndStatus(t *testing.T) {
 		t.Errorf("SetMode with a wrong token = %+v, %v; want a 401 per peer", out, ok)
 	}
 }
+
+// TestBurstAuditedWhenTheCallerLeaves: a burst whose caller has gone (its
+// context ended) still reads the audit, so what the buys that went out did
+// can be recorded.
+func TestBurstAuditedWhenTheCallerLeaves(t *testing.T) {
+	f := fleetOf(t, newShop(10), "secret-token")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := f.Burst(ctx, api.BurstRequest{Kind: "product", ItemID: 1, N: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counts.Failed != 5 {
+		t.Errorf("counts %+v: want the 5 buys unsent (failed)", res.Counts)
+	}
+	if res.Audit == nil || res.Audit.InitialStock != 10 {
+		t.Errorf("audit %+v (%s): want it read all the same", res.Audit, res.AuditError)
+	}
+}

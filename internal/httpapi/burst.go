@@ -103,7 +103,12 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verd
 		if verdicts != nil && res.Audit != nil {
 			// The burst's answer does not depend on the record: a failed
 			// write is logged, and the verdict is in the answer anyway.
-			if err := verdicts.Record(c.Request.Context(), verdictOf(res)); err != nil {
+			// Also when the caller has left mid-burst: what it did stays
+			// on the record.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 5*time.Second)
+			err := verdicts.Record(ctx, verdictOf(res))
+			cancel()
+			if err != nil {
 				s.log.Warn("recording the burst's verdict", "err", err)
 			}
 		}

@@ -95,6 +95,23 @@ func TestBurstVerdictsAreRecordedAndAudited(t *testing.T) {
 		t.Errorf("first verdict %+v", v)
 	}
 
+	// A caller who leaves before the answer: the verdict is recorded all
+	// the same.
+	fleet.results = []api.BurstResult{{Audit: audit(150, 50), Stages: map[string]int{"db-atomic": 10}}}
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequestWithContext(gone, http.MethodPost, "/api/v1/admin/burst", strings.NewReader(`{"kind":"product","item_id":1,"n":10}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+admin)
+	h.ServeHTTP(w, r)
+	if err := json.NewDecoder(get(h, "/api/v1/products/1/audit").Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Bursts) != 4 || a.Bursts[0].Oversold != 50 {
+		t.Errorf("after a burst whose caller left: %d verdicts, newest %+v; want it recorded", len(a.Bursts), a.Bursts[0])
+	}
+
 	// A record that fails: the burst still answers, the audit too.
 	fleet.results = []api.BurstResult{{Audit: audit(100, 0), Stages: map[string]int{"db-atomic": 10}}}
 	h = httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Mode: "db-atomic", AdminToken: admin,

@@ -35,8 +35,9 @@ type Options struct {
 	Stock int
 	// Buyers is the number of buyers fired at once in each burst.
 	Buyers int
-	// Stages, when set, replaces the fleet's own list (kept in teaching
-	// order).
+	// Stages, when set, are the stages to run, in this order (each once);
+	// each must be one the fleet runs. Empty means every stage the fleet
+	// runs, in teaching order.
 	Stages []string
 	// Client is the HTTP client; nil means a default one.
 	Client *http.Client
@@ -49,12 +50,15 @@ type Options struct {
 
 // Row is one stage's chapter of the story.
 type Row struct {
-	Stage    string  `json:"stage"`
-	Stock    int     `json:"stock"`
-	Sold     int     `json:"sold"`
-	Oversold int     `json:"oversold"`
-	PerSec   float64 `json:"answered_per_sec"`
-	P99MS    float64 `json:"p99_ms"`
+	Stage    string `json:"stage"`
+	Stock    int    `json:"stock"`
+	Sold     int    `json:"sold"`
+	Oversold int    `json:"oversold"`
+	// Conserved is the audit's: every unit that left the stock is in
+	// exactly one order. Lost updates break it without overselling.
+	Conserved bool    `json:"conserved"`
+	PerSec    float64 `json:"answered_per_sec"`
+	P99MS     float64 `json:"p99_ms"`
 	// Unsafe stages are expected to oversell; the lesson is that they do.
 	Unsafe  bool             `json:"unsafe"`
 	Verdict string           `json:"verdict"`
@@ -63,16 +67,17 @@ type Row struct {
 	Audit   *api.Audit       `json:"-"`
 }
 
-// Exact reports whether the stage sold its whole stock and not one unit
-// more.
-func (r Row) Exact() bool { return r.Oversold == 0 && r.Sold == r.Stock }
+// Exact reports whether the stage sold its whole stock, not one unit more,
+// and accounted for every unit.
+func (r Row) Exact() bool { return r.Oversold == 0 && r.Sold == r.Stock && r.Conserved }
 
 // unsafe are the stages the story shows failing.
 var unsafe = []string{inventory.StageUnlocked, inventory.StageLocalMutex}
 
-// ErrSafeStageOversold means a stage that must never oversell did: a bug
-// in the stage (or in the fleet's set-up), not a lesson.
-var ErrSafeStageOversold = errors.New("a safe stage oversold")
+// ErrSafeStageOversold means a stage that must never oversell did, or lost
+// track of a unit (not conserved): a bug in the stage (or in the fleet's
+// set-up), not a lesson.
+var ErrSafeStageOversold = errors.New("a safe stage oversold or lost a unit")
 
 // Run tells the story: for each stage, reset the product, fire the burst,
 // wait for any queued orders to be written, and read the audit. It returns
@@ -84,12 +89,26 @@ func Run(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	stages := o.Stages
-	if len(stages) == 0 {
-		stages = fleetStages(fleet)
+	offered := fleetStages(fleet)
+	stages := offered
+	if len(o.Stages) > 0 {
+		stages = nil
+		for _, st := range o.Stages {
+			if !slices.Contains(offered, st) {
+				return nil, fmt.Errorf("stage %q is not one this fleet runs (it runs: %s)", st, strings.Join(offered, ", "))
+			}
+			if !slices.Contains(stages, st) {
+				stages = append(stages, st)
+			}
+		}
 	}
 	if len(stages) == 0 {
 		return nil, fmt.Errorf("%s lists no stage (GET /api/v1/fleet): is every instance down?", o.URL)
+	}
+	for _, p := range fleet.Peers {
+		if !p.Healthy || !p.Ready {
+			fmt.Fprintf(c.o.Progress, "note: instance %s (%s) is not ready: the buyers sent to it get no answer, and a stage may sell less than its stock\n", p.Instance, p.URL)
+		}
 	}
 	if o.Buyers > fleet.BurstMax && fleet.BurstMax > 0 {
 		return nil, fmt.Errorf("%d buyers is more than this fleet's burst limit, %d (SECKILL_BURST_MAX)", o.Buyers, fleet.BurstMax)
@@ -102,7 +121,7 @@ func Run(ctx context.Context, o Options) ([]Row, error) {
 			return rows, fmt.Errorf("%s: %w", stage, err)
 		}
 		rows = append(rows, row)
-		if !row.Unsafe && row.Oversold > 0 {
+		if !row.Unsafe && (row.Oversold > 0 || !row.Conserved) {
 			bad = append(bad, stage)
 		}
 	}
@@ -181,12 +200,13 @@ func (c *client) chapter(ctx context.Context, i, n int, stage string) (Row, erro
 		return Row{}, err
 	}
 	row := Row{
-		Stage: stage, Stock: a.InitialStock, Sold: a.Sold, Oversold: a.Oversold,
+		Stage: stage, Stock: a.InitialStock, Sold: a.Sold, Oversold: a.Oversold, Conserved: a.Conserved,
 		P99MS: res.Latency.P99, Unsafe: slices.Contains(unsafe, stage),
 		Counts: res.Counts, Result: &res, Audit: &a,
 	}
 	if res.ElapsedMS > 0 {
-		row.PerSec = float64(res.Request.N) / (res.ElapsedMS / 1000)
+		// Answered: every buyer who got an HTTP answer, whatever it said.
+		row.PerSec = float64(res.Request.N-res.Counts.Failed) / (res.ElapsedMS / 1000)
 	}
 	row.Verdict = verdict(row)
 	fmt.Fprintf(c.o.Progress, "      %-12s %s\n", stage, row.Verdict)
@@ -224,6 +244,8 @@ func verdict(r Row) string {
 	switch {
 	case r.Oversold > 0:
 		s = fmt.Sprintf("OVERSOLD: %d units sold that did not exist", r.Oversold)
+	case !r.Conserved:
+		s = fmt.Sprintf("LOST UPDATES: %d sold, but the stock does not account for them (not conserved)", r.Sold)
 	case r.Unsafe:
 		s = fmt.Sprintf("no oversell this time (%d of %d sold): the race is luck, try again", r.Sold, r.Stock)
 	case r.Exact():

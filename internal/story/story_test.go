@@ -20,6 +20,7 @@ type fakeFleet struct {
 	mu     sync.Mutex
 	stages []string
 	sold   map[string]int
+	lost   map[string]bool // stages whose audit is not conserved without overselling
 	queued int
 	stage  string // of the last burst
 	resets int
@@ -36,7 +37,8 @@ func (f *fakeFleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	audit := func() api.Audit {
 		sold := f.sold[f.stage]
-		a := api.Audit{ProductID: 1, InitialStock: 100, Sold: sold, Oversold: max(0, sold-100), Stock: max(0, 100-sold)}
+		a := api.Audit{ProductID: 1, InitialStock: 100, Sold: sold, Oversold: max(0, sold-100), Stock: max(0, 100-sold),
+			Conserved: sold <= 100 && !f.lost[f.stage]}
 		if f.queued > 0 {
 			a.PendingOrders, a.Pending = f.queued, f.queued
 			a.Sold -= f.queued
@@ -111,16 +113,30 @@ func TestRunTellsEachStageAndWaitsForQueuedOrders(t *testing.T) {
 }
 
 func TestRunFailsWhenASafeStageOversells(t *testing.T) {
-	f := &fakeFleet{stages: []string{"unlocked", "redis-lock", "db-atomic"},
-		sold: map[string]int{"unlocked": 150, "redis-lock": 101, "db-atomic": 100}}
+	// The fake's second instance lacks its first stage: "-" is offered by
+	// one instance only, so it is not the fleet's.
+	f := &fakeFleet{stages: []string{"-", "unlocked", "redis-lock", "db-atomic", "redis-atomic"},
+		sold: map[string]int{"unlocked": 150, "redis-lock": 101, "db-atomic": 100, "redis-atomic": 100},
+		lost: map[string]bool{"redis-atomic": true}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	rows, err := Run(context.Background(), Options{URL: srv.URL, Token: "good-token", ProductID: 1, Stock: 100, Buyers: 300, Stages: f.stages})
-	if !errors.Is(err, ErrSafeStageOversold) || !strings.Contains(err.Error(), "redis-lock") || strings.Contains(err.Error(), "unlocked") {
-		t.Fatalf("a safe stage oversold by one: %v", err)
+	rows, err := Run(context.Background(), Options{URL: srv.URL, Token: "good-token", ProductID: 1, Stock: 100, Buyers: 300})
+	if !errors.Is(err, ErrSafeStageOversold) || !strings.Contains(err.Error(), "redis-lock, redis-atomic") || strings.Contains(err.Error(), "unlocked") {
+		t.Fatalf("a safe stage oversold by one, another lost a unit: %v", err)
 	}
-	if len(rows) != 3 || !strings.HasPrefix(rows[1].Verdict, "OVERSOLD: 1 ") {
+	if len(rows) != 4 || !strings.HasPrefix(rows[1].Verdict, "OVERSOLD: 1 ") || !strings.HasPrefix(rows[3].Verdict, "LOST UPDATES") || !rows[2].Exact() {
 		t.Errorf("rows: %+v", rows)
+	}
+
+	// Stages given by hand: each must be the fleet's; repeats run once,
+	// in the order given; nothing is reset before the check.
+	resets := f.resets
+	if _, err := Run(context.Background(), Options{URL: srv.URL, Token: "good-token", ProductID: 1, Stock: 100, Buyers: 300, Stages: []string{"db-atomic", "bogus"}}); err == nil || !strings.Contains(err.Error(), `"bogus"`) || f.resets != resets {
+		t.Errorf("an unknown stage: %v, after %d resets; want an error naming it before any reset", err, f.resets-resets)
+	}
+	rows, err = Run(context.Background(), Options{URL: srv.URL, Token: "good-token", ProductID: 1, Stock: 100, Buyers: 300, Stages: []string{"db-atomic", "unlocked", "db-atomic"}})
+	if err != nil || len(rows) != 2 || rows[0].Stage != "db-atomic" || rows[1].Stage != "unlocked" {
+		t.Errorf("stages db-atomic, unlocked, db-atomic: %v %+v", err, rows)
 	}
 }
 

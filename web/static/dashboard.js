@@ -257,11 +257,19 @@ function renderItems(items) {
   }
 }
 
+// when shows a verdict's time: the time of day for today's, the date too
+// for older ones (the record outlives the day).
+function when(at) {
+  const d = new Date(at);
+  const time = d.toTimeString().slice(0, 8);
+  return d.toDateString() === new Date().toDateString() ? time : `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')} ${time}`;
+}
+
 // renderRecord lists the last bursts' verdicts of every item, newest first,
 // from the audits (the server keeps them across resets and cancellations).
 function renderRecord(items) {
   const all = items.flatMap(it => (it.audit.bursts || []).map(v => ({ ...v, name: it.name })));
-  all.sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0));
+  all.sort((a, b) => Date.parse(b.at) - Date.parse(a.at));
   const rows = all.slice(0, 20);
   $('#record-empty').hidden = rows.length > 0;
   $('#record tbody').replaceChildren(...rows.map(v => {
@@ -272,7 +280,7 @@ function renderRecord(items) {
         : T(`✓ no oversell, ${left} left`, `✓ 无超卖，剩余 ${left} 件`);
     const td = (label, child, cls) => el('td', { class: cls || 'nowrap', 'data-label': label }, child);
     return el('tr', { 'data-stage': v.stage, 'data-oversold': String(v.oversold) },
-      td(T('When', '时间'), el('span', { text: new Date(v.at).toTimeString().slice(0, 8) })),
+      td(T('When', '时间'), el('span', { text: when(v.at) })),
       td(T('Item', '商品'), el('span', { text: v.name })),
       td(T('Stage', '阶段'), el('code', { text: v.stage })),
       td(T('Sold', '卖出'), el('span', { text: `${v.sold}/${v.initial_stock}` })),
