@@ -120,6 +120,10 @@ type tally struct {
 	errors    map[string]int  // transport error texts
 	first     time.Time
 	end       time.Time
+	// lastSale is when the last 201 or 202 was answered; overloadedSent
+	// are the send times of the 503s, to count those sent after it.
+	lastSale       time.Time
+	overloadedSent []time.Time
 }
 
 func newTally(planned uint64) *tally {
@@ -156,12 +160,38 @@ func (t *tally) add(r *vegeta.Result, a answer) {
 	if a.outcome == outTimeout || a.outcome == outNetError {
 		t.errors[r.Error]++
 	}
+	switch a.outcome {
+	case outCreated:
+		if e := r.End(); e.After(t.lastSale) {
+			t.lastSale = e
+		}
+	case outOverloaded:
+		t.overloadedSent = append(t.overloadedSent, r.Timestamp)
+	}
 	if t.first.IsZero() || r.Timestamp.Before(t.first) {
 		t.first = r.Timestamp
 	}
 	if e := r.End(); e.After(t.end) {
 		t.end = e
 	}
+}
+
+// postSaleOverloaded counts the 503s answered to requests sent after the
+// last sale had been answered: buyers told "come back later" about an item
+// already sold out. (A 503 sent before the last sale's answer may honestly
+// have met a full queue while units remained.) With no sale at all it
+// counts nothing: "after the sell-out" has no moment then.
+func (t *tally) postSaleOverloaded() int {
+	if t.lastSale.IsZero() {
+		return 0
+	}
+	n := 0
+	for _, sent := range t.overloadedSent {
+		if sent.After(t.lastSale) {
+			n++
+		}
+	}
+	return n
 }
 
 // elapsed is the attack's wall time: first request sent to last answer.

@@ -49,12 +49,15 @@ type row struct {
 	MaxMs  float64  `json:"max_ms"`
 
 	// Beyond the dashboard's fields.
-	Planned         int            `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
-	Buyers          int            `json:"buyers"`            // distinct buyers sent (requests / copies)
-	InitialStock    int            `json:"initial_stock"`
-	Conflicts       int            `json:"conflicts"`         // 409s other than sold-out
-	TooMany         int            `json:"too_many"`          // 429s
-	Overloaded      int            `json:"overloaded"`        // 503s with Retry-After
+	Planned      int `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
+	Buyers       int `json:"buyers"`            // distinct buyers sent (requests / copies)
+	InitialStock int `json:"initial_stock"`
+	Conflicts    int `json:"conflicts"`  // 409s other than sold-out
+	TooMany      int `json:"too_many"`   // 429s
+	Overloaded   int `json:"overloaded"` // 503s with Retry-After
+	// PostSale503 counts the 503s to requests sent after the last 201 or
+	// 202 was answered: overload told to buyers of a sold-out item.
+	PostSale503     int            `json:"post_sale_503"`
 	NetErrors       int            `json:"net_errors"`        // no answer at all (refused, reset)
 	Replayed        int            `json:"replayed"`          // 201s marked Idempotent-Replayed
 	BuyersWithOrder int            `json:"buyers_with_order"` // distinct buyers (Idempotency-Keys) answered 201
@@ -113,6 +116,7 @@ func (r *row) fill(res attackResult, a api.Audit) {
 	r.Conflicts = t.outcomes[outConflict]
 	r.TooMany = t.outcomes[outTooMany]
 	r.Overloaded = t.outcomes[outOverloaded]
+	r.PostSale503 = t.postSaleOverloaded()
 	r.Other4xx = t.outcomes[outOther4xx]
 	r.ServerErrors = t.outcomes[outServerError]
 	r.Statuses = t.statuses
@@ -173,6 +177,7 @@ const (
 	ruleLabError         = "lab-error"         // the lab could not reset, attack or audit the stage
 	ruleUnconfirmed      = "unconfirmed"       // an accepted (202) order was never confirmed: failed, lost, or still pending
 	ruleCapped           = "capped"            // the --max-duration cap stopped the burst with stock unsold
+	rulePostSale503      = "post-sale-503"     // a buyer who came after the sell-out was told 503, not sold out
 )
 
 // judge sets r's verdict, the rules it broke, and its note from its counts.
@@ -273,9 +278,18 @@ func judge(r *row) {
 			fail(ruleCapped, "the --max-duration cap stopped the burst after %d of %d requests with %d units unsold: too slow for this crowd",
 				r.Requests, r.Planned, r.FinalStock)
 		}
+		// After the sell-out, "sold out" is the answer, and the cheapest
+		// one: a 503 with Retry-After invites a buyer to come back for
+		// nothing, and a crowd of them to storm the service.
+		if r.PostSale503 > 0 {
+			fail(rulePostSale503, "%d requests sent after the last sale was answered got 503 instead of 409 sold-out", r.PostSale503)
+		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
 		}
+	}
+	if r.Overloaded > 0 && r.Requests > 0 {
+		notes = append(notes, fmt.Sprintf("503 share %.1f%% (%d of %d; %d after the last sale)", 100*float64(r.Overloaded)/float64(r.Requests), r.Overloaded, r.Requests, r.PostSale503))
 	}
 	if r.Planned > r.Requests {
 		notes = append(notes, fmt.Sprintf("stopped at the --max-duration cap after %d of %d requests", r.Requests, r.Planned))

@@ -54,6 +54,12 @@ func TestJudge(t *testing.T) {
 		{"503 with Retry-After is overload", func(r *row) {
 			r.SoldOut, r.Overloaded, r.Statuses = 100, 60, map[int]int{201: 40, 409: 100, 503: 60}
 		}, verdictPass, nil, "safe: 40 sold of 40"},
+		{"503 during the sale is overload, noted with its share", func(r *row) {
+			r.SoldOut, r.Overloaded, r.Statuses = 100, 60, map[int]int{201: 40, 409: 100, 503: 60}
+		}, verdictPass, nil, "503 share 30.0% (60 of 200; 0 after the last sale)"},
+		{"503 after the sell-out", func(r *row) {
+			r.SoldOut, r.Overloaded, r.PostSale503, r.Statuses = 100, 60, 7, map[int]int{201: 40, 409: 100, 503: 60}
+		}, verdictFail, []string{rulePostSale503}, "post-sale-503: 7 requests sent after the last sale was answered got 503 instead of 409 sold-out"},
 		{"timeouts", func(r *row) {
 			r.SoldOut, r.Timeouts, r.BuyersWithOrder, r.Statuses = 159, 1, 39, map[int]int{201: 39, 409: 159, 0: 1}
 			r.TransportErrors = map[string]int{"Client.Timeout exceeded": 1}
@@ -414,5 +420,33 @@ func TestPeakOverlap(t *testing.T) {
 		if got := peakOverlap(c.spans); got != c.want {
 			t.Errorf("%s: peak %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// TestPostSaleOverloadedCountsOnlyRequestsSentAfterTheLastSale: a 503 to a
+// request sent before the last 201 or 202 was answered may have met a full
+// queue while units remained; one sent after it was told "come back" about
+// a sold-out item. Results arrive in any order.
+func TestPostSaleOverloadedCountsOnlyRequestsSentAfterTheLastSale(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	res := func(sentMS, latencyMS int) *vegeta.Result {
+		return &vegeta.Result{Timestamp: at(sentMS), Latency: time.Duration(latencyMS) * time.Millisecond}
+	}
+	tl := newTally(0)
+	tl.add(res(30, 5), answer{outcome: outOverloaded}) // sent after the last sale (answered at 25)
+	tl.add(res(0, 10), answer{outcome: outCreated})
+	tl.add(res(5, 3), answer{outcome: outOverloaded})   // during the sale
+	tl.add(res(20, 5), answer{outcome: outCreated})     // the last sale, answered at 25
+	tl.add(res(24, 10), answer{outcome: outOverloaded}) // sent before it, answered after: not counted
+	tl.add(res(40, 1), answer{outcome: outOverloaded})
+	tl.add(res(41, 1), answer{outcome: outSoldOut})
+	if got := tl.postSaleOverloaded(); got != 2 {
+		t.Fatalf("503s sent after the last sale: %d, want 2", got)
+	}
+	none := newTally(0)
+	none.add(res(0, 1), answer{outcome: outOverloaded})
+	if got := none.postSaleOverloaded(); got != 0 {
+		t.Fatalf("no sale at all: %d, want 0", got)
 	}
 }
