@@ -20,21 +20,31 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: probe takes one URL, e.g. seckill probe http://127.0.0.1:8081/readyz", errUsage)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fs.Arg(0), nil)
+	status, err := getOK(ctx, fs.Arg(0), *timeout)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(stdout, status)
+	return nil
+}
+
+// getOK fetches url within timeout and returns its status when it is 2xx;
+// any other answer is an error quoting the start of its body.
+func getOK(ctx context.Context, url string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s answered %s: %s", fs.Arg(0), resp.Status, body)
+		return "", fmt.Errorf("%s answered %s: %s", url, resp.Status, body)
 	}
-	fmt.Fprintln(stdout, resp.Status)
-	return nil
+	return resp.Status, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -190,18 +189,8 @@ func storyToken(getenv func(string) string) (string, error) {
 
 // answers reports whether base serves /healthz within a second.
 func answers(ctx context.Context, base string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/healthz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	_, err := getOK(ctx, strings.TrimRight(base, "/")+"/healthz", time.Second)
+	return err == nil
 }
 
 // waitAnswer waits until base answers, or the demo serving it fails.

@@ -23,6 +23,14 @@ type itemKind struct {
 	coupon  bool
 }
 
+// name is the kind's name in reconcile findings and burst verdicts.
+func (k itemKind) name() string {
+	if k.coupon {
+		return "coupon"
+	}
+	return "product"
+}
+
 // item is an item as the API shows it: an api.Product or an api.Coupon.
 func (k itemKind) item(it inventory.Item) any {
 	if k.coupon {
@@ -149,10 +157,7 @@ func (s *server) handleAudit(k itemKind, last func(context.Context, string, int6
 			out.Reconcile = s.reconcileFor(c.Request.Context(), last, k, id)
 		}
 		if verdicts != nil {
-			kind := "product"
-			if k.coupon {
-				kind = "coupon"
-			}
+			kind := k.name()
 			// The counts above are the audit; the record of bursts is
 			// beside it, and an audit without it is still an answer.
 			if v, err := verdicts.Recent(c.Request.Context(), kind, id, recentVerdicts); err != nil {
@@ -168,10 +173,7 @@ func (s *server) handleAudit(k itemKind, last func(context.Context, string, int6
 // reconcileFor returns this item's finding from the last reconcile run, or
 // nil (none yet, or the item was reset since).
 func (s *server) reconcileFor(ctx context.Context, last func(context.Context, string, int64) (reconcile.Finding, bool, error), k itemKind, id int64) *api.Reconcile {
-	kind := "product"
-	if k.coupon {
-		kind = "coupon"
-	}
+	kind := k.name()
 	f, ok, err := last(ctx, kind, id)
 	if err != nil {
 		s.log.Debug("reading the reconcile result failed", "err", err)
