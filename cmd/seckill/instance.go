@@ -171,7 +171,7 @@ type kindStages struct {
 // queue); the teaching stages do not, since their race is the lesson.
 // With Redis, it also starts redis-stream's order writer.
 func (r *rig) stages(st *store.Ledger, kind string) kindStages {
-	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, Kind: kind, Refused: r.metrics.Refused(kind)}
+	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, QueueMax: r.cfg.ItemQueueMax, Within: r.cfg.LockWait, Kind: kind, Refused: r.metrics.Refused(kind)}
 	if r.b.redis != nil {
 		co.Epochs = r.epochs
 	}

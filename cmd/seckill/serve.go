@@ -30,7 +30,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	b := backends{db: db}
 	defer func() { closeBackends(b, log) }()
 	if len(cfg.RedisAddrs) > 0 {
-		b.redis = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword, ContextTimeoutEnabled: true})
+		b.redis = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool, ContextTimeoutEnabled: true})
 		if err := b.redis.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("SECKILL_REDIS_ADDR=%v: %w", cfg.RedisAddrs, err)
 		}
@@ -38,7 +38,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("SECKILL_REDIS_ADDR is not set: the Redis stages are unavailable")
 	}
 	for _, addr := range cfg.RedlockAddrs {
-		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: addr, Password: cfg.RedisPassword})))
+		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: addr, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool})))
 	}
 
 	inst, err := newInstance(cfg, b, log)

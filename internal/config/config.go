@@ -34,13 +34,15 @@ type Config struct {
 	MySQLConnLifetime     time.Duration // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
 	RedisAddrs            []string      // SECKILL_REDIS_ADDR: one address, or several cluster nodes
 	RedisPassword         string        // SECKILL_REDIS_PASSWORD
+	RedisPool             int           // SECKILL_REDIS_POOL: connections per Redis server (0: go-redis's 10 per CPU)
 	RedlockAddrs          []string      // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
 	AdminToken            string        // SECKILL_ADMIN_TOKEN: admin routes are off when empty
 	AdminTokenFile        string        // SECKILL_ADMIN_TOKEN_FILE: where AdminToken is read from when it is empty
 	CriticalSectionDelay  time.Duration // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration // SECKILL_LOCK_TTL
 	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
-	ItemQueue             int           // SECKILL_ITEM_QUEUE: buyers of one item queued per instance (0: no cap)
+	ItemQueue             int           // SECKILL_ITEM_QUEUE: buyers of one item always let in line per instance (0: no cap)
+	ItemQueueMax          int           // SECKILL_ITEM_QUEUE_MAX: longest that line grows while it is served within SECKILL_LOCK_WAIT
 	SoldOutLease          time.Duration // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
 	RequestTimeout        time.Duration // SECKILL_REQUEST_TIMEOUT: bound on one request's work
 	Fencing               bool          // SECKILL_FENCING: fencing token checked at the stock write
@@ -72,13 +74,15 @@ func (c *Config) settings() []setting {
 		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
 		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
 		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
+		integer(&c.RedisPool, "SECKILL_REDIS_POOL", "0", 0, 100_000, "most connections to each Redis server (0: go-redis's default, 10 per CPU); buyers beyond it wait for a free one"),
 		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
 		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
 		text(&c.AdminTokenFile, "SECKILL_ADMIN_TOKEN_FILE", "", "file holding the admin token, read at start when SECKILL_ADMIN_TOKEN is empty (docker-compose.yml's token service writes one)"),
 		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
-		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "most buyers of one item that queue for its lock or row on one instance; the rest get 503 overloaded at once (0: no cap)"),
+		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "buyers of one item always let in line for its lock, row or script on one instance (0: no cap at all); past them a buyer gets in only if the line is served within SECKILL_LOCK_WAIT at its recent pace, the rest get 503 overloaded at once"),
+		integer(&c.ItemQueueMax, "SECKILL_ITEM_QUEUE_MAX", "4096", 0, 1_000_000, "longest the line of one item on one instance grows past SECKILL_ITEM_QUEUE while it is served within SECKILL_LOCK_WAIT (at or below SECKILL_ITEM_QUEUE: the line stays at SECKILL_ITEM_QUEUE)"),
 		duration(&c.SoldOutLease, "SECKILL_SOLD_OUT_LEASE", "1s", 10*time.Millisecond, time.Minute, "how long an instance answers a sold-out item from memory without rereading its restock epoch; a reset waits this long, so that no instance still answers sold out once it returns"),
 		duration(&c.RequestTimeout, "SECKILL_REQUEST_TIMEOUT", "4s", 100*time.Millisecond, 10*time.Minute, "bound on one buy's work: a backend that never answers costs 503 timeout, not a hang"),
 		boolean(&c.Fencing, "SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"),

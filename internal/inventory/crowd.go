@@ -24,10 +24,16 @@ import (
 //     buyable on all of them at once. Epochs that each instance keeps in
 //     memory (so that the refusal costs no round trip) make a reset wait
 //     until no instance can still trust the old one (see Settle).
-//   - Admission is bounded. At most Queue buyers per item wait inside the
-//     stage on this instance; the next ones are turned away at once with
-//     ErrOverloaded (503 and Retry-After) instead of waiting out the lock
-//     wait or the request deadline while holding a connection.
+//   - Admission is bounded. Queue buyers per item may always wait inside
+//     the stage on this instance. Past them, a buyer is let in only while
+//     the item's last buyers got through the line in at most half of
+//     Within (and never past QueueMax); the others are turned away
+//     at once with ErrOverloaded (503 and Retry-After) instead of waiting
+//     out the lock wait or the request deadline while holding a
+//     connection. So a stage that serves its line quickly keeps the crowd
+//     waiting in line, where a buyer costs nothing, rather than bouncing it
+//     into a retry loop; a slow one turns away whom it could not serve in
+//     time anyway.
 //
 // The teaching stages (unlocked, local-mutex) are not wrapped: they exist to
 // show the race.
@@ -52,9 +58,18 @@ type settler interface {
 
 // CrowdOptions tune Crowd.
 type CrowdOptions struct {
-	// Queue caps the buyers of one item inside a wrapped stage on this
-	// instance at once; 0 means no cap.
+	// Queue is how many buyers of one item may always be inside a wrapped
+	// stage on this instance at once; 0 means no cap at all.
 	Queue int
+	// QueueMax caps the line past Queue: more buyers are let in while
+	// Within allows, up to QueueMax in all. At or below Queue, the line
+	// never grows past Queue.
+	QueueMax int
+	// Within bounds the wait of a buyer let in past Queue: the line grows
+	// only while the item's last buyers spent at most half of Within inside
+	// (the composition root passes SECKILL_LOCK_WAIT, the wait a buyer of
+	// a lock stage gives up after). 0 keeps the line at Queue.
+	Within time.Duration
 	// Epochs, when set, lets the instance remember sell-outs. Without it
 	// every buyer reaches the stage (no fleet-wide way to hear of a reset).
 	Epochs Epochs
@@ -172,9 +187,9 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		c.refused(RefusedRemembered)
 		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
 	}
-	if wait, ok := c.enter(o.ItemID); !ok {
+	if n, wait, ok := c.enter(o.ItemID); !ok {
 		c.refused(RefusedBounced)
-		return &Busy{ItemID: o.ItemID, Queue: c.opts.Queue, Wait: wait}
+		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
 	}
 	began := c.opts.Now()
 	err := w.next.Buy(ctx, o)
@@ -230,16 +245,32 @@ func (m *memo) forget(id int64) {
 	m.mu.Unlock()
 }
 
-// enter admits a buyer of item id, or says how long one spends inside
-// when the cap is reached.
-func (c *Crowd) enter(id int64) (time.Duration, bool) {
+// enter admits a buyer of item id, or says how many are inside and how
+// long one spends there when the line is full.
+func (c *Crowd) enter(id int64) (int, time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.opts.Queue > 0 && c.inside[id] >= c.opts.Queue {
-		return c.spent[id], false
+	n := c.inside[id]
+	if c.opts.Queue > 0 && n >= c.opts.Queue && !c.servedInTime(id, n) {
+		return n, c.spent[id], false
 	}
 	c.inside[id]++
-	return 0, true
+	return n, 0, true
+}
+
+// servedInTime says whether the line of item id may grow past n: while the
+// item's last buyers got through it (queueing included) in at most half of
+// opts.Within, one more is let in, up to opts.QueueMax. Counting the line
+// would not do: in a flash sale most of it only hears "sold out", which
+// takes no turn at the lock, so a long line can be served in moments. The
+// half leaves room for the line to lengthen before the average catches up.
+// Before anyone has left, nothing is known: the line stays at Queue.
+func (c *Crowd) servedInTime(id int64, n int) bool {
+	if n+1 > c.opts.QueueMax || c.opts.Within <= 0 {
+		return false
+	}
+	spent, ok := c.spent[id]
+	return ok && spent <= c.opts.Within/2
 }
 
 // exit lets a buyer out after d inside, and folds d into the item's moving
@@ -254,7 +285,7 @@ func (c *Crowd) exit(id int64, d time.Duration) {
 		c.spent[id] = d
 	}
 	if c.inside[id]--; c.inside[id] <= 0 {
-		// Nobody waits: the average is only read while the cap is full,
+		// Nobody waits: the average is only read while the line is full,
 		// and ids of items that do not exist must not pile up.
 		delete(c.inside, id)
 		delete(c.spent, id)

@@ -393,3 +393,65 @@ func TestBusyBuyerIsToldHowLongOneSpendsInside(t *testing.T) {
 	let("hold-4")
 	let("hold-5")
 }
+
+// TestCrowdLineGrowsWhileItIsServedInTime: past Queue, a buyer is let in
+// only once the item's last buyers are known to have got through in at
+// most half of Within, and never past QueueMax; when they take longer, the
+// line stops growing.
+func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	entered := make(chan string)
+	gates := map[string]chan struct{}{}
+	for i := 1; i <= 5; i++ {
+		gates[fmt.Sprint("h", i)] = make(chan struct{})
+	}
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if g, ok := gates[o.UserID]; ok {
+			entered <- o.UserID
+			<-g
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Second, Kind: "product", Now: clock})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	done := make(chan error, len(gates))
+	hold := func(user string) {
+		go func() { done <- buy(t, svc, user, 1) }()
+		<-entered
+	}
+	let := func(user string) {
+		close(gates[user])
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	bounced := func(why string, inside int) {
+		t.Helper()
+		var busy *inventory.Busy
+		if err := buy(t, svc, "turned-away", 1); !errors.As(err, &busy) || busy.Queue != inside {
+			t.Fatalf("%s: %v, want Busy with %d inside", why, err, inside)
+		}
+	}
+
+	hold("h1")
+	hold("h2")
+	bounced("nobody has left yet, so nothing is known", 2)
+	advance(100 * time.Millisecond)
+	let("h2") // 100 ms inside
+	hold("h3")
+	hold("h4") // 3 inside: the last buyer took 100 ms, within half a second
+	hold("h5") // 4 inside: QueueMax
+	bounced("QueueMax reached", 4)
+	advance(2 * time.Second)
+	let("h5") // 2 s inside: the average moves to 337.5 ms, still in time
+	let("h4") // 2 s again: 545.3 ms, past half of Within
+	bounced("the last buyers took longer than half of Within", 2)
+	let("h1")
+	let("h3")
+	if n := stage.calls.Load(); n != 5 {
+		t.Fatalf("the stage saw %d buyers, want the 5 let in", n)
+	}
+}
