@@ -41,50 +41,74 @@ type problemType struct {
 	err    error
 	status int
 	slug   string
+	key    keyRule // what the answer does to its Idempotency-Key
 	title  string
 	about  string // served at /problems/<slug>
 }
 
+// keyRule is what an answer does to the Idempotency-Key it ran under (see
+// idempotent).
+type keyRule int
+
+const (
+	// keyStore: a final answer, stored and replayed to every retry.
+	keyStore keyRule = iota
+	// keyLetGo: a refusal that took nothing (sold out, already bought):
+	// the key is let go, so a retry runs afresh, and may buy after a
+	// restock.
+	keyLetGo
+	// keyRetry: "not now", with nothing written: let go like keyLetGo,
+	// unless the request's deadline passed or its client left (then
+	// keyUnknown: a cut-off backend call may have taken effect).
+	keyRetry
+	// keyUnknown: the answer may hide a write (a deadline, a failure): a
+	// retry with the key must first learn what happened.
+	keyUnknown
+)
+
+// keyRuleKey is where writeError leaves the keyRule of its answer.
+const keyRuleKey = "seckill.keyRule"
+
 // problemTable maps every error a handler can return to its answer. The
 // first row whose error matches (errors.Is) wins; anything else is a 500.
 var problemTable = []problemType{
-	{inventory.ErrInvalid, 400, "invalid-request", "Invalid request", "A field is missing, out of range or of the wrong type; detail names it."},
-	{errMalformed, 400, "malformed-json", "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
-	{inventory.ErrUnknownStage, 400, "unknown-mode", "Unknown mode", "The mode is not one of " + strings.Join(inventory.Stages, ", ") + "."},
-	{errModeDisabled, 400, "mode-unavailable", "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
-	{errOrderNo, 400, "invalid-order-number", "Invalid order number", "An order number is 1 to 40 letters and digits, as a buy answered it."},
-	{errIdemMissing, 400, "idempotency-key-required", "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
-	{idempotency.ErrInvalidKey, 400, "idempotency-key-invalid", "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
-	{errUnauthorized, 401, "unauthorized", "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},
-	{errForbidden, 403, "forbidden", "Wrong admin token", "The bearer token does not match SECKILL_ADMIN_TOKEN."},
-	{errAdminDisabled, 404, "admin-disabled", "Admin routes disabled", "Admin routes are off because SECKILL_ADMIN_TOKEN is not set."},
-	{inventory.ErrNotFound, 404, "not-found", "Not found", "No product or coupon batch has this id."},
-	{inventory.ErrOrderNotFound, 404, "order-not-found", "Order not found", "No order has this number (an order accepted by redis-stream is found as soon as it is accepted; one lost with a Redis that restarted empty is not)."},
-	{errNoRedis, 404, "no-redis", "No Redis", "This instance runs without Redis (no SECKILL_REDIS_ADDR): it keeps no Idempotency-Key records, and the Redis stages are off."},
-	{errRouteNotFound, 404, "route-not-found", "No such route", "See docs/api.md for the API."},
-	{errMethod, 405, "method-not-allowed", "Method not allowed", "The route exists but not with this method."},
-	{inventory.ErrSoldOut, 409, "sold-out", "Sold out", "Not enough stock is left for this quantity."},
-	{inventory.ErrAlreadyPurchased, 409, "already-purchased", "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},
-	{inventory.ErrOrderCancelled, 409, "order-cancelled", "Order cancelled", "The order was not paid within the payment window (SECKILL_PAYMENT_TIMEOUT): it is cancelled and its units are back in stock."},
-	{inventory.ErrOrderFailed, 409, "order-failed", "Order failed", "The order was accepted but could not be written (for example the database had no stock left for it): nothing was sold and its units went back. GET the order for the reason."},
-	{inventory.ErrOrderPending, 409, "order-pending", "Order not written yet", "The order was accepted and is waiting in the queue to be written; retry after the Retry-After delay."},
-	{idempotency.ErrInFlight, 409, "idempotency-in-flight", "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
-	{errTooLarge, 413, "body-too-large", "Body too large", "Request bodies are capped at 64 KiB."},
-	{errMediaType, 415, "unsupported-media-type", "Unsupported media type", "Send Content-Type: application/json."},
-	{idempotency.ErrMismatch, 422, "idempotency-mismatch", "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},
-	{inventory.ErrLockTimeout, 429, "lock-timeout", "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
-	{inventory.ErrOverloaded, 503, "overloaded", "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
-	{inventory.ErrLockLost, 503, "lock-lost", "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
-	{inventory.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
-	{idempotency.ErrUnavailable, 503, "unavailable", "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
-	{errNotReady, 503, "not-ready", "Not ready", "A backend this instance needs is not reachable."},
-	{context.Canceled, 503, "cancelled", "Request cancelled", "The server is shutting down (or the client went away) before the request finished; its outcome may be unknown. Retry with the same Idempotency-Key."},
-	{context.DeadlineExceeded, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
+	{inventory.ErrInvalid, 400, "invalid-request", keyStore, "Invalid request", "A field is missing, out of range or of the wrong type; detail names it."},
+	{errMalformed, 400, "malformed-json", keyStore, "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
+	{inventory.ErrUnknownStage, 400, "unknown-mode", keyStore, "Unknown mode", "The mode is not one of " + strings.Join(inventory.Stages, ", ") + "."},
+	{errModeDisabled, 400, "mode-unavailable", keyStore, "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
+	{errOrderNo, 400, "invalid-order-number", keyStore, "Invalid order number", "An order number is 1 to 40 letters and digits, as a buy answered it."},
+	{errIdemMissing, 400, "idempotency-key-required", keyStore, "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
+	{idempotency.ErrInvalidKey, 400, "idempotency-key-invalid", keyStore, "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
+	{errUnauthorized, 401, "unauthorized", keyStore, "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},
+	{errForbidden, 403, "forbidden", keyStore, "Wrong admin token", "The bearer token does not match SECKILL_ADMIN_TOKEN."},
+	{errAdminDisabled, 404, "admin-disabled", keyStore, "Admin routes disabled", "Admin routes are off because SECKILL_ADMIN_TOKEN is not set."},
+	{inventory.ErrNotFound, 404, "not-found", keyStore, "Not found", "No product or coupon batch has this id."},
+	{inventory.ErrOrderNotFound, 404, "order-not-found", keyStore, "Order not found", "No order has this number (an order accepted by redis-stream is found as soon as it is accepted; one lost with a Redis that restarted empty is not)."},
+	{errNoRedis, 404, "no-redis", keyStore, "No Redis", "This instance runs without Redis (no SECKILL_REDIS_ADDR): it keeps no Idempotency-Key records, and the Redis stages are off."},
+	{errRouteNotFound, 404, "route-not-found", keyStore, "No such route", "See docs/api.md for the API."},
+	{errMethod, 405, "method-not-allowed", keyStore, "Method not allowed", "The route exists but not with this method."},
+	{inventory.ErrSoldOut, 409, "sold-out", keyLetGo, "Sold out", "Not enough stock is left for this quantity."},
+	{inventory.ErrAlreadyPurchased, 409, "already-purchased", keyLetGo, "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},
+	{inventory.ErrOrderCancelled, 409, "order-cancelled", keyStore, "Order cancelled", "The order was not paid within the payment window (SECKILL_PAYMENT_TIMEOUT): it is cancelled and its units are back in stock."},
+	{inventory.ErrOrderFailed, 409, "order-failed", keyStore, "Order failed", "The order was accepted but could not be written (for example the database had no stock left for it): nothing was sold and its units went back. GET the order for the reason."},
+	{inventory.ErrOrderPending, 409, "order-pending", keyRetry, "Order not written yet", "The order was accepted and is waiting in the queue to be written; retry after the Retry-After delay."},
+	{idempotency.ErrInFlight, 409, "idempotency-in-flight", keyRetry, "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
+	{errTooLarge, 413, "body-too-large", keyStore, "Body too large", "Request bodies are capped at 64 KiB."},
+	{errMediaType, 415, "unsupported-media-type", keyStore, "Unsupported media type", "Send Content-Type: application/json."},
+	{idempotency.ErrMismatch, 422, "idempotency-mismatch", keyStore, "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},
+	{inventory.ErrLockTimeout, 429, "lock-timeout", keyRetry, "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
+	{inventory.ErrOverloaded, 503, "overloaded", keyRetry, "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
+	{inventory.ErrLockLost, 503, "lock-lost", keyRetry, "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
+	{inventory.ErrUnavailable, 503, "unavailable", keyRetry, "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
+	{idempotency.ErrUnavailable, 503, "unavailable", keyRetry, "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
+	{errNotReady, 503, "not-ready", keyRetry, "Not ready", "A backend this instance needs is not reachable."},
+	{context.Canceled, 503, "cancelled", keyUnknown, "Request cancelled", "The server is shutting down (or the client went away) before the request finished; its outcome may be unknown. Retry with the same Idempotency-Key."},
+	{context.DeadlineExceeded, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 	// The same answer as a deadline: the write may have committed.
-	{inventory.ErrOutcomeUnknown, 503, "timeout", "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
+	{inventory.ErrOutcomeUnknown, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 }
 
-var internalProblem = problemType{nil, 500, "internal", "Internal error", "Something unexpected failed; see the server log."}
+var internalProblem = problemType{nil, 500, "internal", keyUnknown, "Internal error", "Something unexpected failed; see the server log."}
 
 func lookupProblem(err error) problemType {
 	for _, p := range problemTable {
@@ -126,6 +150,7 @@ func (s *server) writeError(c *gin.Context, err error) {
 		c.Header("Retry-After", strconv.Itoa(s.retryAfter(err, p)))
 	}
 	c.Set(problemKey, p.slug)
+	c.Set(keyRuleKey, p.key)
 	body := api.Problem{Type: api.ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
 	c.Header("Content-Type", "application/problem+json")
 	c.Header("Cache-Control", "no-store")

@@ -200,31 +200,57 @@ type grabBody struct {
 	UserID *string `json:"user_id"`
 }
 
-// stampBuy marks every answer of a buy or grab, including those the
-// Idempotency-Key check gives before the handler runs, with the instance
-// and the stage the buy runs under.
-func (s *server) stampBuy(svc *inventory.Service) gin.HandlerFunc {
+// buyInput is a buy or grab as readBuy read it, once, for every handler
+// after it: the Idempotency-Key claim, its refusal check and handleBuy.
+type buyInput struct {
+	stage    string
+	stageErr error  // no stage: an unknown X-Seckill-Mode, or no admin token with it
+	body     []byte // the raw body, for the key's fingerprint
+	bodyErr  error  // the body could not be read (too large, cut off)
+	req      inventory.Request
+	reqErr   error // not a valid buy: the path, the body or a field (bodyErr included)
+}
+
+// buyInputKey is where readBuy leaves the buyInput.
+const buyInputKey = "seckill.buy"
+
+// readBuy reads a buy or grab of kind k once: the stage it runs under, its
+// body and the request in it. Errors are not answered here but kept for
+// the handlers after it, which answer them in their order. It also marks
+// every answer, including those the Idempotency-Key check gives before the
+// handler runs, with the instance and the stage.
+func (s *server) readBuy(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Header("X-Seckill-Instance", s.instance)
-		if stage, err := s.stageFor(c, svc); err == nil {
-			c.Header("X-Seckill-Mode", stage)
+		in := &buyInput{}
+		if in.stage, in.stageErr = s.stageFor(c, k.svc); in.stageErr == nil {
+			c.Header("X-Seckill-Mode", in.stage)
 		}
+		in.body, in.bodyErr = readBody(c)
+		in.req, in.reqErr = parseBuy(c, k.coupon, in.body, in.bodyErr)
+		c.Set(buyInputKey, in)
 	}
+}
+
+// buyOf returns what readBuy read, or nil on a route without it.
+func buyOf(c *gin.Context) *buyInput {
+	v, _ := c.Get(buyInputKey)
+	in, _ := v.(*buyInput)
+	return in
 }
 
 func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		stage, err := s.stageFor(c, k.svc)
-		if err != nil {
-			s.writeError(c, err)
+		in := buyOf(c)
+		if in.stageErr != nil {
+			s.writeError(c, in.stageErr)
 			return
 		}
-		req, err := parseBuy(c, k.coupon)
-		if err != nil {
-			s.writeError(c, err)
+		if in.reqErr != nil {
+			s.writeError(c, in.reqErr)
 			return
 		}
-		o, err := k.svc.Buy(c.Request.Context(), stage, req)
+		o, err := k.svc.Buy(c.Request.Context(), in.stage, in.req)
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -240,22 +266,32 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 	}
 }
 
-func parseBuy(c *gin.Context, coupon bool) (inventory.Request, error) {
+// parseBuy reads the request of a buy (or a grab, coupon) from its path
+// and its body, as read (bodyErr: it could not be). A request whose body
+// decoded keeps its user_id even when a field is invalid: the
+// Idempotency-Key record is scoped by it.
+func parseBuy(c *gin.Context, coupon bool, body []byte, bodyErr error) (inventory.Request, error) {
 	id, err := pathID(c)
 	if err != nil {
 		return inventory.Request{}, err
 	}
 	req := inventory.Request{ItemID: id, Quantity: 1}
+	if err := checkMediaType(c); err != nil {
+		return req, err
+	}
+	if bodyErr != nil {
+		return req, bodyErr
+	}
 	var user *string
 	if coupon {
 		var b grabBody
-		if err := decodeJSON(c, &b); err != nil {
+		if err := decodeBody(body, &b); err != nil {
 			return req, err
 		}
 		user = b.UserID
 	} else {
 		var b buyBody
-		if err := decodeJSON(c, &b); err != nil {
+		if err := decodeBody(body, &b); err != nil {
 			return req, err
 		}
 		user = b.UserID

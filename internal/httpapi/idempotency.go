@@ -20,12 +20,12 @@ var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instan
 // its key (see idempotency.Refusal); the zero Refusal when it has none.
 type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) idempotency.Refusal
 
-// idempotent runs a buy or grab at most once per Idempotency-Key: the first
-// request runs and its answer is stored; a retry gets that answer again,
-// byte for byte, with Idempotent-Replayed: true. A refusal that took
-// nothing (sold out, already purchased) is not stored: a retry runs again.
-// With check, a request that would be refused so is answered in the
-// claim's own round trip (see refusalCheck).
+// idempotent runs a buy, grab or payment at most once per Idempotency-Key,
+// in three steps: claim the key (or find its stored answer), replay a
+// stored answer byte for byte with Idempotent-Replayed: true, or run the
+// request and settle the key by what it answered (see keyRule). With
+// check, a request that would be refused is answered in the claim's own
+// round trip (see refusalCheck).
 func (s *server) idempotent(store *idempotency.Store, require bool, check refusalCheckFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		header := c.GetHeader("Idempotency-Key")
@@ -43,105 +43,142 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 		if store == nil {
 			return // no Redis on this instance: keys cannot be honoured, see Deps
 		}
-		body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBody+1))
-		if err != nil {
-			s.writeError(c, errors.Join(errMalformed, err))
-			return
-		}
-		if len(body) > MaxBody {
-			s.writeError(c, errTooLarge)
-			return
-		}
-		path := c.Request.URL.Path
-		fp := idempotency.Fingerprint(c.Request.Method, path, body)
-		var refusal idempotency.Refusal
-		if check != nil {
-			c.Request.Body = io.NopCloser(bytes.NewReader(body))
-			refusal = check(c, store)
-		}
-		c.Request.Body = io.NopCloser(bytes.NewReader(body))
-		claim, stored, err := store.BeginChecked(c.Request.Context(), userOf(body), path, key, fp, refusal)
-		var refused *idempotency.RefusedError
-		if errors.As(err, &refused) {
-			s.writeError(c, inventory.RefusalError(refused.Reason))
-			return
-		}
-		if err != nil {
-			s.writeError(c, err)
+		claim, stored, ok := s.claimKey(c, store, key, check)
+		if !ok {
 			return
 		}
 		if stored != nil {
-			for k, v := range stored.Header {
-				c.Header(k, v)
-			}
-			c.Header("Cache-Control", "no-store")
-			c.Header("Idempotent-Replayed", "true")
-			c.Status(stored.Status)
-			if _, err := c.Writer.Write(stored.Body); err != nil {
-				s.log.Debug("writing replay failed", "err", err)
-			}
-			c.Abort()
+			s.replay(c, stored)
 			return
 		}
+		s.runAndSettle(c, store, claim)
+	}
+}
 
-		if claim.Retaken() {
-			// An earlier run with this key was cut off (a crash, a
-			// timeout): it may have bought, and the service answers with
-			// that order rather than deciding afresh.
-			c.Request = c.Request.WithContext(inventory.WithRetry(c.Request.Context()))
+// claimKey claims key for this request, or finds the answer stored under
+// it. It answers the request itself, and returns false, when the key
+// cannot be claimed: the body is unreadable, the check refused the buy, or
+// the key is in flight, mismatched or unreachable.
+func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, check refusalCheckFunc) (*idempotency.Claim, *idempotency.Response, bool) {
+	body, user, err := s.keyedBody(c)
+	if err != nil {
+		s.writeError(c, err)
+		return nil, nil, false
+	}
+	path := c.Request.URL.Path
+	fp := idempotency.Fingerprint(c.Request.Method, path, body)
+	var refusal idempotency.Refusal
+	if check != nil {
+		refusal = check(c, store)
+	}
+	claim, stored, err := store.BeginChecked(c.Request.Context(), user, path, key, fp, refusal)
+	var refused *idempotency.RefusedError
+	if errors.As(err, &refused) {
+		err = inventory.RefusalError(refused.Reason)
+	}
+	if err != nil {
+		s.writeError(c, err)
+		return nil, nil, false
+	}
+	return claim, stored, true
+}
+
+// keyedBody returns the body a key's fingerprint covers and the user its
+// record is scoped by: a buy's as readBuy read it; another route's read
+// here, and put back for its handler.
+func (s *server) keyedBody(c *gin.Context) ([]byte, string, error) {
+	if in := buyOf(c); in != nil {
+		return in.body, in.req.UserID, in.bodyErr
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return nil, "", err
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	return body, userOf(body), nil
+}
+
+// replay answers a stored response again.
+func (s *server) replay(c *gin.Context, stored *idempotency.Response) {
+	for k, v := range stored.Header {
+		c.Header(k, v)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Header("Idempotent-Replayed", "true")
+	c.Status(stored.Status)
+	if _, err := c.Writer.Write(stored.Body); err != nil {
+		s.log.Debug("writing replay failed", "err", err)
+	}
+	c.Abort()
+}
+
+// runAndSettle runs the request under claim and settles the key by the
+// answer's keyRule.
+func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *idempotency.Claim) {
+	if claim.Retaken() {
+		// An earlier run with this key was cut off (a crash, a timeout):
+		// it may have bought, and the service answers with that order
+		// rather than deciding afresh.
+		c.Request = c.Request.WithContext(inventory.WithRetry(c.Request.Context()))
+	}
+	w := &capturingWriter{ResponseWriter: c.Writer}
+	c.Writer = w
+	defer func() {
+		// A panic unwinds past this middleware to the recoverer, which
+		// answers 5xx: the run may have bought, and the key must not wait
+		// out its lease as if still in flight.
+		if rec := recover(); rec != nil {
+			if err := store.Unknown(c.Request.Context(), claim); err != nil {
+				s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", err)
+			}
+			panic(rec)
 		}
-		w := &capturingWriter{ResponseWriter: c.Writer}
-		c.Writer = w
-		defer func() {
-			// A panic unwinds past this middleware to the recoverer,
-			// which answers 5xx: the run may have bought, and the key
-			// must not wait out its lease as if still in flight.
-			if rec := recover(); rec != nil {
-				if err := store.Unknown(c.Request.Context(), claim); err != nil {
-					s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", err)
-				}
-				panic(rec)
-			}
-		}()
-		c.Next()
-		status := w.Status()
-		if slug := c.GetString(problemKey); slug == "sold-out" || slug == "already-purchased" {
-			// A refusal took nothing, so there is nothing for a retry to
-			// miss, and a retry after a restock may buy: the key is let
-			// go (as the refusal check would have left it), not stored.
-			if err := store.Abandon(c.Request.Context(), claim); err != nil {
-				s.log.Warn("abandoning an idempotency claim failed; its lease runs out instead", "err", err)
-			}
-			return
-		}
-		if status >= 500 || status == http.StatusTooManyRequests || w.Header().Get("Retry-After") != "" {
-			// Retryable answers are not replayed: the retry should run.
-			// (A 409 order-pending says Retry-After too: the order will
-			// be written, and the same key must then pay it.) A timeout
-			// or a failure may have written; its retry must know that.
-			// So may a run whose deadline passed (or whose client left)
-			// whatever it answered: a backend call cut off there, such
-			// as a Redis script whose reply was lost, comes back as
-			// "unavailable" although it may have taken effect.
-			settle, how := store.Abandon, "abandoning"
-			if slug := c.GetString(problemKey); slug == "timeout" || slug == "internal" || c.Request.Context().Err() != nil {
-				settle, how = store.Unknown, "marking the outcome unknown of"
-			}
-			if err := settle(c.Request.Context(), claim); err != nil {
-				s.log.Warn(how+" an idempotency claim failed; its lease runs out instead", "err", err)
-			}
-			return
-		}
-		resp := idempotency.Response{Status: status, Header: map[string]string{}, Body: w.buf.Bytes()}
+	}()
+	c.Next()
+
+	var err error
+	how := ""
+	switch answerKeyRule(c, w.Status()) {
+	case keyStore:
+		resp := idempotency.Response{Status: w.Status(), Header: map[string]string{}, Body: w.buf.Bytes()}
 		for _, h := range replayHeaders {
 			if v := w.Header().Get(h); v != "" {
 				resp.Header[h] = v
 			}
 		}
-		if err := store.Finish(c.Request.Context(), claim, resp); err != nil {
-			s.log.Warn("storing an idempotent response failed; a retry will run again and be refused as a repeat", "err", err)
+		err, how = store.Finish(c.Request.Context(), claim, resp), "storing an idempotent response failed; a retry will run again and be refused as a repeat"
+	case keyLetGo:
+		err, how = store.Abandon(c.Request.Context(), claim), "abandoning an idempotency claim failed; its lease runs out instead"
+	case keyUnknown:
+		err, how = store.Unknown(c.Request.Context(), claim), "marking the outcome unknown of an idempotency claim failed; its lease runs out instead"
+	}
+	if err != nil {
+		s.log.Warn(how, "err", err)
+	}
+}
+
+// answerKeyRule is what the answer just given does to its key: the error
+// table's rule for a problem (writeError leaves it), keyStore for any
+// other answer below 500, keyUnknown above. A retryable answer given after
+// the request's deadline passed (or its client left) is keyUnknown: a
+// backend call cut off there, such as a Redis script whose reply was lost,
+// comes back as "unavailable" although it may have taken effect.
+func answerKeyRule(c *gin.Context, status int) keyRule {
+	v, _ := c.Get(keyRuleKey)
+	rule, ok := v.(keyRule)
+	if !ok {
+		rule = keyStore
+		if status >= http.StatusInternalServerError {
+			rule = keyUnknown
 		}
 	}
+	if rule == keyRetry {
+		rule = keyLetGo
+		if c.Request.Context().Err() != nil {
+			rule = keyUnknown
+		}
+	}
+	return rule
 }
 
 // userOf reads user_id from a JSON body, or "" when there is none: the
@@ -178,15 +215,11 @@ func (w *capturingWriter) WriteString(s string) (int, error) {
 // other reasons (a bad body, an unknown stage) has no check and runs.
 func (s *server) refusalCheck(k itemKind) refusalCheckFunc {
 	return func(c *gin.Context, store *idempotency.Store) idempotency.Refusal {
-		stage, err := s.stageFor(c, k.svc)
-		if err != nil {
+		in := buyOf(c)
+		if in == nil || in.stageErr != nil || in.reqErr != nil {
 			return idempotency.Refusal{}
 		}
-		req, err := parseBuy(c, k.coupon)
-		if err != nil {
-			return idempotency.Refusal{}
-		}
-		rc, ok := k.svc.RefusalCheck(stage, req)
+		rc, ok := k.svc.RefusalCheck(in.stage, in.req)
 		if !ok || !store.Checks(rc.Client) {
 			return idempotency.Refusal{}
 		}

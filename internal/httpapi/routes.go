@@ -30,12 +30,12 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
 	}
 	r.GET("/debug/pprof/*name", s.requireAdmin(), pprofHandler)
-	api.POST("/products/:id/buy", buyObs, s.stampBuy(d.Products), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(products)), s.handleBuy(products))
+	api.POST("/products/:id/buy", buyObs, s.readBuy(products), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(products)), s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
 		api.GET("/coupons/:id/audit", s.handleAudit(coupons, d.LastReconcile, d.Dashboard.Verdicts))
-		api.POST("/coupons/:id/grab", grabObs, s.stampBuy(d.Coupons), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(coupons)), s.handleBuy(coupons))
+		api.POST("/coupons/:id/grab", grabObs, s.readBuy(coupons), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(coupons)), s.handleBuy(coupons))
 	}
 
 	// An order of any stage, and its payment (orders.go).

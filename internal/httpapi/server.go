@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -210,6 +211,18 @@ func checkStage(name string, svc *inventory.Service) error {
 // decodeJSON reads one JSON object into dst: application/json only, at most
 // MaxBody bytes, no unknown fields, nothing after the object.
 func decodeJSON(c *gin.Context, dst any) error {
+	if err := checkMediaType(c); err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, dst)
+}
+
+// checkMediaType refuses a body that is not application/json.
+func checkMediaType(c *gin.Context) error {
 	if ct := c.GetHeader("Content-Type"); ct != "application/json" {
 		// Anything but the plain form (a charset, other case, spaces) is
 		// parsed; the plain form needs no parsing.
@@ -217,20 +230,35 @@ func decodeJSON(c *gin.Context, dst any) error {
 			return errMediaType
 		}
 	}
+	return nil
+}
+
+// readBody reads the request body, at most MaxBody bytes (errTooLarge past
+// them, and the connection is not reused).
+func readBody(c *gin.Context) ([]byte, error) {
 	if c.Request.ContentLength > MaxBody {
-		return errTooLarge
+		return nil, errTooLarge
 	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, errTooLarge
+	case err != nil:
+		return nil, errors.Join(errMalformed, err)
+	}
+	return body, nil
+}
+
+// decodeBody decodes one JSON object from body into dst: no unknown
+// fields, nothing after the object.
+func decodeBody(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return classifyDecodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errTooLarge
-		}
 		return errors.Join(errMalformed, errors.New("unexpected data after the JSON object"))
 	}
 	return nil
