@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -165,5 +166,52 @@ func TestRefusalIsNotStoredWithoutTheCheck(t *testing.T) {
 	}
 	if retry := post(h, "late-key", `{"user_id":"late","quantity":1}`); retry.Code != http.StatusCreated {
 		t.Fatalf("the retry after a restock: %d %s, want 201", retry.Code, retry.Body)
+	}
+}
+
+// TestRedisAtomicSaleRoundTrips counts what one sale under redis-atomic
+// costs in round trips to Redis, with the key records on the stage's own
+// Redis: without a key, the reserve script and the confirm (the HDEL of
+// the reservation); with a key, also the claim and the stored answer.
+// Folding the claim into the reserve and the confirm into the stored
+// answer would make the keyed sale two (issue #29, point 4, not built):
+// this test is the instrument that will say so.
+func TestRedisAtomicSaleRoundTrips(t *testing.T) {
+	rdb := testenv.Redis(t)
+	count := &roundTrips{}
+	rdb.AddHook(count)
+	db := testenv.SQLite(t)
+	ctx := context.Background()
+	prefix := testenv.Name("trips")
+	stage := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	if err := db.Products().Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := stage.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:    "trips-1",
+		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "trips-1", "O"),
+		Mode:        "redis-atomic",
+		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
+	})
+	if rec := post(h, "warm-key", `{"user_id":"warm","quantity":1}`); rec.Code != http.StatusCreated {
+		t.Fatalf("a first sale (loads the scripts): %d %s", rec.Code, rec.Body)
+	}
+	for _, c := range []struct {
+		key  string
+		want []string
+	}{
+		{"", []string{"evalsha", "hdel"}},
+		{"trips-key", []string{"evalsha", "evalsha", "hdel", "evalsha"}},
+	} {
+		count.take()
+		if rec := post(h, c.key, fmt.Sprintf(`{"user_id":"buyer-%s","quantity":1}`, c.key)); rec.Code != http.StatusCreated {
+			t.Fatalf("a sale with key %q: %d %s", c.key, rec.Code, rec.Body)
+		}
+		if got := count.take(); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Fatalf("a sale with key %q sent %v to Redis, want %v", c.key, got, c.want)
+		}
 	}
 }
