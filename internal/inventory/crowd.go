@@ -27,7 +27,10 @@ import (
 //   - Admission is bounded. Queue buyers per item may always wait inside
 //     the stage on this instance. Past them, a buyer is let in only while
 //     the item's last buyers got through the line in at most half of
-//     Within (and never past QueueMax); the others are turned away
+//     Within (and never past QueueMax); before anyone has left the line,
+//     a buyer waits at the door for the first to leave, at most half of
+//     Within, and is then answered from memory if that buyer found the
+//     item sold out. The others are turned away
 //     at once with ErrOverloaded (503 and Retry-After) instead of waiting
 //     out the lock wait or the request deadline while holding a
 //     connection. So a stage that serves its line quickly keeps the crowd
@@ -107,6 +110,8 @@ type Crowd struct {
 	memos  []*memo
 	inside map[int64]int           // buyers inside a wrapped stage, per item
 	spent  map[int64]time.Duration // a moving average of the time one buyer spends inside, per item
+	doors  map[int64]chan struct{} // closed when the next buyer leaves, per item with buyers at the door
+	atDoor map[int64]int           // buyers waiting at the door, per item
 	owed   map[int64]string        // items whose Bump failed: the fleet was not told
 }
 
@@ -149,7 +154,7 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, owed: map[int64]string{}}
+	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
 }
 
 // errMayReturn marks a sell-out that may not last: units are reserved by
@@ -183,23 +188,34 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	if w.m != nil {
 		epoch, remembered = c.epoch(ctx, o.ItemID)
 	}
-	if remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity) {
+	soldOut := func() bool { return remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity) }
+	if soldOut() {
 		c.refused(RefusedRemembered)
 		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
 	}
-	if n, wait, ok := c.enter(o.ItemID); !ok {
+	n, wait, waited, ok := c.enter(ctx, o.ItemID)
+	if !ok {
 		c.refused(RefusedBounced)
 		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
 	}
+	if waited && soldOut() {
+		// The first buyers out of the line found it sold out while this
+		// one waited at the door.
+		c.leave(o.ItemID)
+		c.refused(RefusedRemembered)
+		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+	}
 	began := c.opts.Now()
 	err := w.next.Buy(ctx, o)
-	c.exit(o.ItemID, c.opts.Now().Sub(began))
+	spent := c.opts.Now().Sub(began)
 	if errors.Is(err, ErrSoldOut) {
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, errMayReturn) {
+			// Before exit opens the door: whoever waits there learns it.
 			w.m.remember(o.ItemID, epoch, o.Quantity)
 		}
 	}
+	c.exit(o.ItemID, spent)
 	return err
 }
 
@@ -246,16 +262,56 @@ func (m *memo) forget(id int64) {
 }
 
 // enter admits a buyer of item id, or says how many are inside and how
-// long one spends there when the line is full.
-func (c *Crowd) enter(id int64) (int, time.Duration, bool) {
+// long one spends there when the line is full. A buyer who finds the line
+// at Queue before anyone has left it waits at the door (waited) for the
+// first to leave, at most half of Within: a fresh line is about to show
+// its pace, and a buyer sent away now would only come straight back.
+func (c *Crowd) enter(ctx context.Context, id int64) (n int, wait time.Duration, waited, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.inside[id]
-	if c.opts.Queue > 0 && n >= c.opts.Queue && !c.servedInTime(id, n) {
-		return n, c.spent[id], false
+	n = c.inside[id]
+	if c.opts.Queue > 0 && n >= c.opts.Queue {
+		if _, known := c.spent[id]; !known && c.opts.Within > 0 && n+c.atDoor[id] < c.opts.QueueMax {
+			c.waitAtDoor(ctx, id)
+			waited, n = true, c.inside[id]
+		}
+		if n >= c.opts.Queue && !c.servedInTime(id, n) {
+			return n, c.spent[id], waited, false
+		}
 	}
 	c.inside[id]++
-	return n, 0, true
+	return n, 0, waited, true
+}
+
+// waitAtDoor waits, with c.mu held on entry and on return, until a buyer
+// of item id leaves the line, half of Within passes, or ctx ends.
+func (c *Crowd) waitAtDoor(ctx context.Context, id int64) {
+	door, ok := c.doors[id]
+	if !ok {
+		door = make(chan struct{})
+		c.doors[id] = door
+	}
+	c.atDoor[id]++
+	c.mu.Unlock()
+	t := time.NewTimer(c.opts.Within / 2)
+	select {
+	case <-door:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	c.mu.Lock()
+	if c.atDoor[id]--; c.atDoor[id] <= 0 {
+		delete(c.atDoor, id)
+	}
+}
+
+// leave lets out a buyer who was let in but never ran the stage: nothing
+// to time.
+func (c *Crowd) leave(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out(id)
 }
 
 // servedInTime says whether the line of item id may grow past n: while the
@@ -275,7 +331,7 @@ func (c *Crowd) servedInTime(id int64, n int) bool {
 
 // exit lets a buyer out after d inside, and folds d into the item's moving
 // average (an eighth per buyer: a sale's last few dozen buyers), which
-// lasts while anyone is inside.
+// lasts while anyone is inside. It opens the door to whoever waits there.
 func (c *Crowd) exit(id int64, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -284,6 +340,15 @@ func (c *Crowd) exit(id int64, d time.Duration) {
 	} else {
 		c.spent[id] = d
 	}
+	if door, ok := c.doors[id]; ok {
+		close(door)
+		delete(c.doors, id)
+	}
+	c.out(id)
+}
+
+// out counts a buyer out of the line; c.mu is held.
+func (c *Crowd) out(id int64) {
 	if c.inside[id]--; c.inside[id] <= 0 {
 		// Nobody waits: the average is only read while the line is full,
 		// and ids of items that do not exist must not pile up.

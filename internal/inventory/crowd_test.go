@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -396,8 +397,9 @@ func TestBusyBuyerIsToldHowLongOneSpendsInside(t *testing.T) {
 
 // TestCrowdLineGrowsWhileItIsServedInTime: past Queue, a buyer is let in
 // only once the item's last buyers are known to have got through in at
-// most half of Within, and never past QueueMax; when they take longer, the
-// line stops growing.
+// most half of Within (before that, it waits at the door for the first to
+// leave), and never past QueueMax; when they take longer, the line stops
+// growing.
 func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
@@ -438,10 +440,16 @@ func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 
 	hold("h1")
 	hold("h2")
-	bounced("nobody has left yet, so nothing is known", 2)
+	// Nobody has left yet: h3 waits at the door for the first to leave.
+	go func() { done <- buy(t, svc, "h3", 1) }()
+	for crowd.AtDoor(1) != 1 {
+		runtime.Gosched()
+	}
 	advance(100 * time.Millisecond)
-	let("h2") // 100 ms inside
-	hold("h3")
+	let("h2") // 100 ms inside: h3 is let in
+	if who := <-entered; who != "h3" {
+		t.Fatalf("%s entered, want h3 from the door", who)
+	}
 	hold("h4") // 3 inside: the last buyer took 100 ms, within half a second
 	hold("h5") // 4 inside: QueueMax
 	bounced("QueueMax reached", 4)
@@ -453,5 +461,75 @@ func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 	let("h3")
 	if n := stage.calls.Load(); n != 5 {
 		t.Fatalf("the stage saw %d buyers, want the 5 let in", n)
+	}
+}
+
+// TestCrowdDoorClosesWhenNobodyLeaves: a buyer at the door of a fresh, full
+// line is turned away once half of Within passes with nobody leaving it.
+func TestCrowdDoorClosesWhenNobodyLeaves(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.UserID == "holder" {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: 2 * time.Millisecond, Kind: "product"})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	done := make(chan error, 1)
+	go func() { done <- buy(t, svc, "holder", 1) }()
+	<-entered
+	var busy *inventory.Busy
+	if err := buy(t, svc, "at-the-door", 1); !errors.As(err, &busy) || busy.Queue != 1 {
+		t.Fatalf("a buyer at the door of a line nobody leaves: %v, want Busy with 1 inside", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := crowd.AtDoor(1); n != 0 {
+		t.Fatalf("%d still at the door", n)
+	}
+}
+
+// TestCrowdDoorLearnsTheSellOut: buyers waiting at the door of a fresh line
+// when its first buyer finds the item sold out are answered from memory,
+// without reaching the stage.
+func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.UserID == "first" {
+			entered <- struct{}{}
+			<-release
+		}
+		return inventory.ErrSoldOut
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Kind: "product", Epochs: &memEpochs{}})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	first := make(chan error, 1)
+	go func() { first <- buy(t, svc, "first", 1) }()
+	<-entered
+	const waiting = 3
+	errs := make(chan error, waiting)
+	for i := 0; i < waiting; i++ {
+		go func() { errs <- buy(t, svc, fmt.Sprint("door-", i), 1) }()
+	}
+	for crowd.AtDoor(1) != waiting {
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-first; !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("the first buyer: %v, want sold out", err)
+	}
+	for i := 0; i < waiting; i++ {
+		if err := <-errs; !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatalf("a buyer at the door: %v, want sold out", err)
+		}
+	}
+	if n := stage.calls.Load(); n != 1 {
+		t.Fatalf("the stage saw %d buyers, want only the first", n)
 	}
 }

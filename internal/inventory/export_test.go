@@ -18,3 +18,10 @@ func (s *RedisAtomic) WaitingToWrite(id int64) int {
 	}
 	return 0
 }
+
+// AtDoor counts the buyers of item id waiting at the door of its line.
+func (c *Crowd) AtDoor(id int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.atDoor[id]
+}
