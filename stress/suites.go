@@ -94,6 +94,9 @@ var suites = []suite{{
 		"TestCrowdAdmission",
 		"TestCrowdCountsRefusalsByReason",
 		"TestBusyBuyerIsToldHowLongOneSpendsInside",
+		"TestCrowdLineGrowsWhileItIsServedInTime",
+		"TestCrowdDoorClosesWhenNobodyLeaves",
+		"TestCrowdDoorLearnsTheSellOut",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
 		"TestWithoutFencingThePausedHolderOversells",
@@ -139,6 +142,7 @@ var suites = []suite{{
 	pkg: "./internal/httpapi",
 	tests: []string{
 		"TestIdempotencyConcurrentDuplicates",
+		"TestKeyedBuyRunsUnderTheStageItWasReadWith",
 		"TestIdempotencyAnswersCarryTheBuyHeaders",
 		"TestAttackRetryRefusedOnceStillGetsTheOrder",
 		"TestAttackPanicAfterTheCommitDoesNotHoldTheKey",
