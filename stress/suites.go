@@ -97,6 +97,7 @@ var suites = []suite{{
 		"TestCrowdLineGrowsWhileItIsServedInTime",
 		"TestCrowdDoorClosesWhenNobodyLeaves",
 		"TestCrowdDoorLearnsTheSellOut",
+		"TestCrowdDoorLetsInWhenThePaceIsKnown",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
 		"TestWithoutFencingThePausedHolderOversells",

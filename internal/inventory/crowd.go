@@ -193,17 +193,15 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		c.refused(RefusedRemembered)
 		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
 	}
-	n, wait, waited, ok := c.enter(ctx, o.ItemID)
-	if !ok {
-		c.refused(RefusedBounced)
-		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
-	}
-	if waited && soldOut() {
-		// The first buyers out of the line found it sold out while this
+	if c.door(ctx, o.ItemID) && soldOut() {
+		// The first buyer out of the line found it sold out while this
 		// one waited at the door.
-		c.leave(o.ItemID)
 		c.refused(RefusedRemembered)
 		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+	}
+	if n, wait, ok := c.enter(o.ItemID); !ok {
+		c.refused(RefusedBounced)
+		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
 	}
 	began := c.opts.Now()
 	err := w.next.Buy(ctx, o)
@@ -261,31 +259,17 @@ func (m *memo) forget(id int64) {
 	m.mu.Unlock()
 }
 
-// enter admits a buyer of item id, or says how many are inside and how
-// long one spends there when the line is full. A buyer who finds the line
-// at Queue before anyone has left it waits at the door (waited) for the
-// first to leave, at most half of Within: a fresh line is about to show
-// its pace, and a buyer sent away now would only come straight back.
-func (c *Crowd) enter(ctx context.Context, id int64) (n int, wait time.Duration, waited, ok bool) {
+// door makes a buyer who finds the line of item id full before anyone
+// has left it wait at its door for the first to leave, at most half of
+// Within, and reports whether it did: a fresh line is about to show its
+// pace, and a buyer sent away now would only come straight back.
+func (c *Crowd) door(ctx context.Context, id int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n = c.inside[id]
-	if c.opts.Queue > 0 && n >= c.opts.Queue {
-		if _, known := c.spent[id]; !known && c.opts.Within > 0 && n+c.atDoor[id] < c.opts.QueueMax {
-			c.waitAtDoor(ctx, id)
-			waited, n = true, c.inside[id]
-		}
-		if n >= c.opts.Queue && !c.servedInTime(id, n) {
-			return n, c.spent[id], waited, false
-		}
+	n := c.inside[id]
+	if _, known := c.spent[id]; known || c.opts.Queue <= 0 || n < c.opts.Queue || c.opts.Within <= 0 || n+c.atDoor[id] >= c.opts.QueueMax {
+		return false
 	}
-	c.inside[id]++
-	return n, 0, waited, true
-}
-
-// waitAtDoor waits, with c.mu held on entry and on return, until a buyer
-// of item id leaves the line, half of Within passes, or ctx ends.
-func (c *Crowd) waitAtDoor(ctx context.Context, id int64) {
 	door, ok := c.doors[id]
 	if !ok {
 		door = make(chan struct{})
@@ -303,15 +287,24 @@ func (c *Crowd) waitAtDoor(ctx context.Context, id int64) {
 	c.mu.Lock()
 	if c.atDoor[id]--; c.atDoor[id] <= 0 {
 		delete(c.atDoor, id)
+		if c.inside[id] == 0 {
+			delete(c.spent, id) // kept for the buyers at the door (see out)
+		}
 	}
+	return true
 }
 
-// leave lets out a buyer who was let in but never ran the stage: nothing
-// to time.
-func (c *Crowd) leave(id int64) {
+// enter admits a buyer of item id, or says how many are inside and how
+// long one spends there when the line is full.
+func (c *Crowd) enter(id int64) (int, time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.out(id)
+	n := c.inside[id]
+	if c.opts.Queue > 0 && n >= c.opts.Queue && !c.servedInTime(id, n) {
+		return n, c.spent[id], false
+	}
+	c.inside[id]++
+	return n, 0, true
 }
 
 // servedInTime says whether the line of item id may grow past n: while the
@@ -344,16 +337,14 @@ func (c *Crowd) exit(id int64, d time.Duration) {
 		close(door)
 		delete(c.doors, id)
 	}
-	c.out(id)
-}
-
-// out counts a buyer out of the line; c.mu is held.
-func (c *Crowd) out(id int64) {
 	if c.inside[id]--; c.inside[id] <= 0 {
 		// Nobody waits: the average is only read while the line is full,
-		// and ids of items that do not exist must not pile up.
+		// and ids of items that do not exist must not pile up. Buyers at
+		// the door still need it; the last of them drops it (see door).
 		delete(c.inside, id)
-		delete(c.spent, id)
+		if c.atDoor[id] == 0 {
+			delete(c.spent, id)
+		}
 	}
 }
 

@@ -533,3 +533,43 @@ func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
 		t.Fatalf("the stage saw %d buyers, want only the first", n)
 	}
 }
+
+// TestCrowdDoorLetsInWhenThePaceIsKnown: when the first buyer of a fresh
+// line leaves it quickly, every buyer at the door is let in, even though
+// the line was empty for a moment (the pace it showed is kept for them).
+func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if o.UserID == "first" {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Kind: "product"})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	first := make(chan error, 1)
+	go func() { first <- buy(t, svc, "first", 1) }()
+	<-entered
+	const waiting = 4
+	errs := make(chan error, waiting)
+	for i := 0; i < waiting; i++ {
+		go func() { errs <- buy(t, svc, fmt.Sprint("door-", i), 1) }()
+	}
+	for crowd.AtDoor(1) != waiting {
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < waiting; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("a buyer at the door: %v, want let in", err)
+		}
+	}
+	if n := stage.calls.Load(); n != 1+waiting {
+		t.Fatalf("the stage saw %d buyers, want %d", n, 1+waiting)
+	}
+}
