@@ -76,7 +76,7 @@ var problemTable = []problemType{
 	{errMalformed, 400, "malformed-json", keyStore, "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
 	{inventory.ErrUnknownStage, 400, "unknown-mode", keyStore, "Unknown mode", "The mode is not one of " + strings.Join(inventory.Stages, ", ") + "."},
 	{errModeDisabled, 400, "mode-unavailable", keyStore, "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
-	{errOrderNo, 400, "invalid-order-number", keyStore, "Invalid order number", "An order number is 1 to 40 letters and digits, as a buy answered it."},
+	{errOrderNo, 400, "invalid-order-number", keyStore, "Invalid order number", "An order number is 1 to 40 ASCII letters, digits, hyphens and underscores, as a buy answered it."},
 	{errIdemMissing, 400, "idempotency-key-required", keyStore, "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
 	{idempotency.ErrInvalidKey, 400, "idempotency-key-invalid", keyStore, "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
 	{errUnauthorized, 401, "unauthorized", keyStore, "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},

@@ -255,10 +255,10 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
+		// Where the order is looked up (orders.go): a 202's buyer follows
+		// it to learn whether the order was confirmed.
+		c.Header("Location", orderPath(o.No))
 		if o.Status == inventory.StatusPending {
-			// Accepted, not yet written: the buyer follows Location to
-			// learn whether it was confirmed (orders.go).
-			c.Header("Location", orderPath(o.No))
 			s.writeJSON(c, http.StatusAccepted, k.order(o))
 			return
 		}

@@ -200,7 +200,7 @@ func (s *server) stageFor(c *gin.Context, svc *inventory.Service) (string, error
 
 func checkStage(name string, svc *inventory.Service) error {
 	if !inventory.ValidStage(name) {
-		return fieldError("unknown mode %q; want one of %s", name, strings.Join(inventory.Stages, ", "))
+		return fmt.Errorf("%w %q; want one of %s", inventory.ErrUnknownStage, name, strings.Join(inventory.Stages, ", "))
 	}
 	if !svc.HasStage(name) {
 		return errModeDisabled

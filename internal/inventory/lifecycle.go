@@ -146,7 +146,7 @@ func (s *Service) PayBy(o Order) time.Time {
 func (s *Service) Pay(ctx context.Context, no string) (Order, error) {
 	book, ok := s.store.(PaymentBook)
 	if !ok {
-		return Order{}, fmt.Errorf("%w: these orders have no payment", ErrInvalid)
+		return Order{}, fmt.Errorf("%w: a coupon grab is free: there is nothing to pay", ErrInvalid)
 	}
 	var since time.Time
 	if s.life.PaymentTimeout > 0 {

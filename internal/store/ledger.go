@@ -332,7 +332,7 @@ func (l *Ledger) MarkFailed(ctx context.Context, o inventory.Order) error {
 func (l *Ledger) payments() (payKind, error) {
 	p, ok := l.kind.(payKind)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s have no payment", inventory.ErrInvalid, l.table)
+		return nil, fmt.Errorf("%w: a coupon grab is free: there is nothing to pay", inventory.ErrInvalid)
 	}
 	return p, nil
 }
