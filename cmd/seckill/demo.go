@@ -23,7 +23,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/embedded"
 	"github.com/seckill-lab/seckill/internal/lock"
-	"github.com/seckill-lab/seckill/web"
 )
 
 // demoDefaults differ from serve's: the demo widens the race window so a
@@ -209,10 +208,10 @@ func frontPage(urls []string) http.Handler {
 	proxy := func(w http.ResponseWriter, r *http.Request) {
 		proxies[next.Add(1)%uint64(len(proxies))].ServeHTTP(w, r)
 	}
-	mux.HandleFunc("/api/", proxy)
-	mux.HandleFunc("/healthz", proxy)
-	mux.HandleFunc("/readyz", proxy)
-	mux.Handle("/", web.Handler())
+	// Everything else is an instance's: the API, the pages of the
+	// dashboard (each instance serves them), and the answers for what
+	// exists nowhere (problem+json).
+	mux.HandleFunc("/", proxy)
 	return mux
 }
 

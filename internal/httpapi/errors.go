@@ -188,18 +188,31 @@ func (s *server) retryAfter(err error, p problemType) int {
 	return min(max(secs, 1), maxRetryAfter)
 }
 
-// problemDocs serves a short text for each problem type.
-func problemDocs(c *gin.Context) {
+// problemDocs explains a problem type: as application/problem+json (the
+// type's title and status, with its explanation as the detail) to a client
+// that accepts JSON, as plain text to anyone else. An unknown type is a 404
+// route-not-found problem.
+func (s *server) problemDocs(c *gin.Context) {
 	slug := c.Param("slug")
 	all := append(append([]problemType{}, problemTable...), internalProblem)
 	sort.Slice(all, func(i, j int) bool { return all[i].slug < all[j].slug })
 	for _, p := range all {
-		if p.slug == slug {
-			c.String(http.StatusOK, "%s (HTTP %d)\n\n%s\n", p.title, p.status, p.about)
+		if p.slug != slug {
+			continue
+		}
+		if strings.Contains(c.GetHeader("Accept"), "json") {
+			c.Header("Content-Type", "application/problem+json")
+			c.Status(http.StatusOK)
+			body := api.Problem{Type: api.ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: p.about}
+			if err := jsonEncode(c.Writer, body); err != nil {
+				s.log.Debug("writing problem docs failed", "err", err)
+			}
 			return
 		}
+		c.String(http.StatusOK, "%s (HTTP %d)\n\n%s\n", p.title, p.status, p.about)
+		return
 	}
-	c.String(http.StatusNotFound, "unknown problem type %q\n", slug)
+	s.writeError(c, fmt.Errorf("%w: no problem type %q", errRouteNotFound, slug))
 }
 
 // fieldError reports a bad field as an invalid request.

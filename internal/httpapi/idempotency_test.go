@@ -245,3 +245,30 @@ func TestUnknownAPIRouteIsAProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownPageIsAProblem: a page the dashboard does not have is a 404
+// problem+json too, and a page it has is served as it is.
+func TestUnknownPageIsAProblem(t *testing.T) {
+	db := testenv.SQLite(t)
+	web := http.NewServeMux()
+	web.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<h1>dashboard</h1>"))
+	})
+	srv := httpapi.NewServer(httpapi.Deps{
+		Instance: "nr-1",
+		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{}, "nr-1", "O"),
+		Mode:     "db-atomic",
+		Web:      web,
+	})
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/no-such-page.html", nil))
+	if rec.Code != 404 || rec.Header().Get("Content-Type") != "application/problem+json" || !strings.Contains(rec.Body.String(), `"type":"/problems/route-not-found"`) || strings.Contains(rec.Body.String(), "page not found") {
+		t.Errorf("GET /no-such-page.html: %d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || rec.Body.String() != "<h1>dashboard</h1>" {
+		t.Errorf("GET /: %d %s", rec.Code, rec.Body)
+	}
+}

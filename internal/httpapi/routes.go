@@ -16,7 +16,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 
 	r.GET("/healthz", s.handleHealth())
 	r.GET("/readyz", s.handleReady(d.Ready))
-	r.GET("/problems/:slug", problemDocs)
+	r.GET("/problems/:slug", s.problemDocs)
 
 	api := r.Group("/api/v1")
 	api.GET("/info", s.handleInfo(d.Products))
@@ -53,7 +53,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		r.NoRoute(func(c *gin.Context) {
 			api := strings.HasPrefix(c.Request.URL.Path, "/api/")
 			if !api && (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) {
-				d.Web.ServeHTTP(c.Writer, c.Request)
+				s.serveWeb(c, d.Web)
 				return
 			}
 			s.writeError(c, errRouteNotFound)
@@ -67,4 +67,44 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	// POST /api/v1/admin/burst, PUT /api/v1/admin/fleet/mode,
 	// GET /api/v1/lab/latest and GET /api/v1/lab/runs/:run/*file.
 	addDashboardRoutes(api, admin, s, d)
+}
+
+// serveWeb serves a page of web, or answers a 404 route-not-found problem
+// where web has no such page.
+func (s *server) serveWeb(c *gin.Context, web http.Handler) {
+	w := &notFoundCatcher{ResponseWriter: c.Writer}
+	web.ServeHTTP(w, c.Request)
+	if w.notFound {
+		for _, h := range []string{"Content-Type", "X-Content-Type-Options", "Content-Length"} {
+			c.Writer.Header().Del(h)
+		}
+		s.writeError(c, errRouteNotFound)
+	}
+}
+
+// notFoundCatcher passes an answer on, unless it is a 404: that one it
+// swallows, and says so. A body written with no status is a 200, as
+// net/http has it (gin's NoRoute has set 404 on the writer underneath).
+type notFoundCatcher struct {
+	http.ResponseWriter
+	notFound, headed bool
+}
+
+func (w *notFoundCatcher) WriteHeader(status int) {
+	w.headed = true
+	if status == http.StatusNotFound {
+		w.notFound = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *notFoundCatcher) Write(b []byte) (int, error) {
+	if !w.headed {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.notFound {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
 }

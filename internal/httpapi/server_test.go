@@ -135,6 +135,7 @@ func TestStatuses(t *testing.T) {
 		{"method not allowed", call{method: "DELETE", path: "/api/v1/products/1"}, 405, "method-not-allowed"},
 		{"no route", call{method: "GET", path: "/api/v1/nothing"}, 404, "route-not-found"},
 		{"problem docs", call{method: "GET", path: "/problems/sold-out"}, 200, ""},
+		{"unknown problem docs", call{method: "GET", path: "/problems/no-such-problem"}, 404, "route-not-found"},
 	}
 	for _, tc := range cases {
 		rec := f.do(tc.call)
@@ -360,5 +361,22 @@ func TestJSONMediaTypes(t *testing.T) {
 		if rec.Code != 415 || problemType(t, rec) != "unsupported-media-type" {
 			t.Errorf("Content-Type %q: %d %s, want 415 unsupported-media-type", ct, rec.Code, rec.Body)
 		}
+	}
+}
+
+// TestProblemDocsAnswerJSONWhenAskedFor: /problems/{slug} explains a problem
+// type as problem+json to a client that accepts JSON, and as plain text to
+// anyone else.
+func TestProblemDocsAnswerJSONWhenAskedFor(t *testing.T) {
+	f := newFixture(t, token, nil)
+	rec := f.do(call{method: "GET", path: "/problems/sold-out", header: map[string]string{"Accept": "application/problem+json"}})
+	var p api.Problem
+	if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/problem+json" || json.Unmarshal(rec.Body.Bytes(), &p) != nil ||
+		p.Type != "/problems/sold-out" || p.Status != 409 || p.Title != "Sold out" || p.Detail == "" {
+		t.Fatalf("asked for JSON: %d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+	rec = f.do(call{method: "GET", path: "/problems/sold-out"})
+	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") || !strings.HasPrefix(rec.Body.String(), "Sold out (HTTP 409)") {
+		t.Fatalf("plain: %d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 	}
 }
