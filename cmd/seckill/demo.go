@@ -114,8 +114,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			s.Close()
 		}
 	}()
-	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr(), ContextTimeoutEnabled: true})
-	b.idem = redis.NewClient(&redis.Options{Addr: servers[4].Addr(), ContextTimeoutEnabled: true})
+	b.redis = redis.NewClient(clientOptions(servers[0].Addr()))
+	b.idem = redis.NewClient(clientOptions(servers[4].Addr()))
 	for _, s := range servers[1:4] {
 		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr()})))
 	}

@@ -30,7 +30,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	b := backends{db: db}
 	defer func() { closeBackends(b, log) }()
 	if len(cfg.RedisAddrs) > 0 {
-		b.redis = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword, ContextTimeoutEnabled: true})
+		b.redis = redis.NewUniversalClient(universalOptions(cfg.RedisAddrs, cfg.RedisPassword))
 		if err := b.redis.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("SECKILL_REDIS_ADDR=%v: %w", cfg.RedisAddrs, err)
 		}

@@ -7,8 +7,17 @@
 // # Obtaining and releasing
 //
 // New wraps any go-redis v9 client (single server, Sentinel or Cluster);
-// build it with ContextTimeoutEnabled, so that go-redis ends calls when
-// their context does. Obtain runs one Lua script that sets the lock only if
+// build it with ClientOptions: ContextTimeoutEnabled, so that go-redis ends
+// calls when their context does, and retries off (MaxRetries -1; on a
+// Cluster, MaxRedirects -1 too). New refuses a client that retries, since
+// the scripts are not safe to run twice: go-redis sends a command again
+// after an EOF, a reset or a read timeout, when the first may well have
+// run, and the second run answers about the first one's work (an obtain
+// finds its own grant and reports the lock held, a release finds nothing
+// and reports the lease lost, a re-entry counts two holds). We chose to
+// refuse such clients rather than make every script remember its last
+// caller: a lost reply is then an error the package sees, and it handles
+// it as an unknown outcome, below. Obtain runs one Lua script that sets the lock only if
 // it is absent, with a TTL, and issues a fencing token in the same step.
 // The lock records an owner token of 128 random bits that only this lease
 // knows (a fresh one for every try); Release and Refresh are scripts that

@@ -129,12 +129,12 @@ type Options struct {
 	ReleaseTimeout time.Duration
 }
 
-func (o Options) withDefaults() Options {
+func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = "lock:"
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		panic(fmt.Sprintf("lock: Prefix %q must not contain '{' or '}'", o.Prefix))
+		return o, fmt.Errorf("lock: Prefix %q must not contain '{' or '}'", o.Prefix)
 	}
 	if o.FenceTTL <= 0 {
 		o.FenceTTL = 24 * time.Hour
@@ -142,7 +142,7 @@ func (o Options) withDefaults() Options {
 	if o.ReleaseTimeout <= 0 {
 		o.ReleaseTimeout = 2 * time.Second
 	}
-	return o
+	return o, nil
 }
 
 // MinTTL is the shortest lease Obtain accepts: shorter leases would be mostly
@@ -267,15 +267,70 @@ type Client struct {
 	deadlines bool
 }
 
-// New returns a Client on rdb. It panics if opts.Prefix contains braces.
+// New returns a Client on rdb. It returns an error if opts.Prefix contains
+// braces, or if rdb may send a command again after a failure (see
+// ClientOptions): the package's scripts are not safe to run twice.
 //
-// Build rdb with ContextTimeoutEnabled: go-redis then honours context
-// deadlines on reads, so an Obtain ends with its context even while Redis
-// is stalled. Without it, Release, Refresh and renewals are still bounded
-// (by Options.ReleaseTimeout and their contexts) at the cost of a goroutine
-// per call, and an Obtain in flight waits for the client's read timeout.
-func New(rdb redis.UniversalClient, opts Options) *Client {
-	return &Client{rdb: rdb, opts: opts.withDefaults(), wake: newNotifier(rdb), deadlines: honoursDeadlines(rdb)}
+// Build rdb with ClientOptions, or set what it sets yourself.
+// ContextTimeoutEnabled makes go-redis honour context deadlines on reads,
+// so an Obtain ends with its context even while Redis is stalled. Without
+// it, Release, Refresh and renewals are still bounded (by
+// Options.ReleaseTimeout and their contexts) at the cost of a goroutine per
+// call, and an Obtain in flight waits for the client's read timeout.
+func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := noRetries(rdb); err != nil {
+		return nil, err
+	}
+	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), deadlines: honoursDeadlines(rdb)}, nil
+}
+
+// ClientOptions adjusts o for a client of the lock and returns it:
+// ContextTimeoutEnabled, and MaxRetries -1, which turns go-redis's retries
+// off. go-redis sends a command again (3 times by default) after an EOF, a
+// reset connection or a read timeout shorter than the context, when the
+// first may well have run. A lock script that runs twice answers about its
+// own first run: an obtain finds its own grant and reports the lock held
+// (leaving it held by nobody for a whole TTL), a release finds nothing and
+// reports the lease lost, a re-entry counts two holds. With retries off,
+// such a failure comes back as an error, which the package treats as an
+// unknown outcome (see Obtain). For a ClusterClient set MaxRedirects -1
+// as well: go-redis counts a network retry against that budget too, so a
+// try that meets a MOVED or ASK (a slot being moved; the script did not
+// run) then fails with that error, and the next try reaches the new node.
+func ClientOptions(o *redis.Options) *redis.Options {
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	return o
+}
+
+// noRetries returns an error unless rdb is a go-redis client whose retries
+// are off. The options are read after go-redis applied its defaults, where
+// 0 means none.
+func noRetries(rdb redis.UniversalClient) error {
+	const fix = "its scripts must not run twice, so build the client with MaxRetries: -1 (see lock.ClientOptions)"
+	switch c := rdb.(type) {
+	case *redis.Client:
+		if n := c.Options().MaxRetries; n > 0 {
+			return fmt.Errorf("lock: the Redis client retries commands (MaxRetries %d); %s", n, fix)
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		if o.MaxRetries > 0 || o.MaxRedirects > 0 {
+			return fmt.Errorf("lock: the Redis Cluster client retries commands (MaxRetries %d, MaxRedirects %d, which counts network retries too); %s and MaxRedirects: -1",
+				o.MaxRetries, o.MaxRedirects, fix)
+		}
+	case *redis.Ring:
+		if n := c.Options().MaxRetries; n > 0 {
+			return fmt.Errorf("lock: the Redis Ring client retries commands (MaxRetries %d); %s", n, fix)
+		}
+	default:
+		return fmt.Errorf("lock: cannot tell whether a %T retries commands; use a *redis.Client, *redis.ClusterClient or *redis.Ring with retries off", rdb)
+	}
+	return nil
 }
 
 func honoursDeadlines(rdb redis.UniversalClient) bool {

@@ -61,22 +61,30 @@ type RedLock struct {
 }
 
 // NewRedLock returns a RedLock over clients, which must be independent
-// servers. It panics if clients is empty or opts.Prefix contains braces.
-func NewRedLock(clients []redis.UniversalClient, opts RedLockOptions) *RedLock {
+// servers. It returns an error if clients is empty, opts.Prefix contains
+// braces, or a client retries commands (build them with InstanceOptions).
+func NewRedLock(clients []redis.UniversalClient, opts RedLockOptions) (*RedLock, error) {
 	if len(clients) == 0 {
-		panic("lock: NewRedLock needs at least one client")
+		return nil, errors.New("lock: NewRedLock needs at least one client")
 	}
-	opts.Options = opts.Options.withDefaults()
+	var err error
+	if opts.Options, err = opts.Options.withDefaults(); err != nil {
+		return nil, err
+	}
 	if opts.InstanceTimeout <= 0 {
 		opts.InstanceTimeout = 50 * time.Millisecond
 	}
 	nodeOpts := opts.Options
 	nodeOpts.Hooks = Hooks{}
 	r := &RedLock{opts: opts, quorum: len(clients)/2 + 1, timeout: opts.InstanceTimeout, slow: make([]atomic.Bool, len(clients))}
-	for _, c := range clients {
-		r.nodes = append(r.nodes, New(c, nodeOpts))
+	for i, c := range clients {
+		n, err := New(c, nodeOpts)
+		if err != nil {
+			return nil, fmt.Errorf("lock: RedLock instance %d: %w", i, err)
+		}
+		r.nodes = append(r.nodes, n)
 	}
-	return r
+	return r, nil
 }
 
 // Close stops the pub/sub connections of all instances.

@@ -1,7 +1,8 @@
 // Package testkit is the harness the tests share, written once: free
 // loopback ports, polling until a condition holds or a server is healthy,
 // building cmd/seckill once per test binary and running it, a buffer that
-// tolerates concurrent writes, and a barrier that forces an interleaving.
+// tolerates concurrent writes, a barrier that forces an interleaving, and a
+// dialer that loses a chosen reply after the server ran the request.
 // The services the tests need (MySQL, Redis) come from internal/testenv.
 package testkit
 
@@ -9,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -344,4 +347,83 @@ func (b *Barrier) Wait(ctx context.Context) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// ReplyDropper breaks connections at one chosen reply: a request that
+// matches is sent to the server, which runs it; the dropper then waits for
+// the first bytes of the answer (so the request certainly ran), discards
+// them and fails the read with io.EOF, closing the connection, as a server
+// or network that died right after the command would. Each armed drop is
+// used once. Install Dial as the client's dialer (go-redis: Options.Dialer).
+type ReplyDropper struct {
+	mu      sync.Mutex
+	match   func(request []byte) bool
+	armed   int
+	dropped int
+}
+
+// Arm makes the next n requests for which match reports true lose their
+// replies.
+func (d *ReplyDropper) Arm(n int, match func(request []byte) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.match, d.armed = match, n
+}
+
+// Dropped reports how many replies were dropped so far.
+func (d *ReplyDropper) Dropped() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dropped
+}
+
+// take reports whether request is one whose reply must be dropped, using
+// up one armed drop.
+func (d *ReplyDropper) take(request []byte) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.armed == 0 || d.match == nil || !d.match(request) {
+		return false
+	}
+	d.armed--
+	return true
+}
+
+// Dial dials a TCP connection that d can break.
+func (d *ReplyDropper) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &droppingConn{Conn: c, d: d}, nil
+}
+
+type droppingConn struct {
+	net.Conn
+	d    *ReplyDropper
+	drop atomic.Bool // the reply to the request just written is to be lost
+}
+
+func (c *droppingConn) Write(p []byte) (int, error) {
+	if c.d.take(p) {
+		c.drop.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *droppingConn) Read(p []byte) (int, error) {
+	if !c.drop.CompareAndSwap(true, false) {
+		return c.Conn.Read(p)
+	}
+	// Wait for the answer, whatever the caller's deadline, so that the
+	// request has certainly run, then lose it with the connection.
+	_ = c.Conn.SetReadDeadline(time.Time{})
+	var buf [512]byte
+	_, _ = c.Conn.Read(buf[:])
+	_ = c.Conn.Close()
+	c.d.mu.Lock()
+	c.d.dropped++
+	c.d.mu.Unlock()
+	return 0, io.EOF
 }
