@@ -24,14 +24,14 @@ func TestAppRedisClientsNeverRunAScriptTwice(t *testing.T) {
 	addr := testenv.RedisAddr(t)
 	for _, tc := range []struct {
 		name string
-		dial func(d *testkit.ReplyDropper) redis.UniversalClient
+		dial func(d *testkit.NetFaults) redis.UniversalClient
 	}{
-		{"serve", func(d *testkit.ReplyDropper) redis.UniversalClient {
+		{"serve", func(d *testkit.NetFaults) redis.UniversalClient {
 			o := universalOptions([]string{addr}, "")
 			o.Dialer = d.Dial
 			return redis.NewUniversalClient(o)
 		}},
-		{"demo", func(d *testkit.ReplyDropper) redis.UniversalClient {
+		{"demo", func(d *testkit.NetFaults) redis.UniversalClient {
 			o := clientOptions(addr)
 			o.Dialer = d.Dial
 			return redis.NewClient(o)
@@ -39,7 +39,7 @@ func TestAppRedisClientsNeverRunAScriptTwice(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := &testkit.ReplyDropper{}
+			d := &testkit.NetFaults{}
 			rdb := tc.dial(d)
 			t.Cleanup(func() { _ = rdb.Close() })
 			ctx := context.Background()
@@ -49,7 +49,7 @@ func TestAppRedisClientsNeverRunAScriptTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 			sha, k := []byte(counting.Hash()), []byte(key)
-			d.Arm(1, func(req []byte) bool { return bytes.Contains(req, sha) && bytes.Contains(req, k) })
+			d.Drop(1, func(req []byte) bool { return bytes.Contains(req, sha) && bytes.Contains(req, k) })
 			err := counting.Run(ctx, rdb, []string{key}).Err()
 			if d.Dropped() != 1 {
 				t.Fatalf("%d replies dropped, want 1", d.Dropped())

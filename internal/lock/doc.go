@@ -30,14 +30,20 @@
 // A try that fails in a way that leaves open whether Redis ran it (a reply
 // lost or too late, the context ending mid-call) is released by owner
 // before Obtain returns, so it does not leave the lock held by nobody for a
-// whole TTL.
+// whole TTL. That release goes out on another pooled connection, and Redis
+// does not order commands across connections: the try may still be on its
+// way (a TCP retransmit) and land after it. So a release by owner that
+// finds the lock not the owner's leaves a tombstone for that owner,
+// PREFIX{key}:gone:OWNER, for 15 minutes (about as long as Linux retransmits
+// unacknowledged data), and a try that finds its tombstone grants nothing.
 //
 // One lock is two Redis keys that share the Cluster hash tag {key}:
 // PREFIX{key}, which holds "owner|token|holds" while the lock is held and is
 // deleted by the last release, and the fence record PREFIX{key}:fence, the
 // last token issued, given Options.FenceTTL again on every obtain and
 // renewal, so it outlives any lease kept alive. Its
-// wake-up channel is PREFIX{key}:wake. Both keys may end in "w", the mark of
+// wake-up channel is PREFIX{key}:wake; tombstones of abandoned tries (see
+// above) share its hash tag. Both keys may end in "w", the mark of
 // a lock someone has waited for (see Waiting). Every key the package writes
 // carries a TTL, and each script makes a handful of Redis calls.
 //

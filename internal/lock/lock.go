@@ -169,6 +169,15 @@ func newNames(prefix, key string) names {
 	return names{key: key, lock: lock, fence: lock + ":fence"}
 }
 
+// gone is the tombstone of owner's try: see release.lua.
+func (n names) gone(owner string) string { return n.lock + ":gone:" + owner }
+
+// goneTTL is how long a tombstone keeps a late try from granting the lock:
+// as long as Linux keeps retransmitting data a peer has not acknowledged
+// (tcp_retries2 = 15, about 15 minutes), so that the try's bytes, still on
+// their way after the client gave up, cannot land after it.
+const goneTTL = 15 * time.Minute
+
 // channel carries release wake-ups. The release script derives the same
 // name from the lock's key; only waiters need it here.
 func (n names) channel() string { return n.lock + ":wake" }
@@ -430,7 +439,7 @@ func (c *Client) lineFor(o ObtainOptions) *lineup {
 // wait, a held lock is marked so that its release publishes a wake-up;
 // locks nobody has waited for are released without one.
 func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence},
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.gone(owner)},
 		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL)).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
@@ -465,9 +474,18 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 	return nil
 }
 
-// release runs the owner-checked delete; token "" matches any token of owner.
+// release runs the owner-checked delete; token "" matches any token of
+// owner. Such a release by owner is the clean-up of a try whose outcome is
+// unknown (or of a RedLock instance that had not granted the lease): when
+// the lock is not the owner's, it leaves a tombstone that the try, should
+// it still land, finds (see release.lua). Not for a reentrant owner, which
+// is used by more than one try.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token).Int64()
+	keys, args := []string{n.lock}, []any{owner, token}
+	if token == "" && !strings.HasPrefix(owner, "=") {
+		keys, args = append(keys, n.gone(owner)), append(args, ms(goneTTL))
+	}
+	res, err := releaseScript.Run(ctx, c.rdb, keys, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: release %q: %w", n.key, err)
 	}

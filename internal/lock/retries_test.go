@@ -22,9 +22,9 @@ func scriptCall(name, prefix, key string) func([]byte) bool {
 	return func(req []byte) bool { return bytes.Contains(req, sha) && bytes.Contains(req, lk) }
 }
 
-// droppingClient is a client of the test Redis whose connections d can
+// faultyClient is a client of the test Redis whose connections d can
 // break, built with opts (Addr and Dialer are set here).
-func droppingClient(t *testing.T, d *testkit.ReplyDropper, opts redis.Options) *redis.Client {
+func faultyClient(t *testing.T, d *testkit.NetFaults, opts redis.Options) *redis.Client {
 	t.Helper()
 	opts.Addr = testRedis(t).Options().Addr
 	opts.Dialer = d.Dial
@@ -53,12 +53,12 @@ func record(t *testing.T, rdb redis.UniversalClient, prefix, key string) string 
 func TestLostReplyIsNotAnsweredByARetry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := &testkit.ReplyDropper{}
+	d := &testkit.NetFaults{}
 	// go-redis's defaults: MaxRetries 3.
-	if _, err := lock.New(droppingClient(t, d, redis.Options{ContextTimeoutEnabled: true}), lock.Options{}); err == nil || !strings.Contains(err.Error(), "MaxRetries: -1") {
+	if _, err := lock.New(faultyClient(t, d, redis.Options{ContextTimeoutEnabled: true}), lock.Options{}); err == nil || !strings.Contains(err.Error(), "MaxRetries: -1") {
 		t.Fatalf("New accepted a client that retries: %v", err)
 	}
-	rdb := droppingClient(t, d, *lock.ClientOptions(&redis.Options{}))
+	rdb := faultyClient(t, d, *lock.ClientOptions(&redis.Options{}))
 	var lost atomic.Int32
 	c, prefix := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{Lost: func(string, error) { lost.Add(1) }}})
 	// Load the scripts, so that each call below is one EVALSHA.
@@ -66,7 +66,7 @@ func TestLostReplyIsNotAnsweredByARetry(t *testing.T) {
 
 	for _, wait := range []time.Duration{0, 300 * time.Millisecond} {
 		key := "obtain-" + wait.String()
-		d.Arm(1, scriptCall("obtain", prefix, key))
+		d.Drop(1, scriptCall("obtain", prefix, key))
 		l, err := c.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{Wait: wait})
 		if d.Dropped() == 0 {
 			t.Fatal("no reply was dropped")
@@ -80,7 +80,7 @@ func TestLostReplyIsNotAnsweredByARetry(t *testing.T) {
 
 	l := mustObtain(t, c, ctx, "release", 10*time.Second, lock.ObtainOptions{})
 	before := d.Dropped()
-	d.Arm(1, scriptCall("release", prefix, "release"))
+	d.Drop(1, scriptCall("release", prefix, "release"))
 	err := l.Release(ctx)
 	if d.Dropped() == before {
 		t.Fatal("no reply was dropped")
@@ -95,7 +95,7 @@ func TestLostReplyIsNotAnsweredByARetry(t *testing.T) {
 	o := lock.ObtainOptions{Owner: "job-1"}
 	outer := mustObtain(t, c, ctx, "reentrant", 10*time.Second, o)
 	before = d.Dropped()
-	d.Arm(1, scriptCall("obtain", prefix, "reentrant"))
+	d.Drop(1, scriptCall("obtain", prefix, "reentrant"))
 	inner, err := c.Obtain(ctx, "reentrant", 10*time.Second, o)
 	if d.Dropped() == before {
 		t.Fatal("no reply was dropped")

@@ -2,13 +2,14 @@
 // loopback ports, polling until a condition holds or a server is healthy,
 // building cmd/seckill once per test binary and running it, a buffer that
 // tolerates concurrent writes, a barrier that forces an interleaving, and a
-// dialer that loses a chosen reply after the server ran the request.
+// dialer that loses a chosen reply, or holds a request back, to order faults.
 // The services the tests need (MySQL, Redis) come from internal/testenv.
 package testkit
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -19,7 +20,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -349,71 +349,138 @@ func (b *Barrier) Wait(ctx context.Context) {
 	}
 }
 
-// ReplyDropper breaks connections at one chosen reply: a request that
-// matches is sent to the server, which runs it; the dropper then waits for
-// the first bytes of the answer (so the request certainly ran), discards
-// them and fails the read with io.EOF, closing the connection, as a server
-// or network that died right after the command would. Each armed drop is
-// used once. Install Dial as the client's dialer (go-redis: Options.Dialer).
-type ReplyDropper struct {
-	mu      sync.Mutex
-	match   func(request []byte) bool
-	armed   int
-	dropped int
+// NetFaults breaks the connections it dials at chosen requests. Install
+// Dial as the client's dialer (go-redis: Options.Dialer). Each fault is
+// armed for a number of requests that match, and used once per request:
+//
+//   - Drop: the request is sent and runs; the first bytes of the answer are
+//     awaited (so it certainly ran), discarded, and the read fails with
+//     io.EOF, closing the connection: a server or network that died right
+//     after the command.
+//   - Delay: the request is held back (the write reports success) and the
+//     read fails at once with a timeout, as a read deadline would; the
+//     request reaches the server only when Deliver is called: bytes stuck in
+//     the network while the client gave up.
+type NetFaults struct {
+	mu       sync.Mutex
+	drop     func(request []byte) bool
+	drops    int
+	dropped  int
+	delay    func(request []byte) bool
+	delays   int
+	held     []*faultyConn // with a request held back
+	heldEver int
 }
 
-// Arm makes the next n requests for which match reports true lose their
+// Drop makes the next n requests for which match reports true lose their
 // replies.
-func (d *ReplyDropper) Arm(n int, match func(request []byte) bool) {
+func (d *NetFaults) Drop(n int, match func(request []byte) bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.match, d.armed = match, n
+	d.drop, d.drops = match, n
 }
 
 // Dropped reports how many replies were dropped so far.
-func (d *ReplyDropper) Dropped() int {
+func (d *NetFaults) Dropped() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.dropped
 }
 
-// take reports whether request is one whose reply must be dropped, using
-// up one armed drop.
-func (d *ReplyDropper) take(request []byte) bool {
+// Delay holds back the next n requests for which match reports true until
+// Deliver.
+func (d *NetFaults) Delay(n int, match func(request []byte) bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.armed == 0 || d.match == nil || !d.match(request) {
-		return false
+	d.delay, d.delays = match, n
+}
+
+// Held reports how many requests were held back so far, delivered or not.
+func (d *NetFaults) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.heldEver
+}
+
+// Deliver sends every request held back to the server, waits for each
+// answer (so each has run), discards it and closes its connection.
+func (d *NetFaults) Deliver() error {
+	d.mu.Lock()
+	held := d.held
+	d.held = nil
+	d.mu.Unlock()
+	var errs []error
+	for _, c := range held {
+		errs = append(errs, c.deliver())
 	}
-	d.armed--
-	return true
+	return errors.Join(errs...)
 }
 
 // Dial dials a TCP connection that d can break.
-func (d *ReplyDropper) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (d *NetFaults) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var dialer net.Dialer
 	c, err := dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	return &droppingConn{Conn: c, d: d}, nil
+	return &faultyConn{Conn: c, d: d}, nil
 }
 
-type droppingConn struct {
+// fault returns what to do with request: drop its reply, hold it back, or
+// neither.
+func (d *NetFaults) fault(request []byte) (drop, delay bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.drops > 0 && d.drop != nil && d.drop(request) {
+		d.drops--
+		return true, false
+	}
+	if d.delays > 0 && d.delay != nil && d.delay(request) {
+		d.delays--
+		return false, true
+	}
+	return false, false
+}
+
+type faultyConn struct {
 	net.Conn
-	d    *ReplyDropper
-	drop atomic.Bool // the reply to the request just written is to be lost
+	d *NetFaults
+
+	mu     sync.Mutex
+	drop   bool   // the reply to the request just written is to be lost
+	held   []byte // a request held back until Deliver
+	closed bool   // closed by the client while a request was held
 }
 
-func (c *droppingConn) Write(p []byte) (int, error) {
-	if c.d.take(p) {
-		c.drop.Store(true)
+func (c *faultyConn) Write(p []byte) (int, error) {
+	drop, delay := c.d.fault(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case delay:
+		c.held = append([]byte(nil), p...)
+		c.d.mu.Lock()
+		c.d.held = append(c.d.held, c)
+		c.d.heldEver++
+		c.d.mu.Unlock()
+		return len(p), nil
+	case drop:
+		c.drop = true
 	}
 	return c.Conn.Write(p)
 }
 
-func (c *droppingConn) Read(p []byte) (int, error) {
-	if !c.drop.CompareAndSwap(true, false) {
+var errFaultTimeout error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+func (c *faultyConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	drop, held := c.drop, c.held != nil
+	c.drop = false
+	c.mu.Unlock()
+	switch {
+	case held:
+		return 0, errFaultTimeout
+	case !drop:
 		return c.Conn.Read(p)
 	}
 	// Wait for the answer, whatever the caller's deadline, so that the
@@ -426,4 +493,36 @@ func (c *droppingConn) Read(p []byte) (int, error) {
 	c.d.dropped++
 	c.d.mu.Unlock()
 	return 0, io.EOF
+}
+
+// Close keeps a connection with a request held back open for Deliver.
+func (c *faultyConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil {
+		c.closed = true
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (c *faultyConn) deliver() error {
+	c.mu.Lock()
+	held := c.held
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.held = nil
+		c.mu.Unlock()
+		_ = c.Conn.Close()
+	}()
+	_ = c.Conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Conn.Write(held); err != nil {
+		return fmt.Errorf("deliver a held request: %w", err)
+	}
+	var buf [512]byte
+	if _, err := c.Conn.Read(buf[:]); err != nil {
+		return fmt.Errorf("the answer to a held request: %w", err)
+	}
+	return nil
 }

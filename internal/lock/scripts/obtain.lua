@@ -6,6 +6,10 @@
 --         fencing TTL after every obtain, so that the next token is larger
 --         even when a lease expired unreleased. It may end in 'w' too: the
 --         next holder inherits the mark, since other waiters may be queued.
+-- KEYS[3] the try's tombstone (optional): set by the clean-up of a try
+--         whose outcome was unknown (see release.lua), which Redis may have
+--         run before this try, arriving late on another connection. A try
+--         that finds it grants nothing.
 -- ARGV[1] owner (never starts with '|'), ARGV[2] ttl in ms, ARGV[3] '1' if
 -- the owner may re-enter, ARGV[4] '1' if the caller will wait for a release
 -- when the lock is held, ARGV[5] fencing TTL in ms
@@ -42,6 +46,10 @@ if v and string.byte(v, 1) ~= 124 then -- held
     end
   end
   return -1 - math.max(redis.call('PTTL', KEYS[1]), 0)
+end
+
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
+  return -1 -- its owner has given up: answer "held", which nobody reads
 end
 
 local last, mark = 0, ''

@@ -2,11 +2,22 @@
 -- if anyone has waited for it (the 'w' mark, see obtain.lua). The fence
 -- record stays: it keeps the last token.
 -- KEYS[1] the lock; its wake-up channel is KEYS[1]:wake
+-- KEYS[2] (optional) the tombstone of the owner's try: when the lock is not
+--         the owner's, it is set for ARGV[3] ms, so that the try, if it is
+--         still on its way on another connection, grants nothing when it
+--         lands (see obtain.lua). Only for a clean-up by owner, whose
+--         owner is used by a single try.
 -- ARGV[1] owner, ARGV[2] fencing token ('' = any token of this owner)
 -- Returns 0 when freed, 1 when holds remain, -1 when not the owner.
+local function notOurs()
+  if KEYS[2] then
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+  end
+  return -1
+end
 local v = redis.call('GET', KEYS[1])
 if not v then
-  return -1
+  return notOurs()
 end
 local mark = ''
 -- The common case, one unmarked hold of a known token, needs no parsing.
@@ -14,13 +25,13 @@ if v ~= ARGV[1] .. '|' .. ARGV[2] .. '|1' then
   local owner, token, holds
   owner, token, holds, mark = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
   if owner ~= ARGV[1] or (ARGV[2] ~= '' and token ~= ARGV[2]) or holds == '0' then
-    return -1
+    return notOurs()
   end
   if holds ~= '1' then
     -- XX: a key that expired under the script (see obtain.lua) must not
     -- come back, with KEEPTTL, as a lock that never expires.
     if not redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) - 1) .. mark, 'KEEPTTL', 'XX') then
-      return -1
+      return notOurs()
     end
     return 1
   end
