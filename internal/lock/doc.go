@@ -37,11 +37,14 @@
 // PREFIX{key}:gone:OWNER, for 15 minutes (about as long as Linux retransmits
 // unacknowledged data), and a try that finds its tombstone grants nothing.
 //
-// One lock is two Redis keys that share the Cluster hash tag {key}:
+// One lock is two Redis keys that share the Cluster hash tag {key} (a key
+// that starts with '}', which would leave that tag empty, is written
+// PREFIX{~}key~ instead, with the tag "~"):
 // PREFIX{key}, which holds "owner|token|holds" while the lock is held and is
 // deleted by the last release, and the fence record PREFIX{key}:fence, the
 // last token issued, given Options.FenceTTL again on every obtain and
-// renewal, so it outlives any lease kept alive. Its
+// renewal, so it outlives any lease kept alive (Obtain and Refresh refuse
+// a ttl above FenceTTL). Its
 // wake-up channel is PREFIX{key}:wake; tombstones of abandoned tries (see
 // above) share its hash tag. Both keys may end in "w", the mark of
 // a lock someone has waited for (see Waiting). Every key the package writes
@@ -127,10 +130,13 @@
 // let the store refuse stale ones, for example:
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
-//	 WHERE sku = ? AND qty > 0 AND fence_token < ?
+//	 WHERE sku = ? AND qty > 0 AND fence_token <= ?
 //
-// A write that matches no row came from a holder that was overtaken, and
-// must be treated as failed.
+// The comparison is <=, not <: a holder may write more than once under one
+// lease, and re-entered holds share its token, so the store must accept
+// the newest token again; it refuses only tokens older than one it has
+// seen. A write that matches no row came from a holder that was overtaken,
+// and must be treated as failed.
 //
 // Every guarantee here assumes Redis keeps the keys until their TTLs run
 // out. A server with maxmemory and an eviction policy that may pick them

@@ -59,7 +59,7 @@ func ExampleClient_Obtain() {
 // sellOne stands for the guarded write, e.g.
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
-//	 WHERE sku = ? AND qty > 0 AND fence_token < ?
+//	 WHERE sku = ? AND qty > 0 AND fence_token <= ?
 func sellOne(ctx context.Context, sku string, token int64) error {
 	// ... read the stock, check it ...
 	// Right before the write: Err looks at the clock, so a holder that

@@ -112,14 +112,16 @@ func (h *Hooks) lost(key string, err error) {
 type Options struct {
 	// Prefix starts every key and channel the package writes. Default
 	// "lock:". It must not contain '{' or '}': the key itself becomes the
-	// Redis Cluster hash tag, so all keys of one lock live in one slot.
+	// Redis Cluster hash tag, so all keys of one lock live in one slot
+	// (a key that starts with '}' gets the tag "~", see doc.go).
 	Prefix string
 	// Hooks observe obtains, waits, renewals and losses.
 	Hooks Hooks
 	// FenceTTL is how long a lock's fence record (the last fencing token
 	// issued for the key) survives the last Obtain or renewal. It must
 	// outlive every lease on the key, so keep it far above the longest TTL
-	// (a renewal gives it FenceTTL again). Tokens keep
+	// (a renewal gives it FenceTTL again); Obtain and Refresh refuse a ttl
+	// above it. Tokens keep
 	// rising after it expires as long as the server clock does not step
 	// back; the TTL only keeps idle keys from piling up. Default 24h.
 	FenceTTL time.Duration
@@ -158,6 +160,11 @@ func drift(ttl time.Duration) time.Duration {
 
 // names are the Redis names one lock uses. The key is wrapped in braces, so
 // a lock's keys and channel share a Cluster hash tag and land in one slot.
+// A key that starts with '}' would make that tag empty (Redis then hashes
+// each whole name, and the scripts fail with CROSSSLOT), so such a key is
+// written PREFIX{~}KEY~ instead: tag "~". No other key gets that name:
+// PREFIX{KEY} always ends in '}' before any suffix, this form in '~', and a
+// key that does not start with '}' is never written this way.
 type names struct {
 	key   string // the caller's key
 	lock  string // "owner|token|holds" while held; see obtain.lua
@@ -166,6 +173,9 @@ type names struct {
 
 func newNames(prefix, key string) names {
 	lock := prefix + "{" + key + "}"
+	if strings.HasPrefix(key, "}") {
+		lock = prefix + "{~}" + key + "~"
+	}
 	return names{key: key, lock: lock, fence: lock + ":fence"}
 }
 
@@ -182,12 +192,18 @@ const goneTTL = 15 * time.Minute
 // name from the lock's key; only waiters need it here.
 func (n names) channel() string { return n.lock + ":wake" }
 
-func checkArgs(key string, ttl time.Duration) error {
+// checkArgs checks a key and a lease ttl: the ttl must not exceed the
+// fence record's, or the record (the last token) could expire under a held
+// lock, and the next token would come from the server clock alone.
+func checkArgs(key string, ttl, fenceTTL time.Duration) error {
 	if key == "" {
 		return errors.New("lock: empty key")
 	}
 	if ttl < MinTTL {
 		return fmt.Errorf("lock: ttl %v for %q is below MinTTL %v", ttl, key, MinTTL)
+	}
+	if ttl > fenceTTL {
+		return fmt.Errorf("lock: ttl %v for %q is above Options.FenceTTL %v: the fence record must outlive every lease", ttl, key, fenceTTL)
 	}
 	return nil
 }
@@ -382,8 +398,9 @@ func (c *Client) Close() error {
 // Use o.Wait, not a ctx timeout, to bound only the wait.
 //
 // Obtain returns an error matching ErrNotObtained when the lock stayed held;
-// if ctx ended first, the error matches ctx.Err() as well. Other errors come
-// from Redis. When a try fails in a way that leaves open whether Redis ran it
+// if ctx ended first, the error matches ctx.Err() as well. A ttl below
+// MinTTL or above Options.FenceTTL is refused with an error that matches
+// neither. Other errors come from Redis. When a try fails in a way that leaves open whether Redis ran it
 // (a late or lost reply, ctx ending mid-call), Obtain releases that try by
 // owner before it returns, detached from ctx and bounded by
 // Options.ReleaseTimeout, so that the key is not left held by nobody for its
@@ -397,7 +414,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 }
 
 func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
-	if err := checkArgs(key, ttl); err != nil {
+	if err := checkArgs(key, ttl, c.opts.FenceTTL); err != nil {
 		return nil, err
 	}
 	n := newNames(c.opts.Prefix, key)
@@ -415,7 +432,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 			return nil, time.Duration(val) * time.Millisecond, nil
 		}
 		ops := &single{c: c, n: n, owner: owner, token: strconv.FormatInt(val, 10)}
-		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts.Hooks), 0, nil
+		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts), 0, nil
 	}
 	subscribe := func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(bool)) {
 		ready := make(chan struct{})

@@ -125,7 +125,7 @@ type nodeResult struct {
 type instanceFunc func(ctx context.Context, i int, c *Client) (bool, int64, error)
 
 func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
-	if err := checkArgs(key, ttl); err != nil {
+	if err := checkArgs(key, ttl, r.opts.FenceTTL); err != nil {
 		return nil, err
 	}
 	n := newNames(r.opts.Prefix, key)
@@ -158,7 +158,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 			// Instances still answering may grant it too: the lease renews
 			// and releases them by owner (their token is "").
 			q := &quorumBackend{r: r, n: n, owner: owner, tokens: tokens}
-			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Hooks), 0, nil
+			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Options), 0, nil
 		}
 		r.undo(ctx, n, owner, reentrant, b)
 		if failed := b.failed(); failed > len(r.nodes)-r.quorum {
