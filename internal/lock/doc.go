@@ -157,7 +157,11 @@
 // majority has said yes or can no longer say yes, without waiting for
 // slower instances; an instance that grants the lock later is renewed and
 // released with the lease (by owner), and one whose answer never came is
-// released by owner once its call has ended when the attempt failed.
+// released by owner once its call has ended when the attempt failed. A
+// release by owner that reaches an instance before the try it undoes
+// leaves a tombstone there (see above), so that a grant landing after the
+// lease's Release grants nothing. (Not for a reentrant Owner: its late
+// grant on an instance runs out at its TTL.)
 // Renewals must reach a majority, or the lease is reported lost. A release
 // returns once a majority has answered and, for at most an instance timeout
 // more, the instances not known to be slow; each release call is bounded by

@@ -2,14 +2,12 @@ package lock_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
-	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -46,43 +44,22 @@ func TestCleanUpOvertakenByItsTry(t *testing.T) {
 	})
 	t.Run("redlock gate", func(t *testing.T) {
 		t.Parallel()
-		var servers []*testenv.RedisProcess
-		var clients []redis.UniversalClient
-		var plain []*redis.Client
-		var faults []*testkit.NetFaults
-		var releases [3]atomic.Int32 // clean-ups answered, per instance
-		for i := range 3 {
-			s := testenv.StartRedis(t)
-			d := &testkit.NetFaults{}
-			c := redlockClient(t, s.Addr, func(o *redis.Options) { o.Dialer = d.Dial })
-			c.AddHook(replyHook(func(cmd redis.Cmder, err error) {
-				if lock.ScriptOf(cmd) == "release" && err == nil {
-					releases[i].Add(1)
-				}
-			}))
-			servers, clients, plain, faults = append(servers, s), append(clients, c), append(plain, c), append(faults, d)
-		}
-		r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
-		t.Cleanup(func() { _ = r.Close() })
-		mustRelease(t, mustObtain(t, r, ctx, "warm-up", time.Second, lock.ObtainOptions{}))
-		testkit.Eventually(t, "the warm-up to be released everywhere", 10*time.Second, func() bool {
-			return releases[0].Load() == 1 && releases[1].Load() == 1 && releases[2].Load() == 1
-		})
+		q := newQuorum(t)
 		const key = "k"
-		gate := r.Gate(key)
-		servers[(gate+1)%3].Kill() // so that the attempt fails: one instance can grant it at most
-		faults[gate].Delay(1, scriptCall("obtain", "lock:", key))
-		if _, err := r.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{}); err == nil {
+		gate := q.r.Gate(key)
+		q.servers[(gate+1)%3].Kill() // so that the attempt fails: one instance can grant it at most
+		q.faults[gate].Delay(1, scriptCall("obtain", "lock:", key))
+		if _, err := q.r.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{}); err == nil {
 			t.Fatal("Obtain succeeded with one instance dead and the gate's try held back")
 		}
-		if faults[gate].Held() != 1 {
-			t.Fatalf("the gate's try was not held back (%d)", faults[gate].Held())
+		if q.faults[gate].Held() != 1 {
+			t.Fatalf("the gate's try was not held back (%d)", q.faults[gate].Held())
 		}
-		testkit.Eventually(t, "the gate's clean-up to run", 10*time.Second, func() bool { return releases[gate].Load() > 1 })
-		if err := faults[gate].Deliver(); err != nil {
+		testkit.Eventually(t, "the gate's clean-up to run", 10*time.Second, func() bool { return q.releases[gate].Load() > 1 })
+		if err := q.faults[gate].Deliver(); err != nil {
 			t.Fatal(err)
 		}
-		if v := record(t, plain[gate], "lock:", key); v != "" {
+		if v := record(t, q.clients[gate], "lock:", key); v != "" {
 			t.Errorf("the gate's try, arriving after the clean-up, left the lock held by nobody: %q", v)
 		}
 	})
