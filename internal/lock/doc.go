@@ -46,9 +46,9 @@
 // renewal, so it outlives any lease kept alive (Obtain and Refresh refuse
 // a ttl above FenceTTL). Its
 // wake-up channel is PREFIX{key}:wake; tombstones of abandoned tries (see
-// above) share its hash tag. Both keys may end in "w", the mark of
-// a lock someone has waited for (see Waiting). Every key the package writes
-// carries a TTL, and each script makes a handful of Redis calls.
+// above) share its hash tag, as does the record of waiters,
+// PREFIX{key}:waiting (see Waiting). Every key the package writes carries
+// a TTL, and each script makes a handful of Redis calls.
 //
 // # TTLs and the watchdog
 //
@@ -86,23 +86,25 @@
 // arrival order, and only the first of them asks Redis: a burst of hundreds
 // of requests for one item costs Redis a few tries per handoff, one per
 // process, and does not drain the client's connection pool with tries
-// that cannot win. The first in line marks the lock as waited for, in the
-// same script as its failed try, subscribes to the lock's channel and
-// sleeps until the holder's Release publishes on it. Only a marked lock's
-// release publishes, so a lock nobody has waited for costs no PUBLISH
-// (which Redis Cluster would send to every node). The next holder inherits
-// the mark through the fence record, since more waiters may be queued, and
-// nothing clears it: once a key has been waited for, every release of it
-// publishes until its fence record expires (FenceTTL after the last
-// obtain). One pub/sub connection per Client carries the channels of all
-// its waiters; a goroutine of its own sends SUBSCRIBE and UNSUBSCRIBE, so
-// that no waiter ever waits on that connection (go-redis can hold it for a
-// whole read timeout while it reconnects to a stalled server). A channel stays
-// subscribed for a moment after a successful wait, for the next one.
-// Messages can be lost (a reconnect, a holder that crashes instead of
-// releasing), so a waiter also tries again once its subscription is
-// confirmed and when the holder's remaining TTL runs out, with jitter. A
-// waiter whose context ends returns at once with an error that matches both
+// that cannot win. The first in line records that someone waits, in the
+// same script as its failed try (PREFIX{key}:waiting, for 3 seconds),
+// subscribes to the lock's channel and sleeps until the holder's Release
+// publishes on it. A release publishes only while that record lives, so a
+// lock nobody waits for costs no PUBLISH (which Redis Cluster would send to
+// every node). The first in line tries again at least every second, which
+// renews the record while anyone waits; once the last waiter has gone,
+// releases stop publishing within 3 seconds. A waiter that could not renew
+// it in time (a paused process) may miss the wake-up: its own timer then
+// catches the release. One pub/sub connection per Client carries the
+// channels of all its waiters; a goroutine of its own sends SUBSCRIBE and
+// UNSUBSCRIBE, so that no waiter ever waits on that connection (go-redis
+// can hold it for a whole read timeout while it reconnects to a stalled
+// server). A channel stays subscribed for a moment after a successful
+// wait, for the next one. Messages can be lost (a reconnect, a holder that
+// crashes instead of releasing), so a waiter also tries again once its
+// subscription is confirmed, and when the holder's remaining TTL runs out
+// (with jitter) or a second has passed, whichever is first. A waiter whose
+// context ends returns at once with an error that matches both
 // ErrNotObtained and the context's error.
 //
 // # Reentrancy
@@ -187,7 +189,10 @@
 // waiting. When instances only time out (go-redis reports a deadline as
 // "i/o timeout"; a busy server looks the same as a dead one for a while), a
 // waiter keeps trying, backing off by a few instance timeouts, until its
-// Wait runs out. A waiter tries again once a majority of its subscriptions
+// Wait runs out. A waiter whose try the gate refused records that it waits
+// on the other instances too (those not marked slow), before it
+// subscribes, so that if the gate fails before the release, the majority
+// left still publishes it. A waiter tries again once a majority of its subscriptions
 // is confirmed: a release that reaches a majority reaches one of them, and
 // a dead instance never confirms. RedLock survives the crash of a minority
 // of servers, which a single Redis (or a failover pair, whose asynchronous

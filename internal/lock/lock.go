@@ -179,6 +179,20 @@ func newNames(prefix, key string) names {
 	return names{key: key, lock: lock, fence: lock + ":fence"}
 }
 
+// waiting is the record of someone waiting for the lock: see obtain.lua.
+func (n names) waiting() string { return n.lock + ":waiting" }
+
+// waitingTTL is how long a waiting record lasts after the last try that
+// found the lock held and will wait; a waiter first in line tries again at
+// least every waitingRefresh, which keeps it alive while anyone waits. Once
+// the last waiter has gone, releases stop publishing within waitingTTL. A
+// waiter that cannot refresh it in time (a paused process) may miss a
+// wake-up; its own timer then catches the release.
+const (
+	waitingTTL     = 3 * time.Second
+	waitingRefresh = waitingTTL / 3
+)
+
 // gone is the tombstone of owner's try: see release.lua.
 func (n names) gone(owner string) string { return n.lock + ":gone:" + owner }
 
@@ -453,11 +467,12 @@ func (c *Client) lineFor(o ObtainOptions) *lineup {
 
 // try runs the obtain script once. It returns (true, token) when obtained and
 // (false, remaining ttl in ms) when the lock is held by another owner. With
-// wait, a held lock is marked so that its release publishes a wake-up;
-// locks nobody has waited for are released without one.
+// wait, a held lock's waiting record is set (for waitingTTL), so that its
+// release publishes a wake-up; locks nobody waits for are released without
+// one.
 func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.gone(owner)},
-		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL)).Int64()
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.waiting(), n.gone(owner)},
+		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL), ms(waitingTTL)).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
@@ -498,7 +513,7 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 // it still land, finds (see release.lua). Not for a reentrant owner, which
 // is used by more than one try.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	keys, args := []string{n.lock}, []any{owner, token}
+	keys, args := []string{n.lock, n.waiting()}, []any{owner, token}
 	if token == "" && !strings.HasPrefix(owner, "=") {
 		keys, args = append(keys, n.gone(owner)), append(args, ms(goneTTL))
 	}

@@ -438,8 +438,9 @@ func TestWaitHandoff(t *testing.T) {
 }
 
 // A release publishes a wake-up only when someone waited for the lock;
-// then every later release of that lock's record publishes too, since other
-// waiters may still be queued behind the one that got it.
+// then the releases that follow publish too for a few seconds (the waiting
+// record's TTL), since other waiters may still be queued behind the one
+// that got it. TestReleaseStopsPublishingOnceNobodyWaits checks the end.
 func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	t.Parallel()
 	rdb, c, prefix := testClient(t, lock.Options{})
@@ -486,7 +487,7 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	if got := published(); len(got) != 0 {
 		t.Fatalf("after a try without Wait: release published %q", got)
 	}
-	// A waiter that gave up still leaves the mark.
+	// A waiter that gave up still leaves its record until it expires.
 	a = mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
 	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Millisecond}); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("wait on a held lock: got %v, want ErrNotObtained", err)

@@ -135,6 +135,9 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
 			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		})
+		if o.Wait > 0 && b.yes() == 0 && b.answered(b.gate()) {
+			r.markWaiting(ctx, n, b)
+		}
 		if err := ctx.Err(); err != nil {
 			r.undo(ctx, n, owner, reentrant, b)
 			return nil, 0, notObtainedCtx(ctx, key)
@@ -229,6 +232,26 @@ func (r *RedLock) undo(ctx context.Context, n names, owner string, reentrant boo
 		go release(x)
 	}
 	b.late(release)
+}
+
+// markWaiting sets the waiting record on the instances that were not asked
+// because the gate refused the try: otherwise only the gate would know that
+// someone waits, and if it failed before the release, the majority left
+// would release without a wake-up. It waits for the answers, at most an
+// instance timeout, so that a release that comes after the waiter's
+// subscription publishes. Instances marked slow are left out, so that a
+// stalled one does not cost every waiting try an instance timeout; a
+// record that did not land is made up for by the waiter's own timer.
+func (r *RedLock) markWaiting(ctx context.Context, n names, tried *ballot) {
+	b := r.newBallot(ctx, r.timeout)
+	for i, asked := range tried.asked {
+		if !asked && !r.slow[i].Load() {
+			b.ask(i, func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
+				return false, 0, c.rdb.Set(ctx, n.waiting(), "1", waitingTTL).Err()
+			})
+		}
+	}
+	b.collect(func() bool { return false })
 }
 
 // order is the sequence in which contenders for key ask the instances: a
@@ -361,6 +384,17 @@ func (b *ballot) result(i int) (nodeResult, bool) {
 		}
 	}
 	return nodeResult{}, false
+}
+
+// gate is the instance that answered first without an error: the gate of
+// a gated ballot; -1 if none.
+func (b *ballot) gate() int {
+	for _, x := range b.res {
+		if x.err == nil {
+			return x.i
+		}
+	}
+	return -1
 }
 
 func (b *ballot) answered(i int) bool {

@@ -86,3 +86,82 @@ func TestRedLockLateGrantAfterRelease(t *testing.T) {
 	}
 	mustRelease(t, next)
 }
+
+// published returns how many messages were published on channel, which ps
+// is subscribed to on rdb, since the last call: it publishes a sentinel and
+// counts the messages before it, which Redis delivers in the order it ran
+// the commands.
+func published(t *testing.T, rdb *redis.Client, ps *redis.PubSub, channel string) int {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.Publish(ctx, channel, "sentinel").Err(); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	n := 0
+	for {
+		m, err := ps.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		if m.Payload == "sentinel" {
+			return n
+		}
+		n++
+	}
+}
+
+// subscribe subscribes a connection of rdb's to channel and returns once
+// Redis has confirmed it.
+func subscribe(t *testing.T, rdb *redis.Client, channel string) *redis.PubSub {
+	t.Helper()
+	ps := rdb.Subscribe(context.Background(), channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(context.Background()); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	return ps
+}
+
+// A waiter's failed try reaches only the key's gate, so only the gate
+// learnt that someone waits; if the gate dies before the holder releases,
+// the majority left released without a word, and the waiter slept until
+// its own timer. The instances left must publish the release.
+func TestRedLockWakeUpWhenGateDiesAfterAWaiterCame(t *testing.T) {
+	t.Parallel()
+	q := newQuorum(t)
+	ctx := context.Background()
+	const key = "k"
+	channel := lockKey("lock:", key) + ":wake"
+	gate := q.r.Gate(key)
+	healthy := []int{(gate + 1) % 3, (gate + 2) % 3}
+	holder := mustObtain(t, q.r, ctx, key, time.Minute, lock.ObtainOptions{})
+	got := make(chan error, 1)
+	go func() {
+		l, err := q.r.Obtain(ctx, key, time.Minute, lock.ObtainOptions{Wait: 20 * time.Second})
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	testkit.Eventually(t, "the waiter to subscribe", 10*time.Second, func() bool {
+		return numSub(q.clients[healthy[0]], "*{k}:wake") == 1 && numSub(q.clients[healthy[1]], "*{k}:wake") == 1
+	})
+	var subs []*redis.PubSub
+	for _, i := range healthy {
+		subs = append(subs, subscribe(t, q.clients[i], channel))
+	}
+	q.servers[gate].Kill()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("release with 2 of 3 instances up: %v", err)
+	}
+	n := 0
+	for k, i := range healthy {
+		n += published(t, q.clients[i], subs[k], channel)
+	}
+	if n == 0 {
+		t.Error("the instances left released the lock without publishing a wake-up")
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the waiter: %v", err)
+	}
+}

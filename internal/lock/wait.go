@@ -180,13 +180,14 @@ func notObtainedCtx(ctx context.Context, key string) error {
 }
 
 // recheckAfter is the fallback sleep: the holder's remaining TTL plus up to
-// 10% jitter (so waiters do not all re-check at once), capped at the
-// deadline.
+// 10% jitter (so waiters do not all re-check at once), capped at
+// waitingRefresh (each try that finds the lock held renews the waiting
+// record, which makes releases publish) and at the deadline.
 func recheckAfter(remaining time.Duration, deadline time.Time) time.Duration {
 	if remaining < minRecheck {
 		remaining = minRecheck
 	}
-	d := remaining + rand.N(remaining/10+time.Millisecond)
+	d := min(remaining+rand.N(remaining/10+time.Millisecond), waitingRefresh)
 	if left := time.Until(deadline); d > left {
 		d = max(left, 0)
 	}
