@@ -69,13 +69,14 @@ func TestReleaseRacingTheLastWaiterLeaving(t *testing.T) {
 	if err := <-left; !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiter that left: %v", err)
 	}
-	got := make(chan error, 1)
+	type result struct {
+		l   *lock.Lease
+		err error
+	}
+	got := make(chan result, 1)
 	go func() {
 		l, err := other.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Minute})
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
+		got <- result{l, err}
 	}()
 	// The newcomer has tried (and renewed the record) before it subscribes.
 	testkit.Eventually(t, "the newcomer to wait", 10*time.Second, func() bool { return numSub(rdb, channel) == 2 })
@@ -83,9 +84,11 @@ func TestReleaseRacingTheLastWaiterLeaving(t *testing.T) {
 	if n := published(t, rdb, ps, channel); n != 1 {
 		t.Fatalf("the release published %d wake-ups, want 1", n)
 	}
-	if err := <-got; err != nil {
-		t.Fatalf("the newcomer: %v", err)
+	r := <-got // its release comes after the count: it publishes too
+	if r.err != nil {
+		t.Fatalf("the newcomer: %v", r.err)
 	}
+	mustRelease(t, r.l)
 }
 
 const pausedWaiterEnv = "SECKILL_LOCK_PAUSED_WAITER"
