@@ -113,8 +113,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			s.Close()
 		}
 	}()
-	b.redis = redis.NewClient(&redis.Options{Addr: servers[0].Addr(), PoolSize: cfg.RedisPool, ContextTimeoutEnabled: true})
-	b.idem = redis.NewClient(&redis.Options{Addr: servers[4].Addr(), PoolSize: cfg.RedisPool, ContextTimeoutEnabled: true})
+	redisOpts, idemOpts := clientOptions(servers[0].Addr()), clientOptions(servers[4].Addr())
+	redisOpts.PoolSize, idemOpts.PoolSize = cfg.RedisPool, cfg.RedisPool
+	b.redis = redis.NewClient(redisOpts)
+	b.idem = redis.NewClient(idemOpts)
 	for _, s := range servers[1:4] {
 		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr(), PoolSize: cfg.RedisPool})))
 	}

@@ -45,7 +45,10 @@ type instance struct {
 func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, error) {
 	log = log.With("instance", cfg.Instance)
 	m := metrics.New(cfg.Instance)
-	r := newRig(cfg, b, log, m)
+	r, err := newRig(cfg, b, log, m)
+	if err != nil {
+		return nil, err
+	}
 	product := r.stages(b.db.Products(), "product")
 	coupon := r.stages(b.db.Coupons(), "coupon")
 	for _, ra := range []*inventory.RedisAtomic{product.copy, coupon.copy} {
@@ -131,7 +134,7 @@ func (r *rig) goBackground(f func(ctx context.Context)) {
 	r.stops = append(r.stops, func() { cancel(); <-done })
 }
 
-func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics) *rig {
+func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics) (*rig, error) {
 	r := &rig{
 		metrics: m,
 		cfg:     cfg,
@@ -140,21 +143,27 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 		section: inventory.SectionOptions{Delay: cfg.CriticalSectionDelay, Fencing: cfg.Fencing, Logger: log},
 		lockOpt: inventory.LockOptions{TTL: cfg.LockTTL, Wait: cfg.LockWait},
 	}
-	if b.redis != nil {
-		r.locker = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")})
-		r.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
-		r.goBackground(r.epochs.watch)
-	}
+	var err error
 	if len(b.redlock) > 0 {
 		// The per-instance timeout must stay far below the TTL (the time
 		// spent asking is subtracted from the validity), yet above the
 		// queueing delay of a busy Redis: TTL/20 is 250ms for the default.
-		r.quorum = lock.NewRedLock(b.redlock, lock.RedLockOptions{
+		r.quorum, err = lock.NewRedLock(b.redlock, lock.RedLockOptions{
 			Options:         lock.Options{Hooks: m.LockHooks("redlock")},
 			InstanceTimeout: max(50*time.Millisecond, cfg.LockTTL/20),
 		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	return r
+	if b.redis != nil {
+		if r.locker, err = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")}); err != nil {
+			return nil, errors.Join(err, r.close())
+		}
+		r.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
+		r.goBackground(r.epochs.watch)
+	}
+	return r, nil
 }
 
 // kindStages are the stages of one kind of item, and the parts of them

@@ -30,7 +30,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	b := backends{db: db}
 	defer func() { closeBackends(b, log) }()
 	if len(cfg.RedisAddrs) > 0 {
-		b.redis = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool, ContextTimeoutEnabled: true})
+		opts := universalOptions(cfg.RedisAddrs, cfg.RedisPassword)
+		opts.PoolSize = cfg.RedisPool
+		b.redis = redis.NewUniversalClient(opts)
 		if err := b.redis.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("SECKILL_REDIS_ADDR=%v: %w", cfg.RedisAddrs, err)
 		}

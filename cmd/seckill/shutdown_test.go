@@ -68,7 +68,10 @@ func shutdownCase(t *testing.T, timeout string, allDone bool) {
 	// arrival until the first leaves its 150ms section, a moment a busy
 	// machine can spread them past.
 	rdb := rp.Client()
-	locks := lock.New(rdb, lock.Options{})
+	locks, err := lock.New(rdb, lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer locks.Close()
 	gate, err := locks.Obtain(context.Background(), "product:1", time.Minute, lock.ObtainOptions{})
 	if err != nil {

@@ -124,15 +124,15 @@ func (env *raceEnv) connect() {
 	}
 	addr := testenv.RedisAddr(t)
 	prefix := testenv.Name("t") + ":"
-	env.rdb = redis.NewClient(&redis.Options{Addr: addr})
-	env.locker = lock.New(env.rdb, lock.Options{Prefix: prefix})
+	env.rdb = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	env.locker = testenv.NewLock(t, env.rdb, lock.Options{Prefix: prefix})
 	var nodes []redis.UniversalClient
 	for db := 1; db <= 3; db++ {
-		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, DB: db}))
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, DB: db, MaxRetries: -1}))
 	}
 	// The same per-instance timeout as the service (TTL/20): the default
 	// 50 ms is short for a busy CI machine.
-	env.quorum = lock.NewRedLock(nodes, lock.RedLockOptions{Options: lock.Options{Prefix: prefix}, InstanceTimeout: env.lockOpts.TTL / 20})
+	env.quorum = testenv.NewRedLock(t, nodes, lock.RedLockOptions{Options: lock.Options{Prefix: prefix}, InstanceTimeout: env.lockOpts.TTL / 20})
 	t.Cleanup(func() {
 		for _, c := range []interface{ Close() error }{env.locker, env.quorum, env.rdb} {
 			if err := c.Close(); err != nil {

@@ -56,7 +56,7 @@ func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inven
 	defer cancel()
 	db := testenv.SQLite(t)
 	rdb := testenv.Redis(t)
-	locker := lock.New(rdb, lock.Options{Prefix: testenv.Name("fence") + ":"})
+	locker := testenv.NewLock(t, rdb, lock.Options{Prefix: testenv.Name("fence") + ":"})
 	t.Cleanup(func() {
 		if err := locker.Close(); err != nil {
 			t.Error(err)
@@ -159,7 +159,7 @@ func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db := testenv.SQLite(t)
-	locker := lock.New(testenv.Redis(t), lock.Options{Prefix: testenv.Name("lease-ctx") + ":"})
+	locker := testenv.NewLock(t, testenv.Redis(t), lock.Options{Prefix: testenv.Name("lease-ctx") + ":"})
 	t.Cleanup(func() {
 		if err := locker.Close(); err != nil {
 			t.Error(err)

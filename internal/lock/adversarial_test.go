@@ -173,7 +173,7 @@ func TestPausedHolderSeesLossOnResume(t *testing.T) {
 
 func runPausedHolder(t *testing.T, prefix string) {
 	rdb := testRedis(t)
-	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	c := mustNew(t, rdb, lock.Options{Prefix: prefix})
 	l := mustObtain(t, c, context.Background(), "k", 300*time.Millisecond, lock.ObtainOptions{})
 	lctx := l.Context()
 	fmt.Println("holding")
@@ -218,7 +218,7 @@ func miniredisAt(t *testing.T, now time.Time) (*miniredis.Miniredis, *redis.Clie
 	}
 	t.Cleanup(m.Close)
 	m.SetTime(now)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return m, rdb
 }
@@ -341,7 +341,7 @@ func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {
 			c.AddHook(hook(tr))
 			clients, plain = append(clients, c), append(plain, c)
 		}
-		r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
+		r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
 		t.Cleanup(func() { _ = r.Close() })
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -411,7 +411,7 @@ func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
 		for _, s := range servers {
 			own = append(own, redlockClient(t, s.Addr))
 		}
-		r := lock.NewRedLock(own, lock.RedLockOptions{InstanceTimeout: 200 * time.Millisecond})
+		r := mustRedLock(t, own, lock.RedLockOptions{InstanceTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = r.Close() })
 		locks = append(locks, r)
 	}
@@ -446,7 +446,7 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients = append(servers, s), append(clients, c)
 	}
-	r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 500 * time.Millisecond})
+	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { _ = r.Close() })
 	servers[0].Pause()
 	servers[1].Pause()
@@ -487,7 +487,7 @@ func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients, plain = append(servers, s), append(clients, c), append(plain, c)
 	}
-	r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 100 * time.Millisecond})
+	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = r.Close() })
 	bg := context.Background()
 	ha := mustObtain(t, r, bg, "a", time.Minute, lock.ObtainOptions{})
@@ -704,7 +704,7 @@ func TestRedLockFlashCrowd(t *testing.T) {
 					t.Cleanup(func() { _ = c.Close() })
 					clients = append(clients, c)
 				}
-				r := lock.NewRedLock(clients, lock.RedLockOptions{InstanceTimeout: 250 * time.Millisecond})
+				r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 250 * time.Millisecond})
 				t.Cleanup(func() { _ = r.Close() })
 				apps = append(apps, r)
 			}

@@ -43,19 +43,19 @@ type obtainRelease func(ctx context.Context, key string) error
 // with ContextTimeoutEnabled, as this package recommends (the app sets it
 // too), so that go-redis itself ends calls at their deadlines.
 func benchRedis(b *testing.B) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: testRedis(b).Options().Addr, ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: testRedis(b).Options().Addr}))
 	b.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
 
 func uncontended(b *testing.B, rdb *redis.Client, prefix string) map[string]obtainRelease {
-	ours := lock.New(rdb, lock.Options{Prefix: prefix})
+	ours := mustNew(b, rdb, lock.Options{Prefix: prefix})
 	b.Cleanup(func() { _ = ours.Close() })
 	// The same lock on a client that does not honour context deadlines:
 	// Release then runs on a goroutine of its own to stay bounded.
-	plainRdb := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	plainRdb := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, MaxRetries: -1})
 	b.Cleanup(func() { _ = plainRdb.Close() })
-	plain := lock.New(plainRdb, lock.Options{Prefix: prefix})
+	plain := mustNew(b, plainRdb, lock.Options{Prefix: prefix})
 	b.Cleanup(func() { _ = plain.Close() })
 	bsm := redislock.New(rdb)
 	rs := redsync.New(goredis.NewPool(rdb))
@@ -222,7 +222,7 @@ func BenchmarkContended(b *testing.B) {
 	srv := testenv.StartRedis(b)
 	var clients []*redis.Client
 	for range 2 {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		b.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
@@ -253,7 +253,7 @@ func BenchmarkContended(b *testing.B) {
 		make func(c *redis.Client) contender
 	}{
 		{"ours", func(c *redis.Client) contender {
-			l := lock.New(c, lock.Options{Prefix: prefix})
+			l := mustNew(b, c, lock.Options{Prefix: prefix})
 			b.Cleanup(func() { _ = l.Close() })
 			return func(ctx context.Context) (func() error, error) {
 				for {

@@ -7,8 +7,17 @@
 // # Obtaining and releasing
 //
 // New wraps any go-redis v9 client (single server, Sentinel or Cluster);
-// build it with ContextTimeoutEnabled, so that go-redis ends calls when
-// their context does. Obtain runs one Lua script that sets the lock only if
+// build it with ClientOptions: ContextTimeoutEnabled, so that go-redis ends
+// calls when their context does, and retries off (MaxRetries -1; on a
+// Cluster, MaxRedirects -1 too). New refuses a client that retries, since
+// the scripts are not safe to run twice: go-redis sends a command again
+// after an EOF, a reset or a read timeout, when the first may well have
+// run, and the second run answers about the first one's work (an obtain
+// finds its own grant and reports the lock held, a release finds nothing
+// and reports the lease lost, a re-entry counts two holds). We chose to
+// refuse such clients rather than make every script remember its last
+// caller: a lost reply is then an error the package sees, and it handles
+// it as an unknown outcome, below. Obtain runs one Lua script that sets the lock only if
 // it is absent, with a TTL, and issues a fencing token in the same step.
 // The lock records an owner token of 128 random bits that only this lease
 // knows (a fresh one for every try); Release and Refresh are scripts that
@@ -21,16 +30,25 @@
 // A try that fails in a way that leaves open whether Redis ran it (a reply
 // lost or too late, the context ending mid-call) is released by owner
 // before Obtain returns, so it does not leave the lock held by nobody for a
-// whole TTL.
+// whole TTL. That release goes out on another pooled connection, and Redis
+// does not order commands across connections: the try may still be on its
+// way (a TCP retransmit) and land after it. So a release by owner that
+// finds the lock not the owner's leaves a tombstone for that owner,
+// PREFIX{key}:gone:OWNER, for 15 minutes (about as long as Linux retransmits
+// unacknowledged data), and a try that finds its tombstone grants nothing.
 //
-// One lock is two Redis keys that share the Cluster hash tag {key}:
+// One lock is two Redis keys that share the Cluster hash tag {key} (a key
+// that starts with '}', which would leave that tag empty, is written
+// PREFIX{~}key~ instead, with the tag "~"):
 // PREFIX{key}, which holds "owner|token|holds" while the lock is held and is
 // deleted by the last release, and the fence record PREFIX{key}:fence, the
 // last token issued, given Options.FenceTTL again on every obtain and
-// renewal, so it outlives any lease kept alive. Its
-// wake-up channel is PREFIX{key}:wake. Both keys may end in "w", the mark of
-// a lock someone has waited for (see Waiting). Every key the package writes
-// carries a TTL, and each script makes a handful of Redis calls.
+// renewal, so it outlives any lease kept alive (Obtain and Refresh refuse
+// a ttl above FenceTTL). Its
+// wake-up channel is PREFIX{key}:wake; tombstones of abandoned tries (see
+// above) share its hash tag, as does the record of waiters,
+// PREFIX{key}:waiting (see Waiting). Every key the package writes carries
+// a TTL, and each script makes a handful of Redis calls.
 //
 // # TTLs and the watchdog
 //
@@ -68,23 +86,25 @@
 // arrival order, and only the first of them asks Redis: a burst of hundreds
 // of requests for one item costs Redis a few tries per handoff, one per
 // process, and does not drain the client's connection pool with tries
-// that cannot win. The first in line marks the lock as waited for, in the
-// same script as its failed try, subscribes to the lock's channel and
-// sleeps until the holder's Release publishes on it. Only a marked lock's
-// release publishes, so a lock nobody has waited for costs no PUBLISH
-// (which Redis Cluster would send to every node). The next holder inherits
-// the mark through the fence record, since more waiters may be queued, and
-// nothing clears it: once a key has been waited for, every release of it
-// publishes until its fence record expires (FenceTTL after the last
-// obtain). One pub/sub connection per Client carries the channels of all
-// its waiters; a goroutine of its own sends SUBSCRIBE and UNSUBSCRIBE, so
-// that no waiter ever waits on that connection (go-redis can hold it for a
-// whole read timeout while it reconnects to a stalled server). A channel stays
-// subscribed for a moment after a successful wait, for the next one.
-// Messages can be lost (a reconnect, a holder that crashes instead of
-// releasing), so a waiter also tries again once its subscription is
-// confirmed and when the holder's remaining TTL runs out, with jitter. A
-// waiter whose context ends returns at once with an error that matches both
+// that cannot win. The first in line records that someone waits, in the
+// same script as its failed try (PREFIX{key}:waiting, for 3 seconds),
+// subscribes to the lock's channel and sleeps until the holder's Release
+// publishes on it. A release publishes only while that record lives, so a
+// lock nobody waits for costs no PUBLISH (which Redis Cluster would send to
+// every node). The first in line tries again at least every second, which
+// renews the record while anyone waits; once the last waiter has gone,
+// releases stop publishing within 3 seconds. A waiter that could not renew
+// it in time (a paused process) may miss the wake-up: its own timer then
+// catches the release. One pub/sub connection per Client carries the
+// channels of all its waiters; a goroutine of its own sends SUBSCRIBE and
+// UNSUBSCRIBE, so that no waiter ever waits on that connection (go-redis
+// can hold it for a whole read timeout while it reconnects to a stalled
+// server). A channel stays subscribed for a moment after a successful
+// wait, for the next one. Messages can be lost (a reconnect, a holder that
+// crashes instead of releasing), so a waiter also tries again once its
+// subscription is confirmed, and when the holder's remaining TTL runs out
+// (with jitter) or a second has passed, whichever is first. A waiter whose
+// context ends returns at once with an error that matches both
 // ErrNotObtained and the context's error.
 //
 // # Reentrancy
@@ -112,10 +132,13 @@
 // let the store refuse stale ones, for example:
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
-//	 WHERE sku = ? AND qty > 0 AND fence_token < ?
+//	 WHERE sku = ? AND qty > 0 AND fence_token <= ?
 //
-// A write that matches no row came from a holder that was overtaken, and
-// must be treated as failed.
+// The comparison is <=, not <: a holder may write more than once under one
+// lease, and re-entered holds share its token, so the store must accept
+// the newest token again; it refuses only tokens older than one it has
+// seen. A write that matches no row came from a holder that was overtaken,
+// and must be treated as failed.
 //
 // Every guarantee here assumes Redis keeps the keys until their TTLs run
 // out. A server with maxmemory and an eviction policy that may pick them
@@ -136,7 +159,11 @@
 // majority has said yes or can no longer say yes, without waiting for
 // slower instances; an instance that grants the lock later is renewed and
 // released with the lease (by owner), and one whose answer never came is
-// released by owner once its call has ended when the attempt failed.
+// released by owner once its call has ended when the attempt failed. A
+// release by owner that reaches an instance before the try it undoes
+// leaves a tombstone there (see above), so that a grant landing after the
+// lease's Release grants nothing. (Not for a reentrant Owner: its late
+// grant on an instance runs out at its TTL.)
 // Renewals must reach a majority, or the lease is reported lost. A release
 // returns once a majority has answered and, for at most an instance timeout
 // more, the instances not known to be slow; each release call is bounded by
@@ -162,7 +189,10 @@
 // waiting. When instances only time out (go-redis reports a deadline as
 // "i/o timeout"; a busy server looks the same as a dead one for a while), a
 // waiter keeps trying, backing off by a few instance timeouts, until its
-// Wait runs out. A waiter tries again once a majority of its subscriptions
+// Wait runs out. A waiter whose try the gate refused records that it waits
+// on the other instances too (those not marked slow), before it
+// subscribes, so that if the gate fails before the release, the majority
+// left still publishes it. A waiter tries again once a majority of its subscriptions
 // is confirmed: a release that reaches a majority reaches one of them, and
 // a dead instance never confirms. RedLock survives the crash of a minority
 // of servers, which a single Redis (or a failover pair, whose asynchronous

@@ -14,7 +14,7 @@ import (
 // The examples run against the test Redis (SECKILL_TEST_REDIS_ADDR), or an
 // in-process one when there is none; exampleRedis stands for
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+//	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: "127.0.0.1:6379"}))
 //
 // plus a key prefix of the example's own, deleted by cleanup.
 
@@ -23,7 +23,11 @@ import (
 func ExampleClient_Obtain() {
 	rdb, prefix, cleanup := exampleRedis(0)
 	defer cleanup()
-	locks := lock.New(rdb, lock.Options{Prefix: prefix})
+	locks, err := lock.New(rdb, lock.Options{Prefix: prefix})
+	if err != nil {
+		fmt.Println(err) // a client that retries, or a bad Prefix
+		return
+	}
 	defer locks.Close()
 
 	ctx := context.Background()
@@ -55,7 +59,7 @@ func ExampleClient_Obtain() {
 // sellOne stands for the guarded write, e.g.
 //
 //	UPDATE stock SET qty = qty - 1, fence_token = ?
-//	 WHERE sku = ? AND qty > 0 AND fence_token < ?
+//	 WHERE sku = ? AND qty > 0 AND fence_token <= ?
 func sellOne(ctx context.Context, sku string, token int64) error {
 	// ... read the stock, check it ...
 	// Right before the write: Err looks at the clock, so a holder that
@@ -72,7 +76,11 @@ func sellOne(ctx context.Context, sku string, token int64) error {
 func ExampleLease_Done() {
 	rdb, prefix, cleanup := exampleRedis(0)
 	defer cleanup()
-	locks := lock.New(rdb, lock.Options{Prefix: prefix})
+	locks, err := lock.New(rdb, lock.Options{Prefix: prefix})
+	if err != nil {
+		fmt.Println(err) // a client that retries, or a bad Prefix
+		return
+	}
 	defer locks.Close()
 
 	ctx := context.Background()
@@ -102,7 +110,11 @@ func ExampleLease_Done() {
 func ExampleObtainOptions_owner() {
 	rdb, prefix, cleanup := exampleRedis(0)
 	defer cleanup()
-	locks := lock.New(rdb, lock.Options{Prefix: prefix})
+	locks, err := lock.New(rdb, lock.Options{Prefix: prefix})
+	if err != nil {
+		fmt.Println(err) // a client that retries, or a bad Prefix
+		return
+	}
 	defer locks.Close()
 
 	ctx := context.Background()
@@ -142,10 +154,14 @@ func ExampleNewRedLock() {
 		defer cleanup()
 		clients, prefix = append(clients, rdb), p
 	}
-	quorum := lock.NewRedLock(clients, lock.RedLockOptions{
+	quorum, err := lock.NewRedLock(clients, lock.RedLockOptions{
 		Options:         lock.Options{Prefix: prefix},
 		InstanceTimeout: 250 * time.Millisecond, // far below the TTL
 	})
+	if err != nil {
+		fmt.Println(err) // an instance client that retries
+		return
+	}
 	defer quorum.Close()
 
 	var locker lock.Locker = quorum
@@ -166,7 +182,7 @@ func ExampleHooks() {
 	rdb, prefix, cleanup := exampleRedis(0)
 	defer cleanup()
 	var obtained, busy int
-	locks := lock.New(rdb, lock.Options{Prefix: prefix, Hooks: lock.Hooks{
+	locks, err := lock.New(rdb, lock.Options{Prefix: prefix, Hooks: lock.Hooks{
 		Obtained: func(key string, d time.Duration, err error) { // histogram.Observe(d.Seconds())
 			if err == nil {
 				obtained++
@@ -176,6 +192,10 @@ func ExampleHooks() {
 		},
 		Lost: func(key string, err error) { /* counter.Inc() */ },
 	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer locks.Close()
 
 	ctx := context.Background()

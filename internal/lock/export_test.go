@@ -99,3 +99,8 @@ func RunScript(ctx context.Context, rdb redis.Scripter, name string, keys []stri
 	}
 	return s.Run(ctx, rdb, keys, args...).Int64()
 }
+
+// ScriptSHA is the SHA1 that EVALSHA sends for the package's script name.
+func ScriptSHA(name string) string {
+	return map[string]*redis.Script{"obtain": obtainScript, "refresh": refreshScript, "release": releaseScript}[name].Hash()
+}

@@ -75,6 +75,9 @@ var errReplyLost error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlin
 // test ends.
 func hookedClient(t testing.TB, opts *redis.Options, h redis.Hook) *redis.Client {
 	t.Helper()
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = -1 // lock.New refuses a client that retries
+	}
 	rdb := redis.NewClient(opts)
 	rdb.AddHook(h)
 	t.Cleanup(func() { _ = rdb.Close() })

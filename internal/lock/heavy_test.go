@@ -112,7 +112,7 @@ func runChild(t *testing.T, rdb *redis.Client, spec string) {
 	if _, err := fmt.Sscanf(spec, "%s %d %d", &prefix, &sections, &goroutines); err != nil {
 		t.Fatalf("bad %s %q: %v", childEnv, spec, err)
 	}
-	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	c := mustNew(t, rdb, lock.Options{Prefix: prefix})
 	defer func() {
 		if err := c.Close(); err != nil {
 			t.Error(err)
@@ -152,7 +152,7 @@ func TestHeavyCluster(t *testing.T) {
 	heavy(t)
 	addrs := testenv.StartRedisCluster(t)
 	ctx := context.Background()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	testkit.Eventually(t, "the cluster client to see 3 masters", 30*time.Second, func() bool {
 		return len(rdb.ClusterSlots(ctx).Val()) == 3

@@ -67,7 +67,7 @@ func exampleRedis(db int) (*redis.Client, string, func()) {
 		}
 		addr, stop = m.Addr(), m.Close
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: db, ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: addr, DB: db}))
 	return rdb, examplePrefix, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -87,7 +87,7 @@ func testRedis(t testing.TB) *redis.Client {
 	// SECKILL_TEST_REDIS_ADDR, else a container where Docker answers, else
 	// (outside CI) an embedded Redis: see internal/testenv.
 	addr := testenv.RedisAddr(t)
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -40,6 +40,8 @@ type Lease struct {
 	token   int64
 	backend backend
 	hooks   *Hooks
+	// fenceTTL bounds the ttl of a Refresh (see checkArgs).
+	fenceTTL time.Duration
 	// holder is the context given to Obtain. The lease keeps it because its
 	// contract is tied to it: Context derives from it, renewals run with its
 	// values, and the watchdog stops when it ends.
@@ -74,12 +76,13 @@ type Lease struct {
 	unwatch  func() bool // deregisters the hook on the holder's context
 }
 
-func newLease(ctx context.Context, key string, token int64, b backend, ttl time.Duration, sent time.Time, watchdog bool, hooks *Hooks) *Lease {
+func newLease(ctx context.Context, key string, token int64, b backend, ttl time.Duration, sent time.Time, watchdog bool, opts *Options) *Lease {
 	l := &Lease{
 		key:      key,
 		token:    token,
 		backend:  b,
-		hooks:    hooks,
+		hooks:    &opts.Hooks,
+		fenceTTL: opts.FenceTTL,
 		holder:   ctx,
 		ttl:      ttl,
 		deadline: sent.Add(ttl - drift(ttl)),
@@ -245,13 +248,14 @@ func (l *Lease) Deadline() time.Time {
 // flight is waited for first, bounded by ctx, so that replies are handled
 // in the order Redis ran them.
 //
-// It returns an error matching ErrLockLost when the lock is no longer held,
-// which also ends the lease, and ErrNotHeld after Release (also when a
-// Release began while the Refresh was in flight). Other errors leave the
+// A ttl below MinTTL or above Options.FenceTTL is refused, changing
+// nothing. It returns an error matching ErrLockLost when the lock is no
+// longer held, which also ends the lease, and ErrNotHeld after Release
+// (also when a Release began while the Refresh was in flight). Other errors leave the
 // outcome unknown: the lease then assumes the new ttl may have been set, and
 // trusts itself no longer than that.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := checkArgs(l.key, ttl); err != nil {
+	if err := checkArgs(l.key, ttl, l.fenceTTL); err != nil {
 		return err
 	}
 	l.checkClock()

@@ -112,14 +112,16 @@ func (h *Hooks) lost(key string, err error) {
 type Options struct {
 	// Prefix starts every key and channel the package writes. Default
 	// "lock:". It must not contain '{' or '}': the key itself becomes the
-	// Redis Cluster hash tag, so all keys of one lock live in one slot.
+	// Redis Cluster hash tag, so all keys of one lock live in one slot
+	// (a key that starts with '}' gets the tag "~", see doc.go).
 	Prefix string
 	// Hooks observe obtains, waits, renewals and losses.
 	Hooks Hooks
 	// FenceTTL is how long a lock's fence record (the last fencing token
 	// issued for the key) survives the last Obtain or renewal. It must
 	// outlive every lease on the key, so keep it far above the longest TTL
-	// (a renewal gives it FenceTTL again). Tokens keep
+	// (a renewal gives it FenceTTL again); Obtain and Refresh refuse a ttl
+	// above it. Tokens keep
 	// rising after it expires as long as the server clock does not step
 	// back; the TTL only keeps idle keys from piling up. Default 24h.
 	FenceTTL time.Duration
@@ -129,12 +131,12 @@ type Options struct {
 	ReleaseTimeout time.Duration
 }
 
-func (o Options) withDefaults() Options {
+func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = "lock:"
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		panic(fmt.Sprintf("lock: Prefix %q must not contain '{' or '}'", o.Prefix))
+		return o, fmt.Errorf("lock: Prefix %q must not contain '{' or '}'", o.Prefix)
 	}
 	if o.FenceTTL <= 0 {
 		o.FenceTTL = 24 * time.Hour
@@ -142,7 +144,7 @@ func (o Options) withDefaults() Options {
 	if o.ReleaseTimeout <= 0 {
 		o.ReleaseTimeout = 2 * time.Second
 	}
-	return o
+	return o, nil
 }
 
 // MinTTL is the shortest lease Obtain accepts: shorter leases would be mostly
@@ -158,6 +160,11 @@ func drift(ttl time.Duration) time.Duration {
 
 // names are the Redis names one lock uses. The key is wrapped in braces, so
 // a lock's keys and channel share a Cluster hash tag and land in one slot.
+// A key that starts with '}' would make that tag empty (Redis then hashes
+// each whole name, and the scripts fail with CROSSSLOT), so such a key is
+// written PREFIX{~}KEY~ instead: tag "~". No other key gets that name:
+// PREFIX{KEY} always ends in '}' before any suffix, this form in '~', and a
+// key that does not start with '}' is never written this way.
 type names struct {
 	key   string // the caller's key
 	lock  string // "owner|token|holds" while held; see obtain.lua
@@ -166,19 +173,51 @@ type names struct {
 
 func newNames(prefix, key string) names {
 	lock := prefix + "{" + key + "}"
+	if strings.HasPrefix(key, "}") {
+		lock = prefix + "{~}" + key + "~"
+	}
 	return names{key: key, lock: lock, fence: lock + ":fence"}
 }
+
+// waiting is the record of someone waiting for the lock: see obtain.lua.
+func (n names) waiting() string { return n.lock + ":waiting" }
+
+// waitingTTL is how long a waiting record lasts after the last try that
+// found the lock held and will wait; a waiter first in line tries again at
+// least every waitingRefresh, which keeps it alive while anyone waits. Once
+// the last waiter has gone, releases stop publishing within waitingTTL. A
+// waiter that cannot refresh it in time (a paused process) may miss a
+// wake-up; its own timer then catches the release.
+const (
+	waitingTTL     = 3 * time.Second
+	waitingRefresh = waitingTTL / 3
+)
+
+// gone is the tombstone of owner's try: see release.lua.
+func (n names) gone(owner string) string { return n.lock + ":gone:" + owner }
+
+// goneTTL is how long a tombstone keeps a late try from granting the lock:
+// as long as Linux keeps retransmitting data a peer has not acknowledged
+// (tcp_retries2 = 15, about 15 minutes), so that the try's bytes, still on
+// their way after the client gave up, cannot land after it.
+const goneTTL = 15 * time.Minute
 
 // channel carries release wake-ups. The release script derives the same
 // name from the lock's key; only waiters need it here.
 func (n names) channel() string { return n.lock + ":wake" }
 
-func checkArgs(key string, ttl time.Duration) error {
+// checkArgs checks a key and a lease ttl: the ttl must not exceed the
+// fence record's, or the record (the last token) could expire under a held
+// lock, and the next token would come from the server clock alone.
+func checkArgs(key string, ttl, fenceTTL time.Duration) error {
 	if key == "" {
 		return errors.New("lock: empty key")
 	}
 	if ttl < MinTTL {
 		return fmt.Errorf("lock: ttl %v for %q is below MinTTL %v", ttl, key, MinTTL)
+	}
+	if ttl > fenceTTL {
+		return fmt.Errorf("lock: ttl %v for %q is above Options.FenceTTL %v: the fence record must outlive every lease", ttl, key, fenceTTL)
 	}
 	return nil
 }
@@ -267,15 +306,70 @@ type Client struct {
 	deadlines bool
 }
 
-// New returns a Client on rdb. It panics if opts.Prefix contains braces.
+// New returns a Client on rdb. It returns an error if opts.Prefix contains
+// braces, or if rdb may send a command again after a failure (see
+// ClientOptions): the package's scripts are not safe to run twice.
 //
-// Build rdb with ContextTimeoutEnabled: go-redis then honours context
-// deadlines on reads, so an Obtain ends with its context even while Redis
-// is stalled. Without it, Release, Refresh and renewals are still bounded
-// (by Options.ReleaseTimeout and their contexts) at the cost of a goroutine
-// per call, and an Obtain in flight waits for the client's read timeout.
-func New(rdb redis.UniversalClient, opts Options) *Client {
-	return &Client{rdb: rdb, opts: opts.withDefaults(), wake: newNotifier(rdb), deadlines: honoursDeadlines(rdb)}
+// Build rdb with ClientOptions, or set what it sets yourself.
+// ContextTimeoutEnabled makes go-redis honour context deadlines on reads,
+// so an Obtain ends with its context even while Redis is stalled. Without
+// it, Release, Refresh and renewals are still bounded (by
+// Options.ReleaseTimeout and their contexts) at the cost of a goroutine per
+// call, and an Obtain in flight waits for the client's read timeout.
+func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := noRetries(rdb); err != nil {
+		return nil, err
+	}
+	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), deadlines: honoursDeadlines(rdb)}, nil
+}
+
+// ClientOptions adjusts o for a client of the lock and returns it:
+// ContextTimeoutEnabled, and MaxRetries -1, which turns go-redis's retries
+// off. go-redis sends a command again (3 times by default) after an EOF, a
+// reset connection or a read timeout shorter than the context, when the
+// first may well have run. A lock script that runs twice answers about its
+// own first run: an obtain finds its own grant and reports the lock held
+// (leaving it held by nobody for a whole TTL), a release finds nothing and
+// reports the lease lost, a re-entry counts two holds. With retries off,
+// such a failure comes back as an error, which the package treats as an
+// unknown outcome (see Obtain). For a ClusterClient set MaxRedirects -1
+// as well: go-redis counts a network retry against that budget too, so a
+// try that meets a MOVED or ASK (a slot being moved; the script did not
+// run) then fails with that error, and the next try reaches the new node.
+func ClientOptions(o *redis.Options) *redis.Options {
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	return o
+}
+
+// noRetries returns an error unless rdb is a go-redis client whose retries
+// are off. The options are read after go-redis applied its defaults, where
+// 0 means none.
+func noRetries(rdb redis.UniversalClient) error {
+	const fix = "its scripts must not run twice, so build the client with MaxRetries: -1 (see lock.ClientOptions)"
+	switch c := rdb.(type) {
+	case *redis.Client:
+		if n := c.Options().MaxRetries; n > 0 {
+			return fmt.Errorf("lock: the Redis client retries commands (MaxRetries %d); %s", n, fix)
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		if o.MaxRetries > 0 || o.MaxRedirects > 0 {
+			return fmt.Errorf("lock: the Redis Cluster client retries commands (MaxRetries %d, MaxRedirects %d, which counts network retries too); %s and MaxRedirects: -1",
+				o.MaxRetries, o.MaxRedirects, fix)
+		}
+	case *redis.Ring:
+		if n := c.Options().MaxRetries; n > 0 {
+			return fmt.Errorf("lock: the Redis Ring client retries commands (MaxRetries %d); %s", n, fix)
+		}
+	default:
+		return fmt.Errorf("lock: cannot tell whether a %T retries commands; use a *redis.Client, *redis.ClusterClient or *redis.Ring with retries off", rdb)
+	}
+	return nil
 }
 
 func honoursDeadlines(rdb redis.UniversalClient) bool {
@@ -318,8 +412,9 @@ func (c *Client) Close() error {
 // Use o.Wait, not a ctx timeout, to bound only the wait.
 //
 // Obtain returns an error matching ErrNotObtained when the lock stayed held;
-// if ctx ended first, the error matches ctx.Err() as well. Other errors come
-// from Redis. When a try fails in a way that leaves open whether Redis ran it
+// if ctx ended first, the error matches ctx.Err() as well. A ttl below
+// MinTTL or above Options.FenceTTL is refused with an error that matches
+// neither. Other errors come from Redis. When a try fails in a way that leaves open whether Redis ran it
 // (a late or lost reply, ctx ending mid-call), Obtain releases that try by
 // owner before it returns, detached from ctx and bounded by
 // Options.ReleaseTimeout, so that the key is not left held by nobody for its
@@ -333,7 +428,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 }
 
 func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
-	if err := checkArgs(key, ttl); err != nil {
+	if err := checkArgs(key, ttl, c.opts.FenceTTL); err != nil {
 		return nil, err
 	}
 	n := newNames(c.opts.Prefix, key)
@@ -351,7 +446,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 			return nil, time.Duration(val) * time.Millisecond, nil
 		}
 		ops := &single{c: c, n: n, owner: owner, token: strconv.FormatInt(val, 10)}
-		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts.Hooks), 0, nil
+		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts), 0, nil
 	}
 	subscribe := func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(bool)) {
 		ready := make(chan struct{})
@@ -372,11 +467,12 @@ func (c *Client) lineFor(o ObtainOptions) *lineup {
 
 // try runs the obtain script once. It returns (true, token) when obtained and
 // (false, remaining ttl in ms) when the lock is held by another owner. With
-// wait, a held lock is marked so that its release publishes a wake-up;
-// locks nobody has waited for are released without one.
+// wait, a held lock's waiting record is set (for waitingTTL), so that its
+// release publishes a wake-up; locks nobody waits for are released without
+// one.
 func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence},
-		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL)).Int64()
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.waiting(), n.gone(owner)},
+		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL), ms(waitingTTL)).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
@@ -410,9 +506,18 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 	return nil
 }
 
-// release runs the owner-checked delete; token "" matches any token of owner.
+// release runs the owner-checked delete; token "" matches any token of
+// owner. Such a release by owner is the clean-up of a try whose outcome is
+// unknown (or of a RedLock instance that had not granted the lease): when
+// the lock is not the owner's, it leaves a tombstone that the try, should
+// it still land, finds (see release.lua). Not for a reentrant owner, which
+// is used by more than one try.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	res, err := releaseScript.Run(ctx, c.rdb, []string{n.lock}, owner, token).Int64()
+	keys, args := []string{n.lock, n.waiting()}, []any{owner, token}
+	if token == "" && !strings.HasPrefix(owner, "=") {
+		keys, args = append(keys, n.gone(owner)), append(args, ms(goneTTL))
+	}
+	res, err := releaseScript.Run(ctx, c.rdb, keys, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: release %q: %w", n.key, err)
 	}

@@ -23,7 +23,7 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts lock.Options) (*loc
 	if opts.Prefix == "" {
 		opts.Prefix = testPrefix(t, rdb)
 	}
-	c := lock.New(rdb, opts)
+	c := mustNew(t, rdb, opts)
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("close lock client: %v", err)
@@ -39,6 +39,26 @@ func testClient(t testing.TB, opts lock.Options) (*redis.Client, *lock.Client, s
 	rdb := testRedis(t)
 	c, prefix := newClient(t, rdb, opts)
 	return rdb, c, prefix
+}
+
+// mustNew is lock.New for a test, which fails if New refuses.
+func mustNew(t testing.TB, rdb redis.UniversalClient, opts lock.Options) *lock.Client {
+	t.Helper()
+	c, err := lock.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("lock.New: %v", err)
+	}
+	return c
+}
+
+// mustRedLock is lock.NewRedLock for a test, which fails if it refuses.
+func mustRedLock(t testing.TB, clients []redis.UniversalClient, opts lock.RedLockOptions) *lock.RedLock {
+	t.Helper()
+	r, err := lock.NewRedLock(clients, opts)
+	if err != nil {
+		t.Fatalf("lock.NewRedLock: %v", err)
+	}
+	return r
 }
 
 func mustObtain(t testing.TB, l lock.Locker, ctx context.Context, key string, ttl time.Duration, o lock.ObtainOptions) *lock.Lease {
@@ -418,8 +438,9 @@ func TestWaitHandoff(t *testing.T) {
 }
 
 // A release publishes a wake-up only when someone waited for the lock;
-// then every later release of that lock's record publishes too, since other
-// waiters may still be queued behind the one that got it.
+// then the releases that follow publish too for a few seconds (the waiting
+// record's TTL), since other waiters may still be queued behind the one
+// that got it. TestReleaseStopsPublishingOnceNobodyWaits checks the end.
 func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	t.Parallel()
 	rdb, c, prefix := testClient(t, lock.Options{})
@@ -466,7 +487,7 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	if got := published(); len(got) != 0 {
 		t.Fatalf("after a try without Wait: release published %q", got)
 	}
-	// A waiter that gave up still leaves the mark.
+	// A waiter that gave up still leaves its record until it expires.
 	a = mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{})
 	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Millisecond}); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("wait on a held lock: got %v, want ErrNotObtained", err)
@@ -491,7 +512,7 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 // second, which began to try only once the first had the lock.
 func TestWaitQueueOnOneClient(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClient(&redis.Options{Addr: testRedis(t).Options().Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: testRedis(t).Options().Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	// tries counts obtain attempts that found the lock held (the obtain
 	// script's reply is negative).
@@ -744,7 +765,7 @@ func TestCyclesLeaveNothingBehind(t *testing.T) {
 	rdb := testRedis(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreEmbeddedRedis, ignoreEmbeddedReader)
 	prefix := testPrefix(t, rdb)
-	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	c := mustNew(t, rdb, lock.Options{Prefix: prefix})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for g := range 4 {

@@ -21,9 +21,9 @@ func TestMiniredis(t *testing.T) {
 		t.Fatalf("start miniredis: %v", err)
 	}
 	t.Cleanup(m.Close)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := lock.New(rdb, lock.Options{})
+	c := mustNew(t, rdb, lock.Options{})
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("close: %v", err)

@@ -39,7 +39,7 @@ func TestInstanceClientsReturnWithinDeadline(t *testing.T) {
 		servers, clients, universal = append(servers, s), append(clients, c), append(universal, c)
 	}
 	const releaseTimeout = 500 * time.Millisecond
-	r := lock.NewRedLock(universal, lock.RedLockOptions{
+	r := mustRedLock(t, universal, lock.RedLockOptions{
 		Options:         lock.Options{ReleaseTimeout: releaseTimeout},
 		InstanceTimeout: 50 * time.Millisecond,
 	})

@@ -61,22 +61,30 @@ type RedLock struct {
 }
 
 // NewRedLock returns a RedLock over clients, which must be independent
-// servers. It panics if clients is empty or opts.Prefix contains braces.
-func NewRedLock(clients []redis.UniversalClient, opts RedLockOptions) *RedLock {
+// servers. It returns an error if clients is empty, opts.Prefix contains
+// braces, or a client retries commands (build them with InstanceOptions).
+func NewRedLock(clients []redis.UniversalClient, opts RedLockOptions) (*RedLock, error) {
 	if len(clients) == 0 {
-		panic("lock: NewRedLock needs at least one client")
+		return nil, errors.New("lock: NewRedLock needs at least one client")
 	}
-	opts.Options = opts.Options.withDefaults()
+	var err error
+	if opts.Options, err = opts.Options.withDefaults(); err != nil {
+		return nil, err
+	}
 	if opts.InstanceTimeout <= 0 {
 		opts.InstanceTimeout = 50 * time.Millisecond
 	}
 	nodeOpts := opts.Options
 	nodeOpts.Hooks = Hooks{}
 	r := &RedLock{opts: opts, quorum: len(clients)/2 + 1, timeout: opts.InstanceTimeout, slow: make([]atomic.Bool, len(clients))}
-	for _, c := range clients {
-		r.nodes = append(r.nodes, New(c, nodeOpts))
+	for i, c := range clients {
+		n, err := New(c, nodeOpts)
+		if err != nil {
+			return nil, fmt.Errorf("lock: RedLock instance %d: %w", i, err)
+		}
+		r.nodes = append(r.nodes, n)
 	}
-	return r
+	return r, nil
 }
 
 // Close stops the pub/sub connections of all instances.
@@ -117,7 +125,7 @@ type nodeResult struct {
 type instanceFunc func(ctx context.Context, i int, c *Client) (bool, int64, error)
 
 func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
-	if err := checkArgs(key, ttl); err != nil {
+	if err := checkArgs(key, ttl, r.opts.FenceTTL); err != nil {
 		return nil, err
 	}
 	n := newNames(r.opts.Prefix, key)
@@ -127,6 +135,9 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
 			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		})
+		if o.Wait > 0 && b.yes() == 0 && b.answered(b.gate()) {
+			r.markWaiting(ctx, n, b)
+		}
 		if err := ctx.Err(); err != nil {
 			r.undo(ctx, n, owner, reentrant, b)
 			return nil, 0, notObtainedCtx(ctx, key)
@@ -150,7 +161,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 			// Instances still answering may grant it too: the lease renews
 			// and releases them by owner (their token is "").
 			q := &quorumBackend{r: r, n: n, owner: owner, tokens: tokens}
-			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Hooks), 0, nil
+			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Options), 0, nil
 		}
 		r.undo(ctx, n, owner, reentrant, b)
 		if failed := b.failed(); failed > len(r.nodes)-r.quorum {
@@ -221,6 +232,26 @@ func (r *RedLock) undo(ctx context.Context, n names, owner string, reentrant boo
 		go release(x)
 	}
 	b.late(release)
+}
+
+// markWaiting sets the waiting record on the instances that were not asked
+// because the gate refused the try: otherwise only the gate would know that
+// someone waits, and if it failed before the release, the majority left
+// would release without a wake-up. It waits for the answers, at most an
+// instance timeout, so that a release that comes after the waiter's
+// subscription publishes. Instances marked slow are left out, so that a
+// stalled one does not cost every waiting try an instance timeout; a
+// record that did not land is made up for by the waiter's own timer.
+func (r *RedLock) markWaiting(ctx context.Context, n names, tried *ballot) {
+	b := r.newBallot(ctx, r.timeout)
+	for i, asked := range tried.asked {
+		if !asked && !r.slow[i].Load() {
+			b.ask(i, func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
+				return false, 0, c.rdb.Set(ctx, n.waiting(), "1", waitingTTL).Err()
+			})
+		}
+	}
+	b.collect(func() bool { return false })
 }
 
 // order is the sequence in which contenders for key ask the instances: a
@@ -353,6 +384,17 @@ func (b *ballot) result(i int) (nodeResult, bool) {
 		}
 	}
 	return nodeResult{}, false
+}
+
+// gate is the instance that answered first without an error: the gate of
+// a gated ballot; -1 if none.
+func (b *ballot) gate() int {
+	for _, x := range b.res {
+		if x.err == nil {
+			return x.i
+		}
+	}
+	return -1
 }
 
 func (b *ballot) answered(i int) bool {

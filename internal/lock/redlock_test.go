@@ -28,7 +28,7 @@ func redLock(t *testing.T, n int, timeout time.Duration, tune ...func(*redis.Opt
 		c := redlockClient(t, s.Addr, tune...)
 		servers, clients, universal = append(servers, s), append(clients, c), append(universal, c)
 	}
-	r := lock.NewRedLock(universal, lock.RedLockOptions{InstanceTimeout: timeout})
+	r := mustRedLock(t, universal, lock.RedLockOptions{InstanceTimeout: timeout})
 	t.Cleanup(func() {
 		if err := r.Close(); err != nil {
 			t.Errorf("close redlock: %v", err)

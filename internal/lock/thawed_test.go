@@ -90,7 +90,7 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 		{
 			name: "obtain while another owner holds it", held: "other|5|1", stall: "PTTL",
 			run: func(rdb *redis.Client, l, f string) (int64, error) {
-				return lock.RunScript(ctx, rdb, "obtain", []string{l, f}, "me", "60000", "0", "0", fenceTTL)
+				return lock.RunScript(ctx, rdb, "obtain", []string{l, f, l + ":waiting"}, "me", "60000", "0", "0", fenceTTL, "3000")
 			},
 			ok: func(r int64) bool { return r <= -1 }, fresh: isFreshToken,
 			want: "a refusal (<= -1): the lock was held when the script read it",
@@ -98,7 +98,7 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 		{
 			name: "obtain and wait while another owner holds it", held: "other|5|1", stall: "SET",
 			run: func(rdb *redis.Client, l, f string) (int64, error) {
-				return lock.RunScript(ctx, rdb, "obtain", []string{l, f}, "me", "60000", "0", "1", fenceTTL)
+				return lock.RunScript(ctx, rdb, "obtain", []string{l, f, l + ":waiting"}, "me", "60000", "0", "1", fenceTTL, "3000")
 			},
 			ok: func(r int64) bool { return r <= -1 }, fresh: isFreshToken,
 			want: "a refusal (<= -1)",
@@ -106,7 +106,7 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 		{
 			name: "re-enter a hold of its own", held: "me|5|1", stall: "PTTL",
 			run: func(rdb *redis.Client, l, f string) (int64, error) {
-				return lock.RunScript(ctx, rdb, "obtain", []string{l, f}, "me", "60000", "1", "0", fenceTTL)
+				return lock.RunScript(ctx, rdb, "obtain", []string{l, f, l + ":waiting"}, "me", "60000", "1", "0", fenceTTL, "3000")
 			},
 			ok: func(r int64) bool { return r <= -1 }, fresh: isFreshToken,
 			want: "a refusal (<= -1): the hold it would add to had expired",
@@ -122,7 +122,7 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 		{
 			name: "release one of two holds", held: "me|5|2", stall: "SET",
 			run: func(rdb *redis.Client, l, f string) (int64, error) {
-				return lock.RunScript(ctx, rdb, "release", []string{l}, "me", "5")
+				return lock.RunScript(ctx, rdb, "release", []string{l, l + ":waiting"}, "me", "5")
 			},
 			ok:   func(r int64) bool { return r == -1 },
 			want: "-1 (not the owner any more): the lease had expired",

@@ -54,7 +54,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 	link.hold()
 	t.Log("2. the proxy holds back everything the primary sends: replication lags")
 
-	ca := lock.New(primary.rdb, lock.Options{})
+	ca := testenv.NewLock(t, primary.rdb, lock.Options{})
 	t.Cleanup(func() { _ = ca.Close() }) // its server is gone by then; nothing to report
 	a, err := ca.Obtain(ctx, "product:1", 30*time.Second, lock.ObtainOptions{Fixed: true})
 	if err != nil {
@@ -70,7 +70,7 @@ func TestFailoverLosesLockAndGrantsItTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("5. the replica is promoted (REPLICAOF NO ONE); it never saw A's lock")
-	cb := lock.New(replica.rdb, lock.Options{})
+	cb := testenv.NewLock(t, replica.rdb, lock.Options{})
 	t.Cleanup(func() { _ = cb.Close() })
 	b, err := cb.Obtain(ctx, "product:1", 30*time.Second, lock.ObtainOptions{Fixed: true})
 	if err != nil {

@@ -37,7 +37,7 @@ func lapse(t *testing.T, ctx context.Context, rdb *redis.Client, key string) {
 func ourLock(t *testing.T, rdb *redis.Client, key string) (*lock.Client, string) {
 	t.Helper()
 	prefix := testenv.Name("seckill:pitfall:") + ":"
-	c := lock.New(rdb, lock.Options{Prefix: prefix})
+	c := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix})
 	name := prefix + "{" + key + "}"
 	t.Cleanup(func() {
 		// The lock and its fence record, which keeps the last token.

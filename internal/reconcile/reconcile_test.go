@@ -32,7 +32,7 @@ func TestOneRunPerIntervalAcrossTheFleet(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("i%d", i)
-		locker := lock.New(rdb, lock.Options{Prefix: prefix + "lock:"})
+		locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
 		defer locker.Close()
 		job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: items}}, reconcile.Options{
 			Interval: interval, Instance: name, Prefix: prefix,
@@ -110,7 +110,7 @@ func TestRepairsRedisAtomicDrift(t *testing.T) {
 	if err := rdb.DecrBy(ctx, stockKey, 3).Err(); err != nil {
 		t.Fatal(err)
 	}
-	locker := lock.New(rdb, lock.Options{Prefix: prefix + "lock:"})
+	locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
 	defer locker.Close()
 	job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: svc, Repairer: ra, OrderExists: db.Products().OrderExists}},
 		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix})
@@ -169,7 +169,7 @@ func TestFindingsAndLogsFollowTheItem(t *testing.T) {
 	if err := items.Reset(ctx, 1, 10); err != nil {
 		t.Fatal(err)
 	}
-	locker := lock.New(rdb, lock.Options{Prefix: prefix + "lock:"})
+	locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
 	defer locker.Close()
 	job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: items}}, reconcile.Options{
 		Interval: time.Second, Instance: "i1", Prefix: prefix, Logger: log,

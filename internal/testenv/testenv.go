@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/embedded"
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -184,10 +185,31 @@ func fallbackRedis(t testing.TB) string {
 	return r.Addr()
 }
 
-// Redis returns a client of the test Redis server, closed at cleanup.
+// Redis returns a client of the test Redis server, closed at cleanup. Its
+// retries are off, as internal/lock requires (see lock.ClientOptions).
 func Redis(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: RedisAddr(t)})
+	c := redis.NewClient(&redis.Options{Addr: RedisAddr(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// NewLock is lock.New for a test, which fails if New refuses rdb.
+func NewLock(t testing.TB, rdb redis.UniversalClient, opts lock.Options) *lock.Client {
+	t.Helper()
+	c, err := lock.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("lock.New: %v", err)
+	}
+	return c
+}
+
+// NewRedLock is lock.NewRedLock for a test, which fails if it refuses.
+func NewRedLock(t testing.TB, clients []redis.UniversalClient, opts lock.RedLockOptions) *lock.RedLock {
+	t.Helper()
+	r, err := lock.NewRedLock(clients, opts)
+	if err != nil {
+		t.Fatalf("lock.NewRedLock: %v", err)
+	}
+	return r
 }

@@ -1,14 +1,17 @@
 // Package testkit is the harness the tests share, written once: free
 // loopback ports, polling until a condition holds or a server is healthy,
 // building cmd/seckill once per test binary and running it, a buffer that
-// tolerates concurrent writes, and a barrier that forces an interleaving.
+// tolerates concurrent writes, a barrier that forces an interleaving, and a
+// dialer that loses a chosen reply, or holds a request back, to order faults.
 // The services the tests need (MySQL, Redis) come from internal/testenv.
 package testkit
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -344,4 +347,182 @@ func (b *Barrier) Wait(ctx context.Context) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// NetFaults breaks the connections it dials at chosen requests. Install
+// Dial as the client's dialer (go-redis: Options.Dialer). Each fault is
+// armed for a number of requests that match, and used once per request:
+//
+//   - Drop: the request is sent and runs; the first bytes of the answer are
+//     awaited (so it certainly ran), discarded, and the read fails with
+//     io.EOF, closing the connection: a server or network that died right
+//     after the command.
+//   - Delay: the request is held back (the write reports success) and the
+//     read fails at once with a timeout, as a read deadline would; the
+//     request reaches the server only when Deliver is called: bytes stuck in
+//     the network while the client gave up.
+type NetFaults struct {
+	mu       sync.Mutex
+	drop     func(request []byte) bool
+	drops    int
+	dropped  int
+	delay    func(request []byte) bool
+	delays   int
+	held     []*faultyConn // with a request held back
+	heldEver int
+}
+
+// Drop makes the next n requests for which match reports true lose their
+// replies.
+func (d *NetFaults) Drop(n int, match func(request []byte) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.drop, d.drops = match, n
+}
+
+// Dropped reports how many replies were dropped so far.
+func (d *NetFaults) Dropped() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dropped
+}
+
+// Delay holds back the next n requests for which match reports true until
+// Deliver.
+func (d *NetFaults) Delay(n int, match func(request []byte) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.delay, d.delays = match, n
+}
+
+// Held reports how many requests were held back so far, delivered or not.
+func (d *NetFaults) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.heldEver
+}
+
+// Deliver sends every request held back to the server, waits for each
+// answer (so each has run), discards it and closes its connection.
+func (d *NetFaults) Deliver() error {
+	d.mu.Lock()
+	held := d.held
+	d.held = nil
+	d.mu.Unlock()
+	var errs []error
+	for _, c := range held {
+		errs = append(errs, c.deliver())
+	}
+	return errors.Join(errs...)
+}
+
+// Dial dials a TCP connection that d can break.
+func (d *NetFaults) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyConn{Conn: c, d: d}, nil
+}
+
+// fault returns what to do with request: drop its reply, hold it back, or
+// neither.
+func (d *NetFaults) fault(request []byte) (drop, delay bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.drops > 0 && d.drop != nil && d.drop(request) {
+		d.drops--
+		return true, false
+	}
+	if d.delays > 0 && d.delay != nil && d.delay(request) {
+		d.delays--
+		return false, true
+	}
+	return false, false
+}
+
+type faultyConn struct {
+	net.Conn
+	d *NetFaults
+
+	mu     sync.Mutex
+	drop   bool   // the reply to the request just written is to be lost
+	held   []byte // a request held back until Deliver
+	closed bool   // closed by the client while a request was held
+}
+
+func (c *faultyConn) Write(p []byte) (int, error) {
+	drop, delay := c.d.fault(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case delay:
+		c.held = append([]byte(nil), p...)
+		c.d.mu.Lock()
+		c.d.held = append(c.d.held, c)
+		c.d.heldEver++
+		c.d.mu.Unlock()
+		return len(p), nil
+	case drop:
+		c.drop = true
+	}
+	return c.Conn.Write(p)
+}
+
+var errFaultTimeout error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+func (c *faultyConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	drop, held := c.drop, c.held != nil
+	c.drop = false
+	c.mu.Unlock()
+	switch {
+	case held:
+		return 0, errFaultTimeout
+	case !drop:
+		return c.Conn.Read(p)
+	}
+	// Wait for the answer, whatever the caller's deadline, so that the
+	// request has certainly run, then lose it with the connection.
+	_ = c.Conn.SetReadDeadline(time.Time{})
+	var buf [512]byte
+	_, _ = c.Conn.Read(buf[:])
+	_ = c.Conn.Close()
+	c.d.mu.Lock()
+	c.d.dropped++
+	c.d.mu.Unlock()
+	return 0, io.EOF
+}
+
+// Close keeps a connection with a request held back open for Deliver.
+func (c *faultyConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil {
+		c.closed = true
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (c *faultyConn) deliver() error {
+	c.mu.Lock()
+	held := c.held
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.held = nil
+		c.mu.Unlock()
+		_ = c.Conn.Close()
+	}()
+	_ = c.Conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Conn.Write(held); err != nil {
+		return fmt.Errorf("deliver a held request: %w", err)
+	}
+	var buf [512]byte
+	if _, err := c.Conn.Read(buf[:]); err != nil {
+		return fmt.Errorf("the answer to a held request: %w", err)
+	}
+	return nil
 }

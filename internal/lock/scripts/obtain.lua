@@ -1,14 +1,23 @@
 -- Obtain a lock, or re-enter it for the same owner.
 -- KEYS[1] the lock: "owner|token|holds" while held, with the lease's TTL;
---         deleted on release. It may end in 'w': someone has waited for the
---         lock, so its release must publish a wake-up.
+--         deleted on release. (Versions before issue 31 could end it in
+--         'w', their mark of a lock someone waited for; it is kept on a
+--         re-entry and dropped by the next obtain.)
 -- KEYS[2] the fence: the last token issued for the lock, kept for the
 --         fencing TTL after every obtain, so that the next token is larger
---         even when a lease expired unreleased. It may end in 'w' too: the
---         next holder inherits the mark, since other waiters may be queued.
+--         even when a lease expired unreleased. (It may end in 'w' too,
+--         written by those versions; the next obtain drops it.)
+-- KEYS[3] the waiting record: set for ARGV[6] ms by every try that will
+--         wait for a release, so that the release publishes a wake-up
+--         (see release.lua) while anyone waits, and not for ever after.
+-- KEYS[4] the try's tombstone (optional): set by the clean-up of a try
+--         whose outcome was unknown (see release.lua), which Redis may have
+--         run before this try, arriving late on another connection. A try
+--         that finds it grants nothing.
 -- ARGV[1] owner (never starts with '|'), ARGV[2] ttl in ms, ARGV[3] '1' if
 -- the owner may re-enter, ARGV[4] '1' if the caller will wait for a release
--- when the lock is held, ARGV[5] fencing TTL in ms
+-- when the lock is held, ARGV[5] fencing TTL in ms, ARGV[6] the waiting
+-- record's TTL in ms
 -- Returns the fencing token (>= 1) when obtained; when another owner holds
 -- the lock, -1 - its remaining ttl in ms, the ttl clamped at 0, so always
 -- <= -1. The sign alone tells the two apart, and 0 is never sent. One
@@ -34,20 +43,19 @@ if v and string.byte(v, 1) ~= 124 then -- held
       return -1 -- the hold expired under the script: try again
     end
   end
-  if ARGV[4] == '1' and string.byte(v, -1) ~= 119 then -- not yet marked 'w'
-    redis.call('SET', KEYS[1], v .. 'w', 'KEEPTTL', 'XX')
-    f = f or string.match(v, '|(%d+)|%d+$')
-    if f and string.byte(f, -1) ~= 119 then
-      redis.call('SET', KEYS[2], f .. 'w', 'PX', ARGV[5])
-    end
+  if ARGV[4] == '1' then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
   end
   return -1 - math.max(redis.call('PTTL', KEYS[1]), 0)
 end
 
-local last, mark = 0, ''
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+  return -1 -- its owner has given up: answer "held", which nobody reads
+end
+
+local last = 0
 if f then
-  if string.byte(f, -1) == 119 then
-    mark = 'w'
+  if string.byte(f, -1) == 119 then -- an older version's mark
     f = string.sub(f, 1, -2)
   end
   last = tonumber(f)
@@ -68,6 +76,6 @@ if token <= last then
   token = last + 1
 end
 token = string.format('%.0f', token)
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|1' .. mark, 'PX', ARGV[2])
-redis.call('SET', KEYS[2], token .. mark, 'PX', ARGV[5])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|1', 'PX', ARGV[2])
+redis.call('SET', KEYS[2], token, 'PX', ARGV[5])
 return tonumber(token)

@@ -1,32 +1,45 @@
 -- Give back one hold; delete the lock when none is left, and wake a waiter
--- if anyone has waited for it (the 'w' mark, see obtain.lua). The fence
--- record stays: it keeps the last token.
+-- if anyone waits for it (the waiting record, see obtain.lua, or the 'w'
+-- mark of an older version's record). The fence record stays: it keeps the
+-- last token.
 -- KEYS[1] the lock; its wake-up channel is KEYS[1]:wake
+-- KEYS[2] the waiting record
+-- KEYS[3] (optional) the tombstone of the owner's try: when the lock is not
+--         the owner's, it is set for ARGV[3] ms, so that the try, if it is
+--         still on its way on another connection, grants nothing when it
+--         lands (see obtain.lua). Only for a clean-up by owner, whose
+--         owner is used by a single try.
 -- ARGV[1] owner, ARGV[2] fencing token ('' = any token of this owner)
 -- Returns 0 when freed, 1 when holds remain, -1 when not the owner.
-local v = redis.call('GET', KEYS[1])
-if not v then
+local function notOurs()
+  if KEYS[3] then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
+  end
   return -1
 end
+local v = redis.call('GET', KEYS[1])
+if not v then
+  return notOurs()
+end
 local mark = ''
--- The common case, one unmarked hold of a known token, needs no parsing.
+-- The common case, one hold of a known token, needs no parsing.
 if v ~= ARGV[1] .. '|' .. ARGV[2] .. '|1' then
   local owner, token, holds
   owner, token, holds, mark = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
   if owner ~= ARGV[1] or (ARGV[2] ~= '' and token ~= ARGV[2]) or holds == '0' then
-    return -1
+    return notOurs()
   end
   if holds ~= '1' then
     -- XX: a key that expired under the script (see obtain.lua) must not
     -- come back, with KEEPTTL, as a lock that never expires.
     if not redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) - 1) .. mark, 'KEEPTTL', 'XX') then
-      return -1
+      return notOurs()
     end
     return 1
   end
 end
 redis.call('DEL', KEYS[1])
-if mark == 'w' then
+if mark == 'w' or redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '1')
 end
 return 0

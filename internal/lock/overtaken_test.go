@@ -1,0 +1,66 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// A try whose outcome is unknown (its reply did not come in time) is
+// released by owner on another pooled connection. Redis does not order
+// commands across connections: if the try's bytes are still in the
+// network (a TCP retransmit), the clean-up runs first and finds nothing,
+// and the try then grants the lock to an owner who has given up. Here the
+// try is held back until the clean-up has run.
+func TestCleanUpOvertakenByItsTry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("single", func(t *testing.T) {
+		t.Parallel()
+		d := &testkit.NetFaults{}
+		rdb := faultyClient(t, d, *lock.ClientOptions(&redis.Options{}))
+		c, prefix := newClient(t, rdb, lock.Options{})
+		mustRelease(t, mustObtain(t, c, ctx, "warm-up", time.Second, lock.ObtainOptions{}))
+		for _, wait := range []time.Duration{0, time.Second} {
+			key := "k-" + wait.String()
+			d.Delay(1, scriptCall("obtain", prefix, key))
+			l, err := c.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{Wait: wait})
+			if err == nil {
+				t.Fatalf("Wait %v: Obtain succeeded although its try never reached Redis", wait)
+			}
+			_ = l
+			if err := d.Deliver(); err != nil { // the clean-up has run: Obtain released before returning
+				t.Fatal(err)
+			}
+			if v := record(t, rdb, prefix, key); v != "" {
+				t.Errorf("Wait %v: Obtain failed (%v), but its try, arriving after the clean-up, left the lock held by nobody: %q", wait, err, v)
+			}
+		}
+	})
+	t.Run("redlock gate", func(t *testing.T) {
+		t.Parallel()
+		q := newQuorum(t)
+		const key = "k"
+		gate := q.r.Gate(key)
+		q.servers[(gate+1)%3].Kill() // so that the attempt fails: one instance can grant it at most
+		q.faults[gate].Delay(1, scriptCall("obtain", "lock:", key))
+		if _, err := q.r.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{}); err == nil {
+			t.Fatal("Obtain succeeded with one instance dead and the gate's try held back")
+		}
+		if q.faults[gate].Held() != 1 {
+			t.Fatalf("the gate's try was not held back (%d)", q.faults[gate].Held())
+		}
+		testkit.Eventually(t, "the gate's clean-up to run", 10*time.Second, func() bool { return q.releases[gate].Load() > 1 })
+		if err := q.faults[gate].Deliver(); err != nil {
+			t.Fatal(err)
+		}
+		if v := record(t, q.clients[gate], "lock:", key); v != "" {
+			t.Errorf("the gate's try, arriving after the clean-up, left the lock held by nobody: %q", v)
+		}
+	})
+}

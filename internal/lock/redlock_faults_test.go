@@ -1,0 +1,167 @@
+package lock_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// quorum is a RedLock over three redis-servers of its own whose
+// connections can be broken (faults) and whose answered releases are
+// counted per instance.
+type quorum struct {
+	r        *lock.RedLock
+	servers  []*testenv.RedisProcess
+	clients  []*redis.Client
+	faults   []*testkit.NetFaults
+	releases [3]atomic.Int32
+}
+
+// newQuorum starts the three servers and obtains and releases a warm-up key,
+// so that the scripts are loaded and every call below is one EVALSHA; it
+// returns once that release has been answered everywhere (releases all 1).
+func newQuorum(t *testing.T) *quorum {
+	t.Helper()
+	q := &quorum{}
+	var universal []redis.UniversalClient
+	for i := range 3 {
+		s := testenv.StartRedis(t)
+		d := &testkit.NetFaults{}
+		c := redlockClient(t, s.Addr, func(o *redis.Options) { o.Dialer = d.Dial })
+		c.AddHook(replyHook(func(cmd redis.Cmder, err error) {
+			if lock.ScriptOf(cmd) == "release" && err == nil {
+				q.releases[i].Add(1)
+			}
+		}))
+		q.servers, q.clients, q.faults = append(q.servers, s), append(q.clients, c), append(q.faults, d)
+		universal = append(universal, c)
+	}
+	q.r = mustRedLock(t, universal, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
+	t.Cleanup(func() { _ = q.r.Close() })
+	mustRelease(t, mustObtain(t, q.r, context.Background(), "warm-up", time.Second, lock.ObtainOptions{}))
+	testkit.Eventually(t, "the warm-up to be released everywhere", 10*time.Second, func() bool {
+		return q.releases[0].Load() == 1 && q.releases[1].Load() == 1 && q.releases[2].Load() == 1
+	})
+	return q
+}
+
+// A RedLock lease is returned once a majority granted it; an instance whose
+// answer was still out is released by owner with the lease. If that
+// instance's try is still in the network when the release reaches it, the
+// release finds nothing, and the late grant then lived for its whole TTL:
+// with one more instance down, nobody could obtain the lock.
+func TestRedLockLateGrantAfterRelease(t *testing.T) {
+	t.Parallel()
+	q := newQuorum(t)
+	ctx := context.Background()
+	const key = "k"
+	gate := q.r.Gate(key)
+	late, other := (gate+1)%3, (gate+2)%3
+	q.faults[late].Delay(1, scriptCall("obtain", "lock:", key))
+	l := mustObtain(t, q.r, ctx, key, time.Minute, lock.ObtainOptions{})
+	// Obtain returned once two instances granted; the late one's try may not
+	// even have been written yet.
+	testkit.Eventually(t, "the late instance's try to be held back", 10*time.Second, func() bool { return q.faults[late].Held() == 1 })
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	testkit.Eventually(t, "the release to reach the late instance", 10*time.Second, func() bool { return q.releases[late].Load() > 1 })
+	if err := q.faults[late].Deliver(); err != nil {
+		t.Fatal(err)
+	}
+	if v := record(t, q.clients[late], "lock:", key); v != "" {
+		t.Errorf("a grant that landed after the release is still held: %q", v)
+	}
+	q.servers[other].Kill()
+	next, err := q.r.Obtain(ctx, key, time.Second, lock.ObtainOptions{})
+	if err != nil {
+		t.Fatalf("with 2 of 3 instances up and the lock released, Obtain: %v", err)
+	}
+	mustRelease(t, next)
+}
+
+// published returns how many messages were published on channel, which ps
+// is subscribed to on rdb, since the last call: it publishes a sentinel and
+// counts the messages before it, which Redis delivers in the order it ran
+// the commands.
+func published(t *testing.T, rdb *redis.Client, ps *redis.PubSub, channel string) int {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.Publish(ctx, channel, "sentinel").Err(); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	n := 0
+	for {
+		m, err := ps.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		if m.Payload == "sentinel" {
+			return n
+		}
+		n++
+	}
+}
+
+// subscribe subscribes a connection of rdb's to channel and returns once
+// Redis has confirmed it.
+func subscribe(t *testing.T, rdb *redis.Client, channel string) *redis.PubSub {
+	t.Helper()
+	ps := rdb.Subscribe(context.Background(), channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(context.Background()); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	return ps
+}
+
+// A waiter's failed try reaches only the key's gate, so only the gate
+// learnt that someone waits; if the gate dies before the holder releases,
+// the majority left released without a word, and the waiter slept until
+// its own timer. The instances left must publish the release.
+func TestRedLockWakeUpWhenGateDiesAfterAWaiterCame(t *testing.T) {
+	t.Parallel()
+	q := newQuorum(t)
+	ctx := context.Background()
+	const key = "k"
+	channel := lockKey("lock:", key) + ":wake"
+	gate := q.r.Gate(key)
+	healthy := []int{(gate + 1) % 3, (gate + 2) % 3}
+	holder := mustObtain(t, q.r, ctx, key, time.Minute, lock.ObtainOptions{})
+	got := make(chan error, 1)
+	go func() {
+		l, err := q.r.Obtain(ctx, key, time.Minute, lock.ObtainOptions{Wait: 20 * time.Second})
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	testkit.Eventually(t, "the waiter to subscribe", 10*time.Second, func() bool {
+		return numSub(q.clients[healthy[0]], "*{k}:wake") == 1 && numSub(q.clients[healthy[1]], "*{k}:wake") == 1
+	})
+	var subs []*redis.PubSub
+	for _, i := range healthy {
+		subs = append(subs, subscribe(t, q.clients[i], channel))
+	}
+	q.servers[gate].Kill()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("release with 2 of 3 instances up: %v", err)
+	}
+	n := 0
+	for k, i := range healthy {
+		n += published(t, q.clients[i], subs[k], channel)
+	}
+	if n == 0 {
+		t.Error("the instances left released the lock without publishing a wake-up")
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the waiter: %v", err)
+	}
+}
