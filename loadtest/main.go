@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -92,7 +93,13 @@ type options struct {
 	product     int64
 	coupon      int64
 	mysqlDSN    string
-	noColor     bool // NO_COLOR is set
+	// cpuRedis are the Redis servers whose CPU (INFO CPU) the lab reads
+	// around each attack (cpu.go), with redisPassword.
+	cpuRedis      []string
+	redisPassword string
+	// soldOutStage is the stage of the sold-out baselines.
+	soldOutStage string
+	noColor      bool // NO_COLOR is set
 	// progressTTY redraws the progress line in place; set when stderr is a
 	// terminal, so a log file gets whole lines instead of \r runs.
 	progressTTY bool
@@ -137,6 +144,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
 	expect := fs.String("expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers")
+	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
+	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
 	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
 	if err := fs.Parse(args); err != nil {
@@ -164,6 +173,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		mysqlDSN:    getenv("SECKILL_MYSQL_DSN"),
 		baselines:   *baselines,
 		noColor:     getenv("NO_COLOR") != "",
+
+		cpuRedis:      config.SplitList(*cpuRedis),
+		redisPassword: getenv("SECKILL_REDIS_PASSWORD"),
+		soldOutStage:  *soldOut,
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -233,6 +246,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 	}
 	slices.Sort(o.sweep)
+	if !slices.Contains(allStages, o.soldOutStage) {
+		bad("--sold-out-stage: unknown stage %q (want %s)", o.soldOutStage, strings.Join(allStages, ", "))
+	}
+	for _, addr := range o.cpuRedis {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad("--cpu-redis: %q is not host:port", addr)
+		}
+	}
 	if o.repeat < 1 {
 		bad("--repeat must be at least 1")
 	}
