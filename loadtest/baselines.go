@@ -66,10 +66,15 @@ const (
 const rawLoopConns = 32
 
 // measureCeilings runs the baselines at workers buyers in flight, as many
-// requests as a burst has buyers, each between two readings of meter. The
+// requests as a burst has buyers (or o.baselineRequests), each between two
+// readings of meter. The
 // raw loop needs db (SECKILL_MYSQL_DSN). tag makes the sold-out buyers'
 // ids unique to this round.
 func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, workers int, tag string, progress io.Writer) []ceiling {
+	hot := o.buyers // the raw loop sells as many units as a burst has buyers
+	if o.baselineRequests > 0 {
+		o.buyers = o.baselineRequests
+	}
 	measured := func(run func() ceiling) ceiling {
 		before := meter.read(ctx)
 		c := run()
@@ -96,7 +101,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 		out = append(out, c)
 	}
 	if db != nil {
-		out = append(out, measured(func() ceiling { return rawHotRow(ctx, db, workers, o.buyers) }))
+		out = append(out, measured(func() ceiling { return rawHotRow(ctx, db, workers, hot) }))
 	} else {
 		out = append(out, ceiling{Name: baselineHotRow, Workers: workers, Note: "not measured: set SECKILL_MYSQL_DSN"})
 	}
@@ -110,7 +115,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 // setCPU keeps a baseline's CPU and its CPU per OK answer.
 func (c *ceiling) setCPU(u *cpuUsage) {
 	c.CPU = u
-	c.CPUPerAnswerUS = perUnit(u.Seconds, c.OK)
+	c.CPUPerAnswerUS, c.ServersPerAnswerUS = perUnit(u.Seconds, c.OK), perUnit(u.servers(), c.OK)
 	if n := u.unavailable(); n != "" {
 		c.Note = joinNotes(c.Note, n)
 	}

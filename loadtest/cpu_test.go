@@ -237,6 +237,9 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 	if !near(u.Seconds, 1) || !near(u.ofKind(cpuInstance), 0.75) || !near(u.ofKind(cpuRedis), 0.125) || u.ofKind(cpuMySQL) != nil {
 		t.Fatalf("usage %+v: want 1 s in all, 0.75 instances, 0.125 redis, mysql unknown", u)
 	}
+	if !near(u.servers(), 0.875) {
+		t.Errorf("servers alone %s s, want 0.875 (all but the lab's 0.125)", ratioOrNA(u.servers()))
+	}
 	if u.Parts[3].Skipped != "not measured: not local" || u.unavailable() != "" {
 		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.unavailable())
 	}
@@ -250,7 +253,7 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 	} {
 		m := meter(redis)
 		u := m.usage(m.read(context.Background()), m.read(context.Background()))
-		if u.Seconds != nil || u.ofKind(cpuRedis) != nil || !near(u.ofKind(cpuInstance), 0.75) {
+		if u.Seconds != nil || u.servers() != nil || u.ofKind(cpuRedis) != nil || !near(u.ofKind(cpuInstance), 0.75) {
 			t.Errorf("%s: usage %+v, want the total and redis unavailable, the instances still known", name, u)
 		}
 		if !strings.HasPrefix(u.unavailable(), "redis r CPU: unavailable (") {
@@ -284,14 +287,18 @@ func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
 func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
 	base := func(http, redis float64) []ceiling {
 		return []ceiling{
-			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(http)}},
-			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis)}},
+			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(http), ServersPerAnswerUS: f64(http / 2)}},
+			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis), ServersPerAnswerUS: f64(redis / 2)}},
 			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis * 1.1)}},
 		}
 	}
 	ceilingRounds := [][]ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
 	burst := func(us *float64) row {
-		return row{Stage: "redis-atomic", Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: us}}
+		f := cpuFigures{CPUPerAnswerUS: us}
+		if us != nil {
+			f.ServersPerAnswerUS = f64(*us - 50) // the lab spent 50 µs per answer
+		}
+		return row{Stage: "redis-atomic", Workers: 16, cpuFigures: f}
 	}
 	rowRounds := [][]row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
 	rows := medianRows(rowRounds, ceilingRounds)
@@ -300,16 +307,20 @@ func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
 
 	r := rows[0]
 	want := []string{"2.50", "3.00", "n/a", "1.80"}
-	for k, x := range r.CPUxHTTPRuns {
+	for k, x := range r.CPUxHTTP.Runs {
 		if ratioOrNA(x) != want[k] {
 			t.Errorf("round %d: × http-ceiling %s, want %s", k+1, ratioOrNA(x), want[k])
 		}
 	}
-	if !near(r.CPUxHTTP, 2.5) || !near(r.CPUxRedis, 1.25) {
-		t.Errorf("median × http-ceiling %s, × redis-round-trip %s; want 2.50 (of 1.8, 2.5, 3) and 1.25", ratioOrNA(r.CPUxHTTP), ratioOrNA(r.CPUxRedis))
+	if !near(r.CPUxHTTP.Median, 2.5) || !near(r.CPUxRedis.Median, 1.25) {
+		t.Errorf("median × http-ceiling %s, × redis-round-trip %s; want 2.50 (of 1.8, 2.5, 3) and 1.25", ratioOrNA(r.CPUxHTTP.Median), ratioOrNA(r.CPUxRedis.Median))
 	}
-	if keyed := ceils[2]; !near(keyed.CPUxRedis, 1.1) || len(keyed.CPUxRedisRuns) != 4 {
-		t.Errorf("keyed sold-out × redis-round-trip %s over %d rounds, want 1.10 over 4", ratioOrNA(keyed.CPUxRedis), len(keyed.CPUxRedisRuns))
+	// Servers alone: 200/50, 100/25, –, 130/50.
+	if !near(r.ServersxHTTP.Median, 4) || ratiosText(r.ServersxHTTP.Runs) != "4.00 · 4.00 · n/a · 2.60" {
+		t.Errorf("servers × http-ceiling %s (%s), want 4.00 of 4, 4, n/a, 2.6", ratioOrNA(r.ServersxHTTP.Median), ratiosText(r.ServersxHTTP.Runs))
+	}
+	if keyed := ceils[2]; !near(keyed.CPUxRedis.Median, 1.1) || len(keyed.CPUxRedis.Runs) != 4 || keyed.ServersxRedis.Median != nil {
+		t.Errorf("keyed sold-out × redis-round-trip %+v, servers %+v; want 1.10 over 4 rounds, servers unknown", keyed.CPUxRedis, keyed.ServersxRedis)
 	}
 	if m := medianOf([]*float64{f64(4), f64(1), f64(3), f64(2)}); !near(m, 2) {
 		t.Errorf("median of an even count: %s, want the lower middle one, 2", ratioOrNA(m))
@@ -324,7 +335,7 @@ func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
 // unavailable.
 func TestCheckCPUTargets(t *testing.T) {
 	fig := func(xHTTP, xRedis *float64) cpuFigures {
-		return cpuFigures{CPU: &cpuUsage{}, CPUxHTTP: xHTTP, CPUxRedis: xRedis}
+		return cpuFigures{CPU: &cpuUsage{}, CPUxHTTP: cpuRatio{Median: xHTTP}, CPUxRedis: cpuRatio{Median: xRedis}}
 	}
 	rep := report{
 		Ceilings: []ceiling{

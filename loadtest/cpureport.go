@@ -71,14 +71,16 @@ func cpuTable(rep report) ([]string, [][]string) {
 	if repeated {
 		head = append(head, "× http-ceiling, each round")
 	}
+	head = append(head, "servers µs/answer", "servers × http-ceiling", "servers × redis-round-trip")
 	for _, k := range cpuKinds {
 		head = append(head, "µs "+k)
 	}
 	line := func(name string, workers int, perSecond float64, c cpuFigures, perSale string, answers int) []string {
-		l := []string{name, itoa(workers), fmt.Sprintf("%.0f", perSecond), usOrNA(c.CPUPerAnswerUS), perSale, ratioOrNA(c.CPUxHTTP), ratioOrNA(c.CPUxRedis)}
+		l := []string{name, itoa(workers), fmt.Sprintf("%.0f", perSecond), usOrNA(c.CPUPerAnswerUS), perSale, ratioOrNA(c.CPUxHTTP.Median), ratioOrNA(c.CPUxRedis.Median)}
 		if repeated {
-			l = append(l, orDash(ratiosText(c.CPUxHTTPRuns)))
+			l = append(l, orDash(ratiosText(c.CPUxHTTP.Runs)))
 		}
+		l = append(l, usOrNA(c.ServersPerAnswerUS), ratioOrNA(c.ServersxHTTP.Median), ratioOrNA(c.ServersxRedis.Median))
 		for _, k := range cpuKinds {
 			l = append(l, kindCell(c.CPU, k, answers))
 		}
@@ -158,14 +160,17 @@ func targetLine(t cpuTargetResult, rounds int) (mark, text string) {
 		mark = map[bool]string{true: "MET", false: "NOT MET"}[*t.Met]
 	}
 	text = fmt.Sprintf("%s at %d in flight: ≤ %.1f× %s CPU per answer", t.What, t.Workers, t.Limit, t.Against)
-	if t.Median == nil {
+	if t.Ratio.Median == nil {
 		return mark, text + "; " + t.Note
 	}
-	text += fmt.Sprintf("; measured %.2f×", *t.Median)
+	text += fmt.Sprintf("; measured %.2f×", *t.Ratio.Median)
 	if rounds > 1 {
-		text += fmt.Sprintf(" (median of %d rounds: %s)", rounds, ratiosText(t.Runs))
+		text += fmt.Sprintf(" (median of %d rounds: %s)", rounds, ratiosText(t.Ratio.Runs))
 	} else {
 		text += " (one round: the target asks for the median of five, make lab-cpu)"
+	}
+	if t.Servers.Median != nil {
+		text += fmt.Sprintf("; servers alone %.2f×", *t.Servers.Median)
 	}
 	return mark, text
 }

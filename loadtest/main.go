@@ -74,8 +74,10 @@ type options struct {
 	// sweep lists the buyers in flight of each round of a sweep, in
 	// ascending order; nil runs one round at workers.
 	sweep []int
-	// baselines measures the ceilings of baselines.go at every level.
-	baselines bool
+	// baselines measures the ceilings of baselines.go at every level,
+	// baselineRequests requests each over HTTP (0: as many as buyers).
+	baselines        bool
+	baselineRequests int
 	// repeat runs the whole lab this many times over (repeat.go); round
 	// is the round a row belongs to, 1-based, and 0 when there is one.
 	repeat  int
@@ -144,6 +146,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
 	expect := fs.String("expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers")
+	baselineRequests := fs.Int("baseline-requests", 0, "requests of each HTTP baseline (/healthz, redis-ping, the sold-out buys); default as many as --buyers. More make the CPU per answer of a baseline steadier: an instance's CPU counter ticks in 10 ms")
 	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
 	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
@@ -172,7 +175,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		coupon:      *coupon,
 		mysqlDSN:    getenv("SECKILL_MYSQL_DSN"),
 		baselines:   *baselines,
-		noColor:     getenv("NO_COLOR") != "",
+
+		baselineRequests: *baselineRequests,
+		noColor:          getenv("NO_COLOR") != "",
 
 		cpuRedis:      config.SplitList(*cpuRedis),
 		redisPassword: getenv("SECKILL_REDIS_PASSWORD"),
@@ -246,6 +251,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 	}
 	slices.Sort(o.sweep)
+	if o.baselineRequests < 0 {
+		bad("--baseline-requests must not be negative")
+	}
 	if !slices.Contains(allStages, o.soldOutStage) {
 		bad("--sold-out-stage: unknown stage %q (want %s)", o.soldOutStage, strings.Join(allStages, ", "))
 	}

@@ -100,7 +100,7 @@ type row struct {
 // and per unit sold.
 func (r *row) setCPU(u *cpuUsage, answers int) {
 	r.CPU = u
-	r.CPUPerAnswerUS = perUnit(u.Seconds, answers)
+	r.CPUPerAnswerUS, r.ServersPerAnswerUS = perUnit(u.Seconds, answers), perUnit(u.servers(), answers)
 	r.CPUPerSaleUS = perUnit(u.Seconds, r.Sold)
 }
 

@@ -55,6 +55,11 @@ type settings struct {
 	Coupon     int64   `json:"coupon"`
 	MySQLCheck bool    `json:"mysql_check"`
 	Repeat     int     `json:"repeat,omitempty"` // rounds, when more than one
+	// BaselineRequests is the requests of each HTTP baseline, when not
+	// Buyers; SoldOutStage the stage of the sold-out baselines.
+	BaselineRequests int      `json:"baseline_requests,omitempty"`
+	SoldOutStage     string   `json:"sold_out_stage,omitempty"`
+	CPURedis         []string `json:"cpu_redis,omitempty"` // the Redis servers whose CPU was read
 }
 
 func settingsOf(o options) settings {
@@ -63,6 +68,10 @@ func settingsOf(o options) settings {
 	if o.repeat > 1 {
 		s.Repeat = o.repeat
 	}
+	if o.baselines {
+		s.BaselineRequests, s.SoldOutStage = o.baselineRequests, o.soldOutStage
+	}
+	s.CPURedis = o.cpuRedis
 	if o.shape == "burst" {
 		s.Buyers, s.MaxS = o.buyers, o.maxDuration.Seconds()
 	} else {
@@ -589,7 +598,7 @@ func writeCeilings(w io.Writer, rep report) {
 	if len(rep.Ceilings) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.\n\n")
+	fmt.Fprintf(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `sold-out-keyed` and `sold-out-keyless` are buys of the product after a reset to 0, under %s, each buyer its own, with an Idempotency-Key and without (their OK answer is 409 sold-out); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.%s\n\n", orDefault(rep.Settings.SoldOutStage, "the --sold-out-stage"), baselineRequestsNote(rep.Settings))
 	repeated := len(rep.Ceilings[0].Runs) > 1
 	var lines [][]string
 	at := map[string]float64{} // name@workers -> per second
@@ -631,4 +640,13 @@ func writeCeilings(w io.Writer, rep report) {
 		head = append(head, "each run × its round's http-ceiling")
 	}
 	markdownTable(w, head, lines)
+}
+
+// baselineRequestsNote says how many requests each HTTP baseline sent when
+// that was not one per buyer, or "".
+func baselineRequestsNote(s settings) string {
+	if s.BaselineRequests <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Each HTTP baseline sent %d requests (--baseline-requests); the raw loop sold %d units.", s.BaselineRequests, s.Buyers)
 }
