@@ -107,7 +107,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 	}
 	for _, b := range out {
 		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok), CPU %s µs per answer%s\n",
-			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, usOrNA(b.CPUPerAnswerUS), noteSuffix(b.Note))
+			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerUS), noteSuffix(b.Note))
 	}
 	return out
 }

@@ -244,7 +244,9 @@ func newCPUMeter(f *fleet, o options, procDir string) *cpuMeter {
 	}
 	for _, addr := range o.cpuRedis {
 		m.sources = append(m.sources, cpuSource{kind: cpuRedis, name: "redis " + addr, read: func(ctx context.Context) (float64, error) {
-			return redisCPU(ctx, addr, o.redisPassword, o.timeout)
+			// A Redis that does not answer must not hold the lab up for
+			// a whole request timeout twice per attack.
+			return redisCPU(ctx, addr, o.redisPassword, min(o.timeout, 2*time.Second))
 		}})
 	}
 	m.sources = append(m.sources, mysqlSource(o.mysqlDSN, procDir))
