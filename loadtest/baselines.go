@@ -16,8 +16,9 @@ import (
 
 // A stage's answers per second mean little alone on a shared 2-core box:
 // they move with everything else the machine does. --baselines measures,
-// in the same run and with the same buyers in flight, three ceilings that a
-// stage cannot beat, so a stage can be reported as a ratio of them:
+// in the same run and with the same buyers in flight, ceilings that a
+// stage cannot beat, and the cost of a sold-out answer, so a stage can be
+// reported as a ratio of them:
 //
 //   - http-ceiling: GET /healthz on the same targets: the HTTP stack, the
 //     load generator and the machine, with none of a buy's work.
@@ -29,14 +30,13 @@ import (
 //   - raw-hot-row: db-atomic's work alone, straight on MySQL with no HTTP:
 //     the guarded UPDATE of one hot row and the order INSERT in one
 //     transaction, per buyer.
-
 //   - sold-out-keyed and sold-out-keyless: buys of a product already sold
 //     out (its stock reset to 0), under --sold-out-stage, with an
 //     Idempotency-Key and without: what the crowd that comes after a
 //     sell-out costs, the bulk of a flash sale's requests.
 //
 // Each baseline's CPU per answer is measured too (cpu.go); the CPU targets
-// (cputargets.go) compare them within the same round.
+// (cpucompare.go) compare them within the same round.
 
 // ceiling is one baseline measured at one level of buyers in flight.
 type ceiling struct {
@@ -67,9 +67,8 @@ const rawLoopConns = 32
 
 // measureCeilings runs the baselines at workers buyers in flight, as many
 // requests as a burst has buyers (or o.baselineRequests), each between two
-// readings of meter. The
-// raw loop needs db (SECKILL_MYSQL_DSN). tag makes the sold-out buyers'
-// ids unique to this round.
+// readings of meter. The raw loop needs db (SECKILL_MYSQL_DSN). tag makes
+// the sold-out buyers' ids unique to this round.
 func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, workers int, tag string, progress io.Writer) []ceiling {
 	hot := o.buyers // the raw loop sells as many units as a burst has buyers
 	if o.baselineRequests > 0 {
