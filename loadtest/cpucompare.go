@@ -145,9 +145,9 @@ type cpuTargetResult struct {
 	Note    string   `json:"note,omitempty"` // why it is unavailable
 }
 
-// checkCPUTargets checks every target at every number of buyers in flight
-// where its answers were measured at all; a target whose answers were not
-// measured (the stage did not run, no --baselines) is left out.
+// checkCPUTargets checks every target whose answers were measured at
+// cpuTargetWorkers in flight; a target whose answers were not measured
+// there (the stage did not run, no --baselines, another level) is left out.
 func checkCPUTargets(rep report, soldOutStage string) []cpuTargetResult {
 	var out []cpuTargetResult
 	for _, t := range cpuTargets(soldOutStage) {
@@ -155,13 +155,13 @@ func checkCPUTargets(rep report, soldOutStage string) []cpuTargetResult {
 		var workers []int
 		if t.baseline != "" {
 			for _, c := range rep.Ceilings {
-				if c.Name == t.baseline && c.CPU != nil {
+				if c.Name == t.baseline && c.Workers == cpuTargetWorkers && c.CPU != nil {
 					subjects, workers = append(subjects, c.cpuFigures), append(workers, c.Workers)
 				}
 			}
 		} else {
 			for _, r := range rep.Rows {
-				if r.Scenario == t.scenario && r.Stage == t.stage && r.Shape == "burst" && r.Verdict != verdictSkipped && r.CPU != nil {
+				if r.Scenario == t.scenario && r.Stage == t.stage && r.Shape == "burst" && r.Workers == cpuTargetWorkers && r.Verdict != verdictSkipped && r.CPU != nil {
 					subjects, workers = append(subjects, r.cpuFigures), append(workers, r.Workers)
 				}
 			}
