@@ -16,8 +16,9 @@ import (
 
 // A stage's answers per second mean little alone on a shared 2-core box:
 // they move with everything else the machine does. --baselines measures,
-// in the same run and with the same buyers in flight, three ceilings that a
-// stage cannot beat, so a stage can be reported as a ratio of them:
+// in the same run and with the same buyers in flight, ceilings that a
+// stage cannot beat, and the cost of a sold-out answer, so a stage can be
+// reported as a ratio of them:
 //
 //   - http-ceiling: GET /healthz on the same targets: the HTTP stack, the
 //     load generator and the machine, with none of a buy's work.
@@ -29,6 +30,13 @@ import (
 //   - raw-hot-row: db-atomic's work alone, straight on MySQL with no HTTP:
 //     the guarded UPDATE of one hot row and the order INSERT in one
 //     transaction, per buyer.
+//   - sold-out-keyed and sold-out-keyless: buys of a product already sold
+//     out (its stock reset to 0), under --sold-out-stage, with an
+//     Idempotency-Key and without: what the crowd that comes after a
+//     sell-out costs, the bulk of a flash sale's requests.
+//
+// Each baseline's CPU per answer is measured too (cpu.go); the CPU targets
+// (cpucompare.go) compare them within the same round.
 
 // ceiling is one baseline measured at one level of buyers in flight.
 type ceiling struct {
@@ -41,12 +49,15 @@ type ceiling struct {
 	// With --repeat: the per-second figure of every round, in order; the
 	// fields above are the median round's.
 	Runs []float64 `json:"runs,omitempty"`
+	cpuFigures
 }
 
 const (
-	baselineHTTP   = "http-ceiling"
-	baselineRedis  = "redis-round-trip"
-	baselineHotRow = "raw-hot-row"
+	baselineHTTP         = "http-ceiling"
+	baselineRedis        = "redis-round-trip"
+	baselineSoldOutKeyed = "sold-out-keyed"
+	baselineSoldOutNoKey = "sold-out-keyless"
+	baselineHotRow       = "raw-hot-row"
 )
 
 // rawLoopConns bounds the raw loop's MySQL connections: one instance's
@@ -54,20 +65,66 @@ const (
 // server's max_connections for the instances' own pools.
 const rawLoopConns = 32
 
-// measureCeilings runs the ceilings at workers buyers in flight, as many
-// requests as a burst has buyers. The raw loop needs db (SECKILL_MYSQL_DSN).
-func measureCeilings(ctx context.Context, o options, db *sql.DB, workers int, progress io.Writer) []ceiling {
-	out := []ceiling{httpCeiling(ctx, o, workers), redisRoundTrip(ctx, o, workers)}
+// measureCeilings runs the baselines at workers buyers in flight, as many
+// requests as a burst has buyers (or o.baselineRequests), each between two
+// readings of meter. The raw loop needs db (SECKILL_MYSQL_DSN). tag makes
+// the sold-out buyers' ids unique to this round.
+func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, workers int, tag string, progress io.Writer) []ceiling {
+	hot := o.buyers // the raw loop sells as many units as a burst has buyers
+	if o.baselineRequests > 0 {
+		o.buyers = o.baselineRequests
+	}
+	measured := func(run func() ceiling) ceiling {
+		before := meter.read(ctx)
+		c := run()
+		c.setCPU(meter.usage(before, meter.read(ctx)))
+		return c
+	}
+	out := []ceiling{
+		measured(func() ceiling { return httpCeiling(ctx, o, workers) }),
+		measured(func() ceiling { return redisRoundTrip(ctx, o, workers) }),
+	}
+	for _, keyed := range []bool{true, false} {
+		name := baselineSoldOutNoKey
+		if keyed {
+			name = baselineSoldOutKeyed
+		}
+		c := ceiling{Name: name, Workers: workers}
+		if miss := f.missing(o.soldOutStage); len(miss) > 0 {
+			c.Note = "not measured: " + o.soldOutStage + " is not available on " + strings.Join(miss, ", ")
+		} else if err := f.reset(ctx, buyScenario(), o.product, 0); err != nil {
+			c.Note = "not measured: " + err.Error()
+		} else {
+			c = measured(func() ceiling { return soldOutBuys(ctx, o, workers, name, keyed, tag) })
+		}
+		out = append(out, c)
+	}
 	if db != nil {
-		out = append(out, rawHotRow(ctx, db, workers, o.buyers))
+		out = append(out, measured(func() ceiling { return rawHotRow(ctx, db, workers, hot) }))
 	} else {
 		out = append(out, ceiling{Name: baselineHotRow, Workers: workers, Note: "not measured: set SECKILL_MYSQL_DSN"})
 	}
 	for _, b := range out {
-		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok)%s\n",
-			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, noteSuffix(b.Note))
+		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok), CPU %s µs per answer%s\n",
+			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerUS), noteSuffix(b.Note))
 	}
 	return out
+}
+
+// setCPU keeps a baseline's CPU and its CPU per OK answer.
+func (c *ceiling) setCPU(u *cpuUsage) {
+	c.CPU = u
+	c.CPUPerAnswerUS, c.ServersPerAnswerUS = perUnit(u.Seconds, c.OK), perUnit(u.servers(), c.OK)
+	if n := u.unavailable(); n != "" {
+		c.Note = joinNotes(c.Note, n)
+	}
+}
+
+func joinNotes(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "; " + b
 }
 
 func noteSuffix(n string) string {
@@ -95,12 +152,43 @@ func redisRoundTrip(ctx context.Context, o options, workers int) ceiling {
 // answer is counted in the note: a target without Redis answers the ping
 // 404, and the baseline is then not measured.
 func getBaseline(ctx context.Context, o options, workers int, name, path string, header http.Header) ceiling {
+	return fireBaseline(ctx, o, workers, name, http.StatusOK, func(i uint64, t *vegeta.Target) {
+		t.Method = http.MethodGet
+		t.URL = o.targets[i%uint64(len(o.targets))] + path
+		t.Header = header
+	})
+}
+
+// soldOutBuys fires buyers buys of the product, already sold out, under
+// o.soldOutStage, each buyer its own, with an Idempotency-Key when keyed,
+// and counts the 409s per second.
+func soldOutBuys(ctx context.Context, o options, workers int, name string, keyed bool, tag string) ceiling {
+	sc := buyScenario()
+	path := sc.actionPath(o.product)
+	return fireBaseline(ctx, o, workers, name, http.StatusConflict, func(i uint64, t *vegeta.Target) {
+		user := fmt.Sprintf("%s-%s-%d", tag, name, i)
+		t.Method = http.MethodPost
+		t.URL = o.targets[i%uint64(len(o.targets))] + path
+		t.Body = sc.body(user)
+		t.Header = http.Header{
+			"Content-Type":   {"application/json"},
+			"Authorization":  {"Bearer " + o.adminToken},
+			"X-Seckill-Mode": {o.soldOutStage},
+		}
+		if keyed {
+			t.Header.Set("Idempotency-Key", user)
+		}
+	})
+}
+
+// fireBaseline fires o.buyers requests that target makes (i counts them
+// from 0), workers at a time, and counts the answers of status ok per
+// second; any other answer is counted in the note.
+func fireBaseline(ctx context.Context, o options, workers int, name string, ok int, target func(i uint64, t *vegeta.Target)) ceiling {
 	b := ceiling{Name: name, Workers: workers, Requests: o.buyers}
 	var next atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
-		t.Method = http.MethodGet
-		t.URL = o.targets[next.Add(1)%uint64(len(o.targets))] + path
-		t.Header = header
+		target(next.Add(1)-1, t)
 		return nil
 	}
 	atk, release := newAttacker(uint64(workers), uint64(workers), o.timeout)
@@ -111,7 +199,7 @@ func getBaseline(ctx context.Context, o options, workers int, name, path string,
 	var last time.Time
 	others := map[int]int{}
 	for r := range atk.Attack(targeter, burstPacer{hits: uint64(o.buyers)}, o.maxDuration, name) {
-		if r.Code == http.StatusOK {
+		if int(r.Code) == ok {
 			b.OK++
 		} else {
 			others[int(r.Code)]++
@@ -122,7 +210,7 @@ func getBaseline(ctx context.Context, o options, workers int, name, path string,
 		b.PerSecond = float64(b.OK) / el.Seconds()
 	}
 	if len(others) > 0 {
-		b.Note = "not 200: " + statusCounts(&row{Statuses: others}, false)
+		b.Note = fmt.Sprintf("not %d: %s", ok, statusCounts(&row{Statuses: others}, false))
 	}
 	return b
 }

@@ -28,6 +28,7 @@ type fakeShop struct {
 	orders  map[string]bool // user -> has an order
 	seen    int             // buy requests so far
 	resets  int             // stock resets so far: the lab resets before each attack
+	buys    int             // buy requests ever, which /metrics turns into CPU seconds
 	stages  []string
 	hangs   chan struct{} // closed at cleanup: releases hanging requests
 	hanging sync.WaitGroup
@@ -77,7 +78,17 @@ func sellThen(refusal fakeAnswer) func(s *fakeShop, user string) fakeAnswer {
 	}
 }
 
+// fakeCPUPerBuy is the CPU a fake shop's /metrics says each buy request
+// cost: process_cpu_seconds_total grows by it per buy.
+const fakeCPUPerBuy = 0.0005
+
 func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer) string {
+	t.Helper()
+	return startFakeShopMetrics(t, policy, true)
+}
+
+// startFakeShopMetrics is startFakeShop, with a /metrics route or without.
+func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer, metrics bool) string {
 	t.Helper()
 	s := &fakeShop{policy: policy, orders: map[string]bool{}, hangs: make(chan struct{}),
 		stages: append([]string(nil), allStages...)}
@@ -106,6 +117,14 @@ func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswe
 		s.mu.Unlock()
 		reply(w, 200, map[string]int{"stock": body.Stock})
 	}
+	if metrics {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+			s.mu.Lock()
+			cpu := 0.25 + fakeCPUPerBuy*float64(s.buys)
+			s.mu.Unlock()
+			fmt.Fprintf(w, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", cpu)
+		})
+	}
 	mux.HandleFunc("POST /api/v1/admin/products/1/reset", reset)
 	mux.HandleFunc("POST /api/v1/admin/coupons/1/reset", reset)
 	audit := func(w http.ResponseWriter, _ *http.Request) {
@@ -127,6 +146,7 @@ func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswe
 		}
 		s.mu.Lock()
 		s.seen++
+		s.buys++
 		a := s.policy(s, body.UserID)
 		s.mu.Unlock()
 		w.Header().Set("X-Seckill-Instance", "fake-1")

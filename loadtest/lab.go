@@ -49,6 +49,13 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
 		plural(len(o.stages)*len(o.scenarios)*max(1, len(o.sweep))*o.repeat, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
 
+	meter := newCPUMeter(f, o, "/proc")
+	for _, src := range meter.sources {
+		if src.read == nil {
+			fmt.Fprintf(stderr, "lab: %s CPU: %s\n", src.name, src.skip)
+		}
+	}
+
 	rep := report{StartedAt: started, Targets: o.targets, Settings: settingsOf(o)}
 	attacks := 0 // attacks so far, which makes each one's buyers its own
 	plots := map[string]*plot.Plot{}
@@ -70,7 +77,9 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 			for _, workers := range levels {
 				lo := ro
 				lo.workers = workers
-				ceilings = append(ceilings, measureCeilings(ctx, lo, db, workers, stderr)...)
+				tag := fmt.Sprintf("lab-%s-b%d", runID, attacks)
+				attacks++
+				ceilings = append(ceilings, measureCeilings(ctx, lo, f, db, meter, workers, tag, stderr)...)
 			}
 		}
 		for _, sc := range o.scenarios {
@@ -80,7 +89,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 				for _, stage := range o.stages {
 					tag := fmt.Sprintf("lab-%s-r%d", runID, attacks)
 					attacks++
-					r, err := runRow(ctx, lo, f, db, dir, sc, stage, tag, plots, stderr)
+					r, err := runRow(ctx, lo, f, db, meter, dir, sc, stage, tag, plots, stderr)
 					if err != nil {
 						if ctx.Err() != nil {
 							return fmt.Errorf("interrupted: %w", err)
@@ -96,6 +105,8 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	}
 	rep.Ceilings = medianCeilings(ceilingRounds)
 	rep.Rows = medianRows(rowRounds, ceilingRounds)
+	compareCPU(rep.Rows, rowRounds, rep.Ceilings, ceilingRounds)
+	rep.CPUTargets = checkCPUTargets(rep, o.soldOutStage)
 	rep.FinishedAt = time.Now()
 
 	if err := writePlots(dir, plots, rep.Rows); err != nil {
@@ -121,7 +132,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 }
 
 // runRow resets the item, attacks it under stage, and judges the audit.
-func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
+func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
 	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers, Round: o.round}
 	if miss := f.missing(stage); len(miss) > 0 {
 		r.Verdict, r.Note = verdictSkipped, "skipped: not available on target"
@@ -149,6 +160,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc
 		series += fmt.Sprintf(" run %d", o.round)
 	}
 	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag, series: series}
+	cpuBefore := meter.read(ctx)
 	res, err := attack(ctx, o, plan, pl, stderr)
 	if err != nil {
 		return r, err
@@ -163,6 +175,8 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc
 		}
 		conf = &c
 	}
+	// After the queue drained, so a queued stage's order writes count.
+	cpu := meter.usage(cpuBefore, meter.read(ctx))
 	if n := len(res.tally.instances); n > 0 {
 		r.Instances = n // what answered, which a load balancer in front can hide from /info
 	}
@@ -177,6 +191,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, dir string, sc
 		return r, err
 	}
 	r.fill(res, a)
+	r.setCPU(cpu, res.tally.served())
 	if conf != nil {
 		r.fillConfirmation(*conf)
 	}

@@ -15,7 +15,9 @@
 #   database must exist) and Redis at SECKILL_REDIS_ADDR (default
 #   127.0.0.1:6379), plus three redis-servers for redlock on
 #   LAB_REDLOCK_PORTS (default 16381,16382,16383). The lab then also counts
-#   in MySQL directly, and --baselines can measure the raw MySQL loop.
+#   in MySQL directly, --baselines can measure the raw MySQL loop, and the
+#   lab reads the CPU of all four Redis servers (--cpu-redis) beside the
+#   instances'.
 #
 # The exit status is the lab's, so a failed verdict fails `make lab`.
 set -u
@@ -47,6 +49,7 @@ first=${ports%% *}
 pid=
 tmp=
 pids=
+cpu_redis=
 cleanup() {
 	for p in $pid $pids; do
 		kill -INT "$p" 2>/dev/null
@@ -99,6 +102,7 @@ elif [ "${LAB_FLEET:-demo}" = serve ]; then
 			--pidfile "$tmp/redis-$rport.pid" --logfile "$tmp/redis-$rport.log" || exit 1
 		redlock="$redlock${redlock:+,}127.0.0.1:$rport"
 	done
+	cpu_redis="${SECKILL_REDIS_ADDR:-127.0.0.1:6379},$redlock"
 	"$BIN" migrate >"$tmp/migrate.log" 2>&1 || { cat "$tmp/migrate.log" >&2; exit 1; }
 	echo "lab: starting three seckill serve on $instances (logs in $tmp)" >&2
 	i=0
@@ -150,5 +154,7 @@ else
 fi
 
 status=0
-"$GO" run ./loadtest --targets "$targets" "$@" || status=$?
+# The Redis servers of a serve fleet it started go before "$@", so that a
+# --cpu-redis of the caller's wins.
+"$GO" run ./loadtest --targets "$targets" ${cpu_redis:+--cpu-redis="$cpu_redis"} "$@" || status=$?
 exit "$status"

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -73,8 +74,10 @@ type options struct {
 	// sweep lists the buyers in flight of each round of a sweep, in
 	// ascending order; nil runs one round at workers.
 	sweep []int
-	// baselines measures the ceilings of baselines.go at every level.
-	baselines bool
+	// baselines measures the ceilings of baselines.go at every level,
+	// baselineRequests requests each over HTTP (0: as many as buyers).
+	baselines        bool
+	baselineRequests int
 	// repeat runs the whole lab this many times over (repeat.go); round
 	// is the round a row belongs to, 1-based, and 0 when there is one.
 	repeat  int
@@ -92,7 +95,13 @@ type options struct {
 	product     int64
 	coupon      int64
 	mysqlDSN    string
-	noColor     bool // NO_COLOR is set
+	// cpuRedis are the Redis servers whose CPU (INFO CPU) the lab reads
+	// around each attack (cpu.go), with redisPassword.
+	cpuRedis      []string
+	redisPassword string
+	// soldOutStage is the stage of the sold-out baselines.
+	soldOutStage string
+	noColor      bool // NO_COLOR is set
 	// progressTTY redraws the progress line in place; set when stderr is a
 	// terminal, so a log file gets whole lines instead of \r runs.
 	progressTTY bool
@@ -137,6 +146,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	reports := fs.String("report-dir", orDefault(getenv("SECKILL_LAB_REPORTS"), "loadtest/reports"),
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
 	expect := fs.String("expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers")
+	baselineRequests := fs.Int("baseline-requests", 0, "requests of each HTTP baseline (/healthz, redis-ping, the sold-out buys); default as many as --buyers. More make the CPU per answer of a baseline steadier: an instance's CPU counter ticks in 10 ms")
+	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
+	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
 	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
 	if err := fs.Parse(args); err != nil {
@@ -163,7 +175,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		coupon:      *coupon,
 		mysqlDSN:    getenv("SECKILL_MYSQL_DSN"),
 		baselines:   *baselines,
-		noColor:     getenv("NO_COLOR") != "",
+
+		baselineRequests: *baselineRequests,
+		noColor:          getenv("NO_COLOR") != "",
+
+		cpuRedis:      config.SplitList(*cpuRedis),
+		redisPassword: getenv("SECKILL_REDIS_PASSWORD"),
+		soldOutStage:  *soldOut,
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -233,6 +251,17 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 	}
 	slices.Sort(o.sweep)
+	if o.baselineRequests < 0 {
+		bad("--baseline-requests must not be negative")
+	}
+	if !slices.Contains(allStages, o.soldOutStage) {
+		bad("--sold-out-stage: unknown stage %q (want %s)", o.soldOutStage, strings.Join(allStages, ", "))
+	}
+	for _, addr := range o.cpuRedis {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad("--cpu-redis: %q is not host:port", addr)
+		}
+	}
 	if o.repeat < 1 {
 		bad("--repeat must be at least 1")
 	}

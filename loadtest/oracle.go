@@ -89,6 +89,19 @@ type row struct {
 	ConfirmP50ms float64 `json:"confirm_p50_ms,omitempty"`
 	ConfirmP99ms float64 `json:"confirm_p99_ms,omitempty"`
 	PeakLag      int     `json:"peak_lag,omitempty"` // most orders accepted and not yet written at once
+
+	// The CPU the processes spent on the attack (cpu.go), per answer
+	// (201, 202 or 409, as answered/s counts them) and per unit sold.
+	cpuFigures
+	CPUPerSaleUS *float64 `json:"cpu_per_sale_us,omitempty"`
+}
+
+// setCPU keeps the CPU an attack cost, and what it comes to per answer
+// and per unit sold.
+func (r *row) setCPU(u *cpuUsage, answers int) {
+	r.CPU = u
+	r.CPUPerAnswerUS, r.ServersPerAnswerUS = perUnit(u.Seconds, answers), perUnit(u.servers(), answers)
+	r.CPUPerSaleUS = perUnit(u.Seconds, r.Sold)
 }
 
 // fillConfirmation copies what became of a queued stage's accepted orders
@@ -306,6 +319,9 @@ func judge(r *row) {
 	}
 	if p := otherProblems(r.Problems); p != "" {
 		notes = append(notes, p)
+	}
+	if u := r.CPU.unavailable(); u != "" {
+		notes = append(notes, u)
 	}
 	r.Verdict, r.Broken = verdictPass, nil
 	var parts []string

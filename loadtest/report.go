@@ -34,6 +34,9 @@ type report struct {
 	Knees []knee `json:"knees,omitempty"`
 	// Ceilings are the baselines measured with --baselines.
 	Ceilings []ceiling `json:"baselines,omitempty"`
+	// CPUTargets are the CPU targets (cpucompare.go) checked on the
+	// baselines and rows that measure them.
+	CPUTargets []cpuTargetResult `json:"cpu_targets,omitempty"`
 }
 
 // settings records how the run was configured, so a report can be read
@@ -52,6 +55,11 @@ type settings struct {
 	Coupon     int64   `json:"coupon"`
 	MySQLCheck bool    `json:"mysql_check"`
 	Repeat     int     `json:"repeat,omitempty"` // rounds, when more than one
+	// BaselineRequests is the requests of each HTTP baseline, when not
+	// Buyers; SoldOutStage the stage of the sold-out baselines.
+	BaselineRequests int      `json:"baseline_requests,omitempty"`
+	SoldOutStage     string   `json:"sold_out_stage,omitempty"`
+	CPURedis         []string `json:"cpu_redis,omitempty"` // the Redis servers whose CPU was read
 }
 
 func settingsOf(o options) settings {
@@ -60,6 +68,10 @@ func settingsOf(o options) settings {
 	if o.repeat > 1 {
 		s.Repeat = o.repeat
 	}
+	if o.baselines {
+		s.BaselineRequests, s.SoldOutStage = o.baselineRequests, o.soldOutStage
+	}
+	s.CPURedis = o.cpuRedis
 	if o.shape == "burst" {
 		s.Buyers, s.MaxS = o.buyers, o.maxDuration.Seconds()
 	} else {
@@ -222,7 +234,7 @@ func writeReport(dir string, rep report) error {
 
 // columns of the table, shared by the terminal and report.md.
 var columns = []string{"stage", "instances", "requests", "201", "409", "429", "503", "other 4xx", "5xx", "no answer",
-	"sold", "final stock", "oversold", "conserved", "req/s", "× db-atomic", "p50 ms", "p95 ms", "p99 ms"}
+	"sold", "final stock", "oversold", "conserved", "req/s", "× db-atomic", "µs CPU/answer", "µs CPU/sale", "p50 ms", "p95 ms", "p99 ms"}
 
 // cells renders r under columns; base is db-atomic's throughput in the same
 // table (0 when it did not run).
@@ -241,7 +253,7 @@ func cells(r row, base float64) []string {
 	}
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
 		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
-		fmt.Sprintf("%.0f", r.Throughput), ratio, fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
+		fmt.Sprintf("%.0f", r.Throughput), ratio, cpuCell(r.cpuFigures, r.CPUPerAnswerUS), cpuCell(r.cpuFigures, r.CPUPerSaleUS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
 }
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }
@@ -327,6 +339,7 @@ func printTables(w io.Writer, rep report, color bool) {
 			fmt.Fprintf(w, "  %s  %-12s %-21s %s\n", mark, r.Stage, expect, note)
 		}
 	}
+	printCPU(w, rep, paint)
 	for _, sc := range rep.scenarios() {
 		head, lines := scalingTable(rep, sc)
 		if len(lines) == 0 {
@@ -501,6 +514,7 @@ func writeMarkdown(w io.Writer, rep report) {
 	}
 
 	writeCeilings(w, rep)
+	writeCPUMarkdown(w, rep)
 
 	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter.\n")
 	for _, group := range rep.tableGroups() {
@@ -538,6 +552,7 @@ func writeMarkdown(w io.Writer, rep report) {
 - **no answer** counts client timeouts and network errors; their outcome is known only to the audit, and a safe stage fails for them.
 - **sold**, **final stock**, **oversold** and **conserved** come from the audit endpoint, read after the attack: oversold = sold beyond the initial stock; conserved = every unit that left the stock is in exactly one order.
 - **req/s** counts answered requests (201, 202 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
+- **µs CPU/answer** and **µs CPU/sale** are the CPU time the measured processes (instances, Redis, MySQL when local, the lab; see "CPU per answer") spent on the attack, per answered request and per unit sold: n/a when a process could not be read, – when nothing was read.
 - **p50/p95/p99** are the latencies of every request, in milliseconds.
 - A stage expected to oversell passes when it did. Any other stage passes only when it keeps every rule: `+"`oversold`"+` (nothing sold beyond the stock), `+"`conservation`"+`, `+"`orders-match`"+` (buyers answered 201 or 202 = units sold), `+"`unconfirmed`"+` (for redis-stream, every 202's order confirmed, after waiting up to --confirm-timeout; the note gives the time to confirm, p50 and p99, and the peak lag: the most orders accepted and not yet written at once), `+"`server-errors`"+` (no 5xx but a 503 with Retry-After), `+"`transport-errors`"+` (every request answered in time), `+"`sold-nothing`"+`, `+"`liveness`"+` (no stock left while buyers were turned away) and `+"`capped`"+` (no stock left when --max-duration stopped the burst) and `+"`post-sale-503`"+` (no 503 to a request sent after the last sale was answered: after the sell-out the answer is 409). Each row with 503s notes their share of the requests. A failed verdict names the rules it broke, with the counts.
 - A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
@@ -583,7 +598,7 @@ func writeCeilings(w io.Writer, rep report) {
 	if len(rep.Ceilings) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.\n\n")
+	fmt.Fprintf(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `sold-out-keyed` and `sold-out-keyless` are buys of the product after a reset to 0, under %s, each buyer its own, with an Idempotency-Key and without (their OK answer is 409 sold-out); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product.%s\n\n", orDefault(rep.Settings.SoldOutStage, "the --sold-out-stage"), baselineRequestsNote(rep.Settings))
 	repeated := len(rep.Ceilings[0].Runs) > 1
 	var lines [][]string
 	at := map[string]float64{} // name@workers -> per second
@@ -625,4 +640,13 @@ func writeCeilings(w io.Writer, rep report) {
 		head = append(head, "each run × its round's http-ceiling")
 	}
 	markdownTable(w, head, lines)
+}
+
+// baselineRequestsNote says how many requests each HTTP baseline sent when
+// that was not one per buyer, or "".
+func baselineRequestsNote(s settings) string {
+	if s.BaselineRequests <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Each HTTP baseline sent %d requests (--baseline-requests); the raw loop sold %d units.", s.BaselineRequests, s.Buyers)
 }

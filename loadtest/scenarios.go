@@ -39,6 +39,13 @@ func lookupScenario(name string) (scenario, bool) {
 	return scenario{}, false
 }
 
+// buyScenario is the buy scenario, whose product the sold-out baselines
+// buy too.
+func buyScenario() scenario {
+	sc, _ := lookupScenario("buy")
+	return sc
+}
+
 func scenarioNames() []string {
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {

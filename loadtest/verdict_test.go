@@ -174,11 +174,24 @@ func TestParseOptions(t *testing.T) {
 		t.Errorf("--sweep 1024,16,64,16: %v %v, want [16 64 1024]", o.sweep, err)
 	}
 
+	o, err = parseOptions([]string{"--cpu-redis", "127.0.0.1:6379, 127.0.0.1:16381", "--sold-out-stage", "db-atomic", "--baseline-requests", "10000"},
+		env(map[string]string{"SECKILL_ADMIN_TOKEN": "x", "SECKILL_REDIS_PASSWORD": "pw"}), io.Discard)
+	if err != nil || !slices.Equal(o.cpuRedis, []string{"127.0.0.1:6379", "127.0.0.1:16381"}) || o.redisPassword != "pw" ||
+		o.soldOutStage != "db-atomic" || o.baselineRequests != 10000 {
+		t.Errorf("CPU options: %v, %+v", err, o)
+	}
+	if o, err := parseOptions(nil, withToken, io.Discard); err != nil || o.cpuRedis != nil || o.soldOutStage != "redis-atomic" || o.baselineRequests != 0 {
+		t.Errorf("CPU defaults: %v, %q %q %d", err, o.cpuRedis, o.soldOutStage, o.baselineRequests)
+	}
+
 	bad := []struct {
 		args []string
 		env  func(string) string
 		want string
 	}{
+		{[]string{"--cpu-redis", "localhost"}, withToken, `--cpu-redis: "localhost" is not host:port`},
+		{[]string{"--sold-out-stage", "spinlock"}, withToken, `--sold-out-stage: unknown stage "spinlock"`},
+		{[]string{"--baseline-requests", "-1"}, withToken, "--baseline-requests must not be negative"},
 		{nil, env(map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}), "no admin token"},
 		{[]string{"--stages", "spinlock"}, withToken, `unknown stage "spinlock"`},
 		{[]string{"--scenarios", "bake"}, withToken, `unknown scenario "bake"`},

@@ -30,6 +30,10 @@ type Info struct {
 	Mode     string   `json:"mode"`   // this instance's default stage
 	Stages   []string `json:"stages"` // the stages it can run, in teaching order
 	Admin    bool     `json:"admin"`  // admin routes are on
+	// Process names the operating-system process that serves this
+	// instance, as host/pid: the demo's instances share one, and a
+	// client that adds up the instances' CPU (the lab) counts it once.
+	Process string `json:"process,omitempty"`
 }
 
 // Product is one product: GET /api/v1/products/{id}, and each entry of the

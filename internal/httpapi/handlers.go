@@ -93,6 +93,7 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 			Mode:     *s.mode.Load(),
 			Stages:   products.Stages(),
 			Admin:    s.adminOn,
+			Process:  s.process,
 		})
 	}
 }

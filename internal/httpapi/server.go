@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,6 +75,7 @@ type server struct {
 	// requestTimeout is Deps.RequestTimeout: what a duplicate of a
 	// request still running is told to wait.
 	requestTimeout time.Duration
+	process        string // host/pid, for api.Info
 }
 
 // NewServer returns the HTTP handler of one instance.
@@ -81,7 +83,7 @@ func NewServer(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout}
+	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName()}
 	mode := d.Mode
 	s.mode.Store(&mode)
 	if d.AdminToken != "" {
@@ -317,4 +319,14 @@ func (s *server) writeJSON(c *gin.Context, status int, v any) {
 	if err := jsonEncode(c.Writer, v); err != nil {
 		s.log.Debug("writing response failed", "err", err)
 	}
+}
+
+// processName is host/pid: which process serves an instance. Instances of
+// one demo share it.
+func processName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -343,6 +345,22 @@ func TestInfoListsStagesInTeachingOrder(t *testing.T) {
 	want := []string{inventory.StageUnlocked, inventory.StageLocalMutex, inventory.StageDBAtomic}
 	if strings.Join(info.Stages, ",") != strings.Join(want, ",") {
 		t.Fatalf("stages %v, want %v", info.Stages, want)
+	}
+}
+
+// TestInfoNamesItsProcess: /api/v1/info names the process as host/pid, so
+// the lab counts the CPU of instances that share one process once.
+func TestInfoNamesItsProcess(t *testing.T) {
+	f := newFixture(t, token, nil)
+	rec := f.do(call{method: "GET", path: "/api/v1/info"})
+	var info struct {
+		Process string `json:"process"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("/%d", os.Getpid()); !strings.HasSuffix(info.Process, want) || len(info.Process) <= len(want) {
+		t.Fatalf("process %q, want host%s", info.Process, want)
 	}
 }
 

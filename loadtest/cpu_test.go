@@ -1,0 +1,479 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
+)
+
+func f64(v float64) *float64 { return &v }
+
+// near compares CPU figures computed from floats.
+func near(got *float64, want float64) bool { return got != nil && math.Abs(*got-want) < 1e-6 }
+
+// TestParseRedisCPU: INFO CPU's used_cpu_sys and used_cpu_user are added;
+// an answer without them, or with a bad number, is an error, never 0.
+func TestParseRedisCPU(t *testing.T) {
+	info := "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.000000\r\nused_cpu_sys_main_thread:1.000000\r\n"
+	if got, err := parseRedisCPU(info); err != nil || got != 3.75 {
+		t.Fatalf("got %v, %v; want 3.75 s", got, err)
+	}
+	for name, bad := range map[string]string{
+		"no user":    "# CPU\r\nused_cpu_sys:1.0\r\n",
+		"empty":      "",
+		"bad number": "used_cpu_sys:x\r\nused_cpu_user:1\r\n",
+	} {
+		if got, err := parseRedisCPU(bad); err == nil {
+			t.Errorf("%s: got %v, want an error", name, got)
+		}
+	}
+}
+
+// fakeRedis answers each command a connection sends with the next reply
+// of replies, and records the commands.
+func fakeRedis(t *testing.T, replies ...string) (string, *[]string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var got []string
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		rd := bufio.NewReader(conn)
+		for _, reply := range replies {
+			cmd, err := readCommand(rd)
+			if err != nil {
+				return
+			}
+			got = append(got, cmd)
+			if _, err := conn.Write([]byte(reply)); err != nil {
+				return
+			}
+		}
+	}()
+	return ln.Addr().String(), &got
+}
+
+// readCommand reads one RESP array of bulk strings, joined by spaces.
+func readCommand(rd *bufio.Reader) (string, error) {
+	var n int
+	if _, err := fmt.Fscanf(rd, "*%d\r\n", &n); err != nil {
+		return "", err
+	}
+	var args []string
+	for range n {
+		var l int
+		if _, err := fmt.Fscanf(rd, "$%d\r\n", &l); err != nil {
+			return "", err
+		}
+		buf := make([]byte, l+2)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return "", err
+		}
+		args = append(args, string(buf[:l]))
+	}
+	return strings.Join(args, " "), nil
+}
+
+// TestRedisCPUOverRESP: the lab authenticates when given a password, asks
+// INFO cpu, and reads the bulk answer; an error reply is an error.
+func TestRedisCPUOverRESP(t *testing.T) {
+	body := "# CPU\r\nused_cpu_sys:0.5\r\nused_cpu_user:0.25\r\n"
+	addr, cmds := fakeRedis(t, "+OK\r\n", fmt.Sprintf("$%d\r\n%s\r\n", len(body), body))
+	got, err := redisCPU(context.Background(), addr, "s3cret", 5*time.Second)
+	if err != nil || got != 0.75 {
+		t.Fatalf("got %v, %v; want 0.75 s", got, err)
+	}
+	if strings.Join(*cmds, "|") != "AUTH s3cret|INFO cpu" {
+		t.Errorf("commands %q, want AUTH then INFO cpu", *cmds)
+	}
+
+	addr, _ = fakeRedis(t, "-NOAUTH Authentication required.\r\n")
+	if got, err := redisCPU(context.Background(), addr, "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("got %v, %v; want the NOAUTH error", got, err)
+	}
+}
+
+// TestProcessCPUFromMetrics: an instance's CPU is process_cpu_seconds_total
+// of its /metrics; a target without it, or without metrics, is an error.
+func TestProcessCPUFromMetrics(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			fmt.Fprint(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\nprocess_resident_memory_bytes 1e+07\n")
+		case "/other/metrics":
+			fmt.Fprint(w, "process_resident_memory_bytes 1e+07\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}}
+	if got, err := f.processCPU(context.Background(), srv.URL); err != nil || got != 12.34 {
+		t.Fatalf("got %v, %v; want 12.34 s", got, err)
+	}
+	if _, err := f.processCPU(context.Background(), srv.URL+"/other"); err == nil || !strings.Contains(err.Error(), "no process_cpu_seconds_total") {
+		t.Errorf("metrics without the counter: %v", err)
+	}
+	if _, err := f.processCPU(context.Background(), srv.URL+"/none"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("no metrics: %v", err)
+	}
+}
+
+// TestParseProcStat: utime and stime are fields 14 and 15, in clock ticks,
+// counted from the command name's last ')', which may hold spaces.
+func TestParseProcStat(t *testing.T) {
+	stat := "3846 (my (odd) d) S 1 3846 3846 0 -1 4194560 24541 0 12 0 250 125 0 0 20 0 42 0 1283 1860124672 24969 18446744073709551615\n"
+	if got, err := parseProcStat(stat); err != nil || got != 3.75 {
+		t.Fatalf("got %v, %v; want (250+125)/100 = 3.75 s", got, err)
+	}
+	for _, bad := range []string{"3846 mariadbd S 1", "3846 (mariadbd) S 1 2 3", "3846 (m) S 1 3846 3846 0 -1 4194560 24541 0 12 0 x 125 0"} {
+		if got, err := parseProcStat(bad); err == nil {
+			t.Errorf("%q: got %v, want an error", bad, got)
+		}
+	}
+}
+
+// fakeProc writes a /proc with one comm per pid.
+func fakeProc(t *testing.T, comms map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for pid, comm := range comms {
+		if err := os.MkdirAll(filepath.Join(dir, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, pid, "comm"), []byte(comm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestMySQLSource: MySQL is read when the DSN is local and one mariadbd
+// or mysqld runs, from its /proc/<pid>/stat; otherwise it is skipped with
+// the reason, not read as 0.
+func TestMySQLSource(t *testing.T) {
+	proc := fakeProc(t, map[string]string{"1": "systemd", "42": "mariadbd", "self": "x", "77": "redis-server"})
+	stat := "42 (mariadbd) S 1 42 42 0 -1 4194560 1 0 0 0 300 100 0 0 20 0 42 0 1 1 1 1\n"
+	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", proc)
+	if s.read == nil || s.name != "mysql (mariadbd, pid 42)" {
+		t.Fatalf("local MariaDB: %+v, want it read", s)
+	}
+	if got, err := s.read(context.Background()); err != nil || got != 4 {
+		t.Fatalf("read %v, %v; want 4 s", got, err)
+	}
+	skipped := []struct{ dsn, proc, why string }{
+		{"", proc, "no SECKILL_MYSQL_DSN"},
+		{"root:@tcp(db.example.com:3306)/lab", proc, "db.example.com:3306 is not this machine"},
+		{"root:@tcp(localhost:3306)/lab", fakeProc(t, map[string]string{"1": "init"}), "no mariadbd or mysqld process"},
+		{"root:@unix(/run/mysqld/mysqld.sock)/lab", fakeProc(t, map[string]string{"5": "mysqld", "6": "mariadbd"}), "2 MySQL server processes"},
+	}
+	for _, tt := range skipped {
+		s := mysqlSource(tt.dsn, tt.proc)
+		if s.read != nil || !strings.Contains(s.skip, tt.why) {
+			t.Errorf("%q: %+v, want it skipped because %s", tt.dsn, s, tt.why)
+		}
+	}
+}
+
+// readings is a fake source: it returns its values one read after another,
+// and an error where the value is NaN.
+func readings(vals ...float64) func(context.Context) (float64, error) {
+	i := 0
+	return func(context.Context) (float64, error) {
+		v := vals[i]
+		i++
+		if math.IsNaN(v) {
+			return 0, errors.New("connection refused")
+		}
+		return v, nil
+	}
+}
+
+// TestCPUUsageAddsWhatWasMeasured: the parts are the differences between
+// two readings; a skipped source is listed and not counted; a source that
+// failed, or whose counter went back, makes the total unavailable, not
+// smaller.
+func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
+	meter := func(redis func(context.Context) (float64, error)) *cpuMeter {
+		return &cpuMeter{sources: []cpuSource{
+			{kind: cpuInstance, name: "instance a", read: readings(10, 10.5)},
+			{kind: cpuInstance, name: "instance b", read: readings(3, 3.25)},
+			{kind: cpuRedis, name: "redis r", read: redis},
+			{kind: cpuMySQL, name: "mysql", skip: "not measured: not local"},
+			{kind: cpuLab, name: "lab", read: readings(1, 1.125)},
+		}}
+	}
+	m := meter(readings(7, 7.125))
+	u := m.usage(m.read(context.Background()), m.read(context.Background()))
+	if !near(u.Seconds, 1) || !near(u.ofKind(cpuInstance), 0.75) || !near(u.ofKind(cpuRedis), 0.125) || u.ofKind(cpuMySQL) != nil {
+		t.Fatalf("usage %+v: want 1 s in all, 0.75 instances, 0.125 redis, mysql unknown", u)
+	}
+	if !near(u.servers(), 0.875) {
+		t.Errorf("servers alone %s s, want 0.875 (all but the lab's 0.125)", ratioOrNA(u.servers()))
+	}
+	if u.Parts[3].Skipped != "not measured: not local" || u.unavailable() != "" {
+		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.unavailable())
+	}
+	if !near(perUnit(u.Seconds, 2000), 500) || perUnit(u.Seconds, 0) != nil || perUnit(nil, 10) != nil {
+		t.Errorf("per unit: 1 s over 2,000 answers is 500 µs; over none, or unknown, nothing")
+	}
+
+	for name, redis := range map[string]func(context.Context) (float64, error){
+		"failed after": readings(7, math.NaN()),
+		"went back":    readings(7, 2),
+	} {
+		m := meter(redis)
+		u := m.usage(m.read(context.Background()), m.read(context.Background()))
+		if u.Seconds != nil || u.servers() != nil || u.ofKind(cpuRedis) != nil || !near(u.ofKind(cpuInstance), 0.75) {
+			t.Errorf("%s: usage %+v, want the total and redis unavailable, the instances still known", name, u)
+		}
+		if !strings.HasPrefix(u.unavailable(), "redis r CPU: unavailable (") {
+			t.Errorf("%s: %q, want redis named unavailable", name, u.unavailable())
+		}
+		if got := kindCell(u, cpuRedis, 100); got != "n/a" {
+			t.Errorf("%s: redis cell %q, want n/a", name, got)
+		}
+	}
+}
+
+// TestInstanceSourcesReadEachProcessOnce: targets whose info names one
+// process (the demo's) are one source; one that names none is its own.
+func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
+	f := &fleet{targets: []string{"http://a", "http://b", "http://c", "http://d"}, infos: []api.Info{
+		{Instance: "demo-1", Process: "h/1"}, {Instance: "demo-2", Process: "h/1"}, {Instance: "serve-1", Process: "h/2"}, {Instance: "old"},
+	}}
+	var names []string
+	for _, s := range instanceSources(f) {
+		names = append(names, s.name)
+	}
+	if got := strings.Join(names, "|"); got != "instance demo-1, demo-2|instance serve-1|instance old" {
+		t.Fatalf("sources %q", got)
+	}
+}
+
+// TestCompareCPUTakesTheMedianOfEachRoundsRatio: each round's CPU per
+// answer is divided by the baseline's of the same round, and the median of
+// those ratios is reported; a round whose CPU could not be read is null
+// and left out of the median.
+func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
+	base := func(http, redis float64) []ceiling {
+		return []ceiling{
+			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(http), ServersPerAnswerUS: f64(http / 2)}},
+			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis), ServersPerAnswerUS: f64(redis / 2)}},
+			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis * 1.1)}},
+		}
+	}
+	ceilingRounds := [][]ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
+	burst := func(us *float64) row {
+		f := cpuFigures{CPUPerAnswerUS: us}
+		if us != nil {
+			f.ServersPerAnswerUS = f64(*us - 50) // the lab spent 50 µs per answer
+		}
+		return row{Stage: "redis-atomic", Workers: 16, cpuFigures: f}
+	}
+	rowRounds := [][]row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
+	rows := medianRows(rowRounds, ceilingRounds)
+	ceils := medianCeilings(ceilingRounds)
+	compareCPU(rows, rowRounds, ceils, ceilingRounds)
+
+	r := rows[0]
+	want := []string{"2.50", "3.00", "n/a", "1.80"}
+	for k, x := range r.CPUxHTTP.Runs {
+		if ratioOrNA(x) != want[k] {
+			t.Errorf("round %d: × http-ceiling %s, want %s", k+1, ratioOrNA(x), want[k])
+		}
+	}
+	if !near(r.CPUxHTTP.Median, 2.5) || !near(r.CPUxRedis.Median, 1.25) {
+		t.Errorf("median × http-ceiling %s, × redis-round-trip %s; want 2.50 (of 1.8, 2.5, 3) and 1.25", ratioOrNA(r.CPUxHTTP.Median), ratioOrNA(r.CPUxRedis.Median))
+	}
+	// Servers alone: 200/50, 100/25, –, 130/50.
+	if !near(r.ServersxHTTP.Median, 4) || ratiosText(r.ServersxHTTP.Runs) != "4.00 · 4.00 · n/a · 2.60" {
+		t.Errorf("servers × http-ceiling %s (%s), want 4.00 of 4, 4, n/a, 2.6", ratioOrNA(r.ServersxHTTP.Median), ratiosText(r.ServersxHTTP.Runs))
+	}
+	if keyed := ceils[2]; !near(keyed.CPUxRedis.Median, 1.1) || len(keyed.CPUxRedis.Runs) != 4 || keyed.ServersxRedis.Median != nil {
+		t.Errorf("keyed sold-out × redis-round-trip %+v, servers %+v; want 1.10 over 4 rounds, servers unknown", keyed.CPUxRedis, keyed.ServersxRedis)
+	}
+	if m := medianOf([]*float64{f64(4), f64(1), f64(3), f64(2)}); !near(m, 2) {
+		t.Errorf("median of an even count: %s, want the lower middle one, 2", ratioOrNA(m))
+	}
+	if medianOf([]*float64{nil, nil}) != nil {
+		t.Error("median of nothing known must be unknown")
+	}
+}
+
+// TestCheckCPUTargets: each target is checked at 16 in flight, where its
+// answers were measured, against its own baseline, and says met (at the
+// limit included), not met, or unavailable; other levels are left out.
+func TestCheckCPUTargets(t *testing.T) {
+	fig := func(xHTTP, xRedis *float64) cpuFigures {
+		return cpuFigures{CPU: &cpuUsage{}, CPUxHTTP: cpuRatio{Median: xHTTP}, CPUxRedis: cpuRatio{Median: xRedis}}
+	}
+	rep := report{
+		Ceilings: []ceiling{
+			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: fig(f64(2), f64(1.2))},
+			{Name: baselineSoldOutNoKey, Workers: 16, cpuFigures: fig(f64(1.3), f64(0.7))},
+			{Name: baselineSoldOutNoKey, Workers: 64, cpuFigures: fig(f64(1), f64(0.5))},
+			{Name: baselineHotRow, Workers: 16},
+		},
+		Rows: []row{
+			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, cpuFigures: fig(nil, nil)},
+			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: verdictPass, cpuFigures: fig(f64(1.5), f64(1))},
+			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, cpuFigures: fig(f64(9), f64(9))},
+		},
+	}
+	got := checkCPUTargets(rep, "redis-atomic")
+	var lines []string
+	for _, r := range got {
+		mark, text := targetLine(r, 1)
+		lines = append(lines, mark+" "+text)
+	}
+	want := []string{
+		"MET keyed sold-out buy (redis-atomic) at 16 in flight: ≤ 1.2× redis-round-trip CPU per answer; measured 1.20×",
+		"NOT MET keyless sold-out buy (redis-atomic) at 16 in flight: ≤ 1.2× http-ceiling CPU per answer; measured 1.30×",
+		"n/a whole buy burst, redis-atomic at 16 in flight: ≤ 2.0× http-ceiling CPU per answer; unavailable: no round measured both its CPU and http-ceiling's",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("targets:\n%s\nwant %d", strings.Join(lines, "\n"), len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("target %d:\n got %s\nwant %s", i, lines[i], want[i])
+		}
+	}
+}
+
+// TestCPUPerAnswerAgainstAFakeShop: the lab reads the shop's CPU around
+// the attack (200 buys at 0.5 ms each) and its own, and divides by the
+// answers and the units sold. A shop without /metrics still gets its
+// verdict; its CPU is unavailable, said so, and shown as n/a, never 0.
+func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
+	r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), "--stages", "db-atomic")
+	if err != nil || r.Verdict != verdictPass || r.CPU == nil {
+		t.Fatalf("sound shop: %v, %s %q, CPU %+v", err, r.Verdict, r.Note, r.CPU)
+	}
+	lab := r.CPU.ofKind(cpuLab)
+	if !near(r.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || lab == nil || !near(r.CPU.Seconds, 200*fakeCPUPerBuy+*lab) {
+		t.Fatalf("CPU %+v: want the shop's 0.1 s and the lab's", r.CPU)
+	}
+	if !near(r.CPUPerAnswerUS, *r.CPU.Seconds*1e6/200) || !near(r.CPUPerSaleUS, *r.CPU.Seconds*1e6/40) {
+		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", usOrNA(r.CPUPerAnswerUS), usOrNA(r.CPUPerSaleUS))
+	}
+	for _, p := range r.CPU.Parts {
+		if p.Kind == cpuRedis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpuMySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
+			t.Errorf("part %+v: want it skipped with the reason", p)
+		}
+	}
+
+	env := map[string]string{"SECKILL_ADMIN_TOKEN": "fake-token", "NO_COLOR": "1"}
+	rep, err := runShortEnv(t, env, []string{startFakeShopMetrics(t, (*fakeShop).sell, false)}, append(slices.Clone(fakeArgs), "--stages", "db-atomic")...)
+	if err != nil || len(rep.Rows) != 1 {
+		t.Fatalf("shop without metrics: %v, %d rows", err, len(rep.Rows))
+	}
+	r = rep.Rows[0]
+	if r.Verdict != verdictPass || r.CPUPerAnswerUS != nil || r.CPUPerSaleUS != nil || r.CPU == nil || r.CPU.Seconds != nil {
+		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, usOrNA(r.CPUPerAnswerUS), r.CPU)
+	}
+	if !strings.Contains(r.Note, "instance fake-1 CPU: unavailable (") || !strings.Contains(r.Note, "404") {
+		t.Errorf("note %q does not say the instance's CPU is unavailable, and why", r.Note)
+	}
+	c, at := cells(r, 0), slices.Index(columns, "µs CPU/answer")
+	if c[at] != "n/a" || c[at+1] != "n/a" {
+		t.Errorf("CPU cells %q, %q; want n/a", c[at], c[at+1])
+	}
+}
+
+// TestSoldOutBaselines: the sold-out baselines reset the product to 0 and
+// buy it under --sold-out-stage, one buyer per request, with an
+// Idempotency-Key or without, count the 409s, and read the CPU around
+// them; a fleet without the stage gets a note, not a figure.
+func TestSoldOutBaselines(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{} // "keyed"/"keyless" -> requests
+	users := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			UserID string `json:"user_id"`
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/products/7/buy" || r.Header.Get("X-Seckill-Mode") != "db-atomic" ||
+			json.NewDecoder(r.Body).Decode(&body) != nil {
+			http.Error(w, "unexpected", http.StatusTeapot)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		kind := "keyless"
+		if k := r.Header.Get("Idempotency-Key"); k != "" {
+			kind = "keyed"
+			if k != body.UserID {
+				http.Error(w, "key is not the user", http.StatusTeapot)
+				return
+			}
+		}
+		seen[kind]++
+		users[body.UserID] = true
+		w.WriteHeader(http.StatusConflict)
+	}))
+	defer srv.Close()
+	o := options{targets: []string{srv.URL}, buyers: 100, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 7, soldOutStage: "db-atomic"}
+	for _, keyed := range []bool{true, false} {
+		b := soldOutBuys(context.Background(), o, 8, "x", keyed, "t")
+		if b.OK != 100 || b.Note != "" {
+			t.Errorf("keyed %v: %+v, want 100 × 409", keyed, b)
+		}
+	}
+	if seen["keyed"] != 100 || seen["keyless"] != 100 || len(users) != 100 {
+		t.Errorf("requests %v from %d buyers; want 100 keyed, 100 keyless, each buyer its own", seen, len(users))
+	}
+
+	url := startFakeShop(t, (*fakeShop).sell)
+	f, err := survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = options{targets: []string{url}, buyers: 200, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
+	got := map[string]ceiling{}
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 16, "t", io.Discard) {
+		got[c.Name] = c
+	}
+	for _, name := range []string{baselineSoldOutKeyed, baselineSoldOutNoKey} {
+		c := got[name]
+		if c.OK != 200 || c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerUS, *c.CPU.Seconds*1e6/200) {
+			t.Errorf("%s: %+v, want 200 sold-out answers and their CPU", name, c)
+		}
+	}
+	f.infos[0].Stages = []string{"db-atomic"}
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 16, "t", io.Discard) {
+		if (c.Name == baselineSoldOutKeyed || c.Name == baselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
+			t.Errorf("%s without its stage: %+v", c.Name, c)
+		}
+	}
+}
