@@ -24,7 +24,10 @@ import (
 //     out);
 //   - redis-atomic+key: the same buy with an Idempotency-Key. The claim's
 //     script runs the stage's refusal check, so the refusal is one round
-//     trip too (it was three: claim, reserve, stored answer).
+//     trip too (it was three: claim, reserve, stored answer);
+//   - remembered: the buy once the instance remembers the sell-out (the
+//     crowd control, with epochs kept in memory): no round trip at all,
+//     the post-sale wave's answer, to hold against healthz.
 //
 // Read the ratios of ns/op (make bench-buy runs it with benchstat-ready
 // output).
@@ -73,4 +76,20 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 	})
 	b.Run("redis-atomic", func(b *testing.B) { run(b, buy(false), 409) })
 	b.Run("redis-atomic+key", func(b *testing.B) { run(b, buy(true), 409) })
+
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+	remembering := crowd.Wrap(stage)
+	h = httpapi.NewServer(httpapi.Deps{
+		Instance: "bench-2",
+		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": remembering}, "bench-2", "O"),
+		Mode:     "redis-atomic",
+	})
+	h.ServeHTTP(httptest.NewRecorder(), buy(false)()) // the stage says sold out once: remembered
+	b.Run("remembered", func(b *testing.B) { run(b, buy(false), 409) })
 }
+
+// fixedEpoch is a fleet whose stock never comes back: one epoch, in memory.
+type fixedEpoch struct{}
+
+func (fixedEpoch) Epoch(context.Context, string) (string, error) { return "1", nil }
+func (fixedEpoch) Bump(context.Context, string) error            { return nil }

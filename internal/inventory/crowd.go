@@ -157,6 +157,10 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
 }
 
+// errRememberedSoldOut is the answer from memory: one value, since the
+// post-sale crowd hears it by the thousand a second.
+var errRememberedSoldOut = fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+
 // errMayReturn marks a sell-out that may not last: units are reserved by
 // buys still in flight and may be given back (see redis-atomic). It is never
 // remembered.
@@ -191,13 +195,13 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	soldOut := func() bool { return remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity) }
 	if soldOut() {
 		c.refused(RefusedRemembered)
-		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+		return errRememberedSoldOut
 	}
 	if c.door(ctx, o.ItemID) && soldOut() {
 		// The first buyer out of the line found it sold out while this
 		// one waited at the door.
 		c.refused(RefusedRemembered)
-		return fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+		return errRememberedSoldOut
 	}
 	if n, wait, ok := c.enter(o.ItemID); !ok {
 		c.refused(RefusedBounced)

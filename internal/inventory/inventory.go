@@ -278,6 +278,9 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		if prev, ok := s.earlierOrder(ctx, st, req, err); ok {
 			return prev, nil
 		}
+		if errors.Is(err, errRememberedSoldOut) {
+			return Order{}, err // the post-sale crowd's answer: no wrapping per buyer
+		}
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
 	}
 	return o, nil
@@ -421,5 +424,7 @@ func (s *Service) newOrderNo() string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	return fmt.Sprintf("%s%s%s", s.prefix, time.Now().UTC().Format("20060102150405"), hex.EncodeToString(b[:]))
+	no := make([]byte, 0, len(s.prefix)+14+2*len(b))
+	no = time.Now().UTC().AppendFormat(append(no, s.prefix...), "20060102150405")
+	return string(hex.AppendEncode(no, b[:]))
 }
