@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
@@ -51,7 +52,12 @@ func TestOpenAPIFileIsGenerated(t *testing.T) {
 		return
 	}
 	if !bytes.Equal(api.OpenAPI, want) {
-		t.Errorf("internal/api/openapi.json is not what the code generates: run `go generate ./internal/api` and commit it")
+		got, gen := strings.Split(string(api.OpenAPI), "\n"), strings.Split(string(want), "\n")
+		line := 0
+		for line < min(len(got), len(gen)) && got[line] == gen[line] {
+			line++
+		}
+		t.Errorf("internal/api/openapi.json is not what the code generates (first difference at line %d): run `go generate ./internal/api` and commit it", line+1)
 	}
 }
 
@@ -340,8 +346,8 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 	}
 	if op.idempotencyKey {
 		params = append(params, obj{"name": "Idempotency-Key", "in": "header", "required": false,
-			"description": "Run the request at most once: a retry with the same key gets the first answer again, with Idempotent-Replayed: true. Required when SECKILL_REQUIRE_IDEMPOTENCY_KEY is set.",
-			"schema":      obj{"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"}})
+			"description": "Run the request at most once: a retry with the same key gets the first answer again, with Idempotent-Replayed: true. 1 to 255 visible ASCII characters, bare or as a quoted string without escapes. Required when SECKILL_REQUIRE_IDEMPOTENCY_KEY is set.",
+			"schema":      obj{"type": "string", "minLength": 1, "maxLength": idempotency.MaxKeyLen + 2, "pattern": "^[!-~]+$"}})
 	}
 	if len(params) > 0 {
 		o["parameters"] = params
@@ -376,6 +382,7 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 		}
 	}
 	for status, slugs := range byStatus {
+		slices.Sort(slugs)
 		r, err := g.problemResponse(slugs)
 		if err != nil {
 			return nil, err
@@ -523,7 +530,6 @@ func problemBySlug(slug string) (problemType, bool) {
 // Problem whose type is one of theirs, with Retry-After when they carry
 // it (required when all of them do).
 func (g *schemaGen) problemResponse(slugs []string) (obj, error) {
-	slugs = slices.Sorted(slices.Values(slugs))
 	var types, lines []string
 	var status, retry int
 	for _, slug := range slugs {
