@@ -278,7 +278,8 @@ func openAPIDocument() ([]byte, error) {
 	routeNotFound, _ := g.problemResponse([]string{"route-not-found"})
 	methodNotAllowed, _ := g.problemResponse([]string{"method-not-allowed"})
 	g.responses["RouteNotFound"] = withDescription(routeNotFound, "No route has this path (any method).")
-	g.responses["MethodNotAllowed"] = withDescription(methodNotAllowed, "A route has this path, but not with this method.")
+	methodNotAllowed["headers"] = obj{"Allow": answerHeader("Allow", true)}
+	g.responses["MethodNotAllowed"] = withDescription(methodNotAllowed, "A route has this path, but not with this method (HEAD and OPTIONS included); Allow lists its methods.")
 	doc := obj{
 		"openapi": "3.0.3",
 		"info": obj{
@@ -482,7 +483,7 @@ func answerHeader(name string, required bool) obj {
 // and optional (.ifAny).
 func answerHeaders() obj {
 	out := obj{}
-	for _, name := range []string{"X-Seckill-Instance", "X-Seckill-Mode", "Idempotent-Replayed", "Location", "Retry-After"} {
+	for _, name := range []string{"X-Seckill-Instance", "X-Seckill-Mode", "Idempotent-Replayed", "Location", "Retry-After", "Allow"} {
 		out[name] = describeHeader(name, true)
 		out[name+".ifAny"] = describeHeader(name, false)
 	}
@@ -508,6 +509,9 @@ func describeHeader(name string, required bool) obj {
 	case "Retry-After":
 		h["description"] = "When to come back, in whole seconds."
 		h["schema"] = obj{"type": "integer", "minimum": 1, "maximum": maxRetryAfter}
+	case "Allow":
+		h["description"] = "The methods the path has, comma-separated."
+		h["schema"] = obj{"type": "string", "pattern": "^[A-Z]+(, ?[A-Z]+)*$"}
 	default:
 		panic("no description of the header " + name)
 	}
