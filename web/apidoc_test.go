@@ -77,6 +77,28 @@ func apiDocRoutes(t *testing.T) []apiDocRoute {
 // internal/httpapi registers (routes.go, burst.go and orders.go): each must list the
 // other's, so a new route cannot go undocumented, nor a removed one stay.
 func TestAPIDocListsEveryRoute(t *testing.T) {
+	code := codeRoutes(t)
+	var doc []string
+	for _, r := range apiDocRoutes(t) {
+		doc = append(doc, r.String())
+	}
+	for _, r := range code {
+		if !slices.Contains(doc, r) {
+			t.Errorf("%s is registered in internal/httpapi but missing from the API table of docs/api.md", r)
+		}
+	}
+	for _, r := range doc {
+		if !slices.Contains(code, r) {
+			t.Errorf("the API table of docs/api.md lists %s, which internal/httpapi does not register", r)
+		}
+	}
+}
+
+// codeRoutes reads the routes internal/httpapi registers, as "METHOD
+// /path/{param}", from the gin registrations in routes.go, burst.go and
+// orders.go.
+func codeRoutes(t *testing.T) []string {
+	t.Helper()
 	prefixes := map[string]string{"r": "", "api": "/api/v1", "admin": "/api/v1/admin"}
 	var code []string
 	for _, file := range []string{"routes.go", "burst.go", "orders.go"} {
@@ -95,20 +117,7 @@ func TestAPIDocListsEveryRoute(t *testing.T) {
 	if len(code) < 10 {
 		t.Fatalf("found only %d routes in internal/httpapi: %q", len(code), code)
 	}
-	var doc []string
-	for _, r := range apiDocRoutes(t) {
-		doc = append(doc, r.String())
-	}
-	for _, r := range code {
-		if !slices.Contains(doc, r) {
-			t.Errorf("%s is registered in internal/httpapi but missing from the API table of docs/api.md", r)
-		}
-	}
-	for _, r := range doc {
-		if !slices.Contains(code, r) {
-			t.Errorf("the API table of docs/api.md lists %s, which internal/httpapi does not register", r)
-		}
-	}
+	return code
 }
 
 // TestAPIDocRoutesAnswer sends every route of the API table of docs/api.md, with

@@ -108,6 +108,12 @@ var problemTable = []problemType{
 	{inventory.ErrOutcomeUnknown, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
 }
 
+// saysWhen reports whether answers of this type carry Retry-After: every
+// answer that means "not now" says when to come back.
+func (p problemType) saysWhen() bool {
+	return p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending
+}
+
 var internalProblem = problemType{nil, 500, "internal", keyUnknown, "Internal error", "Something unexpected failed; see the server log."}
 
 func lookupProblem(err error) problemType {
@@ -145,8 +151,7 @@ func (s *server) writeError(c *gin.Context, err error) {
 			s.log.Debug("request refused", "path", c.Request.URL.Path, "problem", p.slug, "err", err)
 		}
 	}
-	if p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending {
-		// Every answer that means "not now" says when to come back.
+	if p.saysWhen() {
 		c.Header("Retry-After", strconv.Itoa(s.retryAfter(err, p)))
 	}
 	c.Set(problemKey, p.slug)

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 func noop(*gin.Context) {}
@@ -20,6 +22,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 
 	api := r.Group("/api/v1")
 	api.GET("/info", s.handleInfo(d.Products))
+	api.GET("/openapi.json", handleOpenAPI)
 	api.GET("/products", s.handleList(products))
 	api.GET("/products/:id", s.handleGet(products))
 	api.GET("/products/:id/audit", s.handleAudit(products, d.LastReconcile, d.Dashboard.Verdicts))
@@ -67,6 +70,11 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	// POST /api/v1/admin/burst, PUT /api/v1/admin/fleet/mode,
 	// GET /api/v1/lab/latest and GET /api/v1/lab/runs/:run/*file.
 	addDashboardRoutes(api, admin, s, d)
+}
+
+// handleOpenAPI serves the OpenAPI document of this API (internal/api).
+func handleOpenAPI(c *gin.Context) {
+	c.Data(http.StatusOK, "application/json", api.OpenAPI)
 }
 
 // serveWeb serves a page of web, or answers a 404 route-not-found problem

@@ -1,0 +1,777 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// This file generates internal/api/openapi.json, the API's published
+// contract. What can drift is derived, not copied: the schemas are
+// reflected from the Go types the handlers encode and decode (their JSON
+// names, types, and omitempty as "not required"), their descriptions are
+// the types' doc comments, and each problem answer's status, type and
+// Retry-After come from the error table (errors.go). What reflection
+// cannot know (which operations exist, what each can answer, bounds and
+// enums) is the table below. TestOpenAPIFileIsGenerated fails while the
+// committed file differs from what this generates; run
+// `go generate ./internal/api` to rewrite it.
+
+var updateOpenAPI = flag.Bool("update-openapi", false, "rewrite internal/api/openapi.json")
+
+const openAPIFile = "../api/openapi.json"
+
+func TestOpenAPIFileIsGenerated(t *testing.T) {
+	want, err := openAPIDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateOpenAPI {
+		if err := os.WriteFile(openAPIFile, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(api.OpenAPI, want) {
+		got, gen := strings.Split(string(api.OpenAPI), "\n"), strings.Split(string(want), "\n")
+		line := 0
+		for line < min(len(got), len(gen)) && got[line] == gen[line] {
+			line++
+		}
+		t.Errorf("internal/api/openapi.json is not what the code generates (first difference at line %d): run `go generate ./internal/api` and commit it", line+1)
+	}
+}
+
+// TestOpenAPIListsEveryProblemType fails when a row of the error table is
+// answered by no operation of the document, so a new problem type cannot
+// stay out of the contract.
+func TestOpenAPIListsEveryProblemType(t *testing.T) {
+	used := map[string]bool{"internal": true, "route-not-found": true, "method-not-allowed": true}
+	for _, op := range openAPIOps() {
+		for _, slug := range op.problems {
+			used[slug] = true
+		}
+	}
+	for _, p := range problemTable {
+		if !used[p.slug] {
+			t.Errorf("no operation of the OpenAPI document answers the problem type %q: add it to openAPIOps", p.slug)
+		}
+	}
+}
+
+// opSpec is one operation of the document.
+type opSpec struct {
+	method, path, id, summary string
+	tag                       string
+	admin                     bool
+	// body is the Go type the handler decodes the request body into (nil:
+	// none); bodyOptional says the body may be left out.
+	body         any
+	bodyName     string
+	bodyOptional bool
+	bodyExample  string
+	// answers are the successful answers: status to the Go type encoded
+	// (a string: raw content, see rawContent).
+	answers map[int]any
+	// headers are the answer headers of the operation (see answerHeaders).
+	headers []string
+	// problems are the problem types the operation can answer.
+	problems []string
+	// modeHeader says the request may name its stage with X-Seckill-Mode;
+	// idempotencyKey that it honours an Idempotency-Key.
+	modeHeader, idempotencyKey bool
+}
+
+// Problem types grouped the way operations share them.
+var (
+	backendProblems = []string{"unavailable", "timeout", "cancelled"}
+	adminProblems   = []string{"unauthorized", "forbidden", "admin-disabled"}
+	bodyProblems    = []string{"invalid-request", "malformed-json", "body-too-large", "unsupported-media-type"}
+	keyProblems     = []string{"idempotency-key-required", "idempotency-key-invalid", "idempotency-in-flight", "idempotency-mismatch"}
+	modeProblems    = []string{"unknown-mode", "mode-unavailable"}
+)
+
+func join(lists ...[]string) []string { return slices.Concat(lists...) }
+
+// Raw contents of answers that are not JSON of a Go type.
+const (
+	rawText       = "text/plain"
+	rawPprof      = "pprof"
+	rawLabFile    = "lab file"
+	rawOpenAPI    = "openapi"
+	rawProblemDoc = "problem doc"
+)
+
+// openAPIOps lists every operation of the API, in the order of the API
+// table of docs/api.md.
+func openAPIOps() []opSpec {
+	buyHeaders := []string{"X-Seckill-Instance", "X-Seckill-Mode", "Idempotent-Replayed"}
+	return []opSpec{
+		{method: "GET", path: "/healthz", id: "health", tag: "probes", summary: "The process is up.",
+			answers: map[int]any{200: api.Health{}}, problems: []string{"internal"}},
+		{method: "GET", path: "/readyz", id: "ready", tag: "probes", summary: "The database and Redis answer.",
+			answers: map[int]any{200: api.Health{}}, problems: []string{"not-ready", "internal"}},
+		{method: "GET", path: "/problems/{slug}", id: "problemType", tag: "problems",
+			summary: "What a problem type means: application/problem+json to a client that accepts JSON, plain text otherwise.",
+			answers: map[int]any{200: rawProblemDoc}, problems: []string{"route-not-found", "internal"}},
+		{method: "GET", path: "/api/v1/info", id: "info", tag: "instance", summary: "This instance: its default stage and the stages it can run.",
+			answers: map[int]any{200: api.Info{}}, problems: []string{"internal"}},
+		{method: "GET", path: "/api/v1/openapi.json", id: "openapi", tag: "instance", summary: "This document.",
+			answers: map[int]any{200: rawOpenAPI}, problems: []string{"internal"}},
+		{method: "GET", path: "/api/v1/products", id: "listProducts", tag: "products", summary: "Every product.",
+			answers: map[int]any{200: api.Products{}}, problems: join(backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/products/{id}", id: "getProduct", tag: "products", summary: "One product.",
+			answers: map[int]any{200: api.Product{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/products/{id}/buy", id: "buy", tag: "products",
+			summary: "Buy a product: 201 with the order written, or 202 with the order accepted and written soon (redis-stream).",
+			body:    buyBody{}, bodyName: "BuyRequest", bodyExample: `{"user_id":"alice","quantity":1}`,
+			answers: map[int]any{201: api.Order{}, 202: api.Order{}},
+			headers: buyHeaders, modeHeader: true, idempotencyKey: true,
+			problems: join(bodyProblems, modeProblems, keyProblems, adminProblems, []string{"not-found", "sold-out", "already-purchased", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/products/{id}/audit", id: "auditProduct", tag: "products", summary: "Does what left the product's stock match what was sold?",
+			answers: map[int]any{200: api.Audit{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/orders/{order_no}", id: "getOrder", tag: "orders", summary: "An order of any stage, or a coupon grab.",
+			answers: map[int]any{200: api.OrderStatus{}}, headers: []string{"X-Seckill-Instance"},
+			problems: join([]string{"invalid-order-number", "order-not-found"}, backendProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/orders/{order_no}/pay", id: "pay", tag: "orders",
+			summary: "Pay an order; paying again answers the same. A coupon grab is free (400 invalid-request).",
+			body:    payBody{}, bodyName: "PayRequest", bodyOptional: true, bodyExample: `{"user_id":"alice"}`,
+			answers: map[int]any{200: api.OrderStatus{}}, headers: []string{"X-Seckill-Instance", "Idempotent-Replayed"}, idempotencyKey: true,
+			problems: join(bodyProblems, keyProblems, []string{"invalid-order-number", "order-not-found", "order-cancelled", "order-failed", "order-pending"}, backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/coupons", id: "listCoupons", tag: "coupons", summary: "Every coupon batch.",
+			answers: map[int]any{200: api.Coupons{}}, problems: join(backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/coupons/{id}", id: "getCoupon", tag: "coupons", summary: "One coupon batch.",
+			answers: map[int]any{200: api.Coupon{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/coupons/{id}/grab", id: "grab", tag: "coupons",
+			summary: "Grab a coupon (one per user per batch): 201 written, or 202 accepted (redis-stream).",
+			body:    grabBody{}, bodyName: "GrabRequest", bodyExample: `{"user_id":"alice"}`,
+			answers: map[int]any{201: api.Grab{}, 202: api.Grab{}},
+			headers: buyHeaders, modeHeader: true, idempotencyKey: true,
+			problems: join(bodyProblems, modeProblems, keyProblems, adminProblems, []string{"not-found", "sold-out", "already-purchased", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/coupons/{id}/audit", id: "auditCoupon", tag: "coupons", summary: "Does what left the batch match what was grabbed?",
+			answers: map[int]any{200: api.Audit{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/fleet", id: "fleet", tag: "dashboard", summary: "Every instance of the fleet (SECKILL_PEERS) with its health and stage.",
+			answers: map[int]any{200: api.Fleet{}}, problems: []string{"internal"}},
+		{method: "POST", path: "/api/v1/admin/products/{id}/reset", id: "resetProduct", tag: "admin", admin: true,
+			summary: "Delete the product's orders and set its initial stock and stock.",
+			body:    resetBody{}, bodyName: "ResetRequest", bodyExample: `{"stock":100}`,
+			answers: map[int]any{200: api.Product{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/admin/coupons/{id}/reset", id: "resetCoupon", tag: "admin", admin: true,
+			summary: "Delete the batch's grabs and set its total and remaining.",
+			body:    resetBody{}, bodyName: "ResetRequest", bodyExample: `{"stock":100}`,
+			answers: map[int]any{200: api.Coupon{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/mode", id: "setMode", tag: "admin", admin: true,
+			summary: "The default stage of this instance only.",
+			body:    modeBody{}, bodyName: "ModeRequest", bodyExample: `{"mode":"redis-lock"}`,
+			answers: map[int]any{200: api.ModeChange{}}, problems: join(adminProblems, bodyProblems, modeProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/fleet/mode", id: "setFleetMode", tag: "admin", admin: true,
+			summary: "The default stage of every instance: 200 when all switched, 502 with each one's answer when any did not.",
+			body:    modeBody{}, bodyName: "ModeRequest", bodyExample: `{"mode":"redis-lock"}`,
+			answers: map[int]any{200: api.FleetModeChange{}, 502: api.FleetModeChange{}}, problems: join(adminProblems, bodyProblems, modeProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/admin/burst", id: "burst", tag: "admin", admin: true,
+			summary: "The dashboard's burst: n buys (or grabs) fired at once across the fleet, one new user each; records the burst's verdict.",
+			body:    api.BurstRequest{}, bodyName: "BurstRequestBody", bodyExample: `{"kind":"product","item_id":1,"n":200}`,
+			answers: map[int]any{200: api.BurstResult{}}, problems: join(adminProblems, bodyProblems, modeProblems, []string{"cancelled", "timeout", "internal"})},
+		{method: "GET", path: "/api/v1/lab/latest", id: "labLatest", tag: "dashboard", summary: "The newest lab report, or a hint how to make one.",
+			answers: map[int]any{200: api.LabLatest{}}, problems: []string{"internal"}},
+		{method: "GET", path: "/api/v1/lab/runs/{run}/{file}", id: "labFile", tag: "dashboard", summary: "One file of a lab run.",
+			answers: map[int]any{200: rawLabFile}, problems: []string{"route-not-found", "internal"}},
+		{method: "GET", path: "/api/v1/admin/redis-ping", id: "redisPing", tag: "admin", admin: true,
+			summary: "One round trip to the Redis of this instance's Idempotency-Key records.",
+			answers: map[int]any{200: api.RedisPing{}}, problems: join(adminProblems, []string{"no-redis"}, backendProblems, []string{"internal"})},
+		{method: "GET", path: "/metrics", id: "metrics", tag: "instance", summary: "Prometheus metrics of this instance.",
+			answers: map[int]any{200: rawText}, problems: []string{"internal"}},
+		{method: "GET", path: "/debug/pprof/{name}", id: "pprof", tag: "admin", admin: true, summary: "Go's profiler; /debug/pprof/ lists the profiles.",
+			answers: map[int]any{200: rawPprof}, problems: join(adminProblems, []string{"internal"})},
+	}
+}
+
+// stageEnum is every stage name, in teaching order.
+func stageEnum() []any {
+	var out []any
+	for _, s := range inventory.Stages {
+		out = append(out, s)
+	}
+	return out
+}
+
+// fieldRules add what reflection cannot know to a field's schema, keyed
+// by schema name and JSON name. Request bodies list their required fields
+// here: their Go fields are pointers, checked by the handler.
+func fieldRules() map[string]map[string]obj {
+	stage := obj{"enum": stageEnum()}
+	stages := obj{"items": obj{"type": "string", "enum": stageEnum()}}
+	userID := obj{"minLength": 1, "maxLength": inventory.MaxUserID, "description": "The buyer: 1 to 64 characters of text without control characters, compared byte for byte."}
+	kind := obj{"enum": []any{"product", "coupon"}}
+	orderNo := obj{"minLength": 1, "maxLength": maxOrderNo, "pattern": "^[A-Za-z0-9_-]+$"}
+	return map[string]map[string]obj{
+		"Health":          {"status": {"enum": []any{"ok", "ready"}}},
+		"Info":            {"mode": stage, "stages": stages},
+		"Order":           {"stage": stage, "status": {"enum": []any{api.StatusConfirmed, api.StatusPending}}, "order_no": orderNo},
+		"Grab":            {"stage": stage, "status": {"enum": []any{api.StatusConfirmed, api.StatusPending}}, "grab_no": orderNo},
+		"OrderStatus":     {"stage": stage, "kind": kind, "order_no": orderNo, "status": {"enum": []any{api.StatusPending, api.StatusConfirmed, api.StatusPaid, api.StatusCancelled, api.StatusFailed}}},
+		"ModeChange":      {"mode": stage},
+		"FleetModeChange": {"mode": stage},
+		"PeerStatus":      {"mode": stage, "stages": stages},
+		"PeerMode":        {"mode": stage},
+		"BurstVerdict":    {"kind": kind, "stage": {"description": "The stage the burst ran under: its request's mode, the one stage every answer named, or \"mixed\"."}},
+		"Problem": {"type": {"$ref": "#/components/schemas/ProblemType"},
+			"status": {"minimum": 400, "maximum": 599}},
+		"BuyRequest": {"user_id": userID, "quantity": {"minimum": 1, "maximum": inventory.MaxQuantity, "default": 1},
+			"required": {"list": []any{"user_id"}}},
+		"GrabRequest":      {"user_id": userID, "required": {"list": []any{"user_id"}}},
+		"PayRequest":       {"user_id": obj{"description": "When given, only this buyer's order is paid; another's is answered 404 order-not-found."}},
+		"ResetRequest":     {"stock": {"minimum": 0}, "required": {"list": []any{"stock"}}},
+		"ModeRequest":      {"mode": stage, "required": {"list": []any{"mode"}}},
+		"BurstRequestBody": {"kind": {"enum": []any{"product", "coupon"}, "default": "product"}, "item_id": {"minimum": 1}, "n": {"minimum": 1}, "mode": stage, "required": {"list": []any{"item_id", "n"}}},
+	}
+}
+
+// obj is a JSON object of the document.
+type obj = map[string]any
+
+// openAPIDocument generates the document.
+func openAPIDocument() ([]byte, error) {
+	docs, err := typeDocs(filepath.Join("..", "api", "api.go"))
+	if err != nil {
+		return nil, err
+	}
+	g := &schemaGen{schemas: obj{}, responses: obj{}, docs: docs, rules: fieldRules()}
+	paths := obj{}
+	for _, op := range openAPIOps() {
+		item, _ := paths[op.path].(obj)
+		if item == nil {
+			item = obj{}
+			paths[op.path] = item
+		}
+		o, err := g.operation(op)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", op.method, op.path, err)
+		}
+		item[strings.ToLower(op.method)] = o
+	}
+	problem, err := g.problemSchemas()
+	if err != nil {
+		return nil, err
+	}
+	g.ref(api.Problem{}, "")
+	g.schemas["ProblemType"] = problem
+	routeNotFound, _ := g.problemResponse([]string{"route-not-found"})
+	methodNotAllowed, _ := g.problemResponse([]string{"method-not-allowed"})
+	g.responses["RouteNotFound"] = withDescription(routeNotFound, "No route has this path (any method).")
+	methodNotAllowed["headers"] = obj{"Allow": answerHeader("Allow", true)}
+	g.responses["MethodNotAllowed"] = withDescription(methodNotAllowed, "A route has this path, but not with this method (HEAD and OPTIONS included); Allow lists its methods.")
+	doc := obj{
+		"openapi": "3.0.3",
+		"info": obj{
+			"title":   "seckill",
+			"version": "1",
+			"description": "The HTTP API of one seckill instance (docs/api.md explains it). Errors are application/problem+json; " +
+				"clients switch on their `type`, which GET /problems/{slug} explains. Generated from the code: see internal/api/openapi.go.",
+		},
+		"servers": []any{obj{"url": "/"}},
+		"tags": []any{
+			obj{"name": "probes"}, obj{"name": "problems"}, obj{"name": "instance"}, obj{"name": "products"},
+			obj{"name": "coupons"}, obj{"name": "orders"}, obj{"name": "dashboard"}, obj{"name": "admin"},
+		},
+		"paths": paths,
+		"components": obj{
+			"schemas":   g.schemas,
+			"headers":   answerHeaders(),
+			"responses": g.responses,
+			"securitySchemes": obj{
+				"adminToken": obj{"type": "http", "scheme": "bearer", "description": "SECKILL_ADMIN_TOKEN. Admin routes answer 401 without it, 403 with a wrong one, and 404 admin-disabled when the instance has none."},
+			},
+		},
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func withDescription(o obj, d string) obj {
+	o["description"] = d
+	return o
+}
+
+var pathParam = regexp.MustCompile(`\{(\w+)\}`)
+
+// pathParams are the path parameters the API uses.
+var pathParams = map[string]obj{
+	"id":       {"description": "A product or coupon batch id.", "schema": obj{"type": "integer", "format": "int64", "minimum": 1}},
+	"order_no": {"description": "An order number as a buy or grab answered it: O… for orders, C… for grabs.", "schema": obj{"type": "string", "minLength": 1, "maxLength": maxOrderNo, "pattern": "^[A-Za-z0-9_-]+$"}},
+	"slug":     {"description": "A problem type's slug, as in /problems/sold-out.", "schema": obj{"type": "string"}},
+	"run":      {"description": "A lab run's folder name.", "schema": obj{"type": "string"}},
+	"file":     {"description": "A file of the run: json, md, txt, csv, html, svg or png.", "schema": obj{"type": "string"}},
+	"name":     {"description": "A profile (heap, goroutine, profile, trace, …); empty for the index.", "schema": obj{"type": "string"}},
+}
+
+func (g *schemaGen) operation(op opSpec) (obj, error) {
+	o := obj{"operationId": op.id, "summary": op.summary, "tags": []any{op.tag}}
+	var params []any
+	for _, m := range pathParam.FindAllStringSubmatch(op.path, -1) {
+		p, ok := pathParams[m[1]]
+		if !ok {
+			return nil, fmt.Errorf("no description of the path parameter %q", m[1])
+		}
+		params = append(params, obj{"name": m[1], "in": "path", "required": true, "description": p["description"], "schema": p["schema"]})
+	}
+	if op.modeHeader {
+		params = append(params, obj{"name": "X-Seckill-Mode", "in": "header", "required": false,
+			"description": "Run this request under another stage than the instance's default; needs the admin token (Authorization: Bearer).",
+			"schema":      obj{"type": "string", "enum": stageEnum()}})
+	}
+	if op.idempotencyKey {
+		params = append(params, obj{"name": "Idempotency-Key", "in": "header", "required": false,
+			"description": "Run the request at most once: a retry with the same key gets the first answer again, with Idempotent-Replayed: true. 1 to 255 visible ASCII characters, bare or as a quoted string without escapes. Required when SECKILL_REQUIRE_IDEMPOTENCY_KEY is set.",
+			"schema":      obj{"type": "string", "minLength": 1, "maxLength": idempotency.MaxKeyLen + 2, "pattern": "^[!-~]+$"}})
+	}
+	if len(params) > 0 {
+		o["parameters"] = params
+	}
+	if op.admin {
+		o["security"] = []any{obj{"adminToken": []any{}}}
+	}
+	if op.body != nil {
+		var example any
+		if err := json.Unmarshal([]byte(op.bodyExample), &example); err != nil {
+			return nil, fmt.Errorf("the example body: %w", err)
+		}
+		o["requestBody"] = obj{"required": !op.bodyOptional, "content": obj{"application/json": obj{
+			"schema": g.requestRef(op.body, op.bodyName), "example": example}}}
+	}
+	responses := obj{}
+	for status, answer := range op.answers {
+		r, err := g.answer(op, status, answer)
+		if err != nil {
+			return nil, err
+		}
+		responses[strconv.Itoa(status)] = r
+	}
+	byStatus := map[int][]string{}
+	for _, slug := range op.problems {
+		p, ok := problemBySlug(slug)
+		if !ok {
+			return nil, fmt.Errorf("no problem type %q in the error table", slug)
+		}
+		if !slices.Contains(byStatus[p.status], slug) {
+			byStatus[p.status] = append(byStatus[p.status], slug)
+		}
+	}
+	for status, slugs := range byStatus {
+		slices.Sort(slugs)
+		r, err := g.problemResponse(slugs)
+		if err != nil {
+			return nil, err
+		}
+		if len(op.headers) == 0 {
+			// Shared by every operation that answers these types.
+			name := "Problem." + strconv.Itoa(status) + "." + strings.Join(slugs, ".")
+			g.responses[name] = r
+			responses[strconv.Itoa(status)] = obj{"$ref": "#/components/responses/" + name}
+			continue
+		}
+		headers, _ := r["headers"].(obj)
+		if headers == nil {
+			headers = obj{}
+		}
+		for _, h := range op.headers {
+			headers[h] = answerHeader(h, false)
+		}
+		r["headers"] = headers
+		responses[strconv.Itoa(status)] = r
+	}
+	o["responses"] = responses
+	return o, nil
+}
+
+// answer is a successful answer of op.
+func (g *schemaGen) answer(op opSpec, status int, answer any) (obj, error) {
+	r := obj{"description": http.StatusText(status)}
+	switch answer {
+	case rawText:
+		r["content"] = obj{"text/plain": obj{"schema": obj{"type": "string"}}}
+	case rawPprof:
+		r["content"] = obj{
+			"text/html":                obj{"schema": obj{"type": "string"}, "x-note": "the index, /debug/pprof/"},
+			"text/plain":               obj{"schema": obj{"type": "string"}},
+			"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}},
+		}
+	case rawLabFile:
+		c := obj{}
+		for _, ct := range sortedValues(labFiles) {
+			mt := strings.SplitN(ct, ";", 2)[0]
+			c[mt] = obj{"schema": obj{"type": "string"}}
+			if mt == "application/json" {
+				c[mt] = obj{"schema": obj{"description": "Any JSON value."}}
+			}
+		}
+		r["content"] = c
+		r["headers"] = obj{"Content-Security-Policy": obj{"required": true, "description": "Plots are sandboxed: their scripts run, but not as this origin.", "schema": obj{"type": "string", "enum": []any{"sandbox allow-scripts"}}}}
+	case rawOpenAPI:
+		r["content"] = obj{"application/json": obj{"schema": obj{"type": "object", "required": []any{"openapi", "info", "paths"}}}}
+	case rawProblemDoc:
+		r["content"] = obj{
+			"application/problem+json": obj{"schema": g.ref(api.Problem{}, "")},
+			"text/plain":               obj{"schema": obj{"type": "string"}},
+		}
+	default:
+		if _, ok := answer.(string); ok {
+			return nil, fmt.Errorf("unknown raw answer %q", answer)
+		}
+		r["content"] = obj{"application/json": obj{"schema": g.ref(answer, "")}}
+	}
+	headers := obj{}
+	for _, h := range op.headers {
+		// X-Seckill-Mode is missing only when the request named a stage that
+		// was refused, so every success carries every header of its route
+		// but the replay mark.
+		headers[h] = answerHeader(h, h != "Idempotent-Replayed")
+	}
+	if status == http.StatusCreated || status == http.StatusAccepted {
+		headers["Location"] = answerHeader("Location", true)
+	}
+	if len(headers) > 0 {
+		r["headers"] = headers
+	}
+	return r, nil
+}
+
+func sortedValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// answerHeader refers to one answer header, in one of its two variants
+// (see answerHeaders).
+func answerHeader(name string, required bool) obj {
+	if !required {
+		name += ".ifAny"
+	}
+	return obj{"$ref": "#/components/headers/" + name}
+}
+
+// answerHeaders are the answer headers of the document, each one required
+// and optional (.ifAny).
+func answerHeaders() obj {
+	out := obj{}
+	for _, name := range []string{"X-Seckill-Instance", "X-Seckill-Mode", "Idempotent-Replayed", "Location", "Retry-After", "Allow"} {
+		out[name] = describeHeader(name, true)
+		out[name+".ifAny"] = describeHeader(name, false)
+	}
+	return out
+}
+
+// describeHeader describes one answer header.
+func describeHeader(name string, required bool) obj {
+	h := obj{"required": required}
+	switch name {
+	case "X-Seckill-Instance":
+		h["description"] = "The instance that answered."
+		h["schema"] = obj{"type": "string", "minLength": 1}
+	case "X-Seckill-Mode":
+		h["description"] = "The stage the buy ran under; absent when the request named a stage that was refused."
+		h["schema"] = obj{"type": "string", "enum": stageEnum()}
+	case "Idempotent-Replayed":
+		h["description"] = "This is the stored answer of an earlier request with the same Idempotency-Key."
+		h["schema"] = obj{"type": "string", "enum": []any{"true"}}
+	case "Location":
+		h["description"] = "Where the order is looked up (GET)."
+		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/orders/[A-Za-z0-9_-]+$"}
+	case "Retry-After":
+		h["description"] = "When to come back, in whole seconds."
+		h["schema"] = obj{"type": "integer", "minimum": 1, "maximum": maxRetryAfter}
+	case "Allow":
+		h["description"] = "The methods the path has, comma-separated."
+		h["schema"] = obj{"type": "string", "pattern": "^[A-Z]+(, ?[A-Z]+)*$"}
+	default:
+		panic("no description of the header " + name)
+	}
+	return h
+}
+
+func problemBySlug(slug string) (problemType, bool) {
+	if slug == internalProblem.slug {
+		return internalProblem, true
+	}
+	for _, p := range problemTable {
+		if p.slug == slug {
+			return p, true
+		}
+	}
+	return problemType{}, false
+}
+
+// problemResponse is the answer of problem types that share a status: a
+// Problem whose type is one of theirs, with Retry-After when they carry
+// it (required when all of them do).
+func (g *schemaGen) problemResponse(slugs []string) (obj, error) {
+	var types, lines []string
+	var status, retry int
+	for _, slug := range slugs {
+		p, ok := problemBySlug(slug)
+		if !ok {
+			return nil, fmt.Errorf("no problem type %q in the error table", slug)
+		}
+		status = p.status
+		types = append(types, api.ProblemTypePrefix+slug)
+		lines = append(lines, "`"+slug+"`")
+		if p.saysWhen() {
+			retry++
+		}
+	}
+	var enum []any
+	for _, t := range types {
+		enum = append(enum, t)
+	}
+	schema := obj{"allOf": []any{
+		g.ref(api.Problem{}, ""),
+		obj{"type": "object", "properties": obj{
+			"type":   obj{"type": "string", "enum": enum},
+			"status": obj{"type": "integer", "enum": []any{status}},
+		}},
+	}}
+	r := obj{
+		"description": strings.Join(lines, ", ") + " (the ProblemType schema, and GET /problems/{slug}, explain each)",
+		"content":     obj{"application/problem+json": obj{"schema": schema}},
+	}
+	if retry > 0 {
+		r["headers"] = obj{"Retry-After": answerHeader("Retry-After", retry == len(slugs))}
+	}
+	return r, nil
+}
+
+// problemSchemas returns the ProblemType schema: every type of the error
+// table.
+func (g *schemaGen) problemSchemas() (obj, error) {
+	seen := map[string]bool{}
+	var enum []any
+	var about []string
+	all := append(append([]problemType{}, problemTable...), internalProblem)
+	sort.Slice(all, func(i, j int) bool { return all[i].slug < all[j].slug })
+	for _, p := range all {
+		if !seen[p.slug] {
+			seen[p.slug] = true
+			enum = append(enum, api.ProblemTypePrefix+p.slug)
+			about = append(about, fmt.Sprintf("- `%s` (%d): %s", p.slug, p.status, p.about))
+		}
+	}
+	return obj{"type": "string", "enum": enum, "description": "A problem's stable type; GET it for its meaning:\n\n" + strings.Join(about, "\n\n")}, nil
+}
+
+// schemaGen reflects Go types into the document's schemas.
+type schemaGen struct {
+	schemas   obj
+	responses obj               // shared problem answers
+	docs      map[string]string // "Type" and "Type.Field" to doc comment
+	rules     map[string]map[string]obj
+}
+
+// ref returns a reference to t's schema, adding it under name (t's Go
+// name when empty) on first use.
+func (g *schemaGen) ref(v any, name string) obj {
+	return g.refType(reflect.TypeOf(v), name, false)
+}
+
+// requestRef is ref for a request body: what the handler decodes, which
+// refuses unknown fields, and whose required fields are its rules'.
+func (g *schemaGen) requestRef(v any, name string) obj {
+	return g.refType(reflect.TypeOf(v), name, true)
+}
+
+var timeType = reflect.TypeOf(time.Time{})
+var rawType = reflect.TypeOf(json.RawMessage{})
+
+func (g *schemaGen) refType(t reflect.Type, name string, request bool) obj {
+	if name == "" {
+		name = t.Name()
+	}
+	if _, done := g.schemas[name]; !done {
+		g.schemas[name] = obj{} // placeholder against recursion
+		g.schemas[name] = g.object(t, name, request)
+	}
+	return obj{"$ref": "#/components/schemas/" + name}
+}
+
+// object is the schema of struct t, as encoding/json writes it (or, for a
+// request, reads it).
+func (g *schemaGen) object(t reflect.Type, name string, request bool) obj {
+	props := obj{}
+	var required []any
+	rules := g.rules[name]
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		jsonName, opts, _ := strings.Cut(tag, ",")
+		if jsonName == "-" || !f.IsExported() {
+			continue
+		}
+		if jsonName == "" {
+			jsonName = f.Name
+		}
+		omitempty := strings.Contains(opts, "omitempty")
+		s := g.field(f.Type, omitempty, request)
+		if d := g.docs[t.Name()+"."+f.Name]; d != "" {
+			s = withDoc(s, d)
+		}
+		for k, v := range rules[jsonName] {
+			if k == "$ref" {
+				s = obj{"$ref": v}
+				continue
+			}
+			if k == "items" {
+				items, _ := s["items"].(obj)
+				for ik, iv := range v.(obj) {
+					items[ik] = iv
+				}
+				continue
+			}
+			s[k] = v
+		}
+		props[jsonName] = s
+		if !request && !omitempty {
+			required = append(required, jsonName)
+		}
+	}
+	if rule, ok := rules["required"]; ok {
+		required = rule["list"].([]any)
+	}
+	o := obj{"type": "object", "properties": props}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	if request {
+		// The handlers refuse unknown fields (decodeBody). Answers are left
+		// open, so that a client keeps working when a field is added.
+		o["additionalProperties"] = false
+	}
+	if d := g.docs[t.Name()]; d != "" {
+		o["description"] = d
+	}
+	return o
+}
+
+// withDoc adds a description to s, through allOf when s is a reference
+// (a sibling of $ref is ignored in OpenAPI 3.0).
+func withDoc(s obj, d string) obj {
+	if ref, ok := s["$ref"]; ok {
+		return obj{"allOf": []any{obj{"$ref": ref}}, "description": d}
+	}
+	s["description"] = d
+	return s
+}
+
+// field is the schema of a field of type t. A pointer, slice or map that
+// is not omitempty can be written as null.
+func (g *schemaGen) field(t reflect.Type, omitempty, request bool) obj {
+	nullable := false
+	if t.Kind() == reflect.Pointer {
+		nullable = !omitempty && !request
+		t = t.Elem()
+	}
+	var s obj
+	switch {
+	case t == timeType:
+		s = obj{"type": "string", "format": "date-time"}
+	case t == rawType:
+		s = obj{"description": "Any JSON value."}
+		return s
+	case t.Kind() == reflect.Struct:
+		ref := g.refType(t, "", request)
+		if nullable {
+			return obj{"allOf": []any{ref}, "nullable": true}
+		}
+		return ref
+	case t.Kind() == reflect.Slice:
+		s = obj{"type": "array", "items": g.field(t.Elem(), false, request)}
+		nullable = nullable || (!omitempty && !request)
+	case t.Kind() == reflect.Map:
+		s = obj{"type": "object", "additionalProperties": g.field(t.Elem(), false, request)}
+		nullable = nullable || (!omitempty && !request)
+	case t.Kind() == reflect.String:
+		s = obj{"type": "string"}
+	case t.Kind() == reflect.Bool:
+		s = obj{"type": "boolean"}
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		s = obj{"type": "integer", "format": "int64"}
+		if t.Kind() == reflect.Int32 {
+			s["format"] = "int32"
+		}
+	case t.Kind() == reflect.Float64 || t.Kind() == reflect.Float32:
+		s = obj{"type": "number", "format": "double"}
+	default:
+		panic("no schema for the Go type " + t.String())
+	}
+	if nullable {
+		s["nullable"] = true
+	}
+	return s
+}
+
+// typeDocs reads the doc comments of the types of file and of their
+// fields: "Type" and "Type.Field" to the comment's text, on one line.
+func typeDocs(file string) (map[string]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments)
+	if err != nil {
+		return nil, err
+	}
+	docs := map[string]string{}
+	text := func(groups ...*ast.CommentGroup) string {
+		for _, g := range groups {
+			if g != nil {
+				return strings.Join(strings.Fields(g.Text()), " ")
+			}
+		}
+		return ""
+	}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.TYPE {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			ts := spec.(*ast.TypeSpec)
+			docs[ts.Name.Name] = text(ts.Doc, gd.Doc)
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				continue
+			}
+			for _, fld := range st.Fields.List {
+				for _, n := range fld.Names {
+					if d := text(fld.Doc, fld.Comment); d != "" {
+						docs[ts.Name.Name+"."+n.Name] = d
+					}
+				}
+			}
+		}
+	}
+	return docs, nil
+}
