@@ -98,6 +98,7 @@ var suites = []suite{{
 		"TestCrowdDoorClosesWhenNobodyLeaves",
 		"TestCrowdDoorLearnsTheSellOut",
 		"TestCrowdDoorLetsInWhenThePaceIsKnown",
+		"TestCrowdLineGrowsWhenBuyersLeaveQuickly",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
 		"TestWithoutFencingThePausedHolderOversells",

@@ -27,7 +27,8 @@ import (
 //   - Admission is bounded. Queue buyers per item may always wait inside
 //     the stage on this instance. Past them, a buyer is let in only while
 //     the item's last buyers got through the line in at most half of
-//     Within (and never past QueueMax); before anyone has left the line,
+//     Within, or buyers leave it fast enough to empty it in that time (and
+//     never past QueueMax); before anyone has left the line,
 //     a buyer waits at the door for the first to leave, at most half of
 //     Within, and is then answered from memory if that buyer found the
 //     item sold out. The others are turned away
@@ -69,9 +70,11 @@ type CrowdOptions struct {
 	// never grows past Queue.
 	QueueMax int
 	// Within bounds the wait of a buyer let in past Queue: the line grows
-	// only while the item's last buyers spent at most half of Within inside
-	// (the composition root passes SECKILL_LOCK_WAIT, the wait a buyer of
-	// a lock stage gives up after). 0 keeps the line at Queue.
+	// only while the item's last buyers spent at most half of Within
+	// inside, or buyers leave it fast enough that the whole line would be
+	// out in that time (the composition root passes SECKILL_LOCK_WAIT, the
+	// wait a buyer of a lock stage gives up after). 0 keeps the line at
+	// Queue.
 	Within time.Duration
 	// Epochs, when set, lets the instance remember sell-outs. Without it
 	// every buyer reaches the stage (no fleet-wide way to hear of a reset).
@@ -110,6 +113,8 @@ type Crowd struct {
 	memos  []*memo
 	inside map[int64]int           // buyers inside a wrapped stage, per item
 	spent  map[int64]time.Duration // a moving average of the time one buyer spends inside, per item
+	gap    map[int64]time.Duration // a moving average of the time between two buyers leaving, per item
+	left   map[int64]time.Time     // when the last buyer left, per item
 	doors  map[int64]chan struct{} // closed when the next buyer leaves, per item with buyers at the door
 	atDoor map[int64]int           // buyers waiting at the door, per item
 	owed   map[int64]string        // items whose Bump failed: the fleet was not told
@@ -154,7 +159,7 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
 }
 
 // errRememberedSoldOut is the answer from memory: one value, since the
@@ -209,7 +214,7 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	}
 	began := c.opts.Now()
 	err := w.next.Buy(ctx, o)
-	spent := c.opts.Now().Sub(began)
+	end := c.opts.Now()
 	if errors.Is(err, ErrSoldOut) {
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, errMayReturn) {
@@ -217,7 +222,7 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 			w.m.remember(o.ItemID, epoch, o.Quantity)
 		}
 	}
-	c.exit(o.ItemID, spent)
+	c.exit(o.ItemID, end.Sub(began), end)
 	return err
 }
 
@@ -292,7 +297,7 @@ func (c *Crowd) door(ctx context.Context, id int64) bool {
 	if c.atDoor[id]--; c.atDoor[id] <= 0 {
 		delete(c.atDoor, id)
 		if c.inside[id] == 0 {
-			delete(c.spent, id) // kept for the buyers at the door (see out)
+			c.forget(id) // kept for the buyers at the door (see exit)
 		}
 	}
 	return true
@@ -311,45 +316,70 @@ func (c *Crowd) enter(id int64) (int, time.Duration, bool) {
 	return n, 0, true
 }
 
-// servedInTime says whether the line of item id may grow past n: while the
-// item's last buyers got through it (queueing included) in at most half of
-// opts.Within, one more is let in, up to opts.QueueMax. Counting the line
-// would not do: in a flash sale most of it only hears "sold out", which
-// takes no turn at the lock, so a long line can be served in moments. The
-// half leaves room for the line to lengthen before the average catches up.
-// Before anyone has left, nothing is known: the line stays at Queue.
+// servedInTime says whether the line of item id may grow past n, up to
+// opts.QueueMax: while its last buyers got through it (queueing included)
+// in at most half of opts.Within, or while buyers leave it so fast that
+// n+1 of them would be out in that time. Counting the line alone would not
+// do: in a flash sale most of it only hears "sold out", which takes no
+// turn at the lock, so a long line can be served in moments. The first
+// measure lags (it counts the whole wait of whoever leaves); the second
+// sees at once a line that started to move, as one does when the last
+// unit is sold and the rest of the line hears "sold out". The half leaves
+// room for the line to lengthen before either catches up. Before anyone
+// has left, nothing is known: the line stays at Queue.
 func (c *Crowd) servedInTime(id int64, n int) bool {
 	if n+1 > c.opts.QueueMax || c.opts.Within <= 0 {
 		return false
 	}
-	spent, ok := c.spent[id]
-	return ok && spent <= c.opts.Within/2
+	if spent, ok := c.spent[id]; ok && spent <= c.opts.Within/2 {
+		return true
+	}
+	gap, ok := c.gap[id]
+	return ok && time.Duration(n+1)*gap <= c.opts.Within/2
 }
 
-// exit lets a buyer out after d inside, and folds d into the item's moving
-// average (an eighth per buyer: a sale's last few dozen buyers), which
-// lasts while anyone is inside. It opens the door to whoever waits there.
-func (c *Crowd) exit(id int64, d time.Duration) {
+// exit lets a buyer out after d inside, at end. It folds d into the item's
+// moving average of the time inside, and the time since the buyer before
+// left into that of the gap between leavers (an eighth per buyer: a
+// sale's last few dozen buyers); both last while anyone is inside or at
+// the door. It opens the door to whoever waits there.
+func (c *Crowd) exit(id int64, d time.Duration, end time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if avg, ok := c.spent[id]; ok {
-		c.spent[id] = avg + (d-avg)/8
-	} else {
-		c.spent[id] = d
+	c.spent[id] = movingAverage(c.spent, id, d)
+	if prev, ok := c.left[id]; ok {
+		c.gap[id] = movingAverage(c.gap, id, max(end.Sub(prev), 0))
 	}
+	c.left[id] = end
 	if door, ok := c.doors[id]; ok {
 		close(door)
 		delete(c.doors, id)
 	}
 	if c.inside[id]--; c.inside[id] <= 0 {
-		// Nobody waits: the average is only read while the line is full,
-		// and ids of items that do not exist must not pile up. Buyers at
-		// the door still need it; the last of them drops it (see door).
+		// Nobody waits: the averages are only read while the line is
+		// full, and ids of items that do not exist must not pile up.
+		// Buyers at the door still need them; the last of them forgets
+		// them (see door).
 		delete(c.inside, id)
 		if c.atDoor[id] == 0 {
-			delete(c.spent, id)
+			c.forget(id)
 		}
 	}
+}
+
+// forget drops what the line of item id has measured; c.mu is held.
+func (c *Crowd) forget(id int64) {
+	delete(c.spent, id)
+	delete(c.gap, id)
+	delete(c.left, id)
+}
+
+// movingAverage moves m[id] an eighth of the way to d, or starts it at d.
+func movingAverage(m map[int64]time.Duration, id int64, d time.Duration) time.Duration {
+	if avg, ok := m[id]; ok {
+		return avg + (d-avg)/8
+	}
+	return d
 }
 
 // Restocked tells the fleet that units came back to the item: every

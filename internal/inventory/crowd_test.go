@@ -421,8 +421,13 @@ func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 	done := make(chan error, len(gates))
 	hold := func(user string) {
+		t.Helper()
 		go func() { done <- buy(t, svc, user, 1) }()
-		<-entered
+		select {
+		case <-entered:
+		case err := <-done:
+			t.Fatalf("%s was not let in: %v", user, err)
+		}
 	}
 	let := func(user string) {
 		close(gates[user])
@@ -571,5 +576,68 @@ func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
 	}
 	if n := stage.calls.Load(); n != 1+waiting {
 		t.Fatalf("the stage saw %d buyers, want %d", n, 1+waiting)
+	}
+}
+
+// TestCrowdLineGrowsWhenBuyersLeaveQuickly: a line whose last buyers spent
+// long inside (they queued while the lock was slow) still grows once
+// buyers leave it fast enough for the whole line to be out in half of
+// Within, as the rest of a line does when the last unit is sold.
+func TestCrowdLineGrowsWhenBuyersLeaveQuickly(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	entered := make(chan string)
+	gates := map[string]chan struct{}{}
+	for _, h := range []string{"a", "b", "c", "e", "f"} {
+		gates[h] = make(chan struct{})
+	}
+	stage := &stubStage{next: func(o inventory.Order) error {
+		if g, ok := gates[o.UserID]; ok {
+			entered <- o.UserID
+			<-g
+		}
+		return nil
+	}}
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 2, QueueMax: 8, Within: time.Second, Kind: "product", Now: clock})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	done := make(chan error, len(gates))
+	hold := func(user string) {
+		t.Helper()
+		go func() { done <- buy(t, svc, user, 1) }()
+		select {
+		case who := <-entered:
+			if who != user {
+				t.Fatalf("%s entered, want %s", who, user)
+			}
+		case err := <-done:
+			t.Fatalf("%s was not let in: %v", user, err)
+		}
+	}
+	let := func(user string) {
+		close(gates[user])
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("a")
+	hold("b")
+	advance(2 * time.Second)
+	let("b") // 2 s inside: the line is slow
+	hold("c")
+	var busy *inventory.Busy
+	if err := buy(t, svc, "turned-away", 1); !errors.As(err, &busy) || busy.Queue != 2 {
+		t.Fatalf("a slow line, full: %v, want Busy with 2 inside", err)
+	}
+	advance(10 * time.Millisecond)
+	let("c") // 10 ms after b: buyers now leave every 10 ms, though the average time inside is still 1.75 s
+	hold("e")
+	hold("f") // 3 inside: 3 × 10 ms is within half a second
+	for _, h := range []string{"a", "e", "f"} {
+		let(h)
+	}
+	if n := stage.calls.Load(); n != 5 {
+		t.Fatalf("the stage saw %d buyers, want 5", n)
 	}
 }
