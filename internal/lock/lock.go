@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -242,54 +240,6 @@ func (o ObtainOptions) owner() (owner string, reentrant bool) {
 	return "=" + o.Owner, true
 }
 
-// mayHaveRun reports whether a command that failed with err may still have
-// run in Redis, or may yet run: its reply was lost or late, or the
-// connection broke after it was sent. A refused connection and an error
-// reply from Redis are definite.
-func mayHaveRun(err error) bool {
-	var reply redis.Error
-	switch {
-	case err == nil, errors.Is(err, ErrLockLost), refused(err), errors.As(err, &reply):
-		return false
-	}
-	return true
-}
-
-// answered reports whether Redis answered the command: err is nil, an
-// error reply, or an owner check that failed.
-func answered(err error) bool {
-	var reply redis.Error
-	return err == nil || errors.Is(err, ErrLockLost) || errors.As(err, &reply)
-}
-
-// refused reports an error that shows the server is down: it refused the
-// connection. RedLock fails fast on a majority of these.
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
-// stalled reports an error that shows the server itself did not answer:
-// it refused the connection, or a read or dial ran out of time ("i/o
-// timeout"). A context that ended while the call waited for a pooled
-// connection is not one: that queue is the client's.
-func stalled(err error) bool {
-	var ne net.Error
-	return refused(err) || (errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, context.DeadlineExceeded))
-}
-
-// timedOut reports an error that may only mean a busy server: a context
-// deadline, a go-redis read or dial deadline ("i/o timeout", a net.Error
-// whose Timeout is true), or a wait for a pooled connection. RedLock waits
-// through these.
-func timedOut(err error) bool {
-	if refused(err) {
-		return false
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 // Client is a lock on one Redis deployment: a single server, a Sentinel
@@ -437,7 +387,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		start := time.Now()
 		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		if err != nil {
-			if !reentrant && mayHaveRun(err) {
+			if !reentrant && classify(err).mayHaveRun() {
 				c.releaseDetached(ctx, n, owner, "")
 			}
 			return nil, 0, err
@@ -546,7 +496,7 @@ type single struct {
 
 func (s *single) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	err := s.c.bounded(ctx, func(ctx context.Context) error { return s.c.refresh(ctx, s.n, s.owner, s.token, ttl) })
-	return mayHaveRun(err), err
+	return classify(err).mayHaveRun(), err
 }
 
 func (s *single) release(ctx context.Context) error {

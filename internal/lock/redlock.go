@@ -222,7 +222,7 @@ func (r *RedLock) undo(ctx context.Context, n names, owner string, reentrant boo
 		switch {
 		case x.ok:
 			token = strconv.FormatInt(x.val, 10)
-		case x.err == nil || reentrant || !mayHaveRun(x.err):
+		case x.err == nil || reentrant || !classify(x.err).mayHaveRun():
 			return
 		}
 		// Best effort: an instance we cannot reach expires the key at its TTL.
@@ -342,11 +342,11 @@ func (b *ballot) ask(i int, f instanceFunc) {
 		ictx, cancel := context.WithTimeout(b.ctx, b.timeout)
 		defer cancel()
 		ok, val, err := f(ictx, i, b.r.nodes[i])
-		switch {
-		case stalled(err) && b.ctx.Err() == nil:
+		switch o := classify(err); {
+		case o.stalled() && b.ctx.Err() == nil:
 			// Its own timeout, not the end of the caller's context.
 			b.r.slow[i].Store(true)
-		case answered(err):
+		case o.heard():
 			b.r.slow[i].Store(false)
 		}
 		b.out <- nodeResult{i: i, ok: ok, val: val, err: err}
@@ -467,7 +467,7 @@ func (b *ballot) unsure() bool {
 		return true
 	}
 	for _, x := range b.res {
-		if mayHaveRun(x.err) {
+		if classify(x.err).mayHaveRun() {
 			return true
 		}
 	}
@@ -478,7 +478,7 @@ func (b *ballot) unsure() bool {
 // refused connection or an error reply): the instances may be busy.
 func (b *ballot) allTimeouts() bool {
 	for _, x := range b.res {
-		if x.err != nil && !timedOut(x.err) {
+		if x.err != nil && !classify(x.err).busy() {
 			return false
 		}
 	}
