@@ -247,7 +247,7 @@ func (r *RedLock) markWaiting(ctx context.Context, n names, tried *ballot) {
 	for i, asked := range tried.asked {
 		if !asked && !r.slow[i].Load() {
 			b.ask(i, func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
-				return false, 0, c.rdb.Set(ctx, n.waiting(), "1", waitingTTL).Err()
+				return false, 0, c.rdb.Set(ctx, n.waiting, "1", waitingTTL).Err()
 			})
 		}
 	}
