@@ -135,7 +135,8 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
 			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		})
-		if o.Wait > 0 && b.yes() == 0 && b.answered(b.gate()) {
+		if o.Wait > 0 && b.yes() == 0 && b.gate() >= 0 {
+			// The gate refused: the other instances were not asked.
 			r.markWaiting(ctx, n, b)
 		}
 		if err := ctx.Err(); err != nil {
