@@ -338,7 +338,9 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // passed), been taken or been reported lost (the critical section may have
 // overlapped with another holder); ErrNotHeld when this lease was already
 // released, in which case nothing is sent to Redis. Other errors come from
-// Redis or from the timeout; the key then expires at its TTL.
+// Redis or from the timeout; the key then expires at its TTL. A Release
+// that meets the lease's loss being reported waits for the Lost hook (which
+// must not block) to return, and then returns that loss.
 func (l *Lease) Release(ctx context.Context) error {
 	l.checkClock()
 	l.mu.Lock()
