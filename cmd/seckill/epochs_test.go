@@ -40,7 +40,7 @@ type countingClient struct {
 func newCountingClient(t *testing.T, addr string) *countingClient {
 	t.Helper()
 	c := &countingClient{}
-	c.Client = redis.NewClient(&redis.Options{Addr: addr, OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+	c.Client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, OnConnect: func(ctx context.Context, cn *redis.Conn) error {
 		id, err := cn.ClientID(ctx).Result()
 		c.mu.Lock()
 		c.id = id

@@ -49,7 +49,7 @@ func newFleet(t *testing.T, env map[string]string) *fleet {
 	// suites. The bounds leave room for that; they are not what is tested.
 	f := &fleet{t: t, db: db, client: &http.Client{Timeout: 150 * time.Second}}
 	main := testenv.StartRedis(t)
-	b := backends{db: db, redis: redis.NewClient(&redis.Options{Addr: main.Addr})}
+	b := backends{db: db, redis: redis.NewClient(clientOptions(main.Addr))}
 	for i := 0; i < 3; i++ {
 		p := testenv.StartRedis(t)
 		f.redlock = append(f.redlock, p)

@@ -43,7 +43,7 @@ func TestStreamMetricsFollowTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := testenv.StartRedis(t)
-	b := backends{db: db, redis: redis.NewClient(&redis.Options{Addr: srv.Addr})}
+	b := backends{db: db, redis: redis.NewClient(clientOptions(srv.Addr))}
 	t.Cleanup(func() { closeBackends(b, slog.New(slog.DiscardHandler)) })
 	env := map[string]string{
 		"SECKILL_MODE":               "redis-stream",

@@ -26,6 +26,32 @@ type backend interface {
 // errReleased is what Err reports after a clean Release.
 var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 
+// leaseState is where a lease is in its life. Every change happens under
+// Lease.mu, and only these:
+//
+//	held      → releasing  Release begins
+//	held      → losing     lose: a renewal found the lock gone, renewals
+//	                       failed too long, or the validity deadline passed
+//	losing    → lost       the Lost hook has run; Done closes
+//	releasing → released   Release has its answer; Done closes. err is
+//	                       errReleased, or the loss it found (after the Lost
+//	                       hook)
+//	lost      → released   Release of a lease already lost: it still sends
+//	                       the owner-checked release, and returns the loss
+//
+// Only a held lease is trusted, renewed or armed; once Release has begun,
+// only its outcome counts. Done and Context end on entering lost or
+// released, and only then; err is set on entering losing or released.
+type leaseState uint8
+
+const (
+	held leaseState = iota
+	releasing
+	losing
+	lost
+	released
+)
+
 // Lease is one hold of a lock. Its methods are safe for concurrent use.
 //
 // A lease is valid until its local validity deadline: the time the last
@@ -51,11 +77,11 @@ type Lease struct {
 	ttl      time.Duration // what renewals ask for; Refresh changes it
 	distrust time.Duration // the shortest ttl sent with an unknown outcome; 0: none
 	deadline time.Time     // local validity deadline, monotonic
-	err      error         // why the lease ended; set once
-	released bool          // Release has begun: from then on, only its outcome counts
-	losing   bool          // lose has claimed the lease and is running the Lost hook
+	state    leaseState
+	err      error         // why the lease ended: set on entering losing or released
+	hooked   chan struct{} // closed when the Lost hook has run (made on entering losing)
 	// done and ctx are made on first use: a caller that never asks pays
-	// nothing for them. Both end with err.
+	// nothing for them. Both end with err, on entering lost or released.
 	done   chan struct{}
 	ctx    *leaseContext
 	cancel context.CancelCauseFunc
@@ -118,19 +144,21 @@ func (l *Lease) fireAt() time.Time {
 	return l.deadline
 }
 
-// arm sets the timer for fireAt, unless the lease has ended or is being
-// released; l.mu must be held.
+// arm sets the timer for fireAt while the lease is held; l.mu must be held.
 func (l *Lease) arm() {
-	if l.err == nil && !l.released {
+	if l.state == held {
 		l.timer.Reset(time.Until(l.fireAt()))
 	}
 }
 
-// pastDeadline reports whether the lease, not yet ended or released, has
-// run past its validity deadline; l.mu must be held.
+// pastDeadline reports whether the lease is held past its validity
+// deadline; l.mu must be held.
 func (l *Lease) pastDeadline() bool {
-	return l.err == nil && !l.released && !time.Now().Before(l.deadline)
+	return l.state == held && !time.Now().Before(l.deadline)
 }
+
+// ended reports whether Done and Context have ended; l.mu must be held.
+func (l *Lease) ended() bool { return l.state == lost || l.state == released }
 
 // checkClock ends the lease if it has run past its validity deadline, so
 // that no check after a pause can see it healthy; it reports the error the
@@ -142,14 +170,14 @@ func (l *Lease) checkClock() error {
 	if !expired {
 		return err
 	}
-	lost := l.expired()
-	l.lose(lost, false)
-	// Another goroutine may still be running the Lost hook before it ends
-	// the lease; the lease is lost all the same.
+	loss := l.expired()
+	l.lose(loss)
+	// Another call may have claimed the loss first (and still be running
+	// the Lost hook), or a Release may have begun: lost all the same.
 	if err := l.currentErr(); err != nil {
 		return err
 	}
-	return lost
+	return loss
 }
 
 func (l *Lease) currentErr() error {
@@ -177,7 +205,7 @@ func (l *Lease) Done() <-chan struct{} {
 	defer l.mu.Unlock()
 	if l.done == nil {
 		l.done = make(chan struct{})
-		if l.err != nil {
+		if l.ended() {
 			close(l.done)
 		}
 	}
@@ -204,7 +232,7 @@ func (l *Lease) Context() context.Context {
 	if l.ctx == nil {
 		inner, cancel := context.WithCancelCause(l.holder)
 		l.ctx, l.cancel = &leaseContext{Context: inner, l: l}, cancel
-		if l.err != nil {
+		if l.ended() {
 			l.cancel(l.err)
 		}
 	}
@@ -261,11 +289,11 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	l.checkClock()
 	l.mu.Lock()
 	for {
-		switch {
-		case l.released:
+		switch l.state {
+		case releasing, released:
 			l.mu.Unlock()
 			return fmt.Errorf("%w: refresh of %q after release", ErrNotHeld, l.key)
-		case l.err != nil:
+		case losing, lost:
 			err := l.err
 			l.mu.Unlock()
 			return err
@@ -291,9 +319,9 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 
 	sent := time.Now()
 	unsure, err := l.backend.refresh(ctx, ttl)
-	lost, err, _ := l.renewed(sent, ttl, unsure, err, true)
-	if lost != nil {
-		l.lose(lost, false)
+	loss, err := l.refreshed(sent, ttl, unsure, err)
+	if loss != nil {
+		l.lose(loss)
 	}
 	return err
 }
@@ -310,37 +338,57 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // passed), been taken or been reported lost (the critical section may have
 // overlapped with another holder); ErrNotHeld when this lease was already
 // released, in which case nothing is sent to Redis. Other errors come from
-// Redis or from the timeout; the key then expires at its TTL.
+// Redis or from the timeout; the key then expires at its TTL. A Release
+// that meets the lease's loss being reported waits for the Lost hook (which
+// must not block) to return, and then returns that loss.
 func (l *Lease) Release(ctx context.Context) error {
 	l.checkClock()
 	l.mu.Lock()
-	if l.released {
+	if l.state == losing {
+		// Another goroutine is running the Lost hook; the lease is lost
+		// once it has run (the hook must not block).
+		hooked := l.hooked
+		l.mu.Unlock()
+		<-hooked
+		l.mu.Lock()
+	}
+	switch l.state {
+	case releasing, released:
 		l.mu.Unlock()
 		return fmt.Errorf("%w: %q released twice", ErrNotHeld, l.key)
+	case lost:
+		// Still give the key back if Redis holds it for us: a lease lost by
+		// the clock alone may not have expired there yet.
+		l.state = released
+		loss := l.err
+		l.mu.Unlock()
+		_ = l.backend.release(ctx)
+		return loss
 	}
-	l.released = true
+	l.state = releasing
 	l.watching = false
 	l.timer.Stop() // from now on only the release's outcome counts
 	l.mu.Unlock()
 
 	err := l.backend.release(ctx)
+	why := errReleased
 	if errors.Is(err, ErrLockLost) {
-		l.lose(err, true)
+		l.hooks.lost(l.key, err) // before Done closes, as lose does
+		why = err
 	}
-	l.end(errReleased)
-	if lost := l.currentErr(); errors.Is(lost, ErrLockLost) {
-		return lost
+	l.mu.Lock()
+	l.state, l.err = released, why
+	unwatch := l.finish()
+	l.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
 	}
 	return err
 }
 
-// renewed handles the outcome of a renewal of ttl sent at sent, by the
-// watchdog or by Refresh (explicit), and ends the turn. It returns the
-// error to end the lease with, if any, the error to report, and whether the
-// outcome was moot because Release had begun.
-func (l *Lease) renewed(sent time.Time, ttl time.Duration, unsure bool, err error, explicit bool) (lost, report error, moot bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// endTurn ends the turn of a renewal of ttl, whose outcome unsure says is
+// unknown; l.mu must be held.
+func (l *Lease) endTurn(ttl time.Duration, unsure bool) {
 	l.renewing = false
 	if l.turn != nil {
 		close(l.turn)
@@ -351,45 +399,84 @@ func (l *Lease) renewed(sent time.Time, ttl time.Duration, unsure bool, err erro
 		// never trust a renewal for longer than that again.
 		l.distrust = l.trusted(ttl)
 	}
+}
+
+// extended moves the deadline for a renewal of ttl sent at sent that
+// succeeded; l.mu must be held. It sets, not just moves forward: a Refresh
+// with a shorter ttl shortens the key in Redis too. Renewals go one at a
+// time, so no older reply can come after this one.
+func (l *Lease) extended(sent time.Time, ttl time.Duration) {
+	l.ttl = ttl
+	t := l.trusted(ttl)
+	l.deadline = sent.Add(t - drift(t))
+	l.next = sent.Add(t / 3)
+}
+
+// mayHaveSet lowers the deadline to what a renewal of ttl sent at sent,
+// whose outcome is unknown, could have set; l.mu must be held.
+func (l *Lease) mayHaveSet(sent time.Time, ttl time.Duration) {
+	l.deadline = earlier(l.deadline, sent.Add(ttl-drift(ttl)))
+}
+
+// refreshed handles the outcome of a Refresh to ttl sent at sent, and ends
+// its turn. It returns the loss to end the lease with, if any, and the
+// error for the caller.
+func (l *Lease) refreshed(sent time.Time, ttl time.Duration, unsure bool, err error) (loss, report error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endTurn(ttl, unsure)
 	switch {
-	case l.released:
-		// Release has begun: its outcome decides, and a renewal that
+	case l.state == releasing || l.state == released:
+		// Release has begun: its outcome decides, and a refresh that
 		// landed after it would only find the lock gone.
-		if explicit {
-			return nil, fmt.Errorf("%w: %q was released during the refresh", ErrNotHeld, l.key), true
-		}
-		return nil, nil, true
-	case l.err != nil:
-		return nil, l.err, true // too late: the loss has been reported
+		return nil, fmt.Errorf("%w: %q was released during the refresh", ErrNotHeld, l.key)
+	case l.state != held:
+		return nil, l.err // too late: the loss has been reported
 	case err == nil:
-		// Set, not just move forward: a Refresh with a shorter ttl
-		// shortens the key in Redis too. Renewals go one at a time, so no
-		// older reply can come after this one.
-		l.ttl = ttl
-		t := l.trusted(ttl)
-		l.deadline = sent.Add(t - drift(t))
-		l.next = sent.Add(t / 3)
+		l.extended(sent, ttl)
 	case errors.Is(err, ErrLockLost):
-		return err, err, false
+		return err, err
 	default:
-		if explicit {
-			l.ttl = ttl // what the caller asked for, whatever happened
-		}
+		l.ttl = ttl // what the caller asked for, whatever happened
 		if unsure {
-			// It may have run: the key may now expire at sent+ttl.
-			l.deadline = earlier(l.deadline, sent.Add(ttl-drift(ttl)))
-		}
-		if !explicit {
-			// Retry soon, if a retry could still finish in time.
-			t := l.trusted(l.ttl)
-			if !time.Now().Add(t/10 + t/3).Before(l.deadline) {
-				return fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err), err, false
-			}
-			l.next = time.Now().Add(t / 10)
+			l.mayHaveSet(sent, ttl)
 		}
 	}
 	l.arm()
-	return nil, err, false
+	return nil, err
+}
+
+// renewed handles the outcome of a watchdog renewal of ttl sent at sent,
+// and ends its turn. It returns the loss to end the lease with, if any,
+// and whether the outcome still counts (not once the lease is released or
+// lost).
+//
+// A renewal that failed (Redis unreachable) is retried after TTL/10 if that
+// attempt could still finish before the validity deadline; otherwise the
+// lease is lost now.
+func (l *Lease) renewed(sent time.Time, ttl time.Duration, unsure bool, err error) (loss error, counts bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endTurn(ttl, unsure)
+	switch {
+	case l.state != held:
+		return nil, false
+	case err == nil:
+		l.extended(sent, ttl)
+	case errors.Is(err, ErrLockLost):
+		return err, true
+	default:
+		if unsure {
+			l.mayHaveSet(sent, ttl)
+		}
+		t := l.trusted(l.ttl)
+		if !time.Now().Add(t/10 + t/3).Before(l.deadline) {
+			return fmt.Errorf("%w: renewing %q failed: %w", ErrLockLost, l.key, err), true
+		}
+		l.next = time.Now().Add(t / 10)
+	}
+	l.arm()
+	return nil, true
 }
 
 func earlier(a, b time.Time) time.Time {
@@ -399,44 +486,49 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-// lose ends the lease with err. The Lost hook runs before Done closes, so a
-// holder that sees Done also sees the metric. Once Release has begun, only
-// Release itself (evenIfReleased) may report a loss.
-func (l *Lease) lose(err error, evenIfReleased bool) {
+// lose ends a held lease with err: held → losing, the Lost hook, then
+// losing → lost. The hook runs before Done closes, so a holder that sees
+// Done also sees the metric. A lease that is no longer held is left alone:
+// its loss, or its Release, has been claimed already.
+func (l *Lease) lose(err error) {
 	l.mu.Lock()
-	first := l.err == nil && !l.losing && (evenIfReleased || !l.released)
-	if first {
-		l.losing = true
-	}
-	l.mu.Unlock()
-	if first {
-		l.hooks.lost(l.key, err)
-		l.end(err)
-	}
-}
-
-// end records why the lease ended, closes Done, cancels Context and stops
-// the timer and the watchdog. Only the first call has an effect.
-func (l *Lease) end(err error) {
-	l.mu.Lock()
-	if l.err != nil {
+	if l.state != held {
 		l.mu.Unlock()
 		return
 	}
-	l.err = err
+	l.state, l.err = losing, err
+	l.hooked = make(chan struct{})
+	l.watching = false
+	l.timer.Stop()
+	l.mu.Unlock()
+
+	l.hooks.lost(l.key, err)
+
+	l.mu.Lock()
+	l.state = lost
+	close(l.hooked)
+	unwatch := l.finish()
+	l.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
+}
+
+// finish closes Done, cancels Context with err and stops the timer and the
+// watchdog, on entering lost or released (each reached once); l.mu must be
+// held. It returns the deregistration of the hook on the holder's context,
+// for the caller to run without l.mu: the holder's context may live on, so
+// nothing of the lease may be left in it.
+func (l *Lease) finish() (unwatch func() bool) {
 	l.watching = false
 	l.timer.Stop()
 	if l.done != nil {
 		close(l.done)
 	}
 	if l.cancel != nil {
-		l.cancel(err)
+		l.cancel(l.err)
 	}
-	unwatch := l.unwatch
-	l.mu.Unlock()
-	if unwatch != nil {
-		unwatch() // the holder's context may live on: leave nothing in it
-	}
+	return l.unwatch
 }
 
 // tick runs when the timer fires: at the validity deadline, which ends the
@@ -453,12 +545,12 @@ func (l *Lease) tick() {
 	l.mu.Lock()
 	now := time.Now()
 	switch {
-	case l.err != nil || l.released:
+	case l.state != held:
 		l.mu.Unlock()
 		return
 	case !now.Before(l.deadline):
 		l.mu.Unlock()
-		l.lose(l.expired(), false)
+		l.lose(l.expired())
 		return
 	case l.renewing || !l.watching || now.Before(l.next):
 		l.arm() // a Refresh is in flight, fired early, or the watchdog has stopped
@@ -475,16 +567,16 @@ func (l *Lease) tick() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.holder), timeout)
 	unsure, err := l.backend.refresh(ctx, ttl)
 	cancel()
-	lost, _, moot := l.renewed(sent, ttl, unsure, err, false)
+	loss, counts := l.renewed(sent, ttl, unsure, err)
 	switch {
-	case moot:
+	case !counts:
 	case err == nil:
 		l.hooks.renewed(l.key, time.Since(sent))
 	default:
 		l.hooks.renewFailed(l.key, err)
 	}
-	if lost != nil {
-		l.lose(lost, false)
+	if loss != nil {
+		l.lose(loss)
 	}
 }
 

@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -169,6 +167,9 @@ type names struct {
 	key   string // the caller's key
 	lock  string // "owner|token|holds" while held; see obtain.lua
 	fence string // the last token issued; outlives every lease
+	// waiting is the record of someone waiting for the lock: see
+	// obtain.lua. Made once per Obtain, for every try and the release.
+	waiting string
 }
 
 func newNames(prefix, key string) names {
@@ -176,11 +177,8 @@ func newNames(prefix, key string) names {
 	if strings.HasPrefix(key, "}") {
 		lock = prefix + "{~}" + key + "~"
 	}
-	return names{key: key, lock: lock, fence: lock + ":fence"}
+	return names{key: key, lock: lock, fence: lock + ":fence", waiting: lock + ":waiting"}
 }
-
-// waiting is the record of someone waiting for the lock: see obtain.lua.
-func (n names) waiting() string { return n.lock + ":waiting" }
 
 // waitingTTL is how long a waiting record lasts after the last try that
 // found the lock held and will wait; a waiter first in line tries again at
@@ -192,6 +190,9 @@ const (
 	waitingTTL     = 3 * time.Second
 	waitingRefresh = waitingTTL / 3
 )
+
+// waitingTTLArg is waitingTTL as a script argument, boxed once.
+var waitingTTLArg any = ms(waitingTTL)
 
 // gone is the tombstone of owner's try: see release.lua.
 func (n names) gone(owner string) string { return n.lock + ":gone:" + owner }
@@ -242,64 +243,17 @@ func (o ObtainOptions) owner() (owner string, reentrant bool) {
 	return "=" + o.Owner, true
 }
 
-// mayHaveRun reports whether a command that failed with err may still have
-// run in Redis, or may yet run: its reply was lost or late, or the
-// connection broke after it was sent. A refused connection and an error
-// reply from Redis are definite.
-func mayHaveRun(err error) bool {
-	var reply redis.Error
-	switch {
-	case err == nil, errors.Is(err, ErrLockLost), refused(err), errors.As(err, &reply):
-		return false
-	}
-	return true
-}
-
-// answered reports whether Redis answered the command: err is nil, an
-// error reply, or an owner check that failed.
-func answered(err error) bool {
-	var reply redis.Error
-	return err == nil || errors.Is(err, ErrLockLost) || errors.As(err, &reply)
-}
-
-// refused reports an error that shows the server is down: it refused the
-// connection. RedLock fails fast on a majority of these.
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
-// stalled reports an error that shows the server itself did not answer:
-// it refused the connection, or a read or dial ran out of time ("i/o
-// timeout"). A context that ended while the call waited for a pooled
-// connection is not one: that queue is the client's.
-func stalled(err error) bool {
-	var ne net.Error
-	return refused(err) || (errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, context.DeadlineExceeded))
-}
-
-// timedOut reports an error that may only mean a busy server: a context
-// deadline, a go-redis read or dial deadline ("i/o timeout", a net.Error
-// whose Timeout is true), or a wait for a pooled connection. RedLock waits
-// through these.
-func timedOut(err error) bool {
-	if refused(err) {
-		return false
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 // Client is a lock on one Redis deployment: a single server, a Sentinel
 // group or a Cluster. It is safe for concurrent use. Close it to stop the
 // shared pub/sub connection that waiters use.
 type Client struct {
-	rdb  redis.UniversalClient
-	opts Options
-	wake *notifier
-	line lineup
+	rdb         redis.UniversalClient
+	opts        Options
+	wake        *notifier
+	line        lineup
+	fenceTTLArg any // opts.FenceTTL in ms, boxed once for the obtain script
 	// deadlines is true when rdb itself gives up when a context ends
 	// (ContextTimeoutEnabled); otherwise calls that must be bounded run on
 	// a goroutine of their own that is abandoned at the deadline.
@@ -324,7 +278,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err := noRetries(rdb); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), deadlines: honoursDeadlines(rdb)}, nil
+	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}, nil
 }
 
 // ClientOptions adjusts o for a client of the lock and returns it:
@@ -437,7 +391,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		start := time.Now()
 		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		if err != nil {
-			if !reentrant && mayHaveRun(err) {
+			if !reentrant && classify(err).mayHaveRun() {
 				c.releaseDetached(ctx, n, owner, "")
 			}
 			return nil, 0, err
@@ -471,8 +425,8 @@ func (c *Client) lineFor(o ObtainOptions) *lineup {
 // release publishes a wake-up; locks nobody waits for are released without
 // one.
 func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.waiting(), n.gone(owner)},
-		owner, ms(ttl), flag(reentrant), flag(wait), ms(c.opts.FenceTTL), ms(waitingTTL)).Int64()
+	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.waiting, n.gone(owner)},
+		owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
@@ -487,12 +441,16 @@ func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait
 	return false, 0, fmt.Errorf("lock: obtain %q: unexpected reply 0 from the obtain script", n.key)
 }
 
-func flag(b bool) string {
+// flag is a script's boolean argument, boxed once: the obtain script is on
+// every obtain's path, and each argument boxed per call is an allocation.
+func flag(b bool) any {
 	if b {
-		return "1"
+		return flagOn
 	}
-	return "0"
+	return flagOff
 }
+
+var flagOn, flagOff any = "1", "0"
 
 // refresh runs the owner-checked pexpire; token "" matches any token of owner.
 func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl time.Duration) error {
@@ -513,7 +471,7 @@ func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl 
 // it still land, finds (see release.lua). Not for a reentrant owner, which
 // is used by more than one try.
 func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	keys, args := []string{n.lock, n.waiting()}, []any{owner, token}
+	keys, args := []string{n.lock, n.waiting}, []any{owner, token}
 	if token == "" && !strings.HasPrefix(owner, "=") {
 		keys, args = append(keys, n.gone(owner)), append(args, ms(goneTTL))
 	}
@@ -546,7 +504,7 @@ type single struct {
 
 func (s *single) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	err := s.c.bounded(ctx, func(ctx context.Context) error { return s.c.refresh(ctx, s.n, s.owner, s.token, ttl) })
-	return mayHaveRun(err), err
+	return classify(err).mayHaveRun(), err
 }
 
 func (s *single) release(ctx context.Context) error {

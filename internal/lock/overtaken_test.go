@@ -2,12 +2,14 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -63,4 +65,42 @@ func TestCleanUpOvertakenByItsTry(t *testing.T) {
 			t.Errorf("the gate's try, arriving after the clean-up, left the lock held by nobody: %q", v)
 		}
 	})
+}
+
+// The same without any injection: Redis is paused (SIGSTOP) while a try is
+// on its way, the client's read times out first, and the clean-up goes out
+// on another connection while Redis is still paused. Once it resumes, Redis
+// runs the try and the clean-up in either order: neither may leave the lock
+// held by nobody (its TTL is a minute; it must be free long before).
+func TestPausedRedisLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
+	s := testenv.StartRedis(t)
+	timedOut := make(chan struct{}, 1)
+	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: s.Addr, ReadTimeout: 200 * time.Millisecond, PoolSize: 4, MinIdleConns: 2}))
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(replyHook(func(cmd redis.Cmder, err error) {
+		var ne interface{ Timeout() bool }
+		if lock.ScriptOf(cmd) == "obtain" && errors.As(err, &ne) && ne.Timeout() {
+			select {
+			case timedOut <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	c, prefix := newClient(t, rdb, lock.Options{ReleaseTimeout: 30 * time.Second})
+	ctx := context.Background()
+	mustRelease(t, mustObtain(t, c, ctx, "warm-up", time.Second, lock.ObtainOptions{}))
+	s.Pause()
+	t.Cleanup(s.Resume)
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{})
+		got <- err
+	}()
+	<-timedOut // the try is in Redis's input buffer; the clean-up follows
+	s.Resume()
+	if err := <-got; err == nil {
+		t.Fatal("Obtain succeeded although its reply timed out")
+	}
+	testkit.Eventually(t, "the lock to be free", 10*time.Second, func() bool { return !isHeld(t, rdb, prefix, "k") })
 }

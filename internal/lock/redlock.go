@@ -135,7 +135,8 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
 			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		})
-		if o.Wait > 0 && b.yes() == 0 && b.answered(b.gate()) {
+		if o.Wait > 0 && b.yes() == 0 && b.gate() >= 0 {
+			// The gate refused: the other instances were not asked.
 			r.markWaiting(ctx, n, b)
 		}
 		if err := ctx.Err(); err != nil {
@@ -222,7 +223,7 @@ func (r *RedLock) undo(ctx context.Context, n names, owner string, reentrant boo
 		switch {
 		case x.ok:
 			token = strconv.FormatInt(x.val, 10)
-		case x.err == nil || reentrant || !mayHaveRun(x.err):
+		case x.err == nil || reentrant || !classify(x.err).mayHaveRun():
 			return
 		}
 		// Best effort: an instance we cannot reach expires the key at its TTL.
@@ -247,7 +248,7 @@ func (r *RedLock) markWaiting(ctx context.Context, n names, tried *ballot) {
 	for i, asked := range tried.asked {
 		if !asked && !r.slow[i].Load() {
 			b.ask(i, func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
-				return false, 0, c.rdb.Set(ctx, n.waiting(), "1", waitingTTL).Err()
+				return false, 0, c.rdb.Set(ctx, n.waiting, "1", waitingTTL).Err()
 			})
 		}
 	}
@@ -342,11 +343,11 @@ func (b *ballot) ask(i int, f instanceFunc) {
 		ictx, cancel := context.WithTimeout(b.ctx, b.timeout)
 		defer cancel()
 		ok, val, err := f(ictx, i, b.r.nodes[i])
-		switch {
-		case stalled(err) && b.ctx.Err() == nil:
+		switch o := classify(err); {
+		case o.stalled() && b.ctx.Err() == nil:
 			// Its own timeout, not the end of the caller's context.
 			b.r.slow[i].Store(true)
-		case answered(err):
+		case o.heard():
 			b.r.slow[i].Store(false)
 		}
 		b.out <- nodeResult{i: i, ok: ok, val: val, err: err}
@@ -467,7 +468,7 @@ func (b *ballot) unsure() bool {
 		return true
 	}
 	for _, x := range b.res {
-		if mayHaveRun(x.err) {
+		if classify(x.err).mayHaveRun() {
 			return true
 		}
 	}
@@ -478,7 +479,7 @@ func (b *ballot) unsure() bool {
 // refused connection or an error reply): the instances may be busy.
 func (b *ballot) allTimeouts() bool {
 	for _, x := range b.res {
-		if x.err != nil && !timedOut(x.err) {
+		if x.err != nil && !classify(x.err).busy() {
 			return false
 		}
 	}

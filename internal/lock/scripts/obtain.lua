@@ -27,8 +27,9 @@
 -- gone by the next call. PTTL then answers -2, and -1 - (-2) would be +1, a
 -- grant of token 1 for a lock nobody holds; a KEEPTTL write would bring the
 -- key back with no expiry at all.
-local got = redis.call('MGET', KEYS[1], KEYS[2])
-local v, f = got[1], got[2]
+-- One MGET reads the lock, the fence and the tombstone (when there is one).
+local got = redis.call('MGET', KEYS[1], KEYS[2], KEYS[4] or KEYS[1])
+local v, f, gone = got[1], got[2], KEYS[4] and got[3]
 if v and string.byte(v, 1) ~= 124 then -- held
   if ARGV[3] == '1' then
     local owner, token, holds, w = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
@@ -49,7 +50,7 @@ if v and string.byte(v, 1) ~= 124 then -- held
   return -1 - math.max(redis.call('PTTL', KEYS[1]), 0)
 end
 
-if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+if gone then
   return -1 -- its owner has given up: answer "held", which nobody reads
 end
 

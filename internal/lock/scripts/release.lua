@@ -17,7 +17,9 @@ local function notOurs()
   end
   return -1
 end
-local v = redis.call('GET', KEYS[1])
+-- One MGET reads the lock and the waiting record.
+local got = redis.call('MGET', KEYS[1], KEYS[2])
+local v, waiting = got[1], got[2]
 if not v then
   return notOurs()
 end
@@ -39,7 +41,7 @@ if v ~= ARGV[1] .. '|' .. ARGV[2] .. '|1' then
   end
 end
 redis.call('DEL', KEYS[1])
-if mark == 'w' or redis.call('EXISTS', KEYS[2]) == 1 then
+if mark == 'w' or waiting then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '1')
 end
 return 0
