@@ -73,6 +73,17 @@ var suites = []suite{{
 		"TestMiniredis",
 		"TestScriptsOnAServerWhoseClockRunsInScripts",
 		"TestInstanceClientsReturnWithinDeadline",
+		"TestLostReplyIsNotAnsweredByARetry",
+		"TestPausedRedisLeavesNoOrphan",
+		"TestCleanUpOvertakenByItsTry",
+		"TestClusterKeysWithBraces",
+		"TestRedLockLateGrantAfterRelease",
+		"TestRedLockWakeUpWhenGateDiesAfterAWaiterCame",
+		"TestReleaseStopsPublishingOnceNobodyWaits",
+		"TestReleaseRacingTheLastWaiterLeaving",
+		"TestWaiterPausedPastItsRecord",
+		"TestReleaseWhileTheLossIsReported",
+		"TestHooks",
 	},
 	budget: 4 * time.Minute,
 }, {
@@ -168,6 +179,7 @@ var suites = []suite{{
 	// timeouts, graceful shutdown under load, a row held mid-write.
 	pkg: "./cmd/seckill",
 	tests: []string{
+		"TestAppRedisClientsNeverRunAScriptTwice",
 		"TestFleetStages",
 		"TestFleetCoupons",
 		"TestFleetRedLockFaults",

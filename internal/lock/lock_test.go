@@ -821,11 +821,14 @@ func TestHooks(t *testing.T) {
 		Lost:        func(string, error) { note("lost") },
 	}})
 	ctx := context.Background()
-	a := mustObtain(t, c, ctx, "k", 300*time.Millisecond, lock.ObtainOptions{})
+	// A lease long enough that a busy machine renews it before it runs
+	// out (the watchdog renews every TTL/3): with 300 ms, a renewal late
+	// by a scheduling stall lost the lease before any "renewed".
+	a := mustObtain(t, c, ctx, "k", 3*time.Second, lock.ObtainOptions{})
 	if _, err := c.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 10 * time.Millisecond}); err == nil {
 		t.Fatal("obtained a held lock")
 	}
-	testkit.Eventually(t, "a renewal", 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return seen["renewed"] > 0 })
+	testkit.Eventually(t, "a renewal", 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return seen["renewed"] > 0 })
 	rdb.Del(ctx, lockKey(prefixOf(t, c, rdb), "k"))
 	<-a.Done()
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
