@@ -395,76 +395,125 @@ func TestBusyBuyerIsToldHowLongOneSpendsInside(t *testing.T) {
 	let("hold-5")
 }
 
+// gatedLine drives one item's line through a stage where the buyers named
+// in gates stay inside until let go, on a clock the test moves (the door's
+// own timer runs on the real one).
+type gatedLine struct {
+	t       *testing.T
+	mu      sync.Mutex
+	now     time.Time
+	gates   map[string]chan struct{}
+	entered chan string
+	done    chan error
+	stage   *stubStage
+	crowd   *inventory.Crowd
+	svc     *inventory.Service
+}
+
+// newGatedLine wraps a stage that answers answer (nil: a sale) in a crowd
+// with opts, whose clock becomes the line's.
+func newGatedLine(t *testing.T, opts inventory.CrowdOptions, answer error, gated ...string) *gatedLine {
+	l := &gatedLine{t: t, now: time.Unix(1_800_000_000, 0), gates: map[string]chan struct{}{}, entered: make(chan string), done: make(chan error, len(gated))}
+	for _, u := range gated {
+		l.gates[u] = make(chan struct{})
+	}
+	l.stage = &stubStage{next: func(o inventory.Order) error {
+		if g, ok := l.gates[o.UserID]; ok {
+			l.entered <- o.UserID
+			<-g
+		}
+		return answer
+	}}
+	opts.Kind, opts.Now = "product", l.clock
+	l.crowd = inventory.NewCrowd(opts)
+	l.svc = inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": l.crowd.Wrap(l.stage)}, "a", "O")
+	return l
+}
+
+func (l *gatedLine) clock() time.Time { l.mu.Lock(); defer l.mu.Unlock(); return l.now }
+
+func (l *gatedLine) advance(d time.Duration) { l.mu.Lock(); l.now = l.now.Add(d); l.mu.Unlock() }
+
+// hold sends a gated buyer in and returns once it is inside the stage.
+func (l *gatedLine) hold(user string) {
+	l.t.Helper()
+	go func() { l.done <- buy(l.t, l.svc, user, 1) }()
+	select {
+	case who := <-l.entered:
+		if who != user {
+			l.t.Fatalf("%s entered, want %s", who, user)
+		}
+	case err := <-l.done:
+		l.t.Fatalf("%s was not let in: %v", user, err)
+	}
+}
+
+// release lets a gated buyer go and returns its answer.
+func (l *gatedLine) release(user string) error {
+	close(l.gates[user])
+	return <-l.done
+}
+
+// let lets a gated buyer go, which must have bought.
+func (l *gatedLine) let(user string) {
+	l.t.Helper()
+	if err := l.release(user); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// bounced asserts that the next buyer is turned away with inside buyers in
+// the line.
+func (l *gatedLine) bounced(why string, inside int) {
+	l.t.Helper()
+	var busy *inventory.Busy
+	if err := buy(l.t, l.svc, "turned-away", 1); !errors.As(err, &busy) || busy.Queue != inside {
+		l.t.Fatalf("%s: %v, want Busy with %d inside", why, err, inside)
+	}
+}
+
+// atTheDoor sends n buyers (not gated) and returns once all of them wait at
+// the door of the line; their answers come on the channel.
+func (l *gatedLine) atTheDoor(n int) <-chan error {
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { errs <- buy(l.t, l.svc, fmt.Sprint("door-", i), 1) }()
+	}
+	for l.crowd.AtDoor(1) != n {
+		runtime.Gosched()
+	}
+	return errs
+}
+
 // TestCrowdLineGrowsWhileItIsServedInTime: past Queue, a buyer is let in
 // only once the item's last buyers are known to have got through in at
 // most half of Within (before that, it waits at the door for the first to
 // leave), and never past QueueMax; when they take longer, the line stops
 // growing.
 func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	entered := make(chan string)
-	gates := map[string]chan struct{}{}
-	for i := 1; i <= 5; i++ {
-		gates[fmt.Sprint("h", i)] = make(chan struct{})
-	}
-	stage := &stubStage{next: func(o inventory.Order) error {
-		if g, ok := gates[o.UserID]; ok {
-			entered <- o.UserID
-			<-g
-		}
-		return nil
-	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Second, Kind: "product", Now: clock})
-	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
-	done := make(chan error, len(gates))
-	hold := func(user string) {
-		t.Helper()
-		go func() { done <- buy(t, svc, user, 1) }()
-		select {
-		case <-entered:
-		case err := <-done:
-			t.Fatalf("%s was not let in: %v", user, err)
-		}
-	}
-	let := func(user string) {
-		close(gates[user])
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	bounced := func(why string, inside int) {
-		t.Helper()
-		var busy *inventory.Busy
-		if err := buy(t, svc, "turned-away", 1); !errors.As(err, &busy) || busy.Queue != inside {
-			t.Fatalf("%s: %v, want Busy with %d inside", why, err, inside)
-		}
-	}
-
-	hold("h1")
-	hold("h2")
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Second}, nil, "h1", "h2", "h3", "h4", "h5")
+	l.hold("h1")
+	l.hold("h2")
 	// Nobody has left yet: h3 waits at the door for the first to leave.
-	go func() { done <- buy(t, svc, "h3", 1) }()
-	for crowd.AtDoor(1) != 1 {
+	go func() { l.done <- buy(t, l.svc, "h3", 1) }()
+	for l.crowd.AtDoor(1) != 1 {
 		runtime.Gosched()
 	}
-	advance(100 * time.Millisecond)
-	let("h2") // 100 ms inside: h3 is let in
-	if who := <-entered; who != "h3" {
+	l.advance(100 * time.Millisecond)
+	l.let("h2") // 100 ms inside: h3 is let in
+	if who := <-l.entered; who != "h3" {
 		t.Fatalf("%s entered, want h3 from the door", who)
 	}
-	hold("h4") // 3 inside: the last buyer took 100 ms, within half a second
-	hold("h5") // 4 inside: QueueMax
-	bounced("QueueMax reached", 4)
-	advance(2 * time.Second)
-	let("h5") // 2 s inside: the average moves to 337.5 ms, still in time
-	let("h4") // 2 s again: 545.3 ms, past half of Within
-	bounced("the last buyers took longer than half of Within", 2)
-	let("h1")
-	let("h3")
-	if n := stage.calls.Load(); n != 5 {
+	l.hold("h4") // 3 inside: the last buyer took 100 ms, within half a second
+	l.hold("h5") // 4 inside: QueueMax
+	l.bounced("QueueMax reached", 4)
+	l.advance(2 * time.Second)
+	l.let("h5") // 2 s inside: the average moves to 337.5 ms, still in time
+	l.let("h4") // 2 s again: 545.3 ms, past half of Within
+	l.bounced("the last buyers took longer than half of Within", 2)
+	l.let("h1")
+	l.let("h3")
+	if n := l.stage.calls.Load(); n != 5 {
 		t.Fatalf("the stage saw %d buyers, want the 5 let in", n)
 	}
 }
@@ -472,29 +521,14 @@ func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 // TestCrowdDoorClosesWhenNobodyLeaves: a buyer at the door of a fresh, full
 // line is turned away once half of Within passes with nobody leaving it.
 func TestCrowdDoorClosesWhenNobodyLeaves(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	stage := &stubStage{next: func(o inventory.Order) error {
-		if o.UserID == "holder" {
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: 2 * time.Millisecond, Kind: "product"})
-	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
-	done := make(chan error, 1)
-	go func() { done <- buy(t, svc, "holder", 1) }()
-	<-entered
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: 2 * time.Millisecond}, nil, "holder")
+	l.hold("holder")
 	var busy *inventory.Busy
-	if err := buy(t, svc, "at-the-door", 1); !errors.As(err, &busy) || busy.Queue != 1 {
+	if err := buy(t, l.svc, "at-the-door", 1); !errors.As(err, &busy) || busy.Queue != 1 {
 		t.Fatalf("a buyer at the door of a line nobody leaves: %v, want Busy with 1 inside", err)
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n := crowd.AtDoor(1); n != 0 {
+	l.let("holder")
+	if n := l.crowd.AtDoor(1); n != 0 {
 		t.Fatalf("%d still at the door", n)
 	}
 }
@@ -503,30 +537,11 @@ func TestCrowdDoorClosesWhenNobodyLeaves(t *testing.T) {
 // when its first buyer finds the item sold out are answered from memory,
 // without reaching the stage.
 func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	stage := &stubStage{next: func(o inventory.Order) error {
-		if o.UserID == "first" {
-			entered <- struct{}{}
-			<-release
-		}
-		return inventory.ErrSoldOut
-	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Kind: "product", Epochs: &memEpochs{}})
-	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
-	first := make(chan error, 1)
-	go func() { first <- buy(t, svc, "first", 1) }()
-	<-entered
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Epochs: &memEpochs{}}, inventory.ErrSoldOut, "first")
+	l.hold("first")
 	const waiting = 3
-	errs := make(chan error, waiting)
-	for i := 0; i < waiting; i++ {
-		go func() { errs <- buy(t, svc, fmt.Sprint("door-", i), 1) }()
-	}
-	for crowd.AtDoor(1) != waiting {
-		runtime.Gosched()
-	}
-	close(release)
-	if err := <-first; !errors.Is(err, inventory.ErrSoldOut) {
+	errs := l.atTheDoor(waiting)
+	if err := l.release("first"); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("the first buyer: %v, want sold out", err)
 	}
 	for i := 0; i < waiting; i++ {
@@ -534,7 +549,7 @@ func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
 			t.Fatalf("a buyer at the door: %v, want sold out", err)
 		}
 	}
-	if n := stage.calls.Load(); n != 1 {
+	if n := l.stage.calls.Load(); n != 1 {
 		t.Fatalf("the stage saw %d buyers, want only the first", n)
 	}
 }
@@ -543,38 +558,17 @@ func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
 // line leaves it quickly, every buyer at the door is let in, even though
 // the line was empty for a moment (the pace it showed is kept for them).
 func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	stage := &stubStage{next: func(o inventory.Order) error {
-		if o.UserID == "first" {
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Kind: "product"})
-	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
-	first := make(chan error, 1)
-	go func() { first <- buy(t, svc, "first", 1) }()
-	<-entered
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first")
+	l.hold("first")
 	const waiting = 4
-	errs := make(chan error, waiting)
-	for i := 0; i < waiting; i++ {
-		go func() { errs <- buy(t, svc, fmt.Sprint("door-", i), 1) }()
-	}
-	for crowd.AtDoor(1) != waiting {
-		runtime.Gosched()
-	}
-	close(release)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
+	errs := l.atTheDoor(waiting)
+	l.let("first")
 	for i := 0; i < waiting; i++ {
 		if err := <-errs; err != nil {
 			t.Fatalf("a buyer at the door: %v, want let in", err)
 		}
 	}
-	if n := stage.calls.Load(); n != 1+waiting {
+	if n := l.stage.calls.Load(); n != 1+waiting {
 		t.Fatalf("the stage saw %d buyers, want %d", n, 1+waiting)
 	}
 }
@@ -584,60 +578,21 @@ func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
 // buyers leave it fast enough for the whole line to be out in half of
 // Within, as the rest of a line does when the last unit is sold.
 func TestCrowdLineGrowsWhenBuyersLeaveQuickly(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	entered := make(chan string)
-	gates := map[string]chan struct{}{}
-	for _, h := range []string{"a", "b", "c", "e", "f"} {
-		gates[h] = make(chan struct{})
-	}
-	stage := &stubStage{next: func(o inventory.Order) error {
-		if g, ok := gates[o.UserID]; ok {
-			entered <- o.UserID
-			<-g
-		}
-		return nil
-	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 2, QueueMax: 8, Within: time.Second, Kind: "product", Now: clock})
-	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
-	done := make(chan error, len(gates))
-	hold := func(user string) {
-		t.Helper()
-		go func() { done <- buy(t, svc, user, 1) }()
-		select {
-		case who := <-entered:
-			if who != user {
-				t.Fatalf("%s entered, want %s", who, user)
-			}
-		case err := <-done:
-			t.Fatalf("%s was not let in: %v", user, err)
-		}
-	}
-	let := func(user string) {
-		close(gates[user])
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	hold("a")
-	hold("b")
-	advance(2 * time.Second)
-	let("b") // 2 s inside: the line is slow
-	hold("c")
-	var busy *inventory.Busy
-	if err := buy(t, svc, "turned-away", 1); !errors.As(err, &busy) || busy.Queue != 2 {
-		t.Fatalf("a slow line, full: %v, want Busy with 2 inside", err)
-	}
-	advance(10 * time.Millisecond)
-	let("c") // 10 ms after b: buyers now leave every 10 ms, though the average time inside is still 1.75 s
-	hold("e")
-	hold("f") // 3 inside: 3 × 10 ms is within half a second
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 2, QueueMax: 8, Within: time.Second}, nil, "a", "b", "c", "e", "f")
+	l.hold("a")
+	l.hold("b")
+	l.advance(2 * time.Second)
+	l.let("b") // 2 s inside: the line is slow
+	l.hold("c")
+	l.bounced("a slow line, full", 2)
+	l.advance(10 * time.Millisecond)
+	l.let("c") // 10 ms after b: buyers now leave every 10 ms, though the average time inside is still 1.75 s
+	l.hold("e")
+	l.hold("f") // 3 inside: 3 × 10 ms is within half a second
 	for _, h := range []string{"a", "e", "f"} {
-		let(h)
+		l.let(h)
 	}
-	if n := stage.calls.Load(); n != 5 {
+	if n := l.stage.calls.Load(); n != 5 {
 		t.Fatalf("the stage saw %d buyers, want 5", n)
 	}
 }
