@@ -110,6 +110,7 @@ var suites = []suite{{
 		"TestCrowdDoorLearnsTheSellOut",
 		"TestCrowdDoorLetsInWhenThePaceIsKnown",
 		"TestCrowdLineGrowsWhenBuyersLeaveQuickly",
+		"TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
 		"TestWithoutFencingThePausedHolderOversells",

@@ -108,6 +108,9 @@ const (
 // answers from its Redis copy).
 type Crowd struct {
 	opts CrowdOptions
+	// afterDoor, set by tests only, runs when a buyer has left the door
+	// and before it joins the line.
+	afterDoor func()
 
 	mu     sync.Mutex
 	memos  []*memo
@@ -202,11 +205,16 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		c.refused(RefusedRemembered)
 		return errRememberedSoldOut
 	}
-	if c.door(ctx, o.ItemID) && soldOut() {
-		// The first buyer out of the line found it sold out while this
-		// one waited at the door.
-		c.refused(RefusedRemembered)
-		return errRememberedSoldOut
+	if c.door(ctx, o.ItemID) {
+		if c.afterDoor != nil {
+			c.afterDoor()
+		}
+		if soldOut() {
+			// The first buyer out of the line found it sold out while
+			// this one waited at the door.
+			c.refused(RefusedRemembered)
+			return errRememberedSoldOut
+		}
 	}
 	if n, wait, ok := c.enter(o.ItemID); !ok {
 		c.refused(RefusedBounced)
@@ -296,9 +304,6 @@ func (c *Crowd) door(ctx context.Context, id int64) bool {
 	c.mu.Lock()
 	if c.atDoor[id]--; c.atDoor[id] <= 0 {
 		delete(c.atDoor, id)
-		if c.inside[id] == 0 {
-			c.forget(id) // kept for the buyers at the door (see exit)
-		}
 	}
 	return true
 }
@@ -358,8 +363,10 @@ func (c *Crowd) exit(id int64, d time.Duration, end time.Time) {
 	if c.inside[id]--; c.inside[id] <= 0 {
 		// Nobody waits: the averages are only read while the line is
 		// full, and ids of items that do not exist must not pile up.
-		// Buyers at the door still need them; the last of them forgets
-		// them (see door).
+		// Buyers at the door still need them, up to their own entry:
+		// they are then forgotten the next time the line empties with
+		// nobody at its door (forgetting them as the last one leaves the
+		// door would race the others' entries).
 		delete(c.inside, id)
 		if c.atDoor[id] == 0 {
 			c.forget(id)

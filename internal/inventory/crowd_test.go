@@ -573,6 +573,34 @@ func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
 	}
 }
 
+// TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor: every buyer has left the
+// door, with the line empty for a moment, before any of them joins it; the
+// pace the first leaver showed still holds for the last to join, who used
+// to meet a full line of unknown pace and bounce (once in 20 stress runs).
+func TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor(t *testing.T) {
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first", "d1", "d2")
+	var left sync.WaitGroup
+	left.Add(2)
+	l.crowd.SetAfterDoor(func() { left.Done(); left.Wait() })
+	l.hold("first")
+	for _, u := range []string{"d1", "d2"} {
+		go func() { l.done <- buy(t, l.svc, u, 1) }()
+	}
+	for l.crowd.AtDoor(1) != 2 {
+		runtime.Gosched()
+	}
+	l.let("first")
+	for range 2 {
+		select {
+		case <-l.entered:
+		case err := <-l.done:
+			t.Fatalf("a buyer from the door was not let in: %v", err)
+		}
+	}
+	l.let("d1")
+	l.let("d2")
+}
+
 // TestCrowdLineGrowsWhenBuyersLeaveQuickly: a line whose last buyers spent
 // long inside (they queued while the lock was slow) still grows once
 // buyers leave it fast enough for the whole line to be out in half of

@@ -25,3 +25,7 @@ func (c *Crowd) AtDoor(id int64) int {
 	defer c.mu.Unlock()
 	return c.atDoor[id]
 }
+
+// SetAfterDoor makes f run whenever a buyer has left the door of a line and
+// is about to join it.
+func (c *Crowd) SetAfterDoor(f func()) { c.afterDoor = f }
