@@ -34,7 +34,7 @@ func TestAdversarialHTTP(t *testing.T) {
 	in := r.start("a", nil)
 	const stock = 10
 	r.reset(in, stock)
-	f := &figures{Test: t.Name(), Fault: "adversarial HTTP: oversized headers and bodies, slow clients, bad Idempotency-Keys, admin without or with a wrong token", Mode: "redis-lock", Refused: map[string]int{}}
+	f := &figures{Test: t.Name(), Fault: "adversarial HTTP: oversized headers and bodies, slow clients, bad Idempotency-Keys, admin without or with a wrong token", Stage: "redis-lock", Refused: map[string]int{}}
 	r.record(f)
 
 	big := `{"user_id":"adv-big","quantity":1,"pad":"` + strings.Repeat("x", 70<<10) + `"}`
@@ -56,9 +56,9 @@ func TestAdversarialHTTP(t *testing.T) {
 		{"admin empty bearer", "POST", "/api/v1/admin/products/1/reset", bearer("Bearer "), `{"stock":1000}`, 401, "unauthorized"},
 		{"admin basic auth", "POST", "/api/v1/admin/products/1/reset", bearer("Basic YWRtaW46YWRtaW4="), `{"stock":1000}`, 401, "unauthorized"},
 		{"admin token prefix", "POST", "/api/v1/admin/products/1/reset", bearer("Bearer " + adminToken[:8]), `{"stock":1000}`, 403, "forbidden"},
-		{"mode switch wrong token", "PUT", "/api/v1/admin/mode", bearer("Bearer nope-nope-nope"), `{"mode":"unlocked"}`, 403, "forbidden"},
-		{"stage header no token", "POST", "/api/v1/products/1/buy", map[string]string{"X-Seckill-Mode": "unlocked"}, `{"user_id":"adv-m1"}`, 401, "unauthorized"},
-		{"stage header wrong token", "POST", "/api/v1/products/1/buy", map[string]string{"X-Seckill-Mode": "unlocked", "Authorization": "Bearer wrong-token-123"}, `{"user_id":"adv-m2"}`, 403, "forbidden"},
+		{"stage switch wrong token", "PUT", "/api/v1/admin/stage", bearer("Bearer nope-nope-nope"), `{"stage":"unlocked"}`, 403, "forbidden"},
+		{"stage header no token", "POST", "/api/v1/products/1/buy", map[string]string{"X-Seckill-Stage": "unlocked"}, `{"user_id":"adv-m1"}`, 401, "unauthorized"},
+		{"stage header wrong token", "POST", "/api/v1/products/1/buy", map[string]string{"X-Seckill-Stage": "unlocked", "Authorization": "Bearer wrong-token-123"}, `{"user_id":"adv-m2"}`, 403, "forbidden"},
 		{"coupon reset no token", "POST", "/api/v1/admin/coupons/1/reset", nil, `{"stock":1000}`, 401, "unauthorized"},
 	}
 	var mu sync.Mutex

@@ -185,7 +185,7 @@ func (r *rig) baseEnv() map[string]string {
 	}
 	cfg.Addr = r.mysql.Addr()
 	env := map[string]string{
-		"SECKILL_MODE":               "redis-lock",
+		"SECKILL_STAGE":              "redis-lock",
 		"SECKILL_MYSQL_DSN":          cfg.FormatDSN(),
 		"SECKILL_REDIS_ADDR":         r.redisPx.Addr(),
 		"SECKILL_ADMIN_TOKEN":        adminToken,

@@ -9,7 +9,7 @@ import (
 )
 
 // Problem types a buy may legitimately get while the backends misbehave.
-var faultSlugs = []string{"sold-out", "lock-timeout", "lock-lost", "unavailable", "timeout"}
+var faultSlugs = []string{"sold-out", "lock-timeout", "lock-lost", "unavailable", "timeout", "outcome-unknown"}
 
 // sizes of the default burst: stock, requests, workers.
 func burstSize() (stock, requests, workers int) {
@@ -22,7 +22,7 @@ func burstSize() (stock, requests, workers int) {
 // healed after hold, then the verdict on every buy.
 type faultRun struct {
 	fault    string            // what the figures call the fault
-	env      map[string]string // the instances' settings; SECKILL_MODE names the stage
+	env      map[string]string // the instances' settings; SECKILL_STAGE names the stage
 	pace     time.Duration     // between buyers
 	deadline time.Duration     // each buy's client deadline
 	prefix   string            // of the buyers' ids
@@ -38,7 +38,7 @@ func (r *rig) runFault(fr faultRun) *figures {
 	a, b := r.start("a", fr.env), r.start("b", fr.env)
 	stock, requests, workers := burstSize()
 	r.reset(a, stock)
-	f := &figures{Test: t.Name(), Fault: fr.fault, Mode: fr.env["SECKILL_MODE"]}
+	f := &figures{Test: t.Name(), Fault: fr.fault, Stage: fr.env["SECKILL_STAGE"]}
 	r.record(f)
 	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: workers, pace: fr.pace, deadline: fr.deadline, prefix: fr.prefix})
 	bu.waitCompleted(requests/5, 30*time.Second)
@@ -69,7 +69,7 @@ func (r *rig) runFault(fr faultRun) *figures {
 func TestRedisLatency(t *testing.T) {
 	newRig(t, rigOptions{}).runFault(faultRun{
 		fault: "Redis answers delayed 200 ms ± 50 ms (toxiproxy latency, downstream)",
-		env:   map[string]string{"SECKILL_MODE": "redis-lock", "SECKILL_LOCK_WAIT": "2s"},
+		env:   map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_WAIT": "2s"},
 		pace:  pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "lat",
 		strike: func(r *rig) func() {
 			return r.redisPx.toxic("latency", "latency", "downstream", 1, map[string]any{"latency": 200, "jitter": 50})
@@ -89,7 +89,7 @@ func TestRedisBlackholeWhileLocksHeld(t *testing.T) {
 	rc := r.redis.Client()
 	r.runFault(faultRun{
 		fault: "Redis blackholed (toxiproxy timeout, both ways) for 2× the lock TTL while a lock is held",
-		env:   map[string]string{"SECKILL_MODE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String(), "SECKILL_CRITICAL_SECTION_DELAY": "50ms"},
+		env:   map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String(), "SECKILL_CRITICAL_SECTION_DELAY": "50ms"},
 		pace:  pick[time.Duration](60, 30) * time.Millisecond, deadline: 15 * time.Second, prefix: "bh",
 		ready:  func(*rig) bool { return lockHeld(t.Context(), rc) },
 		strike: func(r *rig) func() { return r.redisPx.blackhole() },
@@ -106,7 +106,7 @@ func TestRedisResetMidLua(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.runFault(faultRun{
 		fault: "Redis connection reset after a Lua call was sent, before its answer (toxiproxy reset_peer, downstream)",
-		env:   map[string]string{"SECKILL_MODE": "redis-atomic"},
+		env:   map[string]string{"SECKILL_STAGE": "redis-atomic"},
 		pace:  pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "rst",
 		strike: func(r *rig) func() {
 			return r.redisPx.toxic("reset", "reset_peer", "downstream", 1, map[string]any{"timeout": 0})
@@ -126,7 +126,7 @@ func TestRedisResetMidLua(t *testing.T) {
 func TestMySQLBlackhole(t *testing.T) {
 	newRig(t, rigOptions{}).runFault(faultRun{
 		fault: "MySQL blackholed (toxiproxy timeout, both ways) during a burst",
-		env:   map[string]string{"SECKILL_MODE": "redis-lock"},
+		env:   map[string]string{"SECKILL_STAGE": "redis-lock"},
 		pace:  pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "my",
 		strike: func(r *rig) func() { return r.mysql.blackhole() },
 		hold:   pick(3*time.Second, 6*time.Second),
@@ -144,7 +144,7 @@ func TestMySQLBlackholeOutlastsDeadline(t *testing.T) {
 	deadline := 7 * time.Second
 	f := newRig(t, rigOptions{}).runFault(faultRun{
 		fault: fmt.Sprintf("MySQL blackholed for longer than the %v client deadline", deadline),
-		env:   map[string]string{"SECKILL_MODE": "redis-lock"},
+		env:   map[string]string{"SECKILL_STAGE": "redis-lock"},
 		pace:  pick[time.Duration](40, 25) * time.Millisecond, deadline: deadline, prefix: "myl",
 		strike: func(r *rig) func() { return r.mysql.blackhole() },
 		hold:   deadline + 2*time.Second,

@@ -17,15 +17,15 @@ import (
 func TestPauseHolderPastTTL(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	ttl := pick(time.Second, 2*time.Second)
-	env := map[string]string{"SECKILL_MODE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String()}
+	env := map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String()}
 	// a's section is long (the delay sits between its read and its write),
 	// so the pause lands inside it, and its request deadline is far, so the
 	// answer after the pause is the fence's and not a timeout.
-	slow := map[string]string{"SECKILL_MODE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String(), "SECKILL_CRITICAL_SECTION_DELAY": ttl.String(), "SECKILL_REQUEST_TIMEOUT": "60s"}
+	slow := map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String(), "SECKILL_CRITICAL_SECTION_DELAY": ttl.String(), "SECKILL_REQUEST_TIMEOUT": "60s"}
 	a, b := r.start("a", slow), r.start("b", env)
 	stock, requests, workers := burstSize()
 	r.reset(a, stock)
-	f := &figures{Test: t.Name(), Fault: "seckill instance SIGSTOPped inside its critical section until its lease ran out and another instance sold, then SIGCONT", Mode: "redis-lock"}
+	f := &figures{Test: t.Name(), Fault: "seckill instance SIGSTOPped inside its critical section until its lease ran out and another instance sold, then SIGCONT", Stage: "redis-lock"}
 	r.record(f)
 
 	// a alone sells first, one buy at a time, so the lock held when the
@@ -92,11 +92,11 @@ func TestPauseHolderPastTTL(t *testing.T) {
 // or one of those unknowns.
 func TestKillInstanceMidBurst(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	env := map[string]string{"SECKILL_MODE": "redis-lock", "SECKILL_LOCK_TTL": "1s", "SECKILL_CRITICAL_SECTION_DELAY": "20ms"}
+	env := map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_TTL": "1s", "SECKILL_CRITICAL_SECTION_DELAY": "20ms"}
 	a, b := r.start("a", env), r.start("b", env)
 	stock, requests, workers := burstSize()
 	r.reset(a, stock)
-	f := &figures{Test: t.Name(), Fault: "seckill instance killed with SIGKILL mid-burst", Mode: "redis-lock"}
+	f := &figures{Test: t.Name(), Fault: "seckill instance killed with SIGKILL mid-burst", Stage: "redis-lock"}
 	r.record(f)
 
 	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: workers, pace: pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "k"})
@@ -152,13 +152,13 @@ func checkMidBurst(t *testing.T, what string, calls []call, at time.Duration, le
 func TestRedLockServerRestartedEmpty(t *testing.T) {
 	r := newRig(t, rigOptions{redlock: 3})
 	wait := 2 * time.Second
-	env := map[string]string{"SECKILL_MODE": "redlock", "SECKILL_LOCK_TTL": "1s", "SECKILL_LOCK_WAIT": wait.String(), "SECKILL_CRITICAL_SECTION_DELAY": "20ms"}
+	env := map[string]string{"SECKILL_STAGE": "redlock", "SECKILL_LOCK_TTL": "1s", "SECKILL_LOCK_WAIT": wait.String(), "SECKILL_CRITICAL_SECTION_DELAY": "20ms"}
 	a, b := r.start("a", env), r.start("b", env)
 	stock, requests, workers := burstSize()
 	requests = pick(150, 500)
 	r.reset(a, stock+requests/10) // enough that the burst still sells when the majority goes
 	stock += requests / 10
-	f := &figures{Test: t.Name(), Fault: "RedLock: 1 of 3 Redis servers killed and restarted empty, then 2 of 3", Mode: "redlock"}
+	f := &figures{Test: t.Name(), Fault: "RedLock: 1 of 3 Redis servers killed and restarted empty, then 2 of 3", Stage: "redlock"}
 	r.record(f)
 
 	bu := r.fire(burstOptions{targets: []*instance{a, b}, requests: requests, workers: workers, pace: pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "rl"})

@@ -130,7 +130,7 @@ func violations(t *testing.T, f *figures) func(format string, args ...any) {
 func (r *rig) streamFault(in *instance, stock int, fault string) (*figures, func(format string, args ...any)) {
 	r.t.Helper()
 	r.reset(in, stock)
-	f := &figures{Test: r.t.Name(), Fault: fault, Mode: "redis-stream"}
+	f := &figures{Test: r.t.Name(), Fault: fault, Stage: "redis-stream"}
 	r.record(f)
 	return f, violations(r.t, f)
 }
@@ -187,7 +187,7 @@ func (r *rig) conserved(ctx context.Context) (initial, stock, live int) {
 // its stock, Redis agrees with MySQL, and no entry is left unacknowledged.
 func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	env := map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"}
+	env := map[string]string{"SECKILL_STAGE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"}
 	a, b := r.start("a", env), r.start("b", env)
 	const stock = 60
 	f, fail := r.streamFault(a, stock, "redis-stream: seckill instance killed with SIGKILL while its order writer held unacknowledged entries (the other instance SIGSTOPped until then, so that it cannot take them all first), MySQL slowed by 60 ms (the 201 column counts 202s)")
@@ -305,7 +305,7 @@ func TestKillInstanceWhileItsWriterHoldsEntries(t *testing.T) {
 // says in the audit what it could not recover, and the stage sells again.
 func TestRedisRestartWithoutPersistenceLosesQueuedOrders(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	a := r.start("a", map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"})
+	a := r.start("a", map[string]string{"SECKILL_STAGE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s"})
 	const stock = 40
 	f, fail := r.streamFault(a, stock, "redis-stream: Redis restarted empty (no persistence) with every order still queued, MySQL blackholed meanwhile; the queued orders are lost by design and the audit says so (the 201 column counts 202s)")
 	ctx := t.Context()

@@ -18,7 +18,7 @@ func writeTable() {
 	}
 	sort.Strings(files)
 	var b strings.Builder
-	b.WriteString("| Fault | Mode | Requests | 201 | Refused | Unknown | Oversold | Lost | Phantom | p99 during fault | Verdict | Reproduce |\n")
+	b.WriteString("| Fault | Stage | Requests | 201 | Refused | Unknown | Oversold | Lost | Phantom | p99 during fault | Verdict | Reproduce |\n")
 	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
@@ -34,7 +34,7 @@ func writeTable() {
 			refused = append(refused, fmt.Sprintf("%d %s", f.Refused[k], k))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %d | %d | %d ms | %s (%s) | `%s` |\n",
-			f.Fault, f.Mode, f.Requests, f.Successes, strings.Join(refused, ", "), f.Unknown+f.NotSent,
+			f.Fault, f.Stage, f.Requests, f.Successes, strings.Join(refused, ", "), f.Unknown+f.NotSent,
 			f.Oversold, f.Lost, f.Phantom, f.P99FaultMs, f.Verdict, f.Form, f.Command)
 	}
 	_ = os.WriteFile(filepath.Join(artifacts, "table.md"), []byte(b.String()), 0o644) // a by-product

@@ -37,7 +37,7 @@ type expect struct {
 type figures struct {
 	Test       string         `json:"test"`
 	Fault      string         `json:"fault"`
-	Mode       string         `json:"mode"`
+	Stage      string         `json:"stage"`
 	Form       string         `json:"form"` // short or full
 	Requests   int            `json:"requests"`
 	Successes  int            `json:"successes"`
@@ -104,7 +104,7 @@ func (r *rig) verify(f *figures, calls []call, initial int, w window, e expect, 
 			ok[c.User] = c
 		case outRefused:
 			f.Refused[c.Problem]++
-			if c.Problem == "timeout" {
+			if c.Problem == "timeout" || c.Problem == "outcome-unknown" {
 				// The API says the outcome of a timed-out request may be
 				// unknown until audited: it may have committed.
 				unknown[c.User] = true

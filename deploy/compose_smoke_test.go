@@ -176,7 +176,7 @@ func upFleet(t *testing.T) *fleet {
 		"SECKILL_ADMIN_TOKEN=",
 		"SECKILL_IMAGE=seckill-smoke:"+id,
 		"SECKILL_PUBLISH_IP=127.0.0.1",
-		"SECKILL_MODE=redis-lock",
+		"SECKILL_STAGE=redis-lock",
 		"SECKILL_CRITICAL_SECTION_DELAY=5ms",
 		"SECKILL_LOG_LEVEL=info",
 	)
@@ -445,10 +445,10 @@ func (fl *fleet) buyUntilDecided(ctx context.Context, res *burstResult, user str
 			// holds the key until its lease runs out; then the retry
 			// takes it over and is told what that attempt did.
 		case status == http.StatusTooManyRequests,
-			status == http.StatusServiceUnavailable && problem != "timeout":
+			status == http.StatusServiceUnavailable && problem != "timeout" && problem != "outcome-unknown":
 			// Refused with nothing written: try again.
 		case status == http.StatusBadGateway, status == http.StatusGatewayTimeout,
-			status == http.StatusServiceUnavailable && problem == "timeout":
+			status == http.StatusServiceUnavailable && (problem == "timeout" || problem == "outcome-unknown"):
 			// The outcome is unknown: the retry tells (already-purchased).
 			lostAnswer = true
 		default:

@@ -181,7 +181,7 @@ func TestComposeReplicaConfigLoads(t *testing.T) {
 		mode string
 	}{
 		{name: "defaults", env: nil, mode: "redis-lock"},
-		{name: "overridden", env: map[string]string{"SECKILL_MODE": "db-atomic", "SECKILL_ADMIN_TOKEN": "another-long-token"}, mode: "db-atomic"},
+		{name: "overridden", env: map[string]string{"SECKILL_STAGE": "db-atomic", "SECKILL_ADMIN_TOKEN": "another-long-token"}, mode: "db-atomic"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := loadProject(t, tc.env)
@@ -192,8 +192,8 @@ func TestComposeReplicaConfigLoads(t *testing.T) {
 				if cfg.Instance != name {
 					t.Errorf("%s: SECKILL_INSTANCE = %q, want the service name", name, cfg.Instance)
 				}
-				if cfg.Mode != tc.mode {
-					t.Errorf("%s: SECKILL_MODE = %q, want %q", name, cfg.Mode, tc.mode)
+				if cfg.Stage != tc.mode {
+					t.Errorf("%s: SECKILL_STAGE = %q, want %q", name, cfg.Stage, tc.mode)
 				}
 				if len(cfg.AdminToken) < 8 {
 					t.Errorf("%s: SECKILL_ADMIN_TOKEN is unset or short, so the lab cannot reset stock", name)

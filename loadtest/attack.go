@@ -67,13 +67,12 @@ func classify(r *vegeta.Result) answer {
 		a.outcome = outCreated
 		var order struct {
 			UserID  string `json:"user_id"`
-			OrderNo string `json:"order_no"`
-			GrabNo  string `json:"grab_no"`
+			OrderNo string `json:"order_no"` // of an order or a grab alike
 		}
 		if json.Unmarshal(r.Body, &order) == nil {
 			a.user = order.UserID
 			if r.Code == 202 {
-				a.accepted = order.OrderNo + order.GrabNo
+				a.accepted = order.OrderNo
 			}
 		}
 		return a

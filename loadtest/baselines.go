@@ -171,9 +171,9 @@ func soldOutBuys(ctx context.Context, o options, workers int, name string, keyed
 		t.URL = o.targets[i%uint64(len(o.targets))] + path
 		t.Body = sc.body(user)
 		t.Header = http.Header{
-			"Content-Type":   {"application/json"},
-			"Authorization":  {"Bearer " + o.adminToken},
-			"X-Seckill-Mode": {o.soldOutStage},
+			"Content-Type":    {"application/json"},
+			"Authorization":   {"Bearer " + o.adminToken},
+			"X-Seckill-Stage": {o.soldOutStage},
 		}
 		if keyed {
 			t.Header.Set("Idempotency-Key", user)

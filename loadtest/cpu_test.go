@@ -423,7 +423,7 @@ func TestSoldOutBaselines(t *testing.T) {
 		var body struct {
 			UserID string `json:"user_id"`
 		}
-		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/products/7/buy" || r.Header.Get("X-Seckill-Mode") != "db-atomic" ||
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/products/7/buy" || r.Header.Get("X-Seckill-Stage") != "db-atomic" ||
 			json.NewDecoder(r.Body).Decode(&body) != nil {
 			http.Error(w, "unexpected", http.StatusTeapot)
 			return

@@ -101,7 +101,7 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 		}
 	}
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, 200, api.Info{Instance: "fake-1", Mode: "db-atomic", Stages: s.stages, Admin: true})
+		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true})
 	})
 	reset := func(w http.ResponseWriter, r *http.Request) {
 		var body struct {

@@ -36,7 +36,7 @@ func TestLabMySQLCheck(t *testing.T) {
 			"SECKILL_ADDR=" + strings.TrimPrefix(url, "http://"),
 			fmt.Sprintf("SECKILL_INSTANCE=serve-%d", i+1),
 			"SECKILL_ADMIN_TOKEN=" + d.token,
-			"SECKILL_MODE=db-atomic",
+			"SECKILL_STAGE=db-atomic",
 			"SECKILL_CRITICAL_SECTION_DELAY=5ms",
 			"SECKILL_RECONCILE_INTERVAL=0",
 			"SECKILL_LOG_LEVEL=warn",

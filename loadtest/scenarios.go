@@ -125,7 +125,7 @@ func (p attackPlan) targeter() vegeta.Targeter {
 		t.Header = http.Header{
 			"Content-Type":    {"application/json"},
 			"Authorization":   {"Bearer " + p.token},
-			"X-Seckill-Mode":  {p.stage},
+			"X-Seckill-Stage": {p.stage},
 			"Idempotency-Key": {user},
 		}
 		return nil

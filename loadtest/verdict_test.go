@@ -323,7 +323,7 @@ func TestTargeter(t *testing.T) {
 					if want := p.userID(uint64(buyer)); key != want || body.UserID != want {
 						t.Fatalf("request %d of buyer %d: key %q user %q, want %q", copy, buyer, key, body.UserID, want)
 					}
-					if tgt.Header.Get("X-Seckill-Mode") != "db-atomic" || tgt.Header.Get("Authorization") != "Bearer tok" {
+					if tgt.Header.Get("X-Seckill-Stage") != "db-atomic" || tgt.Header.Get("Authorization") != "Bearer tok" {
 						t.Fatalf("headers %v", tgt.Header)
 					}
 					host := strings.SplitN(tgt.URL, "/api/", 2)[0]

@@ -123,8 +123,8 @@ func codeRoutes(t *testing.T) []string {
 // TestAPIDocRoutesAnswer sends every route of the API table of docs/api.md, with
 // the example body written next to it, to an instance of `seckill demo`,
 // and expects a 2xx; then checks what the table says of the two stage
-// switches: PUT /api/v1/admin/mode changes one instance, PUT
-// /api/v1/admin/fleet/mode all of them.
+// switches: PUT /api/v1/admin/stage changes one instance, PUT
+// /api/v1/admin/fleet/stage all of them.
 func TestAPIDocRoutesAnswer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the demo; skipped with -short")
@@ -187,7 +187,7 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 			continue
 		}
 		if strings.HasSuffix(r.path, "/buy") || strings.HasSuffix(r.path, "/grab") {
-			for _, h := range []string{"X-Seckill-Mode", "X-Seckill-Instance"} {
+			for _, h := range []string{"X-Seckill-Stage", "X-Seckill-Instance"} {
 				if resp.Header.Get(h) == "" {
 					t.Errorf("%s: the answer has no %s header", r, h)
 				}
@@ -219,14 +219,14 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 		}
 		m := map[string]string{}
 		for _, p := range f.Peers {
-			m[p.URL] = p.Mode
+			m[p.URL] = p.Stage
 		}
 		return m
 	}
-	if resp, answer := send(http.MethodPut, front+"/api/v1/admin/fleet/mode", `{"mode":"redis-lock"}`); resp.StatusCode != http.StatusOK {
+	if resp, answer := send(http.MethodPut, front+"/api/v1/admin/fleet/stage", `{"stage":"redis-lock"}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("fleet mode: %d %s", resp.StatusCode, answer)
 	}
-	if resp, answer := send(http.MethodPut, inst+"/api/v1/admin/mode", `{"mode":"db-atomic"}`); resp.StatusCode != http.StatusOK {
+	if resp, answer := send(http.MethodPut, inst+"/api/v1/admin/stage", `{"stage":"db-atomic"}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("mode: %d %s", resp.StatusCode, answer)
 	}
 	m := modes()
@@ -236,15 +236,15 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 			want = "db-atomic"
 		}
 		if m[u] != want {
-			t.Errorf("after PUT /api/v1/admin/mode on %s: %s runs %q, want %q (one instance changes)", inst, u, m[u], want)
+			t.Errorf("after PUT /api/v1/admin/stage on %s: %s runs %q, want %q (one instance changes)", inst, u, m[u], want)
 		}
 	}
-	if resp, answer := send(http.MethodPut, front+"/api/v1/admin/fleet/mode", `{"mode":"db-atomic"}`); resp.StatusCode != http.StatusOK {
+	if resp, answer := send(http.MethodPut, front+"/api/v1/admin/fleet/stage", `{"stage":"db-atomic"}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("fleet mode: %d %s", resp.StatusCode, answer)
 	}
 	for u, mode := range modes() {
 		if mode != "db-atomic" {
-			t.Errorf("after PUT /api/v1/admin/fleet/mode: %s runs %q, want db-atomic on every instance", u, mode)
+			t.Errorf("after PUT /api/v1/admin/fleet/stage: %s runs %q, want db-atomic on every instance", u, mode)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func crowd(t *testing.T, urls []string, token, stage, path string, n, inflight i
 				return
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-Seckill-Mode", stage)
+			req.Header.Set("X-Seckill-Stage", stage)
 			req.Header.Set("Authorization", "Bearer "+token)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -228,7 +228,7 @@ func TestResetReachesEveryInstance(t *testing.T) {
 			f.t = t
 			buyAt := func(i int, user string) int {
 				code, body := f.call("POST", f.urls[i]+"/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, user),
-					map[string]string{"X-Seckill-Mode": stage, "Authorization": "Bearer " + fleetToken})
+					map[string]string{"X-Seckill-Stage": stage, "Authorization": "Bearer " + fleetToken})
 				if code != 201 && code != 202 && code != 409 {
 					t.Fatalf("buy at instance %d: %d %s", i, code, body)
 				}
@@ -324,7 +324,7 @@ func TestDatabaseOutOfConnectionsIsOverload(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = db.Close() })
 			cfg, err := config.Load(func(k string) string {
-				return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s", "SECKILL_MODE": "db-atomic", "SECKILL_ITEM_QUEUE": "0",
+				return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s", "SECKILL_STAGE": "db-atomic", "SECKILL_ITEM_QUEUE": "0",
 					"SECKILL_REQUEST_TIMEOUT": "30s", "SECKILL_LOCK_WAIT": "20s"}[k]
 			})
 			if err != nil {

@@ -170,7 +170,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	fmt.Fprintf(stdout, "seckill demo is running: %d instances on embedded Redis and SQLite (%s)\n", len(urls), cfg.DemoDB)
 	fmt.Fprintf(stdout, "  front page   %s/\n", frontURL)
 	for i, u := range urls {
-		fmt.Fprintf(stdout, "  instance %d   %s/   (mode %s)\n", i+1, u, cfg.Mode)
+		fmt.Fprintf(stdout, "  instance %d   %s/   (stage %s)\n", i+1, u, cfg.Stage)
 	}
 	fmt.Fprintf(stdout, "  admin token  %s   (also in %s, for the lab)\n", cfg.AdminToken, tokenFile)
 	if open := exposed(ls); len(open) > 0 {

@@ -34,7 +34,7 @@ import (
 func TestDemoPaymentTimeout(t *testing.T) {
 	skipShort(t)
 	d := startDemo(t, map[string]string{
-		"SECKILL_MODE":               "redis-stream",
+		"SECKILL_STAGE":              "redis-stream",
 		"SECKILL_PAYMENT_TIMEOUT":    "10s",
 		"SECKILL_RECONCILE_INTERVAL": "300ms",
 	})
@@ -55,7 +55,7 @@ func TestDemoPaymentTimeout(t *testing.T) {
 			if code, body := f.call("POST", fmt.Sprintf("%s/api/v1/admin/products/%d/reset", f.urls[0], c.id), `{"stock":10}`, adminHdr); code != 200 {
 				t.Fatalf("reset: %d %s", code, body)
 			}
-			stageHdr := map[string]string{"X-Seckill-Mode": c.stage, "Authorization": "Bearer " + token}
+			stageHdr := map[string]string{"X-Seckill-Stage": c.stage, "Authorization": "Bearer " + token}
 			buy := func(in int, user string) (int, []byte) {
 				return f.call("POST", fmt.Sprintf("%s/api/v1/products/%d/buy", f.urls[in%len(f.urls)], c.id), fmt.Sprintf(`{"user_id":%q}`, user), stageHdr)
 			}
@@ -155,7 +155,7 @@ func TestOversoldBurstVerdictOutlivesThePaymentWindow(t *testing.T) {
 		if code, body := f.call("POST", d.front[0]+"/api/v1/admin/products/1/reset", `{"stock":5}`, admin); code != 200 {
 			t.Fatalf("reset: %d %s", code, body)
 		}
-		code, body := f.call("POST", d.front[0]+"/api/v1/admin/burst", `{"kind":"product","item_id":1,"n":100,"mode":"unlocked"}`, admin)
+		code, body := f.call("POST", d.front[0]+"/api/v1/admin/burst", `{"kind":"product","item_id":1,"n":100,"stage":"unlocked"}`, admin)
 		if code != 200 || json.Unmarshal(body, &res) != nil || res.Audit == nil {
 			t.Fatalf("burst: %d %s", code, body)
 		}

@@ -32,8 +32,8 @@ func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
 	call := soloInstance(t, rdb.Client)
 	for _, stage := range []string{inventory.StageRedisAtomic, inventory.StageRedisStream} {
 		t.Run(stage, func(t *testing.T) {
-			if code, body := call("PUT", "/api/v1/admin/mode", fmt.Sprintf(`{"mode":%q}`, stage), ""); code != 200 {
-				t.Fatalf("mode: %d %s", code, body)
+			if code, body := call("PUT", "/api/v1/admin/stage", fmt.Sprintf(`{"stage":%q}`, stage), ""); code != 200 {
+				t.Fatalf("stage switch: %d %s", code, body)
 			}
 			if code, body := call("POST", "/api/v1/admin/products/2/reset", `{"stock":1}`, ""); code != 200 {
 				t.Fatalf("reset: %d %s", code, body)

@@ -223,8 +223,8 @@ func TestSoldOutFromMemoryCostsNoRoundTrip(t *testing.T) {
 	const lease = soloLease
 	for _, stage := range []string{inventory.StageRedisLock, inventory.StageDBAtomic, inventory.StageRedisAtomic, inventory.StageRedisStream} {
 		t.Run(stage, func(t *testing.T) {
-			if code, body := call("PUT", "/api/v1/admin/mode", fmt.Sprintf(`{"mode":%q}`, stage)); code != 200 {
-				t.Fatalf("mode: %d %s", code, body)
+			if code, body := call("PUT", "/api/v1/admin/stage", fmt.Sprintf(`{"stage":%q}`, stage)); code != 200 {
+				t.Fatalf("stage switch: %d %s", code, body)
 			}
 			if code, body := call("POST", "/api/v1/admin/products/2/reset", `{"stock":1}`); code != 200 {
 				t.Fatalf("reset: %d %s", code, body)

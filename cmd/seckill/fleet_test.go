@@ -160,7 +160,7 @@ func (f *fleet) burst(stage, path string, n int, body func(i int) string) map[in
 			defer wg.Done()
 			<-start
 			code, _ := f.call("POST", f.urls[i%len(f.urls)]+path, body(i), map[string]string{
-				"X-Seckill-Mode": stage, "Authorization": "Bearer " + fleetToken,
+				"X-Seckill-Stage": stage, "Authorization": "Bearer " + fleetToken,
 			})
 			mu.Lock()
 			codes[code]++
@@ -178,7 +178,7 @@ func TestFleetStages(t *testing.T) {
 	// A 2 ms window between read and write makes unlocked's lost updates
 	// near certain across 300 concurrent buyers; the interleaving itself is
 	// forced, with a barrier, in inventory's contract test.
-	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-lock", "SECKILL_CRITICAL_SECTION_DELAY": "2ms"})
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_CRITICAL_SECTION_DELAY": "2ms"})
 	for _, stage := range []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "unlocked"} {
 		t.Run(stage, func(t *testing.T) {
 			f.t = t
@@ -209,7 +209,7 @@ func TestFleetStages(t *testing.T) {
 // TestFleetCoupons: 1,000 grabbers on 100 coupons across 3 instances.
 func TestFleetCoupons(t *testing.T) {
 	skipShort(t)
-	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-lock"})
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redis-lock"})
 	for _, stage := range []string{"redis-lock", "redlock", "db-atomic", "redis-atomic"} {
 		t.Run(stage, func(t *testing.T) {
 			f.t = t
@@ -244,7 +244,7 @@ func (f *fleet) duplicateGrabbers(t *testing.T) int {
 // and nothing changes.
 func TestFleetRedLockFaults(t *testing.T) {
 	skipShort(t)
-	f := newFleet(t, map[string]string{"SECKILL_MODE": "redlock"})
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redlock"})
 	f.reset("products", 1, 100)
 	done := make(chan map[int]int)
 	go func() {
@@ -277,7 +277,7 @@ func TestFleetRedLockFaults(t *testing.T) {
 	f.reset("products", 1, 100)
 	f.redlock[1].Kill()
 	before := f.audit("products", 1)
-	code, body := f.call("POST", f.urls[0]+"/api/v1/products/1/buy", `{"user_id":"k2"}`, map[string]string{"X-Seckill-Mode": "redlock", "Authorization": "Bearer " + fleetToken})
+	code, body := f.call("POST", f.urls[0]+"/api/v1/products/1/buy", `{"user_id":"k2"}`, map[string]string{"X-Seckill-Stage": "redlock", "Authorization": "Bearer " + fleetToken})
 	// Failing fast is the answer itself: "unavailable" comes from the dead
 	// servers refusing; a buyer that waited instead would get 429 after the
 	// 55s lock wait, or 503 timeout.

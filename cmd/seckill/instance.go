@@ -64,8 +64,8 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, Copy: product.copy, Queue: product.queue})
 	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(r.markReset("coupon")).
 		WithLifecycle(inventory.Lifecycle{Copy: coupon.copy, Queue: coupon.queue})
-	if !products.HasStage(cfg.Mode) {
-		return nil, errors.Join(fmt.Errorf("SECKILL_MODE=%s needs a backend this process does not have (available: %v)", cfg.Mode, products.Stages()), r.close())
+	if !products.HasStage(cfg.Stage) {
+		return nil, errors.Join(fmt.Errorf("SECKILL_STAGE=%s needs a backend this process does not have (available: %v)", cfg.Stage, products.Stages()), r.close())
 	}
 	h := httpapi.NewServer(httpapi.Deps{
 		Logger:     log,
@@ -73,7 +73,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Products:   products,
 		Coupons:    coupons,
 		AdminToken: cfg.AdminToken,
-		Mode:       cfg.Mode,
+		Stage:      cfg.Stage,
 		Ready:      b.ready,
 		Web:        web.Handler(),
 		Dashboard:  dashboardFor(cfg, b.db.Bursts()),

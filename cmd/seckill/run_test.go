@@ -91,8 +91,8 @@ func TestDemoRunsAndShutsDown(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Seckill-Instance") != fmt.Sprintf("demo-%d", i+1) {
 			t.Fatalf("buy on %s: %s instance %q", base, resp.Status, resp.Header.Get("X-Seckill-Instance"))
 		}
-		if mode := resp.Header.Get("X-Seckill-Mode"); mode != "redis-lock" {
-			t.Fatalf("the default stage is redis-lock, got %q", mode)
+		if stage := resp.Header.Get("X-Seckill-Stage"); stage != "redis-lock" {
+			t.Fatalf("the default stage is redis-lock, got %q", stage)
 		}
 	}
 	out := d.stdout.String()
@@ -123,7 +123,7 @@ func TestDemoRunsAndShutsDown(t *testing.T) {
 
 func TestRunRejectsBadInvocations(t *testing.T) {
 	getenv := func(k string) string {
-		if k == "SECKILL_MODE" {
+		if k == "SECKILL_STAGE" {
 			return "sideways"
 		}
 		return ""
@@ -137,7 +137,7 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 		{nil, func(string) string { return "" }, "no command"},
 		{[]string{"fly"}, func(string) string { return "" }, "unknown command"},
 		{[]string{"serve"}, func(string) string { return "" }, "SECKILL_MYSQL_DSN is required"},
-		{[]string{"serve"}, getenv, "SECKILL_MODE"},
+		{[]string{"serve"}, getenv, "SECKILL_STAGE"},
 		{[]string{"probe"}, func(string) string { return "" }, "probe takes one URL"},
 	}
 	for _, c := range cases {

@@ -56,7 +56,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seckill %s serving on %s (mode %s)\n", cfg.Instance, ls[0].ln.Addr(), cfg.Mode)
+	fmt.Fprintf(stdout, "seckill %s serving on %s (stage %s)\n", cfg.Instance, ls[0].ln.Addr(), cfg.Stage)
 	return serveUntil(ctx, ls, cfg.ShutdownTimeout, log)
 }
 

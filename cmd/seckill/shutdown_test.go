@@ -43,7 +43,7 @@ func shutdownCase(t *testing.T, timeout string, allDone bool) {
 		"SECKILL_MYSQL_DSN":              dsn,
 		"SECKILL_REDIS_ADDR":             rp.Addr,
 		"SECKILL_ADMIN_TOKEN":            "shutdown-token",
-		"SECKILL_MODE":                   "redis-lock",
+		"SECKILL_STAGE":                  "redis-lock",
 		"SECKILL_CRITICAL_SECTION_DELAY": "150ms",
 		"SECKILL_LOCK_WAIT":              "30s",
 		"SECKILL_REQUEST_TIMEOUT":        "60s",

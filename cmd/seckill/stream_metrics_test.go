@@ -46,7 +46,7 @@ func TestStreamMetricsFollowTheQueue(t *testing.T) {
 	b := backends{db: db, redis: redis.NewClient(clientOptions(srv.Addr))}
 	t.Cleanup(func() { closeBackends(b, slog.New(slog.DiscardHandler)) })
 	env := map[string]string{
-		"SECKILL_MODE":               "redis-stream",
+		"SECKILL_STAGE":              "redis-stream",
 		"SECKILL_ADMIN_TOKEN":        fleetToken,
 		"SECKILL_RECONCILE_INTERVAL": "0s", // reconcile would repair the copy the dead-letter step skews
 	}
@@ -129,7 +129,7 @@ func TestStreamMetricsFollowTheQueue(t *testing.T) {
 
 	// The database now holds 4 units and so does the copy. Two sold
 	// under db-atomic leave the database 2 and the copy still 4.
-	dbAtomic := map[string]string{"X-Seckill-Mode": "db-atomic", "Authorization": "Bearer " + fleetToken}
+	dbAtomic := map[string]string{"X-Seckill-Stage": "db-atomic", "Authorization": "Bearer " + fleetToken}
 	for i := 0; i < 2; i++ {
 		if code, _ := buy(f.urls[i%2], fmt.Sprintf("db-%d", i), dbAtomic); code != http.StatusCreated {
 			t.Fatalf("db-atomic buy %d: %d, want 201", i, code)

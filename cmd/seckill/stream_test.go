@@ -43,7 +43,7 @@ func (f *fleet) waitAudit(kind string, id int, ok func(api.Audit) bool) []api.Au
 // refused; once the queue drained, the 100 are confirmed orders and the
 // stock is conserved.
 func TestFleetRedisStream(t *testing.T) {
-	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-stream"})
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redis-stream"})
 	for _, kind := range []string{"products", "coupons"} {
 		t.Run(kind, func(t *testing.T) {
 			f.t = t
@@ -83,7 +83,7 @@ func TestFleetRedisStream(t *testing.T) {
 // instance (in Redis too), though one instance had remembered the item as
 // sold out.
 func TestFleetPaymentTimeout(t *testing.T) {
-	f := newFleet(t, map[string]string{"SECKILL_MODE": "redis-stream", "SECKILL_PAYMENT_TIMEOUT": "10s", "SECKILL_RECONCILE_INTERVAL": "300ms"})
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redis-stream", "SECKILL_PAYMENT_TIMEOUT": "10s", "SECKILL_RECONCILE_INTERVAL": "300ms"})
 	f.reset("products", 1, 10)
 	var orders []string
 	for i := 0; i < 10; i++ {

@@ -10,6 +10,15 @@ import (
 	"time"
 )
 
+// The headers seckill reads and writes. A buy's stage is named by
+// StageHeader on the way in (admin only) and on the way out; StageHeaderAlias
+// is its former name, still read on input and never written.
+const (
+	StageHeader      = "X-Seckill-Stage"
+	StageHeaderAlias = "X-Seckill-Mode"
+	InstanceHeader   = "X-Seckill-Instance"
+)
+
 // Health is the answer of GET /healthz and GET /readyz.
 type Health struct {
 	Status   string `json:"status"` // "ok" or "ready"
@@ -18,16 +27,17 @@ type Health struct {
 
 // RedisPing is the answer of GET /api/v1/admin/redis-ping: one round trip
 // from this instance to the Redis that keeps its Idempotency-Key records,
-// the first hop of every keyed buy.
+// the first hop of every keyed buy. Like every duration in this API, it is
+// in milliseconds, with a fraction.
 type RedisPing struct {
-	Instance        string `json:"instance"`
-	RoundTripMicros int64  `json:"round_trip_us"`
+	Instance    string  `json:"instance"`
+	RoundTripMS float64 `json:"round_trip_ms"`
 }
 
 // Info is the answer of GET /api/v1/info.
 type Info struct {
 	Instance string   `json:"instance"`
-	Mode     string   `json:"mode"`   // this instance's default stage
+	Stage    string   `json:"stage"`  // this instance's default stage
 	Stages   []string `json:"stages"` // the stages it can run, in teaching order
 	Admin    bool     `json:"admin"`  // admin routes are on
 	// Process names the operating-system process that serves this
@@ -83,10 +93,11 @@ type Order struct {
 }
 
 // Grab is the answer of a coupon grab: 201 confirmed, or 202 pending as
-// for Order.
+// for Order. Its order number is an order number like any other (it starts
+// with C), and its batch is named coupon_id, as everywhere.
 type Grab struct {
-	GrabNo    string    `json:"grab_no"`
-	BatchID   int64     `json:"batch_id"`
+	OrderNo   string    `json:"order_no"`
+	CouponID  int64     `json:"coupon_id"`
 	UserID    string    `json:"user_id"`
 	Stage     string    `json:"stage"`
 	Instance  string    `json:"instance"`
@@ -110,7 +121,7 @@ type OrderStatus struct {
 	OrderNo   string     `json:"order_no"`
 	Kind      string     `json:"kind"`                 // "product" or "coupon"
 	ProductID int64      `json:"product_id,omitempty"` // set for a product
-	BatchID   int64      `json:"batch_id,omitempty"`   // set for a coupon grab
+	CouponID  int64      `json:"coupon_id,omitempty"`  // set for a coupon grab
 	UserID    string     `json:"user_id"`
 	Quantity  int        `json:"quantity"`
 	Stage     string     `json:"stage"`
@@ -181,25 +192,28 @@ type Drift struct {
 	Repaired   bool `json:"repaired"` // the Redis copy was corrected
 }
 
-// ModeChange is the answer of PUT /api/v1/admin/mode.
-type ModeChange struct {
-	Instance string `json:"instance"`
-	Mode     string `json:"mode"`
+// StageChange is the body of PUT /api/v1/admin/stage and of
+// PUT /api/v1/admin/fleet/stage, and the former's answer: Instance is
+// set in answers only.
+type StageChange struct {
+	Instance string `json:"instance,omitempty"`
+	Stage    string `json:"stage"`
 }
 
-// FleetModeChange is the answer of PUT /api/v1/admin/fleet/mode: 200 when
-// every instance switched, 502 with each one's answer when any did not.
-type FleetModeChange struct {
-	Mode  string     `json:"mode"`
-	OK    bool       `json:"ok"`
-	Peers []PeerMode `json:"peers"`
+// FleetStageChange is the answer of PUT /api/v1/admin/fleet/stage: 200
+// when every instance switched, 502 with each one's answer when any did
+// not.
+type FleetStageChange struct {
+	Stage string      `json:"stage"`
+	OK    bool        `json:"ok"`
+	Peers []PeerStage `json:"peers"`
 }
 
-// PeerMode is one instance's answer to a fleet-wide stage switch.
-type PeerMode struct {
+// PeerStage is one instance's answer to a fleet-wide stage switch.
+type PeerStage struct {
 	URL      string `json:"url"`
 	Instance string `json:"instance,omitempty"`
-	Mode     string `json:"mode,omitempty"`
+	Stage    string `json:"stage,omitempty"`
 	Error    string `json:"error,omitempty"`
 }
 
@@ -215,9 +229,9 @@ type Fleet struct {
 type PeerStatus struct {
 	URL      string   `json:"url"`
 	Instance string   `json:"instance,omitempty"`
-	Healthy  bool     `json:"healthy"` // /healthz answered 200
-	Ready    bool     `json:"ready"`   // /readyz answered 200: its backends answer
-	Mode     string   `json:"mode,omitempty"`
+	Healthy  bool     `json:"healthy"`         // /healthz answered 200
+	Ready    bool     `json:"ready"`           // /readyz answered 200: its backends answer
+	Stage    string   `json:"stage,omitempty"` // its default stage
 	Stages   []string `json:"stages,omitempty"`
 	Error    string   `json:"error,omitempty"`
 }
@@ -230,9 +244,9 @@ type BurstRequest struct {
 	ItemID int64 `json:"item_id"`
 	// N is the number of concurrent requests, 1 to the fleet's burst_max.
 	N int `json:"n"`
-	// Mode, when set, runs every request under that stage whatever the
+	// Stage, when set, runs every request under that stage whatever the
 	// instances' default.
-	Mode string `json:"mode,omitempty"`
+	Stage string `json:"stage,omitempty"`
 }
 
 // BurstResult is the answer of POST /api/v1/admin/burst: what the burst did.
@@ -241,7 +255,7 @@ type BurstResult struct {
 	Targets    []string       `json:"targets"`
 	Counts     BurstCounts    `json:"counts"`
 	ByInstance map[string]int `json:"by_instance"` // answers per X-Seckill-Instance
-	Stages     map[string]int `json:"stages"`      // answers per X-Seckill-Mode
+	Stages     map[string]int `json:"stages"`      // answers per X-Seckill-Stage
 	ElapsedMS  float64        `json:"elapsed_ms"`
 	Latency    BurstLatency   `json:"latency"`
 	Audit      *Audit         `json:"audit,omitempty"`
@@ -254,7 +268,7 @@ type BurstVerdict struct {
 	At     time.Time `json:"at"`
 	Kind   string    `json:"kind"` // "product" or "coupon"
 	ItemID int64     `json:"item_id"`
-	// Stage is the stage the burst ran under: its request's mode, or the
+	// Stage is the stage the burst ran under: its request's stage, or the
 	// one stage every answer named, or "mixed".
 	Stage        string `json:"stage"`
 	Buyers       int    `json:"buyers"`

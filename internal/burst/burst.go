@@ -35,7 +35,7 @@ var ErrInvalid = errors.New("burst: invalid request")
 type Options struct {
 	// Peers are the base URLs of every instance (http://host:port).
 	Peers []string
-	// AdminToken is sent with admin calls and with X-Seckill-Mode.
+	// AdminToken is sent with admin calls and with X-Seckill-Stage.
 	AdminToken string
 	// Max bounds N in one burst (SECKILL_BURST_MAX).
 	Max int
@@ -131,7 +131,7 @@ func (f *Fleet) Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult,
 			defer func() { <-slots }()
 			peer := f.opts.Peers[i%len(f.opts.Peers)]
 			user := fmt.Sprintf("burst-%s-%d", run, i)
-			outs[i] = f.fire(ctx, peer+path, body(user), user, r.Mode)
+			outs[i] = f.fire(ctx, peer+path, body(user), user, r.Stage)
 		}()
 	}
 	began := time.Now()
@@ -190,7 +190,7 @@ func (f *Fleet) route(r api.BurstRequest) (string, func(user string) []byte, err
 	return "", nil, fmt.Errorf("%w: kind must be product or coupon, got %q", ErrInvalid, r.Kind)
 }
 
-func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, mode string) outcome {
+func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, stage string) outcome {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -199,8 +199,8 @@ func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, mode str
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	if mode != "" {
-		req.Header.Set("X-Seckill-Mode", mode)
+	if stage != "" {
+		req.Header.Set(api.StageHeader, stage)
 		req.Header.Set("Authorization", "Bearer "+f.opts.AdminToken)
 	}
 	began := time.Now()
@@ -212,8 +212,8 @@ func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, mode str
 	o := outcome{
 		status:     resp.StatusCode,
 		retryAfter: resp.Header.Get("Retry-After") != "",
-		instance:   resp.Header.Get("X-Seckill-Instance"),
-		stage:      resp.Header.Get("X-Seckill-Mode"),
+		instance:   resp.Header.Get(api.InstanceHeader),
+		stage:      resp.Header.Get(api.StageHeader),
 	}
 	if resp.StatusCode >= 400 {
 		var p api.Problem

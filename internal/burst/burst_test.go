@@ -18,20 +18,20 @@ import (
 // shop is a tiny stand-in for the fleet: instances that share one stock,
 // sell it correctly, and remember each Idempotency-Key and user.
 type shop struct {
-	mu    sync.Mutex
-	stock int
-	init  int
-	users map[string]bool
-	keys  map[string]bool
-	modes map[string]string // instance -> mode
+	mu     sync.Mutex
+	stock  int
+	init   int
+	users  map[string]bool
+	keys   map[string]bool
+	stages map[string]string // instance -> stage
 }
 
 func newShop(stock int) *shop {
-	return &shop{stock: stock, init: stock, users: map[string]bool{}, keys: map[string]bool{}, modes: map[string]string{}}
+	return &shop{stock: stock, init: stock, users: map[string]bool{}, keys: map[string]bool{}, stages: map[string]string{}}
 }
 
 func (s *shop) instance(t *testing.T, name string) *httptest.Server {
-	s.modes[name] = "unlocked"
+	s.stages[name] = "unlocked"
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/products/1/buy", func(w http.ResponseWriter, r *http.Request) {
 		var b struct {
@@ -48,21 +48,21 @@ func (s *shop) instance(t *testing.T, name string) *httptest.Server {
 		}
 		s.keys[key], s.users[b.UserID] = true, true
 		w.Header().Set("X-Seckill-Instance", name)
-		mode := s.modes[name]
-		if m := r.Header.Get("X-Seckill-Mode"); m != "" {
+		stage := s.stages[name]
+		if m := r.Header.Get("X-Seckill-Stage"); m != "" {
 			if r.Header.Get("Authorization") != "Bearer secret-token" {
-				t.Errorf("X-Seckill-Mode sent without the admin token")
+				t.Errorf("X-Seckill-Stage sent without the admin token")
 			}
-			mode = m
+			stage = m
 		}
-		w.Header().Set("X-Seckill-Mode", mode)
+		w.Header().Set("X-Seckill-Stage", stage)
 		if s.stock == 0 {
 			w.WriteHeader(http.StatusConflict)
 			fmt.Fprint(w, `{"type":"/problems/sold-out"}`)
 			return
 		}
 		s.stock--
-		if mode == "redis-stream" {
+		if stage == "redis-stream" {
 			w.WriteHeader(http.StatusAccepted) // accepted, written later
 		} else {
 			w.WriteHeader(http.StatusCreated)
@@ -78,24 +78,24 @@ func (s *shop) instance(t *testing.T, name string) *httptest.Server {
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		fmt.Fprintf(w, `{"instance":%q,"mode":%q,"stages":["unlocked","db-atomic"]}`, name, s.modes[name])
+		fmt.Fprintf(w, `{"instance":%q,"stage":%q,"stages":["unlocked","db-atomic"]}`, name, s.stages[name])
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{}`) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{}`) })
-	mux.HandleFunc("PUT /api/v1/admin/mode", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("PUT /api/v1/admin/stage", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer secret-token" {
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprint(w, `{"title":"Admin token required"}`)
 			return
 		}
 		var b struct {
-			Mode string `json:"mode"`
+			Stage string `json:"stage"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		s.mu.Lock()
-		s.modes[name] = b.Mode
+		s.stages[name] = b.Stage
 		s.mu.Unlock()
-		fmt.Fprintf(w, `{"instance":%q,"mode":%q}`, name, b.Mode)
+		fmt.Fprintf(w, `{"instance":%q,"stage":%q}`, name, b.Stage)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -113,7 +113,7 @@ func fleetOf(t *testing.T, s *shop, token string) *burst.Fleet {
 func TestBurstCountsOutcomesAndAudits(t *testing.T) {
 	s := newShop(10)
 	f := fleetOf(t, s, "secret-token")
-	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 30, Mode: "db-atomic"})
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 30, Stage: "db-atomic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestBurstCountsOutcomesAndAudits(t *testing.T) {
 // counted apart from the 201s of the stages that write before answering.
 func TestBurstCountsAcceptedApart(t *testing.T) {
 	f := fleetOf(t, newShop(10), "secret-token")
-	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 30, Mode: "redis-stream"})
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 30, Stage: "redis-stream"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,23 +174,23 @@ func TestBurstCountsUnreachablePeersAsFailed(t *testing.T) {
 	}
 }
 
-func TestSetModeAndStatus(t *testing.T) {
+func TestSetStageAndStatus(t *testing.T) {
 	s := newShop(1)
 	f := fleetOf(t, s, "secret-token")
-	out, ok := f.SetMode(context.Background(), "db-atomic")
+	out, ok := f.SetStage(context.Background(), "db-atomic")
 	if !ok {
-		t.Fatalf("SetMode = %+v, want every peer to accept", out)
+		t.Fatalf("SetStage = %+v, want every peer to accept", out)
 	}
 	for _, st := range f.Status(context.Background()) {
-		if !st.Healthy || !st.Ready || st.Mode != "db-atomic" || st.Instance == "" {
+		if !st.Healthy || !st.Ready || st.Stage != "db-atomic" || st.Instance == "" {
 			t.Errorf("status = %+v, want healthy, ready, db-atomic", st)
 		}
 	}
 
 	bad := fleetOf(t, newShop(1), "wrong-token")
-	out, ok = bad.SetMode(context.Background(), "db-atomic")
+	out, ok = bad.SetStage(context.Background(), "db-atomic")
 	if ok || !strings.Contains(out[0].Error, "401") {
-		t.Errorf("SetMode with a wrong token = %+v, %v; want a 401 per peer", out, ok)
+		t.Errorf("SetStage with a wrong token = %+v, %v; want a 401 per peer", out, ok)
 	}
 }
 

@@ -36,14 +36,14 @@ func (f *Fleet) status(ctx context.Context, peer string) api.PeerStatus {
 	s := api.PeerStatus{URL: peer}
 	var info struct {
 		Instance string   `json:"instance"`
-		Mode     string   `json:"mode"`
+		Stage    string   `json:"stage"`
 		Stages   []string `json:"stages"`
 	}
 	if err := f.getJSON(ctx, peer+"/api/v1/info", &info); err != nil {
 		s.Error = err.Error()
 		return s
 	}
-	s.Instance, s.Mode, s.Stages = info.Instance, info.Mode, info.Stages
+	s.Instance, s.Stage, s.Stages = info.Instance, info.Stage, info.Stages
 	var h struct{}
 	s.Healthy = f.getJSON(ctx, peer+"/healthz", &h) == nil
 	if err := f.getJSON(ctx, peer+"/readyz", &h); err != nil {
@@ -54,17 +54,17 @@ func (f *Fleet) status(ctx context.Context, peer string) api.PeerStatus {
 	return s
 }
 
-// SetMode sets the default stage of every peer, in parallel. It returns each
+// SetStage sets the default stage of every peer, in parallel. It returns each
 // peer's answer, and ok=false if any peer refused or did not answer (then
 // the fleet may be mixed; calling again converges it).
-func (f *Fleet) SetMode(ctx context.Context, mode string) (out []api.PeerMode, ok bool) {
-	out = make([]api.PeerMode, len(f.opts.Peers))
+func (f *Fleet) SetStage(ctx context.Context, stage string) (out []api.PeerStage, ok bool) {
+	out = make([]api.PeerStage, len(f.opts.Peers))
 	var wg sync.WaitGroup
 	for i, p := range f.opts.Peers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = f.setMode(ctx, p, mode)
+			out[i] = f.setStage(ctx, p, stage)
 		}()
 	}
 	wg.Wait()
@@ -75,12 +75,12 @@ func (f *Fleet) SetMode(ctx context.Context, mode string) (out []api.PeerMode, o
 	return out, ok
 }
 
-func (f *Fleet) setMode(ctx context.Context, peer, mode string) api.PeerMode {
+func (f *Fleet) setStage(ctx context.Context, peer, stage string) api.PeerStage {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	pm := api.PeerMode{URL: peer}
-	body, _ := json.Marshal(map[string]string{"mode": mode})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, peer+"/api/v1/admin/mode", bytes.NewReader(body))
+	pm := api.PeerStage{URL: peer}
+	body, _ := json.Marshal(api.StageChange{Stage: stage})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, peer+"/api/v1/admin/stage", bytes.NewReader(body))
 	if err != nil {
 		pm.Error = err.Error()
 		return pm
@@ -106,14 +106,11 @@ func (f *Fleet) setMode(ctx context.Context, peer, mode string) api.PeerMode {
 		}
 		return pm
 	}
-	var ans struct {
-		Instance string `json:"instance"`
-		Mode     string `json:"mode"`
-	}
+	var ans api.StageChange
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		pm.Error = err.Error()
 		return pm
 	}
-	pm.Instance, pm.Mode = ans.Instance, ans.Mode
+	pm.Instance, pm.Stage = ans.Instance, ans.Stage
 	return pm
 }

@@ -28,7 +28,7 @@ const DefaultDemoDB = ".demo/seckill.db"
 type Config struct {
 	Addr                  string        // SECKILL_ADDR: listen address of `serve`
 	Instance              string        // SECKILL_INSTANCE: name in X-Seckill-Instance
-	Mode                  string        // SECKILL_MODE: default stage of buys and grabs
+	Stage                 string        // SECKILL_STAGE (formerly SECKILL_MODE): default stage of buys and grabs
 	MySQLDSN              string        // SECKILL_MYSQL_DSN: source of truth for `serve`
 	MySQLMaxConns         int           // SECKILL_MYSQL_MAX_CONNS: bound on this process's MySQL connections
 	MySQLConnLifetime     time.Duration // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
@@ -68,7 +68,7 @@ func (c *Config) settings() []setting {
 	return []setting{
 		text(&c.Addr, "SECKILL_ADDR", ":8081", "listen address of serve"),
 		text(&c.Instance, "SECKILL_INSTANCE", "", "instance name shown in X-Seckill-Instance (default: host name)"),
-		text(&c.Mode, "SECKILL_MODE", inventory.StageRedisLock, "default stage: "+strings.Join(inventory.Stages, ", ")),
+		formerly("SECKILL_MODE", text(&c.Stage, "SECKILL_STAGE", inventory.StageRedisLock, "default stage: "+strings.Join(inventory.Stages, ", "))),
 		dsn(&c.MySQLDSN, "SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill; seckill turns on clientFoundRows, parseTime, interpolateParams and multiStatements itself"),
 		integer(&c.MySQLMaxConns, "SECKILL_MYSQL_MAX_CONNS", "32", 1, 10000, "most MySQL connections one instance opens; keep instances x this below the server's max_connections (151 by default)"),
 		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
@@ -86,7 +86,7 @@ func (c *Config) settings() []setting {
 		duration(&c.SoldOutLease, "SECKILL_SOLD_OUT_LEASE", "1s", 10*time.Millisecond, time.Minute, "how long an instance answers a sold-out item from memory without rereading its restock epoch; a reset waits this long, so that no instance still answers sold out once it returns"),
 		duration(&c.RequestTimeout, "SECKILL_REQUEST_TIMEOUT", "4s", 100*time.Millisecond, 10*time.Minute, "bound on one buy's work: a backend that never answers costs 503 timeout, not a hang"),
 		boolean(&c.Fencing, "SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"),
-		boolean(&c.RequireIdempotencyKey, "SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys and grabs without an Idempotency-Key"),
+		boolean(&c.RequireIdempotencyKey, "SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys, grabs and payments without an Idempotency-Key"),
 		duration(&c.IdempotencyTTL, "SECKILL_IDEMPOTENCY_TTL", "24h", time.Second, 30*24*time.Hour, "how long Idempotency-Key records are kept"),
 		duration(&c.ReconcileInterval, "SECKILL_RECONCILE_INTERVAL", "10s", 0, 24*time.Hour, "period of the fleet-wide reconcile job and of the payment-timeout job; 0 disables both"),
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
@@ -130,6 +130,16 @@ func Load(getenv func(string) string) (Config, error) {
 	var errs []error
 	for _, s := range c.settings() {
 		raw := strings.TrimSpace(getenv(s.name))
+		if s.alias != "" {
+			old := strings.TrimSpace(getenv(s.alias))
+			if raw != "" && old != "" && old != raw {
+				errs = append(errs, fmt.Errorf("%s: %q, but its former name %s says %q; set %s alone", s.name, raw, s.alias, old, s.name))
+				continue
+			}
+			if raw == "" {
+				raw = old
+			}
+		}
 		if raw == "" {
 			raw = s.def
 		}
@@ -145,8 +155,8 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	fail := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
-	if !inventory.ValidStage(c.Mode) {
-		fail("SECKILL_MODE", fmt.Errorf("unknown stage %q; want one of %s", c.Mode, strings.Join(inventory.Stages, ", ")))
+	if !inventory.ValidStage(c.Stage) {
+		fail("SECKILL_STAGE", fmt.Errorf("unknown stage %q; want one of %s", c.Stage, strings.Join(inventory.Stages, ", ")))
 	}
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
@@ -257,8 +267,27 @@ func (c Config) LogValue() slog.Value {
 // setting is one variable bound to its field.
 type setting struct {
 	name, def, help string
+	alias           string                 // a former name, still read when name is not set
 	parse           func(raw string) error // stores into the field
 	show            func() any             // the field as logged
+}
+
+// formerly lets s also be set under its former name, old.
+func formerly(old string, s setting) setting {
+	s.alias = old
+	return s
+}
+
+// Aliases returns the former names Load still reads, each with the
+// variable that replaced it.
+func Aliases() map[string]string {
+	out := map[string]string{}
+	for _, s := range new(Config).settings() {
+		if s.alias != "" {
+			out[s.alias] = s.name
+		}
+	}
+	return out
 }
 
 func text(f *string, name, def, help string) setting {

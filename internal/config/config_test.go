@@ -17,7 +17,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults must be valid: %v", err)
 	}
-	if c.Addr != ":8081" || c.Mode != "redis-lock" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour {
+	if c.Addr != ":8081" || c.Stage != "redis-lock" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if c.Instance == "" {
@@ -27,7 +27,7 @@ func TestLoadDefaults(t *testing.T) {
 
 func TestLoadParsesValues(t *testing.T) {
 	c, err := Load(env(map[string]string{
-		"SECKILL_MODE":                   "local-mutex",
+		"SECKILL_STAGE":                  "local-mutex",
 		"SECKILL_REDIS_ADDR":             "a:1, b:2 ,c:3",
 		"SECKILL_CRITICAL_SECTION_DELAY": "3ms",
 		"SECKILL_FENCING":                "false",
@@ -36,14 +36,14 @@ func TestLoadParsesValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Mode != "local-mutex" || len(c.RedisAddrs) != 3 || c.RedisAddrs[1] != "b:2" || c.CriticalSectionDelay != 3*time.Millisecond || c.Fencing || c.Instance != "i-1" {
+	if c.Stage != "local-mutex" || len(c.RedisAddrs) != 3 || c.RedisAddrs[1] != "b:2" || c.CriticalSectionDelay != 3*time.Millisecond || c.Fencing || c.Instance != "i-1" {
 		t.Fatalf("unexpected config: %+v", c)
 	}
 }
 
 func TestLoadNamesEveryBadVariable(t *testing.T) {
 	_, err := Load(env(map[string]string{
-		"SECKILL_MODE":               "optimistic",
+		"SECKILL_STAGE":              "optimistic",
 		"SECKILL_LOCK_TTL":           "five seconds",
 		"SECKILL_FENCING":            "maybe",
 		"SECKILL_LOG_LEVEL":          "loud",
@@ -61,7 +61,7 @@ func TestLoadNamesEveryBadVariable(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, name := range []string{"SECKILL_MODE", "SECKILL_LOCK_TTL", "SECKILL_FENCING", "SECKILL_LOG_LEVEL", "SECKILL_BURST_MAX", "SECKILL_ADMIN_TOKEN", "SECKILL_RECONCILE_INTERVAL"} {
+	for _, name := range []string{"SECKILL_STAGE", "SECKILL_LOCK_TTL", "SECKILL_FENCING", "SECKILL_LOG_LEVEL", "SECKILL_BURST_MAX", "SECKILL_ADMIN_TOKEN", "SECKILL_RECONCILE_INTERVAL"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)
 		}
@@ -175,5 +175,35 @@ func TestAdminTokenMustBeOneWord(t *testing.T) {
 	}
 	if _, err := Load(env(map[string]string{"SECKILL_ADMIN_TOKEN": "  padded-token-ok  "})); err != nil {
 		t.Errorf("white space around a token is trimmed: %v", err)
+	}
+}
+
+// TestFormerNamesStillSetTheirVariable: SECKILL_MODE, the former name of
+// SECKILL_STAGE, still sets it; both set alike is fine; both set apart
+// fails naming both, rather than one silently winning.
+func TestFormerNamesStillSetTheirVariable(t *testing.T) {
+	if got := Aliases()["SECKILL_MODE"]; got != "SECKILL_STAGE" {
+		t.Fatalf("Aliases()[SECKILL_MODE] = %q, want SECKILL_STAGE", got)
+	}
+	c, err := Load(env(map[string]string{"SECKILL_MODE": "db-atomic"}))
+	if err != nil || c.Stage != "db-atomic" {
+		t.Fatalf("SECKILL_MODE=db-atomic: stage %q, %v", c.Stage, err)
+	}
+	c, err = Load(env(map[string]string{"SECKILL_MODE": "db-atomic", "SECKILL_STAGE": "db-atomic"}))
+	if err != nil || c.Stage != "db-atomic" {
+		t.Fatalf("both alike: stage %q, %v", c.Stage, err)
+	}
+	_, err = Load(env(map[string]string{"SECKILL_MODE": "unlocked", "SECKILL_STAGE": "db-atomic"}))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_STAGE") || !strings.Contains(err.Error(), "SECKILL_MODE") {
+		t.Fatalf("both apart: %v; want an error naming both", err)
+	}
+	_, err = Load(env(map[string]string{"SECKILL_MODE": "optimistic"}))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_STAGE") {
+		t.Fatalf("a bad stage under the former name: %v; want the error to name SECKILL_STAGE", err)
+	}
+	for _, n := range EnvNames() {
+		if _, former := Aliases()[n]; former {
+			t.Errorf("EnvNames lists the former name %s: docs and compose must use the new one", n)
+		}
 	}
 }

@@ -43,7 +43,7 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "bench-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "bench-1", "O"),
-		Mode:        "redis-atomic",
+		Stage:       "redis-atomic",
 		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:"}),
 	})
 	var n atomic.Int64
@@ -82,7 +82,7 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 	h = httpapi.NewServer(httpapi.Deps{
 		Instance: "bench-2",
 		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": remembering}, "bench-2", "O"),
-		Mode:     "redis-atomic",
+		Stage:    "redis-atomic",
 	})
 	h.ServeHTTP(httptest.NewRecorder(), buy(false)()) // the stage says sold out once: remembered
 	b.Run("remembered", func(b *testing.B) { run(b, buy(false), 409) })

@@ -50,7 +50,7 @@ func addDashboardRoutes(api, admin *gin.RouterGroup, s *server, d Deps) {
 	if f := d.Dashboard.Fleet; f != nil {
 		api.GET("/fleet", s.handleFleet(f))
 		admin.POST("/burst", s.handleBurst(f, d.Products, d.Dashboard.Verdicts))
-		admin.PUT("/fleet/mode", s.handleFleetMode(f, d.Products))
+		admin.PUT("/fleet/stage", s.handleFleetStage(f, d.Products))
 	}
 	if dir := d.Dashboard.LabReports; dir != "" {
 		api.GET("/lab/latest", s.handleLabLatest(dir))
@@ -64,9 +64,9 @@ type Fleet interface {
 	// Burst fires r.N concurrent requests across the fleet; its error wraps
 	// burst.ErrInvalid when the request is out of bounds.
 	Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult, error)
-	// SetMode sets the default stage on every instance; ok is false if any
-	// refused or did not answer.
-	SetMode(ctx context.Context, mode string) (peers []api.PeerMode, ok bool)
+	// SetStage sets the default stage on every instance; ok is false if
+	// any refused or did not answer.
+	SetStage(ctx context.Context, stage string) (peers []api.PeerStage, ok bool)
 	// Status reports every instance's health and stage.
 	Status(ctx context.Context) []api.PeerStatus
 	// Max is the largest burst accepted.
@@ -79,13 +79,19 @@ var _ Fleet = (*burst.Fleet)(nil)
 // server does the work.
 func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verdicts) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var b api.BurstRequest
-		if err := decodeJSON(c, &b); err != nil {
+		var in burstBody
+		if err := decodeJSON(c, &in); err != nil {
 			s.writeError(c, err)
 			return
 		}
-		if b.Mode != "" {
-			if err := checkStage(b.Mode, products); err != nil {
+		b := in.BurstRequest
+		var err error
+		if b.Stage, err = aliased("stage", b.Stage, "mode", in.Mode); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if b.Stage != "" {
+			if err := checkStage(b.Stage, products); err != nil {
 				s.writeError(c, err)
 				return
 			}
@@ -118,7 +124,7 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verd
 
 // verdictOf is what a finished burst did, for the record.
 func verdictOf(res api.BurstResult) api.BurstVerdict {
-	stage := res.Request.Mode
+	stage := res.Request.Stage
 	if stage == "" {
 		stage = "mixed"
 		if len(res.Stages) == 1 {
@@ -136,21 +142,29 @@ func verdictOf(res api.BurstResult) api.BurstVerdict {
 		InitialStock: a.InitialStock, Sold: a.Sold + a.Pending, Oversold: a.Oversold, ElapsedMS: res.ElapsedMS, P99MS: res.Latency.P99}
 }
 
-// handleFleetMode switches every instance's stage. A partial switch answers
-// 502 with each instance's answer, so the caller sees which one refused.
-func (s *server) handleFleetMode(f Fleet, products *inventory.Service) gin.HandlerFunc {
+// burstBody is a burst request as read: "mode" is the former name of
+// "stage", still accepted.
+type burstBody struct {
+	api.BurstRequest
+	Mode string `json:"mode"`
+}
+
+// handleFleetStage switches every instance's stage. A partial switch
+// answers 502 with each instance's answer, so the caller sees which one
+// refused.
+func (s *server) handleFleetStage(f Fleet, products *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		mode, ok := s.readMode(c, products)
+		stage, ok := s.readStage(c, products)
 		if !ok {
 			return
 		}
-		peers, ok := f.SetMode(c.Request.Context(), mode)
+		peers, ok := f.SetStage(c.Request.Context(), stage)
 		status := http.StatusOK
 		if !ok {
 			status = http.StatusBadGateway
 		}
-		s.log.Info("fleet mode changed", "mode", mode, "ok", ok)
-		s.writeJSON(c, status, api.FleetModeChange{Mode: mode, OK: ok, Peers: peers})
+		s.log.Info("fleet stage changed", "stage", stage, "ok", ok)
+		s.writeJSON(c, status, api.FleetStageChange{Stage: stage, OK: ok, Peers: peers})
 	}
 }
 

@@ -18,7 +18,7 @@ func labServer(t *testing.T, reports string) http.Handler {
 	t.Helper()
 	db := testenv.SQLite(t)
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": inventory.NewDBAtomic(db.Products())}, "t", "O")
-	return httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Mode: "db-atomic",
+	return httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Stage: "db-atomic",
 		Dashboard: httpapi.Dashboard{LabReports: reports}})
 }
 

@@ -28,7 +28,7 @@ var (
 	errAdminDisabled = errors.New("admin routes are disabled")
 	errRouteNotFound = errors.New("no such route")
 	errMethod        = errors.New("method not allowed")
-	errModeDisabled  = errors.New("stage not available on this instance")
+	errStageDisabled = errors.New("stage not available on this instance")
 	errNotReady      = errors.New("not ready")
 	errNoRedis       = errors.New("no Redis keeps this instance's Idempotency-Key records")
 	errIdemMissing   = errors.New("Idempotency-Key header required")
@@ -74,10 +74,10 @@ const keyRuleKey = "seckill.keyRule"
 var problemTable = []problemType{
 	{inventory.ErrInvalid, 400, "invalid-request", keyStore, "Invalid request", "A field is missing, out of range or of the wrong type; detail names it."},
 	{errMalformed, 400, "malformed-json", keyStore, "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
-	{inventory.ErrUnknownStage, 400, "unknown-mode", keyStore, "Unknown mode", "The mode is not one of " + strings.Join(inventory.Stages, ", ") + "."},
-	{errModeDisabled, 400, "mode-unavailable", keyStore, "Mode unavailable", "This instance was started without the backend that mode needs (for example no Redis for redis-lock)."},
+	{inventory.ErrUnknownStage, 400, "unknown-stage", keyStore, "Unknown stage", "The stage is not one of " + strings.Join(inventory.Stages, ", ") + "."},
+	{errStageDisabled, 400, "stage-unavailable", keyStore, "Stage unavailable", "This instance was started without the backend that stage needs (for example no Redis for redis-lock)."},
 	{errOrderNo, 400, "invalid-order-number", keyStore, "Invalid order number", "An order number is 1 to 40 ASCII letters, digits, hyphens and underscores, as a buy answered it."},
-	{errIdemMissing, 400, "idempotency-key-required", keyStore, "Idempotency-Key required", "This server requires an Idempotency-Key header on buys and grabs."},
+	{errIdemMissing, 400, "idempotency-key-required", keyStore, "Idempotency-Key required", "This server requires an Idempotency-Key header on buys, grabs and payments (SECKILL_REQUIRE_IDEMPOTENCY_KEY)."},
 	{idempotency.ErrInvalidKey, 400, "idempotency-key-invalid", keyStore, "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 visible ASCII characters."},
 	{errUnauthorized, 401, "unauthorized", keyStore, "Admin token required", "Send Authorization: Bearer <SECKILL_ADMIN_TOKEN>."},
 	{errForbidden, 403, "forbidden", keyStore, "Wrong admin token", "The bearer token does not match SECKILL_ADMIN_TOKEN."},
@@ -104,8 +104,10 @@ var problemTable = []problemType{
 	{errNotReady, 503, "not-ready", keyRetry, "Not ready", "A backend this instance needs is not reachable."},
 	{context.Canceled, 503, "cancelled", keyUnknown, "Request cancelled", "The server is shutting down (or the client went away) before the request finished; its outcome may be unknown. Retry with the same Idempotency-Key."},
 	{context.DeadlineExceeded, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
-	// The same answer as a deadline: the write may have committed.
-	{inventory.ErrOutcomeUnknown, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
+	// Like a deadline, the write may have committed; unlike one, no
+	// deadline passed: the connection broke while the commit's answer
+	// was on its way.
+	{inventory.ErrOutcomeUnknown, 503, "outcome-unknown", keyUnknown, "Outcome unknown", "The write was sent but its answer was lost (the connection to the database broke during the commit): it may have taken effect. GET the order, or retry with the same Idempotency-Key, which finds it first."},
 }
 
 // saysWhen reports whether answers of this type carry Retry-After: every
@@ -140,7 +142,7 @@ func (s *server) writeError(c *gin.Context, err error) {
 	// the others get the table's sentence, so no driver message leaks out.
 	detail := p.about
 	switch p.slug {
-	case "invalid-request", "malformed-json", "unknown-mode", "idempotency-key-invalid", "invalid-order-number":
+	case "invalid-request", "malformed-json", "unknown-stage", "idempotency-key-invalid", "invalid-order-number":
 		detail = err.Error()
 	case "internal":
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)

@@ -165,7 +165,7 @@ func fuzzServer() (http.Handler, *memStore, *memStore) {
 		Products:   inventory.NewService(products, stages(products, "product"), "fuzz", "O"),
 		Coupons:    inventory.NewService(coupons, stages(coupons, "coupon"), "fuzz", "C"),
 		AdminToken: fuzzToken,
-		Mode:       "db-atomic",
+		Stage:      "db-atomic",
 	})
 	return h, products, coupons
 }
@@ -174,13 +174,13 @@ func fuzzServer() (http.Handler, *memStore, *memStore) {
 // never a 500; a 201 carries its order number as JSON; anything else is
 // problem+json whose status matches the answer's; the stock is never
 // oversold and always conserved.
-func fuzzRequest(t *testing.T, kind, noField, id, contentType, key, mode, auth string, body []byte) {
+func fuzzRequest(t *testing.T, kind, noField, id, contentType, key, stage, auth string, body []byte) {
 	h, products, coupons := fuzzServer()
 	req, err := http.NewRequest(http.MethodPost, "/api/v1/"+kind+"/"+id+"/"+map[string]string{"products": "buy", "coupons": "grab"}[kind], strings.NewReader(string(body)))
 	if err != nil {
 		t.Skip("not a URL a client could send")
 	}
-	for k, v := range map[string]string{"Content-Type": contentType, "Idempotency-Key": key, "X-Seckill-Mode": mode, "Authorization": auth} {
+	for k, v := range map[string]string{"Content-Type": contentType, "Idempotency-Key": key, "X-Seckill-Stage": stage, "Authorization": auth} {
 		if v != "" {
 			req.Header.Set(k, v)
 		}
@@ -242,15 +242,15 @@ func addSeeds(f *testing.F, user string) {
 // Idempotency-Key, stage header, Authorization and body.
 func FuzzBuy(f *testing.F) {
 	addSeeds(f, "buyer")
-	f.Fuzz(func(t *testing.T, id, contentType, key, mode, auth string, body []byte) {
-		fuzzRequest(t, "products", "order_no", id, contentType, key, mode, auth, body)
+	f.Fuzz(func(t *testing.T, id, contentType, key, stage, auth string, body []byte) {
+		fuzzRequest(t, "products", "order_no", id, contentType, key, stage, auth, body)
 	})
 }
 
 // FuzzGrab fuzzes POST /api/v1/coupons/{id}/grab the same way.
 func FuzzGrab(f *testing.F) {
 	addSeeds(f, "grabber")
-	f.Fuzz(func(t *testing.T, id, contentType, key, mode, auth string, body []byte) {
-		fuzzRequest(t, "coupons", "grab_no", id, contentType, key, mode, auth, body)
+	f.Fuzz(func(t *testing.T, id, contentType, key, stage, auth string, body []byte) {
+		fuzzRequest(t, "coupons", "order_no", id, contentType, key, stage, auth, body)
 	})
 }

@@ -17,10 +17,8 @@ import (
 // itemKind tells the shared handlers how one kind of item is named on the
 // wire: products have orders, coupon batches have grabs.
 type itemKind struct {
-	svc     *inventory.Service
-	idField string // product_id or batch_id
-	noField string // order_no or grab_no
-	coupon  bool
+	svc    *inventory.Service
+	coupon bool
 }
 
 // name is the kind's name in reconcile findings and burst verdicts.
@@ -42,7 +40,7 @@ func (k itemKind) item(it inventory.Item) any {
 // order is a buy's order (api.Order) or a grab (api.Grab).
 func (k itemKind) order(o inventory.Order) any {
 	if k.coupon {
-		return api.Grab{GrabNo: o.No, BatchID: o.ItemID, UserID: o.UserID, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
+		return api.Grab{OrderNo: o.No, CouponID: o.ItemID, UserID: o.UserID, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
 	}
 	return api.Order{OrderNo: o.No, ProductID: o.ItemID, UserID: o.UserID, Quantity: o.Quantity, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
 }
@@ -68,7 +66,7 @@ func (s *server) handleRedisPing(store *idempotency.Store) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
-		s.writeJSON(c, http.StatusOK, api.RedisPing{Instance: s.instance, RoundTripMicros: time.Since(start).Microseconds()})
+		s.writeJSON(c, http.StatusOK, api.RedisPing{Instance: s.instance, RoundTripMS: float64(time.Since(start).Microseconds()) / 1000})
 	}
 }
 
@@ -90,7 +88,7 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		s.writeJSON(c, http.StatusOK, api.Info{
 			Instance: s.instance,
-			Mode:     *s.mode.Load(),
+			Stage:    *s.stage.Load(),
 			Stages:   products.Stages(),
 			Admin:    s.adminOn,
 			Process:  s.process,
@@ -205,7 +203,7 @@ type grabBody struct {
 // after it: the Idempotency-Key claim, its refusal check and handleBuy.
 type buyInput struct {
 	stage    string
-	stageErr error  // no stage: an unknown X-Seckill-Mode, or no admin token with it
+	stageErr error  // no stage: an unknown X-Seckill-Stage, or no admin token with it
 	body     []byte // the raw body, for the key's fingerprint
 	bodyErr  error  // the body could not be read (too large, cut off)
 	req      inventory.Request
@@ -222,10 +220,10 @@ const buyInputKey = "seckill.buy"
 // handler runs, with the instance and the stage.
 func (s *server) readBuy(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.Header("X-Seckill-Instance", s.instance)
+		c.Header(api.InstanceHeader, s.instance)
 		in := &buyInput{}
 		if in.stage, in.stageErr = s.stageFor(c, k.svc); in.stageErr == nil {
-			c.Header("X-Seckill-Mode", in.stage)
+			c.Header(api.StageHeader, in.stage)
 		}
 		in.body, in.bodyErr = readBody(c)
 		in.req, in.reqErr = parseBuy(c, k.coupon, in.body, in.bodyErr)
@@ -340,27 +338,45 @@ func (s *server) handleReset(k itemKind) gin.HandlerFunc {
 	}
 }
 
-type modeBody struct {
-	Mode *string `json:"mode"`
+// stageBody is a stage switch as read: "mode" is the former name of
+// "stage", still accepted.
+type stageBody struct {
+	Stage string `json:"stage"`
+	Mode  string `json:"mode"`
 }
 
-// readMode reads a {"mode": ...} body naming a stage this instance can run;
-// on a bad one it answers the error and returns false.
-func (s *server) readMode(c *gin.Context, svc *inventory.Service) (string, bool) {
-	var b modeBody
+// readStage reads a {"stage": ...} body naming a stage this instance can
+// run; on a bad one it answers the error and returns false.
+func (s *server) readStage(c *gin.Context, svc *inventory.Service) (string, bool) {
+	var b stageBody
 	if err := decodeJSON(c, &b); err != nil {
 		s.writeError(c, err)
 		return "", false
 	}
-	if b.Mode == nil {
-		s.writeError(c, fieldError("mode is required"))
-		return "", false
+	stage, err := aliased("stage", b.Stage, "mode", b.Mode)
+	if err == nil && stage == "" {
+		err = fieldError("stage is required")
 	}
-	if err := checkStage(*b.Mode, svc); err != nil {
+	if err == nil {
+		err = checkStage(stage, svc)
+	}
+	if err != nil {
 		s.writeError(c, err)
 		return "", false
 	}
-	return *b.Mode, true
+	return stage, true
+}
+
+// aliased merges a field with its former name: either may be given, or
+// both when they agree.
+func aliased(name, value, alias, aliasValue string) (string, error) {
+	switch {
+	case aliasValue == "" || aliasValue == value:
+		return value, nil
+	case value == "":
+		return aliasValue, nil
+	}
+	return "", fieldError("%s %q and its former name %s %q disagree; send %s alone", name, value, alias, aliasValue, name)
 }
 
 // itemID reads the :id path parameter; on a bad one it answers the error
@@ -374,18 +390,18 @@ func (s *server) itemID(c *gin.Context) (int64, bool) {
 	return id, true
 }
 
-func (s *server) handleSetMode(products, coupons *inventory.Service) gin.HandlerFunc {
+func (s *server) handleSetStage(products, coupons *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		mode, ok := s.readMode(c, products)
+		stage, ok := s.readStage(c, products)
 		if !ok {
 			return
 		}
-		if coupons != nil && !coupons.HasStage(mode) {
-			s.writeError(c, errModeDisabled)
+		if coupons != nil && !coupons.HasStage(stage) {
+			s.writeError(c, errStageDisabled)
 			return
 		}
-		s.mode.Store(&mode)
-		s.log.Info("default mode changed", "mode", mode)
-		s.writeJSON(c, http.StatusOK, api.ModeChange{Instance: s.instance, Mode: mode})
+		s.stage.Store(&stage)
+		s.log.Info("default stage changed", "stage", stage)
+		s.writeJSON(c, http.StatusOK, api.StageChange{Instance: s.instance, Stage: stage})
 	}
 }

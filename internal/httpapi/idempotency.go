@@ -9,12 +9,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // replayHeaders are stored with a response and sent again on replay.
-var replayHeaders = []string{"Content-Type", "X-Seckill-Mode", "X-Seckill-Instance", "Retry-After", "Location"}
+var replayHeaders = []string{"Content-Type", api.StageHeader, api.InstanceHeader, "Retry-After", "Location"}
 
 // refusalCheckFunc returns the refusal check of a request for the claim of
 // its key (see idempotency.Refusal); the zero Refusal when it has none.

@@ -29,7 +29,7 @@ func idemServer(t *testing.T, retention time.Duration, require bool) (http.Handl
 	return httpapi.NewServer(httpapi.Deps{
 		Instance:              "idem-1",
 		Products:              inventory.NewService(db.Products(), stages, "idem-1", "O"),
-		Mode:                  "local-mutex",
+		Stage:                 "local-mutex",
 		Idempotency:           idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("idem") + ":", Retention: retention}),
 		RequireIdempotencyKey: require,
 		// Long enough for any of these tests; a duplicate of a request in
@@ -215,8 +215,8 @@ func TestIdempotencyAnswersCarryTheBuyHeaders(t *testing.T) {
 		if c.rec.Code != c.status {
 			t.Errorf("%s: status %d, want %d (%s)", name, c.rec.Code, c.status, c.rec.Body)
 		}
-		if hd.Get("X-Seckill-Instance") != "idem-1" || hd.Get("X-Seckill-Mode") != "local-mutex" {
-			t.Errorf("%s: X-Seckill-Instance %q X-Seckill-Mode %q", name, hd.Get("X-Seckill-Instance"), hd.Get("X-Seckill-Mode"))
+		if hd.Get("X-Seckill-Instance") != "idem-1" || hd.Get("X-Seckill-Stage") != "local-mutex" {
+			t.Errorf("%s: X-Seckill-Instance %q X-Seckill-Stage %q", name, hd.Get("X-Seckill-Instance"), hd.Get("X-Seckill-Stage"))
 		}
 		if hd.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: Cache-Control %q, want no-store", name, hd.Get("Cache-Control"))
@@ -234,7 +234,7 @@ func TestUnknownAPIRouteIsAProblem(t *testing.T) {
 	srv := httpapi.NewServer(httpapi.Deps{
 		Instance: "nr-1",
 		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{}, "nr-1", "O"),
-		Mode:     "db-atomic",
+		Stage:    "db-atomic",
 		Web:      http.NotFoundHandler(),
 	})
 	for _, m := range []string{"GET", "POST"} {
@@ -258,7 +258,7 @@ func TestUnknownPageIsAProblem(t *testing.T) {
 	srv := httpapi.NewServer(httpapi.Deps{
 		Instance: "nr-1",
 		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{}, "nr-1", "O"),
-		Mode:     "db-atomic",
+		Stage:    "db-atomic",
 		Web:      web,
 	})
 	rec := httptest.NewRecorder()

@@ -21,12 +21,13 @@ import (
 
 // What a scriptedStage does with the next buy.
 const (
-	pass          int32 = iota // buy through next
-	commitTimeout              // buy, then wait out the deadline: 503 timeout
-	refuse                     // write nothing, answer 503 overloaded
-	commitPanic                // buy, then panic: 500
-	commitLostRPC              // buy, then fail as a Redis call whose reply the deadline cut: 503 unavailable
-	stallTimeout               // write nothing, wait out the deadline: 503 timeout
+	pass             int32 = iota // buy through next
+	commitTimeout                 // buy, then wait out the deadline: 503 timeout
+	refuse                        // write nothing, answer 503 overloaded
+	commitPanic                   // buy, then panic: 500
+	commitLostRPC                 // buy, then fail as a Redis call whose reply the deadline cut: 503 unavailable
+	stallTimeout                  // write nothing, wait out the deadline: 503 timeout
+	commitAnswerLost              // buy, then fail as a COMMIT whose answer was lost: 503 outcome-unknown
 )
 
 // scriptedStage plays, buy after buy, whatever its mode says: the ways a
@@ -53,6 +54,10 @@ func (s scriptedStage) Buy(ctx context.Context, o inventory.Order) error {
 		return ctx.Err()
 	case commitPanic:
 		panic("scripted: after the commit")
+	case commitAnswerLost:
+		// What the store returns when the connection broke after the
+		// COMMIT was sent: no deadline has passed.
+		return fmt.Errorf("%w: scripted: invalid connection", inventory.ErrOutcomeUnknown)
 	case commitLostRPC:
 		// What RedisStream.Buy returns when the script ran and its reply
 		// was cut off by the request's deadline.
@@ -94,7 +99,7 @@ func newAttackRig(t *testing.T, db *store.DB, stock int) *attackRig {
 		Instance:       "atk-1",
 		Products:       r.prods,
 		Coupons:        coupons,
-		Mode:           "db-atomic",
+		Stage:          "db-atomic",
 		RequestTimeout: 200 * time.Millisecond,
 		Idempotency:    idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name("idem") + ":", Lease: time.Hour}),
 	})
@@ -145,6 +150,25 @@ func TestAttackRetryRefusedOnceStillGetsTheOrder(t *testing.T) {
 		t.Fatalf("first retry: %d %s, want 503 overloaded", rec.Code, rec.Body)
 	}
 	wantOrder(t, "second retry", r.send(pass, buyPath, "k1", body), held.No)
+}
+
+// TestLostCommitAnswerIsOutcomeUnknownNotATimeout: a COMMIT whose answer
+// was lost, with no deadline passed, is answered 503 outcome-unknown (it
+// was called "timeout"), says when to come back, and leaves the key
+// knowing the outcome is unknown: the retry finds the order the commit
+// wrote.
+func TestLostCommitAnswerIsOutcomeUnknownNotATimeout(t *testing.T) {
+	r := newAttackRig(t, testenv.SQLite(t), 1)
+	body := `{"user_id":"commit-lost","quantity":1}`
+	rec := r.send(commitAnswerLost, buyPath, "k1", body)
+	if rec.Code != 503 || problemType(t, rec) != "outcome-unknown" || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("first run: %d %v %s, want 503 outcome-unknown with Retry-After", rec.Code, rec.Header(), rec.Body)
+	}
+	held, err := r.db.Products().OrderOf(context.Background(), 1, "commit-lost")
+	if err != nil {
+		t.Fatalf("the first run's commit did not land: %v", err)
+	}
+	wantOrder(t, "retry after the lost commit answer", r.send(pass, buyPath, "k1", body), held.No)
 }
 
 // TestAttackPanicAfterTheCommitDoesNotHoldTheKey: a run that panics after
@@ -233,7 +257,7 @@ func TestAttackCouponGrabRetryGetsTheGrab(t *testing.T) {
 	}
 	retry := r.send(pass, grabPath, "g1", body)
 	var got api.Grab
-	if retry.Code != 201 || json.Unmarshal(retry.Body.Bytes(), &got) != nil || got.GrabNo != held.No || got.UserID != "grabber" {
+	if retry.Code != 201 || json.Unmarshal(retry.Body.Bytes(), &got) != nil || got.OrderNo != held.No || got.UserID != "grabber" {
 		t.Fatalf("retry: %d %s, want 201 with grab %s", retry.Code, retry.Body, held.No)
 	}
 	replay := r.send(pass, grabPath, "g1", body)

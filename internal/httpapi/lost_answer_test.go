@@ -50,7 +50,7 @@ func TestRetryAfterALostAnswerGetsTheOrder(t *testing.T) {
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:       "lost-1",
 		Products:       inventory.NewService(db.Products(), stages, "lost-1", "O"),
-		Mode:           "db-atomic",
+		Stage:          "db-atomic",
 		RequestTimeout: 200 * time.Millisecond,
 		// A lease far longer than the test: the retry runs because the
 		// first run was marked unknown, not because its lease ran out.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // Observer receives what /metrics exports; internal/metrics implements it.
@@ -49,7 +51,7 @@ func observeBuy(o Observer, kind string) gin.HandlerFunc {
 		case outcome == "":
 			outcome = "status-" + http.StatusText(c.Writer.Status())
 		}
-		stage := c.Writer.Header().Get("X-Seckill-Mode")
+		stage := c.Writer.Header().Get(api.StageHeader)
 		if stage == "" {
 			stage = "none"
 		}

@@ -96,21 +96,30 @@ type opSpec struct {
 	headers []string
 	// problems are the problem types the operation can answer.
 	problems []string
-	// modeHeader says the request may name its stage with X-Seckill-Mode;
-	// idempotencyKey that it honours an Idempotency-Key.
-	modeHeader, idempotencyKey bool
+	// stageHeader says the request may name its stage with
+	// X-Seckill-Stage; idempotencyKey that it honours an Idempotency-Key.
+	stageHeader, idempotencyKey bool
 }
 
 // Problem types grouped the way operations share them.
 var (
 	backendProblems = []string{"unavailable", "timeout", "cancelled"}
-	adminProblems   = []string{"unauthorized", "forbidden", "admin-disabled"}
-	bodyProblems    = []string{"invalid-request", "malformed-json", "body-too-large", "unsupported-media-type"}
-	keyProblems     = []string{"idempotency-key-required", "idempotency-key-invalid", "idempotency-in-flight", "idempotency-mismatch"}
-	modeProblems    = []string{"unknown-mode", "mode-unavailable"}
+	// commitProblems are the answers of a write whose commit's answer was
+	// lost.
+	commitProblems = []string{"outcome-unknown"}
+	adminProblems  = []string{"unauthorized", "forbidden", "admin-disabled"}
+	bodyProblems   = []string{"invalid-request", "malformed-json", "body-too-large", "unsupported-media-type"}
+	keyProblems    = []string{"idempotency-key-required", "idempotency-key-invalid", "idempotency-in-flight", "idempotency-mismatch"}
+	stageProblems  = []string{"unknown-stage", "stage-unavailable"}
 )
 
 func join(lists ...[]string) []string { return slices.Concat(lists...) }
+
+// stageRequest is the body of the stage switches as documented: "mode",
+// its former name, is still read (stageBody) but no longer documented.
+type stageRequest struct {
+	Stage string `json:"stage"`
+}
 
 // Raw contents of answers that are not JSON of a Go type.
 const (
@@ -124,7 +133,7 @@ const (
 // openAPIOps lists every operation of the API, in the order of the API
 // table of docs/api.md.
 func openAPIOps() []opSpec {
-	buyHeaders := []string{"X-Seckill-Instance", "X-Seckill-Mode", "Idempotent-Replayed"}
+	buyHeaders := []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed"}
 	return []opSpec{
 		{method: "GET", path: "/healthz", id: "health", tag: "probes", summary: "The process is up.",
 			answers: map[int]any{200: api.Health{}}, problems: []string{"internal"}},
@@ -145,8 +154,8 @@ func openAPIOps() []opSpec {
 			summary: "Buy a product: 201 with the order written, or 202 with the order accepted and written soon (redis-stream).",
 			body:    buyBody{}, bodyName: "BuyRequest", bodyExample: `{"user_id":"alice","quantity":1}`,
 			answers: map[int]any{201: api.Order{}, 202: api.Order{}},
-			headers: buyHeaders, modeHeader: true, idempotencyKey: true,
-			problems: join(bodyProblems, modeProblems, keyProblems, adminProblems, []string{"not-found", "sold-out", "already-purchased", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, []string{"internal"})},
+			headers: buyHeaders, stageHeader: true, idempotencyKey: true,
+			problems: join(bodyProblems, stageProblems, keyProblems, adminProblems, []string{"not-found", "sold-out", "already-purchased", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, commitProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/products/{id}/audit", id: "auditProduct", tag: "products", summary: "Does what left the product's stock match what was sold?",
 			answers: map[int]any{200: api.Audit{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/orders/{order_no}", id: "getOrder", tag: "orders", summary: "An order of any stage, or a coupon grab.",
@@ -156,7 +165,7 @@ func openAPIOps() []opSpec {
 			summary: "Pay an order; paying again answers the same. A coupon grab is free (400 invalid-request).",
 			body:    payBody{}, bodyName: "PayRequest", bodyOptional: true, bodyExample: `{"user_id":"alice"}`,
 			answers: map[int]any{200: api.OrderStatus{}}, headers: []string{"X-Seckill-Instance", "Idempotent-Replayed"}, idempotencyKey: true,
-			problems: join(bodyProblems, keyProblems, []string{"invalid-order-number", "order-not-found", "order-cancelled", "order-failed", "order-pending"}, backendProblems, []string{"internal"})},
+			problems: join(bodyProblems, keyProblems, []string{"invalid-order-number", "order-not-found", "order-cancelled", "order-failed", "order-pending"}, backendProblems, commitProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/coupons", id: "listCoupons", tag: "coupons", summary: "Every coupon batch.",
 			answers: map[int]any{200: api.Coupons{}}, problems: join(backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/coupons/{id}", id: "getCoupon", tag: "coupons", summary: "One coupon batch.",
@@ -165,8 +174,8 @@ func openAPIOps() []opSpec {
 			summary: "Grab a coupon (one per user per batch): 201 written, or 202 accepted (redis-stream).",
 			body:    grabBody{}, bodyName: "GrabRequest", bodyExample: `{"user_id":"alice"}`,
 			answers: map[int]any{201: api.Grab{}, 202: api.Grab{}},
-			headers: buyHeaders, modeHeader: true, idempotencyKey: true,
-			problems: join(bodyProblems, modeProblems, keyProblems, adminProblems, []string{"not-found", "sold-out", "already-purchased", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, []string{"internal"})},
+			headers: buyHeaders, stageHeader: true, idempotencyKey: true,
+			problems: join(bodyProblems, stageProblems, keyProblems, adminProblems, []string{"not-found", "sold-out", "already-purchased", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, commitProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/coupons/{id}/audit", id: "auditCoupon", tag: "coupons", summary: "Does what left the batch match what was grabbed?",
 			answers: map[int]any{200: api.Audit{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/fleet", id: "fleet", tag: "dashboard", summary: "Every instance of the fleet (SECKILL_PEERS) with its health and stage.",
@@ -174,23 +183,23 @@ func openAPIOps() []opSpec {
 		{method: "POST", path: "/api/v1/admin/products/{id}/reset", id: "resetProduct", tag: "admin", admin: true,
 			summary: "Delete the product's orders and set its initial stock and stock.",
 			body:    resetBody{}, bodyName: "ResetRequest", bodyExample: `{"stock":100}`,
-			answers: map[int]any{200: api.Product{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, []string{"internal"})},
+			answers: map[int]any{200: api.Product{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, commitProblems, []string{"internal"})},
 		{method: "POST", path: "/api/v1/admin/coupons/{id}/reset", id: "resetCoupon", tag: "admin", admin: true,
 			summary: "Delete the batch's grabs and set its total and remaining.",
 			body:    resetBody{}, bodyName: "ResetRequest", bodyExample: `{"stock":100}`,
-			answers: map[int]any{200: api.Coupon{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, []string{"internal"})},
-		{method: "PUT", path: "/api/v1/admin/mode", id: "setMode", tag: "admin", admin: true,
+			answers: map[int]any{200: api.Coupon{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/stage", id: "setStage", tag: "admin", admin: true,
 			summary: "The default stage of this instance only.",
-			body:    modeBody{}, bodyName: "ModeRequest", bodyExample: `{"mode":"redis-lock"}`,
-			answers: map[int]any{200: api.ModeChange{}}, problems: join(adminProblems, bodyProblems, modeProblems, []string{"internal"})},
-		{method: "PUT", path: "/api/v1/admin/fleet/mode", id: "setFleetMode", tag: "admin", admin: true,
+			body:    stageRequest{}, bodyName: "StageRequest", bodyExample: `{"stage":"redis-lock"}`,
+			answers: map[int]any{200: api.StageChange{}}, problems: join(adminProblems, bodyProblems, stageProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/fleet/stage", id: "setFleetStage", tag: "admin", admin: true,
 			summary: "The default stage of every instance: 200 when all switched, 502 with each one's answer when any did not.",
-			body:    modeBody{}, bodyName: "ModeRequest", bodyExample: `{"mode":"redis-lock"}`,
-			answers: map[int]any{200: api.FleetModeChange{}, 502: api.FleetModeChange{}}, problems: join(adminProblems, bodyProblems, modeProblems, []string{"internal"})},
+			body:    stageRequest{}, bodyName: "StageRequest", bodyExample: `{"stage":"redis-lock"}`,
+			answers: map[int]any{200: api.FleetStageChange{}, 502: api.FleetStageChange{}}, problems: join(adminProblems, bodyProblems, stageProblems, []string{"internal"})},
 		{method: "POST", path: "/api/v1/admin/burst", id: "burst", tag: "admin", admin: true,
 			summary: "The dashboard's burst: n buys (or grabs) fired at once across the fleet, one new user each; records the burst's verdict.",
 			body:    api.BurstRequest{}, bodyName: "BurstRequestBody", bodyExample: `{"kind":"product","item_id":1,"n":200}`,
-			answers: map[int]any{200: api.BurstResult{}}, problems: join(adminProblems, bodyProblems, modeProblems, []string{"cancelled", "timeout", "internal"})},
+			answers: map[int]any{200: api.BurstResult{}}, problems: join(adminProblems, bodyProblems, stageProblems, []string{"cancelled", "timeout", "internal"})},
 		{method: "GET", path: "/api/v1/lab/latest", id: "labLatest", tag: "dashboard", summary: "The newest lab report, or a hint how to make one.",
 			answers: map[int]any{200: api.LabLatest{}}, problems: []string{"internal"}},
 		{method: "GET", path: "/api/v1/lab/runs/{run}/{file}", id: "labFile", tag: "dashboard", summary: "One file of a lab run.",
@@ -224,16 +233,16 @@ func fieldRules() map[string]map[string]obj {
 	kind := obj{"enum": []any{"product", "coupon"}}
 	orderNo := obj{"minLength": 1, "maxLength": maxOrderNo, "pattern": "^[A-Za-z0-9_-]+$"}
 	return map[string]map[string]obj{
-		"Health":          {"status": {"enum": []any{"ok", "ready"}}},
-		"Info":            {"mode": stage, "stages": stages},
-		"Order":           {"stage": stage, "status": {"enum": []any{api.StatusConfirmed, api.StatusPending}}, "order_no": orderNo},
-		"Grab":            {"stage": stage, "status": {"enum": []any{api.StatusConfirmed, api.StatusPending}}, "grab_no": orderNo},
-		"OrderStatus":     {"stage": stage, "kind": kind, "order_no": orderNo, "status": {"enum": []any{api.StatusPending, api.StatusConfirmed, api.StatusPaid, api.StatusCancelled, api.StatusFailed}}},
-		"ModeChange":      {"mode": stage},
-		"FleetModeChange": {"mode": stage},
-		"PeerStatus":      {"mode": stage, "stages": stages},
-		"PeerMode":        {"mode": stage},
-		"BurstVerdict":    {"kind": kind, "stage": {"description": "The stage the burst ran under: its request's mode, the one stage every answer named, or \"mixed\"."}},
+		"Health":           {"status": {"enum": []any{"ok", "ready"}}},
+		"Info":             {"stage": stage, "stages": stages},
+		"Order":            {"stage": stage, "status": {"enum": []any{api.StatusConfirmed, api.StatusPending}}, "order_no": orderNo},
+		"Grab":             {"stage": stage, "status": {"enum": []any{api.StatusConfirmed, api.StatusPending}}, "order_no": orderNo},
+		"OrderStatus":      {"stage": stage, "kind": kind, "order_no": orderNo, "status": {"enum": []any{api.StatusPending, api.StatusConfirmed, api.StatusPaid, api.StatusCancelled, api.StatusFailed}}},
+		"StageChange":      {"stage": stage},
+		"FleetStageChange": {"stage": stage},
+		"PeerStatus":       {"stage": stage, "stages": stages},
+		"PeerStage":        {"stage": stage},
+		"BurstVerdict":     {"kind": kind, "stage": {"description": "The stage the burst ran under: its request's stage, the one stage every answer named, or \"mixed\"."}},
 		"Problem": {"type": {"$ref": "#/components/schemas/ProblemType"},
 			"status": {"minimum": 400, "maximum": 599}},
 		"BuyRequest": {"user_id": userID, "quantity": {"minimum": 1, "maximum": inventory.MaxQuantity, "default": 1},
@@ -241,8 +250,8 @@ func fieldRules() map[string]map[string]obj {
 		"GrabRequest":      {"user_id": userID, "required": {"list": []any{"user_id"}}},
 		"PayRequest":       {"user_id": obj{"description": "When given, only this buyer's order is paid; another's is answered 404 order-not-found."}},
 		"ResetRequest":     {"stock": {"minimum": 0}, "required": {"list": []any{"stock"}}},
-		"ModeRequest":      {"mode": stage, "required": {"list": []any{"mode"}}},
-		"BurstRequestBody": {"kind": {"enum": []any{"product", "coupon"}, "default": "product"}, "item_id": {"minimum": 1}, "n": {"minimum": 1}, "mode": stage, "required": {"list": []any{"item_id", "n"}}},
+		"StageRequest":     {"stage": stage, "required": {"list": []any{"stage"}}},
+		"BurstRequestBody": {"kind": {"enum": []any{"product", "coupon"}, "default": "product"}, "item_id": {"minimum": 1}, "n": {"minimum": 1}, "stage": stage, "required": {"list": []any{"item_id", "n"}}},
 	}
 }
 
@@ -340,8 +349,8 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 		}
 		params = append(params, obj{"name": m[1], "in": "path", "required": true, "description": p["description"], "schema": p["schema"]})
 	}
-	if op.modeHeader {
-		params = append(params, obj{"name": "X-Seckill-Mode", "in": "header", "required": false,
+	if op.stageHeader {
+		params = append(params, obj{"name": api.StageHeader, "in": "header", "required": false,
 			"description": "Run this request under another stage than the instance's default; needs the admin token (Authorization: Bearer).",
 			"schema":      obj{"type": "string", "enum": stageEnum()}})
 	}
@@ -447,7 +456,7 @@ func (g *schemaGen) answer(op opSpec, status int, answer any) (obj, error) {
 	}
 	headers := obj{}
 	for _, h := range op.headers {
-		// X-Seckill-Mode is missing only when the request named a stage that
+		// X-Seckill-Stage is missing only when the request named a stage that
 		// was refused, so every success carries every header of its route
 		// but the replay mark.
 		headers[h] = answerHeader(h, h != "Idempotent-Replayed")
@@ -483,7 +492,7 @@ func answerHeader(name string, required bool) obj {
 // and optional (.ifAny).
 func answerHeaders() obj {
 	out := obj{}
-	for _, name := range []string{"X-Seckill-Instance", "X-Seckill-Mode", "Idempotent-Replayed", "Location", "Retry-After", "Allow"} {
+	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "Retry-After", "Allow"} {
 		out[name] = describeHeader(name, true)
 		out[name+".ifAny"] = describeHeader(name, false)
 	}
@@ -494,10 +503,10 @@ func answerHeaders() obj {
 func describeHeader(name string, required bool) obj {
 	h := obj{"required": required}
 	switch name {
-	case "X-Seckill-Instance":
+	case api.InstanceHeader:
 		h["description"] = "The instance that answered."
 		h["schema"] = obj{"type": "string", "minLength": 1}
-	case "X-Seckill-Mode":
+	case api.StageHeader:
 		h["description"] = "The stage the buy ran under; absent when the request named a stage that was refused."
 		h["schema"] = obj{"type": "string", "enum": stageEnum()}
 	case "Idempotent-Replayed":

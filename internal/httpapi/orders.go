@@ -18,8 +18,14 @@ import (
 //	GET  /api/v1/orders/{order_no}       pending, confirmed, paid, cancelled or failed
 //	POST /api/v1/orders/{order_no}/pay   idempotent; 409 order-cancelled when too late
 func addOrderRoutes(api *gin.RouterGroup, s *server, d Deps, idem gin.HandlerFunc) {
-	api.GET("/orders/:order_no", s.handleOrder(d))
-	api.POST("/orders/:order_no/pay", idem, s.handlePay(d))
+	api.GET("/orders/:order_no", s.markInstance, s.handleOrder(d))
+	api.POST("/orders/:order_no/pay", s.markInstance, idem, s.handlePay(d))
+}
+
+// markInstance names this instance on every answer of the route, those
+// the Idempotency-Key check gives before the handler runs included.
+func (s *server) markInstance(c *gin.Context) {
+	c.Header(api.InstanceHeader, s.instance)
 }
 
 // orderPath is where a buy's order can be looked up.
@@ -47,7 +53,6 @@ func orderService(c *gin.Context, d Deps) (no string, svc *inventory.Service, co
 
 func (s *server) handleOrder(d Deps) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.Header("X-Seckill-Instance", s.instance)
 		no, svc, coupon, err := orderService(c, d)
 		if err != nil {
 			s.writeError(c, err)
@@ -70,7 +75,6 @@ type payBody struct {
 
 func (s *server) handlePay(d Deps) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.Header("X-Seckill-Instance", s.instance)
 		no, svc, coupon, err := orderService(c, d)
 		if err != nil {
 			s.writeError(c, err)
@@ -109,7 +113,7 @@ func orderStatus(svc *inventory.Service, o inventory.Order, coupon bool) api.Ord
 	out := api.OrderStatus{OrderNo: o.No, UserID: o.UserID, Quantity: o.Quantity, Stage: o.Stage, Instance: o.Instance,
 		Status: o.Status, CreatedAt: o.CreatedAt, Reason: o.Reason}
 	if coupon {
-		out.Kind, out.BatchID = "coupon", o.ItemID
+		out.Kind, out.CouponID = "coupon", o.ItemID
 	} else {
 		out.Kind, out.ProductID = "product", o.ItemID
 	}

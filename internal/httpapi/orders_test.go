@@ -75,7 +75,7 @@ func newStreamFixture(t *testing.T) *streamFixture {
 		Products:    f.products,
 		Coupons:     f.coupons,
 		AdminToken:  token,
-		Mode:        inventory.StageRedisStream,
+		Stage:       inventory.StageRedisStream,
 		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: ns + ":idem:"}),
 	})
 	f.fixture = &fixture{t: t, db: db, srv: srv}
@@ -203,7 +203,7 @@ func TestOrderLifecycleOverHTTP(t *testing.T) {
 
 	// The synchronous stages answer 201 confirmed, and their orders can be
 	// looked up and paid too.
-	rec = f.do(admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"carol"}`, header: map[string]string{"X-Seckill-Mode": "db-atomic"}}))
+	rec = f.do(admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"carol"}`, header: map[string]string{"X-Seckill-Stage": "db-atomic"}}))
 	var sync api.Order
 	if rec.Code != 201 || json.Unmarshal(rec.Body.Bytes(), &sync) != nil || sync.Status != api.StatusConfirmed || rec.Header().Get("Location") != "/api/v1/orders/"+sync.OrderNo {
 		t.Fatalf("db-atomic buy: %d %s (Location %q); want 201 confirmed with the order's Location", rec.Code, rec.Body, rec.Header().Get("Location"))
@@ -224,10 +224,10 @@ func TestOrderRoutesRefuseBadInput(t *testing.T) {
 	f.startWriter()
 	rec := f.do(call{method: "POST", path: "/api/v1/coupons/1/grab", body: `{"user_id":"dave"}`})
 	var g api.Grab
-	if rec.Code != 202 || json.Unmarshal(rec.Body.Bytes(), &g) != nil || !strings.HasPrefix(g.GrabNo, "C") {
+	if rec.Code != 202 || json.Unmarshal(rec.Body.Bytes(), &g) != nil || !strings.HasPrefix(g.OrderNo, "C") {
 		t.Fatalf("redis-stream grab: %d %s; want 202 with a C number", rec.Code, rec.Body)
 	}
-	if o := f.waitFor(g.GrabNo, api.StatusConfirmed); o.Kind != "coupon" || o.BatchID != 1 || o.PayBy != nil {
+	if o := f.waitFor(g.OrderNo, api.StatusConfirmed); o.Kind != "coupon" || o.CouponID != 1 || o.PayBy != nil {
 		t.Fatalf("grab %+v; want a confirmed coupon grab without a payment deadline", o)
 	}
 	cases := []struct {
@@ -241,7 +241,7 @@ func TestOrderRoutesRefuseBadInput(t *testing.T) {
 		{"bad characters", call{method: "GET", path: "/api/v1/orders/O1%27%3B"}, 400, "invalid-order-number"},
 		{"too long", call{method: "GET", path: "/api/v1/orders/O" + strings.Repeat("1", 40)}, 400, "invalid-order-number"},
 		{"pay unknown", pay("O1", nil), 404, "order-not-found"},
-		{"pay a coupon grab", pay(g.GrabNo, nil), 400, "invalid-request"},
+		{"pay a coupon grab", pay(g.OrderNo, nil), 400, "invalid-request"},
 		{"pay with a malformed body", call{method: "POST", path: "/api/v1/orders/O1/pay", body: `{"user_id":`}, 400, "malformed-json"},
 		{"pay with an unknown field", call{method: "POST", path: "/api/v1/orders/O1/pay", body: `{"card":"4111"}`}, 400, "malformed-json"},
 	}

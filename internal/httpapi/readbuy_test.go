@@ -46,7 +46,7 @@ func (h *onFirstCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // buy's Idempotency-Key is being claimed; the buy still runs under the
 // stage its answer is stamped with (it used to be chosen again by the
 // handler, after the claim, and ran under the new default while the
-// X-Seckill-Mode header named the old one).
+// X-Seckill-Stage header named the old one).
 func TestKeyedBuyRunsUnderTheStageItWasReadWith(t *testing.T) {
 	rdb := testenv.Redis(t)
 	db := testenv.SQLite(t)
@@ -60,14 +60,14 @@ func TestKeyedBuyRunsUnderTheStageItWasReadWith(t *testing.T) {
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:       "read-1",
 		Products:       inventory.NewService(db.Products(), stages, "read-1", "O"),
-		Mode:           "local-mutex",
+		Stage:          "local-mutex",
 		AdminToken:     "read-once-token",
 		Idempotency:    idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("readonce") + ":"}),
 		RequestTimeout: 10 * time.Second,
 	})
 	switched := make(chan int, 1)
 	rdb.AddHook(&onFirstCommand{do: func() {
-		req := httptest.NewRequest("PUT", "/api/v1/admin/mode", strings.NewReader(`{"mode":"db-atomic"}`))
+		req := httptest.NewRequest("PUT", "/api/v1/admin/stage", strings.NewReader(`{"stage":"db-atomic"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer read-once-token")
 		rec := httptest.NewRecorder()
@@ -83,10 +83,10 @@ func TestKeyedBuyRunsUnderTheStageItWasReadWith(t *testing.T) {
 	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &o) != nil {
 		t.Fatalf("the buy: %d %s", rec.Code, rec.Body)
 	}
-	if header := rec.Header().Get("X-Seckill-Mode"); header != "local-mutex" || o.Stage != "local-mutex" {
+	if header := rec.Header().Get("X-Seckill-Stage"); header != "local-mutex" || o.Stage != "local-mutex" {
 		t.Fatalf("stamped %q, ran under %q; want both local-mutex, the default when the buy was read", header, o.Stage)
 	}
-	if after := post(h, "", `{"user_id":"later","quantity":1}`); after.Header().Get("X-Seckill-Mode") != "db-atomic" {
-		t.Fatalf("a later buy: stage %q, want the new default db-atomic", after.Header().Get("X-Seckill-Mode"))
+	if after := post(h, "", `{"user_id":"later","quantity":1}`); after.Header().Get("X-Seckill-Stage") != "db-atomic" {
+		t.Fatalf("a later buy: stage %q, want the new default db-atomic", after.Header().Get("X-Seckill-Stage"))
 	}
 }

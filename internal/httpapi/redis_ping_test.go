@@ -54,7 +54,7 @@ func TestRedisPing(t *testing.T) {
 	}
 	rec := serve(store, bearer)
 	var p api.RedisPing
-	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Instance != "ping-1" || p.RoundTripMicros < 0 {
+	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Instance != "ping-1" || p.RoundTripMS < 0 {
 		t.Fatalf("ping: %d %s", rec.Code, rec.Body)
 	}
 	if got := seen.take(); len(got) != 1 || got[0] != "ping" {

@@ -108,7 +108,7 @@ func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duratio
 	}
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "refatk-1", "O")
 	idem := idempotency.New(rdb, idempotency.Options{Prefix: idemPrefix, Lease: lease})
-	h := httpapi.NewServer(httpapi.Deps{Instance: "refatk-1", Products: svc, Mode: stageName, Idempotency: idem})
+	h := httpapi.NewServer(httpapi.Deps{Instance: "refatk-1", Products: svc, Stage: stageName, Idempotency: idem})
 	return &refusalRig{db: db, h: h, rdb: rdb, svc: svc, copy: copy, ledger: led, idem: idem, gate: gate, stage: stageName, kind: kind}
 }
 

@@ -90,7 +90,7 @@ func TestRefusedKeyedBuyIsOneRoundTrip(t *testing.T) {
 			h := httpapi.NewServer(httpapi.Deps{
 				Instance:    "refuse-1",
 				Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "refuse-1", "O"),
-				Mode:        stageName,
+				Stage:       stageName,
 				Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
 			})
 			if rec := post(h, "warm-key", `{"user_id":"warm","quantity":1}`); rec.Code != http.StatusConflict {
@@ -151,7 +151,7 @@ func TestRefusalIsNotStoredWithoutTheCheck(t *testing.T) {
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "nocheck-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "nocheck-1", "O"),
-		Mode:        "redis-atomic",
+		Stage:       "redis-atomic",
 		Idempotency: idempotency.New(records, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
 	})
 	late := post(h, "late-key", `{"user_id":"late","quantity":1}`)
@@ -193,7 +193,7 @@ func TestRedisAtomicSaleRoundTrips(t *testing.T) {
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "trips-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "trips-1", "O"),
-		Mode:        "redis-atomic",
+		Stage:       "redis-atomic",
 		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
 	})
 	if rec := post(h, "warm-key", `{"user_id":"warm","quantity":1}`); rec.Code != http.StatusCreated {

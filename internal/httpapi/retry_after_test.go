@@ -39,7 +39,7 @@ func TestRetryAfterSaysHowLongToWait(t *testing.T) {
 		{inventory.ErrUnavailable, "1"},
 	} {
 		svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": failingStage{c.err}}, "t", "O")
-		h := httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Mode: "db-atomic", RequestTimeout: 4 * time.Second})
+		h := httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Stage: "db-atomic", RequestTimeout: 4 * time.Second})
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/api/v1/products/1/buy", strings.NewReader(`{"user_id":"u","quantity":1}`))
 		r.Header.Set("Content-Type", "application/json")

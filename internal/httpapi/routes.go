@@ -13,8 +13,8 @@ func noop(*gin.Context) {}
 
 // addRoutes lists every route of an instance.
 func addRoutes(r *gin.Engine, s *server, d Deps) {
-	products := itemKind{svc: d.Products, idField: "product_id", noField: "order_no", coupon: false}
-	coupons := itemKind{svc: d.Coupons, idField: "batch_id", noField: "grab_no", coupon: true}
+	products := itemKind{svc: d.Products, coupon: false}
+	coupons := itemKind{svc: d.Coupons, coupon: true}
 
 	r.GET("/healthz", s.handleHealth())
 	r.GET("/readyz", s.handleReady(d.Ready))
@@ -49,7 +49,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	if d.Coupons != nil {
 		admin.POST("/coupons/:id/reset", s.handleReset(coupons))
 	}
-	admin.PUT("/mode", s.handleSetMode(d.Products, d.Coupons))
+	admin.PUT("/stage", s.handleSetStage(d.Products, d.Coupons))
 	admin.GET("/redis-ping", s.handleRedisPing(d.Idempotency))
 
 	if d.Web != nil {
@@ -67,9 +67,54 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	r.NoMethod(func(c *gin.Context) { s.writeError(c, errMethod) })
 
 	// The dashboard's server side (burst.go): GET /api/v1/fleet,
-	// POST /api/v1/admin/burst, PUT /api/v1/admin/fleet/mode,
+	// POST /api/v1/admin/burst, PUT /api/v1/admin/fleet/stage,
 	// GET /api/v1/lab/latest and GET /api/v1/lab/runs/:run/*file.
 	addDashboardRoutes(api, admin, s, d)
+}
+
+// RouteAliases are routes under their former names ("METHOD /path"),
+// each with the route that now answers it. They are accepted, answered as
+// their route is, and listed in CHANGELOG.md; the OpenAPI document and
+// docs/api.md name only the routes.
+var RouteAliases = map[string]string{
+	"PUT /api/v1/admin/mode":       "PUT /api/v1/admin/stage",
+	"PUT /api/v1/admin/fleet/mode": "PUT /api/v1/admin/fleet/stage",
+}
+
+// headAsGet answers a HEAD as the GET of the same path would be answered,
+// without its body (RFC 9110: HEAD is GET without the content), so every
+// GET route takes HEAD; gin alone answers it 405.
+func headAsGet(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			r = r.Clone(r.Context())
+			r.Method = http.MethodGet
+			w = bodiless{w}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// bodiless passes on the status and headers of an answer, not its body.
+type bodiless struct{ http.ResponseWriter }
+
+func (b bodiless) Write(p []byte) (int, error) { return len(p), nil }
+
+// unalias serves a request to a route's former name as one to the route:
+// gin sees only the routes.
+func unalias(h http.Handler) http.Handler {
+	paths := make(map[string]string, len(RouteAliases))
+	for old, now := range RouteAliases {
+		_, nowPath, _ := strings.Cut(now, " ")
+		paths[old] = nowPath
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if now, ok := paths[r.Method+" "+r.URL.Path]; ok {
+			r = r.Clone(r.Context())
+			r.URL.Path, r.URL.RawPath = now, ""
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // handleOpenAPI serves the OpenAPI document of this API (internal/api).

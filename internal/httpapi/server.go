@@ -24,6 +24,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/reconcile"
@@ -40,8 +41,8 @@ type Deps struct {
 	Products   *inventory.Service
 	Coupons    *inventory.Service
 	AdminToken string
-	// Mode is the initial default stage of this instance.
-	Mode string
+	// Stage is the initial default stage of this instance.
+	Stage string
 	// Ready reports whether the backends answer; nil means always ready.
 	Ready func(context.Context) error
 	// Web serves the dashboard at / when set.
@@ -69,7 +70,7 @@ type Deps struct {
 type server struct {
 	log      *slog.Logger
 	instance string
-	mode     atomic.Pointer[string]
+	stage    atomic.Pointer[string]
 	admin    [32]byte // sha256 of the admin token
 	adminOn  bool
 	// requestTimeout is Deps.RequestTimeout: what a duplicate of a
@@ -84,8 +85,8 @@ func NewServer(d Deps) http.Handler {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName()}
-	mode := d.Mode
-	s.mode.Store(&mode)
+	stage := d.Stage
+	s.stage.Store(&stage)
 	if d.AdminToken != "" {
 		s.admin, s.adminOn = sha256.Sum256([]byte(d.AdminToken)), true
 	}
@@ -101,7 +102,7 @@ func NewServer(d Deps) http.Handler {
 		r.Use(deadline(d.RequestTimeout))
 	}
 	addRoutes(r, s, d)
-	return r
+	return headAsGet(unalias(r))
 }
 
 // longRunning are the routes that carry bounds of their own and outlast a
@@ -187,12 +188,16 @@ func (s *server) requireAdmin() gin.HandlerFunc {
 	}
 }
 
-// stageFor picks the stage of a buy: the X-Seckill-Mode header when the
-// admin token is also sent, else the instance default.
+// stageFor picks the stage of a buy: the X-Seckill-Stage header (or its
+// former name, X-Seckill-Mode) when the admin token is also sent, else the
+// instance default.
 func (s *server) stageFor(c *gin.Context, svc *inventory.Service) (string, error) {
-	want := c.GetHeader("X-Seckill-Mode")
+	want, err := aliased(api.StageHeader, c.GetHeader(api.StageHeader), api.StageHeaderAlias, c.GetHeader(api.StageHeaderAlias))
+	if err != nil {
+		return "", err
+	}
 	if want == "" {
-		return *s.mode.Load(), nil
+		return *s.stage.Load(), nil
 	}
 	if err := s.checkAdmin(c); err != nil {
 		return "", err
@@ -205,7 +210,7 @@ func checkStage(name string, svc *inventory.Service) error {
 		return fmt.Errorf("%w %q; want one of %s", inventory.ErrUnknownStage, name, strings.Join(inventory.Stages, ", "))
 	}
 	if !svc.HasStage(name) {
-		return errModeDisabled
+		return errStageDisabled
 	}
 	return nil
 }

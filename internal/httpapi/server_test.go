@@ -43,7 +43,7 @@ func newFixture(t *testing.T, adminToken string, ready func(context.Context) err
 		Products:   inventory.NewService(db.Products(), stages(db.Products(), "product"), "test-1", "O"),
 		Coupons:    inventory.NewService(db.Coupons(), stages(db.Coupons(), "coupon"), "test-1", "C"),
 		AdminToken: adminToken,
-		Mode:       "db-atomic",
+		Stage:      "db-atomic",
 		Ready:      ready,
 	})
 	return &fixture{t: t, db: db, srv: srv}
@@ -126,14 +126,14 @@ func TestStatuses(t *testing.T) {
 		{"coupon audit", call{method: "GET", path: "/api/v1/coupons/1/audit"}, 200, ""},
 		{"reset", admin(call{method: "POST", path: "/api/v1/admin/products/2/reset", body: `{"stock":5}`}), 200, ""},
 		{"reset unknown", admin(call{method: "POST", path: "/api/v1/admin/products/999/reset", body: `{"stock":5}`}), 404, "not-found"},
-		{"set mode", admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"local-mutex"}`}), 200, ""},
-		{"set unknown mode", admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"optimistic"}`}), 400, "unknown-mode"},
-		{"set unavailable mode", admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"redlock"}`}), 400, "mode-unavailable"},
-		{"mode header with token", admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"dave"}`, header: map[string]string{"X-Seckill-Mode": "unlocked"}}), 201, ""},
-		{"mode header without token", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"erin"}`, header: map[string]string{"X-Seckill-Mode": "unlocked"}}, 401, "unauthorized"},
-		{"unknown mode header", admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"erin"}`, header: map[string]string{"X-Seckill-Mode": "nope"}}), 400, "unknown-mode"},
-		{"admin without token", call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`}, 401, "unauthorized"},
-		{"admin wrong token", call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`, header: map[string]string{"Authorization": "Bearer nope-nope-nope"}}, 403, "forbidden"},
+		{"set stage", admin(call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"local-mutex"}`}), 200, ""},
+		{"set unknown stage", admin(call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"optimistic"}`}), 400, "unknown-stage"},
+		{"set unavailable stage", admin(call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"redlock"}`}), 400, "stage-unavailable"},
+		{"stage header with token", admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"dave"}`, header: map[string]string{"X-Seckill-Stage": "unlocked"}}), 201, ""},
+		{"stage header without token", call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"erin"}`, header: map[string]string{"X-Seckill-Stage": "unlocked"}}, 401, "unauthorized"},
+		{"unknown stage header", admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"erin"}`, header: map[string]string{"X-Seckill-Stage": "nope"}}), 400, "unknown-stage"},
+		{"admin without token", call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"unlocked"}`}, 401, "unauthorized"},
+		{"admin wrong token", call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"unlocked"}`, header: map[string]string{"Authorization": "Bearer nope-nope-nope"}}, 403, "forbidden"},
 		{"method not allowed", call{method: "DELETE", path: "/api/v1/products/1"}, 405, "method-not-allowed"},
 		{"no route", call{method: "GET", path: "/api/v1/nothing"}, 404, "route-not-found"},
 		{"problem docs", call{method: "GET", path: "/problems/sold-out"}, 200, ""},
@@ -150,24 +150,115 @@ func TestStatuses(t *testing.T) {
 				t.Errorf("%s: problem %q, want %q", tc.name, got, tc.problem)
 			}
 		}
-		if strings.HasSuffix(tc.call.path, "/buy") && (rec.Header().Get("X-Seckill-Instance") != "test-1" || rec.Header().Get("X-Seckill-Mode") == "" && rec.Code < 400) {
-			t.Errorf("%s: buy responses carry X-Seckill-Mode and X-Seckill-Instance, got %v", tc.name, rec.Header())
+		if strings.HasSuffix(tc.call.path, "/buy") && (rec.Header().Get("X-Seckill-Instance") != "test-1" || rec.Header().Get("X-Seckill-Stage") == "" && rec.Code < 400) {
+			t.Errorf("%s: buy responses carry X-Seckill-Stage and X-Seckill-Instance, got %v", tc.name, rec.Header())
 		}
 	}
 }
 
-func TestModeSwitchChangesTheDefaultStage(t *testing.T) {
+func TestStageSwitchChangesTheDefaultStage(t *testing.T) {
 	f := newFixture(t, token, nil)
-	if rec := f.do(admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`})); rec.Code != 200 {
-		t.Fatalf("set mode: %d %s", rec.Code, rec.Body)
+	if rec := f.do(admin(call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"unlocked"}`})); rec.Code != 200 {
+		t.Fatalf("set stage: %d %s", rec.Code, rec.Body)
 	}
 	rec := f.do(buy("zoe", 1))
-	if rec.Code != 201 || rec.Header().Get("X-Seckill-Mode") != "unlocked" {
-		t.Fatalf("buy after switch: %d mode %q", rec.Code, rec.Header().Get("X-Seckill-Mode"))
+	if rec.Code != 201 || rec.Header().Get("X-Seckill-Stage") != "unlocked" {
+		t.Fatalf("buy after switch: %d stage %q", rec.Code, rec.Header().Get("X-Seckill-Stage"))
 	}
 	var order map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &order); err != nil || order["stage"] != "unlocked" || order["quantity"] != 1.0 {
 		t.Fatalf("order %v (%v)", order, err)
+	}
+}
+
+// TestFormerNamesAreAcceptedNeverWritten: the names CHANGELOG.md lists as
+// renamed (the X-Seckill-Mode header, PUT /api/v1/admin/mode and
+// /admin/fleet/mode's route, a "mode" field) are still read, answers name
+// only the new ones, and a request that gives a name and its former name
+// with different values is refused, whichever it puts first.
+func TestFormerNamesAreAcceptedNeverWritten(t *testing.T) {
+	f := newFixture(t, token, nil)
+	if rec := f.do(admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"unlocked"}`})); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"stage":"unlocked"`) || strings.Contains(rec.Body.String(), "mode") {
+		t.Fatalf("PUT /admin/mode {\"mode\":...}: %d %s; want 200 naming the stage as stage", rec.Code, rec.Body)
+	}
+	rec := f.do(buy("old-header", 1))
+	if rec.Code != 201 || rec.Header().Get(api.StageHeader) != "unlocked" {
+		t.Fatalf("the switch through the former route did not take: %d %v", rec.Code, rec.Header())
+	}
+	rec = f.do(admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"old-header-2"}`, header: map[string]string{api.StageHeaderAlias: "local-mutex"}}))
+	if rec.Code != 201 || rec.Header().Get(api.StageHeader) != "local-mutex" || rec.Header().Get(api.StageHeaderAlias) != "" {
+		t.Fatalf("buy with %s: %d %v; want 201 under local-mutex, named by %s only", api.StageHeaderAlias, rec.Code, rec.Header(), api.StageHeader)
+	}
+	var o api.Order
+	if err := json.Unmarshal(rec.Body.Bytes(), &o); err != nil || o.Stage != "local-mutex" {
+		t.Fatalf("order %s (%v)", rec.Body, err)
+	}
+	agree := admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"both-agree"}`, header: map[string]string{api.StageHeader: "unlocked", api.StageHeaderAlias: "unlocked"}})
+	if rec := f.do(agree); rec.Code != 201 || rec.Header().Get(api.StageHeader) != "unlocked" {
+		t.Fatalf("both headers agreeing: %d %s", rec.Code, rec.Body)
+	}
+	for _, c := range []call{
+		admin(call{method: "POST", path: "/api/v1/products/1/buy", body: `{"user_id":"both"}`, header: map[string]string{api.StageHeader: "unlocked", api.StageHeaderAlias: "local-mutex"}}),
+		admin(call{method: "PUT", path: "/api/v1/admin/stage", body: `{"stage":"unlocked","mode":"local-mutex"}`}),
+		admin(call{method: "PUT", path: "/api/v1/admin/mode", body: `{"mode":"local-mutex","stage":"unlocked"}`}),
+	} {
+		rec := f.do(c)
+		if rec.Code != 400 || problemType(t, rec) != "invalid-request" || !strings.Contains(rec.Body.String(), "disagree") {
+			t.Errorf("%s %s %v: %d %s; want 400 invalid-request saying the names disagree", c.method, c.path, c.header, rec.Code, rec.Body)
+		}
+	}
+	if rec := f.do(buy("after-refusals", 1)); rec.Header().Get(api.StageHeader) != "unlocked" {
+		t.Errorf("a refused switch changed the stage: %v", rec.Header())
+	}
+	for old, now := range httpapi.RouteAliases {
+		if !strings.Contains(old, "/mode") || !strings.Contains(now, "/stage") {
+			t.Errorf("alias %s -> %s: want a former /mode route answered by its /stage route", old, now)
+		}
+	}
+}
+
+// TestHeadIsAnsweredAsGet: HEAD on a GET route answers what the GET
+// would, without a body (it was a 405); a route without GET still answers
+// 405 to HEAD, as problem+json.
+func TestHeadIsAnsweredAsGet(t *testing.T) {
+	f := newFixture(t, token, nil)
+	for _, path := range []string{"/healthz", "/api/v1/products/1", "/api/v1/openapi.json", "/problems/sold-out"} {
+		get, head := f.do(call{method: "GET", path: path}), f.do(call{method: "HEAD", path: path})
+		if head.Code != get.Code || head.Code != 200 || head.Body.Len() != 0 || head.Header().Get("Content-Type") != get.Header().Get("Content-Type") {
+			t.Errorf("HEAD %s: %d %q %q; want GET's 200 and Content-Type %q without a body", path, head.Code, head.Header().Get("Content-Type"), head.Body, get.Header().Get("Content-Type"))
+		}
+	}
+	if rec := f.do(call{method: "HEAD", path: "/api/v1/products/999"}); rec.Code != 404 || rec.Body.Len() != 0 {
+		t.Errorf("HEAD of an unknown product: %d %q; want 404 without a body", rec.Code, rec.Body)
+	}
+	rec := f.do(call{method: "HEAD", path: "/api/v1/products/1/buy"})
+	if rec.Code != 405 || rec.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("HEAD of a POST route: %d %v; want 405 problem+json", rec.Code, rec.Header())
+	}
+}
+
+// TestPayKeyRefusalsNameTheInstance: a payment refused by the
+// Idempotency-Key check (missing under SECKILL_REQUIRE_IDEMPOTENCY_KEY, or
+// malformed) carries X-Seckill-Instance like every other order answer; the
+// check answers before the handler that used to set it.
+func TestPayKeyRefusalsNameTheInstance(t *testing.T) {
+	db := testenv.SQLite(t)
+	srv := httpapi.NewServer(httpapi.Deps{
+		Instance:              "pay-1",
+		Products:              inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": inventory.NewDBAtomic(db.Products())}, "pay-1", "O"),
+		Stage:                 "db-atomic",
+		RequireIdempotencyKey: true,
+	})
+	for _, tc := range []struct{ key, problem string }{{"", "idempotency-key-required"}, {"bad key\x01", "idempotency-key-invalid"}} {
+		req := httptest.NewRequest("POST", "/api/v1/orders/O-1/pay", nil)
+		if tc.key != "" {
+			req.Header.Set("Idempotency-Key", tc.key)
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code != 400 || problemType(t, rec) != tc.problem || rec.Header().Get(api.InstanceHeader) != "pay-1" {
+			t.Errorf("pay with key %q: %d %v %s; want 400 %s naming instance pay-1", tc.key, rec.Code, rec.Header(), rec.Body, tc.problem)
+		}
 	}
 }
 
@@ -281,7 +372,7 @@ func TestRequestDeadline(t *testing.T) {
 	srv := httpapi.NewServer(httpapi.Deps{
 		Instance:       "deadline-1",
 		Products:       inventory.NewService(db.Products(), stages, "deadline-1", "O"),
-		Mode:           "local-mutex",
+		Stage:          "local-mutex",
 		AdminToken:     token,
 		RequestTimeout: 100 * time.Millisecond,
 	})
@@ -321,7 +412,7 @@ func TestBackendCutShortByTheDeadlineIsNotAnInternalError(t *testing.T) {
 	srv := httpapi.NewServer(httpapi.Deps{
 		Instance:       "deadline-2",
 		Products:       inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": interruptedStage{}}, "deadline-2", "O"),
-		Mode:           "db-atomic",
+		Stage:          "db-atomic",
 		RequestTimeout: 50 * time.Millisecond,
 	})
 	f := &fixture{t: t, db: db, srv: srv}

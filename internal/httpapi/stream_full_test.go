@@ -25,7 +25,7 @@ func TestFullOrderQueueIsOverloaded(t *testing.T) {
 		WithLifecycle(inventory.Lifecycle{Copy: ra, Queue: rs})
 	coupons := inventory.NewService(db.Coupons(), map[string]inventory.Stage{inventory.StageDBAtomic: inventory.NewDBAtomic(db.Coupons())}, "test-1", "C")
 	f := &fixture{t: t, db: db, srv: httpapi.NewServer(httpapi.Deps{
-		Instance: "test-1", Products: products, Coupons: coupons, AdminToken: token, Mode: inventory.StageRedisStream,
+		Instance: "test-1", Products: products, Coupons: coupons, AdminToken: token, Stage: inventory.StageRedisStream,
 	})}
 	if rec := f.do(admin(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":5}`})); rec.Code != 200 {
 		t.Fatalf("reset: %d %s", rec.Code, rec.Body)

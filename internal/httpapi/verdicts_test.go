@@ -24,9 +24,9 @@ func (f *cannedFleet) Burst(_ context.Context, r api.BurstRequest) (api.BurstRes
 	res.Request = r
 	return res, nil
 }
-func (f *cannedFleet) SetMode(context.Context, string) ([]api.PeerMode, bool) { return nil, true }
-func (f *cannedFleet) Status(context.Context) []api.PeerStatus                { return nil }
-func (f *cannedFleet) Max() int                                               { return 2000 }
+func (f *cannedFleet) SetStage(context.Context, string) ([]api.PeerStage, bool) { return nil, true }
+func (f *cannedFleet) Status(context.Context) []api.PeerStatus                  { return nil }
+func (f *cannedFleet) Max() int                                                 { return 2000 }
 
 // failingVerdicts cannot record.
 type failingVerdicts struct{}
@@ -55,7 +55,7 @@ func TestBurstVerdictsAreRecordedAndAudited(t *testing.T) {
 		{Audit: audit(100, 0), Stages: map[string]int{"db-atomic": 150, "redis-lock": 150}},
 		{AuditError: "no instance answered", Stages: map[string]int{"db-atomic": 1}},
 	}}
-	h := httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Mode: "db-atomic", AdminToken: admin,
+	h := httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Stage: "db-atomic", AdminToken: admin,
 		Dashboard: httpapi.Dashboard{Fleet: fleet, Verdicts: db.Bursts()}})
 	burst := func(h http.Handler, body string) int {
 		w := httptest.NewRecorder()
@@ -66,7 +66,7 @@ func TestBurstVerdictsAreRecordedAndAudited(t *testing.T) {
 		return w.Code
 	}
 	for _, body := range []string{
-		`{"kind":"product","item_id":1,"n":300,"mode":"db-atomic"}`, // the request's stage wins over the answers'
+		`{"kind":"product","item_id":1,"n":300,"stage":"db-atomic"}`, // the request's stage wins over the answers'
 		`{"kind":"product","item_id":1,"n":300}`,
 		`{"kind":"product","item_id":1,"n":300}`,
 		`{"kind":"product","item_id":1,"n":1}`, // no audit: nothing to record
@@ -114,7 +114,7 @@ func TestBurstVerdictsAreRecordedAndAudited(t *testing.T) {
 
 	// A record that fails: the burst still answers, the audit too.
 	fleet.results = []api.BurstResult{{Audit: audit(100, 0), Stages: map[string]int{"db-atomic": 10}}}
-	h = httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Mode: "db-atomic", AdminToken: admin,
+	h = httpapi.NewServer(httpapi.Deps{Instance: "t", Products: svc, Stage: "db-atomic", AdminToken: admin,
 		Dashboard: httpapi.Dashboard{Fleet: fleet, Verdicts: failingVerdicts{}}})
 	if code := burst(h, `{"kind":"product","item_id":1,"n":10}`); code != http.StatusOK {
 		t.Errorf("a burst whose verdict cannot be recorded: %d, want 200", code)

@@ -190,7 +190,7 @@ func (c *client) chapter(ctx context.Context, i, n int, stage string) (Row, erro
 		}
 	}()
 	var res api.BurstResult
-	err := c.call(ctx, http.MethodPost, "/api/v1/admin/burst", api.BurstRequest{Kind: "product", ItemID: c.o.ProductID, N: c.o.Buyers, Mode: stage}, &res)
+	err := c.call(ctx, http.MethodPost, "/api/v1/admin/burst", api.BurstRequest{Kind: "product", ItemID: c.o.ProductID, N: c.o.Buyers, Stage: stage}, &res)
 	close(done)
 	if err != nil {
 		return Row{}, fmt.Errorf("burst: %w", err)

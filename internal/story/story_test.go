@@ -55,7 +55,7 @@ func (f *fakeFleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/api/v1/admin/burst":
 		var req api.BurstRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
-		f.stage = req.Mode
+		f.stage = req.Stage
 		a := audit()
 		_ = json.NewEncoder(w).Encode(api.BurstResult{Request: req, ElapsedMS: 500, Audit: &a, Counts: api.BurstCounts{Created: a.Sold}})
 	case "/api/v1/products/1/audit":

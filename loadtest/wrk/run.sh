@@ -14,7 +14,7 @@ DB=${DSN##*/}
 T="Authorization: Bearer wrk-admin-token"
 curl -sf -XPOST -H "$T" -H 'Content-Type: application/json' -d '{"stock":100}' http://127.0.0.1:18081/api/v1/admin/products/1/reset >/dev/null || echo "reset failed" >&2
 for i in 1 2 3; do
-  curl -sf -XPUT -H "$T" -H 'Content-Type: application/json' -d "{\"mode\":\"$STAGE\"}" http://127.0.0.1:1808$i/api/v1/admin/mode >/dev/null || echo "mode on instance $i failed" >&2
+  curl -sf -XPUT -H "$T" -H 'Content-Type: application/json' -d "{\"stage\":\"$STAGE\"}" http://127.0.0.1:1808$i/api/v1/admin/stage >/dev/null || echo "stage switch on instance $i failed" >&2
 done
 "$OUT/stockwatch" -dsn "$DSN" -for $((SECS + 1))s >"$OUT/sw.txt" &
 for i in 1 2 3; do

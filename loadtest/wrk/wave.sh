@@ -10,9 +10,9 @@ STAGE=$1; OUT=${WRK_OUT:-/tmp/seckill-wrk}
 T="Authorization: Bearer wrk-admin-token"
 curl -sf -XPOST -H "$T" -H 'Content-Type: application/json' -d '{"stock":100}' http://127.0.0.1:18081/api/v1/admin/products/1/reset >/dev/null || echo "reset failed" >&2
 for i in 1 2 3; do
-  curl -sf -XPUT -H "$T" -H 'Content-Type: application/json' -d "{\"mode\":\"$STAGE\"}" http://127.0.0.1:1808$i/api/v1/admin/mode >/dev/null || echo "mode on instance $i failed" >&2
+  curl -sf -XPUT -H "$T" -H 'Content-Type: application/json' -d "{\"stage\":\"$STAGE\"}" http://127.0.0.1:1808$i/api/v1/admin/stage >/dev/null || echo "stage switch on instance $i failed" >&2
 done
-sold=$(curl -s -XPOST -H "$T" -H 'Content-Type: application/json' -d "{\"kind\":\"product\",\"item_id\":1,\"n\":300,\"mode\":\"$STAGE\"}" http://127.0.0.1:18081/api/v1/admin/burst |
+sold=$(curl -s -XPOST -H "$T" -H 'Content-Type: application/json' -d "{\"kind\":\"product\",\"item_id\":1,\"n\":300,\"stage\":\"$STAGE\"}" http://127.0.0.1:18081/api/v1/admin/burst |
   python3 -c 'import json,sys; c=json.load(sys.stdin)["counts"]; print(c["created"]+c["accepted"])')
 for i in 1 2 3; do
   WRK_PREFIX=wave-$STAGE-$RANDOM-$i wrk -t2 -c150 -d4s -s buyer.lua http://127.0.0.1:1808$i/api/v1/products/1/buy >"$OUT/out$i.txt" 2>&1 &

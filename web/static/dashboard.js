@@ -25,7 +25,7 @@ const svgEl = (tag, attrs = {}) => {
   return e;
 };
 
-const state = { stages: [], mode: '', items: new Map(), user: 0, burstMax: 2000 };
+const state = { stages: [], stage: '', items: new Map(), user: 0, burstMax: 2000 };
 const session = Math.random().toString(36).slice(2, 8);
 
 document.title = T('seckill dashboard', 'seckill 秒杀仪表盘');
@@ -42,8 +42,8 @@ async function getJSON(url) {
 // problemZH names the API's problem types (internal/httpapi/errors.go) in
 // Chinese; a type missing here shows the server's English title.
 const problemZH = {
-  'invalid-request': '请求无效', 'malformed-json': 'JSON 格式错误', 'unknown-mode': '未知阶段',
-  'mode-unavailable': '此实例不支持该阶段', 'unauthorized': '需要管理员令牌', 'forbidden': '管理员令牌错误',
+  'invalid-request': '请求无效', 'malformed-json': 'JSON 格式错误', 'unknown-stage': '未知阶段',
+  'stage-unavailable': '此实例不支持该阶段', 'unauthorized': '需要管理员令牌', 'forbidden': '管理员令牌错误',
   'admin-disabled': '管理接口未开启', 'not-found': '不存在', 'sold-out': '已售罄',
   'already-purchased': '已经买过', 'idempotency-in-flight': '同一请求仍在处理中',
   'idempotency-mismatch': '幂等键被用于不同的请求', 'lock-timeout': '等锁超时', 'overloaded': '过载，请稍后重试',
@@ -114,7 +114,7 @@ async function loadFleet() {
     return f.peers;
   } catch {
     const i = await getJSON('/api/v1/info'); // dashboard routes off: this instance alone
-    return [{ url: location.origin, instance: i.instance, healthy: true, ready: true, mode: i.mode, stages: i.stages }];
+    return [{ url: location.origin, instance: i.instance, healthy: true, ready: true, stage: i.stage, stages: i.stages }];
   }
 }
 
@@ -159,13 +159,13 @@ function renderFleet(peers) {
     return el('tr', {},
       el('td', { class: 'nowrap', 'data-label': T('Instance', '实例') }, el('span', { text: p.instance || '?' })),
       el('td', { class: ok ? 'nowrap up' : 'nowrap down', 'data-label': T('Health', '状态'), title: p.error || '' }, el('span', { text: health })),
-      el('td', { class: 'nowrap', 'data-label': T('Stage', '阶段') }, el('code', { text: p.mode || '?' })),
+      el('td', { class: 'nowrap', 'data-label': T('Stage', '阶段') }, el('code', { text: p.stage || '?' })),
       el('td', { class: 'nowrap url', 'data-label': T('Address', '地址') }, el('a', { href: p.url + '/', text: shortURL(p.url) })));
   }));
-  const modes = [...new Set(peers.filter(p => p.mode).map(p => p.mode))];
-  state.mode = modes.length === 1 ? modes[0] : '';
-  $('#stage-now').textContent = modes.length === 1 ? modes[0] : T('mixed: ', '不一致：') + modes.join(', ');
-  document.body.dataset.stage = state.mode;
+  const running = [...new Set(peers.filter(p => p.stage).map(p => p.stage))];
+  state.stage = running.length === 1 ? running[0] : '';
+  $('#stage-now').textContent = running.length === 1 ? running[0] : T('mixed: ', '不一致：') + running.join(', ');
+  document.body.dataset.stage = state.stage;
   // The stages every instance offers, in the order the API lists them
   // (inventory.Stages: the teaching order).
   const first = peers.find(p => p.stages) || { stages: [] };
@@ -178,14 +178,14 @@ function renderFleet(peers) {
       return b;
     }));
   }
-  for (const b of $('#stage-buttons').children) b.setAttribute('aria-pressed', String(b.dataset.stage === state.mode));
+  for (const b of $('#stage-buttons').children) b.setAttribute('aria-pressed', String(b.dataset.stage === state.stage));
 }
 
-async function switchStage(mode) {
-  say(T(`Switching every instance to ${mode}…`, `正在把所有实例切换到 ${mode}…`));
-  const r = await admin('PUT', '/api/v1/admin/fleet/mode', { mode });
+async function switchStage(stage) {
+  say(T(`Switching every instance to ${stage}…`, `正在把所有实例切换到 ${stage}…`));
+  const r = await admin('PUT', '/api/v1/admin/fleet/stage', { stage });
   if (!r) { say(T('Stage not switched: no admin token.', '未切换阶段：没有管理员令牌。')); return; }
-  if (r.ok) { say(T(`Every instance now runs ${mode}.`, `所有实例现在运行 ${mode}。`)); refresh1(); return; }
+  if (r.ok) { say(T(`Every instance now runs ${stage}.`, `所有实例现在运行 ${stage}。`)); refresh1(); return; }
   if (r.status === 502) {
     const b = await r.json();
     say(T('Some instances refused: ', '部分实例拒绝了切换：') + b.peers.filter(p => p.error).map(p => `${p.url}: ${p.error}`).join('; '), true);
@@ -299,8 +299,8 @@ async function buyOne(kind, id, btn) {
       headers: { 'Content-Type': 'application/json', 'Idempotency-Key': user },
       body: JSON.stringify(kind === 'product' ? { user_id: user, quantity: 1 } : { user_id: user }),
     });
-    const inst = r.headers.get('X-Seckill-Instance') || '?', mode = r.headers.get('X-Seckill-Mode') || '?';
-    const where = T(`on ${inst} (stage ${mode})`, `（实例 ${inst}，阶段 ${mode}）`);
+    const inst = r.headers.get('X-Seckill-Instance') || '?', ranAs = r.headers.get('X-Seckill-Stage') || '?';
+    const where = T(`on ${inst} (stage ${ranAs})`, `（实例 ${inst}，阶段 ${ranAs}）`);
     if (r.ok) {
       say(kind === 'product' ? T(`${user} bought 1 ${where}.`, `${user} 买到 1 件${where}。`) : T(`${user} grabbed a coupon ${where}.`, `${user} 领到一张优惠券${where}。`));
       $('#status').dataset.outcome = 'created';
@@ -340,7 +340,7 @@ async function runBurst(ev) {
   btn.disabled = true;
   try {
     if ($('#burst-reset').checked && !await resetItem(kind, Number(id), true)) return;
-    const stage = state.mode || T('the current stage', '当前阶段');
+    const stage = state.stage || T('the current stage', '当前阶段');
     out.replaceChildren(el('p', { class: 'headline', text: T(`Firing ${n} buys at once under ${stage}…`, `正在以 ${stage} 同时发出 ${n} 个购买请求…`) }));
     const r = await admin('POST', '/api/v1/admin/burst', { kind, item_id: Number(id), n });
     if (!r) { out.replaceChildren(el('p', { text: T('No burst: no admin token.', '未发起：没有管理员令牌。') })); return; }
