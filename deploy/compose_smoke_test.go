@@ -134,6 +134,37 @@ func TestComposeSmoke(t *testing.T) {
 	if initial != smokeStock || stock != initial-len(rows) {
 		t.Errorf("MySQL products row: initial_stock %d, stock %d, with %d order rows: not conserved", initial, stock, len(rows))
 	}
+
+	// nginx's own answers are problem+json too: a body over its limit,
+	// and, once every replica is stopped, a bad gateway.
+	fl.wantProxyProblem(t, http.MethodPost, "/api/v1/products/1/buy", strings.Repeat("x", 2<<20), http.StatusRequestEntityTooLarge, "body-too-large")
+	if out, err := fl.compose(t.Context(), "stop", "--timeout", "5", "app-1", "app-2", "app-3"); err != nil {
+		t.Fatalf("docker compose stop app-1 app-2 app-3: %v\n%s", err, out)
+	}
+	fl.wantProxyProblem(t, http.MethodGet, "/api/v1/products/1", "", http.StatusBadGateway, "bad-gateway")
+}
+
+// wantProxyProblem sends one request through nginx and wants nginx's own
+// answer: status, as application/problem+json of type slug with that
+// status and Retry-After.
+func (fl *fleet) wantProxyProblem(t *testing.T, method, path, body string, status int, slug string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, fl.nginx+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := fl.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var p api.Problem
+	if resp.StatusCode != status || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Retry-After") == "" ||
+		json.Unmarshal(raw, &p) != nil || p.Type != api.ProblemTypePrefix+slug || p.Status != status {
+		t.Errorf("%s %s through nginx: %d %v %s; want %d application/problem+json of type %s with Retry-After", method, path, resp.StatusCode, resp.Header, raw, status, slug)
+	}
 }
 
 // fleet is a compose project started by upFleet.

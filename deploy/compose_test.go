@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -17,7 +19,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	mysqldriver "github.com/go-sql-driver/mysql"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -565,5 +569,61 @@ func TestComposeNginxConfig(t *testing.T) {
 	}
 	if !regexp.MustCompile(`proxy_next_upstream\s[^;]*http_50[234]`).MatchString(conf) {
 		t.Error("nginx: proxy_next_upstream should move idempotent requests on after a 502/503/504")
+	}
+}
+
+// TestComposeNginxAnswersProblems: the answers nginx gives itself (413,
+// 502, 503, 504) are problem+json, as every seckill answer is. Each has an
+// error_page to a file of deploy/problems/ that compose mounts where the
+// config looks for it, served as application/problem+json with
+// Retry-After; each file is a problem of its status whose type the
+// replicas document (GET /problems/{slug}) under the same title and
+// status.
+func TestComposeNginxAnswersProblems(t *testing.T) {
+	p := loadProject(t, nil)
+	nginx := service(t, p, "nginx")
+	v, ok := bindSource(t, nginx, "/etc/nginx/conf.d/default.conf")
+	if !ok {
+		t.Fatal("nginx: nothing mounted at /etc/nginx/conf.d/default.conf")
+	}
+	raw, err := os.ReadFile(v.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := comment.ReplaceAllString(string(raw), "")
+	loc := regexp.MustCompile(`(?s)location\s+\^~\s+/_problems/\s*\{\s*internal;\s*alias\s+([^;\s]+);(.*?)\n\s*\}\n`).FindStringSubmatch(conf)
+	if loc == nil {
+		t.Fatal("nginx: no internal location ^~ /_problems/ with an alias")
+	}
+	for _, want := range []string{`types\s*\{\s*\}`, `default_type\s+application/problem\+json;`, `add_header\s+Retry-After\s+"?\d+"?\s+always;`} {
+		if !regexp.MustCompile(want).MatchString(loc[2]) {
+			t.Errorf("nginx: the /_problems/ location lacks %s", want)
+		}
+	}
+	dir, ok := bindSource(t, nginx, strings.TrimSuffix(loc[1], "/"))
+	if !ok {
+		t.Fatalf("nginx: nothing mounted at %s, where the problems are served from", loc[1])
+	}
+	for _, status := range []int{413, 502, 503, 504} {
+		if !regexp.MustCompile(fmt.Sprintf(`error_page\s+%d\s+/_problems/%d\.json;`, status, status)).MatchString(conf) {
+			t.Errorf("nginx: no error_page %d /_problems/%d.json", status, status)
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir.Source, fmt.Sprintf("%d.json", status)))
+		if err != nil {
+			t.Errorf("nginx's %d: %v", status, err)
+			continue
+		}
+		var got api.Problem
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil || got.Status != status || got.Detail == "" {
+			t.Errorf("nginx's %d: %s is not a problem of status %d with a detail (%v)", status, b, status, err)
+			continue
+		}
+		doc, ok := httpapi.ProblemDoc(strings.TrimPrefix(got.Type, api.ProblemTypePrefix))
+		if !ok || doc.Status != status || doc.Title != got.Title {
+			t.Errorf("nginx's %d says type %q, title %q; the replicas document %+v (found: %v)", status, got.Type, got.Title, doc, ok)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +119,35 @@ func (p problemType) saysWhen() bool {
 
 var internalProblem = problemType{nil, 500, "internal", keyUnknown, "Internal error", "Something unexpected failed; see the server log."}
 
+// proxyProblems are answered by the proxy in front of the instances in
+// docker-compose.yml (deploy/nginx.conf serves them from deploy/problems/),
+// never by an instance; every instance documents them at /problems/{slug}
+// like its own, so a client that follows a proxy answer's type learns
+// what it means.
+var proxyProblems = []problemType{
+	{nil, 502, "bad-gateway", keyUnknown, "Bad gateway", "The proxy in front of the instances got no usable answer from any of them (none was up, or the one it asked broke the connection). A buy that reached an instance may have taken effect: retry with the same Idempotency-Key, which finds it first."},
+	{nil, 504, "gateway-timeout", keyUnknown, "Gateway timeout", "The proxy in front of the instances gave up waiting for an instance's answer. The buy may have taken effect: retry with the same Idempotency-Key, which finds it first."},
+}
+
+// documentedProblems are every problem type /problems/{slug} explains,
+// sorted by slug: the error table's, the internal error's and the proxy's.
+func documentedProblems() []problemType {
+	all := slices.Concat(problemTable, []problemType{internalProblem}, proxyProblems)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].slug < all[j].slug })
+	return all
+}
+
+// ProblemDoc returns what GET /problems/{slug} answers a JSON client, and
+// whether the type exists.
+func ProblemDoc(slug string) (api.Problem, bool) {
+	for _, p := range documentedProblems() {
+		if p.slug == slug {
+			return api.Problem{Type: api.ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: p.about}, true
+		}
+	}
+	return api.Problem{}, false
+}
+
 func lookupProblem(err error) problemType {
 	for _, p := range problemTable {
 		if errors.Is(err, p.err) {
@@ -201,9 +231,7 @@ func (s *server) retryAfter(err error, p problemType) int {
 // route-not-found problem.
 func (s *server) problemDocs(c *gin.Context) {
 	slug := c.Param("slug")
-	all := append(append([]problemType{}, problemTable...), internalProblem)
-	sort.Slice(all, func(i, j int) bool { return all[i].slug < all[j].slug })
-	for _, p := range all {
+	for _, p := range documentedProblems() {
 		if p.slug != slug {
 			continue
 		}

@@ -584,9 +584,7 @@ func (g *schemaGen) problemSchemas() (obj, error) {
 	seen := map[string]bool{}
 	var enum []any
 	var about []string
-	all := append(append([]problemType{}, problemTable...), internalProblem)
-	sort.Slice(all, func(i, j int) bool { return all[i].slug < all[j].slug })
-	for _, p := range all {
+	for _, p := range documentedProblems() {
 		if !seen[p.slug] {
 			seen[p.slug] = true
 			enum = append(enum, api.ProblemTypePrefix+p.slug)
