@@ -106,7 +106,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 	}
 	for _, b := range out {
 		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok), CPU %s µs per answer%s\n",
-			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerUS), noteSuffix(b.Note))
+			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerMS), noteSuffix(b.Note))
 	}
 	return out
 }
@@ -114,7 +114,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 // setCPU keeps a baseline's CPU and its CPU per OK answer.
 func (c *ceiling) setCPU(u *cpuUsage) {
 	c.CPU = u
-	c.CPUPerAnswerUS, c.ServersPerAnswerUS = perUnit(u.Seconds, c.OK), perUnit(u.servers(), c.OK)
+	c.CPUPerAnswerMS, c.ServersPerAnswerMS = perUnit(u.Seconds, c.OK), perUnit(u.servers(), c.OK)
 	if n := u.unavailable(); n != "" {
 		c.Note = joinNotes(c.Note, n)
 	}

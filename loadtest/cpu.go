@@ -132,13 +132,13 @@ func (m *cpuMeter) usage(before, after cpuReading) *cpuUsage {
 	return u
 }
 
-// perUnit is seconds spent per unit in microseconds; nil when the seconds
+// perUnit is seconds spent per unit in milliseconds; nil when the seconds
 // are unknown or there is nothing to divide by.
 func perUnit(seconds *float64, n int) *float64 {
 	if seconds == nil || n <= 0 {
 		return nil
 	}
-	v := *seconds * 1e6 / float64(n)
+	v := *seconds * 1e3 / float64(n)
 	return &v
 }
 
@@ -210,12 +210,12 @@ func (u *cpuUsage) servers() *float64 {
 // cpuFigures are the CPU figures of a row or a baseline.
 type cpuFigures struct {
 	CPU            *cpuUsage `json:"cpu,omitempty"`
-	CPUPerAnswerUS *float64  `json:"cpu_per_answer_us,omitempty"`
-	// ServersPerAnswerUS leaves the lab's own CPU out. The lab does more
+	CPUPerAnswerMS *float64  `json:"cpu_per_answer_ms,omitempty"`
+	// ServersPerAnswerMS leaves the lab's own CPU out. The lab does more
 	// per answer of an attack (it reads every body, plots and tallies
 	// it) than per answer of a baseline, so this is the fairer ratio of
 	// what the service spends; the targets are stated on the whole.
-	ServersPerAnswerUS *float64 `json:"servers_cpu_per_answer_us,omitempty"`
+	ServersPerAnswerMS *float64 `json:"servers_cpu_per_answer_ms,omitempty"`
 	// The CPU per answer over the http-ceiling's and the
 	// redis-round-trip's at the same buyers in flight, in the same round.
 	CPUxHTTP      cpuRatio `json:"cpu_x_http_ceiling"`

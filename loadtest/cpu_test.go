@@ -243,8 +243,8 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 	if u.Parts[3].Skipped != "not measured: not local" || u.unavailable() != "" {
 		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.unavailable())
 	}
-	if !near(perUnit(u.Seconds, 2000), 500) || perUnit(u.Seconds, 0) != nil || perUnit(nil, 10) != nil {
-		t.Errorf("per unit: 1 s over 2,000 answers is 500 µs; over none, or unknown, nothing")
+	if !near(perUnit(u.Seconds, 2000), 0.5) || perUnit(u.Seconds, 0) != nil || perUnit(nil, 10) != nil {
+		t.Errorf("per unit: 1 s over 2,000 answers is 0.5 ms; over none, or unknown, nothing")
 	}
 
 	for name, redis := range map[string]func(context.Context) (float64, error){
@@ -287,16 +287,16 @@ func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
 func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
 	base := func(http, redis float64) []ceiling {
 		return []ceiling{
-			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(http), ServersPerAnswerUS: f64(http / 2)}},
-			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis), ServersPerAnswerUS: f64(redis / 2)}},
-			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerUS: f64(redis * 1.1)}},
+			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
+			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
+			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(redis * 1.1)}},
 		}
 	}
 	ceilingRounds := [][]ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
 	burst := func(us *float64) row {
-		f := cpuFigures{CPUPerAnswerUS: us}
+		f := cpuFigures{CPUPerAnswerMS: us}
 		if us != nil {
-			f.ServersPerAnswerUS = f64(*us - 50) // the lab spent 50 µs per answer
+			f.ServersPerAnswerMS = f64(*us - 50) // the lab spent 50 per answer (the unit cancels in the ratios)
 		}
 		return row{Stage: "redis-atomic", Workers: 16, cpuFigures: f}
 	}
@@ -384,8 +384,8 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 	if !near(r.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || lab == nil || !near(r.CPU.Seconds, 200*fakeCPUPerBuy+*lab) {
 		t.Fatalf("CPU %+v: want the shop's 0.1 s and the lab's", r.CPU)
 	}
-	if !near(r.CPUPerAnswerUS, *r.CPU.Seconds*1e6/200) || !near(r.CPUPerSaleUS, *r.CPU.Seconds*1e6/40) {
-		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", usOrNA(r.CPUPerAnswerUS), usOrNA(r.CPUPerSaleUS))
+	if !near(r.CPUPerAnswerMS, *r.CPU.Seconds*1e3/200) || !near(r.CPUPerSaleMS, *r.CPU.Seconds*1e3/40) {
+		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", usOrNA(r.CPUPerAnswerMS), usOrNA(r.CPUPerSaleMS))
 	}
 	for _, p := range r.CPU.Parts {
 		if p.Kind == cpuRedis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpuMySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
@@ -399,8 +399,8 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 		t.Fatalf("shop without metrics: %v, %d rows", err, len(rep.Rows))
 	}
 	r = rep.Rows[0]
-	if r.Verdict != verdictPass || r.CPUPerAnswerUS != nil || r.CPUPerSaleUS != nil || r.CPU == nil || r.CPU.Seconds != nil {
-		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, usOrNA(r.CPUPerAnswerUS), r.CPU)
+	if r.Verdict != verdictPass || r.CPUPerAnswerMS != nil || r.CPUPerSaleMS != nil || r.CPU == nil || r.CPU.Seconds != nil {
+		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, usOrNA(r.CPUPerAnswerMS), r.CPU)
 	}
 	if !strings.Contains(r.Note, "instance fake-1 CPU: unavailable (") || !strings.Contains(r.Note, "404") {
 		t.Errorf("note %q does not say the instance's CPU is unavailable, and why", r.Note)
@@ -466,7 +466,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 	for _, name := range []string{baselineSoldOutKeyed, baselineSoldOutNoKey} {
 		c := got[name]
-		if c.OK != 200 || c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerUS, *c.CPU.Seconds*1e6/200) {
+		if c.OK != 200 || c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerMS, *c.CPU.Seconds*1e3/200) {
 			t.Errorf("%s: %+v, want 200 sold-out answers and their CPU", name, c)
 		}
 	}

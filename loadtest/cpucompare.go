@@ -39,8 +39,8 @@ func compareCPU(rows []row, rowRounds [][]row, ceils []ceiling, ceilingRounds []
 	}
 }
 
-func wholeCPU(c cpuFigures) *float64   { return c.CPUPerAnswerUS }
-func serversCPU(c cpuFigures) *float64 { return c.ServersPerAnswerUS }
+func wholeCPU(c cpuFigures) *float64   { return c.CPUPerAnswerMS }
+func serversCPU(c cpuFigures) *float64 { return c.ServersPerAnswerMS }
 
 // compare sets c's ratios from its figures in each round.
 func (c *cpuFigures) compare(perRound []cpuFigures, workers int, ceilingRounds [][]ceiling) {

@@ -6,13 +6,14 @@ import (
 	"strings"
 )
 
-// usOrNA formats microseconds, or "n/a" for a figure that could not be
-// measured: never 0.
+// usOrNA formats a figure in milliseconds as whole microseconds, the
+// tables' unit for CPU per answer, or "n/a" for a figure that could not
+// be measured: never 0.
 func usOrNA(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.0f", *v)
+	return fmt.Sprintf("%.0f", *v*1000)
 }
 
 // ratioOrNA formats a ratio, or "n/a".
@@ -76,11 +77,11 @@ func cpuTable(rep report) ([]string, [][]string) {
 		head = append(head, "µs "+k)
 	}
 	line := func(name string, workers int, perSecond float64, c cpuFigures, perSale string, answers int) []string {
-		l := []string{name, itoa(workers), fmt.Sprintf("%.0f", perSecond), usOrNA(c.CPUPerAnswerUS), perSale, ratioOrNA(c.CPUxHTTP.Median), ratioOrNA(c.CPUxRedis.Median)}
+		l := []string{name, itoa(workers), fmt.Sprintf("%.0f", perSecond), usOrNA(c.CPUPerAnswerMS), perSale, ratioOrNA(c.CPUxHTTP.Median), ratioOrNA(c.CPUxRedis.Median)}
 		if repeated {
 			l = append(l, orDash(ratiosText(c.CPUxHTTP.Runs)))
 		}
-		l = append(l, usOrNA(c.ServersPerAnswerUS), ratioOrNA(c.ServersxHTTP.Median), ratioOrNA(c.ServersxRedis.Median))
+		l = append(l, usOrNA(c.ServersPerAnswerMS), ratioOrNA(c.ServersxHTTP.Median), ratioOrNA(c.ServersxRedis.Median))
 		for _, k := range cpuKinds {
 			l = append(l, kindCell(c.CPU, k, answers))
 		}
@@ -94,7 +95,7 @@ func cpuTable(rep report) ([]string, [][]string) {
 	}
 	for _, r := range rep.Rows {
 		if r.CPU != nil && r.Verdict != verdictSkipped {
-			lines = append(lines, line(r.Scenario+" / "+r.Stage, r.Workers, r.Throughput, r.cpuFigures, usOrNA(r.CPUPerSaleUS), r.Created+r.SoldOut+r.Conflicts))
+			lines = append(lines, line(r.Scenario+" / "+r.Stage, r.Workers, r.Throughput, r.cpuFigures, usOrNA(r.CPUPerSaleMS), r.Created+r.SoldOut+r.Conflicts))
 		}
 	}
 	return head, lines

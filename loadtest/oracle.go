@@ -93,15 +93,15 @@ type row struct {
 	// The CPU the processes spent on the attack (cpu.go), per answer
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
 	cpuFigures
-	CPUPerSaleUS *float64 `json:"cpu_per_sale_us,omitempty"`
+	CPUPerSaleMS *float64 `json:"cpu_per_sale_ms,omitempty"`
 }
 
 // setCPU keeps the CPU an attack cost, and what it comes to per answer
 // and per unit sold.
 func (r *row) setCPU(u *cpuUsage, answers int) {
 	r.CPU = u
-	r.CPUPerAnswerUS, r.ServersPerAnswerUS = perUnit(u.Seconds, answers), perUnit(u.servers(), answers)
-	r.CPUPerSaleUS = perUnit(u.Seconds, r.Sold)
+	r.CPUPerAnswerMS, r.ServersPerAnswerMS = perUnit(u.Seconds, answers), perUnit(u.servers(), answers)
+	r.CPUPerSaleMS = perUnit(u.Seconds, r.Sold)
 }
 
 // fillConfirmation copies what became of a queued stage's accepted orders

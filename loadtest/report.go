@@ -45,12 +45,12 @@ type settings struct {
 	Shape      string  `json:"shape"`
 	Buyers     int     `json:"buyers,omitempty"`
 	Rate       int     `json:"rate,omitempty"`
-	DurationS  float64 `json:"duration_s,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
 	Stock      int     `json:"stock"`
 	Workers    int     `json:"workers"`
 	Sweep      []int   `json:"sweep,omitempty"` // buyers in flight of each round of a sweep
-	TimeoutS   float64 `json:"timeout_s"`
-	MaxS       float64 `json:"max_duration_s,omitempty"`
+	TimeoutMS  float64 `json:"timeout_ms"`
+	MaxMS      float64 `json:"max_duration_ms,omitempty"`
 	Product    int64   `json:"product"`
 	Coupon     int64   `json:"coupon"`
 	MySQLCheck bool    `json:"mysql_check"`
@@ -63,7 +63,7 @@ type settings struct {
 }
 
 func settingsOf(o options) settings {
-	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, Sweep: o.sweep, TimeoutS: o.timeout.Seconds(),
+	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, Sweep: o.sweep, TimeoutMS: ms(o.timeout),
 		Product: o.product, Coupon: o.coupon, MySQLCheck: o.mysqlDSN != ""}
 	if o.repeat > 1 {
 		s.Repeat = o.repeat
@@ -73,9 +73,9 @@ func settingsOf(o options) settings {
 	}
 	s.CPURedis = o.cpuRedis
 	if o.shape == "burst" {
-		s.Buyers, s.MaxS = o.buyers, o.maxDuration.Seconds()
+		s.Buyers, s.MaxMS = o.buyers, ms(o.maxDuration)
 	} else {
-		s.Rate, s.DurationS = o.rate, o.duration.Seconds()
+		s.Rate, s.DurationMS = o.rate, ms(o.duration)
 	}
 	return s
 }
@@ -253,7 +253,7 @@ func cells(r row, base float64) []string {
 	}
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
 		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
-		fmt.Sprintf("%.0f", r.Throughput), ratio, cpuCell(r.cpuFigures, r.CPUPerAnswerUS), cpuCell(r.cpuFigures, r.CPUPerSaleUS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
+		fmt.Sprintf("%.0f", r.Throughput), ratio, cpuCell(r.cpuFigures, r.CPUPerAnswerMS), cpuCell(r.cpuFigures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
 }
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }
@@ -265,7 +265,7 @@ func (r row) capped() bool { return r.Planned > r.Requests }
 func capNote(rows []row, s settings) string {
 	for _, r := range rows {
 		if r.capped() {
-			return fmt.Sprintf("* stopped at the %gs --max-duration cap before the whole crowd was sent", s.MaxS)
+			return fmt.Sprintf("* stopped at the %gs --max-duration cap before the whole crowd was sent", s.MaxMS/1000)
 		}
 	}
 	return ""
@@ -285,7 +285,7 @@ func heading(r row, s settings) string {
 	sc, _ := lookupScenario(r.Scenario)
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
-		load = fmt.Sprintf("%d req/s for %gs", s.Rate, s.DurationS)
+		load = fmt.Sprintf("%d req/s for %gs", s.Rate, s.DurationMS/1000)
 	}
 	return fmt.Sprintf("%s · %s · %s · stock %d — %s", r.Scenario, s.Shape, load, s.Stock, sc.about)
 }
@@ -433,11 +433,11 @@ func writeMarkdown(w io.Writer, rep report) {
 	switch {
 	case s.Shape == "burst" && len(s.Sweep) > 0:
 		fmt.Fprintf(w, "- load: bursts of %d buyers at each of %s buyers in flight, per-request timeout %gs, each burst capped at %gs\n",
-			s.Buyers, joinInts(s.Sweep), s.TimeoutS, s.MaxS)
+			s.Buyers, joinInts(s.Sweep), s.TimeoutMS/1000, s.MaxMS/1000)
 	case s.Shape == "burst":
-		fmt.Fprintf(w, "- load: burst of %d buyers, %d in flight, per-request timeout %gs, each burst capped at %gs\n", s.Buyers, s.Workers, s.TimeoutS, s.MaxS)
+		fmt.Fprintf(w, "- load: burst of %d buyers, %d in flight, per-request timeout %gs, each burst capped at %gs\n", s.Buyers, s.Workers, s.TimeoutMS/1000, s.MaxMS/1000)
 	default:
-		fmt.Fprintf(w, "- load: constant %d req/s for %gs (at most %d workers), per-request timeout %gs\n", s.Rate, s.DurationS, s.Workers, s.TimeoutS)
+		fmt.Fprintf(w, "- load: constant %d req/s for %gs (at most %d workers), per-request timeout %gs\n", s.Rate, s.DurationMS/1000, s.Workers, s.TimeoutMS/1000)
 	}
 	fmt.Fprintf(w, "- stock reset to %d before each stage (product %d, coupon batch %d)\n", s.Stock, s.Product, s.Coupon)
 	if s.MySQLCheck {
