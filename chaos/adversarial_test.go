@@ -20,7 +20,7 @@ type probe struct {
 	header map[string]string
 	body   string
 	status int
-	slug   string // problem type; "" when the answer is not ours (Go's own 431)
+	slug   string // problem type
 }
 
 // TestAdversarialHTTP sends a live instance what a hostile or broken client
@@ -40,8 +40,8 @@ func TestAdversarialHTTP(t *testing.T) {
 	big := `{"user_id":"adv-big","quantity":1,"pad":"` + strings.Repeat("x", 70<<10) + `"}`
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": tok} }
 	probes := []probe{
-		{"header 40 KiB", "POST", "/api/v1/products/1/buy", map[string]string{"X-Big": strings.Repeat("h", 40<<10)}, `{"user_id":"adv-h"}`, 431, ""},
-		{"many headers", "POST", "/api/v1/products/1/buy", manyHeaders(2000), `{"user_id":"adv-mh"}`, 431, ""},
+		{"header 40 KiB", "POST", "/api/v1/products/1/buy", map[string]string{"X-Big": strings.Repeat("h", 40<<10)}, `{"user_id":"adv-h"}`, 431, "headers-too-large"},
+		{"many headers", "POST", "/api/v1/products/1/buy", manyHeaders(2000), `{"user_id":"adv-mh"}`, 431, "headers-too-large"},
 		{"body 70 KiB", "POST", "/api/v1/products/1/buy", nil, big, 413, "body-too-large"},
 		{"body 70 KiB with key", "POST", "/api/v1/products/1/buy", map[string]string{"Idempotency-Key": "adv-k1"}, big, 413, "body-too-large"},
 		{"grab body 70 KiB", "POST", "/api/v1/coupons/1/grab", nil, big, 413, "body-too-large"},

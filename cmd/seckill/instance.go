@@ -359,6 +359,6 @@ func newHTTPServer(addr string, h http.Handler, requestTimeout time.Duration) *h
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      max(30*time.Second, requestTimeout+10*time.Second),
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    32 << 10,
+		MaxHeaderBytes:    httpapi.MaxHeaderReadBytes, // over httpapi.MaxHeaderBytes is refused as problem+json
 	}
 }

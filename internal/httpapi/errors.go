@@ -21,19 +21,20 @@ import (
 
 // Errors the HTTP layer itself detects.
 var (
-	errMalformed     = errors.New("malformed JSON body")
-	errTooLarge      = errors.New("request body too large")
-	errMediaType     = errors.New("unsupported content type")
-	errUnauthorized  = errors.New("missing admin token")
-	errForbidden     = errors.New("wrong admin token")
-	errAdminDisabled = errors.New("admin routes are disabled")
-	errRouteNotFound = errors.New("no such route")
-	errMethod        = errors.New("method not allowed")
-	errStageDisabled = errors.New("stage not available on this instance")
-	errNotReady      = errors.New("not ready")
-	errNoRedis       = errors.New("no Redis keeps this instance's Idempotency-Key records")
-	errIdemMissing   = errors.New("Idempotency-Key header required")
-	errOrderNo       = errors.New("invalid order number")
+	errMalformed       = errors.New("malformed JSON body")
+	errTooLarge        = errors.New("request body too large")
+	errHeadersTooLarge = errors.New("request headers too large")
+	errMediaType       = errors.New("unsupported content type")
+	errUnauthorized    = errors.New("missing admin token")
+	errForbidden       = errors.New("wrong admin token")
+	errAdminDisabled   = errors.New("admin routes are disabled")
+	errRouteNotFound   = errors.New("no such route")
+	errMethod          = errors.New("method not allowed")
+	errStageDisabled   = errors.New("stage not available on this instance")
+	errNotReady        = errors.New("not ready")
+	errNoRedis         = errors.New("no Redis keeps this instance's Idempotency-Key records")
+	errIdemMissing     = errors.New("Idempotency-Key header required")
+	errOrderNo         = errors.New("invalid order number")
 )
 
 // problemType is one row of the error table: which error, which status,
@@ -95,6 +96,7 @@ var problemTable = []problemType{
 	{inventory.ErrOrderPending, 409, "order-pending", keyRetry, "Order not written yet", "The order was accepted and is waiting in the queue to be written; retry after the Retry-After delay."},
 	{idempotency.ErrInFlight, 409, "idempotency-in-flight", keyRetry, "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
 	{errTooLarge, 413, "body-too-large", keyStore, "Body too large", "Request bodies are capped at 64 KiB."},
+	{errHeadersTooLarge, 431, "headers-too-large", keyStore, "Headers too large", "The request line and headers are capped at 32 KiB."},
 	{errMediaType, 415, "unsupported-media-type", keyStore, "Unsupported media type", "Send Content-Type: application/json."},
 	{idempotency.ErrMismatch, 422, "idempotency-mismatch", keyStore, "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", keyRetry, "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},

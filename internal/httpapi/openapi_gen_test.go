@@ -65,7 +65,7 @@ func TestOpenAPIFileIsGenerated(t *testing.T) {
 // answered by no operation of the document, so a new problem type cannot
 // stay out of the contract.
 func TestOpenAPIListsEveryProblemType(t *testing.T) {
-	used := map[string]bool{"internal": true, "route-not-found": true, "method-not-allowed": true}
+	used := map[string]bool{"internal": true, "route-not-found": true, "method-not-allowed": true, "headers-too-large": true}
 	for _, op := range openAPIOps() {
 		for _, slug := range op.problems {
 			used[slug] = true
@@ -288,7 +288,9 @@ func openAPIDocument() ([]byte, error) {
 	methodNotAllowed, _ := g.problemResponse([]string{"method-not-allowed"})
 	g.responses["RouteNotFound"] = withDescription(routeNotFound, "No route has this path (any method).")
 	methodNotAllowed["headers"] = obj{"Allow": answerHeader("Allow", true)}
-	g.responses["MethodNotAllowed"] = withDescription(methodNotAllowed, "A route has this path, but not with this method (HEAD and OPTIONS included); Allow lists its methods.")
+	g.responses["MethodNotAllowed"] = withDescription(methodNotAllowed, "A route has this path, but not with this method (OPTIONS included; HEAD is answered on every GET route); Allow lists its methods.")
+	headersTooLarge, _ := g.problemResponse([]string{"headers-too-large"})
+	g.responses["HeadersTooLarge"] = withDescription(headersTooLarge, "Any path: the request line and headers exceed 32 KiB.")
 	doc := obj{
 		"openapi": "3.0.3",
 		"info": obj{

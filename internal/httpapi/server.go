@@ -94,7 +94,7 @@ func NewServer(d Deps) http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(s.recoverer(), s.requestLog())
+	r.Use(s.recoverer(), s.requestLog(), s.limitHeaders)
 	if d.Metrics != nil {
 		r.Use(observe(d.Metrics))
 	}
@@ -103,6 +103,32 @@ func NewServer(d Deps) http.Handler {
 	}
 	addRoutes(r, s, d)
 	return headAsGet(unalias(r))
+}
+
+// MaxHeaderBytes bounds a request's line and headers. The instance answers
+// a request over it 431 headers-too-large, as problem+json; its
+// http.Server reads up to MaxHeaderReadBytes, past which Go's own plain
+// 431 answers.
+const (
+	MaxHeaderBytes     = 32 << 10
+	MaxHeaderReadBytes = 256 << 10
+)
+
+// limitHeaders refuses a request whose line and headers, counted as they
+// came on the wire, exceed MaxHeaderBytes.
+func (s *server) limitHeaders(c *gin.Context) {
+	r := c.Request
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len(r.Host) + len("Host: \r\n")
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if n > MaxHeaderBytes {
+		c.Header("Connection", "close")
+		s.writeError(c, fmt.Errorf("%w: %d bytes, over %d", errHeadersTooLarge, n, MaxHeaderBytes))
+		c.Abort()
+	}
 }
 
 // longRunning are the routes that carry bounds of their own and outlast a

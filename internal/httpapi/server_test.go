@@ -262,6 +262,34 @@ func TestPayKeyRefusalsNameTheInstance(t *testing.T) {
 	}
 }
 
+// TestOversizedHeadersAreAProblem: a request whose line and headers pass
+// httpapi.MaxHeaderBytes, in one header or in many, is answered 431
+// headers-too-large as problem+json (Go's own 431 was plain text) and
+// buys nothing; one just under it is served.
+func TestOversizedHeadersAreAProblem(t *testing.T) {
+	f := newFixture(t, token, nil)
+	many := map[string]string{}
+	for i := range 2000 {
+		many[fmt.Sprintf("X-H%d", i)] = strings.Repeat("v", 16)
+	}
+	for name, header := range map[string]map[string]string{
+		"one header":   {"X-Big": strings.Repeat("h", httpapi.MaxHeaderBytes)},
+		"many headers": many,
+	} {
+		rec := f.do(call{method: "POST", path: "/api/v1/products/2/buy", body: `{"user_id":"big-headers"}`, header: header})
+		if rec.Code != 431 || problemType(t, rec) != "headers-too-large" {
+			t.Errorf("%s: %d %s; want 431 headers-too-large", name, rec.Code, rec.Body)
+		}
+	}
+	if rec := f.do(call{method: "GET", path: "/api/v1/products/2/audit"}); !strings.Contains(rec.Body.String(), `"orders":0`) {
+		t.Errorf("a refused request bought: %s", rec.Body)
+	}
+	rec := f.do(call{method: "POST", path: "/api/v1/products/2/buy", body: `{"user_id":"just-under"}`, header: map[string]string{"X-Big": strings.Repeat("h", httpapi.MaxHeaderBytes-1024)}})
+	if rec.Code != 201 {
+		t.Errorf("headers just under the bound: %d %s; want 201", rec.Code, rec.Body)
+	}
+}
+
 func TestAdminDisabledWithoutToken(t *testing.T) {
 	f := newFixture(t, "", nil)
 	rec := f.do(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":1}`, header: map[string]string{"Authorization": "Bearer anything-at-all"}})
