@@ -203,11 +203,14 @@ type grabBody struct {
 // after it: the Idempotency-Key claim, its refusal check and handleBuy.
 type buyInput struct {
 	stage    string
-	stageErr error  // no stage: an unknown X-Seckill-Stage, or no admin token with it
-	body     []byte // the raw body, for the key's fingerprint
-	bodyErr  error  // the body could not be read (too large, cut off)
-	req      inventory.Request
-	reqErr   error // not a valid buy: the path, the body or a field (bodyErr included)
+	stageErr error // no stage: an unknown X-Seckill-Stage, or no admin token with it
+	// soldOut is the answer from this instance's memory to a keyless buy
+	// of an item it knows is sold out: the request was not read further.
+	soldOut error
+	body    []byte // the raw body, for the key's fingerprint
+	bodyErr error  // the body could not be read (too large, cut off)
+	req     inventory.Request
+	reqErr  error // not a valid buy: the path, the body or a field (bodyErr included)
 }
 
 // buyInputKey is where readBuy leaves the buyInput.
@@ -224,6 +227,14 @@ func (s *server) readBuy(k itemKind) gin.HandlerFunc {
 		in := &buyInput{}
 		if in.stage, in.stageErr = s.stageFor(c, k.svc); in.stageErr == nil {
 			c.Header(api.StageHeader, in.stage)
+			// Most of a flash crowd comes after the sell-out: without a key
+			// to honour, its answer needs neither the body nor a round trip.
+			if id, err := pathID(c); err == nil && c.GetHeader("Idempotency-Key") == "" {
+				if in.soldOut = k.svc.SoldOutFromMemory(c.Request.Context(), in.stage, id); in.soldOut != nil {
+					c.Set(buyInputKey, in)
+					return
+				}
+			}
 		}
 		in.body, in.bodyErr = readBody(c)
 		in.req, in.reqErr = parseBuy(c, k.coupon, in.body, in.bodyErr)
@@ -243,6 +254,10 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 		in := buyOf(c)
 		if in.stageErr != nil {
 			s.writeError(c, in.stageErr)
+			return
+		}
+		if in.soldOut != nil {
+			s.writeError(c, in.soldOut)
 			return
 		}
 		if in.reqErr != nil {

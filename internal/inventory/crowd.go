@@ -194,6 +194,22 @@ type crowded struct {
 	next Stage
 }
 
+// soldOutFromMemory answers errRememberedSoldOut when this instance
+// remembers item id as sold out for every quantity, under the fleet's
+// current epoch; nil otherwise (not remembered, or not this stage's
+// memory).
+func (w crowded) soldOutFromMemory(ctx context.Context, id int64) error {
+	if w.m == nil {
+		return nil
+	}
+	epoch, ok := w.c.epoch(ctx, id)
+	if !ok || !w.m.isSoldOut(id, epoch, 1) {
+		return nil
+	}
+	w.c.refused(RefusedRemembered)
+	return errRememberedSoldOut
+}
+
 func (w crowded) Buy(ctx context.Context, o Order) error {
 	c := w.c
 	epoch, remembered := "", false

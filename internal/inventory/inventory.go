@@ -242,6 +242,21 @@ func (s *Service) Stages() []string {
 	return names
 }
 
+// SoldOutFromMemory answers a buy of item id under the named stage from
+// this instance's memory alone, before its request is even read: an
+// error matching ErrSoldOut when the stage remembers the item sold out for
+// any quantity under the fleet's current epoch (no round trip), nil when
+// the buy must run. The post-sale crowd is answered here.
+func (s *Service) SoldOutFromMemory(ctx context.Context, stage string, id int64) error {
+	m, ok := s.stages[stage].(interface {
+		soldOutFromMemory(context.Context, int64) error
+	})
+	if !ok {
+		return nil
+	}
+	return m.soldOutFromMemory(ctx, id)
+}
+
 // HasStage reports whether the service can run the named stage.
 func (s *Service) HasStage(name string) bool { _, ok := s.stages[name]; return ok }
 

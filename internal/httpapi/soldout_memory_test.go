@@ -1,0 +1,67 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// soldOutStage says every item is sold out, and counts the buys it ran.
+type soldOutStage struct{ runs *atomic.Int32 }
+
+func (s soldOutStage) Buy(context.Context, inventory.Order) error {
+	s.runs.Add(1)
+	return inventory.ErrSoldOut
+}
+
+// TestRememberedSoldOutIsAnsweredBeforeTheBodyIsRead: once an instance
+// remembers an item sold out, a keyless buy of it is answered 409 sold-out
+// from memory before its body is read: even a body that is not JSON, sent
+// as text/plain, gets "sold out", and the stage does not run. A keyed buy
+// still goes through its Idempotency-Key check (a replay of an earlier
+// answer must stay possible): its bad body is answered as such.
+func TestRememberedSoldOutIsAnsweredBeforeTheBodyIsRead(t *testing.T) {
+	db := testenv.SQLite(t)
+	var runs atomic.Int32
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance: "memo-1",
+		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(soldOutStage{&runs})}, "memo-1", "O"),
+		Stage:    "db-atomic",
+	})
+	send := func(body, contentType, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := send(`{"user_id":"first"}`, "application/json", ""); rec.Code != 409 || problemType(t, rec) != "sold-out" || runs.Load() != 1 {
+		t.Fatalf("first buy: %d %s after %d runs; want the stage's 409 sold-out", rec.Code, rec.Body, runs.Load())
+	}
+	for _, tc := range []struct{ body, contentType string }{
+		{`{"user_id":"late"}`, "application/json"},
+		{`not json at all`, "text/plain"},
+		{strings.Repeat("x", 70<<10), "application/json"},
+	} {
+		rec := send(tc.body, tc.contentType, "")
+		if rec.Code != 409 || problemType(t, rec) != "sold-out" || rec.Header().Get("X-Seckill-Stage") != "db-atomic" {
+			t.Errorf("keyless buy with body %.20q (%s): %d %v %s; want 409 sold-out from memory", tc.body, tc.contentType, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the stage ran %d times; want once, every later buy answered from memory", n)
+	}
+	if rec := send(`not json at all`, "text/plain", "key-1"); rec.Code != 415 {
+		t.Errorf("keyed buy with a text/plain body: %d %s; want 415: a keyed buy is read as usual", rec.Code, rec.Body)
+	}
+}
