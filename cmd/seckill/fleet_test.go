@@ -150,6 +150,13 @@ func (f *fleet) audit(kind string, id int) api.Audit {
 // and counts the answers by status.
 func (f *fleet) burst(stage, path string, n int, body func(i int) string) map[int]int {
 	f.t.Helper()
+	return f.burstFrom(stage, path, n, func(i int) (string, string) { return body(i), "" })
+}
+
+// burstFrom is burst with each buyer's client address, sent as a proxy
+// would in X-Forwarded-For ("": none).
+func (f *fleet) burstFrom(stage, path string, n int, buyer func(i int) (body, addr string)) map[int]int {
+	f.t.Helper()
 	start := make(chan struct{})
 	var mu sync.Mutex
 	codes := map[int]int{}
@@ -159,9 +166,12 @@ func (f *fleet) burst(stage, path string, n int, body func(i int) string) map[in
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			code, _ := f.call("POST", f.urls[i%len(f.urls)]+path, body(i), map[string]string{
-				"X-Seckill-Stage": stage, "Authorization": "Bearer " + fleetToken,
-			})
+			body, addr := buyer(i)
+			hdr := map[string]string{"X-Seckill-Stage": stage, "Authorization": "Bearer " + fleetToken}
+			if addr != "" {
+				hdr["X-Forwarded-For"] = addr
+			}
+			code, _ := f.call("POST", f.urls[i%len(f.urls)]+path, body, hdr)
 			mu.Lock()
 			codes[code]++
 			mu.Unlock()

@@ -83,6 +83,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		LastReconcile:         r.lastReconcile(),
 		Metrics:               m,
 		RequestTimeout:        cfg.RequestTimeout,
+		TrustedProxies:        cfg.TrustedProxies,
 	})
 	r.startReconcile([]reconcile.Target{
 		{Kind: "product", Items: products, Repairer: repairer(product.copy), OrderExists: b.db.Products().OrderExists},
@@ -104,6 +105,9 @@ type rig struct {
 	quorum  *lock.RedLock
 	epochs  *redisEpochs // the fleet's restock epochs; nil without Redis
 	metrics *metrics.Metrics
+	// admit is the safe stages' rate limit (CrowdOptions.Admit); nil when
+	// off.
+	admit func(context.Context, inventory.Order) error
 
 	// stops cancel the background work (the reconcile and payment-timeout
 	// jobs, the order writers) and wait for it, in reverse order of start.
@@ -144,6 +148,9 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 		lockOpt: inventory.LockOptions{TTL: cfg.LockTTL, Wait: cfg.LockWait},
 	}
 	var err error
+	if r.admit, err = admission(cfg, b.redis, log); err != nil {
+		return nil, err
+	}
 	if len(b.redlock) > 0 {
 		// The per-instance timeout must stay far below the TTL (the time
 		// spent asking is subtracted from the validity), yet above the
@@ -180,7 +187,7 @@ type kindStages struct {
 // queue); the teaching stages do not, since their race is the lesson.
 // With Redis, it also starts redis-stream's order writer.
 func (r *rig) stages(st *store.Ledger, kind string) kindStages {
-	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, QueueMax: r.cfg.ItemQueueMax, Within: r.cfg.LockWait, Kind: kind, Refused: r.metrics.Refused(kind)}
+	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, QueueMax: r.cfg.ItemQueueMax, Within: r.cfg.LockWait, Kind: kind, Refused: r.metrics.Refused(kind), Admit: r.admit}
 	if r.b.redis != nil {
 		co.Epochs = r.epochs
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -26,38 +27,42 @@ const DefaultDemoDB = ".demo/seckill.db"
 // Config is the effective configuration of one process. Each field is read
 // from the variable that settings() binds to it.
 type Config struct {
-	Addr                  string        // SECKILL_ADDR: listen address of `serve`
-	Instance              string        // SECKILL_INSTANCE: name in X-Seckill-Instance
-	Stage                 string        // SECKILL_STAGE (formerly SECKILL_MODE): default stage of buys and grabs
-	MySQLDSN              string        // SECKILL_MYSQL_DSN: source of truth for `serve`
-	MySQLMaxConns         int           // SECKILL_MYSQL_MAX_CONNS: bound on this process's MySQL connections
-	MySQLConnLifetime     time.Duration // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
-	RedisAddrs            []string      // SECKILL_REDIS_ADDR: one address, or several cluster nodes
-	RedisPassword         string        // SECKILL_REDIS_PASSWORD
-	RedisPool             int           // SECKILL_REDIS_POOL: connections per Redis server (0: go-redis's 10 per CPU)
-	RedlockAddrs          []string      // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
-	AdminToken            string        // SECKILL_ADMIN_TOKEN: admin routes are off when empty
-	AdminTokenFile        string        // SECKILL_ADMIN_TOKEN_FILE: where AdminToken is read from when it is empty
-	CriticalSectionDelay  time.Duration // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
-	LockTTL               time.Duration // SECKILL_LOCK_TTL
-	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
-	ItemQueue             int           // SECKILL_ITEM_QUEUE: buyers of one item always let in line per instance (0: no cap)
-	ItemQueueMax          int           // SECKILL_ITEM_QUEUE_MAX: longest that line grows while it is served within SECKILL_LOCK_WAIT
-	SoldOutLease          time.Duration // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
-	RequestTimeout        time.Duration // SECKILL_REQUEST_TIMEOUT: bound on one request's work
-	Fencing               bool          // SECKILL_FENCING: fencing token checked at the stock write
-	RequireIdempotencyKey bool          // SECKILL_REQUIRE_IDEMPOTENCY_KEY
-	IdempotencyTTL        time.Duration // SECKILL_IDEMPOTENCY_TTL
-	ReconcileInterval     time.Duration // SECKILL_RECONCILE_INTERVAL: 0 turns the job off
-	PaymentTimeout        time.Duration // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
-	StreamMaxLen          int           // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
-	StreamClaimIdle       time.Duration // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
-	ShutdownTimeout       time.Duration // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
-	LogLevel              slog.Level    // SECKILL_LOG_LEVEL: debug, info, warn, error
-	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo (DefaultDemoDB)
-	BurstMax              int           // SECKILL_BURST_MAX: cap on the dashboard's server-side burst
-	Peers                 []string      // SECKILL_PEERS: base URLs of the fleet, for the dashboard's burst
-	LabReports            string        // SECKILL_LAB_REPORTS: folder of the lab's reports, shown by the dashboard
+	Addr                  string         // SECKILL_ADDR: listen address of `serve`
+	Instance              string         // SECKILL_INSTANCE: name in X-Seckill-Instance
+	Stage                 string         // SECKILL_STAGE (formerly SECKILL_MODE): default stage of buys and grabs
+	MySQLDSN              string         // SECKILL_MYSQL_DSN: source of truth for `serve`
+	MySQLMaxConns         int            // SECKILL_MYSQL_MAX_CONNS: bound on this process's MySQL connections
+	MySQLConnLifetime     time.Duration  // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
+	RedisAddrs            []string       // SECKILL_REDIS_ADDR: one address, or several cluster nodes
+	RedisPassword         string         // SECKILL_REDIS_PASSWORD
+	RedisPool             int            // SECKILL_REDIS_POOL: connections per Redis server (0: go-redis's 10 per CPU)
+	RedlockAddrs          []string       // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
+	AdminToken            string         // SECKILL_ADMIN_TOKEN: admin routes are off when empty
+	AdminTokenFile        string         // SECKILL_ADMIN_TOKEN_FILE: where AdminToken is read from when it is empty
+	CriticalSectionDelay  time.Duration  // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
+	LockTTL               time.Duration  // SECKILL_LOCK_TTL
+	LockWait              time.Duration  // SECKILL_LOCK_WAIT: bound on waiting for a lock
+	ItemQueue             int            // SECKILL_ITEM_QUEUE: buyers of one item always let in line per instance (0: no cap)
+	ItemQueueMax          int            // SECKILL_ITEM_QUEUE_MAX: longest that line grows while it is served within SECKILL_LOCK_WAIT
+	SoldOutLease          time.Duration  // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
+	RequestTimeout        time.Duration  // SECKILL_REQUEST_TIMEOUT: bound on one request's work
+	Fencing               bool           // SECKILL_FENCING: fencing token checked at the stock write
+	RequireIdempotencyKey bool           // SECKILL_REQUIRE_IDEMPOTENCY_KEY
+	IdempotencyTTL        time.Duration  // SECKILL_IDEMPOTENCY_TTL
+	ReconcileInterval     time.Duration  // SECKILL_RECONCILE_INTERVAL: 0 turns the job off
+	PaymentTimeout        time.Duration  // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
+	StreamMaxLen          int            // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
+	StreamClaimIdle       time.Duration  // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
+	ShutdownTimeout       time.Duration  // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
+	LogLevel              slog.Level     // SECKILL_LOG_LEVEL: debug, info, warn, error
+	DemoDB                string         // SECKILL_DEMO_DB: SQL file of the embedded demo (DefaultDemoDB)
+	BurstMax              int            // SECKILL_BURST_MAX: cap on the dashboard's server-side burst
+	Peers                 []string       // SECKILL_PEERS: base URLs of the fleet, for the dashboard's burst
+	LabReports            string         // SECKILL_LAB_REPORTS: folder of the lab's reports, shown by the dashboard
+	RateInterval          time.Duration  // SECKILL_RATE_INTERVAL: a buyer's sustained rate, as the time between two buys; 0: no limit
+	RateBurst             int            // SECKILL_RATE_BURST: buys a buyer may send at once
+	RateLimitBy           []string       // SECKILL_RATE_LIMIT_BY: account, address, or both
+	TrustedProxies        []netip.Prefix // SECKILL_TRUSTED_PROXIES: peers whose X-Forwarded-For is believed
 }
 
 // settings binds every variable to its field of c, with its default, its
@@ -98,6 +103,10 @@ func (c *Config) settings() []setting {
 		integer(&c.BurstMax, "SECKILL_BURST_MAX", "2000", 1, 100000, "largest burst the dashboard may ask the server to fire"),
 		list(&c.Peers, "SECKILL_PEERS", "", "comma-separated base URLs of every instance, for the dashboard's burst (default: this instance)"),
 		text(&c.LabReports, "SECKILL_LAB_REPORTS", "loadtest/reports", "folder of the lab's reports, shown by the dashboard"),
+		duration(&c.RateInterval, "SECKILL_RATE_INTERVAL", "0s", 0, time.Hour, "fleet-wide rate limit of the safe stages' buys and grabs, as the time between two of one buyer's at the sustained rate (100ms: 10 a second); over it, 429 rate-limited; 0: no limit"),
+		integer(&c.RateBurst, "SECKILL_RATE_BURST", "5", 1, 1_000_000, "buys and grabs one buyer may send at once before SECKILL_RATE_INTERVAL applies"),
+		list(&c.RateLimitBy, "SECKILL_RATE_LIMIT_BY", "account", "what the rate limit counts: account (the user_id), address (the client's IP), or account,address (each on its own)"),
+		prefixes(&c.TrustedProxies, "SECKILL_TRUSTED_PROXIES", "", "comma-separated proxies (IPs or CIDRs) whose X-Forwarded-For names the client, for SECKILL_RATE_LIMIT_BY=address; from any other peer the header is ignored"),
 	}
 }
 
@@ -157,6 +166,11 @@ func Load(getenv func(string) string) (Config, error) {
 	fail := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
 	if !inventory.ValidStage(c.Stage) {
 		fail("SECKILL_STAGE", fmt.Errorf("unknown stage %q; want one of %s", c.Stage, strings.Join(inventory.Stages, ", ")))
+	}
+	for _, by := range c.RateLimitBy {
+		if by != "account" && by != "address" {
+			fail("SECKILL_RATE_LIMIT_BY", fmt.Errorf("%q: want account, address, or both", by))
+		}
 	}
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
@@ -352,6 +366,26 @@ func integer(f *int, name, def string, lo, hi int, help string) setting {
 			return nil
 		},
 		show: func() any { return *f }}
+}
+
+func prefixes(f *[]netip.Prefix, name, def, help string) setting {
+	return setting{name: name, def: def, help: help,
+		parse: func(raw string) error {
+			*f = nil
+			for _, item := range SplitList(raw) {
+				p, err := netip.ParsePrefix(item)
+				if err != nil {
+					a, aerr := netip.ParseAddr(item)
+					if aerr != nil {
+						return fmt.Errorf("%q is neither an IP address nor a CIDR prefix", item)
+					}
+					p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+				}
+				*f = append(*f, p.Masked())
+			}
+			return nil
+		},
+		show: func() any { return fmt.Sprint(*f) }}
 }
 
 func boolean(f *bool, name, def, help string) setting {

@@ -207,3 +207,24 @@ func TestFormerNamesStillSetTheirVariable(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitSettings: the limit is off by default; an interval, a
+// burst, what it counts and the trusted proxies (IPs or prefixes) are
+// read; a wrong "by" or a proxy that is not an address fails naming its
+// variable.
+func TestRateLimitSettings(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.RateInterval != 0 || c.RateBurst != 5 || len(c.RateLimitBy) != 1 || c.RateLimitBy[0] != "account" || len(c.TrustedProxies) != 0 {
+		t.Fatalf("defaults: %v %v %v %v (%v)", c.RateInterval, c.RateBurst, c.RateLimitBy, c.TrustedProxies, err)
+	}
+	c, err = Load(env(map[string]string{"SECKILL_RATE_INTERVAL": "50ms", "SECKILL_RATE_BURST": "2", "SECKILL_RATE_LIMIT_BY": "account,address", "SECKILL_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1, ::1"}))
+	if err != nil || c.RateInterval != 50*time.Millisecond || c.RateBurst != 2 || len(c.RateLimitBy) != 2 || len(c.TrustedProxies) != 3 ||
+		c.TrustedProxies[0].String() != "10.0.0.0/8" || c.TrustedProxies[1].String() != "127.0.0.1/32" || c.TrustedProxies[2].String() != "::1/128" {
+		t.Fatalf("parsed: %v %v %v %v (%v)", c.RateInterval, c.RateBurst, c.RateLimitBy, c.TrustedProxies, err)
+	}
+	for name, value := range map[string]string{"SECKILL_RATE_LIMIT_BY": "ip", "SECKILL_TRUSTED_PROXIES": "nginx", "SECKILL_RATE_BURST": "0"} {
+		if _, err := Load(env(map[string]string{name: value})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: %v; want an error naming it", name, value, err)
+		}
+	}
+}

@@ -236,6 +236,7 @@ func (s *server) readBuy(k itemKind) gin.HandlerFunc {
 				}
 			}
 		}
+		c.Request = c.Request.WithContext(inventory.WithClientAddr(c.Request.Context(), clientAddr(c.Request, s.trusted)))
 		in.body, in.bodyErr = readBody(c)
 		in.req, in.reqErr = parseBuy(c, k.coupon, in.body, in.bodyErr)
 		c.Set(buyInputKey, in)

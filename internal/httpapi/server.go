@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -65,6 +66,10 @@ type Deps struct {
 	// RequestTimeout bounds each request's work (0: no bound), so that a
 	// backend that never answers costs the client a 503, not a hang.
 	RequestTimeout time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For names a buy's
+	// client (inventory.ClientAddr, for limits per address); from any
+	// other peer the header is ignored.
+	TrustedProxies []netip.Prefix
 }
 
 type server struct {
@@ -77,6 +82,7 @@ type server struct {
 	// request still running is told to wait.
 	requestTimeout time.Duration
 	process        string // host/pid, for api.Info
+	trusted        []netip.Prefix
 }
 
 // NewServer returns the HTTP handler of one instance.
@@ -84,7 +90,7 @@ func NewServer(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName()}
+	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName(), trusted: d.TrustedProxies}
 	stage := d.Stage
 	s.stage.Store(&stage)
 	if d.AdminToken != "" {

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/ratelimit"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -63,5 +65,29 @@ func TestRememberedSoldOutIsAnsweredBeforeTheBodyIsRead(t *testing.T) {
 	}
 	if rec := send(`not json at all`, "text/plain", "key-1"); rec.Code != 415 {
 		t.Errorf("keyed buy with a text/plain body: %d %s; want 415: a keyed buy is read as usual", rec.Code, rec.Body)
+	}
+}
+
+// TestRateLimitedBuyIs429WithItsWait: a buyer the limiter refuses is
+// answered 429 rate-limited, with Retry-After rounded up from the wait the
+// limiter gave, and the stage does not run.
+func TestRateLimitedBuyIs429WithItsWait(t *testing.T) {
+	db := testenv.SQLite(t)
+	var runs atomic.Int32
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+		Admit: func(context.Context, inventory.Order) error {
+			return &ratelimit.Limited{Key: "acct:x", Wait: 2500 * time.Millisecond}
+		}})
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance: "rl-1",
+		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(soldOutStage{&runs})}, "rl-1", "O"),
+		Stage:    "db-atomic",
+	})
+	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(`{"user_id":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 429 || problemType(t, rec) != "rate-limited" || rec.Header().Get("Retry-After") != "3" || runs.Load() != 0 {
+		t.Fatalf("%d %v %s (stage ran %d times); want 429 rate-limited, Retry-After 3, no stage", rec.Code, rec.Header(), rec.Body, runs.Load())
 	}
 }

@@ -85,9 +85,15 @@ type CrowdOptions struct {
 	// nil means time.Now.
 	Now func() time.Time
 	// Refused, when set, hears every buyer a wrapped stage turned away,
-	// with its reason: RefusedRemembered, RefusedSoldOut or RefusedBounced.
-	// It must not block.
+	// with its reason: RefusedRemembered, RefusedSoldOut, RefusedBounced
+	// or RefusedLimited. It must not block.
 	Refused func(reason string)
+	// Admit, when set, is asked about every buyer the sold-out memory did
+	// not answer, before the line: an error turns the buyer away with it
+	// (the fleet-wide rate limiter, see internal/ratelimit). So a
+	// remembered sell-out is answered first, and a limited buyer takes no
+	// place in the line.
+	Admit func(ctx context.Context, o Order) error
 }
 
 // The reasons CrowdOptions.Refused hears, from the cheapest answer to the
@@ -100,6 +106,8 @@ const (
 	RefusedBounced = "bounced"
 	// RefusedSoldOut: sold out, as the stage itself found.
 	RefusedSoldOut = "sold_out_stage"
+	// RefusedLimited: over the buyer's rate limit (CrowdOptions.Admit).
+	RefusedLimited = "rate_limited"
 )
 
 // Crowd is the crowd control one Service shares across its safe stages.
@@ -220,6 +228,12 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	if soldOut() {
 		c.refused(RefusedRemembered)
 		return errRememberedSoldOut
+	}
+	if c.opts.Admit != nil {
+		if err := c.opts.Admit(ctx, o); err != nil {
+			c.refused(RefusedLimited)
+			return err
+		}
 	}
 	if c.door(ctx, o.ItemID) {
 		if c.afterDoor != nil {

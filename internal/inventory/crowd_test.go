@@ -624,3 +624,57 @@ func TestCrowdLineGrowsWhenBuyersLeaveQuickly(t *testing.T) {
 		t.Fatalf("the stage saw %d buyers, want 5", n)
 	}
 }
+
+// TestCrowdAdmitsAfterTheMemoryBeforeTheLine: the admission check (the rate
+// limiter) runs after the sold-out memory, so a remembered sell-out is
+// answered as such even to a buyer over its limit; and before the line and
+// the stage, so a refused buyer never reaches the stage and takes no place
+// in the line.
+func TestCrowdAdmitsAfterTheMemoryBeforeTheLine(t *testing.T) {
+	limited := errors.New("over the limit")
+	var asked atomic.Int32
+	soldOut := atomic.Bool{}
+	stage := &stubStage{next: func(inventory.Order) error {
+		if soldOut.Load() {
+			return inventory.ErrSoldOut
+		}
+		return nil
+	}}
+	var reasons []string
+	var mu sync.Mutex
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, Epochs: &memEpochs{}, Kind: "product",
+		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() },
+		Admit: func(_ context.Context, o inventory.Order) error {
+			asked.Add(1)
+			if o.UserID == "scalper" {
+				return limited
+			}
+			return nil
+		}})
+	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+	if err := buy(t, svc, "scalper", 1); !errors.Is(err, limited) {
+		t.Fatalf("scalper: %v; want the admission's refusal", err)
+	}
+	if n := stage.calls.Load(); n != 0 {
+		t.Fatalf("a refused buyer reached the stage (%d calls)", n)
+	}
+	if err := buy(t, svc, "honest", 1); err != nil {
+		t.Fatalf("the next buyer, with a line of 1: %v; the refused one must have left no place taken", err)
+	}
+	soldOut.Store(true)
+	if err := buy(t, svc, "last", 1); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("the sell-out: %v", err)
+	}
+	before := asked.Load()
+	if err := buy(t, svc, "scalper", 1); !errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, limited) {
+		t.Fatalf("scalper after the sell-out: %v; want sold out, from memory, before the limiter", err)
+	}
+	if asked.Load() != before {
+		t.Error("the limiter was asked about a buyer the sold-out memory answered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reasons) == 0 || reasons[0] != inventory.RefusedLimited || reasons[len(reasons)-1] != inventory.RefusedRemembered {
+		t.Errorf("refusal reasons %v; want rate_limited first and sold_out_remembered last", reasons)
+	}
+}

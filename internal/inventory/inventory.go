@@ -301,6 +301,19 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 	return o, nil
 }
 
+// clientAddrKey marks a context with the address of the client a buy came
+// from (see WithClientAddr).
+type clientAddrKey struct{}
+
+// WithClientAddr marks ctx with the address of the buy's client, as the
+// HTTP layer knows it, for limits per address (CrowdOptions.Admit).
+func WithClientAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientAddrKey{}, addr)
+}
+
+// ClientAddr is the address WithClientAddr put in ctx, or "".
+func ClientAddr(ctx context.Context) string { v, _ := ctx.Value(clientAddrKey{}).(string); return v }
+
 // retryKey marks a context as the retry of a request whose outcome was
 // never told (see WithRetry).
 type retryKey struct{}
