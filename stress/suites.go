@@ -111,6 +111,7 @@ var suites = []suite{{
 		"TestCrowdDoorLetsInWhenThePaceIsKnown",
 		"TestCrowdLineGrowsWhenBuyersLeaveQuickly",
 		"TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor",
+		"TestCrowdAdmitsAfterTheMemoryBeforeTheLine",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
 		"TestWithoutFencingThePausedHolderOversells",
@@ -203,8 +204,13 @@ var suites = []suite{{
 		"TestOversoldBurstVerdictOutlivesThePaymentWindow",
 		"TestStoryAgainstTheDemo",
 		"TestStoryStartsTheDemoWhenNoneRuns",
+		"TestFleetRateLimit",
 	},
 	budget: 8 * time.Minute,
+}, {
+	// One limit shared by limiters on separate clients, at once.
+	pkg:    "./internal/ratelimit",
+	budget: time.Minute,
 }, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
 	pkg:    "./chaos",
