@@ -17,4 +17,12 @@ func NewDBAtomic(store Deducter) Stage { return dbAtomic{store: store} }
 
 type dbAtomic struct{ store Deducter }
 
-func (s dbAtomic) Buy(ctx context.Context, o Order) error { return s.store.Deduct(ctx, o) }
+// Buy runs the guarded decrement; with a store that keeps sale windows
+// (WindowDeducter), the same statement checks the window against the
+// database's clock.
+func (s dbAtomic) Buy(ctx context.Context, o Order) error {
+	if wd, ok := s.store.(WindowDeducter); ok {
+		return wd.DeductInWindow(ctx, o)
+	}
+	return s.store.Deduct(ctx, o)
+}
