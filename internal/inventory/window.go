@@ -127,6 +127,23 @@ type WindowSetter interface {
 	ResetSale(ctx context.Context, id int64, n int, w SaleWindow) error
 }
 
+// Clock is a catalog that can tell its reference time: the database's
+// clock, which the SQL stages check windows against.
+type Clock interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// ServerTime is the reference time shown beside an item's window, so that
+// a page can count down: the catalog's clock (the database's), or this
+// process's when the catalog has none. The Redis stages decide by Redis's
+// clock, which runs on the same machine here; apart, keep both on NTP.
+func (s *Service) ServerTime(ctx context.Context) (time.Time, error) {
+	if c, ok := s.store.(Clock); ok {
+		return c.Now(ctx)
+	}
+	return time.Now().UTC(), nil
+}
+
 // checkWindow is the lock stages' check: the window against the
 // database's clock, before the buyer queues for the lock, so a crowd
 // that came early costs one read each and takes no lock. A store that

@@ -24,6 +24,7 @@ var _ interface {
 	inventory.WindowReader
 	inventory.WindowDeducter
 	inventory.WindowSetter
+	inventory.Clock
 } = (*Ledger)(nil)
 
 // kind is one kind's statements (statements.go). The Ledger runs them the
@@ -127,6 +128,20 @@ func (l *Ledger) ReadStock(ctx context.Context, id int64) (int, error) {
 		return 0, translate(fmt.Errorf("read stock of %s %d: %w", l.table, id, err))
 	}
 	return stock, nil
+}
+
+// Now reads the database's clock, in UTC: the reference clock of the SQL
+// stages' window check, which the API shows beside an item's window.
+func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
+	q := "SELECT UTC_TIMESTAMP(6)"
+	if l.db.dialect == SQLite {
+		q = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
+	}
+	var now Stamp
+	if err := l.conn(ctx).Raw(q).Row().Scan(&now); err != nil {
+		return time.Time{}, translate(fmt.Errorf("read the database's clock: %w", err))
+	}
+	return now.UTC(), nil
 }
 
 // WindowAt reads the item's sale window against the database's clock (the
