@@ -45,6 +45,7 @@ const problemZH = {
   'invalid-request': '请求无效', 'malformed-json': 'JSON 格式错误', 'unknown-mode': '未知阶段',
   'mode-unavailable': '此实例不支持该阶段', 'unauthorized': '需要管理员令牌', 'forbidden': '管理员令牌错误',
   'admin-disabled': '管理接口未开启', 'not-found': '不存在', 'sold-out': '已售罄',
+  'sale-not-open': '尚未开售', 'sale-closed': '已停售',
   'already-purchased': '已经买过', 'idempotency-in-flight': '同一请求仍在处理中',
   'idempotency-mismatch': '幂等键被用于不同的请求', 'lock-timeout': '等锁超时', 'overloaded': '过载，请稍后重试',
   'lock-lost': '锁已丢失，未写入', 'unavailable': '后端不可用', 'timeout': '请求超时', 'cancelled': '请求被取消',
@@ -240,9 +241,9 @@ function windowText(it) {
   const closes = it.closes_at ? Date.parse(it.closes_at) : null;
   if (opens !== null && now < opens) {
     const s = Math.ceil((opens - now) / 1000);
-    return [T(`⏳ Opens in ${s} s`, `⏳ ${s} 秒后开售`), 'soon'];
+    return [T(`Opens in ${s} s`, `${s} 秒后开售`), 'soon'];
   }
-  if (closes !== null && now >= closes) return [T('⛔ Sale closed', '⛔ 已结束'), 'closed'];
+  if (closes !== null && now >= closes) return [T('✗ Sale closed', '✗ 已停售'), 'closed'];
   if (closes !== null) return [T(`✓ On sale, closes in ${Math.ceil((closes - now) / 1000)} s`, `✓ 在售，${Math.ceil((closes - now) / 1000)} 秒后结束`), 'open'];
   return [T('✓ On sale', '✓ 在售'), 'open'];
 }
