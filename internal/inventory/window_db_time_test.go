@@ -56,22 +56,32 @@ func TestSQLStagesDecideByTheDatabaseClock(t *testing.T) {
 			insertItem(t, ctx, db, id, "db-time-"+sc.stage)
 			st := sc.build(newRaceEnv(t), db.Products(), inventory.SectionOptions{})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{sc.stage: st}, "i", "O")
-			buy := func(user string) error {
-				_, err := svc.Buy(ctx, sc.stage, inventory.Request{ItemID: id, UserID: user, Quantity: 1})
-				return err
-			}
-			if err := svc.ResetSale(ctx, id, 5, inventory.SaleWindow{OpensAt: ahead.Add(-30 * time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			if err := buy("open"); err != nil {
-				t.Fatalf("open half an hour ago by the database's clock: %v", err)
-			}
-			if err := svc.ResetSale(ctx, id, 5, inventory.SaleWindow{ClosesAt: ahead.Add(-30 * time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			if err := buy("closed"); !errors.Is(err, inventory.ErrSaleClosed) {
-				t.Fatalf("closed half an hour ago by the database's clock: %v, want closed", err)
-			}
+			decidesBy(t, ctx, svc, sc.stage, id, ahead, "the database's clock")
 		})
+	}
+}
+
+// decidesBy checks that the stage decides the window by a reference clock
+// that reads ahead, an hour past the process's: a sale that opened half
+// an hour before it sells, and one that closed half an hour before it
+// does not. A stage that went by the process's clock would answer both
+// the other way.
+func decidesBy(t *testing.T, ctx context.Context, svc *inventory.Service, stage string, id int64, ahead time.Time, clock string) {
+	t.Helper()
+	buy := func(user string) error {
+		_, err := svc.Buy(ctx, stage, inventory.Request{ItemID: id, UserID: user, Quantity: 1})
+		return err
+	}
+	if err := svc.ResetSale(ctx, id, 5, inventory.SaleWindow{OpensAt: ahead.Add(-30 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := buy("open"); err != nil {
+		t.Fatalf("open half an hour ago by %s: %v", clock, err)
+	}
+	if err := svc.ResetSale(ctx, id, 5, inventory.SaleWindow{ClosesAt: ahead.Add(-30 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := buy("closed"); !errors.Is(err, inventory.ErrSaleClosed) {
+		t.Fatalf("closed half an hour ago by %s: %v, want closed", clock, err)
 	}
 }

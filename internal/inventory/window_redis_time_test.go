@@ -2,7 +2,6 @@ package inventory_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -40,22 +39,7 @@ func TestRedisStagesDecideByRedisTime(t *testing.T) {
 				st = inventory.NewRedisStream(ra, inventory.StreamOptions{})
 			}
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stage: st}, "i", "O")
-			buy := func(user string) error {
-				_, err := svc.Buy(ctx, stage, inventory.Request{ItemID: id, UserID: user, Quantity: 1})
-				return err
-			}
-			if err := svc.ResetSale(ctx, id, 5, inventory.SaleWindow{OpensAt: ahead.Add(-30 * time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			if err := buy("open"); err != nil {
-				t.Fatalf("open half an hour ago by Redis's clock: %v", err)
-			}
-			if err := svc.ResetSale(ctx, id, 5, inventory.SaleWindow{ClosesAt: ahead.Add(-30 * time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			if err := buy("closed"); !errors.Is(err, inventory.ErrSaleClosed) {
-				t.Fatalf("closed half an hour ago by Redis's clock: %v, want closed", err)
-			}
+			decidesBy(t, ctx, svc, stage, id, ahead, "Redis's clock")
 		})
 	}
 }
