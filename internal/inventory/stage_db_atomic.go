@@ -10,7 +10,9 @@ import "context"
 // step, so no interleaving of buyers can oversell, on one instance or many.
 // Zero rows affected means sold out. The order insert shares the
 // transaction, so an order exists exactly when stock left. The cost is that
-// every buyer of a hot item queues on that one row.
+// every buyer of a hot item queues on that one row. The sale window rides
+// in the same WHERE, against the database's own clock (window.go), so no
+// instance's clock can open the sale early.
 
 // NewDBAtomic returns the db-atomic stage.
 func NewDBAtomic(store Deducter) Stage { return dbAtomic{store: store} }
