@@ -141,6 +141,7 @@ var suites = []suite{{
 		// the window and a remembered sell-out meet.
 		"TestWindowOnTheReferenceClock",
 		"TestWindowPrecedence",
+		"TestEarlyCrowdSellsNothing",
 		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",
 		"TestSQLStagesDecideByTheDatabaseClock",
 		"TestRedisStagesDecideByRedisTime",

@@ -269,3 +269,65 @@ func TestWindowPrecedence(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlyCrowdSellsNothing releases 200 buyers at once, an hour before
+// the opening, on every stage: every one is told "not open yet", nothing
+// is sold, and on the stages behind the crowd control a buyer after the
+// crowd is answered from memory. How many reached the stage is logged:
+// the ones that arrived before the first answer came back.
+func TestEarlyCrowdSellsNothing(t *testing.T) {
+	for _, backend := range testenv.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			db := backend.Open(t)
+			var nextID atomic.Int64
+			nextID.Store(5000)
+			for _, sc := range stageCases {
+				t.Run(sc.stage, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					id := nextID.Add(1)
+					insertItem(t, ctx, db, id, "window-crowd-"+sc.stage)
+					w := newWindowInstance(t, ctx, db, sc, 2*time.Second)
+					if err := w.svc.ResetSale(ctx, id, 5, inventory.SaleWindow{OpensAt: w.ref().Add(time.Hour)}); err != nil {
+						t.Fatal(err)
+					}
+					start := make(chan struct{})
+					var wg sync.WaitGroup
+					errs := make(chan error, raceBuyers)
+					for b := range raceBuyers {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							<-start
+							if err := w.buy(ctx, sc.stage, id, fmt.Sprint("early-", b)); !errors.Is(err, inventory.ErrSaleNotOpen) {
+								errs <- err
+							}
+						}()
+					}
+					close(start)
+					wg.Wait()
+					close(errs)
+					for err := range errs {
+						t.Errorf("an early buyer: %v, want not open yet", err)
+					}
+					if got := w.sold(t, ctx, db, id); got != 0 {
+						t.Fatalf("sold %d units an hour before the opening", got)
+					}
+					wrapped := !inventory.Oversells(sc.stage, 2)
+					stage := w.refused(inventory.RefusedWindow)
+					if err := w.buy(ctx, sc.stage, id, "after-the-crowd"); !errors.Is(err, inventory.ErrSaleNotOpen) {
+						t.Fatalf("after the crowd: %v, want not open yet", err)
+					}
+					if wrapped && w.refused(inventory.RefusedWindow) != stage {
+						t.Errorf("after the crowd, a buyer reached the stage: the memory should have answered")
+					}
+					if !wrapped {
+						t.Logf("%s: %d early buyers, each refused by one read of the window (no crowd control)", sc.stage, raceBuyers+1)
+						return
+					}
+					t.Logf("%s: %d early buyers, %d answered by the stage, %d from memory", sc.stage, raceBuyers+1, w.refused(inventory.RefusedWindow), w.refused(inventory.RefusedWindowRemembered))
+				})
+			}
+		})
+	}
+}
