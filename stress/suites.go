@@ -138,8 +138,16 @@ var suites = []suite{{
 		"TestRetryOfAQueuedBuyGetsThePendingOrder",
 		"TestWriterKilledMidBatchEveryOrderConfirmedOnce",
 		"TestAuditNeverShowsTheQueueDrainedEarly",
+		// The sale window on instances whose clocks are off, and where
+		// the window and a remembered sell-out meet.
+		"TestWindowOnTheReferenceClock",
+		"TestWindowPrecedence",
+		"TestEarlyCrowdSellsNothing",
+		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",
+		"TestSQLStagesDecideByTheDatabaseClock",
+		"TestRedisStagesDecideByRedisTime",
 	},
-	budget: 5 * time.Minute,
+	budget: 6 * time.Minute,
 }, {
 	// Runs paused past their lease, late settles, crashed claims.
 	pkg: "./internal/idempotency",
@@ -174,6 +182,7 @@ var suites = []suite{{
 		"TestRequestDeadline",
 		"TestBackendCutShortByTheDeadlineIsNotAnInternalError",
 		"TestRedisPing",
+		"TestSaleWindowAnswers",
 	},
 	budget: 2 * time.Minute,
 }, {

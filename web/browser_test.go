@@ -184,6 +184,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	shot("dashboard-1400-en-redis-stream.png")
 	switchStage("redis-lock", false)
 
+	// 3c. The sale window: "Open in N s" restocks the phone with its sale
+	// a minute ahead on the server's clock; the card counts down and a buy
+	// is refused sale-not-open; Reset stock puts it on sale at once again.
+	run("open the phone's sale in 60 s",
+		chromedp.SetValue(chromedp.CSS(`[data-item="product-1"] [data-field="open-in"]`), "60"),
+		chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="open-in"]`)))
+	until("the countdown", phone+`.dataset.window === 'soon' && /Opens in \d+ s/.test(`+phone+`.innerText)`)
+	run("click Buy before the opening", chromedp.Evaluate[chromedp.Void](`document.getElementById('status').textContent = ''`),
+		chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="buy"]`)))
+	until("the refusal", `document.getElementById('status').textContent.includes('Sale not open yet')`)
+	check("1,400 px, English, a sale not open yet", true)
+	shot("dashboard-1400-en-sale-not-open.png")
+	run("reset the phone", chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="reset"]`)))
+	until("the sale on again", phone+`.dataset.window === 'open'`)
+
 	// 4. The same page on a phone, then in large type at both widths.
 	width(390)
 	check("390 px, English", true)

@@ -54,6 +54,18 @@ type Product struct {
 	PriceCents   int64  `json:"price_cents"`
 	InitialStock int    `json:"initial_stock"`
 	Stock        int    `json:"stock"`
+	// OpensAt is when the sale opens (RFC 3339, UTC); null: on sale since
+	// the last reset. Buys before it are refused 409 sale-not-open, with
+	// Retry-After.
+	OpensAt *time.Time `json:"opens_at"`
+	// ClosesAt is when the sale closes (RFC 3339, UTC); null: it does not
+	// close. Buys from it on are refused 409 sale-closed.
+	ClosesAt *time.Time `json:"closes_at"`
+	// ServerTime is the reference clock's time when the answer was made
+	// (the database's clock; the Redis stages decide by Redis's, which
+	// runs beside it): count down by opens_at minus server_time, not by
+	// the page's own clock.
+	ServerTime time.Time `json:"server_time"`
 }
 
 // Products is the answer of GET /api/v1/products.
@@ -71,6 +83,18 @@ type Coupon struct {
 	Remaining    int    `json:"remaining"`
 	InitialStock int    `json:"initial_stock"`
 	Stock        int    `json:"stock"`
+	// OpensAt is when the sale opens (RFC 3339, UTC); null: on sale since
+	// the last reset. Buys before it are refused 409 sale-not-open, with
+	// Retry-After.
+	OpensAt *time.Time `json:"opens_at"`
+	// ClosesAt is when the sale closes (RFC 3339, UTC); null: it does not
+	// close. Buys from it on are refused 409 sale-closed.
+	ClosesAt *time.Time `json:"closes_at"`
+	// ServerTime is the reference clock's time when the answer was made
+	// (the database's clock; the Redis stages decide by Redis's, which
+	// runs beside it): count down by opens_at minus server_time, not by
+	// the page's own clock.
+	ServerTime time.Time `json:"server_time"`
 }
 
 // Coupons is the answer of GET /api/v1/coupons.

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,5 +151,37 @@ func TestTimeStandsStillInACommand(t *testing.T) {
 	// Between commands the clock runs: the key is gone once its TTL passed.
 	if !testkit.Poll(5*time.Second, func() bool { n, err := c.Exists(ctx, "script").Result(); return err == nil && n == 0 }) {
 		t.Error("the key set by the script never expired: the clock stopped for good")
+	}
+}
+
+// A script on a server from StartRedis reads the clock with TIME (the
+// Redis stages check the sale window so): the process's own clock, as of
+// the start of the script's command, never earlier than the command was
+// sent nor later than its answer came.
+func TestScriptsReadTheProcessClock(t *testing.T) {
+	r, err := StartRedis("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	clock := redis.NewScript(`local t = redis.call('TIME') return {t[1], t[2]}`)
+	for range 3 {
+		sent := time.Now()
+		v, err := clock.Run(context.Background(), c, nil).StringSlice()
+		answered := time.Now()
+		if err != nil || len(v) != 2 {
+			t.Fatalf("TIME in a script: %v, %v", v, err)
+		}
+		sec, err1 := strconv.ParseInt(v[0], 10, 64)
+		usec, err2 := strconv.ParseInt(v[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("TIME in a script said %v", v)
+		}
+		at := time.Unix(sec, usec*1000)
+		if at.Before(sent.Truncate(time.Microsecond)) || at.After(answered) {
+			t.Fatalf("TIME in a script said %v; the command was sent at %v and answered at %v", at, sent, answered)
+		}
 	}
 }

@@ -90,6 +90,12 @@ var problemTable = []problemType{
 	{errNoRedis, 404, "no-redis", keyStore, "No Redis", "This instance runs without Redis (no SECKILL_REDIS_ADDR): it keeps no Idempotency-Key records, and the Redis stages are off."},
 	{errRouteNotFound, 404, "route-not-found", keyStore, "No such route", "See docs/api.md for the API."},
 	{errMethod, 405, "method-not-allowed", keyStore, "Method not allowed", "The route exists but not with this method."},
+	// Outside the sale window: the item's state refuses the buy, as sold
+	// out does (docs/api.md says why 409). First, as the window comes
+	// before the sell-out. Nothing was taken: the key is let go, so a
+	// retry after the opening buys.
+	{inventory.ErrSaleNotOpen, 409, "sale-not-open", keyLetGo, "Sale not open yet", "The item's sale window has not opened by the server's reference clock; Retry-After says in how many seconds it opens (GET the item for opens_at and server_time)."},
+	{inventory.ErrSaleClosed, 409, "sale-closed", keyLetGo, "Sale closed", "The item's sale window closed by the server's reference clock; nothing is sold until an admin reset opens it again."},
 	{inventory.ErrSoldOut, 409, "sold-out", keyLetGo, "Sold out", "Not enough stock is left for this quantity."},
 	{inventory.ErrAlreadyPurchased, 409, "already-purchased", keyLetGo, "Already purchased", "Each user may buy a product (or grab a coupon batch) once."},
 	{inventory.ErrOrderCancelled, 409, "order-cancelled", keyStore, "Order cancelled", "The order was not paid within the payment window (SECKILL_PAYMENT_TIMEOUT): it is cancelled and its units are back in stock."},
@@ -118,7 +124,8 @@ var problemTable = []problemType{
 // saysWhen reports whether answers of this type carry Retry-After: every
 // answer that means "not now" says when to come back.
 func (p problemType) saysWhen() bool {
-	return p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending
+	return p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable || p.err == idempotency.ErrInFlight || p.err == inventory.ErrOrderPending ||
+		p.err == inventory.ErrSaleNotOpen
 }
 
 var internalProblem = problemType{nil, 500, "internal", keyUnknown, "Internal error", "Something unexpected failed; see the server log."}
@@ -216,7 +223,14 @@ const maxRetryAfter = 30
 //   - anything else (a lock wait that ran out, a backend that failed or
 //     was slow, an order still in the queue): 1, since none of them says
 //     how long it will last.
+//
+// A sale not open yet says the seconds until the opening by the reference
+// clock, rounded up, at least 1 and without the cap: that wait is known.
 func (s *server) retryAfter(err error, p problemType) int {
+	var early *inventory.NotOpen
+	if errors.As(err, &early) {
+		return max(int((early.Wait+time.Second-1)/time.Second), 1)
+	}
 	var wait time.Duration
 	var hint interface{ RetryAfter() time.Duration }
 	switch {

@@ -29,12 +29,35 @@ func (k itemKind) name() string {
 	return "product"
 }
 
-// item is an item as the API shows it: an api.Product or an api.Coupon.
-func (k itemKind) item(it inventory.Item) any {
+// item is an item as the API shows it, with its sale window and the
+// reference time now: an api.Product or an api.Coupon.
+func (k itemKind) item(it inventory.Item, now time.Time) any {
+	opens, closes := timeOrNil(it.Window.OpensAt), timeOrNil(it.Window.ClosesAt)
 	if k.coupon {
-		return api.Coupon{ID: it.ID, Name: it.Name, Total: it.InitialStock, Remaining: it.Stock, InitialStock: it.InitialStock, Stock: it.Stock}
+		return api.Coupon{ID: it.ID, Name: it.Name, Total: it.InitialStock, Remaining: it.Stock, InitialStock: it.InitialStock, Stock: it.Stock,
+			OpensAt: opens, ClosesAt: closes, ServerTime: now}
 	}
-	return api.Product{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents, InitialStock: it.InitialStock, Stock: it.Stock}
+	return api.Product{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents, InitialStock: it.InitialStock, Stock: it.Stock,
+		OpensAt: opens, ClosesAt: closes, ServerTime: now}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// items reads what the item answers show: the items, then the reference
+// time, so that a window read before the clock is never shown ahead of it.
+func (k itemKind) items(ctx context.Context, read func() ([]inventory.Item, error)) ([]inventory.Item, time.Time, error) {
+	items, err := read()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	now, err := k.svc.ServerTime(ctx)
+	return items, now, err
 }
 
 // order is a buy's order (api.Order) or a grab (api.Grab).
@@ -98,7 +121,8 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 
 func (s *server) handleList(k itemKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		items, err := k.svc.List(c.Request.Context())
+		ctx := c.Request.Context()
+		items, now, err := k.items(ctx, func() ([]inventory.Item, error) { return k.svc.List(ctx) })
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -106,14 +130,14 @@ func (s *server) handleList(k itemKind) gin.HandlerFunc {
 		if k.coupon {
 			out := api.Coupons{Coupons: []api.Coupon{}}
 			for _, it := range items {
-				out.Coupons = append(out.Coupons, k.item(it).(api.Coupon))
+				out.Coupons = append(out.Coupons, k.item(it, now).(api.Coupon))
 			}
 			s.writeJSON(c, http.StatusOK, out)
 			return
 		}
 		out := api.Products{Products: []api.Product{}}
 		for _, it := range items {
-			out.Products = append(out.Products, k.item(it).(api.Product))
+			out.Products = append(out.Products, k.item(it, now).(api.Product))
 		}
 		s.writeJSON(c, http.StatusOK, out)
 	}
@@ -125,13 +149,25 @@ func (s *server) handleGet(k itemKind) gin.HandlerFunc {
 		if !ok {
 			return
 		}
-		it, err := k.svc.Get(c.Request.Context(), id)
+		it, now, err := k.one(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		s.writeJSON(c, http.StatusOK, k.item(it))
+		s.writeJSON(c, http.StatusOK, k.item(it, now))
 	}
+}
+
+// one reads one item and the reference time (see items).
+func (k itemKind) one(ctx context.Context, id int64) (inventory.Item, time.Time, error) {
+	items, now, err := k.items(ctx, func() ([]inventory.Item, error) {
+		it, err := k.svc.Get(ctx, id)
+		return []inventory.Item{it}, err
+	})
+	if err != nil {
+		return inventory.Item{}, now, err
+	}
+	return items[0], now, nil
 }
 
 func (s *server) handleAudit(k itemKind, last func(context.Context, string, int64) (reconcile.Finding, bool, error), verdicts Verdicts) gin.HandlerFunc {
@@ -204,13 +240,14 @@ type grabBody struct {
 type buyInput struct {
 	stage    string
 	stageErr error // no stage: an unknown X-Seckill-Stage, or no admin token with it
-	// soldOut is the answer from this instance's memory to a keyless buy
-	// of an item it knows is sold out: the request was not read further.
-	soldOut error
-	body    []byte // the raw body, for the key's fingerprint
-	bodyErr error  // the body could not be read (too large, cut off)
-	req     inventory.Request
-	reqErr  error // not a valid buy: the path, the body or a field (bodyErr included)
+	// remembered is the answer from this instance's memory to a keyless
+	// buy of an item it knows is sold out or outside its sale window: the
+	// request was not read further.
+	remembered error
+	body       []byte // the raw body, for the key's fingerprint
+	bodyErr    error  // the body could not be read (too large, cut off)
+	req        inventory.Request
+	reqErr     error // not a valid buy: the path, the body or a field (bodyErr included)
 }
 
 // buyInputKey is where readBuy leaves the buyInput.
@@ -227,10 +264,11 @@ func (s *server) readBuy(k itemKind) gin.HandlerFunc {
 		in := &buyInput{}
 		if in.stage, in.stageErr = s.stageFor(c, k.svc); in.stageErr == nil {
 			c.Header(api.StageHeader, in.stage)
-			// Most of a flash crowd comes after the sell-out: without a key
-			// to honour, its answer needs neither the body nor a round trip.
+			// Most of a flash crowd comes after the sell-out (or before
+			// the opening): without a key to honour, its answer needs
+			// neither the body nor a round trip.
 			if id, err := pathID(c); err == nil && c.GetHeader("Idempotency-Key") == "" {
-				if in.soldOut = k.svc.SoldOutFromMemory(c.Request.Context(), in.stage, id); in.soldOut != nil {
+				if in.remembered = k.svc.FromMemory(c.Request.Context(), in.stage, id); in.remembered != nil {
 					c.Set(buyInputKey, in)
 					return
 				}
@@ -257,8 +295,8 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 			s.writeError(c, in.stageErr)
 			return
 		}
-		if in.soldOut != nil {
-			s.writeError(c, in.soldOut)
+		if in.remembered != nil {
+			s.writeError(c, in.remembered)
 			return
 		}
 		if in.reqErr != nil {
@@ -323,6 +361,10 @@ func parseBuy(c *gin.Context, coupon bool, body []byte, bodyErr error) (inventor
 
 type resetBody struct {
 	Stock *int `json:"stock"`
+	// OpensAt and ClosesAt set the sale window (RFC 3339); left out or
+	// null, the item is on sale at once and for good.
+	OpensAt  *time.Time `json:"opens_at"`
+	ClosesAt *time.Time `json:"closes_at"`
 }
 
 func (s *server) handleReset(k itemKind) gin.HandlerFunc {
@@ -340,17 +382,24 @@ func (s *server) handleReset(k itemKind) gin.HandlerFunc {
 			s.writeError(c, fieldError("stock is required"))
 			return
 		}
-		if err := k.svc.Reset(c.Request.Context(), id, *b.Stock); err != nil {
+		var w inventory.SaleWindow
+		if b.OpensAt != nil {
+			w.OpensAt = b.OpensAt.UTC()
+		}
+		if b.ClosesAt != nil {
+			w.ClosesAt = b.ClosesAt.UTC()
+		}
+		if err := k.svc.ResetSale(c.Request.Context(), id, *b.Stock, w); err != nil {
 			s.writeError(c, err)
 			return
 		}
-		it, err := k.svc.Get(c.Request.Context(), id)
+		it, now, err := k.one(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		s.log.Info("reset", "id", id, "stock", *b.Stock, "coupon", k.coupon)
-		s.writeJSON(c, http.StatusOK, k.item(it))
+		s.log.Info("reset", "id", id, "stock", *b.Stock, "coupon", k.coupon, "opens_at", w.OpensAt, "closes_at", w.ClosesAt)
+		s.writeJSON(c, http.StatusOK, k.item(it, now))
 	}
 }
 

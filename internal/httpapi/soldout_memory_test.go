@@ -91,3 +91,39 @@ func TestRateLimitedBuyIs429WithItsWait(t *testing.T) {
 		t.Fatalf("%d %v %s (stage ran %d times); want 429 rate-limited, Retry-After 3, no stage", rec.Code, rec.Header(), rec.Body, runs.Load())
 	}
 }
+
+// notOpenStage says every item opens in an hour, and counts its buys.
+type notOpenStage struct{ runs *atomic.Int32 }
+
+func (s notOpenStage) Buy(_ context.Context, o inventory.Order) error {
+	s.runs.Add(1)
+	return &inventory.NotOpen{ItemID: o.ItemID, Wait: time.Hour}
+}
+
+// TestEarlyCrowdIsAnsweredFromMemoryBeforeTheBodyIsRead: once a stage has
+// said an item opens in an hour, a keyless buy of it is answered 409
+// sale-not-open from memory, with Retry-After, before its body is read
+// (the window comes before the sold-out memory, as in Buy), and the stage
+// does not run again.
+func TestEarlyCrowdIsAnsweredFromMemoryBeforeTheBodyIsRead(t *testing.T) {
+	db := testenv.SQLite(t)
+	var runs atomic.Int32
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance: "early-1",
+		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(notOpenStage{&runs})}, "early-1", "O"),
+		Stage:    "db-atomic",
+	})
+	for i, tc := range []struct{ body, contentType string }{{`{"user_id":"first"}`, "application/json"}, {`not json`, "text/plain"}} {
+		req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", tc.contentType)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 409 || problemType(t, rec) != "sale-not-open" || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("buy %d (%s): %d %v %s; want 409 sale-not-open with Retry-After", i, tc.contentType, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the stage ran %d times; want once, the early crowd after it answered from memory", n)
+	}
+}

@@ -75,11 +75,20 @@ func newGuarded(guard Guard, store SectionStore, kind string, opts SectionOption
 }
 
 func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
+	// The sale window first, on the database's clock and before the lock:
+	// a crowd that came early takes no lock and no turn (window.go).
+	win, err := checkWindow(ctx, g.store, o.ItemID)
+	if err != nil {
+		return err
+	}
 	key := fmt.Sprintf("%s:%d", g.kind, o.ItemID)
 	var by time.Time // when to stop waiting for the guard; zero: no bound
 	leave := func() {}
 	if g.queue != nil {
 		if by, leave, err = g.queue.join(ctx, o, key); err != nil {
+			if errors.Is(err, ErrSoldOut) {
+				return SoldOutAt(win, err)
+			}
 			return err
 		}
 		defer leave()
@@ -128,7 +137,7 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 		return lostOr(held, err)
 	}
 	if stock < o.Quantity {
-		return ErrSoldOut
+		return SoldOutAt(win, ErrSoldOut)
 	}
 	if err := g.pause(sctx, o); err != nil {
 		return lostOr(held, err)

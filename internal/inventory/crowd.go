@@ -39,6 +39,18 @@ import (
 //     into a retry loop; a slow one turns away whom it could not serve in
 //     time anyway.
 //
+//   - The sale window is remembered too, before the sell-out (the order of
+//     precedence: window, sold out, the stage). A stage that refused a buy
+//     as not open yet said how long was left by its reference clock; until
+//     that long has passed on this instance's monotonic clock since the buy
+//     was sent, the opening cannot have come, and the next buyers are
+//     answered from memory. Only ever a refusal: a buy that may be in the
+//     window always goes to the stage, whose reference clock decides, so
+//     an instance whose wall clock is off never sells early. A closed sale
+//     stays closed until a reset (a new epoch). A sell-out of an item whose
+//     sale closes is trusted only until the closing, measured the same
+//     way: after it, the answer is "closed", which the stage gives.
+//
 // The teaching stages (unlocked, local-mutex) are not wrapped: they exist to
 // show the race.
 
@@ -108,6 +120,12 @@ const (
 	RefusedSoldOut = "sold_out_stage"
 	// RefusedLimited: over the buyer's rate limit (CrowdOptions.Admit).
 	RefusedLimited = "rate_limited"
+	// RefusedWindowRemembered: outside the sale window (not open yet, or
+	// closed), answered from this instance's memory.
+	RefusedWindowRemembered = "window_remembered"
+	// RefusedWindow: outside the sale window, as the stage found on its
+	// reference clock.
+	RefusedWindow = "window_stage"
 )
 
 // Crowd is the crowd control one Service shares across its safe stages.
@@ -152,17 +170,29 @@ func (b *Busy) Unwrap() error { return ErrOverloaded }
 // RetryAfter is the wait a turned-away buyer is told.
 func (b *Busy) RetryAfter() time.Duration { return b.Wait }
 
-// memo is one stage's remembered sell-outs.
+// memo is one stage's remembered sell-outs and sale windows.
 type memo struct {
 	mu      sync.Mutex
 	soldOut map[int64]soldOutMark
+	window  map[int64]windowMark
 }
 
 // soldOutMark says: under epoch, a buyer of minQty units or more cannot be
-// served.
+// served, at least until until (on the Crowd's clock) when it is set: the
+// sale closes then, and the answer becomes "closed".
 type soldOutMark struct {
 	epoch  string
 	minQty int
+	until  time.Time
+}
+
+// windowMark says: under epoch, the sale is closed, or it does not open
+// before opensBy (on the Crowd's clock; a lower bound of the opening, see
+// learnWindow).
+type windowMark struct {
+	epoch   string
+	closed  bool
+	opensBy time.Time
 }
 
 // NewCrowd returns the crowd control of one item kind on one instance.
@@ -185,7 +215,7 @@ var errMayReturn = errors.New("reserved units may still be given back")
 // Wrap returns stage behind this crowd control: sold-out memory and the
 // bounded queue.
 func (c *Crowd) Wrap(stage Stage) Stage {
-	m := &memo{soldOut: map[int64]soldOutMark{}}
+	m := &memo{soldOut: map[int64]soldOutMark{}, window: map[int64]windowMark{}}
 	c.mu.Lock()
 	c.memos = append(c.memos, m)
 	c.mu.Unlock()
@@ -202,16 +232,24 @@ type crowded struct {
 	next Stage
 }
 
-// soldOutFromMemory answers errRememberedSoldOut when this instance
-// remembers item id as sold out for every quantity, under the fleet's
-// current epoch; nil otherwise (not remembered, or not this stage's
-// memory).
-func (w crowded) soldOutFromMemory(ctx context.Context, id int64) error {
+// fromMemory answers a buy of item id from this instance's memory alone,
+// in Buy's order: outside the sale window, then sold out for every
+// quantity, both under the fleet's current epoch; nil when the buy must
+// run (nothing remembered, or not this stage's memory).
+func (w crowded) fromMemory(ctx context.Context, id int64) error {
 	if w.m == nil {
 		return nil
 	}
 	epoch, ok := w.c.epoch(ctx, id)
-	if !ok || !w.m.isSoldOut(id, epoch, 1) {
+	if !ok {
+		return nil
+	}
+	now := w.c.opts.Now()
+	if err := w.m.outsideWindow(id, epoch, now); err != nil {
+		w.c.refused(RefusedWindowRemembered)
+		return err
+	}
+	if !w.m.isSoldOut(id, epoch, 1, now) {
 		return nil
 	}
 	w.c.refused(RefusedRemembered)
@@ -224,7 +262,13 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	if w.m != nil {
 		epoch, remembered = c.epoch(ctx, o.ItemID)
 	}
-	soldOut := func() bool { return remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity) }
+	if remembered {
+		if err := w.m.outsideWindow(o.ItemID, epoch, c.opts.Now()); err != nil {
+			c.refused(RefusedWindowRemembered)
+			return err
+		}
+	}
+	soldOut := func() bool { return remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity, c.opts.Now()) }
 	if soldOut() {
 		c.refused(RefusedRemembered)
 		return errRememberedSoldOut
@@ -253,15 +297,71 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	began := c.opts.Now()
 	err := w.next.Buy(ctx, o)
 	end := c.opts.Now()
-	if errors.Is(err, ErrSoldOut) {
+	switch {
+	case errors.Is(err, ErrSoldOut):
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, errMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
-			w.m.remember(o.ItemID, epoch, o.Quantity)
+			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err))
+		}
+	case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
+		c.refused(RefusedWindow)
+		if remembered {
+			w.m.learnWindow(o.ItemID, epoch, began, err)
 		}
 	}
 	c.exit(o.ItemID, end.Sub(began), end)
 	return err
+}
+
+// until is how long a sell-out found by a buy sent at began may be
+// trusted: the zero time (for good) unless the sale closes. The stage
+// measured the time left until the closing on its reference clock at some
+// moment after began, so the closing comes no earlier than began plus
+// that time, on any clock that measures durations right (the Crowd's is
+// monotonic, whatever its wall reading).
+func until(began time.Time, err error) time.Time {
+	var left closesIn
+	if errors.As(err, &left) {
+		return began.Add(time.Duration(left))
+	}
+	return time.Time{}
+}
+
+// learnWindow remembers a stage's window refusal of a buy sent at began.
+// The stage read its reference clock after began, so the opening it
+// reported comes no earlier than began plus the wait it reported: until
+// then this instance may say "not open yet" itself, and never after.
+func (m *memo) learnWindow(id int64, epoch string, began time.Time, err error) {
+	mark := windowMark{epoch: epoch, closed: errors.Is(err, ErrSaleClosed)}
+	var no *NotOpen
+	if !mark.closed {
+		if !errors.As(err, &no) || no.Wait <= 0 {
+			return
+		}
+		mark.opensBy = began.Add(no.Wait)
+	}
+	m.mu.Lock()
+	m.window[id] = mark
+	m.mu.Unlock()
+}
+
+// outsideWindow answers a buy at now from memory when the sale is known
+// to be closed, or known not to be open yet (with the least wait left);
+// nil when the stage must decide.
+func (m *memo) outsideWindow(id int64, epoch string, now time.Time) error {
+	m.mu.Lock()
+	mark, ok := m.window[id]
+	m.mu.Unlock()
+	switch {
+	case !ok || mark.epoch != epoch:
+		return nil
+	case mark.closed:
+		return fmt.Errorf("item %d: %w (remembered on this instance)", id, ErrSaleClosed)
+	case now.Before(mark.opensBy):
+		return &NotOpen{ItemID: id, Wait: mark.opensBy.Sub(now)}
+	}
+	return nil
 }
 
 func (c *Crowd) refused(reason string) {
@@ -284,25 +384,26 @@ func (c *Crowd) epoch(ctx context.Context, id int64) (string, bool) {
 
 func (c *Crowd) key(id int64) string { return c.opts.Kind + ":" + strconv.FormatInt(id, 10) }
 
-func (m *memo) isSoldOut(id int64, epoch string, qty int) bool {
+func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mark, ok := m.soldOut[id]
-	return ok && mark.epoch == epoch && qty >= mark.minQty
+	return ok && mark.epoch == epoch && qty >= mark.minQty && (mark.until.IsZero() || now.Before(mark.until))
 }
 
-func (m *memo) remember(id int64, epoch string, qty int) {
+func (m *memo) remember(id int64, epoch string, qty int, until time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	mark, ok := m.soldOut[id]
-	if !ok || mark.epoch != epoch || qty < mark.minQty {
-		m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty}
+	if mark, ok := m.soldOut[id]; ok && mark.epoch == epoch {
+		qty = min(qty, mark.minQty)
 	}
+	m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty, until: until}
 }
 
 func (m *memo) forget(id int64) {
 	m.mu.Lock()
 	delete(m.soldOut, id)
+	delete(m.window, id)
 	m.mu.Unlock()
 }
 

@@ -67,6 +67,8 @@ type Item struct {
 	InitialStock int
 	Stock        int
 	FenceToken   int64
+	// Window is when the item is on sale; the zero window is always open.
+	Window SaleWindow
 }
 
 // Order is one purchase (for coupons: one grab). A buy returns it
@@ -242,19 +244,20 @@ func (s *Service) Stages() []string {
 	return names
 }
 
-// SoldOutFromMemory answers a buy of item id under the named stage from
-// this instance's memory alone, before its request is even read: an
-// error matching ErrSoldOut when the stage remembers the item sold out for
-// any quantity under the fleet's current epoch (no round trip), nil when
-// the buy must run. The post-sale crowd is answered here.
-func (s *Service) SoldOutFromMemory(ctx context.Context, stage string, id int64) error {
+// FromMemory answers a buy of item id under the named stage from this
+// instance's memory alone, before its request is even read, with no round
+// trip: ErrSaleNotOpen or ErrSaleClosed (wrapped) when the stage
+// remembers the item outside its sale window, an error matching
+// ErrSoldOut when it remembers it sold out for any quantity; nil when the
+// buy must run. The post-sale crowd (and the early one) is answered here.
+func (s *Service) FromMemory(ctx context.Context, stage string, id int64) error {
 	m, ok := s.stages[stage].(interface {
-		soldOutFromMemory(context.Context, int64) error
+		fromMemory(context.Context, int64) error
 	})
 	if !ok {
 		return nil
 	}
-	return m.soldOutFromMemory(ctx, id)
+	return m.fromMemory(ctx, id)
 }
 
 // HasStage reports whether the service can run the named stage.
@@ -407,20 +410,38 @@ func (s *Service) Audit(ctx context.Context, id int64) (Audit, error) {
 	return a, err
 }
 
-// Reset deletes an item's orders and restocks it with n units. It returns
-// ErrInvalid for a negative n and ErrNotFound for an unknown item. Stages
-// that keep their own copy of the stock (redis-atomic) reload it: see
-// Resetter.
+// Reset deletes an item's orders and restocks it with n units, on sale at
+// once and for good (no window). It returns ErrInvalid for a negative n and
+// ErrNotFound for an unknown item. Stages that keep their own copy of the
+// stock (redis-atomic) reload it: see Resetter.
 func (s *Service) Reset(ctx context.Context, id int64, n int) error {
+	return s.ResetSale(ctx, id, n, SaleWindow{})
+}
+
+// ResetSale is Reset that also sets when the item is on sale. It returns
+// ErrInvalid for a window that closes before it opens, or for a window on
+// a catalog that keeps none.
+func (s *Service) ResetSale(ctx context.Context, id int64, n int, w SaleWindow) error {
 	if n < 0 || n > 1_000_000_000 {
 		return fmt.Errorf("%w: stock must be between 0 and 1000000000", ErrInvalid)
+	}
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	ws, windows := s.store.(WindowSetter)
+	if !windows && w != (SaleWindow{}) {
+		return fmt.Errorf("%w: this catalog keeps no sale windows", ErrInvalid)
 	}
 	if s.life.Queue != nil {
 		// Orders accepted before the reset are written before it, so
 		// none lands in the new stock (see RedisStream.Reset).
 		s.life.Queue.Drain(ctx, id)
 	}
-	if err := s.store.Reset(ctx, id, n); err != nil {
+	reset := func() error { return s.store.Reset(ctx, id, n) }
+	if windows {
+		reset = func() error { return ws.ResetSale(ctx, id, n, w) }
+	}
+	if err := reset(); err != nil {
 		return err
 	}
 	for _, st := range s.stages {

@@ -48,7 +48,7 @@ func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) err
 	if overwrite {
 		flag = "1"
 	}
-	args := []any{it.Stock, flag, newGen()}
+	args := []any{it.Stock, flag, newGen(), unixMilli(it.Window.OpensAt), unixMilli(it.Window.ClosesAt)}
 	if b, ok := s.store.(interface {
 		Buyers(ctx context.Context, id int64) ([]string, error)
 	}); ok {
@@ -60,11 +60,19 @@ func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) err
 			args = append(args, u)
 		}
 	}
-	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"))
+	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"), s.key(id, "window"))
 	if err := load.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("%w: load %s %d into redis: %w", ErrUnavailable, s.kind, id, err)
 	}
 	return nil
+}
+
+// unixMilli is a window bound for load.lua: Unix ms, or "" for none.
+func unixMilli(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
 // Drift describes how the Redis copy of one item compared with the database.
@@ -103,9 +111,16 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 		return Drift{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var d Drift
+	var now time.Time
+	if len(pending) > 0 {
+		// reserve.lua stamps reservations with Redis's clock: age them by it.
+		if now, err = s.rdb.Time(ctx).Result(); err != nil {
+			return Drift{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
 	for no, v := range pending {
 		qty, user, at, ok := parsePending(v)
-		if ok && time.Since(time.UnixMilli(at)) < staleAfter {
+		if ok && now.Sub(time.UnixMilli(at)) < staleAfter {
 			continue
 		}
 		exists, err := orderExists(ctx, no)

@@ -2,6 +2,9 @@ package inventory
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,10 +49,20 @@ func (s *Service) RefusalCheck(stage string, req Request) (RefusalCheck, bool) {
 	return rc.refusalCheck(Order{ItemID: req.ItemID, UserID: req.UserID, Quantity: req.Quantity})
 }
 
-// RefusalError is the error of a buy its RefusalCheck refused: ErrSoldOut
-// or ErrAlreadyPurchased, the stage's own answers to the same buy.
+// RefusalError is the error of a buy its RefusalCheck refused: a
+// *NotOpen, ErrSaleClosed, ErrSoldOut or ErrAlreadyPurchased, the stage's
+// own answers to the same buy.
 func RefusalError(refusal string) error {
+	if ms, ok := strings.CutPrefix(refusal, "sale-not-open:"); ok {
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: unknown refusal %q", ErrUnavailable, refusal)
+		}
+		return &NotOpen{Wait: time.Duration(n) * time.Millisecond}
+	}
 	switch refusal {
+	case "sale-closed":
+		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSaleClosed)
 	case "sold-out":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSoldOut)
 	case "already-purchased":
@@ -61,7 +74,8 @@ func RefusalError(refusal string) error {
 // refusalCheck checks the Redis copy the way reserve.lua does before it
 // takes units.
 func (s *RedisAtomic) refusalCheck(o Order) (RefusalCheck, bool) {
-	return RefusalCheck{Client: s.rdb, Src: refuseSrc, Keys: s.keys(o.ItemID), Args: []any{o.UserID, o.Quantity}}, true
+	keys := append(s.keys(o.ItemID), s.key(o.ItemID, "window"))
+	return RefusalCheck{Client: s.rdb, Src: refuseSrc, Keys: keys, Args: []any{o.UserID, o.Quantity}}, true
 }
 
 // refusalCheck: redis-stream sells from redis-atomic's copy, with the same

@@ -10,11 +10,21 @@ import "context"
 // step, so no interleaving of buyers can oversell, on one instance or many.
 // Zero rows affected means sold out. The order insert shares the
 // transaction, so an order exists exactly when stock left. The cost is that
-// every buyer of a hot item queues on that one row.
+// every buyer of a hot item queues on that one row. The sale window rides
+// in the same WHERE, against the database's own clock (window.go), so no
+// instance's clock can open the sale early.
 
 // NewDBAtomic returns the db-atomic stage.
 func NewDBAtomic(store Deducter) Stage { return dbAtomic{store: store} }
 
 type dbAtomic struct{ store Deducter }
 
-func (s dbAtomic) Buy(ctx context.Context, o Order) error { return s.store.Deduct(ctx, o) }
+// Buy runs the guarded decrement; with a store that keeps sale windows
+// (WindowDeducter), the same statement checks the window against the
+// database's clock.
+func (s dbAtomic) Buy(ctx context.Context, o Order) error {
+	if wd, ok := s.store.(WindowDeducter); ok {
+		return wd.DeductInWindow(ctx, o)
+	}
+	return s.store.Deduct(ctx, o)
+}

@@ -85,31 +85,26 @@ func (s *RedisAtomic) keyPrefix(id int64) string {
 	return "seckill:{" + s.kind + ":" + strconv.FormatInt(id, 10) + "}:"
 }
 
-// Buy reserves in Redis, then persists with the guarded decrement.
+// Buy reserves in Redis, then persists with the guarded decrement. The
+// script checks the sale window on Redis's clock; the write that follows
+// does not check it again.
 func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
-	keys := s.keys(o.ItemID)
-	args := []any{o.UserID, o.Quantity, o.No, time.Now().UnixMilli()}
-	left, err := reserve.Run(ctx, s.rdb, keys, args...).Int64()
+	keys := append(s.keys(o.ItemID), s.key(o.ItemID, "window"))
+	args := []any{o.UserID, o.Quantity, o.No}
+	left, ms, err := scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
 	if err == nil && left == -2 {
 		// Not loaded (first use, or Redis lost its data): load from the
 		// database, without overwriting a copy another instance loaded.
 		if err = s.loadOne(ctx, o.ItemID, false); err != nil {
 			return err
 		}
-		left, err = reserve.Run(ctx, s.rdb, keys, args...).Int64()
+		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
 	}
 	if err != nil {
 		return fmt.Errorf("%w: reserve in redis: %w", ErrUnavailable, err)
 	}
-	switch left {
-	case -1:
-		return ErrSoldOut
-	case -2:
-		return fmt.Errorf("%s %d: %w", s.kind, o.ItemID, ErrNotFound)
-	case -3:
-		return ErrAlreadyPurchased
-	case -4:
-		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
+	if left < 0 {
+		return s.refusal(o.ItemID, left, ms)
 	}
 	if err := s.sales.Deduct(ctx, o); err != nil {
 		if gerr := s.giveBack(context.WithoutCancel(ctx), o); gerr != nil {
@@ -124,6 +119,50 @@ func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
 		s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
 	}
 	return nil
+}
+
+// scriptAnswer reads the answer of reserve.lua or enqueue.lua: the stock
+// left or a refusal's code, or {code, ms} for a code that comes with a
+// time (refusal.lua).
+func scriptAnswer(v any, err error) (int64, time.Duration, error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return v, 0, nil
+	case []any:
+		if len(v) == 2 {
+			code, ok1 := v[0].(int64)
+			ms, ok2 := v[1].(int64)
+			if ok1 && ok2 {
+				return code, time.Duration(ms) * time.Millisecond, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("a script answered %v", v)
+}
+
+// refusal is the error of refusal.lua's code (with its ms, if any).
+func (s *RedisAtomic) refusal(id int64, code int64, ms time.Duration) error {
+	switch code {
+	case -1:
+		if ms != 0 {
+			return fmt.Errorf("%w (%w)", ErrSoldOut, closesIn(ms))
+		}
+		return ErrSoldOut
+	case -2:
+		return fmt.Errorf("%s %d: %w", s.kind, id, ErrNotFound)
+	case -3:
+		return ErrAlreadyPurchased
+	case -4:
+		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
+	case -6:
+		return &NotOpen{ItemID: id, Wait: ms}
+	case -7:
+		return fmt.Errorf("%s %d: %w", s.kind, id, ErrSaleClosed)
+	}
+	return fmt.Errorf("%w: a script refused %s %d with code %d", ErrUnavailable, s.kind, id, code)
 }
 
 func (s *RedisAtomic) giveBack(ctx context.Context, o Order) error {

@@ -69,34 +69,29 @@ func NewRedisStream(copy *RedisAtomic, opts StreamOptions) *RedisStream {
 // Queues reports that a buy only accepts the order (see Queuer).
 func (s *RedisStream) Queues() bool { return true }
 
-// Buy takes the units in Redis and queues the order, in one script. It
-// fails with ErrSoldOut, ErrAlreadyPurchased, ErrNotFound, ErrOverloaded
-// (the queue is full) or ErrUnavailable.
+// Buy takes the units in Redis and queues the order, in one script, which
+// checks the sale window on Redis's clock. It fails with a *NotOpen,
+// ErrSaleClosed, ErrSoldOut, ErrAlreadyPurchased, ErrNotFound,
+// ErrOverloaded (the queue is full) or ErrUnavailable.
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
-	keys := append(s.copy.keys(o.ItemID), s.stream(o.ItemID))
+	keys := append(s.copy.keys(o.ItemID), s.stream(o.ItemID), s.copy.key(o.ItemID, "window"))
 	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
-	left, err := enqueue.Run(ctx, s.rdb, keys, args...).Int64()
+	left, ms, err := scriptAnswer(enqueue.Run(ctx, s.rdb, keys, args...).Result())
 	if err == nil && left == -2 {
 		// No copy yet (or Redis lost it): load it from the database.
 		if err = s.copy.loadOne(ctx, o.ItemID, false); err != nil {
 			return err
 		}
-		left, err = enqueue.Run(ctx, s.rdb, keys, args...).Int64()
+		left, ms, err = scriptAnswer(enqueue.Run(ctx, s.rdb, keys, args...).Result())
 	}
 	if err != nil {
 		return fmt.Errorf("%w: queue in redis: %w", ErrUnavailable, err)
 	}
-	switch left {
-	case -1:
-		return ErrSoldOut
-	case -2:
-		return fmt.Errorf("%s %d: %w", s.copy.kind, o.ItemID, ErrNotFound)
-	case -3:
-		return ErrAlreadyPurchased
-	case -4:
-		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
-	case -5:
+	if left == -5 {
 		return fmt.Errorf("%w: the order queue of %s %d holds %d entries", ErrOverloaded, s.copy.kind, o.ItemID, s.opts.MaxLen)
+	}
+	if left < 0 {
+		return s.copy.refusal(o.ItemID, left, ms)
 	}
 	if s.wake != nil {
 		s.wake(o.ItemID)

@@ -85,7 +85,7 @@ func New(instance string) *Metrics {
 	m.claimed = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_claimed_total", "redis-stream: entries this instance's writer took over from a writer that stopped acknowledging.")), []string{"kind"})
 	m.cancelled = prometheus.NewCounter(prometheus.CounterOpts(f("orders_cancelled_total", "Orders cancelled unpaid by the payment-timeout runs of this instance.")))
 	m.returned = prometheus.NewCounter(prometheus.CounterOpts(f("units_returned_total", "Units the payment-timeout runs of this instance returned to the database stock.")))
-	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts(f("crowd_refusals_total", "Buyers the safe stages turned away, by item kind and reason: sold_out_remembered (from this instance's memory, no backend call), bounced (the per-item cap, 503 overloaded), sold_out_stage (the stage found it sold out).")), []string{"kind", "reason"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts(f("crowd_refusals_total", "Buyers the safe stages turned away, by item kind and reason: sold_out_remembered (from this instance's memory, no backend call), bounced (the per-item cap, 503 overloaded), sold_out_stage (the stage found it sold out), window_remembered and window_stage (outside the sale window, from memory or as the stage found on its reference clock).")), []string{"kind", "reason"})
 	m.reg.MustRegister(m.refusals, m.requests, m.inFlight, m.buys, m.lockAcquire, m.lockWaits, m.renewals, m.renewFails, m.lost,
 		m.recRuns, m.recViol, m.recRepairs, m.oversold,
 		m.toConfirm, m.queued, m.pendingEnts, m.deadLetters, m.claimed, m.cancelled, m.returned,

@@ -19,7 +19,13 @@ type Ledger struct {
 	kind  kind
 }
 
-var _ inventory.Store = (*Ledger)(nil)
+var _ interface {
+	inventory.Store
+	inventory.WindowReader
+	inventory.WindowDeducter
+	inventory.WindowSetter
+	inventory.Clock
+} = (*Ledger)(nil)
 
 // kind is one kind's statements (statements.go). The Ledger runs them the
 // same way for both kinds: which share a transaction, what "no row" means,
@@ -29,11 +35,12 @@ type kind interface {
 	get(tx *gorm.DB, id int64) (inventory.Item, error)
 	readStock(tx *gorm.DB, id int64) (int, error)
 	setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB
-	deduct(tx *gorm.DB, id int64, q int) *gorm.DB
+	deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB
 	claim(tx *gorm.DB, id, token int64) *gorm.DB
 	insertOrder(tx *gorm.DB, o inventory.Order) error
 	insertOrders(tx *gorm.DB, orders []inventory.Order) error
-	restock(tx *gorm.DB, id int64, n int) *gorm.DB
+	restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB
+	windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error)
 	deleteOrders(tx *gorm.DB, id int64) *gorm.DB
 	audit(tx *gorm.DB, id int64) (inventory.Audit, error)
 	buyers(tx *gorm.DB, id int64) ([]string, error)
@@ -93,11 +100,16 @@ func (l *Ledger) Audit(ctx context.Context, id int64) (inventory.Audit, error) {
 }
 
 // Reset deletes the item's orders and sets initial stock and stock to n, or
-// returns inventory.ErrNotFound. The fencing token is kept: tokens must
-// only grow.
+// returns inventory.ErrNotFound. The item is then always on sale (no
+// window). The fencing token is kept: tokens must only grow.
 func (l *Ledger) Reset(ctx context.Context, id int64, n int) error {
+	return l.ResetSale(ctx, id, n, inventory.SaleWindow{})
+}
+
+// ResetSale is Reset that also sets the item's sale window.
+func (l *Ledger) ResetSale(ctx context.Context, id int64, n int, w inventory.SaleWindow) error {
 	return l.tx(ctx, func(tx *gorm.DB) error {
-		res := l.kind.restock(tx, id, n)
+		res := l.kind.restock(tx, id, n, w)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -116,6 +128,30 @@ func (l *Ledger) ReadStock(ctx context.Context, id int64) (int, error) {
 		return 0, translate(fmt.Errorf("read stock of %s %d: %w", l.table, id, err))
 	}
 	return stock, nil
+}
+
+// Now reads the database's clock, in UTC: the reference clock of the SQL
+// stages' window check, which the API shows beside an item's window.
+func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
+	q := "SELECT UTC_TIMESTAMP(6)"
+	if l.db.dialect == SQLite {
+		q = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
+	}
+	var now Stamp
+	if err := l.conn(ctx).Raw(q).Row().Scan(&now); err != nil {
+		return time.Time{}, translate(fmt.Errorf("read the database's clock: %w", err))
+	}
+	return now.UTC(), nil
+}
+
+// WindowAt reads the item's sale window against the database's clock (the
+// lock stages' check), or returns inventory.ErrNotFound.
+func (l *Ledger) WindowAt(ctx context.Context, id int64) (inventory.WindowAt, error) {
+	r, err := l.kind.windowAt(l.conn(ctx), clock{l.db.dialect}, id)
+	if err != nil {
+		return inventory.WindowAt{}, translate(fmt.Errorf("read the sale window of %s %d: %w", l.table, id, err))
+	}
+	return r.window(), nil
 }
 
 // Fence claims the item for a lock holder with the given token. It fails
@@ -158,24 +194,62 @@ func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock 
 }
 
 // Deduct inserts o and decrements the stock only if enough is left, in one
-// transaction (on MySQL sent as one batch of statements: sale.go). It fails with inventory.ErrSoldOut when too little is left,
+// transaction (on MySQL sent as one batch of statements: sale.go). It fails
+// with inventory.ErrSoldOut when too little is left,
 // inventory.ErrAlreadyPurchased for a repeat buyer, inventory.ErrNotFound
-// for an unknown item.
+// for an unknown item. It does not look at the sale window: it writes
+// what a Redis stage already sold (see DeductInWindow).
 func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {
+	return l.deduct(ctx, o, "")
+}
+
+// DeductInWindow is Deduct whose guarded decrement also checks the sale
+// window against the database's clock, in the same statement (db-atomic).
+// Outside the window it fails with an *inventory.NotOpen or
+// inventory.ErrSaleClosed.
+func (l *Ledger) DeductInWindow(ctx context.Context, o inventory.Order) error {
+	return l.deduct(ctx, o, clock{l.db.dialect}.inWindow())
+}
+
+func (l *Ledger) deduct(ctx context.Context, o inventory.Order, window string) error {
 	var err error
 	if l.db.dialect == MySQL {
-		err = l.sell(ctx, []inventory.Order{o}, o.Quantity) // sale.go
+		err = l.sell(ctx, []inventory.Order{o}, o.Quantity, window) // sale.go
 	} else {
-		err = l.deductInTx(ctx, o)
+		err = l.deductInTx(ctx, o, window)
 	}
 	if errors.Is(err, errSoldOutOrMissing) {
-		return l.missingOr(ctx, o.ItemID, fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrSoldOut))
+		soldOut := fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrSoldOut)
+		if window == "" {
+			return l.missingOr(ctx, o.ItemID, soldOut)
+		}
+		return l.whyRefused(ctx, o, soldOut)
 	}
 	return err
 }
 
+// whyRefused explains a guarded decrement in the window that matched no
+// row, by a second read against the database's clock, in the order of
+// precedence: no such item, outside the window, sold out. A window that
+// opened between the two statements, with the units there, was still shut
+// when the decrement ran: the buyer hears it opened just now.
+func (l *Ledger) whyRefused(ctx context.Context, o inventory.Order, soldOut error) error {
+	r, err := l.kind.windowAt(l.conn(ctx), clock{l.db.dialect}, o.ItemID)
+	if err != nil {
+		return translate(fmt.Errorf("read the sale window of %s %d: %w", l.table, o.ItemID, err))
+	}
+	w := r.window()
+	if err := w.Err(o.ItemID); err != nil {
+		return err
+	}
+	if r.Stock >= o.Quantity && w.Opens {
+		return &inventory.NotOpen{ItemID: o.ItemID}
+	}
+	return inventory.SoldOutAt(w, soldOut)
+}
+
 // deductInTx is Deduct as a transaction of separate statements.
-func (l *Ledger) deductInTx(ctx context.Context, o inventory.Order) error {
+func (l *Ledger) deductInTx(ctx context.Context, o inventory.Order, window string) error {
 	return l.tx(ctx, func(tx *gorm.DB) error {
 		// Insert first: a repeat buyer fails on the unique key without
 		// touching the hot row, and the row lock the UPDATE takes is held
@@ -183,7 +257,7 @@ func (l *Ledger) deductInTx(ctx context.Context, o inventory.Order) error {
 		if err := l.kind.insertOrder(tx, o); err != nil {
 			return err
 		}
-		res := l.kind.deduct(tx, o.ItemID, o.Quantity)
+		res := l.kind.deduct(tx, o.ItemID, o.Quantity, window)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -216,13 +290,13 @@ func (l *Ledger) DeductAll(ctx context.Context, orders []inventory.Order) error 
 	}
 	var err error
 	if l.db.dialect == MySQL {
-		err = l.sell(ctx, orders, total) // sale.go
+		err = l.sell(ctx, orders, total, "") // sale.go
 	} else {
 		err = l.tx(ctx, func(tx *gorm.DB) error {
 			if err := l.kind.insertOrders(tx, orders); err != nil {
 				return err
 			}
-			res := l.kind.deduct(tx, id, total)
+			res := l.kind.deduct(tx, id, total, "")
 			if res.Error != nil {
 				return res.Error
 			}

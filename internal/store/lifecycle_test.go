@@ -109,6 +109,28 @@ func TestMigrateUpgradesAnOldDatabase(t *testing.T) {
 			if err := db.Products().Deduct(ctx, order("new-1", "U", 1)); err != nil {
 				t.Fatalf("a buy by U next to u's old order: %v", err)
 			}
+			// The old item is on sale for good (006_sale_window.sql), and
+			// takes a window that the database's clock enforces.
+			if it, err := db.Products().Get(ctx, 1); err != nil || it.Window != (inventory.SaleWindow{}) {
+				t.Fatalf("the old item's window after the upgrade: %+v, %v; want always open", it.Window, err)
+			}
+			if err := db.Products().DeductInWindow(ctx, order("new-2", "v", 1)); err != nil {
+				t.Fatalf("a buy in the old item's window: %v", err)
+			}
+			now, err := db.Products().Now(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := inventory.SaleWindow{ClosesAt: now.Add(-time.Minute).Truncate(time.Microsecond)}
+			if err := db.Products().ResetSale(ctx, 1, 5, closed); err != nil {
+				t.Fatal(err)
+			}
+			if it, err := db.Products().Get(ctx, 1); err != nil || !it.Window.ClosesAt.Equal(closed.ClosesAt) || !it.Window.OpensAt.IsZero() {
+				t.Fatalf("the window read back: %+v, %v; want %+v", it.Window, err, closed)
+			}
+			if err := db.Products().DeductInWindow(ctx, order("new-3", "w", 1)); !errors.Is(err, inventory.ErrSaleClosed) {
+				t.Fatalf("a buy after the closing: %v, want closed", err)
+			}
 		})
 	}
 }

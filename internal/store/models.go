@@ -21,14 +21,17 @@ type Product struct {
 	PriceCents   int64
 	InitialStock int
 	Stock        int
-	FenceToken   int64 // the newest fencing token that claimed the row
+	FenceToken   int64     // the newest fencing token that claimed the row
+	OpensAt      NullStamp // when the sale opens (UTC); NULL: always open
+	ClosesAt     NullStamp // when the sale closes (UTC); NULL: never
 }
 
 // TableName names the table for gorm.
 func (Product) TableName() string { return "products" }
 
 func (p Product) item() inventory.Item {
-	return inventory.Item{ID: p.ID, Name: p.Name, PriceCents: p.PriceCents, InitialStock: p.InitialStock, Stock: p.Stock, FenceToken: p.FenceToken}
+	return inventory.Item{ID: p.ID, Name: p.Name, PriceCents: p.PriceCents, InitialStock: p.InitialStock, Stock: p.Stock, FenceToken: p.FenceToken,
+		Window: inventory.SaleWindow{OpensAt: p.OpensAt.UTC(), ClosesAt: p.ClosesAt.UTC()}}
 }
 
 // Order is a row of orders: one buyer's purchase of a product. The schema
@@ -85,14 +88,17 @@ type CouponBatch struct {
 	Name       string
 	Total      int
 	Remaining  int
-	FenceToken int64 // the newest fencing token that claimed the row
+	FenceToken int64     // the newest fencing token that claimed the row
+	OpensAt    NullStamp // when the sale opens (UTC); NULL: always open
+	ClosesAt   NullStamp // when the sale closes (UTC); NULL: never
 }
 
 // TableName names the table for gorm.
 func (CouponBatch) TableName() string { return "coupon_batches" }
 
 func (b CouponBatch) item() inventory.Item {
-	return inventory.Item{ID: b.ID, Name: b.Name, InitialStock: b.Total, Stock: b.Remaining, FenceToken: b.FenceToken}
+	return inventory.Item{ID: b.ID, Name: b.Name, InitialStock: b.Total, Stock: b.Remaining, FenceToken: b.FenceToken,
+		Window: inventory.SaleWindow{OpensAt: b.OpensAt.UTC(), ClosesAt: b.ClosesAt.UTC()}}
 }
 
 // CouponGrab is a row of coupon_grabs: one user's coupon from a batch. The
@@ -172,3 +178,23 @@ func (s *Stamp) parse(text string) error {
 
 // Value writes the time.Time, which both drivers store in their own way.
 func (s Stamp) Value() (driver.Value, error) { return s.Time, nil }
+
+// NullStamp is a timestamp column that may be NULL: the zero time reads
+// from NULL and writes NULL.
+type NullStamp struct{ Stamp }
+
+// UTC returns the time in UTC, or the zero time for NULL.
+func (s NullStamp) UTC() time.Time {
+	if s.IsZero() {
+		return time.Time{}
+	}
+	return s.Time.UTC()
+}
+
+// Value writes NULL for the zero time.
+func (s NullStamp) Value() (driver.Value, error) {
+	if s.IsZero() {
+		return nil, nil
+	}
+	return s.Time.UTC(), nil
+}

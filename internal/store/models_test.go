@@ -36,6 +36,8 @@ func TestModelsMatchSchema(t *testing.T) {
 		reflect.TypeFor[string]():      {"varchar", "text"},
 		reflect.TypeFor[time.Time]():   {"datetime", "text"},
 		reflect.TypeFor[store.Stamp](): {"datetime", "text"},
+		// The sale window's bounds: NULL is no bound.
+		reflect.TypeFor[store.NullStamp](): {"datetime", "text"},
 	}
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
@@ -68,7 +70,12 @@ func TestModelsMatchSchema(t *testing.T) {
 					if pk, _ := c.PrimaryKey(); pk {
 						continue
 					}
-					if nullable, ok := c.Nullable(); !ok || nullable {
+					if nullable, ok := c.Nullable(); f.FieldType == reflect.TypeFor[store.NullStamp]() {
+						if !ok || !nullable {
+							t.Errorf("%s.%s is NOT NULL (or cannot tell: %v); the model's %s field means no bound by NULL", s.Table, c.Name(), !ok, f.Name)
+						}
+						continue
+					} else if !ok || nullable {
 						t.Errorf("%s.%s may be NULL (or cannot tell: %v); the model's %s field cannot hold NULL", s.Table, c.Name(), !ok, f.Name)
 					}
 				}

@@ -91,8 +91,10 @@ const (
 )
 
 // batch returns the multi-statement of a sale of orders (of one item, with
-// total units) and its arguments.
-func (t saleTables) batch(orders []inventory.Order, total int) (string, []driver.NamedValue) {
+// total units) and its arguments. A window condition (clock.inWindow), when
+// given, joins the decrement's WHERE: db-atomic checks the sale window in
+// the very statement that takes the units.
+func (t saleTables) batch(orders []inventory.Order, total int, window string) (string, []driver.NamedValue) {
 	cols := strings.Count(t.columns, ",") + 1
 	row := "(?" + strings.Repeat(", ?", cols-1) + ")"
 	args := make([]driver.NamedValue, 0, (cols+1)*len(orders)+3)
@@ -109,7 +111,11 @@ func (t saleTables) batch(orders []inventory.Order, total int) (string, []driver
 			add(v)
 		}
 	}
-	fmt.Fprintf(&b, ";\nUPDATE %s SET %s = %s - ? WHERE id = ? AND %s >= ?;\n", t.items, t.stock, t.stock, t.stock)
+	fmt.Fprintf(&b, ";\nUPDATE %s SET %s = %s - ? WHERE id = ? AND %s >= ?", t.items, t.stock, t.stock, t.stock)
+	if window != "" {
+		b.WriteString(" AND " + window)
+	}
+	b.WriteString(";\n")
 	add(int64(total))
 	add(orders[0].ItemID)
 	add(int64(total))
@@ -130,8 +136,8 @@ const rollbackWait = 5 * time.Second
 // retried like tx when InnoDB picked it as a deadlock victim or timed out
 // its row lock. It returns errSoldOutOrMissing when the decrement matched
 // no row (nothing was written).
-func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int) error {
-	query, args := l.kind.sale().batch(orders, total)
+func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, window string) error {
+	query, args := l.kind.sale().batch(orders, total, window)
 	var counts []int64
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

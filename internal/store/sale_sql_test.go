@@ -34,7 +34,7 @@ func TestSaleBatchSQL(t *testing.T) {
 			"DELETE FROM coupon_grabs WHERE @seckill_sold = 0 AND grab_no IN (?, ?);\n" +
 			"COMMIT"},
 	} {
-		query, args := c.kind.sale().batch(orders, 3)
+		query, args := c.kind.sale().batch(orders, 3, "")
 		if query != c.want {
 			t.Errorf("%T batch:\n%s\nwant:\n%s", c.kind, query, c.want)
 		}

@@ -80,15 +80,28 @@ func (couponKind) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
 
 // deduct is db-atomic's guarded decrement: the database checks and
 // subtracts in one statement, under the row lock, so no buyer acts on a
-// stale read. No row matched means sold out (or no such item).
+// stale read. No row matched means sold out, outside the window, or no
+// such item. With window (db-atomic; not the writes that follow a Redis
+// stage's buy) the statement also checks the sale window against the
+// database's clock (clock.inWindow):
 //
 //	UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?
-func (productKind) deduct(tx *gorm.DB, id int64, q int) *gorm.DB {
-	return tx.Model(&Product{}).Where("id = ? AND stock >= ?", id, q).Update("stock", gorm.Expr("stock - ?", q))
+func (productKind) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ? AND stock >= ?", id, q).Scopes(inWindow(window)).Update("stock", gorm.Expr("stock - ?", q))
 }
 
-func (couponKind) deduct(tx *gorm.DB, id int64, q int) *gorm.DB {
-	return tx.Model(&CouponBatch{}).Where("id = ? AND remaining >= ?", id, q).Update("remaining", gorm.Expr("remaining - ?", q))
+func (couponKind) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
+	return tx.Model(&CouponBatch{}).Where("id = ? AND remaining >= ?", id, q).Scopes(inWindow(window)).Update("remaining", gorm.Expr("remaining - ?", q))
+}
+
+// inWindow is a gorm scope that adds the window condition cond, if any.
+func inWindow(cond string) func(*gorm.DB) *gorm.DB {
+	return func(tx *gorm.DB) *gorm.DB {
+		if cond == "" {
+			return tx
+		}
+		return tx.Where(cond)
+	}
 }
 
 // claim records a lock holder's fencing token on the row; no row matches
@@ -149,14 +162,94 @@ func (couponKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
 	return tx.Create(rows).Error
 }
 
-// restock sets the initial stock and the stock to n. A map, not a struct:
-// gorm's Updates skips a struct's zero values, and 0 is a valid stock.
-func (productKind) restock(tx *gorm.DB, id int64, n int) *gorm.DB {
-	return tx.Model(&Product{}).Where("id = ?", id).Updates(map[string]any{"initial_stock": n, "stock": n})
+// restock sets the initial stock and the stock to n, and the sale window
+// (NULL for a bound it does not have). A map, not a struct: gorm's Updates
+// skips a struct's zero values, and 0 is a valid stock.
+func (productKind) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
+	return tx.Model(&Product{}).Where("id = ?", id).Updates(map[string]any{"initial_stock": n, "stock": n,
+		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}})
 }
 
-func (couponKind) restock(tx *gorm.DB, id int64, n int) *gorm.DB {
-	return tx.Model(&CouponBatch{}).Where("id = ?", id).Updates(map[string]any{"total": n, "remaining": n})
+func (couponKind) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
+	return tx.Model(&CouponBatch{}).Where("id = ?", id).Updates(map[string]any{"total": n, "remaining": n,
+		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}})
+}
+
+// windowAt reads the item's stock and its window against the database's
+// clock, in one statement; gorm.ErrRecordNotFound when there is no item:
+//
+//	SELECT stock, opens_at IS NOT NULL AS opens, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), opens_at) AS opens_in_us,
+//	  closes_at IS NOT NULL AS closes, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), closes_at) AS closes_in_us
+//	FROM products WHERE id = ?
+func (productKind) windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error) {
+	return readWindow(tx.Model(&Product{}), c, "stock", id)
+}
+
+func (couponKind) windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error) {
+	return readWindow(tx.Model(&CouponBatch{}), c, "remaining", id)
+}
+
+// windowRow is what windowAt reads.
+type windowRow struct {
+	Stock      int
+	Opens      bool
+	OpensInUs  *int64
+	Closes     bool
+	ClosesInUs *int64
+}
+
+func readWindow(tx *gorm.DB, c clock, stock string, id int64) (windowRow, error) {
+	var r windowRow
+	err := tx.Select(stock+" AS stock, opens_at IS NOT NULL AS opens, "+c.until("opens_at")+" AS opens_in_us, "+
+		"closes_at IS NOT NULL AS closes, "+c.until("closes_at")+" AS closes_in_us").
+		Where("id = ?", id).Take(&r).Error
+	return r, err
+}
+
+func (r windowRow) window() inventory.WindowAt {
+	us := func(p *int64) time.Duration {
+		if p == nil {
+			return 0
+		}
+		return time.Duration(*p) * time.Microsecond
+	}
+	return inventory.WindowAt{Opens: r.Opens, OpensIn: us(r.OpensInUs), Closes: r.Closes, ClosesIn: us(r.ClosesInUs)}
+}
+
+// clock is the database's own clock, in the SQL of its dialect: the
+// reference clock of the SQL stages' window check.
+type clock struct{ dialect Dialect }
+
+// now is the database's now, as a value comparable with a window column
+// wrapped by at.
+func (c clock) now() string {
+	if c.dialect == MySQL {
+		return "UTC_TIMESTAMP(6)"
+	}
+	return "julianday('now')" // SQLite keeps the columns as text: compare day numbers
+}
+
+// at is a timestamp column, comparable with now.
+func (c clock) at(col string) string {
+	if c.dialect == MySQL {
+		return col
+	}
+	return "julianday(" + col + ")"
+}
+
+// until is the microseconds from now to the column (negative once past;
+// NULL for NULL).
+func (c clock) until(col string) string {
+	if c.dialect == MySQL {
+		return "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), " + col + ")"
+	}
+	return "CAST(ROUND((julianday(" + col + ") - julianday('now')) * 86400000000) AS INTEGER)"
+}
+
+// inWindow is the condition that the database's now is in the row's
+// window: the part db-atomic's guarded decrement adds.
+func (c clock) inWindow() string {
+	return "(opens_at IS NULL OR " + c.at("opens_at") + " <= " + c.now() + ") AND (closes_at IS NULL OR " + c.at("closes_at") + " > " + c.now() + ")"
 }
 
 // deleteOrders deletes every order of the item.

@@ -77,9 +77,16 @@ func TestGuardedSQL(t *testing.T) {
 	}{
 		{
 			name:    "db-atomic guarded decrement",
-			run:     func(k kind, tx *gorm.DB) { k.deduct(tx, id, q) },
+			run:     func(k kind, tx *gorm.DB) { k.deduct(tx, id, q, "") },
 			product: "UPDATE `products` SET `stock`=stock - ? WHERE id = ? AND stock >= ?",
 			coupon:  "UPDATE `coupon_batches` SET `remaining`=remaining - ? WHERE id = ? AND remaining >= ?",
+			vars:    []any{q, int64(id), q},
+		},
+		{
+			name:    "db-atomic guarded decrement in the sale window, on MySQL's clock",
+			run:     func(k kind, tx *gorm.DB) { k.deduct(tx, id, q, clock{MySQL}.inWindow()) },
+			product: "UPDATE `products` SET `stock`=stock - ? WHERE (id = ? AND stock >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
+			coupon:  "UPDATE `coupon_batches` SET `remaining`=remaining - ? WHERE (id = ? AND remaining >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
 			vars:    []any{q, int64(id), q},
 		},
 		{

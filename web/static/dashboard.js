@@ -45,6 +45,7 @@ const problemZH = {
   'invalid-request': '请求无效', 'malformed-json': 'JSON 格式错误', 'unknown-stage': '未知阶段',
   'stage-unavailable': '此实例不支持该阶段', 'unauthorized': '需要管理员令牌', 'forbidden': '管理员令牌错误',
   'admin-disabled': '管理接口未开启', 'not-found': '不存在', 'sold-out': '已售罄',
+  'sale-not-open': '尚未开售', 'sale-closed': '已停售',
   'already-purchased': '已经买过', 'idempotency-in-flight': '同一请求仍在处理中',
   'idempotency-mismatch': '幂等键被用于不同的请求', 'lock-timeout': '等锁超时', 'overloaded': '过载，请稍后重试',
   'lock-lost': '锁已丢失，未写入', 'unavailable': '后端不可用', 'timeout': '请求超时', 'cancelled': '请求被取消',
@@ -120,11 +121,15 @@ async function loadFleet() {
 
 async function loadItems() {
   const out = [];
+  // The sale window, and the server's clock minus this page's, measured
+  // when the answer came: the countdown runs on the server's clock.
+  const item = (kind, x) => ({ kind, id: x.id, name: x.name, opens_at: x.opens_at, closes_at: x.closes_at,
+    skew: Date.parse(x.server_time) - Date.now() });
   const { products } = await getJSON('/api/v1/products');
-  for (const p of products) out.push({ kind: 'product', id: p.id, name: p.name });
+  for (const p of products) out.push(item('product', p));
   try {
     const { coupons } = await getJSON('/api/v1/coupons');
-    for (const c of coupons) out.push({ kind: 'coupon', id: c.id, name: c.name });
+    for (const c of coupons) out.push(item('coupon', c));
   } catch { /* coupons are optional */ }
   await Promise.all(out.map(async it => {
     it.audit = await getJSON(`/api/v1/${it.kind}s/${it.id}/audit`);
@@ -220,7 +225,53 @@ function card(it) {
   const reset = el('button', { type: 'button', 'data-action': 'reset', text: T('Reset stock', '重置库存') });
   reset.addEventListener('click', () => resetItem(it.kind, it.id));
   c.append(el('div', { class: 'actions' }, buy, reset, el('span', { class: 'muted', 'data-field': 'orders' })));
+  // The sale window: a countdown, and a workshop's "open in N seconds".
+  const secs = el('input', { type: 'number', min: '1', max: '3600', value: '10', 'data-field': 'open-in', 'aria-label': T('seconds', '秒') });
+  const openIn = el('button', { type: 'button', 'data-action': 'open-in', text: T('Open in N s', 'N 秒后开售') });
+  openIn.addEventListener('click', () => openItemIn(it.kind, it.id, Number(secs.value)));
+  c.append(el('div', { class: 'actions window' }, el('span', { 'data-field': 'window', text: '–' }), secs, openIn));
   return c;
+}
+
+// windowText says where the item's sale window stands on the server's
+// clock (the page's clock plus the skew measured at the last refresh).
+function windowText(it) {
+  const now = Date.now() + (it.skew || 0);
+  const opens = it.opens_at ? Date.parse(it.opens_at) : null;
+  const closes = it.closes_at ? Date.parse(it.closes_at) : null;
+  if (opens !== null && now < opens) {
+    const s = Math.ceil((opens - now) / 1000);
+    return [T(`Opens in ${s} s`, `${s} 秒后开售`), 'soon'];
+  }
+  if (closes !== null && now >= closes) return [T('✗ Sale closed', '✗ 已停售'), 'closed'];
+  if (closes !== null) return [T(`✓ On sale, closes in ${Math.ceil((closes - now) / 1000)} s`, `✓ 在售，${Math.ceil((closes - now) / 1000)} 秒后结束`), 'open'];
+  return [T('✓ On sale', '✓ 在售'), 'open'];
+}
+
+function tickWindows() {
+  for (const [key, it] of state.items) {
+    const f = document.querySelector(`[data-item="${key}"] [data-field="window"]`);
+    if (!f) continue;
+    const [text, phase] = windowText(it);
+    f.textContent = text;
+    f.closest('.card').dataset.window = phase;
+  }
+}
+setInterval(tickWindows, 250);
+
+// openItemIn restocks the item and opens its sale n seconds from now on
+// the server's clock: the crowd that buys before gets 409 sale-not-open.
+async function openItemIn(kind, id, n) {
+  const it = state.items.get(`${kind}-${id}`);
+  if (!(n >= 1 && n <= 3600)) { say(T('N must be between 1 and 3600 seconds.', 'N 必须在 1 到 3600 秒之间。'), true); return; }
+  const stock = it ? it.audit.initial_stock : 100;
+  const opens_at = new Date(Date.now() + (it ? it.skew : 0) + n * 1000).toISOString();
+  const r = await admin('POST', `/api/v1/admin/${kind}s/${id}/reset`, { stock, opens_at });
+  if (!r) { say(T('Not reset: no admin token.', '未重置：没有管理员令牌。')); return; }
+  if (!r.ok) { say(T('Not reset: ', '未重置：') + await problemText(r), true); return; }
+  const name = it ? it.name : `${kind} ${id}`;
+  say(T(`${name} reset to ${stock}; its sale opens in ${n} s.`, `${name} 已重置为 ${stock} 件，${n} 秒后开售。`));
+  refresh1();
 }
 
 function renderItems(items) {

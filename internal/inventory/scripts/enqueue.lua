@@ -4,14 +4,19 @@
 -- after refusal.lua.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending (redis-atomic's
 -- reservations), KEYS[4] queued (orders accepted, not yet written),
--- KEYS[5] the order stream
+-- KEYS[5] the order stream, KEYS[6] the sale window (see refusal.lua)
 -- ARGV[1] user, ARGV[2] quantity, ARGV[3] order no, ARGV[4] now in ms,
 -- ARGV[5] stage, ARGV[6] instance, ARGV[7] most entries the stream may hold
 -- Returns the stock left, -1 sold out, -2 not loaded, -3 already bought,
 -- -4 sold out for now (units in flight may still come back), -5 the queue
--- is full.
-local refused = refusal(KEYS, ARGV)
-if refused then return refused end
+-- is full, -6 not open yet, -7 closed; a code that comes with refusal's ms
+-- comes as {code, ms}. The window is checked here, once: the writers that
+-- take the order from the stream do not check it again.
+local refused, ms = refusal(KEYS, ARGV, KEYS[6])
+if refused then
+  if ms then return {refused, ms} end
+  return refused
+end
 if redis.call('XLEN', KEYS[5]) >= tonumber(ARGV[7]) then return -5 end
 local q = tonumber(ARGV[2])
 local left = redis.call('DECRBY', KEYS[1], q)

@@ -2,9 +2,13 @@
 -- after refusal.lua: a buy that would be refused for good (sold out, or a buyer
 -- who already bought) is refused before a key never used is claimed, so it
 -- costs one round trip and leaves nothing under the key.
--- keys and args as refusal's.
+-- keys and args as refusal's, keys[5] the sale window. Outside the
+-- window: 'sale-not-open:<ms until the opening>' or 'sale-closed', in the
+-- precedence of refusal.lua.
 local function refuse(keys, args)
-  local refused = refusal(keys, args)
+  local refused, ms = refusal(keys, args, keys[5])
+  if refused == -6 then return 'sale-not-open:' .. ms end
+  if refused == -7 then return 'sale-closed' end
   if refused == -1 then return 'sold-out' end
   if refused == -3 then return 'already-purchased' end
   return false
