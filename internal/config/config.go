@@ -34,6 +34,9 @@ type Config struct {
 	MySQLConnLifetime     time.Duration // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
 	RedisAddrs            []string      // SECKILL_REDIS_ADDR: one address, or several cluster nodes
 	RedisPassword         string        // SECKILL_REDIS_PASSWORD
+	RedisSentinels        []string      // SECKILL_REDIS_SENTINELS: Sentinel addresses; the app then talks to the primary they name
+	RedisMaster           string        // SECKILL_REDIS_MASTER: the Sentinel group's master name
+	RedisSentinelPassword string        // SECKILL_REDIS_SENTINEL_PASSWORD: password of the Sentinels themselves
 	RedisPool             int           // SECKILL_REDIS_POOL: connections per Redis server (0: go-redis's 10 per CPU)
 	RedlockAddrs          []string      // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
 	AdminToken            string        // SECKILL_ADMIN_TOKEN: admin routes are off when empty
@@ -74,6 +77,9 @@ func (c *Config) settings() []setting {
 		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
 		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
 		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
+		list(&c.RedisSentinels, "SECKILL_REDIS_SENTINELS", "", "comma-separated Redis Sentinel addresses, instead of SECKILL_REDIS_ADDR: the app asks them for the primary of SECKILL_REDIS_MASTER and follows it across failovers"),
+		text(&c.RedisMaster, "SECKILL_REDIS_MASTER", "", "master name the Sentinels monitor (sentinel monitor <name> ...); required with SECKILL_REDIS_SENTINELS"),
+		secret(&c.RedisSentinelPassword, "SECKILL_REDIS_SENTINEL_PASSWORD", "password of the Sentinels (requirepass in sentinel.conf), when they have one (masked in logs)"),
 		integer(&c.RedisPool, "SECKILL_REDIS_POOL", "0", 0, 100_000, "most connections to each Redis server (0: go-redis's default, 10 per CPU); buyers beyond it wait for a free one"),
 		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
 		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
@@ -151,6 +157,21 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
 	}
+	switch {
+	case len(c.RedisSentinels) > 0 && len(c.RedisAddrs) > 0:
+		fail("SECKILL_REDIS_SENTINELS", errors.New("set either SECKILL_REDIS_ADDR (one server or Cluster nodes) or SECKILL_REDIS_SENTINELS (a Sentinel group), not both"))
+	case len(c.RedisSentinels) > 0 && c.RedisMaster == "":
+		fail("SECKILL_REDIS_MASTER", errors.New("is required with SECKILL_REDIS_SENTINELS: the master name the Sentinels monitor"))
+	case len(c.RedisSentinels) == 0 && c.RedisMaster != "":
+		fail("SECKILL_REDIS_SENTINELS", fmt.Errorf("is required with SECKILL_REDIS_MASTER=%s: the addresses of the Sentinels", c.RedisMaster))
+	case len(c.RedisSentinels) == 0 && c.RedisSentinelPassword != "":
+		fail("SECKILL_REDIS_SENTINEL_PASSWORD", errors.New("is set without SECKILL_REDIS_SENTINELS"))
+	}
+	for _, a := range c.RedisSentinels {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			fail("SECKILL_REDIS_SENTINELS", fmt.Errorf("%q is not host:port, such as 10.0.0.5:26379", a))
+		}
+	}
 	if err := checkListenAddr(c.Addr); err != nil {
 		fail("SECKILL_ADDR", err)
 	}
@@ -185,6 +206,10 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	return c, errors.Join(errs...)
 }
+
+// UsesRedis reports whether Redis is configured, as one server, a Cluster
+// or a Sentinel group.
+func (c Config) UsesRedis() bool { return len(c.RedisAddrs) > 0 || len(c.RedisSentinels) > 0 }
 
 // maxTokenFile bounds what ReadTokenFile reads: a token is a line.
 const maxTokenFile = 4096

@@ -177,3 +177,36 @@ func TestAdminTokenMustBeOneWord(t *testing.T) {
 		t.Errorf("white space around a token is trimmed: %v", err)
 	}
 }
+
+// A Sentinel group is named by its Sentinels and the master name together,
+// instead of SECKILL_REDIS_ADDR; each half alone, or both ways at once,
+// is refused with the variable to fix.
+func TestLoadRedisSentinels(t *testing.T) {
+	c, err := Load(env(map[string]string{"SECKILL_REDIS_SENTINELS": "s1:26379, s2:26379,s3:26379", "SECKILL_REDIS_MASTER": "seckill", "SECKILL_REDIS_SENTINEL_PASSWORD": "sentinelpw"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.RedisSentinels) != 3 || c.RedisSentinels[2] != "s3:26379" || c.RedisMaster != "seckill" || !c.UsesRedis() {
+		t.Fatalf("unexpected config: %+v", c)
+	}
+	if s := c.LogValue().String(); strings.Contains(s, "sentinelpw") {
+		t.Errorf("the sentinel password is logged: %s", s)
+	}
+	if c, err := Load(env(nil)); err != nil || c.UsesRedis() {
+		t.Errorf("no Redis by default: %v, %v", c.UsesRedis(), err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SECKILL_REDIS_SENTINELS": "s1:26379"}, "SECKILL_REDIS_MASTER"},
+		{map[string]string{"SECKILL_REDIS_MASTER": "seckill"}, "SECKILL_REDIS_SENTINELS"},
+		{map[string]string{"SECKILL_REDIS_SENTINELS": "s1:26379", "SECKILL_REDIS_MASTER": "m", "SECKILL_REDIS_ADDR": "r:6379"}, "not both"},
+		{map[string]string{"SECKILL_REDIS_SENTINELS": "s1", "SECKILL_REDIS_MASTER": "m"}, "not host:port"},
+		{map[string]string{"SECKILL_REDIS_SENTINEL_PASSWORD": "pw"}, "SECKILL_REDIS_SENTINEL_PASSWORD"},
+	} {
+		if _, err := Load(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %q", tc.env, err, tc.want)
+		}
+	}
+}
