@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,8 @@ type Config struct {
 	PaymentTimeout        time.Duration // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
 	StreamMaxLen          int           // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
 	StreamClaimIdle       time.Duration // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
+	StreamDurability      string        // SECKILL_STREAM_DURABILITY: what must hold before redis-stream answers 202
+	StreamReplicaWait     time.Duration // SECKILL_STREAM_REPLICA_WAIT: bound on waiting for a replica at durability replica
 	ShutdownTimeout       time.Duration // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
 	LogLevel              slog.Level    // SECKILL_LOG_LEVEL: debug, info, warn, error
 	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo (DefaultDemoDB)
@@ -98,6 +101,8 @@ func (c *Config) settings() []setting {
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
 		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),
 		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
+		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(inventory.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 timeout, outcome unknown)"),
+		duration(&c.StreamReplicaWait, "SECKILL_STREAM_REPLICA_WAIT", "100ms", time.Millisecond, 10*time.Second, "how long a redis-stream buy at durability replica waits for a replica to confirm its order"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
 		text(&c.DemoDB, "SECKILL_DEMO_DB", DefaultDemoDB, "SQL file of the embedded demo database"),
@@ -153,6 +158,15 @@ func Load(getenv func(string) string) (Config, error) {
 	fail := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
 	if !inventory.ValidStage(c.Mode) {
 		fail("SECKILL_MODE", fmt.Errorf("unknown stage %q; want one of %s", c.Mode, strings.Join(inventory.Stages, ", ")))
+	}
+	if !slices.Contains(inventory.Durabilities, c.StreamDurability) {
+		fail("SECKILL_STREAM_DURABILITY", fmt.Errorf("unknown level %q; want one of %s", c.StreamDurability, strings.Join(inventory.Durabilities, ", ")))
+	}
+	if c.StreamDurability == string(inventory.DurabilityReplica) && len(c.RedisAddrs) > 1 {
+		fail("SECKILL_STREAM_DURABILITY", errors.New("replica needs one server or a Sentinel group, not a Cluster: WAIT must follow the enqueue on its connection, which a Cluster client splits by slot"))
+	}
+	if c.StreamReplicaWait >= c.RequestTimeout && c.RequestTimeout > 0 {
+		fail("SECKILL_STREAM_REPLICA_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s)", c.StreamReplicaWait, c.RequestTimeout))
 	}
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))

@@ -210,3 +210,29 @@ func TestLoadRedisSentinels(t *testing.T) {
 		}
 	}
 }
+
+// The stream's durability is one of three levels; replica needs the
+// script's own connection, which a Cluster client does not give, and a
+// wait shorter than the request.
+func TestLoadStreamDurability(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.StreamDurability != "none" || c.StreamReplicaWait != 100*time.Millisecond {
+		t.Fatalf("defaults: %q %s %v", c.StreamDurability, c.StreamReplicaWait, err)
+	}
+	c, err = Load(env(map[string]string{"SECKILL_STREAM_DURABILITY": "replica", "SECKILL_STREAM_REPLICA_WAIT": "250ms", "SECKILL_REDIS_ADDR": "r:6379"}))
+	if err != nil || c.StreamDurability != "replica" || c.StreamReplicaWait != 250*time.Millisecond {
+		t.Fatalf("%q %s %v", c.StreamDurability, c.StreamReplicaWait, err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SECKILL_STREAM_DURABILITY": "disk"}, "SECKILL_STREAM_DURABILITY"},
+		{map[string]string{"SECKILL_STREAM_DURABILITY": "replica", "SECKILL_REDIS_ADDR": "a:1,b:2,c:3"}, "not a Cluster"},
+		{map[string]string{"SECKILL_STREAM_REPLICA_WAIT": "5s", "SECKILL_REQUEST_TIMEOUT": "5s"}, "SECKILL_STREAM_REPLICA_WAIT"},
+	} {
+		if _, err := Load(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %q", tc.env, err, tc.want)
+		}
+	}
+}

@@ -37,6 +37,12 @@ import (
 
 // StreamOptions tune the redis-stream stage.
 type StreamOptions struct {
+	// Durability is what must hold before a buyer hears 202 (see
+	// durability.go); the zero value is DurabilityNone.
+	Durability Durability
+	// ReplicaWait bounds how long a buy at DurabilityReplica waits for a
+	// replica to confirm its order. Default 100ms.
+	ReplicaWait time.Duration
 	// MaxLen bounds the entries the stream holds; a buy that finds it
 	// full is turned away with ErrOverloaded. Writers trim what they have
 	// acknowledged, so the length is the backlog.
@@ -63,6 +69,12 @@ func NewRedisStream(copy *RedisAtomic, opts StreamOptions) *RedisStream {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Durability == "" {
+		opts.Durability = DurabilityNone
+	}
+	if opts.ReplicaWait <= 0 {
+		opts.ReplicaWait = 100 * time.Millisecond
+	}
 	return &RedisStream{copy: copy, rdb: copy.rdb, opts: opts}
 }
 
@@ -71,17 +83,20 @@ func (s *RedisStream) Queues() bool { return true }
 
 // Buy takes the units in Redis and queues the order, in one script. It
 // fails with ErrSoldOut, ErrAlreadyPurchased, ErrNotFound, ErrOverloaded
-// (the queue is full) or ErrUnavailable.
+// (the queue is full) or ErrUnavailable; at DurabilityReplica, with
+// ErrOutcomeUnknown when the order was queued but no replica confirmed it
+// in time (the buyer must not hear 202: the order may not survive a
+// failover).
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	keys := append(s.copy.keys(o.ItemID), s.stream(o.ItemID))
 	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
-	left, err := enqueue.Run(ctx, s.rdb, keys, args...).Int64()
+	left, replicas, err := s.enqueue(ctx, keys, args)
 	if err == nil && left == -2 {
 		// No copy yet (or Redis lost it): load it from the database.
 		if err = s.copy.loadOne(ctx, o.ItemID, false); err != nil {
 			return err
 		}
-		left, err = enqueue.Run(ctx, s.rdb, keys, args...).Int64()
+		left, replicas, err = s.enqueue(ctx, keys, args)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: queue in redis: %w", ErrUnavailable, err)
@@ -100,6 +115,11 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	}
 	if s.wake != nil {
 		s.wake(o.ItemID)
+	}
+	if s.opts.Durability == DurabilityReplica && replicas < 1 {
+		// Queued on the primary, which writers will serve while it lives;
+		// but a failover now may promote a replica that never saw it.
+		return fmt.Errorf("%w: order %s is queued, but no replica confirmed it within %s", ErrOutcomeUnknown, o.No, s.opts.ReplicaWait)
 	}
 	return nil
 }

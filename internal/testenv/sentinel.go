@@ -39,14 +39,8 @@ const SentinelDownAfter = time.Second
 func StartSentinelGroup(t testing.TB, primaryArgs ...string) *SentinelGroup {
 	t.Helper()
 	g := &SentinelGroup{t: t, Master: Name("seckill-")}
-	g.Primary = StartRedis(t, primaryArgs...)
+	g.Primary, g.Replica = StartReplicaPair(t, primaryArgs...)
 	primaryPort := g.Primary.port
-	g.Replica = startRedis(t, nil, func(int) []string {
-		return []string{"--replicaof", "127.0.0.1", fmt.Sprint(primaryPort)}
-	})
-	testkit.Eventually(t, "the replica has synced with the primary", 30*time.Second, func() bool {
-		return strings.Contains(g.info(g.Replica.Addr, "replication"), "master_link_status:up")
-	})
 	for i := 0; i < 3; i++ {
 		s := startRedis(t, func(port int, dir string) []string {
 			// Sentinel rewrites its config file, so each gets its own.
@@ -77,6 +71,27 @@ func StartSentinelGroup(t testing.TB, primaryArgs ...string) *SentinelGroup {
 		return true
 	})
 	return g
+}
+
+// StartReplicaPair starts a primary (with primaryArgs) and a replica of
+// it, waits until the replica has synced, and stops both when the test
+// ends.
+func StartReplicaPair(t testing.TB, primaryArgs ...string) (primary, replica *RedisProcess) {
+	t.Helper()
+	primary = StartRedis(t, primaryArgs...)
+	replica = startRedis(t, nil, func(int) []string {
+		return []string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}
+	})
+	WaitReplicaSynced(t, replica)
+	return primary, replica
+}
+
+// WaitReplicaSynced waits until replica's link to its primary is up.
+func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
+	t.Helper()
+	testkit.Eventually(t, "the replica has synced with the primary", 30*time.Second, func() bool {
+		return strings.Contains(info(replica.Addr, "replication"), "master_link_status:up")
+	})
 }
 
 // SentinelAddrs returns the Sentinels' addresses.
@@ -130,13 +145,17 @@ func (g *SentinelGroup) WaitFailover() string {
 }
 
 // client is a plain client of one of the group's processes.
-func (g *SentinelGroup) client(addr string) *redis.Client {
+func (g *SentinelGroup) client(addr string) *redis.Client { return plainClient(addr) }
+
+func plainClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 }
 
+func (g *SentinelGroup) info(addr, section string) string { return info(addr, section) }
+
 // info returns a section of INFO from addr, "" when it does not answer.
-func (g *SentinelGroup) info(addr, section string) string {
-	c := g.client(addr)
+func info(addr, section string) string {
+	c := plainClient(addr)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
