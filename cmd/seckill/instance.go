@@ -163,7 +163,7 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 		}
 	}
 	if b.redis != nil {
-		if r.locker, err = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")}); err != nil {
+		if r.locker, err = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis"), Replicas: cfg.LockReplicas}); err != nil {
 			return nil, errors.Join(err, r.close())
 		}
 		r.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)

@@ -45,6 +45,7 @@ type Config struct {
 	CriticalSectionDelay  time.Duration // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration // SECKILL_LOCK_TTL
 	LockWait              time.Duration // SECKILL_LOCK_WAIT: bound on waiting for a lock
+	LockReplicas          int           // SECKILL_LOCK_REPLICAS: replicas that must confirm a redis-lock grant
 	ItemQueue             int           // SECKILL_ITEM_QUEUE: buyers of one item always let in line per instance (0: no cap)
 	ItemQueueMax          int           // SECKILL_ITEM_QUEUE_MAX: longest that line grows while it is served within SECKILL_LOCK_WAIT
 	SoldOutLease          time.Duration // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
@@ -90,6 +91,7 @@ func (c *Config) settings() []setting {
 		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
+		integer(&c.LockReplicas, "SECKILL_LOCK_REPLICAS", "0", 0, 16, "replicas that must acknowledge each redis-lock grant and renewal (WAIT, within 100ms) before it is trusted; an unconfirmed grant is given back and the buy answered 503 unavailable (0: off; not for a Cluster)"),
 		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "buyers of one item always let in line for its lock, row or script on one instance (0: no cap at all); past them a buyer gets in only if the line is served within SECKILL_LOCK_WAIT at its recent pace, the rest get 503 overloaded at once"),
 		integer(&c.ItemQueueMax, "SECKILL_ITEM_QUEUE_MAX", "4096", 0, 1_000_000, "longest the line of one item on one instance grows past SECKILL_ITEM_QUEUE while it is served within SECKILL_LOCK_WAIT (at or below SECKILL_ITEM_QUEUE: the line stays at SECKILL_ITEM_QUEUE)"),
 		duration(&c.SoldOutLease, "SECKILL_SOLD_OUT_LEASE", "1s", 10*time.Millisecond, time.Minute, "how long an instance answers a sold-out item from memory without rereading its restock epoch; a reset waits this long, so that no instance still answers sold out once it returns"),
@@ -164,6 +166,9 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if c.StreamDurability == string(inventory.DurabilityReplica) && len(c.RedisAddrs) > 1 {
 		fail("SECKILL_STREAM_DURABILITY", errors.New("replica needs one server or a Sentinel group, not a Cluster: WAIT must follow the enqueue on its connection, which a Cluster client splits by slot"))
+	}
+	if c.LockReplicas > 0 && len(c.RedisAddrs) > 1 {
+		fail("SECKILL_LOCK_REPLICAS", errors.New("needs one server or a Sentinel group, not a Cluster: WAIT must follow the lock's script on its connection"))
 	}
 	if c.StreamReplicaWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_STREAM_REPLICA_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s)", c.StreamReplicaWait, c.RequestTimeout))

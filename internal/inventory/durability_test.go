@@ -17,11 +17,18 @@ import (
 // test's own (p), with the SQL file as the database.
 func durableEnv(t *testing.T, p *testenv.RedisProcess, d inventory.Durability) (*streamEnv, instance) {
 	t.Helper()
+	return durableEnvTB(t, p, d)
+}
+
+// durableEnvTB is durableEnv for a test or a benchmark, with stock enough
+// for any benchmark.
+func durableEnvTB(t testing.TB, p *testenv.RedisProcess, d inventory.Durability) (*streamEnv, instance) {
+	t.Helper()
 	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: p.Addr}))
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := &streamEnv{db: testenv.SQLite(t), rdb: rdb, ns: testenv.Name("d-"), id: 1,
-		opts: inventory.StreamOptions{Durability: d, ReplicaWait: 200 * time.Millisecond}}
-	if err := e.db.Products().Reset(context.Background(), e.id, 10); err != nil {
+		opts: inventory.StreamOptions{Durability: d, ReplicaWait: 200 * time.Millisecond, MaxLen: 100_000_000}}
+	if err := e.db.Products().Reset(context.Background(), e.id, 10_000_000); err != nil {
 		t.Fatal(err)
 	}
 	return e, e.instance("i1", inventory.Lifecycle{})
@@ -120,5 +127,31 @@ func TestStreamFsyncDurabilityNeedsAppendfsyncAlways(t *testing.T) {
 				t.Fatalf("want ErrNotDurable, got %v", err)
 			}
 		})
+	}
+}
+
+// With lock replica sync, a grant no replica confirmed is given back: the
+// redis-lock stage answers it as an outage (503 unavailable, nothing
+// sold), not as a busy lock (429).
+func TestRedisLockStageAnswersAnUnreplicatedGrantUnavailable(t *testing.T) {
+	t.Parallel()
+	primary, replica := testenv.StartReplicaPair(t)
+	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: primary.Addr}))
+	t.Cleanup(func() { _ = rdb.Close() })
+	db := testenv.SQLite(t)
+	if err := db.Products().Reset(context.Background(), 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	stage := inventory.NewRedisLock(testenv.NewLock(t, rdb, lock.Options{Replicas: 1, ReplicaTimeout: 100 * time.Millisecond}),
+		db.Products(), "product-"+testenv.Name(""), inventory.SectionOptions{}, inventory.LockOptions{TTL: 5 * time.Second})
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisLock: stage}, "i1", "O")
+	replica.Pause()
+	_, err := svc.Buy(context.Background(), inventory.StageRedisLock, inventory.Request{ItemID: 1, UserID: "u", Quantity: 1})
+	replica.Resume()
+	if !errors.Is(err, inventory.ErrUnavailable) || errors.Is(err, inventory.ErrLockTimeout) {
+		t.Fatalf("want ErrUnavailable (not ErrLockTimeout), got %v", err)
+	}
+	if a, err := db.Products().Audit(context.Background(), 1); err != nil || a.Orders != 0 {
+		t.Fatalf("something was sold without a confirmed lock: %+v, %v", a, err)
 	}
 }

@@ -104,12 +104,18 @@ func TestReplicaSyncDoesNotTrustAnUnconfirmedRenewal(t *testing.T) {
 }
 
 // Replicas needs the script and its WAIT on one connection, which a
-// Cluster client does not give.
+// Cluster client does not give, and a primary with replicas, which
+// RedLock's independent servers are not.
 func TestReplicaSyncRefusesAClusterClient(t *testing.T) {
 	t.Parallel()
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	if _, err := lock.New(c, lock.Options{Replicas: 1}); err == nil {
 		t.Fatal("New accepted Replicas with a Cluster client")
+	}
+	one := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: "127.0.0.1:1"}))
+	t.Cleanup(func() { _ = one.Close() })
+	if _, err := lock.NewRedLock([]redis.UniversalClient{one}, lock.RedLockOptions{Options: lock.Options{Replicas: 1}}); err == nil {
+		t.Fatal("NewRedLock accepted Replicas for independent servers")
 	}
 }

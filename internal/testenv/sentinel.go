@@ -78,7 +78,9 @@ func StartSentinelGroup(t testing.TB, primaryArgs ...string) *SentinelGroup {
 // ends.
 func StartReplicaPair(t testing.TB, primaryArgs ...string) (primary, replica *RedisProcess) {
 	t.Helper()
-	primary = StartRedis(t, primaryArgs...)
+	// The replica syncs at once, not after the default 5 s wait for more
+	// replicas to share one transfer.
+	primary = StartRedis(t, append([]string{"--repl-diskless-sync-delay", "0"}, primaryArgs...)...)
 	replica = startRedis(t, nil, func(int) []string {
 		return []string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}
 	})
