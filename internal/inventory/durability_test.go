@@ -13,6 +13,11 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
+// replicaWait bounds the tests' WAITs: long enough that a running replica
+// confirms even on a loaded machine. A stopped replica never does, so its
+// length changes only how long a test waits for that answer.
+const replicaWait = 2 * time.Second
+
 // durableEnv is redis-stream at durability d on a Redis server of the
 // test's own (p), with the SQL file as the database.
 func durableEnv(t *testing.T, p *testenv.RedisProcess, d inventory.Durability) (*streamEnv, instance) {
@@ -27,7 +32,7 @@ func durableEnvTB(t testing.TB, p *testenv.RedisProcess, d inventory.Durability)
 	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: p.Addr}))
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := &streamEnv{db: testenv.SQLite(t), rdb: rdb, ns: testenv.Name("d-"), id: 1,
-		opts: inventory.StreamOptions{Durability: d, ReplicaWait: 200 * time.Millisecond, MaxLen: 100_000_000}}
+		opts: inventory.StreamOptions{Durability: d, ReplicaWait: replicaWait, MaxLen: 100_000_000}}
 	if err := e.db.Products().Reset(context.Background(), e.id, 10_000_000); err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +43,10 @@ func durableEnvTB(t testing.TB, p *testenv.RedisProcess, d inventory.Durability)
 // the script, counted a replica that has the order: with the replica's
 // process stopped, the order is queued on the primary but the buyer is
 // told the outcome is unknown (ErrOutcomeUnknown, the API's 503 timeout),
-// never accepted. Before, and once the replica runs again, buys are
-// accepted, and the replica holds each accepted order the moment the buy
-// returns.
+// never accepted, and so is the buyer's retry, which finds the order
+// queued. Before, and once the replica runs again, buys (and that retry)
+// are accepted, and the replica holds each accepted order the moment the
+// buy returns.
 func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
 	t.Parallel()
 	primary, replica := testenv.StartReplicaPair(t)
@@ -65,7 +71,11 @@ func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
 	}
 
 	replica.Pause()
-	_, err = in.service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "held", Quantity: 1})
+	held := inventory.Request{ItemID: 1, UserID: "held", Quantity: 1}
+	_, err = in.service.Buy(ctx, inventory.StageRedisStream, held)
+	// The buyer retries with the same Idempotency-Key, whose outcome is
+	// unknown: the order is queued, but still on no replica.
+	_, rerr := in.service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, held)
 	replica.Resume()
 	if err == nil {
 		t.Fatal("a buy no replica confirmed was accepted")
@@ -73,11 +83,18 @@ func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
 	if !errors.Is(err, inventory.ErrOutcomeUnknown) {
 		t.Fatalf("want ErrOutcomeUnknown (503 timeout, key outcome unknown), got %v", err)
 	}
+	if !errors.Is(rerr, inventory.ErrOutcomeUnknown) {
+		t.Fatalf("the retry of an unconfirmed order: want ErrOutcomeUnknown, got %v", rerr)
+	}
 	if n, _, err := in.stream.Backlog(ctx, 1); err != nil || n != 2 {
 		t.Fatalf("the unconfirmed order must still be queued on the primary (the writers serve it): backlog %d, %v", n, err)
 	}
 
 	testenv.WaitReplicaSynced(t, replica)
+	o, err = in.service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, held)
+	if err != nil || o.Status != inventory.StatusPending || !onReplica(o) {
+		t.Fatalf("the retry once the replica has the order: %+v, %v", o, err)
+	}
 	o, err = in.service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "after", Quantity: 1})
 	if err != nil {
 		t.Fatalf("with the replica back: %v", err)

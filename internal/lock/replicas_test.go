@@ -12,6 +12,11 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
+// replicaWait bounds the tests' WAITs: long enough that a running replica
+// confirms even on a loaded machine. A stopped replica never does, so its
+// length changes only how long a test waits for that answer.
+const replicaWait = 2 * time.Second
+
 // With Options.Replicas, a grant the replica did not acknowledge (its
 // process is stopped) is given back and reported not obtained, with
 // ErrNotReplicated; the same grant without the option is handed out,
@@ -22,7 +27,7 @@ func TestReplicaSyncGivesBackAGrantNoReplicaConfirmed(t *testing.T) {
 	primary, replica := testenv.StartReplicaPair(t)
 	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: primary.Addr}))
 	t.Cleanup(func() { _ = rdb.Close() })
-	synced := testenv.NewLock(t, rdb, lock.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+	synced := testenv.NewLock(t, rdb, lock.Options{Replicas: 1, ReplicaTimeout: replicaWait})
 	plain := testenv.NewLock(t, rdb, lock.Options{})
 	ctx := context.Background()
 	has := func(c *redis.Client, key string) bool {
@@ -72,7 +77,7 @@ func TestReplicaSyncDoesNotTrustAnUnconfirmedRenewal(t *testing.T) {
 	primary, replica := testenv.StartReplicaPair(t)
 	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: primary.Addr}))
 	t.Cleanup(func() { _ = rdb.Close() })
-	synced := testenv.NewLock(t, rdb, lock.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+	synced := testenv.NewLock(t, rdb, lock.Options{Replicas: 1, ReplicaTimeout: replicaWait})
 	ctx := context.Background()
 	l, err := synced.Obtain(ctx, "renew", time.Minute, lock.ObtainOptions{Fixed: true})
 	if err != nil {
