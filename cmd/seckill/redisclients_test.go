@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,56 @@ func TestAppRedisClientFollowsASentinelFailover(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// At SECKILL_STREAM_DURABILITY=fsync serve refuses to start on a Redis
+// that answers writes before they are on disk, and says what to set; on
+// one with appendfsync always it starts.
+func TestServeAtFsyncNeedsAppendfsyncAlways(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDSN(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"no aof", nil, false},
+		{"aof always", []string{"--appendonly", "yes", "--appendfsync", "always"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testenv.StartRedis(t, tc.args...)
+			env := map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_REDIS_ADDR": p.Addr, "SECKILL_ADDR": "127.0.0.1:0",
+				"SECKILL_MODE": "redis-stream", "SECKILL_STREAM_DURABILITY": "fsync", "SECKILL_LOG_LEVEL": "error"}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stdout := &testkit.SyncBuffer{}
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, io.Discard) }()
+			if tc.ok {
+				var stopped error
+				serving := testkit.Poll(30*time.Second, func() bool {
+					select {
+					case stopped = <-done:
+						return true
+					default:
+					}
+					return strings.Contains(stdout.String(), "serving on")
+				})
+				if stopped != nil || !serving {
+					t.Fatalf("serve at fsync on appendfsync always did not start: %v", stopped)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			err := <-done
+			cancel()
+			if err == nil || !strings.Contains(err.Error(), "SECKILL_STREAM_DURABILITY=fsync") || !strings.Contains(err.Error(), "appendfsync always") {
+				t.Fatalf("want a refusal naming SECKILL_STREAM_DURABILITY=fsync and appendfsync always, got %v", err)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -120,4 +121,20 @@ func (s *RedisStream) CheckDurability(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("%w: unknown durability %q; want one of %s", ErrNotDurable, s.opts.Durability, strings.Join(Durabilities, ", "))
+}
+
+// mayHaveRun reports whether a call that failed with err may have run in
+// Redis: it was sent and its reply was lost (a broken connection, a read
+// timeout, a deadline mid-call). An error reply, a dial that failed and a
+// wait for a pooled connection that ran out say it was never run.
+func mayHaveRun(err error) bool {
+	var reply redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
 }

@@ -99,6 +99,11 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 		left, replicas, err = s.enqueue(ctx, keys, args)
 	}
 	if err != nil {
+		if mayHaveRun(err) {
+			// The script may have queued the order, which the writers will
+			// then write: "nothing was written" would be untrue.
+			return fmt.Errorf("%w: queue in redis, reply lost: %w", ErrOutcomeUnknown, err)
+		}
 		return fmt.Errorf("%w: queue in redis: %w", ErrUnavailable, err)
 	}
 	switch left {

@@ -146,6 +146,19 @@ func (g *SentinelGroup) WaitFailover() string {
 	return g.Replica.Addr
 }
 
+// Rejoin restarts the primary WaitFailover replaced, empty, as a replica
+// of the promoted one, waits until it has synced, and swaps the group's
+// roles: Primary is the promoted server again, Replica the old primary.
+// The sentinels find the new replica through the primary.
+func (g *SentinelGroup) Rejoin() {
+	g.t.Helper()
+	old, promoted := g.Primary, g.Replica
+	_, port, _ := strings.Cut(promoted.Addr, ":")
+	old.Restart("--replicaof", "127.0.0.1", port)
+	WaitReplicaSynced(g.t, old)
+	g.Primary, g.Replica = promoted, old
+}
+
 // client is a plain client of one of the group's processes.
 func (g *SentinelGroup) client(addr string) *redis.Client { return plainClient(addr) }
 
