@@ -84,6 +84,10 @@ var suites = []suite{{
 		"TestWaiterPausedPastItsRecord",
 		"TestReleaseWhileTheLossIsReported",
 		"TestHooks",
+		// Replica sync: the replica's process stopped under a grant and
+		// a renewal (issue 34).
+		"TestReplicaSyncGivesBackAGrantNoReplicaConfirmed",
+		"TestReplicaSyncDoesNotTrustAnUnconfirmedRenewal",
 	},
 	budget: 4 * time.Minute,
 }, {
@@ -137,6 +141,10 @@ var suites = []suite{{
 		"TestRetryOfAQueuedBuyGetsThePendingOrder",
 		"TestWriterKilledMidBatchEveryOrderConfirmedOnce",
 		"TestAuditNeverShowsTheQueueDrainedEarly",
+		// Durability levels against a stopped replica (issue 34).
+		"TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas",
+		"TestStreamReplicaDurabilityAfterScriptFlush",
+		"TestRedisLockStageAnswersAnUnreplicatedGrantUnavailable",
 	},
 	budget: 5 * time.Minute,
 }, {
@@ -181,6 +189,8 @@ var suites = []suite{{
 	pkg: "./cmd/seckill",
 	tests: []string{
 		"TestAppRedisClientsNeverRunAScriptTwice",
+		"TestAppRedisClientFollowsASentinelFailover",
+		"TestServeAtFsyncNeedsAppendfsyncAlways",
 		"TestFleetStages",
 		"TestFleetCoupons",
 		"TestFleetRedLockFaults",

@@ -72,8 +72,11 @@ func NewRedisStream(copy *RedisAtomic, opts StreamOptions) *RedisStream {
 	if opts.Durability == "" {
 		opts.Durability = DurabilityNone
 	}
-	if opts.ReplicaWait <= 0 {
+	switch {
+	case opts.ReplicaWait <= 0:
 		opts.ReplicaWait = 100 * time.Millisecond
+	case opts.ReplicaWait < time.Millisecond:
+		opts.ReplicaWait = time.Millisecond // WAIT's 0 would wait for ever
 	}
 	return &RedisStream{copy: copy, rdb: copy.rdb, opts: opts}
 }
