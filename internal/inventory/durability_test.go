@@ -149,7 +149,9 @@ func TestStreamFsyncDurabilityNeedsAppendfsyncAlways(t *testing.T) {
 
 // With lock replica sync, a grant no replica confirmed is given back: the
 // redis-lock stage answers it as an outage (503 unavailable, nothing
-// sold), not as a busy lock (429).
+// sold), not as a busy lock (429). The lock wait is long, so that the
+// stage's own line of buyers never turns the buy away first on a busy
+// machine: the answer must come from the replica check.
 func TestRedisLockStageAnswersAnUnreplicatedGrantUnavailable(t *testing.T) {
 	t.Parallel()
 	primary, replica := testenv.StartReplicaPair(t)
@@ -160,7 +162,7 @@ func TestRedisLockStageAnswersAnUnreplicatedGrantUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	stage := inventory.NewRedisLock(testenv.NewLock(t, rdb, lock.Options{Replicas: 1, ReplicaTimeout: 100 * time.Millisecond}),
-		db.Products(), "product-"+testenv.Name(""), inventory.SectionOptions{}, inventory.LockOptions{TTL: 5 * time.Second})
+		db.Products(), "product-"+testenv.Name(""), inventory.SectionOptions{}, inventory.LockOptions{TTL: 5 * time.Second, Wait: time.Minute})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisLock: stage}, "i1", "O")
 	replica.Pause()
 	_, err := svc.Buy(context.Background(), inventory.StageRedisLock, inventory.Request{ItemID: 1, UserID: "u", Quantity: 1})
