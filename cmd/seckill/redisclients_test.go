@@ -163,7 +163,9 @@ func TestServeAtFsyncNeedsAppendfsyncAlways(t *testing.T) {
 			defer cancel()
 			stdout := &testkit.SyncBuffer{}
 			done := make(chan error, 1)
-			go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, io.Discard) }()
+			go func() {
+				done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, io.Discard)
+			}()
 			if tc.ok {
 				var stopped error
 				serving := testkit.Poll(30*time.Second, func() bool {
