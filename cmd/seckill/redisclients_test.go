@@ -166,27 +166,34 @@ func TestServeAtFsyncNeedsAppendfsyncAlways(t *testing.T) {
 			go func() {
 				done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, io.Discard)
 			}()
-			if tc.ok {
-				var stopped error
-				serving := testkit.Poll(30*time.Second, func() bool {
-					select {
-					case stopped = <-done:
-						return true
-					default:
-					}
-					return strings.Contains(stdout.String(), "serving on")
-				})
-				if stopped != nil || !serving {
-					t.Fatalf("serve at fsync on appendfsync always did not start: %v", stopped)
+			// Wait until serve either exits or serves.
+			var exited bool
+			var err error
+			if !testkit.Poll(30*time.Second, func() bool {
+				select {
+				case err = <-done:
+					exited = true
+					return true
+				default:
 				}
+				return strings.Contains(stdout.String(), "serving on")
+			}) {
+				t.Fatal("serve neither started nor exited within 30s")
+			}
+			if !exited {
 				cancel()
-				if err := <-done; err != nil {
+				err = <-done
+				if !tc.ok {
+					t.Fatalf("serve started at fsync on a Redis without appendfsync always (stopped: %v)", err)
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			err := <-done
-			cancel()
+			if tc.ok {
+				t.Fatalf("serve at fsync on appendfsync always did not start: %v", err)
+			}
 			if err == nil || !strings.Contains(err.Error(), "SECKILL_STREAM_DURABILITY=fsync") || !strings.Contains(err.Error(), "appendfsync always") {
 				t.Fatalf("want a refusal naming SECKILL_STREAM_DURABILITY=fsync and appendfsync always, got %v", err)
 			}
