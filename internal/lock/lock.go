@@ -140,6 +140,9 @@ type Options struct {
 	// lost if no renewal is confirmed before its deadline). It needs a
 	// *redis.Client (one server or a Sentinel group): a Cluster client
 	// splits a pipeline by slot. See doc.go for what WAIT does not promise.
+	// Every try carries the WAIT, so while the replicas are down a try
+	// that finds the lock held (and records a waiter, a write) also waits
+	// out ReplicaTimeout, and held leases end at their deadlines.
 	Replicas int
 	// ReplicaTimeout bounds the wait for Replicas. Default 100ms.
 	ReplicaTimeout time.Duration
