@@ -104,8 +104,8 @@ func forceFailoverAfterGrant(t *testing.T, db *store.DB, try int, synced bool) f
 	// promoted replica, which has no replica of its own left to confirm
 	// a grant, so B never syncs: the question is whether A was handed out.
 	locker := func(opts lock.Options) *lock.Client {
-		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.Master, SentinelAddrs: g.SentinelAddrs(),
-			MaxRetries: -1, ContextTimeoutEnabled: true, DialTimeout: time.Second, ReadTimeout: time.Second})
+		rdb := redis.NewFailoverClient(lock.FailoverOptions(&redis.FailoverOptions{MasterName: g.Master, SentinelAddrs: g.SentinelAddrs(),
+			DialTimeout: time.Second, ReadTimeout: time.Second}))
 		t.Cleanup(func() { _ = rdb.Close() })
 		return testenv.NewLock(t, rdb, opts)
 	}

@@ -331,6 +331,16 @@ func ClientOptions(o *redis.Options) *redis.Options {
 	return o
 }
 
+// FailoverOptions adjusts o, the options of go-redis's failover client
+// (a primary found through Sentinel), as ClientOptions does for one server,
+// and returns it. The failover client, too, would send a command again
+// after a lost reply, including one lost to the failover itself.
+func FailoverOptions(o *redis.FailoverOptions) *redis.FailoverOptions {
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	return o
+}
+
 // noRetries returns an error unless rdb is a go-redis client whose retries
 // are off. The options are read after go-redis applied its defaults, where
 // 0 means none.
