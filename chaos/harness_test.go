@@ -63,7 +63,8 @@ type rig struct {
 }
 
 type rigOptions struct {
-	redlock int // number of RedLock Redis servers to start
+	redlock   int      // number of RedLock Redis servers to start
+	redisArgs []string // extra arguments of the app's redis-server
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -91,7 +92,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	r.mysql = r.proxy("mysql", cfg.Addr)
-	r.redis = testenv.StartRedis(t)
+	r.redis = testenv.StartRedis(t, o.redisArgs...)
 	r.redisPx = r.proxy("redis", r.redis.Addr)
 	for i := 0; i < o.redlock; i++ {
 		p := testenv.StartRedis(t)

@@ -59,6 +59,12 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 			return nil, errors.Join(fmt.Errorf("load stock into redis: %w", err), r.close())
 		}
 	}
+	if product.queue != nil {
+		// Both kinds share one Redis and one level: checking one checks both.
+		if err := product.queue.CheckDurability(context.Background()); err != nil {
+			return nil, errors.Join(fmt.Errorf("SECKILL_STREAM_DURABILITY=%s: %w", cfg.StreamDurability, err), r.close())
+		}
+	}
 	// Products wait for payment; coupons are free, so grabs never expire.
 	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(r.markReset("product")).
 		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, Copy: product.copy, Queue: product.queue})
@@ -164,7 +170,7 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 		}
 	}
 	if b.redis != nil {
-		if r.locker, err = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis")}); err != nil {
+		if r.locker, err = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis"), Replicas: cfg.LockReplicas}); err != nil {
 			return nil, errors.Join(err, r.close())
 		}
 		r.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
@@ -213,7 +219,8 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
 		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.copy)
-		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log})
+		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log,
+			Durability: inventory.Durability(r.cfg.StreamDurability), ReplicaWait: r.cfg.StreamReplicaWait})
 		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
 		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
 			// Unique per process: a restarted instance is a new consumer,

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/config"
 )
 
 // The app's Redis clients send every command once. go-redis's default
@@ -17,10 +21,32 @@ import (
 // while a slot moves: those calls fail (they did not run) until go-redis
 // has reloaded the slot map, which the redirect itself triggers.
 
+//
+// With Sentinels the client is go-redis's failover client: it asks the
+// Sentinels for the primary of the master name, and after a failover
+// (their +switch-master) drops its connections to the old one. Retries
+// stay off there too: a command cut off by the switch comes back as an
+// error (the buyer hears 503), and the next one reaches the new primary.
+
 // universalOptions are the options of the app's Redis client for serve:
-// one server, or a Cluster when addrs names several.
-func universalOptions(addrs []string, password string) *redis.UniversalOptions {
-	return &redis.UniversalOptions{Addrs: addrs, Password: password, ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1}
+// one server, a Cluster when SECKILL_REDIS_ADDR names several, or the
+// primary of a Sentinel group (SECKILL_REDIS_SENTINELS and
+// SECKILL_REDIS_MASTER).
+func universalOptions(cfg config.Config) *redis.UniversalOptions {
+	o := &redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool,
+		ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1}
+	if len(cfg.RedisSentinels) > 0 {
+		o.Addrs, o.MasterName, o.SentinelPassword = cfg.RedisSentinels, cfg.RedisMaster, cfg.RedisSentinelPassword
+	}
+	return o
+}
+
+// redisTarget names what universalOptions connects to, for error messages.
+func redisTarget(cfg config.Config) string {
+	if len(cfg.RedisSentinels) > 0 {
+		return fmt.Sprintf("SECKILL_REDIS_SENTINELS=%v SECKILL_REDIS_MASTER=%s", cfg.RedisSentinels, cfg.RedisMaster)
+	}
+	return fmt.Sprintf("SECKILL_REDIS_ADDR=%v", cfg.RedisAddrs)
 }
 
 // clientOptions are the options of a client of one of demo's servers.

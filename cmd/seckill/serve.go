@@ -29,15 +29,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	b := backends{db: db}
 	defer func() { closeBackends(b, log) }()
-	if len(cfg.RedisAddrs) > 0 {
-		opts := universalOptions(cfg.RedisAddrs, cfg.RedisPassword)
-		opts.PoolSize = cfg.RedisPool
-		b.redis = redis.NewUniversalClient(opts)
+	if cfg.UsesRedis() {
+		b.redis = redis.NewUniversalClient(universalOptions(cfg))
 		if err := b.redis.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("SECKILL_REDIS_ADDR=%v: %w", cfg.RedisAddrs, err)
+			return fmt.Errorf("%s: %w", redisTarget(cfg), err)
 		}
 	} else {
-		log.Warn("SECKILL_REDIS_ADDR is not set: the Redis stages are unavailable")
+		log.Warn("neither SECKILL_REDIS_ADDR nor SECKILL_REDIS_SENTINELS is set: the Redis stages are unavailable")
 	}
 	for _, addr := range cfg.RedlockAddrs {
 		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: addr, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool})))

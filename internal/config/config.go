@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,9 @@ type Config struct {
 	MySQLConnLifetime     time.Duration  // SECKILL_MYSQL_CONN_LIFETIME: oldest a pooled MySQL connection gets
 	RedisAddrs            []string       // SECKILL_REDIS_ADDR: one address, or several cluster nodes
 	RedisPassword         string         // SECKILL_REDIS_PASSWORD
+	RedisSentinels        []string       // SECKILL_REDIS_SENTINELS: Sentinel addresses; the app then talks to the primary they name
+	RedisMaster           string         // SECKILL_REDIS_MASTER: the Sentinel group's master name
+	RedisSentinelPassword string         // SECKILL_REDIS_SENTINEL_PASSWORD: password of the Sentinels themselves
 	RedisPool             int            // SECKILL_REDIS_POOL: connections per Redis server (0: go-redis's 10 per CPU)
 	RedlockAddrs          []string       // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
 	AdminToken            string         // SECKILL_ADMIN_TOKEN: admin routes are off when empty
@@ -42,6 +46,7 @@ type Config struct {
 	CriticalSectionDelay  time.Duration  // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration  // SECKILL_LOCK_TTL
 	LockWait              time.Duration  // SECKILL_LOCK_WAIT: bound on waiting for a lock
+	LockReplicas          int            // SECKILL_LOCK_REPLICAS: replicas that must confirm a redis-lock grant
 	ItemQueue             int            // SECKILL_ITEM_QUEUE: buyers of one item always let in line per instance (0: no cap)
 	ItemQueueMax          int            // SECKILL_ITEM_QUEUE_MAX: longest that line grows while it is served within SECKILL_LOCK_WAIT
 	SoldOutLease          time.Duration  // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
@@ -53,6 +58,8 @@ type Config struct {
 	PaymentTimeout        time.Duration  // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
 	StreamMaxLen          int            // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
 	StreamClaimIdle       time.Duration  // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
+	StreamDurability      string         // SECKILL_STREAM_DURABILITY: what must hold before redis-stream answers 202
+	StreamReplicaWait     time.Duration  // SECKILL_STREAM_REPLICA_WAIT: bound on waiting for a replica at durability replica
 	ShutdownTimeout       time.Duration  // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
 	LogLevel              slog.Level     // SECKILL_LOG_LEVEL: debug, info, warn, error
 	DemoDB                string         // SECKILL_DEMO_DB: SQL file of the embedded demo (DefaultDemoDB)
@@ -79,6 +86,9 @@ func (c *Config) settings() []setting {
 		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
 		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
 		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
+		list(&c.RedisSentinels, "SECKILL_REDIS_SENTINELS", "", "comma-separated Redis Sentinel addresses, instead of SECKILL_REDIS_ADDR: the app asks them for the primary of SECKILL_REDIS_MASTER and follows it across failovers"),
+		text(&c.RedisMaster, "SECKILL_REDIS_MASTER", "", "master name the Sentinels monitor (sentinel monitor <name> ...); required with SECKILL_REDIS_SENTINELS"),
+		secret(&c.RedisSentinelPassword, "SECKILL_REDIS_SENTINEL_PASSWORD", "password of the Sentinels (requirepass in sentinel.conf), when they have one (masked in logs)"),
 		integer(&c.RedisPool, "SECKILL_REDIS_POOL", "0", 0, 100_000, "most connections to each Redis server (0: go-redis's default, 10 per CPU); buyers beyond it wait for a free one"),
 		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
 		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
@@ -86,6 +96,7 @@ func (c *Config) settings() []setting {
 		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
+		integer(&c.LockReplicas, "SECKILL_LOCK_REPLICAS", "0", 0, 16, "replicas that must acknowledge each redis-lock grant and renewal (WAIT, within 100ms) before it is trusted; an unconfirmed grant is given back and the buy answered 503 unavailable (0: off; not for a Cluster)"),
 		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "buyers of one item always let in line for its lock, row or script on one instance (0: no cap at all); past them a buyer gets in only if the line is served within SECKILL_LOCK_WAIT at its recent pace, the rest get 503 overloaded at once"),
 		integer(&c.ItemQueueMax, "SECKILL_ITEM_QUEUE_MAX", "4096", 0, 1_000_000, "longest the line of one item on one instance grows past SECKILL_ITEM_QUEUE while it is served within SECKILL_LOCK_WAIT (at or below SECKILL_ITEM_QUEUE: the line stays at SECKILL_ITEM_QUEUE)"),
 		duration(&c.SoldOutLease, "SECKILL_SOLD_OUT_LEASE", "1s", 10*time.Millisecond, time.Minute, "how long an instance answers a sold-out item from memory without rereading its restock epoch; a reset waits this long, so that no instance still answers sold out once it returns"),
@@ -97,6 +108,8 @@ func (c *Config) settings() []setting {
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
 		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),
 		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
+		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(inventory.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 timeout, outcome unknown)"),
+		duration(&c.StreamReplicaWait, "SECKILL_STREAM_REPLICA_WAIT", "100ms", time.Millisecond, 10*time.Second, "how long a redis-stream buy at durability replica waits for a replica to confirm its order"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
 		text(&c.DemoDB, "SECKILL_DEMO_DB", DefaultDemoDB, "SQL file of the embedded demo database"),
@@ -172,8 +185,35 @@ func Load(getenv func(string) string) (Config, error) {
 			fail("SECKILL_RATE_LIMIT_BY", fmt.Errorf("%q: want account, address, or both", by))
 		}
 	}
+	if !slices.Contains(inventory.Durabilities, c.StreamDurability) {
+		fail("SECKILL_STREAM_DURABILITY", fmt.Errorf("unknown level %q; want one of %s", c.StreamDurability, strings.Join(inventory.Durabilities, ", ")))
+	}
+	if c.StreamDurability == string(inventory.DurabilityReplica) && len(c.RedisAddrs) > 1 {
+		fail("SECKILL_STREAM_DURABILITY", errors.New("replica needs one server or a Sentinel group, not a Cluster: WAIT must follow the enqueue on its connection, which a Cluster client splits by slot"))
+	}
+	if c.LockReplicas > 0 && len(c.RedisAddrs) > 1 {
+		fail("SECKILL_LOCK_REPLICAS", errors.New("needs one server or a Sentinel group, not a Cluster: WAIT must follow the lock's script on its connection"))
+	}
+	if c.StreamReplicaWait >= c.RequestTimeout && c.RequestTimeout > 0 {
+		fail("SECKILL_STREAM_REPLICA_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s)", c.StreamReplicaWait, c.RequestTimeout))
+	}
 	if c.LockWait >= c.RequestTimeout && c.RequestTimeout > 0 {
 		fail("SECKILL_LOCK_WAIT", fmt.Errorf("%s must be shorter than SECKILL_REQUEST_TIMEOUT (%s), or every long wait ends as a request timeout", c.LockWait, c.RequestTimeout))
+	}
+	switch {
+	case len(c.RedisSentinels) > 0 && len(c.RedisAddrs) > 0:
+		fail("SECKILL_REDIS_SENTINELS", errors.New("set either SECKILL_REDIS_ADDR (one server or Cluster nodes) or SECKILL_REDIS_SENTINELS (a Sentinel group), not both"))
+	case len(c.RedisSentinels) > 0 && c.RedisMaster == "":
+		fail("SECKILL_REDIS_MASTER", errors.New("is required with SECKILL_REDIS_SENTINELS: the master name the Sentinels monitor"))
+	case len(c.RedisSentinels) == 0 && c.RedisMaster != "":
+		fail("SECKILL_REDIS_SENTINELS", fmt.Errorf("is required with SECKILL_REDIS_MASTER=%s: the addresses of the Sentinels", c.RedisMaster))
+	case len(c.RedisSentinels) == 0 && c.RedisSentinelPassword != "":
+		fail("SECKILL_REDIS_SENTINEL_PASSWORD", errors.New("is set without SECKILL_REDIS_SENTINELS"))
+	}
+	for _, a := range c.RedisSentinels {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			fail("SECKILL_REDIS_SENTINELS", fmt.Errorf("%q is not host:port, such as 10.0.0.5:26379", a))
+		}
 	}
 	if err := checkListenAddr(c.Addr); err != nil {
 		fail("SECKILL_ADDR", err)
@@ -209,6 +249,10 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	return c, errors.Join(errs...)
 }
+
+// UsesRedis reports whether Redis is configured, as one server, a Cluster
+// or a Sentinel group.
+func (c Config) UsesRedis() bool { return len(c.RedisAddrs) > 0 || len(c.RedisSentinels) > 0 }
 
 // maxTokenFile bounds what ReadTokenFile reads: a token is a line.
 const maxTokenFile = 4096

@@ -208,6 +208,39 @@ func TestFormerNamesStillSetTheirVariable(t *testing.T) {
 	}
 }
 
+// A Sentinel group is named by its Sentinels and the master name together,
+// instead of SECKILL_REDIS_ADDR; each half alone, or both ways at once,
+// is refused with the variable to fix.
+func TestLoadRedisSentinels(t *testing.T) {
+	c, err := Load(env(map[string]string{"SECKILL_REDIS_SENTINELS": "s1:26379, s2:26379,s3:26379", "SECKILL_REDIS_MASTER": "seckill", "SECKILL_REDIS_SENTINEL_PASSWORD": "sentinelpw"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.RedisSentinels) != 3 || c.RedisSentinels[2] != "s3:26379" || c.RedisMaster != "seckill" || !c.UsesRedis() {
+		t.Fatalf("unexpected config: %+v", c)
+	}
+	if s := c.LogValue().String(); strings.Contains(s, "sentinelpw") {
+		t.Errorf("the sentinel password is logged: %s", s)
+	}
+	if c, err := Load(env(nil)); err != nil || c.UsesRedis() {
+		t.Errorf("no Redis by default: %v, %v", c.UsesRedis(), err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SECKILL_REDIS_SENTINELS": "s1:26379"}, "SECKILL_REDIS_MASTER"},
+		{map[string]string{"SECKILL_REDIS_MASTER": "seckill"}, "SECKILL_REDIS_SENTINELS"},
+		{map[string]string{"SECKILL_REDIS_SENTINELS": "s1:26379", "SECKILL_REDIS_MASTER": "m", "SECKILL_REDIS_ADDR": "r:6379"}, "not both"},
+		{map[string]string{"SECKILL_REDIS_SENTINELS": "s1", "SECKILL_REDIS_MASTER": "m"}, "not host:port"},
+		{map[string]string{"SECKILL_REDIS_SENTINEL_PASSWORD": "pw"}, "SECKILL_REDIS_SENTINEL_PASSWORD"},
+	} {
+		if _, err := Load(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %q", tc.env, err, tc.want)
+		}
+	}
+}
+
 // TestRateLimitSettings: the limit is off by default; an interval, a
 // burst, what it counts and the trusted proxies (IPs or prefixes) are
 // read; a wrong "by" or a proxy that is not an address fails naming its
@@ -225,6 +258,32 @@ func TestRateLimitSettings(t *testing.T) {
 	for name, value := range map[string]string{"SECKILL_RATE_LIMIT_BY": "ip", "SECKILL_TRUSTED_PROXIES": "nginx", "SECKILL_RATE_BURST": "0"} {
 		if _, err := Load(env(map[string]string{name: value})); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%s: %v; want an error naming it", name, value, err)
+		}
+	}
+}
+
+// The stream's durability is one of three levels; replica needs the
+// script's own connection, which a Cluster client does not give, and a
+// wait shorter than the request.
+func TestLoadStreamDurability(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.StreamDurability != "none" || c.StreamReplicaWait != 100*time.Millisecond {
+		t.Fatalf("defaults: %q %s %v", c.StreamDurability, c.StreamReplicaWait, err)
+	}
+	c, err = Load(env(map[string]string{"SECKILL_STREAM_DURABILITY": "replica", "SECKILL_STREAM_REPLICA_WAIT": "250ms", "SECKILL_REDIS_ADDR": "r:6379"}))
+	if err != nil || c.StreamDurability != "replica" || c.StreamReplicaWait != 250*time.Millisecond {
+		t.Fatalf("%q %s %v", c.StreamDurability, c.StreamReplicaWait, err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SECKILL_STREAM_DURABILITY": "disk"}, "SECKILL_STREAM_DURABILITY"},
+		{map[string]string{"SECKILL_STREAM_DURABILITY": "replica", "SECKILL_REDIS_ADDR": "a:1,b:2,c:3"}, "not a Cluster"},
+		{map[string]string{"SECKILL_STREAM_REPLICA_WAIT": "5s", "SECKILL_REQUEST_TIMEOUT": "5s"}, "SECKILL_STREAM_REPLICA_WAIT"},
+	} {
+		if _, err := Load(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %q", tc.env, err, tc.want)
 		}
 	}
 }

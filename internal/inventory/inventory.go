@@ -293,8 +293,12 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		o.WrittenAt = o.CreatedAt
 	}
 	if err := st.Buy(ctx, o); err != nil {
-		if prev, ok := s.earlierOrder(ctx, st, req, err); ok {
+		prev, ok, qerr := s.earlierOrder(ctx, st, req, err)
+		if ok {
 			return prev, nil
+		}
+		if qerr != nil {
+			err = qerr // the earlier order is there, but not yet what its 202 must promise
 		}
 		if errors.Is(err, errRememberedSoldOut) {
 			return Order{}, err // the post-sale crowd's answer: no wrapping per buyer
@@ -349,9 +353,13 @@ type queuedOrders interface {
 // without this a buyer whose answer was lost would be told "sold out" or
 // "already purchased" instead of the order it has. Only retries pay for
 // the reads.
-func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err error) (Order, bool) {
+//
+// A queued order the stage cannot yet vouch for (its durability does not
+// hold: ErrOutcomeUnknown) is not returned; that error is, for the buyer
+// to retry again.
+func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err error) (Order, bool, error) {
 	if !isRetry(ctx) || !(errors.Is(err, ErrSoldOut) || errors.Is(err, ErrAlreadyPurchased)) {
-		return Order{}, false
+		return Order{}, false, nil
 	}
 	var prev Order
 	found := false
@@ -361,19 +369,22 @@ func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err e
 	}
 	if qo, ok := st.(queuedOrders); ok && !found {
 		o, ok, qerr := qo.QueuedOrderOf(ctx, req.ItemID, req.UserID)
+		if errors.Is(qerr, ErrOutcomeUnknown) {
+			return Order{}, false, qerr
+		}
 		prev, found = o, ok && qerr == nil
 	}
 	// Only the buyer's own order: a database whose user_id column still
 	// has a case- and accent-blind collation (one 004_exact_user_ids.sql
 	// has not reached) finds alice's order for "ALICE".
 	if !found || prev.UserID != req.UserID || prev.Quantity != req.Quantity {
-		return Order{}, false
+		return Order{}, false, nil
 	}
 	switch prev.Status {
 	case StatusConfirmed, StatusPaid, StatusPending:
-		return prev, true
+		return prev, true, nil
 	}
-	return Order{}, false
+	return Order{}, false, nil
 }
 
 // Queuer is implemented by a stage whose Buy only accepts the order: it is

@@ -114,10 +114,36 @@ func (s *RedisStream) QueuedOrderOf(ctx context.Context, id int64, user string) 
 	}
 	for no, rec := range all {
 		if _, u, _, ok := parsePending(rec); ok && u == user {
+			if err := s.confirmQueued(ctx, id); err != nil {
+				return Order{}, false, err
+			}
 			return queuedOrder(no, id, rec, StatusPending), true, nil
 		}
 	}
 	return Order{}, false, nil
+}
+
+// confirmQueued holds a retry's answer about a queued order to the
+// stage's durability: the order's own buy may have been answered
+// "outcome unknown" because no replica confirmed it. At
+// DurabilityReplica it writes a marker and WAITs for it on the same
+// connection: the replication stream is ordered, so a replica that has the
+// marker has every order queued before it. It fails with ErrOutcomeUnknown
+// when no replica confirms in time, or ErrUnavailable.
+func (s *RedisStream) confirmQueued(ctx context.Context, id int64) error {
+	if s.opts.Durability != DurabilityReplica {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	pipe.Set(ctx, s.copy.key(id, "synced"), "1", time.Minute)
+	wait := pipe.Do(ctx, "WAIT", 1, s.opts.ReplicaWait.Milliseconds())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%w: confirm the queue of %s %d on a replica: %w", ErrUnavailable, s.copy.kind, id, err)
+	}
+	if n, _ := wait.Int64(); n < 1 {
+		return fmt.Errorf("%w: the queued order is not confirmed on a replica within %s", ErrOutcomeUnknown, s.opts.ReplicaWait)
+	}
+	return nil
 }
 
 // queuedOrder is the order a queued record ("quantity|unix ms|user")

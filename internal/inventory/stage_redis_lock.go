@@ -90,6 +90,10 @@ func classifyLockError(ctx context.Context, err error) error {
 		// Per-instance timeouts surface as DeadlineExceeded while the
 		// request's own context is still alive.
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, lock.ErrNotReplicated):
+		// Granted and given back for want of a replica: an outage of the
+		// replica, not contention; nothing was sold.
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.Is(err, lock.ErrNotObtained):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	}

@@ -37,6 +37,12 @@ import (
 
 // StreamOptions tune the redis-stream stage.
 type StreamOptions struct {
+	// Durability is what must hold before a buyer hears 202 (see
+	// durability.go); the zero value is DurabilityNone.
+	Durability Durability
+	// ReplicaWait bounds how long a buy at DurabilityReplica waits for a
+	// replica to confirm its order. Default 100ms.
+	ReplicaWait time.Duration
 	// MaxLen bounds the entries the stream holds; a buy that finds it
 	// full is turned away with ErrOverloaded. Writers trim what they have
 	// acknowledged, so the length is the backlog.
@@ -63,6 +69,15 @@ func NewRedisStream(copy *RedisAtomic, opts StreamOptions) *RedisStream {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Durability == "" {
+		opts.Durability = DurabilityNone
+	}
+	switch {
+	case opts.ReplicaWait <= 0:
+		opts.ReplicaWait = 100 * time.Millisecond
+	case opts.ReplicaWait < time.Millisecond:
+		opts.ReplicaWait = time.Millisecond // WAIT's 0 would wait for ever
+	}
 	return &RedisStream{copy: copy, rdb: copy.rdb, opts: opts}
 }
 
@@ -72,19 +87,27 @@ func (s *RedisStream) Queues() bool { return true }
 // Buy takes the units in Redis and queues the order, in one script, which
 // checks the sale window on Redis's clock. It fails with a *NotOpen,
 // ErrSaleClosed, ErrSoldOut, ErrAlreadyPurchased, ErrNotFound,
-// ErrOverloaded (the queue is full) or ErrUnavailable.
+// ErrOverloaded (the queue is full) or ErrUnavailable; at
+// DurabilityReplica, with ErrOutcomeUnknown when the order was queued but
+// no replica confirmed it in time (the buyer must not hear 202: the order
+// may not survive a failover).
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	keys := append(s.copy.keys(o.ItemID), s.stream(o.ItemID), s.copy.key(o.ItemID, "window"))
 	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
-	left, ms, err := scriptAnswer(enqueue.Run(ctx, s.rdb, keys, args...).Result())
+	left, ms, replicas, err := s.enqueue(ctx, keys, args)
 	if err == nil && left == -2 {
 		// No copy yet (or Redis lost it): load it from the database.
 		if err = s.copy.loadOne(ctx, o.ItemID, false); err != nil {
 			return err
 		}
-		left, ms, err = scriptAnswer(enqueue.Run(ctx, s.rdb, keys, args...).Result())
+		left, ms, replicas, err = s.enqueue(ctx, keys, args)
 	}
 	if err != nil {
+		if mayHaveRun(err) {
+			// The script may have queued the order, which the writers will
+			// then write: "nothing was written" would be untrue.
+			return fmt.Errorf("%w: queue in redis, reply lost: %w", ErrOutcomeUnknown, err)
+		}
 		return fmt.Errorf("%w: queue in redis: %w", ErrUnavailable, err)
 	}
 	if left == -5 {
@@ -95,6 +118,11 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	}
 	if s.wake != nil {
 		s.wake(o.ItemID)
+	}
+	if s.opts.Durability == DurabilityReplica && replicas < 1 {
+		// Queued on the primary, which writers will serve while it lives;
+		// but a failover now may promote a replica that never saw it.
+		return fmt.Errorf("%w: order %s is queued, but no replica confirmed it within %s", ErrOutcomeUnknown, o.No, s.opts.ReplicaWait)
 	}
 	return nil
 }

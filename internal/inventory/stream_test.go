@@ -58,10 +58,11 @@ func waitDrained(t *testing.T, ctx context.Context, q *inventory.RedisStream, id
 // streamEnv is one item on both backends' worth of redis-stream: a
 // database, a Redis namespace, and a way to build an instance.
 type streamEnv struct {
-	db  *store.DB
-	rdb *redis.Client
-	ns  string
-	id  int64
+	db   *store.DB
+	rdb  *redis.Client
+	ns   string
+	id   int64
+	opts inventory.StreamOptions // the stage's options in instance
 }
 
 func newStreamEnv(t *testing.T, db *store.DB, stock int) *streamEnv {
@@ -88,7 +89,7 @@ type instance struct {
 
 func (e *streamEnv) instance(name string, life inventory.Lifecycle) instance {
 	ra := inventory.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
-	rs := inventory.NewRedisStream(ra, inventory.StreamOptions{})
+	rs := inventory.NewRedisStream(ra, e.opts)
 	life.Copy, life.Queue = ra, rs
 	stages := map[string]inventory.Stage{
 		inventory.StageRedisAtomic: ra,

@@ -148,7 +148,28 @@
 // Run the lock's Redis with maxmemory-policy noeviction, or without
 // maxmemory. Likewise a failover to a replica that had not received the
 // latest writes can hand out a lock that is held, or a token already
-// issued; that is what RedLock is for.
+// issued; that is what RedLock is for, and what replica sync narrows.
+//
+// # Replica sync
+//
+// Redis replicates asynchronously: the primary answers a grant before any
+// replica has it, and if the primary dies then, Sentinel promotes a replica
+// on which the lock is free. Options.Replicas sends WAIT right behind the
+// obtain script (and each renewal's), on the same connection, and trusts
+// the grant only once that many replicas acknowledged it within
+// Options.ReplicaTimeout. A grant they do not confirm is released and
+// Obtain fails with ErrNotObtained and ErrNotReplicated; a renewal they do
+// not confirm does not extend the lease.
+//
+// What WAIT is not: it is not consensus. It says that N replicas received
+// the write, not that a failover will choose one of them: with several
+// replicas, Sentinel may promote one that never saw the grant (it picks by
+// priority and replication offset among those it can reach). Nor does it
+// make the write durable on disk, and a grant released after a failed WAIT
+// may already have reached a replica that is promoted before the release
+// does (the holder was told "not obtained", so nothing runs under it, but
+// the key stays until its TTL). Keep fencing tokens at the store: they
+// refuse the stale holder's write whatever the failover did.
 //
 // # RedLock
 //

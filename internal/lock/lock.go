@@ -23,6 +23,10 @@ var (
 	// ErrNotHeld means a Release or Refresh on a lease that was already
 	// released: one hold was given back more often than it was taken.
 	ErrNotHeld = errors.New("lock: not held")
+	// ErrNotReplicated means fewer replicas than Options.Replicas confirmed
+	// a grant or a renewal within Options.ReplicaTimeout. An Obtain that
+	// fails so also matches ErrNotObtained: the grant was given back.
+	ErrNotReplicated = errors.New("lock: not confirmed by replicas")
 )
 
 // Locker obtains leases. Both *Client (one Redis) and *RedLock (a quorum of
@@ -127,6 +131,21 @@ type Options struct {
 	// context is already cancelled, and the clean-up of an Obtain that
 	// failed after Redis may have granted it. Default 2s.
 	ReleaseTimeout time.Duration
+	// Replicas, when above 0, makes every grant and renewal wait until that
+	// many replicas of the primary acknowledged it: WAIT is sent right
+	// behind the script, on its connection, for at most ReplicaTimeout. A
+	// grant they do not confirm is released and Obtain fails with
+	// ErrNotObtained and ErrNotReplicated; a renewal they do not confirm
+	// does not extend the lease (the watchdog tries again, and the lease is
+	// lost if no renewal is confirmed before its deadline). It needs a
+	// *redis.Client (one server or a Sentinel group): a Cluster client
+	// splits a pipeline by slot. See doc.go for what WAIT does not promise.
+	// Every try carries the WAIT, so while the replicas are down a try
+	// that finds the lock held (and records a waiter, a write) also waits
+	// out ReplicaTimeout, and held leases end at their deadlines.
+	Replicas int
+	// ReplicaTimeout bounds the wait for Replicas. Default 100ms.
+	ReplicaTimeout time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -141,6 +160,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ReleaseTimeout <= 0 {
 		o.ReleaseTimeout = 2 * time.Second
+	}
+	if o.Replicas < 0 {
+		return o, fmt.Errorf("lock: Replicas %d is negative", o.Replicas)
+	}
+	switch {
+	case o.ReplicaTimeout <= 0:
+		o.ReplicaTimeout = 100 * time.Millisecond
+	case o.ReplicaTimeout < time.Millisecond:
+		o.ReplicaTimeout = time.Millisecond // WAIT's 0 would wait for ever
 	}
 	return o, nil
 }
@@ -278,6 +306,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err := noRetries(rdb); err != nil {
 		return nil, err
 	}
+	if _, ok := rdb.(*redis.Client); opts.Replicas > 0 && !ok {
+		return nil, fmt.Errorf("lock: Replicas needs a *redis.Client (one server or a Sentinel group), not a %T: WAIT must follow the script on its connection", rdb)
+	}
 	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}, nil
 }
 
@@ -295,6 +326,16 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // try that meets a MOVED or ASK (a slot being moved; the script did not
 // run) then fails with that error, and the next try reaches the new node.
 func ClientOptions(o *redis.Options) *redis.Options {
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	return o
+}
+
+// FailoverOptions adjusts o, the options of go-redis's failover client
+// (a primary found through Sentinel), as ClientOptions does for one server,
+// and returns it. The failover client, too, would send a command again
+// after a lost reply, including one lost to the failover itself.
+func FailoverOptions(o *redis.FailoverOptions) *redis.FailoverOptions {
 	o.ContextTimeoutEnabled = true
 	o.MaxRetries = -1
 	return o
@@ -391,7 +432,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		start := time.Now()
 		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
 		if err != nil {
-			if !reentrant && classify(err).mayHaveRun() {
+			if !reentrant && classify(err).mayHaveRun() && !errors.Is(err, ErrNotReplicated) {
 				c.releaseDetached(ctx, n, owner, "")
 			}
 			return nil, 0, err
@@ -425,12 +466,20 @@ func (c *Client) lineFor(o ObtainOptions) *lineup {
 // release publishes a wake-up; locks nobody waits for are released without
 // one.
 func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	res, err := obtainScript.Run(ctx, c.rdb, []string{n.lock, n.fence, n.waiting, n.gone(owner)},
-		owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg).Int64()
+	cmd, confirmed := c.run(ctx, obtainScript, []string{n.lock, n.fence, n.waiting, n.gone(owner)},
+		owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg)
+	res, err := cmd.Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
 	}
 	switch {
+	case res > 0 && !confirmed:
+		// A failover now could promote a replica without the grant, and
+		// hand the lock to someone else: give it back. The release takes
+		// back this hold only (owner and token), a re-entry's too.
+		rerr := c.releaseDetached(ctx, n, owner, strconv.FormatInt(res, 10))
+		return false, 0, errors.Join(fmt.Errorf("%w: %w: %q was granted, but fewer than %d replicas confirmed it within %s; given back",
+			ErrNotObtained, ErrNotReplicated, n.key, c.opts.Replicas, c.opts.ReplicaTimeout), rerr)
 	case res > 0:
 		return true, res, nil
 	case res < 0:
@@ -454,14 +503,46 @@ var flagOn, flagOff any = "1", "0"
 
 // refresh runs the owner-checked pexpire; token "" matches any token of owner.
 func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl time.Duration) error {
-	res, err := refreshScript.Run(ctx, c.rdb, []string{n.lock, n.fence}, owner, token, ms(ttl), ms(c.opts.FenceTTL)).Int64()
+	cmd, confirmed := c.run(ctx, refreshScript, []string{n.lock, n.fence}, owner, token, ms(ttl), ms(c.opts.FenceTTL))
+	res, err := cmd.Int64()
 	if err != nil {
 		return fmt.Errorf("lock: refresh %q: %w", n.key, err)
 	}
 	if res != 1 {
 		return fmt.Errorf("%w: %q is no longer held by this lease", ErrLockLost, n.key)
 	}
+	if !confirmed {
+		// The primary extended it, a promoted replica may not have: the
+		// lease keeps the deadline it had (see Lease's renewal handling).
+		return fmt.Errorf("%w: the renewal of %q reached fewer than %d replicas within %s", ErrNotReplicated, n.key, c.opts.Replicas, c.opts.ReplicaTimeout)
+	}
 	return nil
+}
+
+// run runs script; with Options.Replicas, WAIT follows it in one pipeline
+// on the same connection (WAIT counts the replicas that acknowledged that
+// connection's writes), and confirmed reports whether enough did. Without
+// Replicas, confirmed is always true.
+func (c *Client) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, confirmed bool) {
+	if c.opts.Replicas == 0 {
+		return script.Run(ctx, c.rdb, keys, args...), true
+	}
+	cmd, wait := c.runAndWait(ctx, script.EvalSha, keys, args)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		// A server that never saw the script (a restart, a new primary)
+		// gets it whole, once.
+		cmd, wait = c.runAndWait(ctx, script.Eval, keys, args)
+	}
+	n, err := wait.Int64()
+	return cmd, err == nil && n >= int64(c.opts.Replicas)
+}
+
+func (c *Client) runAndWait(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, keys []string, args []any) (*redis.Cmd, *redis.Cmd) {
+	pipe := c.rdb.Pipeline()
+	cmd := run(ctx, pipe, keys, args...)
+	wait := pipe.Do(ctx, "WAIT", c.opts.Replicas, ms(c.opts.ReplicaTimeout))
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	return cmd, wait
 }
 
 // release runs the owner-checked delete; token "" matches any token of

@@ -62,10 +62,15 @@ type RedLock struct {
 
 // NewRedLock returns a RedLock over clients, which must be independent
 // servers. It returns an error if clients is empty, opts.Prefix contains
-// braces, or a client retries commands (build them with InstanceOptions).
+// braces, opts.Replicas is set (RedLock's servers are independent, with
+// no replicas to wait for), or a client retries commands (build them with
+// InstanceOptions).
 func NewRedLock(clients []redis.UniversalClient, opts RedLockOptions) (*RedLock, error) {
 	if len(clients) == 0 {
 		return nil, errors.New("lock: NewRedLock needs at least one client")
+	}
+	if opts.Replicas != 0 {
+		return nil, errors.New("lock: Options.Replicas is for one primary with replicas; RedLock's servers are independent")
 	}
 	var err error
 	if opts.Options, err = opts.Options.withDefaults(); err != nil {

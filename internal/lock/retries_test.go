@@ -130,6 +130,9 @@ func TestNewRefusesClientsThatRetry(t *testing.T) {
 		{"ring default", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}}), true},
 		{"ring off", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, MaxRetries: -1}), false},
 		{"failover default", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{addr}}), true},
+		{"failover off", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{addr}, MaxRetries: -1}), false},
+		{"failover FailoverOptions", redis.NewFailoverClient(lock.FailoverOptions(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{addr}})), false},
+		{"universal sentinel off", redis.NewUniversalClient(&redis.UniversalOptions{MasterName: "m", Addrs: []string{addr}, MaxRetries: -1, MaxRedirects: -1}), false},
 		{"universal cluster off", redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr, addr}, MaxRetries: -1, MaxRedirects: -1}), false},
 	} {
 		t.Cleanup(func() { _ = tc.rdb.Close() })

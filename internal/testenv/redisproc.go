@@ -24,6 +24,9 @@ type RedisProcess struct {
 	Addr string
 	dir  string
 	port int
+	// lead comes before the port on the command line: a sentinel's
+	// config file and --sentinel.
+	lead []string
 	cmd  *exec.Cmd
 	// exited is closed once cmd has exited and been waited for.
 	exited chan struct{}
@@ -33,14 +36,16 @@ type RedisProcess struct {
 // stops it when the test ends. Extra args are passed through.
 func StartRedis(t testing.TB, args ...string) *RedisProcess {
 	t.Helper()
-	return startRedis(t, func() []string { return args })
+	return startRedis(t, nil, func(int) []string { return args })
 }
 
-// startRedis starts a redis-server with the args args returns. A server
-// that exits because its port was taken in the meantime (FreePorts
-// releases the ports it finds) is started again on other ports, with args
-// called again for them; any other exit fails the test with its log.
-func startRedis(t testing.TB, args func() []string) *RedisProcess {
+// startRedis starts a redis-server with the args args returns for its
+// port and folder. A server that exits because its port was taken in the
+// meantime (FreePorts releases the ports it finds) is started again on
+// other ports, with lead and args called again for them; any other exit
+// fails the test with its log. lead, when not nil, gives what comes first
+// on the command line (a sentinel's config file).
+func startRedis(t testing.TB, lead func(port int, dir string) []string, args func(port int) []string) *RedisProcess {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		Unavailable(t, "redis-server is not installed: %v", err)
@@ -48,7 +53,10 @@ func startRedis(t testing.TB, args func() []string) *RedisProcess {
 	for attempt := 1; ; attempt++ {
 		port := testkit.FreePorts(t, 1)[0]
 		p := &RedisProcess{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), port: port}
-		err := p.tryStart(args()...)
+		if lead != nil {
+			p.lead = lead(port, p.dir)
+		}
+		err := p.tryStart(args(port)...)
 		if err == nil {
 			t.Cleanup(p.Kill)
 			return p
@@ -75,7 +83,7 @@ func (p *RedisProcess) start(args ...string) {
 // when the server exits first (errPortTaken when a port was in use) or
 // does not answer within 30 seconds.
 func (p *RedisProcess) tryStart(args ...string) error {
-	all := append([]string{"--port", strconv.Itoa(p.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", p.dir}, args...)
+	all := append(append(append([]string{}, p.lead...), "--port", strconv.Itoa(p.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", p.dir), args...)
 	cmd := exec.Command("redis-server", all...)
 	out := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -172,7 +180,7 @@ func StartRedisCluster(t testing.TB) []string {
 	for i := 0; i < 3; i++ {
 		// The cluster bus port is chosen too: by default it is the port
 		// plus 10,000, which may be in the kernel's ephemeral range.
-		p := startRedis(t, func() []string {
+		p := startRedis(t, nil, func(int) []string {
 			bus := testkit.FreePorts(t, 1)[0]
 			return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus)}
 		})

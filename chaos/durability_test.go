@@ -1,0 +1,193 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// aofAlways is a redis-server that answers a write only after it is in its
+// append-only file on disk: what SECKILL_STREAM_DURABILITY=fsync checks.
+var aofAlways = []string{"--appendonly", "yes", "--appendfsync", "always"}
+
+// TestRedisKilledMidBurstRestartedFromAOF is the durable counterpart of
+// TestRedisRestartWithoutPersistenceLosesQueuedOrders: redis-stream at
+// durability fsync, MySQL blackholed so that every accepted order stays
+// queued in Redis only, and Redis SIGKILLed in the middle of the burst,
+// once 20 orders are queued, then restarted from its AOF. Buys in flight
+// at the kill get no answer or a 503; every 202 the burst got, before and
+// after the restart, ends as exactly one confirmed order in MySQL: none is
+// lost, no refused buyer has a row (a 503 unavailable says nothing was
+// written; a buy whose reply the kill cut off is a 503 outcome-unknown, outcome
+// unknown), and the stock is conserved.
+func TestRedisKilledMidBurstRestartedFromAOF(t *testing.T) {
+	r := newRig(t, rigOptions{redisArgs: aofAlways})
+	a := r.start("a", map[string]string{"SECKILL_STAGE": "redis-stream", "SECKILL_STREAM_DURABILITY": "fsync", "SECKILL_STREAM_CLAIM_IDLE": "1s"})
+	stock := pick(60, 200)
+	f, fail := r.streamFault(a, stock, "redis-stream at durability fsync (appendfsync always): Redis SIGKILLed mid-burst with its accepted orders still queued (MySQL blackholed), restarted from its AOF (the 201 column counts 202s)")
+	f.Stage = "redis-stream, fsync"
+	ctx := t.Context()
+	rc := r.redis.Client()
+
+	start := time.Now()
+	heal := r.mysql.blackhole()
+	var buys []streamBuy
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Paced, so that the kill lands inside the burst on any machine:
+		// the test waits for 20 queued orders, not for a time.
+		buys = r.streamBurst(start, []*instance{a}, stock+stock/2, 4, "aof")
+	}()
+	testkit.Eventually(t, "20 orders queued before the kill", time.Minute, func() bool {
+		n, err := rc.HLen(ctx, queuedKey).Result()
+		return err == nil && n >= 20
+	})
+	w := window{from: time.Since(start)}
+	r.redis.Kill()
+	r.redis.Restart(aofAlways...)
+	w.to = time.Since(start)
+	wg.Wait()
+	heal()
+	streamFigures(f, buys, w)
+
+	accepted := map[string]string{} // order number -> user
+	refused := map[string]bool{}
+	for _, b := range buys {
+		switch {
+		case b.status == http.StatusAccepted:
+			accepted[b.orderNo] = b.user
+		case b.status >= 400 && b.status < 500, b.problem == "unavailable":
+			// A definite no: sold-out and the like, or "unavailable",
+			// which promises that nothing was written.
+			refused[b.user] = true
+		}
+	}
+	if len(accepted) < 20 {
+		t.Fatalf("only %d buys were accepted; the kill did not land mid-burst", len(accepted))
+	}
+	for no := range accepted {
+		if !testkit.Poll(60*time.Second, func() bool {
+			status, body := r.do(a, http.MethodGet, "/api/v1/orders/"+no, nil, "")
+			var o api.OrderStatus
+			return status == 200 && json.Unmarshal(body, &o) == nil && o.Status == api.StatusConfirmed
+		}) {
+			f.Lost++
+			fail("order %s was accepted (202) and never confirmed after the restart from the AOF", no)
+		}
+	}
+	rows := r.orderRows(ctx)
+	for no, row := range rows {
+		if _, ok := accepted[no]; !ok && refused[row.user] {
+			f.Phantom++
+			fail("order %s of %s, whose buy was refused, has a row", no, row.user)
+		}
+	}
+	initial, dbStock, live := r.conserved(ctx)
+	f.Oversold = max(0, live-initial)
+	f.Conserved = initial == stock && dbStock+live == stock
+	if !f.Conserved || f.Oversold > 0 {
+		fail("MySQL: initial %d, stock %d, live units %d; want %d conserved", initial, dbStock, live, stock)
+	}
+	t.Logf("%d accepted, %d confirmed rows, %d lost; answers %v", len(accepted), len(rows), f.Lost, f.Refused)
+}
+
+// TestStreamSentinelFailoverMidBurst: redis-stream on a Sentinel group (a
+// primary, a replica, three sentinels; the app configured with
+// SECKILL_REDIS_SENTINELS), MySQL blackholed so that accepted orders stay
+// queued in Redis only: a third of the stock is accepted, the primary is
+// SIGKILLed with all of it queued, buyers keep coming during the switch
+// (answered 503), the sentinels promote the replica, the old primary comes
+// back empty as its replica, and a second burst is served. At
+// durability replica every 202 of both bursts ends as a confirmed order
+// (0 lost): each was on the replica before its buyer heard 202. At none
+// the figure is what asynchronous replication happened to carry over
+// (it is not forced; TestRedisLockFailoverAfterGrant forces the window).
+func TestStreamSentinelFailoverMidBurst(t *testing.T) {
+	// The short form (CI) runs the level that makes the promise.
+	for _, level := range pick([]string{"replica"}, []string{"none", "replica"}) {
+		t.Run(level, func(t *testing.T) {
+			r := newRig(t, rigOptions{})
+			g := testenv.StartSentinelGroup(t)
+			a := r.start("a", map[string]string{"SECKILL_STAGE": "redis-stream", "SECKILL_STREAM_CLAIM_IDLE": "1s",
+				"SECKILL_REDIS_ADDR": "", "SECKILL_REDIS_SENTINELS": strings.Join(g.SentinelAddrs(), ","), "SECKILL_REDIS_MASTER": g.Master,
+				"SECKILL_STREAM_DURABILITY": level, "SECKILL_STREAM_REPLICA_WAIT": "1s"})
+			stock := pick(60, 200)
+			f, fail := r.streamFault(a, stock, "redis-stream on Sentinel: primary SIGKILLed mid-burst with accepted orders still queued (MySQL blackholed), replica promoted, old primary back as its replica, second burst (the 201 column counts 202s)")
+			f.Stage = "redis-stream, " + level
+			ctx := t.Context()
+
+			start := time.Now()
+			heal := r.mysql.blackhole()
+			first := r.streamBurst(start, []*instance{a}, stock/3, 4, "fo1")
+			for _, b := range first {
+				if b.status != http.StatusAccepted {
+					t.Fatalf("buy %s before the kill: %d %s, want 202", b.user, b.status, b.problem)
+				}
+			}
+			if n, err := g.Primary.Client().HLen(ctx, queuedKey).Result(); err != nil || int(n) != len(first) {
+				t.Fatalf("%d orders queued (%v), want all %d: no writer can reach MySQL", n, err, len(first))
+			}
+			w := window{from: time.Since(start)}
+			g.Primary.Kill()
+			// Buyers during the switch: the sentinels wait SentinelDownAfter
+			// before they even call the primary down.
+			during := r.streamBurst(start, []*instance{a}, 10, 2, "sw")
+			g.WaitFailover()
+			g.Rejoin()
+			w.to = time.Since(start)
+			// Served again once the app's client has found the new primary.
+			var second []streamBuy
+			if !testkit.Poll(30*time.Second, func() bool {
+				second = append(second, r.streamBurst(start, []*instance{a}, 1, 1, fmt.Sprintf("fo2-%d", len(second)))...)
+				return second[len(second)-1].status == http.StatusAccepted
+			}) {
+				fail("no buy was accepted after the failover: last answer %d %s", second[len(second)-1].status, second[len(second)-1].problem)
+			}
+			second = append(second, r.streamBurst(start, []*instance{a}, stock/3, 4, "fo3")...)
+			heal()
+			buys := append(append(first, during...), second...)
+			streamFigures(f, buys, w)
+
+			testkit.Eventually(t, "the queue drained into MySQL", time.Minute, func() bool {
+				n, err := g.Primary.Client().HLen(ctx, queuedKey).Result()
+				return err == nil && n == 0
+			})
+			rows := r.orderRows(ctx)
+			accepted := 0
+			for _, b := range buys {
+				if b.status != http.StatusAccepted {
+					continue
+				}
+				accepted++
+				if row, ok := rows[b.orderNo]; !ok || row.status != "confirmed" {
+					f.Lost++
+				}
+			}
+			initial, dbStock, live := r.conserved(ctx)
+			f.Oversold = max(0, live-initial)
+			f.Conserved = initial == stock && dbStock+live == stock
+			if !f.Conserved || f.Oversold > 0 {
+				fail("MySQL: initial %d, stock %d, live units %d; want %d conserved", initial, dbStock, live, stock)
+			}
+			for _, b := range during {
+				if b.status == http.StatusAccepted {
+					t.Logf("buy %s during the switch was accepted (the promotion came first)", b.user)
+				}
+			}
+			if level == "replica" && f.Lost > 0 {
+				fail("%d of %d accepted orders lost across the failover at durability replica", f.Lost, accepted)
+			}
+			t.Logf("durability %s: %d accepted, %d lost across the failover; answers %v", level, accepted, f.Lost, f.Refused)
+		})
+	}
+}

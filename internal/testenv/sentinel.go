@@ -1,0 +1,179 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// SentinelGroup is Redis as production runs it, on this machine: a
+// primary, one replica of it and three Sentinels (quorum 2) watching them,
+// all redis-server processes the test started on free loopback ports.
+type SentinelGroup struct {
+	t testing.TB
+	// Master is the name the Sentinels monitor the primary under.
+	Master    string
+	Primary   *RedisProcess
+	Replica   *RedisProcess
+	Sentinels []*RedisProcess
+}
+
+// SentinelDownAfter is how long the group's Sentinels wait for an
+// unanswered primary before they call it down and fail over; a failover
+// takes a few seconds more (agreement, election, promotion).
+const SentinelDownAfter = time.Second
+
+// StartSentinelGroup starts a primary (with primaryArgs, for example
+// "--appendonly", "yes"), a replica that has synced with it, and three
+// Sentinels that know both and each other, and stops them when the test
+// ends. It skips the test when redis-server is not installed (fails under
+// CI=true).
+func StartSentinelGroup(t testing.TB, primaryArgs ...string) *SentinelGroup {
+	t.Helper()
+	g := &SentinelGroup{t: t, Master: Name("seckill-")}
+	g.Primary, g.Replica = StartReplicaPair(t, primaryArgs...)
+	primaryPort := g.Primary.port
+	for i := 0; i < 3; i++ {
+		s := startRedis(t, func(port int, dir string) []string {
+			// Sentinel rewrites its config file, so each gets its own.
+			conf := filepath.Join(dir, "sentinel.conf")
+			body := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\n"+
+				"sentinel down-after-milliseconds %[1]s %[3]d\n"+
+				// A failed election is tried again after twice this.
+				"sentinel failover-timeout %[1]s 3000\n", g.Master, primaryPort, SentinelDownAfter.Milliseconds())
+			if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []string{conf, "--sentinel"}
+		}, func(int) []string { return nil })
+		g.Sentinels = append(g.Sentinels, s)
+	}
+	testkit.Eventually(t, "every sentinel knows the replica and the two other sentinels", 30*time.Second, func() bool {
+		for _, s := range g.Sentinels {
+			c := g.client(s.Addr)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			others, err1 := c.Do(ctx, "SENTINEL", "SENTINELS", g.Master).Slice()
+			replicas, err2 := c.Do(ctx, "SENTINEL", "REPLICAS", g.Master).Slice()
+			cancel()
+			_ = c.Close()
+			if err1 != nil || err2 != nil || len(others) != 2 || len(replicas) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	return g
+}
+
+// StartReplicaPair starts a primary (with primaryArgs) and a replica of
+// it, waits until the replica has synced, and stops both when the test
+// ends.
+func StartReplicaPair(t testing.TB, primaryArgs ...string) (primary, replica *RedisProcess) {
+	t.Helper()
+	// The replica syncs at once, not after the default 5 s wait for more
+	// replicas to share one transfer.
+	primary = StartRedis(t, append([]string{"--repl-diskless-sync-delay", "0"}, primaryArgs...)...)
+	replica = startRedis(t, nil, func(int) []string {
+		return []string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}
+	})
+	WaitReplicaSynced(t, replica)
+	return primary, replica
+}
+
+// WaitReplicaSynced waits until replica's link to its primary is up.
+func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
+	t.Helper()
+	testkit.Eventually(t, "the replica has synced with the primary", 30*time.Second, func() bool {
+		return strings.Contains(info(replica.Addr, "replication"), "master_link_status:up")
+	})
+}
+
+// SentinelAddrs returns the Sentinels' addresses.
+func (g *SentinelGroup) SentinelAddrs() []string {
+	var out []string
+	for _, s := range g.Sentinels {
+		out = append(out, s.Addr)
+	}
+	return out
+}
+
+// HoldReplication stops the replica (SIGSTOP) and cuts its link at the
+// primary, so that nothing written from now on reaches it: bytes already
+// on the wire would still be read from the socket once the replica
+// resumes, but the cut link carries none. WAIT on the primary finds no
+// replica. ReleaseReplication lets the replica run again; while the
+// primary lives it reconnects and catches up.
+func (g *SentinelGroup) HoldReplication() {
+	g.t.Helper()
+	g.Replica.Pause()
+	c := g.client(g.Primary.Addr)
+	defer c.Close()
+	if err := c.ClientKillByFilter(context.Background(), "TYPE", "replica").Err(); err != nil {
+		g.t.Fatalf("cut the replica's link on the primary: %v", err)
+	}
+	testkit.Eventually(g.t, "the primary has no replica connected", 10*time.Second, func() bool {
+		return strings.Contains(g.info(g.Primary.Addr, "replication"), "connected_slaves:0")
+	})
+}
+
+// ReleaseReplication resumes the replica HoldReplication stopped.
+func (g *SentinelGroup) ReleaseReplication() { g.Replica.Resume() }
+
+// WaitFailover waits until every Sentinel names the replica as the primary
+// and the replica says it is one, and returns its address. Kill the
+// primary first.
+func (g *SentinelGroup) WaitFailover() string {
+	g.t.Helper()
+	testkit.Eventually(g.t, "the sentinels promoted the replica", 60*time.Second, func() bool {
+		for _, s := range g.Sentinels {
+			c := g.client(s.Addr)
+			addr, err := c.Do(context.Background(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", g.Master).StringSlice()
+			_ = c.Close()
+			if err != nil || len(addr) != 2 || addr[0]+":"+addr[1] != g.Replica.Addr {
+				return false
+			}
+		}
+		return strings.Contains(g.info(g.Replica.Addr, "replication"), "role:master")
+	})
+	return g.Replica.Addr
+}
+
+// Rejoin restarts the primary WaitFailover replaced, empty, as a replica
+// of the promoted one, waits until it has synced, and swaps the group's
+// roles: Primary is the promoted server again, Replica the old primary.
+// The sentinels find the new replica through the primary.
+func (g *SentinelGroup) Rejoin() {
+	g.t.Helper()
+	old, promoted := g.Primary, g.Replica
+	_, port, _ := strings.Cut(promoted.Addr, ":")
+	old.Restart("--replicaof", "127.0.0.1", port)
+	WaitReplicaSynced(g.t, old)
+	g.Primary, g.Replica = promoted, old
+}
+
+// client is a plain client of one of the group's processes.
+func (g *SentinelGroup) client(addr string) *redis.Client { return plainClient(addr) }
+
+func plainClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+}
+
+func (g *SentinelGroup) info(addr, section string) string { return info(addr, section) }
+
+// info returns a section of INFO from addr, "" when it does not answer.
+func info(addr, section string) string {
+	c := plainClient(addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s, _ := c.Info(ctx, section).Result()
+	return s
+}
