@@ -85,8 +85,8 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		RequestTimeout:        cfg.RequestTimeout,
 	})
 	r.startReconcile([]reconcile.Target{
-		{Kind: "product", Items: products, Repairer: repairer(product.copy), OrderExists: b.db.Products().OrderExists},
-		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), OrderExists: b.db.Coupons().OrderExists},
+		{Kind: "product", Items: products, Repairer: repairer(product.copy), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
 	})
 	r.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
 	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
@@ -172,7 +172,10 @@ type kindStages struct {
 	stages map[string]inventory.Stage
 	copy   *inventory.RedisAtomic // the Redis copy of the stock; nil without Redis
 	queue  *inventory.RedisStream // redis-stream; nil without Redis
-	crowd  *inventory.Crowd
+	// sharded is redis-sharded, whose buckets the reconcile job repairs;
+	// nil without Redis.
+	sharded *inventory.RedisSharded
+	crowd   *inventory.Crowd
 }
 
 // stages builds every stage the backends allow for one kind of item. The
@@ -208,6 +211,9 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.copy)
 		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log})
 		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
+		k.sharded = inventory.NewRedisSharded(r.b.redis, st, kind, r.cfg.StockBuckets, r.log)
+		k.sharded.OnRestock(k.crowd.Restocked)
+		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
 		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
 			// Unique per process: a restarted instance is a new consumer,
 			// and its predecessor's entries are claimed like any other's.
@@ -318,6 +324,14 @@ func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
 		return nil
 	}
 	return ra
+}
+
+// buckets, like repairer, avoids handing reconcile a typed nil.
+func buckets(rs *inventory.RedisSharded) reconcile.Repairer {
+	if rs == nil {
+		return nil
+	}
+	return rs
 }
 
 func (r *rig) close() error {

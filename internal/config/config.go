@@ -52,6 +52,7 @@ type Config struct {
 	PaymentTimeout        time.Duration // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
 	StreamMaxLen          int           // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
 	StreamClaimIdle       time.Duration // SECKILL_STREAM_CLAIM_IDLE: when another writer takes an entry over
+	StockBuckets          int           // SECKILL_STOCK_BUCKETS: buckets redis-sharded splits one item's stock over
 	ShutdownTimeout       time.Duration // SECKILL_SHUTDOWN_TIMEOUT: bound on draining in-flight requests
 	LogLevel              slog.Level    // SECKILL_LOG_LEVEL: debug, info, warn, error
 	DemoDB                string        // SECKILL_DEMO_DB: SQL file of the embedded demo (DefaultDemoDB)
@@ -92,6 +93,7 @@ func (c *Config) settings() []setting {
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
 		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),
 		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
+		integer(&c.StockBuckets, "SECKILL_STOCK_BUCKETS", "4", 1, 1024, "buckets redis-sharded splits one item's stock over, each a Redis key with its own hash tag (on a Cluster, spread over the shards); a buyer whose bucket is empty tries the others"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
 		text(&c.DemoDB, "SECKILL_DEMO_DB", DefaultDemoDB, "SQL file of the embedded demo database"),
