@@ -137,6 +137,11 @@ var suites = []suite{{
 		"TestRetryOfAQueuedBuyGetsThePendingOrder",
 		"TestWriterKilledMidBatchEveryOrderConfirmedOnce",
 		"TestAuditNeverShowsTheQueueDrainedEarly",
+		"TestShardedBuyersFallBackUntilEveryBucketIsEmpty",
+		"TestShardedSoldOutWaitsForUnitsInFlight",
+		"TestShardedRepeatBuyerGivesTheUnitBack",
+		"TestShardedLateLoaderSplitsTheFirstTotal",
+		"TestShardedExactSaleOnARedisCluster",
 	},
 	budget: 5 * time.Minute,
 }, {

@@ -213,6 +213,7 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
 		k.sharded = inventory.NewRedisSharded(r.b.redis, st, kind, r.cfg.StockBuckets, r.log)
 		k.sharded.OnRestock(k.crowd.Restocked)
+		r.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
 		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
 		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
 			// Unique per process: a restarted instance is a new consumer,
