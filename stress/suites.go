@@ -142,6 +142,7 @@ var suites = []suite{{
 		"TestShardedRepeatBuyerGivesTheUnitBack",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",
+		"TestShardedCancelledUnitsComeBackThroughTheRepair",
 	},
 	budget: 5 * time.Minute,
 }, {

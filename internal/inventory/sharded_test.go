@@ -305,3 +305,36 @@ func TestShardedLateLoaderSplitsTheFirstTotal(t *testing.T) {
 	}
 	e.audit(8)
 }
+
+// TestShardedCancelledUnitsComeBackThroughTheRepair: units of a cancelled
+// redis-sharded order go back to the database only. Until the reconcile
+// job's repair the buckets are short, and the buyer after the sell-out is
+// refused; after it the units are in the buckets and sell again.
+func TestShardedCancelledUnitsComeBackThroughTheRepair(t *testing.T) {
+	e := newShardedEnv(t, testenv.SQLite(t), 2)
+	ctx := context.Background()
+	now := time.Now()
+	e.svc.WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, Now: func() time.Time { return now }})
+	for _, u := range []string{"p1", "p2"} {
+		if err := e.buy(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(2 * time.Minute)
+	if rep, err := e.svc.CancelUnpaid(ctx); err != nil || rep.Units != 2 {
+		t.Fatalf("cancel unpaid: %+v, %v", rep, err)
+	}
+	if err := e.buy("late-1"); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("before the repair the buckets hold none: %v", err)
+	}
+	d, err := e.stage.Repair(ctx, e.id, time.Hour, e.db.Products().OrderExists)
+	if err != nil || !d.Repaired || d.RedisStock != 0 || d.DBStock != 2 {
+		t.Fatalf("repair: %+v, %v", d, err)
+	}
+	for _, u := range []string{"late-1", "late-2"} {
+		if err := e.buy(u); err != nil {
+			t.Fatalf("%s after the repair: %v", u, err)
+		}
+	}
+	e.audit(2)
+}
