@@ -72,20 +72,6 @@ func (s *RedisSharded) Reset(ctx context.Context, id int64, _ int) error {
 	return s.loadOne(ctx, id, true)
 }
 
-// LoadAll loads every item's buckets where none exist yet.
-func (s *RedisSharded) LoadAll(ctx context.Context) error {
-	items, err := s.store.List(ctx)
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
-		if err := s.loadOne(ctx, it.ID, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // loadOne splits the stock of one item over its buckets: only the buckets
 // missing, or with overwrite (a reset) all of them. The buckets are
 // separate keys, loaded one by one while buyers already sell from those
@@ -108,17 +94,13 @@ func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) er
 	if err != nil {
 		return fmt.Errorf("%w: split %s %d: %w", ErrUnavailable, s.kind, id, err)
 	}
+	users, err := buyersOf(ctx, s.store, id)
+	if err != nil {
+		return err
+	}
 	homed := make([][]any, s.buckets)
-	if b, ok := s.store.(interface {
-		Buyers(ctx context.Context, id int64) ([]string, error)
-	}); ok {
-		users, err := b.Buyers(ctx, id)
-		if err != nil {
-			return err
-		}
-		for _, u := range users {
-			homed[s.Home(u)] = append(homed[s.Home(u)], u)
-		}
+	for _, u := range users {
+		homed[s.Home(u)] = append(homed[s.Home(u)], u)
 	}
 	flag := "0"
 	if overwrite {
@@ -146,12 +128,7 @@ func (s *RedisSharded) splitKey(id int64) string { return s.bucketKeys(id, 0)[0]
 // short (Busy), never overshoot.
 func (s *RedisSharded) Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
 	d, err := s.repair(ctx, id, staleAfter, orderExists)
-	if (d.Repaired || d.Resolved > 0) && s.restocked != nil {
-		if rerr := s.restocked(ctx, id); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}
-	return d, err
+	return d, afterRepair(ctx, id, d, err, s.restocked)
 }
 
 func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
@@ -162,24 +139,14 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 		if err != nil {
 			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		for no, v := range pending {
-			_, user, at, ok := parsePending(v)
-			if ok && time.Since(time.UnixMilli(at)) < staleAfter {
-				continue
-			}
-			exists, err := orderExists(ctx, no)
-			if err != nil {
-				return d, err
-			}
-			if exists || !ok {
-				err = s.rdb.HDel(ctx, keys[1], no).Err()
-			} else {
-				err = s.giveBack(ctx, Order{No: no, ItemID: id, UserID: user}, []int{b}, true)
-			}
-			if err != nil {
-				return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
-			}
-			d.Resolved++
+		n, err := settleStale(ctx, pending, staleAfter, orderExists,
+			func(no string) error { return s.rdb.HDel(ctx, keys[1], no).Err() },
+			func(no, user string, _ int) error {
+				return s.giveBack(ctx, Order{No: no, ItemID: id, UserID: user}, []int{b}, true)
+			})
+		d.Resolved += n
+		if err != nil {
+			return d, err
 		}
 	}
 	before, err := s.snapshot(ctx, id)

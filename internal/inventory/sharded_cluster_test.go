@@ -2,7 +2,6 @@ package inventory_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -43,34 +42,17 @@ func TestShardedExactSaleOnARedisCluster(t *testing.T) {
 		st := inventory.NewRedisSharded(rdb, db.Products(), ns, shardedBuckets, nil)
 		services[i] = inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisSharded: st}, fmt.Sprintf("i%d", i), "O")
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var ok, soldOut atomic.Int64
-	for b := range raceBuyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := services[b%3].Buy(ctx, inventory.StageRedisSharded, inventory.Request{ItemID: id, UserID: fmt.Sprintf("c%d", b), Quantity: 1})
-			switch {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, inventory.ErrSoldOut):
-				soldOut.Add(1)
-			default:
-				t.Errorf("buyer c%d: %v", b, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	ok, soldOut := releaseAtOnce(t, raceBuyers, func(b int) error {
+		_, err := services[b%3].Buy(ctx, inventory.StageRedisSharded, inventory.Request{ItemID: id, UserID: fmt.Sprintf("c%d", b), Quantity: 1})
+		return err
+	})
 	a, err := db.Products().Audit(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("buckets on %d masters: ok=%d sold-out=%d audit=%+v", masters, ok.Load(), soldOut.Load(), a)
-	if ok.Load() != raceStock || a.Sold != raceStock || a.Stock != 0 || a.Oversold() != 0 || !a.Conserved() {
-		t.Fatalf("%d bought, audit %+v: want exactly %d sold", ok.Load(), a, raceStock)
+	t.Logf("buckets on %d masters: ok=%d sold-out=%d audit=%+v", masters, ok, soldOut, a)
+	if ok != raceStock || a.Sold != raceStock || a.Stock != 0 || a.Oversold() != 0 || !a.Conserved() {
+		t.Fatalf("%d bought, audit %+v: want exactly %d sold", ok, a, raceStock)
 	}
 	probe := inventory.NewRedisSharded(rdb, db.Products(), ns, shardedBuckets, nil)
 	for b := range shardedBuckets {

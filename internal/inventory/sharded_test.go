@@ -96,6 +96,32 @@ func (e *shardedEnv) audit(wantSold int) {
 	}
 }
 
+// releaseAtOnce starts n buyers, lets them all go at once, and counts
+// those who bought and those told sold out; any other answer fails t.
+func releaseAtOnce(t *testing.T, n int, buy func(i int) error) (ok, soldOut int64) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var okN, soldOutN atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			switch err := buy(i); {
+			case err == nil:
+				okN.Add(1)
+			case errors.Is(err, inventory.ErrSoldOut):
+				soldOutN.Add(1)
+			default:
+				t.Errorf("buyer %d: %v", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return okN.Load(), soldOutN.Load()
+}
+
 // heldStore writes through the Ledger one order at a time (no group
 // commit), and holds the write of a user listed in hold until the test
 // sends the error it must answer (nil: write it).
@@ -138,28 +164,9 @@ func (h *heldStore) holdUser(user string) chan error {
 func TestShardedBuyersFallBackUntilEveryBucketIsEmpty(t *testing.T) {
 	e := newShardedEnv(t, testenv.SQLite(t), 8)
 	users := e.users("home0-", 0, 12)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var ok, soldOut atomic.Int64
-	for _, u := range users {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			switch err := e.buy(u); {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, inventory.ErrSoldOut):
-				soldOut.Add(1)
-			default:
-				t.Errorf("buyer %s: %v", u, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if ok.Load() != 8 || soldOut.Load() != 4 {
-		t.Fatalf("%d bought and %d heard sold out; want 8 and 4", ok.Load(), soldOut.Load())
+	ok, soldOut := releaseAtOnce(t, len(users), func(i int) error { return e.buy(users[i]) })
+	if ok != 8 || soldOut != 4 {
+		t.Fatalf("%d bought and %d heard sold out; want 8 and 4", ok, soldOut)
 	}
 	e.audit(8)
 	if e.stage.Fallbacks() < 6 {
