@@ -143,6 +143,7 @@ var suites = []suite{{
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",
 		"TestShardedCancelledUnitsComeBackThroughTheRepair",
+		"TestShardedRepairLeavesABusyItemAlone",
 	},
 	budget: 5 * time.Minute,
 }, {

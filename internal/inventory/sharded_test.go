@@ -130,6 +130,20 @@ type heldStore struct {
 	mu      sync.Mutex
 	hold    map[string]chan error
 	entered chan string
+	// beforeGet, when set, runs once, before the next Get reads the
+	// database (the reconcile job's read, between its two snapshots).
+	beforeGet func()
+}
+
+func (h *heldStore) Get(ctx context.Context, id int64) (inventory.Item, error) {
+	h.mu.Lock()
+	f := h.beforeGet
+	h.beforeGet = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return h.Ledger.Get(ctx, id)
 }
 
 // DeductAll hides the Ledger's, so every sale is one Deduct.
@@ -344,4 +358,36 @@ func TestShardedCancelledUnitsComeBackThroughTheRepair(t *testing.T) {
 		}
 	}
 	e.audit(2)
+}
+
+// TestShardedRepairLeavesABusyItemAlone: the buckets drifted (bucket 0
+// lost its units), and a buyer buys while the reconcile job reads the
+// database, between its two looks at the buckets. The job must not
+// correct from a read the sale made stale: it reports the item busy and
+// changes nothing; the next, quiet run corrects it.
+func TestShardedRepairLeavesABusyItemAlone(t *testing.T) {
+	e := newShardedEnv(t, testenv.SQLite(t), 8)
+	ctx := context.Background()
+	if err := e.rdb.Set(ctx, e.stage.BucketKeysForTest(e.id, 0)[0], 0, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.held.mu.Lock()
+	e.held.beforeGet = func() {
+		if err := e.buy(e.users("racer-", 1, 1)[0]); err != nil {
+			t.Errorf("the racing buyer: %v", err)
+		}
+	}
+	e.held.mu.Unlock()
+	d, err := e.stage.Repair(ctx, e.id, time.Hour, e.db.Products().OrderExists)
+	if err != nil || !d.Busy || d.Repaired {
+		t.Fatalf("repair with a sale between its looks: %+v, %v; want busy, nothing repaired", d, err)
+	}
+	if got, _ := e.buckets(); fmt.Sprint(got) != "[0 1 2 2]" {
+		t.Fatalf("buckets after the busy run: %v, want [0 1 2 2] (only the sale moved them)", got)
+	}
+	d, err = e.stage.Repair(ctx, e.id, time.Hour, e.db.Products().OrderExists)
+	if err != nil || !d.Repaired || d.RedisStock != 5 || d.DBStock != 7 {
+		t.Fatalf("the quiet run: %+v, %v; want 5 corrected to 7", d, err)
+	}
+	e.audit(1)
 }
