@@ -47,6 +47,9 @@ type answer struct {
 	instance string // X-Seckill-Instance
 	replayed bool   // Idempotent-Replayed: true
 	accepted string // order number of a 202: accepted, to be written
+	// createdAt is a 201's (or 202's) order's created_at, as the
+	// database holds it.
+	createdAt time.Time
 }
 
 func classify(r *vegeta.Result) answer {
@@ -66,11 +69,12 @@ func classify(r *vegeta.Result) answer {
 		// order to be written before it judges the stage.
 		a.outcome = outCreated
 		var order struct {
-			UserID  string `json:"user_id"`
-			OrderNo string `json:"order_no"` // of an order or a grab alike
+			UserID    string    `json:"user_id"`
+			OrderNo   string    `json:"order_no"` // of an order or a grab alike
+			CreatedAt time.Time `json:"created_at"`
 		}
 		if json.Unmarshal(r.Body, &order) == nil {
-			a.user = order.UserID
+			a.user, a.createdAt = order.UserID, order.CreatedAt
 			if r.Code == 202 {
 				a.accepted = order.OrderNo
 			}
@@ -123,6 +127,11 @@ type tally struct {
 	// are the send times of the 503s, to count those sent after it.
 	lastSale       time.Time
 	overloadedSent []time.Time
+	// lastOrder is the latest created_at of an order answered 201 or
+	// 202; soldOutAt are the times the sold-out answers were received,
+	// to count those received before it.
+	lastOrder time.Time
+	soldOutAt []time.Time
 }
 
 func newTally(planned uint64) *tally {
@@ -164,6 +173,11 @@ func (t *tally) add(r *vegeta.Result, a answer) {
 		if e := r.End(); e.After(t.lastSale) {
 			t.lastSale = e
 		}
+		if a.createdAt.After(t.lastOrder) {
+			t.lastOrder = a.createdAt
+		}
+	case outSoldOut:
+		t.soldOutAt = append(t.soldOutAt, r.End())
 	case outOverloaded:
 		t.overloadedSent = append(t.overloadedSent, r.Timestamp)
 	}
@@ -187,6 +201,21 @@ func (t *tally) postSaleOverloaded() int {
 	n := 0
 	for _, sent := range t.overloadedSent {
 		if sent.After(t.lastSale) {
+			n++
+		}
+	}
+	return n
+}
+
+// refusedWithStock counts the sold-out answers received before the last
+// order was created (its created_at, which the database holds): a buyer
+// refused while a unit remained for someone who asked later. It reads the
+// lab's clock against the server's, so it holds on one machine (the lab's
+// own targets) and trusts NTP across machines.
+func (t *tally) refusedWithStock() int {
+	n := 0
+	for _, at := range t.soldOutAt {
+		if at.Before(t.lastOrder) {
 			n++
 		}
 	}

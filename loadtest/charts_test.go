@@ -26,7 +26,7 @@ func sweepReport(oversell bool) report {
 	thr := map[string][]float64{
 		"unlocked": {400, 900, 1500, 1600}, "local-mutex": {300, 700, 900, 950}, "redis-lock": {200, 260, 270, 250},
 		"redlock": {100, 120, 125, 90}, "db-atomic": {450, 1800, 1850, 1700}, "redis-atomic": {800, 2000, 3500, 5000},
-		"redis-stream": {900, 2200, 3800, 5200},
+		"redis-stream": {900, 2200, 3800, 5200}, "redis-sharded": {850, 2100, 3600, 5100},
 	}
 	for _, sc := range []string{"buy", "grab"} {
 		for li, w := range levels {
@@ -196,7 +196,7 @@ func TestMarkdownReport(t *testing.T) {
 	}
 }
 
-// TestSummaryStageNamesDoNotOverlap draws the summary of all seven stages,
+// TestSummaryStageNamesDoNotOverlap draws the summary of all eight stages,
 // one round and a sweep, and checks in the SVG that no two stage names
 // overlap and none leaves the chart. Each name's box comes from the
 // chart's font metrics (Liberation Sans, as gonum measures it), placed by

@@ -57,15 +57,19 @@ type row struct {
 	Overloaded   int `json:"overloaded"` // 503s with Retry-After
 	// PostSale503 counts the 503s to requests sent after the last 201 or
 	// 202 was answered: overload told to buyers of a sold-out item.
-	PostSale503     int            `json:"post_sale_503"`
-	NetErrors       int            `json:"net_errors"`        // no answer at all (refused, reset)
-	Replayed        int            `json:"replayed"`          // 201s marked Idempotent-Replayed
-	BuyersWithOrder int            `json:"buyers_with_order"` // distinct buyers (Idempotency-Keys) answered 201
-	DurationMS      float64        `json:"duration_ms"`
-	Problems        map[string]int `json:"problems,omitempty"` // problem types answered, by count
-	Statuses        map[int]int    `json:"statuses,omitempty"` // HTTP status -> count; 0 counts requests without an answer
-	TransportErrors map[string]int `json:"transport_errors,omitempty"`
-	MySQL           *dbCount       `json:"mysql,omitempty"`
+	PostSale503 int `json:"post_sale_503"`
+	// RefusedWithStock counts the sold-out answers received before the
+	// last order was created (by the orders' created_at): buyers refused
+	// while a unit remained for a buyer who came later.
+	RefusedWithStock int            `json:"refused_with_stock"`
+	NetErrors        int            `json:"net_errors"`        // no answer at all (refused, reset)
+	Replayed         int            `json:"replayed"`          // 201s marked Idempotent-Replayed
+	BuyersWithOrder  int            `json:"buyers_with_order"` // distinct buyers (Idempotency-Keys) answered 201
+	DurationMS       float64        `json:"duration_ms"`
+	Problems         map[string]int `json:"problems,omitempty"` // problem types answered, by count
+	Statuses         map[int]int    `json:"statuses,omitempty"` // HTTP status -> count; 0 counts requests without an answer
+	TransportErrors  map[string]int `json:"transport_errors,omitempty"`
+	MySQL            *dbCount       `json:"mysql,omitempty"`
 	// RSSMB is each target's resident memory after the attack, in MiB
 	// (process_resident_memory_bytes from its /metrics; instances of one
 	// demo share a process).
@@ -130,6 +134,7 @@ func (r *row) fill(res attackResult, a api.Audit) {
 	r.TooMany = t.outcomes[outTooMany]
 	r.Overloaded = t.outcomes[outOverloaded]
 	r.PostSale503 = t.postSaleOverloaded()
+	r.RefusedWithStock = t.refusedWithStock()
 	r.Other4xx = t.outcomes[outOther4xx]
 	r.ServerErrors = t.outcomes[outServerError]
 	r.Statuses = t.statuses
@@ -177,20 +182,21 @@ func expectsOversell(explicit map[string]bool, stage string, instances, workers,
 // The rules a verdict checks. A failed verdict names each rule it broke,
 // with the counts that broke it.
 const (
-	ruleNothingSent      = "nothing-sent"      // the attack sent no request
-	ruleOversold         = "oversold"          // a safe stage sold beyond its stock
-	ruleConservation     = "conservation"      // units left the stock without an order, or the reverse
-	ruleOrdersMatch      = "orders-match"      // buyers told 201 differ from the orders the audit counts
-	ruleServerErrors     = "server-errors"     // a 5xx other than a 503 with Retry-After
-	ruleTransportErrors  = "transport-errors"  // a request timed out or got no answer
-	ruleLiveness         = "liveness"          // stock left unsold while buyers were turned away
-	ruleSoldNothing      = "sold-nothing"      // stock to sell, nothing sold
-	ruleMySQLAgrees      = "mysql-agrees"      // MySQL and the audit disagree
-	ruleExpectedOversell = "expected-oversell" // a stage meant to show the race did not
-	ruleLabError         = "lab-error"         // the lab could not reset, attack or audit the stage
-	ruleUnconfirmed      = "unconfirmed"       // an accepted (202) order was never confirmed: failed, lost, or still pending
-	ruleCapped           = "capped"            // the --max-duration cap stopped the burst with stock unsold
-	rulePostSale503      = "post-sale-503"     // a buyer who came after the sell-out was told 503, not sold out
+	ruleNothingSent      = "nothing-sent"       // the attack sent no request
+	ruleOversold         = "oversold"           // a safe stage sold beyond its stock
+	ruleConservation     = "conservation"       // units left the stock without an order, or the reverse
+	ruleOrdersMatch      = "orders-match"       // buyers told 201 differ from the orders the audit counts
+	ruleServerErrors     = "server-errors"      // a 5xx other than a 503 with Retry-After
+	ruleTransportErrors  = "transport-errors"   // a request timed out or got no answer
+	ruleLiveness         = "liveness"           // stock left unsold while buyers were turned away
+	ruleSoldNothing      = "sold-nothing"       // stock to sell, nothing sold
+	ruleMySQLAgrees      = "mysql-agrees"       // MySQL and the audit disagree
+	ruleExpectedOversell = "expected-oversell"  // a stage meant to show the race did not
+	ruleLabError         = "lab-error"          // the lab could not reset, attack or audit the stage
+	ruleUnconfirmed      = "unconfirmed"        // an accepted (202) order was never confirmed: failed, lost, or still pending
+	ruleCapped           = "capped"             // the --max-duration cap stopped the burst with stock unsold
+	rulePostSale503      = "post-sale-503"      // a buyer who came after the sell-out was told 503, not sold out
+	ruleRefusedWithStock = "refused-with-stock" // a buyer was told sold out before the last unit was sold
 )
 
 // judge sets r's verdict, the rules it broke, and its note from its counts.
@@ -296,6 +302,14 @@ func judge(r *row) {
 		// nothing, and a crowd of them to storm the service.
 		if r.PostSale503 > 0 {
 			fail(rulePostSale503, "%d requests sent after the last sale was answered got 503 instead of 409 sold-out", r.PostSale503)
+		}
+		// Sold out is a promise that no unit is left. A buyer who heard
+		// it before another buyer's order was created was refused while
+		// stock remained: the liveness rule misses it once the stock is
+		// gone (a bucketed stage that refused a buyer from an empty
+		// bucket while others held units), this rule does not.
+		if r.RefusedWithStock > 0 {
+			fail(ruleRefusedWithStock, "%d sold-out answers were received before the last order was created: buyers refused while stock remained", r.RefusedWithStock)
 		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))

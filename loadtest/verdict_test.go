@@ -78,6 +78,8 @@ func TestJudge(t *testing.T) {
 		{"a small crowd turned away with stock left", func(r *row) {
 			r.Requests, r.Buyers, r.Created, r.BuyersWithOrder, r.Sold, r.SoldOut, r.FinalStock, r.TooMany = 30, 30, 28, 28, 28, 0, 12, 2
 		}, verdictFail, []string{ruleLiveness}, "liveness: 12 units unsold while 2 buyers went without one (429 ×2)"},
+		{"sold out before the last sale, stock now gone", func(r *row) { r.RefusedWithStock = 3 }, verdictFail,
+			[]string{ruleRefusedWithStock}, "refused-with-stock: 3 sold-out answers were received before the last order was created"},
 		{"every buyer served, stock to spare", func(r *row) {
 			r.Requests, r.Buyers, r.Created, r.BuyersWithOrder, r.Sold, r.SoldOut, r.FinalStock = 30, 30, 30, 30, 30, 0, 10
 		}, verdictPass, nil, "safe: 30 sold of 40, 10 left"},
@@ -461,5 +463,33 @@ func TestPostSaleOverloadedCountsOnlyRequestsSentAfterTheLastSale(t *testing.T) 
 	none.add(res(0, 1), answer{outcome: outOverloaded})
 	if got := none.postSaleOverloaded(); got != 0 {
 		t.Fatalf("no sale at all: %d, want 0", got)
+	}
+}
+
+// TestRefusedWithStockCountsSoldOutsBeforeTheLastOrder: a sold-out answer
+// received before the created_at of some order means a unit remained for a
+// later buyer; one received after the last order was created does not.
+// The order times come from the 201 bodies, results in any order.
+func TestRefusedWithStockCountsSoldOutsBeforeTheLastOrder(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sale := func(createdMS int) *vegeta.Result {
+		body := fmt.Sprintf(`{"user_id":"u","order_no":"O1","created_at":%q}`, at(createdMS).UTC().Format(time.RFC3339Nano))
+		return &vegeta.Result{Code: 201, Body: []byte(body), Timestamp: at(createdMS - 1), Latency: 3 * time.Millisecond}
+	}
+	soldOut := func(answeredMS int) *vegeta.Result {
+		return &vegeta.Result{Code: 409, Body: []byte(`{"type":"/problems/sold-out"}`), Timestamp: at(answeredMS - 1), Latency: time.Millisecond}
+	}
+	tl := newTally(0)
+	for _, r := range []*vegeta.Result{soldOut(12), sale(10), soldOut(25), sale(30), soldOut(31), soldOut(5), sale(20)} {
+		tl.add(r, classify(r))
+	}
+	if got := tl.refusedWithStock(); got != 3 {
+		t.Fatalf("sold-out answers before the last order (created at 30 ms): %d, want 3 (at 5, 12 and 25 ms)", got)
+	}
+	none := newTally(0)
+	none.add(soldOut(1), classify(soldOut(1)))
+	if got := none.refusedWithStock(); got != 0 {
+		t.Fatalf("no order at all: %d, want 0", got)
 	}
 }

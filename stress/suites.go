@@ -154,6 +154,13 @@ var suites = []suite{{
 		"TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas",
 		"TestStreamReplicaDurabilityAfterScriptFlush",
 		"TestRedisLockStageAnswersAnUnreplicatedGrantUnavailable",
+		"TestShardedBuyersFallBackUntilEveryBucketIsEmpty",
+		"TestShardedSoldOutWaitsForUnitsInFlight",
+		"TestShardedRepeatBuyerGivesTheUnitBack",
+		"TestShardedLateLoaderSplitsTheFirstTotal",
+		"TestShardedExactSaleOnARedisCluster",
+		"TestShardedCancelledUnitsComeBackThroughTheRepair",
+		"TestShardedRepairLeavesABusyItemAlone",
 	},
 	budget: 7 * time.Minute,
 }, {

@@ -88,4 +88,25 @@ func TestRedisClusterBackend(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// redis-sharded spreads one item's buckets over the shards: the
+	// whole app sells exactly on them, and the reconcile job checks them.
+	for _, kind := range []string{"products", "coupons"} {
+		if code, body := f.call("POST", urls[0]+"/api/v1/admin/"+kind+"/1/reset", `{"stock":12}`, admin); code != 200 {
+			t.Fatalf("reset %s: %d %s", kind, code, body)
+		}
+		verb := map[string]string{"products": "buy", "coupons": "grab"}[kind]
+		codes := f.burst("redis-sharded", "/api/v1/"+kind+"/1/"+verb, 30, func(i int) string { return fmt.Sprintf(`{"user_id":"sharded-%d"}`, i) })
+		if a := f.audit(kind, 1); codes[201] != 12 || codes[409] != 18 || a.Sold != 12 || a.Stock != 0 || !a.Conserved {
+			t.Fatalf("redis-sharded %s on the cluster: answers %v audit %+v, want 12 sold of 12", kind, codes, a)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, body := f.call("GET", urls[1]+"/api/v1/products/1/audit", "", nil)
+		if code == 200 && strings.Contains(string(body), `"bucket_drift":{"redis_stock":0,"db_stock":0`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconcile result with the buckets on the cluster: %s", body)
+		}
+	}
 }

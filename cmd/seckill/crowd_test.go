@@ -27,7 +27,7 @@ import (
 // no 500 and drops no connection, and that overload is a 503 that says when
 // to come back.
 
-var safeStages = []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "redis-stream"}
+var safeStages = []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "redis-stream", "redis-sharded"}
 
 // crowdResult counts a crowd's answers.
 type crowdResult struct {

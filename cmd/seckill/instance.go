@@ -92,8 +92,8 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		TrustedProxies:        cfg.TrustedProxies,
 	})
 	r.startReconcile([]reconcile.Target{
-		{Kind: "product", Items: products, Repairer: repairer(product.copy), OrderExists: b.db.Products().OrderExists},
-		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), OrderExists: b.db.Coupons().OrderExists},
+		{Kind: "product", Items: products, Repairer: repairer(product.copy), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
 	})
 	r.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
 	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
@@ -185,7 +185,10 @@ type kindStages struct {
 	stages map[string]inventory.Stage
 	copy   *inventory.RedisAtomic // the Redis copy of the stock; nil without Redis
 	queue  *inventory.RedisStream // redis-stream; nil without Redis
-	crowd  *inventory.Crowd
+	// sharded is redis-sharded, whose buckets the reconcile job repairs;
+	// nil without Redis.
+	sharded *inventory.RedisSharded
+	crowd   *inventory.Crowd
 }
 
 // stages builds every stage the backends allow for one kind of item. The
@@ -222,6 +225,10 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log,
 			Durability: inventory.Durability(r.cfg.StreamDurability), ReplicaWait: r.cfg.StreamReplicaWait})
 		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
+		k.sharded = inventory.NewRedisSharded(r.b.redis, st, kind, r.cfg.StockBuckets, r.log)
+		k.sharded.OnRestock(k.crowd.Restocked)
+		r.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
+		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
 		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
 			// Unique per process: a restarted instance is a new consumer,
 			// and its predecessor's entries are claimed like any other's.
@@ -332,6 +339,14 @@ func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
 		return nil
 	}
 	return ra
+}
+
+// buckets, like repairer, avoids handing reconcile a typed nil.
+func buckets(rs *inventory.RedisSharded) reconcile.Repairer {
+	if rs == nil {
+		return nil
+	}
+	return rs
 }
 
 func (r *rig) close() error {

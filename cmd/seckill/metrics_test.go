@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 func scrape(t *testing.T, url string) string {
@@ -91,6 +93,28 @@ func TestMetricsMoveWithBuys(t *testing.T) {
 		if got := sample(text, c.name, c.frags...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.frags, got, c.want)
 		}
+	}
+	// redis-sharded counts the buys that left their home bucket: one
+	// unit, in bucket 0 of 4, bought by a buyer homed elsewhere.
+	if code := post("/api/v1/admin/products/2/reset", `{"stock":1}`, admin); code != 200 {
+		t.Fatalf("reset: %d", code)
+	}
+	if sample(text, "seckill_sharded_fallbacks_total", `kind="product"`) != 0 {
+		t.Errorf("fallbacks before any redis-sharded buy: %v", sample(text, "seckill_sharded_fallbacks_total", `kind="product"`))
+	}
+	homes := inventory.NewRedisSharded(nil, nil, "product", 4, nil)
+	away := ""
+	for i := 0; away == ""; i++ {
+		if u := fmt.Sprintf("f%d", i); homes.Home(u) != 0 {
+			away = u
+		}
+	}
+	sharded := map[string]string{"Authorization": admin["Authorization"], "X-Seckill-Stage": "redis-sharded"}
+	if code := post("/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, away), sharded); code != 201 {
+		t.Fatalf("a redis-sharded buy from another bucket: %d", code)
+	}
+	if got := sample(scrape(t, base), "seckill_sharded_fallbacks_total", `kind="product"`); got != 1 {
+		t.Errorf("seckill_sharded_fallbacks_total{kind=\"product\"} = %v, want 1", got)
 	}
 	// Each instance has its own registry, as separate processes would.
 	if other := sample(scrape(t, d.instances[1]), "seckill_buy_outcomes_total", `outcome="created"`); other != -1 {

@@ -200,14 +200,17 @@ type Reconcile struct {
 	Oversold   int       `json:"oversold"`
 	Conserved  bool      `json:"conserved"`
 	RedisDrift *Drift    `json:"redis_drift,omitempty"`
-	Error      string    `json:"error,omitempty"`
+	// BucketDrift is how redis-sharded's buckets, summed, compared with
+	// the database.
+	BucketDrift *Drift `json:"bucket_drift,omitempty"`
+	Error       string `json:"error,omitempty"`
 	// Note says what the run found that it could not repair, e.g. orders
 	// lost with a Redis that restarted empty.
 	Note string `json:"note,omitempty"`
 }
 
-// Drift is how redis-atomic's Redis copy of the stock compared with the
-// database in a reconcile run.
+// Drift is how a Redis copy of the stock (redis-atomic's, or the sum of
+// redis-sharded's buckets) compared with the database in a reconcile run.
 type Drift struct {
 	RedisStock int  `json:"redis_stock"` // -1 when Redis had no copy
 	DBStock    int  `json:"db_stock"`

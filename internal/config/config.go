@@ -70,6 +70,7 @@ type Config struct {
 	RateBurst             int            // SECKILL_RATE_BURST: buys a buyer may send at once
 	RateLimitBy           []string       // SECKILL_RATE_LIMIT_BY: account, address, or both
 	TrustedProxies        []netip.Prefix // SECKILL_TRUSTED_PROXIES: peers whose X-Forwarded-For is believed
+	StockBuckets          int            // SECKILL_STOCK_BUCKETS: buckets redis-sharded splits one item's stock over
 }
 
 // settings binds every variable to its field of c, with its default, its
@@ -108,8 +109,9 @@ func (c *Config) settings() []setting {
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
 		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),
 		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
-		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(inventory.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 timeout, outcome unknown)"),
+		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(inventory.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 outcome-unknown)"),
 		duration(&c.StreamReplicaWait, "SECKILL_STREAM_REPLICA_WAIT", "100ms", time.Millisecond, 10*time.Second, "how long a redis-stream buy at durability replica waits for a replica to confirm its order"),
+		integer(&c.StockBuckets, "SECKILL_STOCK_BUCKETS", "4", 1, 1024, "buckets redis-sharded splits one item's stock over, each a Redis key with its own hash tag (on a Cluster, spread over the shards); a buyer whose bucket is empty tries the others"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
 		text(&c.DemoDB, "SECKILL_DEMO_DB", DefaultDemoDB, "SQL file of the embedded demo database"),

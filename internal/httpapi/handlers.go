@@ -222,6 +222,9 @@ func (s *server) reconcileFor(ctx context.Context, last func(context.Context, st
 	if d := it.Drift; d != nil {
 		r.RedisDrift = &api.Drift{RedisStock: d.RedisStock, DBStock: d.DBStock, Resolved: d.Resolved, Busy: d.Busy, Repaired: d.Repaired}
 	}
+	if d := it.BucketDrift; d != nil {
+		r.BucketDrift = &api.Drift{RedisStock: d.RedisStock, DBStock: d.DBStock, Resolved: d.Resolved, Busy: d.Busy, Repaired: d.Repaired}
+	}
 	return r
 }
 

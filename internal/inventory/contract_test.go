@@ -90,6 +90,16 @@ var stageCases = []stageCase{
 			return inventory.NewRedisStream(inventory.NewRedisAtomic(env.rdb, st, env.ns, nil), inventory.StreamOptions{})
 		},
 	},
+	{
+		// Four buckets of 12 or 13 units, loaded on first use by every
+		// instance at once: the split must still add up to the stock.
+		stage: "redis-sharded",
+		safe:  func(int) bool { return true },
+		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
+			env.connect()
+			return inventory.NewRedisSharded(env.rdb, st, env.ns, 4, nil)
+		},
+	},
 }
 
 // raceEnv holds the Redis side of one run: a lock client, a RedLock over

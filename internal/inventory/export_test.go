@@ -29,3 +29,6 @@ func (c *Crowd) AtDoor(id int64) int {
 // SetAfterDoor makes f run whenever a buyer has left the door of a line and
 // is about to join it.
 func (c *Crowd) SetAfterDoor(f func()) { c.afterDoor = f }
+
+// BucketKeysForTest are bucket b's stock, reservations and buyers keys.
+func (s *RedisSharded) BucketKeysForTest(id int64, b int) []string { return s.bucketKeys(id, b) }

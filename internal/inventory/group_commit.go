@@ -83,6 +83,15 @@ func newGroupCommit(store batchDeducter) *groupCommit {
 	return &groupCommit{store: store, max: groupMax, lanes: map[int64]*lane{}}
 }
 
+// groupSales writes the sales of a Redis stage: through a group commit when
+// the store can write many orders in one transaction, else one by one.
+func groupSales(store Deducter) Deducter {
+	if bd, ok := store.(batchDeducter); ok {
+		return newGroupCommit(bd)
+	}
+	return store
+}
+
 // Deduct writes o, in a group with the other sales of its item that arrive
 // while a write of the item is running.
 func (g *groupCommit) Deduct(ctx context.Context, o Order) error {

@@ -49,16 +49,12 @@ func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) err
 		flag = "1"
 	}
 	args := []any{it.Stock, flag, newGen(), unixMilli(it.Window.OpensAt), unixMilli(it.Window.ClosesAt)}
-	if b, ok := s.store.(interface {
-		Buyers(ctx context.Context, id int64) ([]string, error)
-	}); ok {
-		users, err := b.Buyers(ctx, id)
-		if err != nil {
-			return err
-		}
-		for _, u := range users {
-			args = append(args, u)
-		}
+	users, err := buyersOf(ctx, s.store, id)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		args = append(args, u)
 	}
 	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"), s.key(id, "window"))
 	if err := load.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
@@ -73,6 +69,19 @@ func unixMilli(t time.Time) string {
 		return ""
 	}
 	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// buyersOf lists the buyers who already have an order for item id, when
+// the store can say (a store without Buyers leaves the unique key in the
+// database to turn repeat buyers away).
+func buyersOf(ctx context.Context, store copyStore, id int64) ([]string, error) {
+	b, ok := store.(interface {
+		Buyers(ctx context.Context, id int64) ([]string, error)
+	})
+	if !ok {
+		return nil, nil
+	}
+	return b.Buyers(ctx, id)
 }
 
 // Drift describes how the Redis copy of one item compared with the database.
@@ -94,14 +103,48 @@ type Drift struct {
 // difference that the purchase itself is about to settle.
 func (s *RedisAtomic) Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
 	d, err := s.repair(ctx, id, staleAfter, orderExists)
-	if (d.Repaired || d.Resolved > 0) && s.restocked != nil {
-		// Units may have come back to the Redis copy: a sell-out that an
-		// instance remembers may no longer hold.
-		if rerr := s.restocked(ctx, id); rerr != nil {
+	return d, afterRepair(ctx, id, d, err, s.restocked)
+}
+
+// afterRepair tells restocked, when set, that units may have come back to
+// a Redis copy (d repaired it or settled reservations): a sell-out that an
+// instance remembers may no longer hold. It returns err with restocked's.
+func afterRepair(ctx context.Context, id int64, d Drift, err error, restocked func(ctx context.Context, id int64) error) error {
+	if (d.Repaired || d.Resolved > 0) && restocked != nil {
+		if rerr := restocked(ctx, id); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}
-	return d, err
+	return err
+}
+
+// settleStale settles the reservations of one pending hash older than
+// staleAfter by now (on the clock that stamped them): confirm (forget)
+// those whose order exists or whose record cannot be read, giveBack the
+// others. It returns how many it settled.
+func settleStale(ctx context.Context, pending map[string]string, now time.Time, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error),
+	confirm func(no string) error, giveBack func(no, user string, qty int) error) (int, error) {
+	n := 0
+	for no, v := range pending {
+		qty, user, at, ok := parsePending(v)
+		if ok && now.Sub(time.UnixMilli(at)) < staleAfter {
+			continue
+		}
+		exists, err := orderExists(ctx, no)
+		if err != nil {
+			return n, err
+		}
+		if exists || !ok {
+			err = confirm(no)
+		} else {
+			err = giveBack(no, user, qty)
+		}
+		if err != nil {
+			return n, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
@@ -118,24 +161,11 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 			return Drift{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
-	for no, v := range pending {
-		qty, user, at, ok := parsePending(v)
-		if ok && now.Sub(time.UnixMilli(at)) < staleAfter {
-			continue
-		}
-		exists, err := orderExists(ctx, no)
-		if err != nil {
-			return d, err
-		}
-		if exists || !ok {
-			err = s.rdb.HDel(ctx, keys[2], no).Err()
-		} else {
-			err = giveBack.Run(ctx, s.rdb, keys, no, user, qty).Err()
-		}
-		if err != nil {
-			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		d.Resolved++
+	d.Resolved, err = settleStale(ctx, pending, now, staleAfter, orderExists,
+		func(no string) error { return s.rdb.HDel(ctx, keys[2], no).Err() },
+		func(no, user string, qty int) error { return giveBack.Run(ctx, s.rdb, keys, no, user, qty).Err() })
+	if err != nil {
+		return d, err
 	}
 	before, err := s.snapshot(ctx, keys)
 	if err != nil {

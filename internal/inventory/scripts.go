@@ -23,6 +23,12 @@ var (
 	settle      = script("settle")
 	deadLetter  = script("dead_letter")
 
+	// redis-sharded's, one bucket at a time.
+	take         = script("bucket_take")
+	giveBackPart = script("bucket_give_back")
+	loadBucket   = script("bucket_load")
+	adjustBucket = script("bucket_adjust")
+
 	// refuseSrc defines the Lua function refuse of the Idempotency-Key
 	// claim (see RefusalCheck).
 	refuseSrc = source("refusal", "refuse")

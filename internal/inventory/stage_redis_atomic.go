@@ -61,11 +61,7 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var sales Deducter = store
-	if bd, ok := store.(batchDeducter); ok {
-		sales = newGroupCommit(bd)
-	}
-	return &RedisAtomic{rdb: rdb, store: store, sales: sales, kind: kind, log: log}
+	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log}
 }
 
 // keys of one item share a hash tag, so the scripts work on Redis Cluster:

@@ -4,17 +4,18 @@ package inventory
 // oversell of the one before. This is the one list of their names; the
 // configuration, the API, the dashboard and the lab all range over it.
 const (
-	StageUnlocked    = "unlocked"     // stage_unlocked.go: no guard; oversells
-	StageLocalMutex  = "local-mutex"  // stage_local_mutex.go: oversells across instances
-	StageRedisLock   = "redis-lock"   // stage_redis_lock.go: one Redis, lease, fence
-	StageRedLock     = "redlock"      // stage_redlock.go: a quorum of Redis servers
-	StageDBAtomic    = "db-atomic"    // stage_db_atomic.go: one guarded UPDATE
-	StageRedisAtomic = "redis-atomic" // stage_redis_atomic.go: a Lua script in front of it
-	StageRedisStream = "redis-stream" // stage_redis_stream.go: the database write behind a queue
+	StageUnlocked     = "unlocked"      // stage_unlocked.go: no guard; oversells
+	StageLocalMutex   = "local-mutex"   // stage_local_mutex.go: oversells across instances
+	StageRedisLock    = "redis-lock"    // stage_redis_lock.go: one Redis, lease, fence
+	StageRedLock      = "redlock"       // stage_redlock.go: a quorum of Redis servers
+	StageDBAtomic     = "db-atomic"     // stage_db_atomic.go: one guarded UPDATE
+	StageRedisAtomic  = "redis-atomic"  // stage_redis_atomic.go: a Lua script in front of it
+	StageRedisStream  = "redis-stream"  // stage_redis_stream.go: the database write behind a queue
+	StageRedisSharded = "redis-sharded" // stage_redis_sharded.go: one item's stock over N buckets
 )
 
 // Stages lists every stage name in teaching order.
-var Stages = []string{StageUnlocked, StageLocalMutex, StageRedisLock, StageRedLock, StageDBAtomic, StageRedisAtomic, StageRedisStream}
+var Stages = []string{StageUnlocked, StageLocalMutex, StageRedisLock, StageRedLock, StageDBAtomic, StageRedisAtomic, StageRedisStream, StageRedisSharded}
 
 // ValidStage reports whether name is one of Stages.
 func ValidStage(name string) bool {

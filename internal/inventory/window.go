@@ -144,11 +144,11 @@ func (s *Service) ServerTime(ctx context.Context) (time.Time, error) {
 	return time.Now().UTC(), nil
 }
 
-// checkWindow is the lock stages' check: the window against the
-// database's clock, before the buyer queues for the lock, so a crowd
-// that came early costs one read each and takes no lock. A store that
-// keeps no windows has none to check.
-func checkWindow(ctx context.Context, store SectionStore, id int64) (WindowAt, error) {
+// checkWindow is the lock stages' check, and redis-sharded's: the window
+// against the database's clock, before the buyer queues for the lock (or
+// takes a unit from a bucket), so a crowd that came early costs one read
+// each and takes no lock. A store that keeps no windows has none to check.
+func checkWindow(ctx context.Context, store any, id int64) (WindowAt, error) {
 	wr, ok := store.(WindowReader)
 	if !ok {
 		return WindowAt{}, nil

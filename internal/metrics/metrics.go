@@ -46,6 +46,7 @@ type Metrics struct {
 	cancelled   prometheus.Counter
 	returned    prometheus.Counter
 	refusals    *prometheus.CounterVec
+	labels      prometheus.Labels // every series': the instance's name
 }
 
 // latency buckets from 0.5 ms to 10 s: loopback lock handoffs are sub-ms,
@@ -64,6 +65,7 @@ func New(instance string) *Metrics {
 		return prometheus.HistogramOpts{Namespace: o.Namespace, Name: o.Name, Help: o.Help, ConstLabels: o.ConstLabels, Buckets: buckets}
 	}
 	m := &Metrics{
+		labels:      labels,
 		reg:         prometheus.NewRegistry(),
 		requests:    prometheus.NewHistogramVec(h("http_request_duration_seconds", "HTTP request latency by route and status."), []string{"method", "route", "status"}),
 		inFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts(f("http_requests_in_flight", "Requests being served, by route.")), []string{"route"}),
@@ -119,6 +121,19 @@ func (m *Metrics) InFlight(route string, delta int) {
 // (inventory.CrowdOptions.Refused).
 func (m *Metrics) Refused(kind string) func(reason string) {
 	return func(reason string) { m.refusals.WithLabelValues(kind, reason).Inc() }
+}
+
+// CountFallbacks exports, for one item kind, how many redis-sharded buys
+// found their home bucket short and visited another (count is
+// inventory.RedisSharded.Fallbacks).
+func (m *Metrics) CountFallbacks(kind string, count func() int64) {
+	labels := prometheus.Labels{"kind": kind}
+	for k, v := range m.labels {
+		labels[k] = v
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "seckill", Name: "sharded_fallbacks_total",
+		Help: "redis-sharded: buys that found their home bucket short and tried the other buckets.", ConstLabels: labels},
+		func() float64 { return float64(count()) }))
 }
 
 // ObserveBuy records the outcome of a buy or grab.

@@ -1,8 +1,8 @@
 // Package reconcile is the fleet's periodic bookkeeping: every interval,
 // exactly one instance checks that every product and coupon batch conserves
 // its stock (initial = stock + sold), repairs the Redis copy that the
-// redis-atomic stage keeps, and publishes what it found for the audit
-// endpoints.
+// redis-atomic stage keeps and the buckets of redis-sharded, and publishes
+// what it found for the audit endpoints.
 //
 // "Exactly one instance" is the scheduled-job dedupe that distributed locks
 // are often used for. Time is cut into slots of one interval; an instance
@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,7 +44,8 @@ type Target struct {
 	Kind        string // "product" or "coupon"
 	Items       Auditor
 	Repairer    Repairer                                           // nil when no stage keeps a copy
-	OrderExists func(ctx context.Context, no string) (bool, error) // needed with a Repairer
+	Buckets     Repairer                                           // redis-sharded's buckets; nil without them
+	OrderExists func(ctx context.Context, no string) (bool, error) // needed with a Repairer or Buckets
 }
 
 // ItemResult is the finding for one item.
@@ -53,7 +55,9 @@ type ItemResult struct {
 	Oversold  int              `json:"oversold"`
 	Conserved bool             `json:"conserved"`
 	Drift     *inventory.Drift `json:"redis_drift,omitempty"`
-	Error     string           `json:"error,omitempty"`
+	// BucketDrift is how redis-sharded's buckets, summed, compared.
+	BucketDrift *inventory.Drift `json:"bucket_drift,omitempty"`
+	Error       string           `json:"error,omitempty"`
 	// Note says what the run found and could not repair.
 	Note string `json:"note,omitempty"`
 }
@@ -212,6 +216,18 @@ func (j *Job) check(ctx context.Context, slot int64) Result {
 					if d.RedisStock < 0 {
 						r.Note = lostCopy
 						j.opts.Logger.Error("reconcile: "+lostCopy, "kind", t.Kind, "id", it.ID)
+					}
+				}
+			}
+			if t.Buckets != nil {
+				// A repair of either copy counts once for the item.
+				d, err := t.Buckets.Repair(ctx, it.ID, j.opts.StaleAfter, t.OrderExists)
+				if err != nil {
+					r.Error = strings.TrimPrefix(r.Error+"; "+err.Error(), "; ")
+				} else {
+					r.BucketDrift = &d
+					if (d.Repaired || d.Resolved > 0) && (r.Drift == nil || !r.Drift.Repaired && r.Drift.Resolved == 0) {
+						res.Repairs++
 					}
 				}
 			}

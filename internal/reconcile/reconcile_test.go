@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -217,5 +218,106 @@ func TestFindingsAndLogsFollowTheItem(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "violation gone") {
 		t.Fatalf("a violation that went away is logged once:\n%s", logs.String())
+	}
+}
+
+// TestRepairsRedisShardedBuckets breaks redis-sharded's buckets three ways
+// (a reservation whose process died, a bucket that lost units, every
+// bucket gone) and checks that each run repairs the sum of the buckets to
+// the database stock, with the dead reservation's unit back in its bucket
+// and its buyer free to buy.
+func TestRepairsRedisShardedBuckets(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	ns := testenv.Name("p")
+	prefix := testenv.Name("rec") + ":"
+	rs := inventory.NewRedisSharded(rdb, db.Products(), ns, 4, nil)
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisSharded: rs}, "x", "O")
+	if err := svc.Reset(ctx, 1, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Buy(ctx, inventory.StageRedisSharded, inventory.Request{ItemID: 1, UserID: "a", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := func(b int, name string) string { return fmt.Sprintf("seckill:{%s:1:b%d}:%s", ns, b, name) }
+	sum := func() int {
+		t.Helper()
+		n := 0
+		for b := range 4 {
+			v, err := rdb.Get(ctx, bucket(b, "stock")).Int()
+			if err != nil {
+				t.Fatalf("bucket %d: %v", b, err)
+			}
+			n += v
+		}
+		return n
+	}
+	// A reservation of 1 unit in bucket 2 whose process died before the
+	// database write; its buyer is recorded in bucket 2, its home.
+	ghost := ""
+	for i := 0; ghost == ""; i++ {
+		if u := fmt.Sprintf("ghost%d", i); rs.Home(u) == 2 {
+			ghost = u
+		}
+	}
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	for _, err := range []error{
+		rdb.HSet(ctx, bucket(2, "pending"), "O-dead", fmt.Sprintf("1|%d|%s", old, ghost)).Err(),
+		rdb.DecrBy(ctx, bucket(2, "stock"), 1).Err(),
+		rdb.SAdd(ctx, bucket(2, "buyers"), ghost).Err(),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
+	defer locker.Close()
+	job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: svc, Buckets: rs, OrderExists: db.Products().OrderExists}},
+		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix})
+	run := func(slot int64) reconcile.ItemResult {
+		t.Helper()
+		res, ran, err := job.RunSlot(ctx, slot)
+		if err != nil || !ran || len(res.Items) == 0 || res.Items[0].ID != 1 || res.Items[0].BucketDrift == nil {
+			t.Fatalf("run %d: ran=%v err=%v result %+v", slot, ran, err, res)
+		}
+		return res.Items[0]
+	}
+	if it := run(1); it.BucketDrift.Resolved != 1 || sum() != 7 || !it.Conserved {
+		t.Fatalf("the dead reservation must be given back: %+v, buckets hold %d, want 7", it.BucketDrift, sum())
+	}
+	if rdb.SIsMember(ctx, bucket(2, "buyers"), ghost).Val() {
+		t.Fatal("the dead reservation's buyer must be free to buy again")
+	}
+	// A bucket loses its units (say, a lost give-back): the sum is short.
+	lost, err := rdb.GetSet(ctx, bucket(0, "stock"), 0).Int()
+	if err != nil || lost == 0 {
+		t.Fatalf("bucket 0 held %d (%v); the test needs units there", lost, err)
+	}
+	if it := run(2); !it.BucketDrift.Repaired || it.BucketDrift.RedisStock != 7-lost || it.BucketDrift.DBStock != 7 || sum() != 7 {
+		t.Fatalf("a short sum must be repaired: %+v, buckets hold %d, want 7", it.BucketDrift, sum())
+	}
+	// Too many units in the buckets are taken from those that hold them.
+	if err := rdb.IncrBy(ctx, bucket(3, "stock"), 5).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if it := run(3); !it.BucketDrift.Repaired || sum() != 7 {
+		t.Fatalf("an excess must be repaired: %+v, buckets hold %d, want 7", it.BucketDrift, sum())
+	}
+	// Every bucket gone (Redis lost its data): split the database stock.
+	for b := range 4 {
+		if err := rdb.Del(ctx, bucket(b, "stock"), bucket(b, "pending"), bucket(b, "buyers")).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if it := run(4); !it.BucketDrift.Repaired || it.BucketDrift.RedisStock != -1 || sum() != 7 {
+		t.Fatalf("lost buckets must be reloaded: %+v, buckets hold %d, want 7", it.BucketDrift, sum())
+	}
+	if it := run(5); it.BucketDrift.Repaired || it.BucketDrift.Busy || it.BucketDrift.RedisStock != 7 {
+		t.Fatalf("a quiet, correct item needs no repair: %+v", it.BucketDrift)
+	}
+	// The buyer of before is known again after the reload.
+	if _, err := svc.Buy(ctx, inventory.StageRedisSharded, inventory.Request{ItemID: 1, UserID: "a", Quantity: 1}); !errors.Is(err, inventory.ErrAlreadyPurchased) {
+		t.Fatalf("the earlier buyer after the reload: %v", err)
 	}
 }

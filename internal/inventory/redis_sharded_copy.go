@@ -1,0 +1,241 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// The buckets redis-sharded sells from: their keys, how a buyer is routed,
+// loading them at a reset, giving reservations back, and the reconcile
+// job's side (settling reservations whose request is over, correcting
+// buckets whose sum drifted from the database stock).
+//
+// Units of a cancelled order of this stage go back to the database only;
+// the reconcile job then finds the buckets short and adds them back.
+
+// OnRestock makes Repair call f after units came back to the buckets.
+func (s *RedisSharded) OnRestock(f func(ctx context.Context, id int64) error) { s.restocked = f }
+
+// Fallbacks counts the buys that visited a bucket other than their home.
+func (s *RedisSharded) Fallbacks() int64 { return s.fallbacks.Load() }
+
+// bucketKeys are one bucket's stock, reservations in flight and buyers:
+// seckill:{<kind>:<id>:b<i>}:..., one Cluster slot per bucket.
+func (s *RedisSharded) bucketKeys(id int64, b int) []string {
+	p := "seckill:{" + s.kind + ":" + strconv.FormatInt(id, 10) + ":b" + strconv.Itoa(b) + "}:"
+	return []string{p + "stock", p + "pending", p + "buyers"}
+}
+
+// Home is the bucket a user is routed to first: FNV-1a of the user id,
+// modulo the number of buckets.
+func (s *RedisSharded) Home(user string) int {
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	return int(h.Sum32() % uint32(s.buckets))
+}
+
+// giveBack returns each part of o's reservation to its bucket and, with
+// unclaim, forgets the buyer in its home bucket.
+func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, unclaim bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var errs []error
+	for _, b := range parts {
+		errs = append(errs, giveBackPart.Run(ctx, s.rdb, s.bucketKeys(o.ItemID, b)[:2], o.No).Err())
+	}
+	if unclaim {
+		errs = append(errs, s.rdb.SRem(ctx, s.bucketKeys(o.ItemID, s.Home(o.UserID))[2], o.UserID).Err())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: give back order %s: %w", ErrUnavailable, o.No, err)
+	}
+	return nil
+}
+
+// refuse gives back what a buy that could not get all its units took, and
+// says how sold out the item is: for good only when the buy took nothing
+// and saw no reservation in flight (see RedisSharded.reserve).
+func (s *RedisSharded) refuse(ctx context.Context, o Order, parts []int, mayReturn bool) error {
+	if err := s.giveBack(context.WithoutCancel(ctx), o, parts, true); err != nil {
+		return err
+	}
+	if mayReturn || len(parts) > 0 {
+		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
+	}
+	return ErrSoldOut
+}
+
+// share is bucket b's part of n units split over buckets: even, the first
+// n mod buckets buckets holding one more.
+func share(n, buckets, b int) int {
+	q := n / buckets
+	if b < n%buckets {
+		q++
+	}
+	return q
+}
+
+// Reset splits a freshly reset item's stock over its buckets.
+func (s *RedisSharded) Reset(ctx context.Context, id int64, _ int) error {
+	return s.loadOne(ctx, id, true)
+}
+
+// loadOne splits the stock of one item over its buckets: only the buckets
+// missing, or with overwrite (a reset) all of them. The buckets are
+// separate keys, loaded one by one while buyers already sell from those
+// loaded, so the total they split is fixed once, in a split key of bucket
+// 0's slot, before any bucket exists: a loader that comes later splits that
+// total, not the database stock its own read finds lower. A bucket missing
+// while the others sold (a shard that lost its data) is loaded with its
+// share of that total too, and the reconcile job corrects the sum.
+func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) error {
+	it, err := s.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	total := it.Stock
+	if overwrite {
+		err = s.rdb.Set(ctx, s.splitKey(id), total, 0).Err()
+	} else if err = s.rdb.SetNX(ctx, s.splitKey(id), total, 0).Err(); err == nil {
+		total, err = s.rdb.Get(ctx, s.splitKey(id)).Int()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: split %s %d: %w", ErrUnavailable, s.kind, id, err)
+	}
+	users, err := buyersOf(ctx, s.store, id)
+	if err != nil {
+		return err
+	}
+	homed := make([][]any, s.buckets)
+	for _, u := range users {
+		homed[s.Home(u)] = append(homed[s.Home(u)], u)
+	}
+	flag := "0"
+	if overwrite {
+		flag = "1"
+	}
+	for b := range s.buckets {
+		args := append([]any{share(total, s.buckets, b), flag}, homed[b]...)
+		if err := loadBucket.Run(ctx, s.rdb, s.bucketKeys(id, b), args...).Err(); err != nil {
+			return fmt.Errorf("%w: load bucket %d of %s %d into redis: %w", ErrUnavailable, b, s.kind, id, err)
+		}
+	}
+	return nil
+}
+
+// splitKey holds the total that an item's buckets were loaded with.
+func (s *RedisSharded) splitKey(id int64) string { return s.bucketKeys(id, 0)[0] + ":split" }
+
+// Repair settles reservations older than staleAfter in every bucket
+// (confirming those whose order exists, giving back the others), then, if
+// the item is quiet (no reservation in flight, no bucket moved while the
+// database was read), corrects the buckets so that their sum is the
+// database stock: a missing sum is added in even shares, an excess taken
+// from the buckets that hold units. Each bucket is corrected only if it
+// still holds what was read, so a buy racing the repair makes it stop
+// short (Busy), never overshoot.
+func (s *RedisSharded) Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
+	d, err := s.repair(ctx, id, staleAfter, orderExists)
+	return d, afterRepair(ctx, id, d, err, s.restocked)
+}
+
+func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
+	var d Drift
+	for b := range s.buckets {
+		keys := s.bucketKeys(id, b)
+		pending, err := s.rdb.HGetAll(ctx, keys[1]).Result()
+		if err != nil {
+			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		// bucket_take.lua stamps reservations with the instance's clock.
+		n, err := settleStale(ctx, pending, time.Now(), staleAfter, orderExists,
+			func(no string) error { return s.rdb.HDel(ctx, keys[1], no).Err() },
+			func(no, user string, _ int) error {
+				return s.giveBack(ctx, Order{No: no, ItemID: id, UserID: user}, []int{b}, true)
+			})
+		d.Resolved += n
+		if err != nil {
+			return d, err
+		}
+	}
+	before, err := s.snapshot(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	it, err := s.store.Get(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	after, err := s.snapshot(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	sum, missing, inFlight := 0, 0, int64(0)
+	for _, v := range before {
+		if v[0] < 0 {
+			missing++
+		} else {
+			sum += int(v[0])
+		}
+		inFlight += v[1]
+	}
+	d.DBStock, d.RedisStock = it.Stock, sum
+	if missing == s.buckets {
+		d.RedisStock = -1
+	}
+	if !slices.Equal(before, after) || inFlight > 0 {
+		d.Busy = true
+		return d, nil
+	}
+	if missing == s.buckets {
+		// Every bucket is gone: split the stock the database has now.
+		d.Repaired = true
+		if err := s.rdb.Del(ctx, s.splitKey(id)).Err(); err != nil {
+			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return d, s.loadOne(ctx, id, false)
+	}
+	if sum == it.Stock && missing == 0 {
+		return d, nil
+	}
+	excess := max(0, sum-it.Stock)
+	for b, v := range before {
+		held := max(0, int(v[0]))
+		change := share(max(0, it.Stock-sum), s.buckets, b)
+		if excess > 0 {
+			change = -min(held, excess)
+			excess += change
+		}
+		if change == 0 && v[0] >= 0 {
+			continue
+		}
+		n, err := adjustBucket.Run(ctx, s.rdb, s.bucketKeys(id, b)[:2], v[0], held+change).Int()
+		if err != nil {
+			return d, fmt.Errorf("%w: correct bucket %d: %w", ErrUnavailable, b, err)
+		}
+		d.Repaired = d.Repaired || n == 1
+		d.Busy = d.Busy || n == 0
+	}
+	return d, nil
+}
+
+// snapshot reads each bucket's stock (-1: missing) and its reservations in
+// flight. The third key of snapshot.lua, redis-stream's queue, is a key of
+// the bucket's slot that this stage never writes.
+func (s *RedisSharded) snapshot(ctx context.Context, id int64) ([][2]int64, error) {
+	out := make([][2]int64, s.buckets)
+	for b := range s.buckets {
+		keys := s.bucketKeys(id, b)
+		v, err := snapshot.Run(ctx, s.rdb, []string{keys[0], keys[1], keys[0] + ":none"}).Int64Slice()
+		if err != nil || len(v) != 2 {
+			return nil, fmt.Errorf("%w: snapshot of bucket %d: %w", ErrUnavailable, b, err)
+		}
+		out[b] = [2]int64{v[0], v[1]}
+	}
+	return out, nil
+}

@@ -1,0 +1,130 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Stage "redis-sharded": redis-atomic with one item's stock split over N
+// buckets, each a key with its own hash tag. redis-atomic's keys of one
+// item share one tag, so on a Redis Cluster one hot product lives on one
+// shard; here its buckets spread over the shards.
+//
+// A buyer is routed to a home bucket by a hash of the user id, where one
+// script records the buyer and takes the units. When the home bucket is
+// empty the buyer tries the others in a fixed order (home+1, home+2, ...)
+// within the same request, so nobody hears sold out while a bucket holds a
+// unit: a buyer is refused for good only when every bucket was empty with
+// no reservation in flight, and units come back to a bucket only from its
+// own reservations, a reset or the reconcile job. The buyer is recorded in
+// its home bucket alone, which keeps one purchase per user across buckets;
+// the database's unique key stays the backstop, and a unit reserved for a
+// repeat buyer goes back to its bucket. The buyer hears 201 after the
+// database commit, through redis-atomic's group commit.
+//
+// What it costs: a buyer whose home is empty pays a round trip per bucket
+// it visits (Fallbacks counts them), and a buy of several units may take
+// them from several buckets.
+
+// RedisSharded is the stage; its Reset and Repair are in redis_sharded_copy.go.
+type RedisSharded struct {
+	rdb       redis.UniversalClient
+	store     copyStore
+	sales     Deducter
+	kind      string
+	buckets   int
+	log       *slog.Logger
+	restocked func(ctx context.Context, id int64) error
+	fallbacks atomic.Int64
+}
+
+// NewRedisSharded returns the stage for one kind, over buckets keys (≥ 1).
+func NewRedisSharded(rdb redis.UniversalClient, store copyStore, kind string, buckets int, log *slog.Logger) *RedisSharded {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &RedisSharded{rdb: rdb, store: store, sales: groupSales(store), kind: kind, buckets: max(1, buckets), log: log}
+}
+
+// Buy checks the sale window on the database's clock, reserves in the
+// buckets, then persists with the guarded decrement. It fails with a
+// *NotOpen, ErrSaleClosed, ErrSoldOut, ErrAlreadyPurchased, ErrNotFound,
+// ErrUnavailable, or the store's error.
+func (s *RedisSharded) Buy(ctx context.Context, o Order) error {
+	win, err := checkWindow(ctx, s.store, o.ItemID)
+	if err != nil {
+		return err
+	}
+	parts, err := s.reserve(ctx, o)
+	if errors.Is(err, ErrSoldOut) {
+		return SoldOutAt(win, err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.sales.Deduct(ctx, o); err != nil {
+		// A repeat buyer keeps its record; any other failure frees the buyer.
+		if gerr := s.giveBack(context.WithoutCancel(ctx), o, parts, !errors.Is(err, ErrAlreadyPurchased)); gerr != nil {
+			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
+		}
+		return err
+	}
+	for _, b := range parts {
+		if err := s.rdb.HDel(context.WithoutCancel(ctx), s.bucketKeys(o.ItemID, b)[1], o.No).Err(); err != nil {
+			s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
+		}
+	}
+	return nil
+}
+
+// reserve takes o's units, home bucket first, and returns the buckets that
+// gave some. A buy that cannot get them all gives back what it took.
+func (s *RedisSharded) reserve(ctx context.Context, o Order) ([]int, error) {
+	var parts []int
+	first, need, mayReturn, loaded := s.Home(o.UserID), o.Quantity, false, false
+	fail := func(err error) ([]int, error) {
+		return nil, errors.Join(err, s.giveBack(context.WithoutCancel(ctx), o, parts, true))
+	}
+	for i := 0; i < s.buckets && need > 0; i++ {
+		b := (first + i) % s.buckets
+		keys := s.bucketKeys(o.ItemID, b)
+		if i > 0 {
+			keys = keys[:2] // the buyer is recorded in its home bucket only
+		}
+		res, err := take.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
+		if err != nil || len(res) != 2 {
+			return fail(fmt.Errorf("%w: reserve in redis (answer %v): %w", ErrUnavailable, res, err))
+		}
+		switch res[1] {
+		case -2: // not loaded: first use, or a shard lost its data
+			if loaded {
+				return fail(fmt.Errorf("%s %d: %w", s.kind, o.ItemID, ErrNotFound))
+			}
+			if err := s.loadOne(ctx, o.ItemID, false); err != nil {
+				return fail(err)
+			}
+			loaded, i = true, i-1 // visit this bucket again
+			continue
+		case -3:
+			return nil, ErrAlreadyPurchased // nothing taken
+		case 1:
+			mayReturn = true
+		}
+		if i == 1 {
+			s.fallbacks.Add(1)
+		}
+		if res[0] > 0 {
+			parts, need = append(parts, b), need-int(res[0])
+		}
+	}
+	if need == 0 {
+		return parts, nil
+	}
+	return nil, s.refuse(ctx, o, parts, mayReturn)
+}
