@@ -51,7 +51,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	product := r.stages(b.db.Products(), "product")
 	coupon := r.stages(b.db.Coupons(), "coupon")
-	for _, ra := range []*inventory.RedisAtomic{product.copy, coupon.copy} {
+	for _, ra := range []*inventory.RedisAtomic{product.redisStock, coupon.redisStock} {
 		if ra == nil {
 			continue
 		}
@@ -61,9 +61,9 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	// Products wait for payment; coupons are free, so grabs never expire.
 	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(r.markReset("product")).
-		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, Copy: product.copy, Queue: product.queue})
+		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, RedisStock: product.redisStock, Queue: product.queue})
 	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(r.markReset("coupon")).
-		WithLifecycle(inventory.Lifecycle{Copy: coupon.copy, Queue: coupon.queue})
+		WithLifecycle(inventory.Lifecycle{RedisStock: coupon.redisStock, Queue: coupon.queue})
 	if !products.HasStage(cfg.Stage) {
 		return nil, errors.Join(fmt.Errorf("SECKILL_STAGE=%s needs a backend this process does not have (available: %v)", cfg.Stage, products.Stages()), r.close())
 	}
@@ -86,8 +86,8 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		TrustedProxies:        cfg.TrustedProxies,
 	})
 	r.startReconcile([]reconcile.Target{
-		{Kind: "product", Items: products, Repairer: repairer(product.copy), OrderExists: b.db.Products().OrderExists},
-		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), OrderExists: b.db.Coupons().OrderExists},
+		{Kind: "product", Items: products, Repairer: repairer(product.redisStock), OrderExists: b.db.Products().OrderExists},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.redisStock), OrderExists: b.db.Coupons().OrderExists},
 	})
 	r.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
 	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
@@ -176,10 +176,10 @@ func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics)
 // kindStages are the stages of one kind of item, and the parts of them
 // the rest of the instance needs.
 type kindStages struct {
-	stages map[string]inventory.Stage
-	copy   *inventory.RedisAtomic // the Redis copy of the stock; nil without Redis
-	queue  *inventory.RedisStream // redis-stream; nil without Redis
-	crowd  *inventory.Crowd
+	stages     map[string]inventory.Stage
+	redisStock *inventory.RedisAtomic // redis-atomic, over the Redis copy of the stock; nil without Redis
+	queue      *inventory.RedisStream // redis-stream; nil without Redis
+	crowd      *inventory.Crowd
 }
 
 // stages builds every stage the backends allow for one kind of item. The
@@ -208,12 +208,12 @@ func (r *rig) stages(st *store.Ledger, kind string) kindStages {
 	}
 	if r.locker != nil {
 		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(r.locker, st, kind, r.section, r.lockOpt))
-		k.copy = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
-		k.copy.OnRestock(k.crowd.Restocked)
+		k.redisStock = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
+		k.redisStock.OnRestock(k.crowd.Restocked)
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
-		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.copy)
-		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log})
+		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.redisStock)
+		k.queue = inventory.NewRedisStream(k.redisStock, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log})
 		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
 		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
 			// Unique per process: a restarted instance is a new consumer,
