@@ -255,7 +255,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the workshop index lists %q (%v), want every stage and pitfall page", links, err)
 	}
 	pages = append(pages, links...)
-	header := experimentHeader(t)
 	for _, c := range []struct{ lang, attr, want string }{{"en", "en", "Stage 3"}, {"zh", "zh-Hans", "阶段 3"}} {
 		for _, w := range []int{1400, 390} {
 			width(w)
@@ -266,7 +265,7 @@ func TestDashboardInBrowser(t *testing.T) {
 				where := fmt.Sprintf("%s, %d px, %s", page, w, c.lang)
 				check(where, false)
 				if stage, ok := strings.CutPrefix(strings.TrimSuffix(page, ".html"), "stage-"); ok {
-					checkExperiment(t, bctx, where, stage, c.attr, header)
+					checkExperiment(t, bctx, where, stage, c.attr, api.StageHeader)
 					experiments++
 				}
 				if page != "stage-redis-lock.html" {
