@@ -104,11 +104,12 @@ type attackPlan struct {
 	series string
 }
 
-// targeter hands out the requests of an attack. Request i is copy
-// i mod copies of buyer i / copies, and goes to target (buyer + copy) mod
-// len(targets): plain round-robin when every buyer sends once, and when a
-// buyer sends copies, they land on different instances, as retries through
-// a load balancer do, while first copies still rotate over all instances.
+// targeter hands out the requests of an attack. Request i is send number
+// i mod copies (0 is the first) of buyer i / copies, and goes to target
+// (buyer + send) mod len(targets): plain round-robin when every buyer
+// sends once, and when a buyer sends copies, they land on different
+// instances, as retries through a load balancer do, while first copies
+// still rotate over all instances.
 // vegeta calls it from many workers at once, hence the atomic counter.
 func (p attackPlan) targeter() vegeta.Targeter {
 	var next atomic.Uint64
@@ -117,10 +118,10 @@ func (p attackPlan) targeter() vegeta.Targeter {
 	path := p.scenario.actionPath(p.itemID)
 	return func(t *vegeta.Target) error {
 		i := next.Add(1) - 1
-		buyer, copy := i/copies, i%copies
+		buyer, send := i/copies, i%copies
 		user := p.userID(buyer)
 		t.Method = http.MethodPost
-		t.URL = p.targets[(buyer+copy)%n] + path
+		t.URL = p.targets[(buyer+send)%n] + path
 		t.Body = p.scenario.body(user)
 		t.Header = http.Header{
 			"Content-Type":    {"application/json"},

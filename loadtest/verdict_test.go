@@ -310,7 +310,7 @@ func TestTargeter(t *testing.T) {
 			for buyer := range 30 {
 				var bodies [][]byte
 				hosts := map[string]bool{}
-				for copy := range sc.copies {
+				for send := range sc.copies {
 					var tgt vegeta.Target
 					if err := tr(&tgt); err != nil {
 						t.Fatal(err)
@@ -323,13 +323,13 @@ func TestTargeter(t *testing.T) {
 						t.Fatal(err)
 					}
 					if want := p.userID(uint64(buyer)); key != want || body.UserID != want {
-						t.Fatalf("request %d of buyer %d: key %q user %q, want %q", copy, buyer, key, body.UserID, want)
+						t.Fatalf("request %d of buyer %d: key %q user %q, want %q", send, buyer, key, body.UserID, want)
 					}
 					if tgt.Header.Get("X-Seckill-Stage") != "db-atomic" || tgt.Header.Get("Authorization") != "Bearer tok" {
 						t.Fatalf("headers %v", tgt.Header)
 					}
 					host := strings.SplitN(tgt.URL, "/api/", 2)[0]
-					if copy == 0 {
+					if send == 0 {
 						firsts[host]++
 					}
 					hosts[host] = true

@@ -255,13 +255,19 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the workshop index lists %q (%v), want every stage and pitfall page", links, err)
 	}
 	pages = append(pages, links...)
-	for _, c := range []struct{ lang, want string }{{"en", "Stage 3"}, {"zh", "阶段 3"}} {
+	for _, c := range []struct{ lang, attr, want string }{{"en", "en", "Stage 3"}, {"zh", "zh-Hans", "阶段 3"}} {
 		for _, w := range []int{1400, 390} {
 			width(w)
+			experiments := 0
 			for _, page := range pages {
 				run("open "+page+" in "+c.lang, chromedp.Navigate(front+"/workshop/"+page+"?lang="+c.lang),
 					chromedp.WaitVisible(chromedp.CSS(`main h1`)))
-				check(fmt.Sprintf("%s, %d px, %s", page, w, c.lang), false)
+				where := fmt.Sprintf("%s, %d px, %s", page, w, c.lang)
+				check(where, false)
+				if stage, ok := strings.CutPrefix(strings.TrimSuffix(page, ".html"), "stage-"); ok {
+					checkExperiment(t, bctx, where, stage, c.attr, api.StageHeader)
+					experiments++
+				}
 				if page != "stage-redis-lock.html" {
 					continue
 				}
@@ -274,6 +280,63 @@ func TestDashboardInBrowser(t *testing.T) {
 				}
 				shot(fmt.Sprintf("workshop-%d-%s.png", w, c.lang))
 			}
+			if experiments != len(inventory.Stages) {
+				t.Errorf("%d px, %s: the workshop index links %d stage pages, want %d (one per stage)", w, c.lang, experiments, len(inventory.Stages))
+			}
+		}
+	}
+}
+
+// experimentShown is what a reader sees of a stage page's experiment
+// block (stage-experiment.html.tmpl), as the browser draws it.
+type experimentShown struct {
+	Found bool     `json:"found"`
+	Stage string   `json:"stage"`
+	Langs []string `json:"langs"` // the lang of each paragraph shown
+	Text  string   `json:"text"`  // the paragraphs shown
+	Code  string   `json:"code"`  // the commands, as shown
+}
+
+const measureExperiment = `(() => {
+	const s = document.querySelector('main section.experiment');
+	if (!s || !s.checkVisibility()) return {found: false};
+	const shown = [...s.querySelectorAll('p[lang]')].filter(p => p.checkVisibility());
+	const pre = s.querySelector('pre');
+	return {found: true, stage: s.dataset.stage, langs: shown.map(p => p.lang),
+		text: shown.map(p => p.innerText).join(' '), code: pre ? pre.innerText : ''};
+})()`
+
+// checkExperiment checks the rendered experiment block of a stage page in
+// one language: it is there, for this stage, its two paragraphs are in
+// the page's language only, and its commands switch the fleet to the
+// stage, restock, burst, and buy once under the stage by its header.
+func checkExperiment(t *testing.T, ctx context.Context, where, stage, lang, header string) {
+	t.Helper()
+	e, err := chromedp.Run(ctx, chromedp.Evaluate[experimentShown](measureExperiment))
+	if err != nil {
+		t.Fatalf("%s: read the experiment block: %v", where, err)
+	}
+	if !e.Found {
+		t.Errorf("%s: no experiment block is shown", where)
+		return
+	}
+	if e.Stage != stage {
+		t.Errorf("%s: the experiment block is rendered for %q", where, e.Stage)
+	}
+	if len(e.Langs) != 2 || e.Langs[0] != lang || e.Langs[1] != lang {
+		t.Errorf("%s: the experiment block shows paragraphs in %q, want two in %s", where, e.Langs, lang)
+	}
+	if !strings.Contains(e.Text, header) || !strings.Contains(e.Text, stage) {
+		t.Errorf("%s: the experiment text does not name %s and %s: %q", where, header, stage, e.Text)
+	}
+	for _, want := range []string{
+		`":"` + stage + `"}'`, // the fleet switch
+		"/api/v1/admin/products/1/reset",
+		"/api/v1/admin/burst",
+		"-H '" + header + ": " + stage + "'",
+	} {
+		if !strings.Contains(e.Code, want) {
+			t.Errorf("%s: the experiment commands lack %q:\n%s", where, want, e.Code)
 		}
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"net/http"
 )
 
+// The stage pages' shared experiment block is rendered from
+// stage-experiment.html.tmpl; TestStagePagesAreGenerated checks it.
+//go:generate go test . -run ^TestStagePagesAreGenerated$ -args -update-stage-pages
+
 //go:embed static
 var files embed.FS
 

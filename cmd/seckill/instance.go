@@ -14,7 +14,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
-	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/metrics"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -44,34 +43,33 @@ type instance struct {
 // name; a request picks its stage from that map.
 func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, error) {
 	log = log.With("instance", cfg.Instance)
-	m := metrics.New(cfg.Instance)
-	r, err := newRig(cfg, b, log, m)
+	p, err := newParts(cfg, b, log)
 	if err != nil {
 		return nil, err
 	}
-	product := r.stages(b.db.Products(), "product")
-	coupon := r.stages(b.db.Coupons(), "coupon")
-	for _, ra := range []*inventory.RedisAtomic{product.copy, coupon.copy} {
+	product := p.stages(b.db.Products(), "product")
+	coupon := p.stages(b.db.Coupons(), "coupon")
+	for _, ra := range []*inventory.RedisAtomic{product.redisStock, coupon.redisStock} {
 		if ra == nil {
 			continue
 		}
 		if err := ra.LoadAll(context.Background()); err != nil {
-			return nil, errors.Join(fmt.Errorf("load stock into redis: %w", err), r.close())
+			return nil, errors.Join(fmt.Errorf("load stock into redis: %w", err), p.close())
 		}
 	}
 	if product.queue != nil {
 		// Both kinds share one Redis and one level: checking one checks both.
 		if err := product.queue.CheckDurability(context.Background()); err != nil {
-			return nil, errors.Join(fmt.Errorf("SECKILL_STREAM_DURABILITY=%s: %w", cfg.StreamDurability, err), r.close())
+			return nil, errors.Join(fmt.Errorf("SECKILL_STREAM_DURABILITY=%s: %w", cfg.StreamDurability, err), p.close())
 		}
 	}
 	// Products wait for payment; coupons are free, so grabs never expire.
-	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(r.markReset("product")).
-		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, Copy: product.copy, Queue: product.queue})
-	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(r.markReset("coupon")).
-		WithLifecycle(inventory.Lifecycle{Copy: coupon.copy, Queue: coupon.queue})
+	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(p.markReset("product")).
+		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, RedisStock: product.redisStock, Queue: product.queue})
+	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(p.markReset("coupon")).
+		WithLifecycle(inventory.Lifecycle{RedisStock: coupon.redisStock, Queue: coupon.queue})
 	if !products.HasStage(cfg.Stage) {
-		return nil, errors.Join(fmt.Errorf("SECKILL_STAGE=%s needs a backend this process does not have (available: %v)", cfg.Stage, products.Stages()), r.close())
+		return nil, errors.Join(fmt.Errorf("SECKILL_STAGE=%s needs a backend this process does not have (available: %v)", cfg.Stage, products.Stages()), p.close())
 	}
 	h := httpapi.NewServer(httpapi.Deps{
 		Logger:     log,
@@ -84,283 +82,77 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Web:        web.Handler(),
 		Dashboard:  dashboardFor(cfg, b.db.Bursts()),
 
-		Idempotency:           r.idempotency(),
+		Idempotency:           p.idempotency(),
 		RequireIdempotencyKey: cfg.RequireIdempotencyKey,
-		LastReconcile:         r.lastReconcile(),
-		Metrics:               m,
+		LastReconcile:         p.lastReconcile(),
+		Metrics:               p.metrics,
 		RequestTimeout:        cfg.RequestTimeout,
 		TrustedProxies:        cfg.TrustedProxies,
 	})
-	r.startReconcile([]reconcile.Target{
-		{Kind: "product", Items: products, Repairer: repairer(product.copy), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists},
-		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.copy), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
+	p.startReconcile([]reconcile.Target{
+		{Kind: "product", Items: products, Repairer: repairer(product.redisStock), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.redisStock), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
 	})
-	r.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
-	return &instance{name: cfg.Instance, handler: h, close: r.close}, nil
+	p.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
+	return &instance{name: cfg.Instance, handler: h, close: p.close}, nil
 }
 
-// rig holds one instance's lock clients: each instance has its own, as a
-// separate process would.
-type rig struct {
+// parts are what one instance is assembled from: the configuration and
+// the shared backends, and what the instance has of its own, as a
+// separate process would: its metrics, rate limit, lock clients, view of
+// the fleet's restock epochs, and background work.
+type parts struct {
 	cfg     config.Config
 	b       backends
 	log     *slog.Logger
-	section inventory.SectionOptions
-	lockOpt inventory.LockOptions
-	locker  *lock.Client
-	quorum  *lock.RedLock
-	epochs  *redisEpochs // the fleet's restock epochs; nil without Redis
 	metrics *metrics.Metrics
 	// admit is the safe stages' rate limit (CrowdOptions.Admit); nil when
 	// off.
-	admit func(context.Context, inventory.Order) error
-
-	// stops cancel the background work (the reconcile and payment-timeout
-	// jobs, the order writers) and wait for it, in reverse order of start.
-	stops []func()
+	admit  func(context.Context, inventory.Order) error
+	locks  lockClients
+	epochs *redisEpochs // nil without Redis
+	bg     background
 }
 
-// goEvery runs f once every period until the rig closes.
-func (r *rig) goEvery(period time.Duration, f func(ctx context.Context)) {
-	r.goBackground(func(ctx context.Context) {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				f(ctx)
-			}
-		}
-	})
-}
-
-// goBackground runs f until the rig closes.
-func (r *rig) goBackground(f func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f(ctx) }()
-	r.stops = append(r.stops, func() { cancel(); <-done })
-}
-
-func newRig(cfg config.Config, b backends, log *slog.Logger, m *metrics.Metrics) (*rig, error) {
-	r := &rig{
-		metrics: m,
-		cfg:     cfg,
-		b:       b,
-		log:     log,
-		section: inventory.SectionOptions{Delay: cfg.CriticalSectionDelay, Fencing: cfg.Fencing, Logger: log},
-		lockOpt: inventory.LockOptions{TTL: cfg.LockTTL, Wait: cfg.LockWait},
-	}
-	var err error
-	if r.admit, err = admission(cfg, b.redis, log); err != nil {
+func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
+	admit, err := admission(cfg, b.redis, log)
+	if err != nil {
 		return nil, err
 	}
-	if len(b.redlock) > 0 {
-		// The per-instance timeout must stay far below the TTL (the time
-		// spent asking is subtracted from the validity), yet above the
-		// queueing delay of a busy Redis: TTL/20 is 250ms for the default.
-		r.quorum, err = lock.NewRedLock(b.redlock, lock.RedLockOptions{
-			Options:         lock.Options{Hooks: m.LockHooks("redlock")},
-			InstanceTimeout: max(50*time.Millisecond, cfg.LockTTL/20),
-		})
-		if err != nil {
-			return nil, err
-		}
+	m := metrics.New(cfg.Instance)
+	locks, err := newLockClients(cfg, b, m)
+	if err != nil {
+		return nil, err
 	}
+	p := &parts{cfg: cfg, b: b, log: log, metrics: m, admit: admit, locks: locks}
 	if b.redis != nil {
-		if r.locker, err = lock.New(b.redis, lock.Options{Hooks: m.LockHooks("redis"), Replicas: cfg.LockReplicas}); err != nil {
-			return nil, errors.Join(err, r.close())
-		}
-		r.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
-		r.goBackground(r.epochs.watch)
+		p.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
+		p.bg.run(p.epochs.watch)
 	}
-	return r, nil
+	return p, nil
 }
 
-// kindStages are the stages of one kind of item, and the parts of them
-// the rest of the instance needs.
-type kindStages struct {
-	stages map[string]inventory.Stage
-	copy   *inventory.RedisAtomic // the Redis copy of the stock; nil without Redis
-	queue  *inventory.RedisStream // redis-stream; nil without Redis
-	// sharded is redis-sharded, whose buckets the reconcile job repairs;
-	// nil without Redis.
-	sharded *inventory.RedisSharded
-	crowd   *inventory.Crowd
-}
-
-// stages builds every stage the backends allow for one kind of item. The
-// safe stages sit behind one crowd control (sold-out memory, bounded
-// queue); the teaching stages do not, since their race is the lesson.
-// With Redis, it also starts redis-stream's order writer.
-func (r *rig) stages(st *store.Ledger, kind string) kindStages {
-	co := inventory.CrowdOptions{Queue: r.cfg.ItemQueue, QueueMax: r.cfg.ItemQueueMax, Within: r.cfg.LockWait, Kind: kind, Refused: r.metrics.Refused(kind), Admit: r.admit}
-	if r.b.redis != nil {
-		co.Epochs = r.epochs
-	}
-	k := kindStages{crowd: inventory.NewCrowd(co)}
-	if r.epochs != nil {
-		// A unit given back whose announcement failed must not stay unsold
-		// behind another instance's memory: tell the fleet again.
-		r.goEvery(r.cfg.SoldOutLease, func(ctx context.Context) {
-			if err := k.crowd.RetryRestocks(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("announcing a restock failed again; retrying", "kind", kind, "err", err)
-			}
-		})
-	}
-	k.stages = map[string]inventory.Stage{
-		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, r.section),
-		inventory.StageLocalMutex: inventory.NewLocalMutex(st, kind, r.section),
-		inventory.StageDBAtomic:   k.crowd.Wrap(inventory.NewDBAtomic(st)),
-	}
-	if r.locker != nil {
-		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(r.locker, st, kind, r.section, r.lockOpt))
-		k.copy = inventory.NewRedisAtomic(r.b.redis, st, kind, r.log)
-		k.copy.OnRestock(k.crowd.Restocked)
-		// The Redis stages remember sell-outs too: a remembered one costs
-		// no round trip, where their script costs one.
-		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.copy)
-		k.queue = inventory.NewRedisStream(k.copy, inventory.StreamOptions{MaxLen: int64(r.cfg.StreamMaxLen), Logger: r.log,
-			Durability: inventory.Durability(r.cfg.StreamDurability), ReplicaWait: r.cfg.StreamReplicaWait})
-		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
-		k.sharded = inventory.NewRedisSharded(r.b.redis, st, kind, r.cfg.StockBuckets, r.log)
-		k.sharded.OnRestock(k.crowd.Restocked)
-		r.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
-		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
-		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
-			// Unique per process: a restarted instance is a new consumer,
-			// and its predecessor's entries are claimed like any other's.
-			Consumer:  r.cfg.Instance + "-" + kind + "-" + randomToken()[:8],
-			ClaimIdle: r.cfg.StreamClaimIdle,
-			Hooks:     r.metrics.WriterHooks(kind),
-			Logger:    r.log,
-		})
-		w.OnRestock(k.crowd.Restocked)
-		r.goBackground(func(ctx context.Context) {
-			if err := w.Run(ctx); err != nil {
-				r.log.Error("order writer stopped", "kind", kind, "err", err)
-			}
-		})
-	}
-	if r.quorum != nil {
-		k.stages[inventory.StageRedLock] = k.crowd.Wrap(inventory.NewRedLock(r.quorum, st, kind, r.section, r.lockOpt))
-	}
-	return k
+// close stops the background work, then closes the lock clients it used.
+func (p *parts) close() error {
+	p.bg.stop()
+	return p.locks.close()
 }
 
 // idempotency returns the Idempotency-Key store, or nil without Redis.
-func (r *rig) idempotency() *idempotency.Store {
-	if r.b.redis == nil {
-		if r.cfg.RequireIdempotencyKey {
-			r.log.Warn("SECKILL_REQUIRE_IDEMPOTENCY_KEY is set but there is no Redis: keys are required yet not honoured")
+func (p *parts) idempotency() *idempotency.Store {
+	if p.b.redis == nil {
+		if p.cfg.RequireIdempotencyKey {
+			p.log.Warn("SECKILL_REQUIRE_IDEMPOTENCY_KEY is set but there is no Redis: keys are required yet not honoured")
 		}
 		return nil
 	}
-	rdb := r.b.idem
+	rdb := p.b.idem
 	if rdb == nil {
-		rdb = r.b.redis
+		rdb = p.b.redis
 	}
 	// A claim outlives any buy (each is cut off at the request timeout),
 	// and a retry after a crash waits no longer than that for the key.
-	return idempotency.New(rdb, idempotency.Options{Retention: r.cfg.IdempotencyTTL, Lease: 2 * r.cfg.RequestTimeout})
-}
-
-// startReconcile runs the fleet-wide reconcile job, which needs Redis for
-// its lock.
-func (r *rig) startReconcile(targets []reconcile.Target) {
-	if r.cfg.ReconcileInterval <= 0 || r.locker == nil {
-		return
-	}
-	job := reconcile.New(r.locker, r.b.redis, targets, reconcile.Options{
-		Interval: r.cfg.ReconcileInterval,
-		Instance: r.cfg.Instance,
-		Logger:   r.log,
-		OnRun:    r.metrics.ObserveReconcile,
-		// A reservation older than two request deadlines belongs to a
-		// request that is over: settle it (confirm or give back).
-		StaleAfter: 2 * r.cfg.RequestTimeout,
-	})
-	r.goBackground(job.Run)
-}
-
-// startExpiry runs the fleet-wide payment-timeout job, on the reconcile
-// job's schedule. Without Redis there is no fleet lock to take turns with:
-// every instance then runs it, which is safe (a cancellation is a
-// conditional UPDATE), only wasteful.
-func (r *rig) startExpiry(targets []reconcile.ExpiryTarget) {
-	if r.cfg.ReconcileInterval <= 0 || r.cfg.PaymentTimeout <= 0 {
-		return
-	}
-	if r.locker == nil {
-		r.goEvery(r.cfg.ReconcileInterval, func(ctx context.Context) {
-			for _, tg := range targets {
-				rep, err := tg.Orders.CancelUnpaid(ctx)
-				if err != nil && ctx.Err() == nil {
-					r.log.Warn("payment-timeout job failed", "kind", tg.Kind, "err", err)
-				}
-				r.metrics.ObserveExpiry(reconcile.ExpiryResult{Cancelled: rep.Cancelled, Units: rep.Units, Returned: rep.Returned})
-			}
-		})
-		return
-	}
-	job := reconcile.NewExpiry(r.locker, r.b.redis, targets, reconcile.Options{
-		Interval: r.cfg.ReconcileInterval,
-		Instance: r.cfg.Instance,
-		Logger:   r.log,
-	}, r.metrics.ObserveExpiry)
-	r.goBackground(job.Run)
-}
-
-func (r *rig) lastReconcile() func(context.Context, string, int64) (reconcile.Finding, bool, error) {
-	if r.cfg.ReconcileInterval <= 0 || r.b.redis == nil {
-		return nil
-	}
-	return func(ctx context.Context, kind string, id int64) (reconcile.Finding, bool, error) {
-		return reconcile.LastFor(ctx, r.b.redis, "", kind, id)
-	}
-}
-
-// markReset hides the item's reconcile finding from before a reset (see
-// reconcile.LastFor).
-func (r *rig) markReset(kind string) func(context.Context, int64) error {
-	return func(ctx context.Context, id int64) error {
-		if r.b.redis == nil {
-			return nil
-		}
-		return reconcile.MarkReset(ctx, r.b.redis, "", kind, id)
-	}
-}
-
-// repairer avoids handing reconcile a typed nil.
-func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
-	if ra == nil {
-		return nil
-	}
-	return ra
-}
-
-// buckets, like repairer, avoids handing reconcile a typed nil.
-func buckets(rs *inventory.RedisSharded) reconcile.Repairer {
-	if rs == nil {
-		return nil
-	}
-	return rs
-}
-
-func (r *rig) close() error {
-	for i := len(r.stops) - 1; i >= 0; i-- {
-		r.stops[i]()
-	}
-	var errs []error
-	if r.locker != nil {
-		errs = append(errs, r.locker.Close())
-	}
-	if r.quorum != nil {
-		errs = append(errs, r.quorum.Close())
-	}
-	return errors.Join(errs...)
+	return idempotency.New(rdb, idempotency.Options{Retention: p.cfg.IdempotencyTTL, Lease: 2 * p.cfg.RequestTimeout})
 }
 
 // ready pings every backend.

@@ -14,16 +14,19 @@ import (
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
 
-// itemKind tells the shared handlers how one kind of item is named on the
-// wire: products have orders, coupon batches have grabs.
-type itemKind struct {
+// itemEndpoints are the endpoints of one kind of item, products or coupon
+// batches, as the shared handlers serve them: the kind's service, and how
+// the API shows its items and orders (products have orders, coupon batches
+// have grabs).
+type itemEndpoints struct {
 	svc    *inventory.Service
 	coupon bool
 }
 
-// name is the kind's name in reconcile findings and burst verdicts.
-func (k itemKind) name() string {
-	if k.coupon {
+// kind is the kind's name, "product" or "coupon", as reconcile findings
+// and burst verdicts say it.
+func (ep itemEndpoints) kind() string {
+	if ep.coupon {
 		return "coupon"
 	}
 	return "product"
@@ -31,9 +34,9 @@ func (k itemKind) name() string {
 
 // item is an item as the API shows it, with its sale window and the
 // reference time now: an api.Product or an api.Coupon.
-func (k itemKind) item(it inventory.Item, now time.Time) any {
+func (ep itemEndpoints) item(it inventory.Item, now time.Time) any {
 	opens, closes := timeOrNil(it.Window.OpensAt), timeOrNil(it.Window.ClosesAt)
-	if k.coupon {
+	if ep.coupon {
 		return api.Coupon{ID: it.ID, Name: it.Name, Total: it.InitialStock, Remaining: it.Stock, InitialStock: it.InitialStock, Stock: it.Stock,
 			OpensAt: opens, ClosesAt: closes, ServerTime: now}
 	}
@@ -51,18 +54,18 @@ func timeOrNil(t time.Time) *time.Time {
 
 // items reads what the item answers show: the items, then the reference
 // time, so that a window read before the clock is never shown ahead of it.
-func (k itemKind) items(ctx context.Context, read func() ([]inventory.Item, error)) ([]inventory.Item, time.Time, error) {
+func (ep itemEndpoints) items(ctx context.Context, read func() ([]inventory.Item, error)) ([]inventory.Item, time.Time, error) {
 	items, err := read()
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	now, err := k.svc.ServerTime(ctx)
+	now, err := ep.svc.ServerTime(ctx)
 	return items, now, err
 }
 
 // order is a buy's order (api.Order) or a grab (api.Grab).
-func (k itemKind) order(o inventory.Order) any {
-	if k.coupon {
+func (ep itemEndpoints) order(o inventory.Order) any {
+	if ep.coupon {
 		return api.Grab{OrderNo: o.No, CouponID: o.ItemID, UserID: o.UserID, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
 	}
 	return api.Order{OrderNo: o.No, ProductID: o.ItemID, UserID: o.UserID, Quantity: o.Quantity, Stage: o.Stage, Instance: o.Instance, CreatedAt: o.CreatedAt, Status: o.Status}
@@ -119,49 +122,49 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 	}
 }
 
-func (s *server) handleList(k itemKind) gin.HandlerFunc {
+func (s *server) handleList(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := c.Request.Context()
-		items, now, err := k.items(ctx, func() ([]inventory.Item, error) { return k.svc.List(ctx) })
+		items, now, err := ep.items(ctx, func() ([]inventory.Item, error) { return ep.svc.List(ctx) })
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		if k.coupon {
+		if ep.coupon {
 			out := api.Coupons{Coupons: []api.Coupon{}}
 			for _, it := range items {
-				out.Coupons = append(out.Coupons, k.item(it, now).(api.Coupon))
+				out.Coupons = append(out.Coupons, ep.item(it, now).(api.Coupon))
 			}
 			s.writeJSON(c, http.StatusOK, out)
 			return
 		}
 		out := api.Products{Products: []api.Product{}}
 		for _, it := range items {
-			out.Products = append(out.Products, k.item(it, now).(api.Product))
+			out.Products = append(out.Products, ep.item(it, now).(api.Product))
 		}
 		s.writeJSON(c, http.StatusOK, out)
 	}
 }
 
-func (s *server) handleGet(k itemKind) gin.HandlerFunc {
+func (s *server) handleGet(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := s.itemID(c)
 		if !ok {
 			return
 		}
-		it, now, err := k.one(c.Request.Context(), id)
+		it, now, err := ep.one(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		s.writeJSON(c, http.StatusOK, k.item(it, now))
+		s.writeJSON(c, http.StatusOK, ep.item(it, now))
 	}
 }
 
 // one reads one item and the reference time (see items).
-func (k itemKind) one(ctx context.Context, id int64) (inventory.Item, time.Time, error) {
-	items, now, err := k.items(ctx, func() ([]inventory.Item, error) {
-		it, err := k.svc.Get(ctx, id)
+func (ep itemEndpoints) one(ctx context.Context, id int64) (inventory.Item, time.Time, error) {
+	items, now, err := ep.items(ctx, func() ([]inventory.Item, error) {
+		it, err := ep.svc.Get(ctx, id)
 		return []inventory.Item{it}, err
 	})
 	if err != nil {
@@ -170,29 +173,29 @@ func (k itemKind) one(ctx context.Context, id int64) (inventory.Item, time.Time,
 	return items[0], now, nil
 }
 
-func (s *server) handleAudit(k itemKind, last func(context.Context, string, int64) (reconcile.Finding, bool, error), verdicts Verdicts) gin.HandlerFunc {
+func (s *server) handleAudit(ep itemEndpoints, last func(context.Context, string, int64) (reconcile.Finding, bool, error), verdicts Verdicts) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := s.itemID(c)
 		if !ok {
 			return
 		}
-		a, err := k.svc.Audit(c.Request.Context(), id)
+		a, err := ep.svc.Audit(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
 		out := api.Audit{InitialStock: a.InitialStock, Stock: a.Stock, Sold: a.Sold, Orders: a.Orders, Oversold: a.Oversold(), Conserved: a.Conserved(),
 			Paid: a.Paid, Cancelled: a.Cancelled, CancelledOrders: a.CancelledOrders, Failed: a.Failed, Pending: a.Pending, PendingOrders: a.PendingOrders}
-		if k.coupon {
+		if ep.coupon {
 			out.CouponID = a.ItemID
 		} else {
 			out.ProductID = a.ItemID
 		}
 		if last != nil {
-			out.Reconcile = s.reconcileFor(c.Request.Context(), last, k, id)
+			out.Reconcile = s.reconcileFor(c.Request.Context(), last, ep, id)
 		}
 		if verdicts != nil {
-			kind := k.name()
+			kind := ep.kind()
 			// The counts above are the audit; the record of bursts is
 			// beside it, and an audit without it is still an answer.
 			if v, err := verdicts.Recent(c.Request.Context(), kind, id, recentVerdicts); err != nil {
@@ -207,8 +210,8 @@ func (s *server) handleAudit(k itemKind, last func(context.Context, string, int6
 
 // reconcileFor returns this item's finding from the last reconcile run, or
 // nil (none yet, or the item was reset since).
-func (s *server) reconcileFor(ctx context.Context, last func(context.Context, string, int64) (reconcile.Finding, bool, error), k itemKind, id int64) *api.Reconcile {
-	kind := k.name()
+func (s *server) reconcileFor(ctx context.Context, last func(context.Context, string, int64) (reconcile.Finding, bool, error), ep itemEndpoints, id int64) *api.Reconcile {
+	kind := ep.kind()
 	f, ok, err := last(ctx, kind, id)
 	if err != nil {
 		s.log.Debug("reading the reconcile result failed", "err", err)
@@ -256,22 +259,22 @@ type buyInput struct {
 // buyInputKey is where readBuy leaves the buyInput.
 const buyInputKey = "seckill.buy"
 
-// readBuy reads a buy or grab of kind k once: the stage it runs under, its
+// readBuy reads a buy or grab at ep once: the stage it runs under, its
 // body and the request in it. Errors are not answered here but kept for
 // the handlers after it, which answer them in their order. It also marks
 // every answer, including those the Idempotency-Key check gives before the
 // handler runs, with the instance and the stage.
-func (s *server) readBuy(k itemKind) gin.HandlerFunc {
+func (s *server) readBuy(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Header(api.InstanceHeader, s.instance)
 		in := &buyInput{}
-		if in.stage, in.stageErr = s.stageFor(c, k.svc); in.stageErr == nil {
+		if in.stage, in.stageErr = s.stageFor(c, ep.svc); in.stageErr == nil {
 			c.Header(api.StageHeader, in.stage)
 			// Most of a flash crowd comes after the sell-out (or before
 			// the opening): without a key to honour, its answer needs
 			// neither the body nor a round trip.
 			if id, err := pathID(c); err == nil && c.GetHeader("Idempotency-Key") == "" {
-				if in.remembered = k.svc.FromMemory(c.Request.Context(), in.stage, id); in.remembered != nil {
+				if in.remembered = ep.svc.FromMemory(c.Request.Context(), in.stage, id); in.remembered != nil {
 					c.Set(buyInputKey, in)
 					return
 				}
@@ -279,7 +282,7 @@ func (s *server) readBuy(k itemKind) gin.HandlerFunc {
 		}
 		c.Request = c.Request.WithContext(inventory.WithClientAddr(c.Request.Context(), clientAddr(c.Request, s.trusted)))
 		in.body, in.bodyErr = readBody(c)
-		in.req, in.reqErr = parseBuy(c, k.coupon, in.body, in.bodyErr)
+		in.req, in.reqErr = parseBuy(c, ep.coupon, in.body, in.bodyErr)
 		c.Set(buyInputKey, in)
 	}
 }
@@ -291,7 +294,7 @@ func buyOf(c *gin.Context) *buyInput {
 	return in
 }
 
-func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
+func (s *server) handleBuy(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		in := buyOf(c)
 		if in.stageErr != nil {
@@ -306,7 +309,7 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 			s.writeError(c, in.reqErr)
 			return
 		}
-		o, err := k.svc.Buy(c.Request.Context(), in.stage, in.req)
+		o, err := ep.svc.Buy(c.Request.Context(), in.stage, in.req)
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -315,10 +318,10 @@ func (s *server) handleBuy(k itemKind) gin.HandlerFunc {
 		// it to learn whether the order was confirmed.
 		c.Header("Location", orderPath(o.No))
 		if o.Status == inventory.StatusPending {
-			s.writeJSON(c, http.StatusAccepted, k.order(o))
+			s.writeJSON(c, http.StatusAccepted, ep.order(o))
 			return
 		}
-		s.writeJSON(c, http.StatusCreated, k.order(o))
+		s.writeJSON(c, http.StatusCreated, ep.order(o))
 	}
 }
 
@@ -370,7 +373,7 @@ type resetBody struct {
 	ClosesAt *time.Time `json:"closes_at"`
 }
 
-func (s *server) handleReset(k itemKind) gin.HandlerFunc {
+func (s *server) handleReset(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := s.itemID(c)
 		if !ok {
@@ -392,17 +395,17 @@ func (s *server) handleReset(k itemKind) gin.HandlerFunc {
 		if b.ClosesAt != nil {
 			w.ClosesAt = b.ClosesAt.UTC()
 		}
-		if err := k.svc.ResetSale(c.Request.Context(), id, *b.Stock, w); err != nil {
+		if err := ep.svc.ResetSale(c.Request.Context(), id, *b.Stock, w); err != nil {
 			s.writeError(c, err)
 			return
 		}
-		it, now, err := k.one(c.Request.Context(), id)
+		it, now, err := ep.one(c.Request.Context(), id)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		s.log.Info("reset", "id", id, "stock", *b.Stock, "coupon", k.coupon, "opens_at", w.OpensAt, "closes_at", w.ClosesAt)
-		s.writeJSON(c, http.StatusOK, k.item(it, now))
+		s.log.Info("reset", "id", id, "stock", *b.Stock, "coupon", ep.coupon, "opens_at", w.OpensAt, "closes_at", w.ClosesAt)
+		s.writeJSON(c, http.StatusOK, ep.item(it, now))
 	}
 }
 

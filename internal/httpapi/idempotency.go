@@ -210,17 +210,17 @@ func (w *capturingWriter) WriteString(s string) (int, error) {
 	return w.ResponseWriter.WriteString(s)
 }
 
-// refusalCheck is the refusal check of a buy or grab of kind k: the buy's
+// refusalCheck is the refusal check of a buy or grab at ep: the buy's
 // stage checks its Redis copy in the claim's script, when the store keeps
 // its records on that same Redis. A request the handler would refuse for
 // other reasons (a bad body, an unknown stage) has no check and runs.
-func (s *server) refusalCheck(k itemKind) refusalCheckFunc {
+func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
 	return func(c *gin.Context, store *idempotency.Store) idempotency.Refusal {
 		in := buyOf(c)
 		if in == nil || in.stageErr != nil || in.reqErr != nil {
 			return idempotency.Refusal{}
 		}
-		rc, ok := k.svc.RefusalCheck(in.stage, in.req)
+		rc, ok := ep.svc.RefusalCheck(in.stage, in.req)
 		if !ok || !store.Checks(rc.Client) {
 			return idempotency.Refusal{}
 		}

@@ -41,7 +41,7 @@ func newStreamFixture(t *testing.T) *streamFixture {
 		rs := inventory.NewRedisStream(ra, inventory.StreamOptions{})
 		stages := map[string]inventory.Stage{inventory.StageDBAtomic: inventory.NewDBAtomic(st), inventory.StageRedisStream: rs}
 		svc := inventory.NewService(st, stages, "test-1", map[string]string{"product": "O", "coupon": "C"}[kind]).
-			WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, Copy: ra, Queue: rs, Now: clock})
+			WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, RedisStock: ra, Queue: rs, Now: clock})
 		return svc, rs
 	}
 	f.products, f.queue = build(db.Products(), "product")

@@ -74,16 +74,16 @@ func (h *claimGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 type refusalRig struct {
-	h      http.Handler
-	rdb    *redis.Client
-	svc    *inventory.Service
-	copy   *inventory.RedisAtomic
-	ledger *gatedLedger
-	db     *store.DB
-	idem   *idempotency.Store
-	gate   *claimGate
-	stage  string
-	kind   string
+	h          http.Handler
+	rdb        *redis.Client
+	svc        *inventory.Service
+	redisStock *inventory.RedisAtomic
+	ledger     *gatedLedger
+	db         *store.DB
+	idem       *idempotency.Store
+	gate       *claimGate
+	stage      string
+	kind       string
 }
 
 // newRefusalRig sells product 1 (stock units) under stageName with the
@@ -101,15 +101,15 @@ func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duratio
 	gate := &claimGate{prefix: idemPrefix, entered: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(gate)
 	led := &gatedLedger{Ledger: db.Products(), entered: make(chan struct{}), release: make(chan struct{})}
-	copy := inventory.NewRedisAtomic(rdb, led, kind, nil)
-	stage := inventory.Stage(copy)
+	redisStock := inventory.NewRedisAtomic(rdb, led, kind, nil)
+	stage := inventory.Stage(redisStock)
 	if stageName == "redis-stream" {
-		stage = inventory.NewRedisStream(copy, inventory.StreamOptions{})
+		stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
 	}
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "refatk-1", "O")
 	idem := idempotency.New(rdb, idempotency.Options{Prefix: idemPrefix, Lease: lease})
 	h := httpapi.NewServer(httpapi.Deps{Instance: "refatk-1", Products: svc, Stage: stageName, Idempotency: idem})
-	return &refusalRig{db: db, h: h, rdb: rdb, svc: svc, copy: copy, ledger: led, idem: idem, gate: gate, stage: stageName, kind: kind}
+	return &refusalRig{db: db, h: h, rdb: rdb, svc: svc, redisStock: redisStock, ledger: led, idem: idem, gate: gate, stage: stageName, kind: kind}
 }
 
 // noOversell fails when the Redis copy went below zero or sold more units
@@ -268,7 +268,7 @@ func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
 			if err := r.db.Products().Reset(context.Background(), 1, 1); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.copy.Reset(context.Background(), 1, 1); err != nil {
+			if err := r.redisStock.Reset(context.Background(), 1, 1); err != nil {
 				t.Fatal(err)
 			}
 			o := orderOf(t, post(r.h, "late-key", body))

@@ -82,10 +82,10 @@ func TestRefusedKeyedBuyIsOneRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			prefix := testenv.Name("refuse")
-			copy := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
-			stage := inventory.Stage(copy)
+			redisStock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stage := inventory.Stage(redisStock)
 			if stageName == "redis-stream" {
-				stage = inventory.NewRedisStream(copy, inventory.StreamOptions{})
+				stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
 			}
 			h := httpapi.NewServer(httpapi.Deps{
 				Instance:    "refuse-1",
@@ -110,7 +110,7 @@ func TestRefusedKeyedBuyIsOneRoundTrip(t *testing.T) {
 			if err := db.Products().Reset(ctx, 1, 2); err != nil {
 				t.Fatal(err)
 			}
-			if err := copy.Reset(ctx, 1, 2); err != nil {
+			if err := redisStock.Reset(ctx, 1, 2); err != nil {
 				t.Fatal(err)
 			}
 			if rec := post(h, "winner-key", `{"user_id":"winner","quantity":1}`); rec.Code != http.StatusCreated && rec.Code != http.StatusAccepted {

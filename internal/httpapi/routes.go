@@ -13,8 +13,8 @@ func noop(*gin.Context) {}
 
 // addRoutes lists every route of an instance.
 func addRoutes(r *gin.Engine, s *server, d Deps) {
-	products := itemKind{svc: d.Products, coupon: false}
-	coupons := itemKind{svc: d.Coupons, coupon: true}
+	products := itemEndpoints{svc: d.Products, coupon: false}
+	coupons := itemEndpoints{svc: d.Coupons, coupon: true}
 
 	r.GET("/healthz", s.handleHealth())
 	r.GET("/readyz", s.handleReady(d.Ready))

@@ -22,7 +22,7 @@ func TestFullOrderQueueIsOverloaded(t *testing.T) {
 	ra := inventory.NewRedisAtomic(rdb, db.Products(), testenv.Name("hq-"), nil)
 	rs := inventory.NewRedisStream(ra, inventory.StreamOptions{MaxLen: 1})
 	products := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisStream: rs}, "test-1", "O").
-		WithLifecycle(inventory.Lifecycle{Copy: ra, Queue: rs})
+		WithLifecycle(inventory.Lifecycle{RedisStock: ra, Queue: rs})
 	coupons := inventory.NewService(db.Coupons(), map[string]inventory.Stage{inventory.StageDBAtomic: inventory.NewDBAtomic(db.Coupons())}, "test-1", "C")
 	f := &fixture{t: t, db: db, srv: httpapi.NewServer(httpapi.Deps{
 		Instance: "test-1", Products: products, Coupons: coupons, AdminToken: token, Stage: inventory.StageRedisStream,

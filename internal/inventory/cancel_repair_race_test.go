@@ -43,7 +43,7 @@ func TestReconcileRepairDuringCancelLosesNoUnit(t *testing.T) {
 			t.Logf("reconcile repair between the generation read and the commit: %+v, %v", d, err)
 		}}
 		svc := inventory.NewService(book, map[string]inventory.Stage{inventory.StageRedisAtomic: ra}, "a", "O").
-			WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, Copy: ra, Now: clk.Now})
+			WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, RedisStock: ra, Now: clk.Now})
 		buyN(t, svc, inventory.StageRedisAtomic, "r", 3)
 
 		clk.Advance(2 * time.Minute)

@@ -139,3 +139,18 @@ func mayHaveRun(err error) bool {
 	}
 	return true
 }
+
+// durable fills in the durability defaults of o: none, and a wait for a
+// replica of 100ms (at least 1ms: WAIT's 0 would wait for ever).
+func (o StreamOptions) durable() StreamOptions {
+	if o.Durability == "" {
+		o.Durability = DurabilityNone
+	}
+	switch {
+	case o.ReplicaWait <= 0:
+		o.ReplicaWait = 100 * time.Millisecond
+	case o.ReplicaWait < time.Millisecond:
+		o.ReplicaWait = time.Millisecond
+	}
+	return o
+}

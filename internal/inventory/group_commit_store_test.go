@@ -68,7 +68,7 @@ func TestRedisAtomicCrowdCommitsInGroups(t *testing.T) {
 			h := &heldLedger{Ledger: e.db.Products(), entered: make(chan struct{}), release: make(chan struct{})}
 			ra := inventory.NewRedisAtomic(e.rdb, h, e.ns, nil)
 			svc := inventory.NewService(e.db.Products(), map[string]inventory.Stage{inventory.StageRedisAtomic: ra}, "a", "O").
-				WithLifecycle(inventory.Lifecycle{Copy: ra})
+				WithLifecycle(inventory.Lifecycle{RedisStock: ra})
 
 			errs := make(chan error, crowd+1)
 			buy := func(user string) {

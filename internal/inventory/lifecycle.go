@@ -72,9 +72,10 @@ type Lifecycle struct {
 	// PaymentTimeout is how long a buyer has to pay; an order unpaid for
 	// longer is cancelled by CancelUnpaid. 0 means never.
 	PaymentTimeout time.Duration
-	// Copy is the Redis copy that redis-atomic and redis-stream sell from:
-	// units of their cancelled orders go back there too. nil without Redis.
-	Copy *RedisAtomic
+	// RedisStock is the Redis copy of the stock that redis-atomic and
+	// redis-stream sell from: units of their cancelled orders go back there
+	// too. nil without Redis.
+	RedisStock *RedisAtomic
 	// Queue is redis-stream, which knows the orders accepted and not yet
 	// written. nil without it.
 	Queue *RedisStream
@@ -214,14 +215,14 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 		skipped := 0
 		for _, o := range orders {
 			gen, marked := "", false
-			if s.life.Copy != nil && sellsFromCopy(o.Stage) {
+			if s.life.RedisStock != nil && sellsFromRedisStock(o.Stage) {
 				// Read before the cancel commits: a copy reloaded after
 				// this read has a new generation, and then the units are
 				// not returned to it twice (see return_units.lua). The
 				// mark keeps Repair from starting a new generation, from
 				// a database read without this cancellation, until it
 				// committed (see begin_cancel.lua).
-				if gen, err = s.life.Copy.BeginCancel(ctx, o.ItemID, o.No); err != nil {
+				if gen, err = s.life.RedisStock.BeginCancel(ctx, o.ItemID, o.No); err != nil {
 					errs = append(errs, err)
 					skipped++
 					continue
@@ -230,7 +231,7 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 			}
 			done, err := book.Cancel(ctx, o, cutoff, gen)
 			if marked {
-				if uerr := s.life.Copy.EndCancel(ctx, o.ItemID, o.No); uerr != nil {
+				if uerr := s.life.RedisStock.EndCancel(ctx, o.ItemID, o.No); uerr != nil {
 					errs = append(errs, uerr) // the mark expires by itself
 				}
 			}
@@ -255,7 +256,7 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 			break
 		}
 	}
-	if s.life.Copy != nil {
+	if s.life.RedisStock != nil {
 		n, items, err := s.returnOwed(ctx, book)
 		rep.Returned += n
 		for _, id := range items {
@@ -285,7 +286,7 @@ func (s *Service) returnOwed(ctx context.Context, book PaymentBook) (units int, 
 	}
 	var errs []error
 	for _, w := range owed {
-		back, err := s.life.Copy.ReturnUnits(ctx, w.Order, w.Gen)
+		back, err := s.life.RedisStock.ReturnUnits(ctx, w.Order, w.Gen)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -302,8 +303,8 @@ func (s *Service) returnOwed(ctx context.Context, book PaymentBook) (units int, 
 	return units, items, errors.Join(errs...)
 }
 
-// sellsFromCopy reports whether a stage takes its units from the Redis
-// copy, so that a cancellation owes them back there.
-func sellsFromCopy(stage string) bool {
+// sellsFromRedisStock reports whether a stage takes its units from the
+// Redis copy of the stock, so that a cancellation owes them back there.
+func sellsFromRedisStock(stage string) bool {
 	return stage == StageRedisAtomic || stage == StageRedisStream
 }

@@ -171,7 +171,7 @@ func TestCancelJobCrashMidwayUnitsReturnOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, w := range owed {
-			if _, err := in.copy.ReturnUnits(ctx, w.Order, w.Gen); err != nil {
+			if _, err := in.redisStock.ReturnUnits(ctx, w.Order, w.Gen); err != nil {
 				t.Fatal(err)
 			}
 		}

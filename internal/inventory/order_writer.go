@@ -313,7 +313,7 @@ func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMes
 	for i, o := range orders {
 		nos[i] = o.No
 	}
-	flags, err := w.q.rdb.HMGet(ctx, w.q.copy.key(id, "queued"), nos...).Result()
+	flags, err := w.q.rdb.HMGet(ctx, w.q.redisStock.key(id, "queued"), nos...).Result()
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("%w: %w", ErrUnavailable, err))...)
 	}
@@ -456,7 +456,7 @@ func (w *OrderWriter) settle(ctx context.Context, id int64, entries []string, or
 	for i, o := range orders {
 		args = append(args, entries[i], o.No)
 	}
-	done, err := settle.Run(ctx, w.q.rdb, []string{w.q.copy.key(id, "queued"), w.q.stream(id)}, args...).Int64Slice()
+	done, err := settle.Run(ctx, w.q.rdb, []string{w.q.redisStock.key(id, "queued"), w.q.stream(id)}, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("%w: settle %d orders: %w", ErrUnavailable, len(orders), err)
 	}
@@ -476,7 +476,7 @@ const deadLetterMax = 10_000
 // giveUp gives a failed order's units back to the copy, records it as
 // failed in Redis and moves its entry to the dead-letter stream, once.
 func (w *OrderWriter) giveUp(ctx context.Context, id int64, entry string, o Order, reason string) error {
-	keys := []string{w.q.copy.key(id, "stock"), w.q.copy.key(id, "queued"), w.q.stream(id), w.q.copy.key(id, "dead"), w.q.copy.key(id, "failed")}
+	keys := []string{w.q.redisStock.key(id, "stock"), w.q.redisStock.key(id, "queued"), w.q.stream(id), w.q.redisStock.key(id, "dead"), w.q.redisStock.key(id, "failed")}
 	n, err := deadLetter.Run(ctx, w.q.rdb, keys, GroupName, entry, o.No, reason, deadLetterMax).Int()
 	if err != nil {
 		return fmt.Errorf("%w: dead-letter %s: %w", ErrUnavailable, o.No, err)
@@ -505,7 +505,7 @@ func (w *OrderWriter) malformed(ctx context.Context, id int64, m redis.XMessage,
 		fields["field:"+k] = v
 	}
 	pipe := w.q.rdb.TxPipeline()
-	pipe.XAdd(ctx, &redis.XAddArgs{Stream: w.q.copy.key(id, "dead"), MaxLen: deadLetterMax, Approx: true, Values: fields})
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: w.q.redisStock.key(id, "dead"), MaxLen: deadLetterMax, Approx: true, Values: fields})
 	pipe.XAck(ctx, w.q.stream(id), GroupName, m.ID)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -557,7 +557,7 @@ func (w *OrderWriter) report(ctx context.Context, id int64) {
 	if w.opts.Hooks.Backlog == nil {
 		return
 	}
-	queued, err := w.q.rdb.HLen(ctx, w.q.copy.key(id, "queued")).Result()
+	queued, err := w.q.rdb.HLen(ctx, w.q.redisStock.key(id, "queued")).Result()
 	if err != nil {
 		return
 	}

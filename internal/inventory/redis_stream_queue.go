@@ -29,7 +29,7 @@ func (s *RedisStream) Drain(ctx context.Context, id int64) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.opts.Logger.Warn("resetting with orders still queued; they will be dropped", "kind", s.copy.kind, "item", id, "queued", n)
+			s.opts.Logger.Warn("resetting with orders still queued; they will be dropped", "kind", s.redisStock.kind, "item", id, "queued", n)
 			return
 		case <-t.C:
 		}
@@ -48,15 +48,15 @@ const drainWait = 2 * time.Second
 // let such an order in under the new stock; a reset is an admin's act,
 // made when the sale is over.
 func (s *RedisStream) Reset(ctx context.Context, id int64, _ int) error {
-	return s.copy.loadOne(ctx, id, true)
+	return s.redisStock.loadOne(ctx, id, true)
 }
 
 // Backlog returns the orders of the item that were accepted and not yet
 // written, and their units. It fails with ErrUnavailable.
 func (s *RedisStream) Backlog(ctx context.Context, id int64) (orders, units int, err error) {
-	vals, err := s.rdb.HVals(ctx, s.copy.key(id, "queued")).Result()
+	vals, err := s.rdb.HVals(ctx, s.redisStock.key(id, "queued")).Result()
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: read the order queue of %s %d: %w", ErrUnavailable, s.copy.kind, id, err)
+		return 0, 0, fmt.Errorf("%w: read the order queue of %s %d: %w", ErrUnavailable, s.redisStock.kind, id, err)
 	}
 	for _, v := range vals {
 		if q, _, _, ok := parsePending(v); ok {
@@ -74,7 +74,7 @@ func (s *RedisStream) Backlog(ctx context.Context, id int64) (orders, units int,
 // would want an index by order number. It fails with ErrUnavailable when
 // Redis cannot be asked, or with the store's error listing the items.
 func (s *RedisStream) Lookup(ctx context.Context, no string) (o Order, found bool, err error) {
-	items, err := s.copy.store.List(ctx)
+	items, err := s.redisStock.store.List(ctx)
 	if err != nil {
 		return Order{}, false, err
 	}
@@ -82,8 +82,8 @@ func (s *RedisStream) Lookup(ctx context.Context, no string) (o Order, found boo
 	queued := make([]*redis.StringCmd, len(items))
 	failed := make([]*redis.StringCmd, len(items))
 	for i, it := range items {
-		queued[i] = pipe.HGet(ctx, s.copy.key(it.ID, "queued"), no)
-		failed[i] = pipe.HGet(ctx, s.copy.key(it.ID, "failed"), no)
+		queued[i] = pipe.HGet(ctx, s.redisStock.key(it.ID, "queued"), no)
+		failed[i] = pipe.HGet(ctx, s.redisStock.key(it.ID, "failed"), no)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Order{}, false, fmt.Errorf("%w: look order %s up in redis: %w", ErrUnavailable, no, err)
@@ -108,9 +108,9 @@ func (s *RedisStream) Lookup(ctx context.Context, no string) (o Order, found boo
 // answer asks (Service.Buy): the queue holds no more than the writers are
 // behind by. It fails with ErrUnavailable.
 func (s *RedisStream) QueuedOrderOf(ctx context.Context, id int64, user string) (o Order, found bool, err error) {
-	all, err := s.rdb.HGetAll(ctx, s.copy.key(id, "queued")).Result()
+	all, err := s.rdb.HGetAll(ctx, s.redisStock.key(id, "queued")).Result()
 	if err != nil {
-		return Order{}, false, fmt.Errorf("%w: read the order queue of %s %d: %w", ErrUnavailable, s.copy.kind, id, err)
+		return Order{}, false, fmt.Errorf("%w: read the order queue of %s %d: %w", ErrUnavailable, s.redisStock.kind, id, err)
 	}
 	for no, rec := range all {
 		if _, u, _, ok := parsePending(rec); ok && u == user {
@@ -135,10 +135,10 @@ func (s *RedisStream) confirmQueued(ctx context.Context, id int64) error {
 		return nil
 	}
 	pipe := s.rdb.Pipeline()
-	pipe.Set(ctx, s.copy.key(id, "synced"), "1", time.Minute)
+	pipe.Set(ctx, s.redisStock.key(id, "synced"), "1", time.Minute)
 	wait := pipe.Do(ctx, "WAIT", 1, s.opts.ReplicaWait.Milliseconds())
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: confirm the queue of %s %d on a replica: %w", ErrUnavailable, s.copy.kind, id, err)
+		return fmt.Errorf("%w: confirm the queue of %s %d on a replica: %w", ErrUnavailable, s.redisStock.kind, id, err)
 	}
 	if n, _ := wait.Int64(); n < 1 {
 		return fmt.Errorf("%w: the queued order is not confirmed on a replica within %s", ErrOutcomeUnknown, s.opts.ReplicaWait)

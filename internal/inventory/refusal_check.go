@@ -80,7 +80,7 @@ func (s *RedisAtomic) refusalCheck(o Order) (RefusalCheck, bool) {
 
 // refusalCheck: redis-stream sells from redis-atomic's copy, with the same
 // checks (enqueue.lua).
-func (s *RedisStream) refusalCheck(o Order) (RefusalCheck, bool) { return s.copy.refusalCheck(o) }
+func (s *RedisStream) refusalCheck(o Order) (RefusalCheck, bool) { return s.redisStock.refusalCheck(o) }
 
 // refusalCheck passes on the check of the stage behind the crowd control,
 // if it has one. A keyed late buyer then costs the claim's one script,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,23 +63,6 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log}
 }
 
-// keys of one item share a hash tag, so the scripts work on Redis Cluster:
-// the stock, its buyers, the reservations in flight, and the orders that
-// redis-stream queued and has not written yet (redis_stream.go), which
-// also sells from this copy.
-func (s *RedisAtomic) keys(id int64) []string {
-	p := s.keyPrefix(id)
-	return []string{p + "stock", p + "buyers", p + "pending", p + "queued"}
-}
-
-// key names one of the item's keys: seckill:{<kind>:<id>}:<name>, so all
-// of an item's keys hash to one Cluster slot.
-func (s *RedisAtomic) key(id int64, name string) string { return s.keyPrefix(id) + name }
-
-func (s *RedisAtomic) keyPrefix(id int64) string {
-	return "seckill:{" + s.kind + ":" + strconv.FormatInt(id, 10) + "}:"
-}
-
 // Buy reserves in Redis, then persists with the guarded decrement. The
 // script checks the sale window on Redis's clock; the write that follows
 // does not check it again.
@@ -115,50 +97,6 @@ func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
 		s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
 	}
 	return nil
-}
-
-// scriptAnswer reads the answer of reserve.lua or enqueue.lua: the stock
-// left or a refusal's code, or {code, ms} for a code that comes with a
-// time (refusal.lua).
-func scriptAnswer(v any, err error) (int64, time.Duration, error) {
-	if err != nil {
-		return 0, 0, err
-	}
-	switch v := v.(type) {
-	case int64:
-		return v, 0, nil
-	case []any:
-		if len(v) == 2 {
-			code, ok1 := v[0].(int64)
-			ms, ok2 := v[1].(int64)
-			if ok1 && ok2 {
-				return code, time.Duration(ms) * time.Millisecond, nil
-			}
-		}
-	}
-	return 0, 0, fmt.Errorf("a script answered %v", v)
-}
-
-// refusal is the error of refusal.lua's code (with its ms, if any).
-func (s *RedisAtomic) refusal(id int64, code int64, ms time.Duration) error {
-	switch code {
-	case -1:
-		if ms != 0 {
-			return fmt.Errorf("%w (%w)", ErrSoldOut, closesIn(ms))
-		}
-		return ErrSoldOut
-	case -2:
-		return fmt.Errorf("%s %d: %w", s.kind, id, ErrNotFound)
-	case -3:
-		return ErrAlreadyPurchased
-	case -4:
-		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
-	case -6:
-		return &NotOpen{ItemID: id, Wait: ms}
-	case -7:
-		return fmt.Errorf("%s %d: %w", s.kind, id, ErrSaleClosed)
-	}
-	return fmt.Errorf("%w: a script refused %s %d with code %d", ErrUnavailable, s.kind, id, code)
 }
 
 func (s *RedisAtomic) giveBack(ctx context.Context, o Order) error {

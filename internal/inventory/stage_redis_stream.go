@@ -50,35 +50,27 @@ type StreamOptions struct {
 	Logger *slog.Logger
 }
 
-// RedisStream is the redis-stream stage. It sells from copy, redis-atomic's
-// Redis copy of the stock, and shares its keys.
+// RedisStream is the redis-stream stage. It sells from redisStock,
+// redis-atomic's Redis copy of the stock, and shares its keys.
 type RedisStream struct {
-	copy *RedisAtomic
-	rdb  redis.UniversalClient
-	opts StreamOptions
+	redisStock *RedisAtomic
+	rdb        redis.UniversalClient
+	opts       StreamOptions
 	// wake, when set, is told of every accepted order, so that this
 	// instance's writer takes it at once rather than at its next poll.
 	wake func(id int64)
 }
 
-// NewRedisStream returns the redis-stream stage over copy.
-func NewRedisStream(copy *RedisAtomic, opts StreamOptions) *RedisStream {
+// NewRedisStream returns the redis-stream stage over redisStock, the Redis
+// copy of the stock that redis-atomic sells from.
+func NewRedisStream(redisStock *RedisAtomic, opts StreamOptions) *RedisStream {
 	if opts.MaxLen <= 0 {
 		opts.MaxLen = 100_000
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Durability == "" {
-		opts.Durability = DurabilityNone
-	}
-	switch {
-	case opts.ReplicaWait <= 0:
-		opts.ReplicaWait = 100 * time.Millisecond
-	case opts.ReplicaWait < time.Millisecond:
-		opts.ReplicaWait = time.Millisecond // WAIT's 0 would wait for ever
-	}
-	return &RedisStream{copy: copy, rdb: copy.rdb, opts: opts}
+	return &RedisStream{redisStock: redisStock, rdb: redisStock.rdb, opts: opts.durable()}
 }
 
 // Queues reports that a buy only accepts the order (see Queuer).
@@ -92,12 +84,12 @@ func (s *RedisStream) Queues() bool { return true }
 // no replica confirmed it in time (the buyer must not hear 202: the order
 // may not survive a failover).
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
-	keys := append(s.copy.keys(o.ItemID), s.stream(o.ItemID), s.copy.key(o.ItemID, "window"))
+	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"))
 	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
 	left, ms, replicas, err := s.enqueue(ctx, keys, args)
 	if err == nil && left == -2 {
 		// No copy yet (or Redis lost it): load it from the database.
-		if err = s.copy.loadOne(ctx, o.ItemID, false); err != nil {
+		if err = s.redisStock.loadOne(ctx, o.ItemID, false); err != nil {
 			return err
 		}
 		left, ms, replicas, err = s.enqueue(ctx, keys, args)
@@ -111,10 +103,10 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 		return fmt.Errorf("%w: queue in redis: %w", ErrUnavailable, err)
 	}
 	if left == -5 {
-		return fmt.Errorf("%w: the order queue of %s %d holds %d entries", ErrOverloaded, s.copy.kind, o.ItemID, s.opts.MaxLen)
+		return fmt.Errorf("%w: the order queue of %s %d holds %d entries", ErrOverloaded, s.redisStock.kind, o.ItemID, s.opts.MaxLen)
 	}
 	if left < 0 {
-		return s.copy.refusal(o.ItemID, left, ms)
+		return s.redisStock.refusal(o.ItemID, left, ms)
 	}
 	if s.wake != nil {
 		s.wake(o.ItemID)
@@ -129,7 +121,7 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 
 // stream names the item's order stream; it shares the copy's hash tag, so
 // the script that queues an order touches one Cluster slot.
-func (s *RedisStream) stream(id int64) string { return s.copy.key(id, "orders") }
+func (s *RedisStream) stream(id int64) string { return s.redisStock.key(id, "orders") }
 
 // acceptedAt reads an order's acceptance time from milliseconds.
 func acceptedAt(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -17,8 +17,8 @@ func (e *streamEnv) instanceQueue(name string, maxLen int64) instance {
 	rs := inventory.NewRedisStream(ra, inventory.StreamOptions{MaxLen: maxLen})
 	stages := map[string]inventory.Stage{inventory.StageRedisStream: rs}
 	svc := inventory.NewService(e.db.Products(), stages, name, "O").
-		WithLifecycle(inventory.Lifecycle{Copy: ra, Queue: rs})
-	return instance{copy: ra, stream: rs, service: svc}
+		WithLifecycle(inventory.Lifecycle{RedisStock: ra, Queue: rs})
+	return instance{redisStock: ra, stream: rs, service: svc}
 }
 
 // TestFullQueueTurnsBuyersAwayWithNothingTaken: the order stream holds at

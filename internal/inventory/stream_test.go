@@ -82,22 +82,22 @@ func newStreamEnv(t *testing.T, db *store.DB, stock int) *streamEnv {
 
 // instance is one instance's stages and service over the env.
 type instance struct {
-	copy    *inventory.RedisAtomic
-	stream  *inventory.RedisStream
-	service *inventory.Service
+	redisStock *inventory.RedisAtomic
+	stream     *inventory.RedisStream
+	service    *inventory.Service
 }
 
 func (e *streamEnv) instance(name string, life inventory.Lifecycle) instance {
 	ra := inventory.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
 	rs := inventory.NewRedisStream(ra, e.opts)
-	life.Copy, life.Queue = ra, rs
+	life.RedisStock, life.Queue = ra, rs
 	stages := map[string]inventory.Stage{
 		inventory.StageRedisAtomic: ra,
 		inventory.StageRedisStream: rs,
 		inventory.StageDBAtomic:    inventory.NewDBAtomic(e.db.Products()),
 	}
 	svc := inventory.NewService(e.db.Products(), stages, name, "O").WithLifecycle(life)
-	return instance{copy: ra, stream: rs, service: svc}
+	return instance{redisStock: ra, stream: rs, service: svc}
 }
 
 func (e *streamEnv) redisStock(t *testing.T) int {
@@ -240,7 +240,7 @@ func TestWriterFailsWhatTheDatabaseCannotHold(t *testing.T) {
 			defer cancel()
 			e := newStreamEnv(t, b.Open(t), 5)
 			in := e.instance("a", inventory.Lifecycle{})
-			if err := in.copy.LoadAll(ctx); err != nil {
+			if err := in.redisStock.LoadAll(ctx); err != nil {
 				t.Fatal(err)
 			}
 			buyN(t, in.service, inventory.StageDBAtomic, "db", 2) // the copy does not see these
@@ -319,7 +319,7 @@ func TestAuditNeverShowsTheQueueDrainedEarly(t *testing.T) {
 				waitDrained(t, ctx, in.stream, e.id)
 			}}
 			svc := inventory.NewService(cat, map[string]inventory.Stage{inventory.StageRedisStream: in.stream}, "a", "O").
-				WithLifecycle(inventory.Lifecycle{Copy: in.copy, Queue: in.stream})
+				WithLifecycle(inventory.Lifecycle{RedisStock: in.redisStock, Queue: in.stream})
 			a, err := svc.Audit(ctx, e.id)
 			if err != nil {
 				t.Fatal(err)

@@ -14,9 +14,9 @@ import (
 // Ledger is an inventory.Store over one kind of item: products and their
 // orders, or coupon batches and their grabs.
 type Ledger struct {
-	db    *DB
-	table string // the item table, for error messages
-	kind  kind
+	db         *DB
+	table      string // the item table, for error messages
+	statements statements
 }
 
 var _ interface {
@@ -27,10 +27,11 @@ var _ interface {
 	inventory.Clock
 } = (*Ledger)(nil)
 
-// kind is one kind's statements (statements.go). The Ledger runs them the
-// same way for both kinds: which share a transaction, what "no row" means,
-// which errors are retried.
-type kind interface {
+// statements are the SQL statements of one kind of item (statements.go),
+// written in the words of its own tables. The Ledger runs them the same way
+// for both kinds: which share a transaction, what "no row" means, which
+// errors are retried.
+type statements interface {
 	list(tx *gorm.DB) ([]inventory.Item, error)
 	get(tx *gorm.DB, id int64) (inventory.Item, error)
 	readStock(tx *gorm.DB, id int64) (int, error)
@@ -50,9 +51,9 @@ type kind interface {
 	orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error)
 }
 
-// payKind is the payment lifecycle's statements: products have them,
-// coupon batches (free) do not.
-type payKind interface {
+// paymentStatements are the payment lifecycle's statements: products have
+// them, coupon batches (free) do not.
+type paymentStatements interface {
 	pay(tx *gorm.DB, no string, since time.Time) *gorm.DB
 	unpaid(tx *gorm.DB, cutoff time.Time, limit int) ([]inventory.Order, error)
 	cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) *gorm.DB
@@ -62,16 +63,20 @@ type payKind interface {
 }
 
 // Products returns the ledger of products and their orders.
-func (d *DB) Products() *Ledger { return &Ledger{db: d, table: "products", kind: productKind{}} }
+func (d *DB) Products() *Ledger {
+	return &Ledger{db: d, table: "products", statements: productStatements{}}
+}
 
 // Coupons returns the ledger of coupon batches and their grabs.
-func (d *DB) Coupons() *Ledger { return &Ledger{db: d, table: "coupon_batches", kind: couponKind{}} }
+func (d *DB) Coupons() *Ledger {
+	return &Ledger{db: d, table: "coupon_batches", statements: couponStatements{}}
+}
 
 func (l *Ledger) conn(ctx context.Context) *gorm.DB { return l.db.gdb.WithContext(ctx) }
 
 // List returns every item, by id.
 func (l *Ledger) List(ctx context.Context) ([]inventory.Item, error) {
-	items, err := l.kind.list(l.conn(ctx))
+	items, err := l.statements.list(l.conn(ctx))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list %s: %w", l.table, err))
 	}
@@ -80,7 +85,7 @@ func (l *Ledger) List(ctx context.Context) ([]inventory.Item, error) {
 
 // Get returns one item, or inventory.ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, id int64) (inventory.Item, error) {
-	it, err := l.kind.get(l.conn(ctx), id)
+	it, err := l.statements.get(l.conn(ctx), id)
 	if err != nil {
 		return inventory.Item{}, translate(fmt.Errorf("get %s %d: %w", l.table, id, err))
 	}
@@ -91,7 +96,7 @@ func (l *Ledger) Get(ctx context.Context, id int64) (inventory.Item, error) {
 // that the numbers come from one consistent snapshot. It returns
 // inventory.ErrNotFound for an unknown item.
 func (l *Ledger) Audit(ctx context.Context, id int64) (inventory.Audit, error) {
-	a, err := l.kind.audit(l.conn(ctx), id)
+	a, err := l.statements.audit(l.conn(ctx), id)
 	if err != nil {
 		return inventory.Audit{}, translate(fmt.Errorf("audit %s %d: %w", l.table, id, err))
 	}
@@ -109,21 +114,21 @@ func (l *Ledger) Reset(ctx context.Context, id int64, n int) error {
 // ResetSale is Reset that also sets the item's sale window.
 func (l *Ledger) ResetSale(ctx context.Context, id int64, n int, w inventory.SaleWindow) error {
 	return l.tx(ctx, func(tx *gorm.DB) error {
-		res := l.kind.restock(tx, id, n, w)
+		res := l.statements.restock(tx, id, n, w)
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("%s %d: %w", l.table, id, inventory.ErrNotFound)
 		}
-		return l.kind.deleteOrders(tx, id).Error
+		return l.statements.deleteOrders(tx, id).Error
 	})
 }
 
 // ReadStock reads the stock in its own statement, outside any transaction.
 // It returns inventory.ErrNotFound for an unknown item.
 func (l *Ledger) ReadStock(ctx context.Context, id int64) (int, error) {
-	stock, err := l.kind.readStock(l.conn(ctx), id)
+	stock, err := l.statements.readStock(l.conn(ctx), id)
 	if err != nil {
 		return 0, translate(fmt.Errorf("read stock of %s %d: %w", l.table, id, err))
 	}
@@ -147,7 +152,7 @@ func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
 // WindowAt reads the item's sale window against the database's clock (the
 // lock stages' check), or returns inventory.ErrNotFound.
 func (l *Ledger) WindowAt(ctx context.Context, id int64) (inventory.WindowAt, error) {
-	r, err := l.kind.windowAt(l.conn(ctx), clock{l.db.dialect}, id)
+	r, err := l.statements.windowAt(l.conn(ctx), clock{l.db.dialect}, id)
 	if err != nil {
 		return inventory.WindowAt{}, translate(fmt.Errorf("read the sale window of %s %d: %w", l.table, id, err))
 	}
@@ -158,7 +163,7 @@ func (l *Ledger) WindowAt(ctx context.Context, id int64) (inventory.WindowAt, er
 // with inventory.ErrLockLost when a newer (or the same) token is recorded,
 // and with inventory.ErrNotFound for an unknown item.
 func (l *Ledger) Fence(ctx context.Context, id int64, token int64) error {
-	res := l.kind.claim(l.conn(ctx), id, token)
+	res := l.statements.claim(l.conn(ctx), id, token)
 	if res.Error != nil {
 		return translate(fmt.Errorf("fence %s %d: %w", l.table, id, res.Error))
 	}
@@ -176,10 +181,10 @@ func (l *Ledger) Fence(ctx context.Context, id int64, token int64) error {
 // inventory.ErrNotFound.
 func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock int, token int64) error {
 	return l.tx(ctx, func(tx *gorm.DB) error {
-		if err := l.kind.insertOrder(tx, o); err != nil {
+		if err := l.statements.insertOrder(tx, o); err != nil {
 			return err
 		}
-		res := l.kind.setStock(tx, o.ItemID, newStock, token)
+		res := l.statements.setStock(tx, o.ItemID, newStock, token)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -234,7 +239,7 @@ func (l *Ledger) deduct(ctx context.Context, o inventory.Order, window string) e
 // opened between the two statements, with the units there, was still shut
 // when the decrement ran: the buyer hears it opened just now.
 func (l *Ledger) whyRefused(ctx context.Context, o inventory.Order, soldOut error) error {
-	r, err := l.kind.windowAt(l.conn(ctx), clock{l.db.dialect}, o.ItemID)
+	r, err := l.statements.windowAt(l.conn(ctx), clock{l.db.dialect}, o.ItemID)
 	if err != nil {
 		return translate(fmt.Errorf("read the sale window of %s %d: %w", l.table, o.ItemID, err))
 	}
@@ -254,10 +259,10 @@ func (l *Ledger) deductInTx(ctx context.Context, o inventory.Order, window strin
 		// Insert first: a repeat buyer fails on the unique key without
 		// touching the hot row, and the row lock the UPDATE takes is held
 		// only for the rest of this short transaction.
-		if err := l.kind.insertOrder(tx, o); err != nil {
+		if err := l.statements.insertOrder(tx, o); err != nil {
 			return err
 		}
-		res := l.kind.deduct(tx, o.ItemID, o.Quantity, window)
+		res := l.statements.deduct(tx, o.ItemID, o.Quantity, window)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -293,10 +298,10 @@ func (l *Ledger) DeductAll(ctx context.Context, orders []inventory.Order) error 
 		err = l.sell(ctx, orders, total, "") // sale.go
 	} else {
 		err = l.tx(ctx, func(tx *gorm.DB) error {
-			if err := l.kind.insertOrders(tx, orders); err != nil {
+			if err := l.statements.insertOrders(tx, orders); err != nil {
 				return err
 			}
-			res := l.kind.deduct(tx, id, total, "")
+			res := l.statements.deduct(tx, id, total, "")
 			if res.Error != nil {
 				return res.Error
 			}
@@ -347,7 +352,7 @@ func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 
 // Buyers lists the users who hold an order for the item.
 func (l *Ledger) Buyers(ctx context.Context, id int64) ([]string, error) {
-	users, err := l.kind.buyers(l.conn(ctx), id)
+	users, err := l.statements.buyers(l.conn(ctx), id)
 	if err != nil {
 		return nil, translate(fmt.Errorf("buyers of %s %d: %w", l.table, id, err))
 	}
@@ -356,7 +361,7 @@ func (l *Ledger) Buyers(ctx context.Context, id int64) ([]string, error) {
 
 // OrderExists reports whether an order with this number was committed.
 func (l *Ledger) OrderExists(ctx context.Context, no string) (bool, error) {
-	err := l.kind.findOrder(l.conn(ctx), no).Error
+	err := l.statements.findOrder(l.conn(ctx), no).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return false, nil
@@ -369,7 +374,7 @@ func (l *Ledger) OrderExists(ctx context.Context, no string) (bool, error) {
 // FindOrder returns the written order with this number, whatever its
 // status, or inventory.ErrOrderNotFound.
 func (l *Ledger) FindOrder(ctx context.Context, no string) (inventory.Order, error) {
-	o, err := l.kind.order(l.conn(ctx), no)
+	o, err := l.statements.order(l.conn(ctx), no)
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return inventory.Order{}, fmt.Errorf("%s: %w", no, inventory.ErrOrderNotFound)
 	}
@@ -382,7 +387,7 @@ func (l *Ledger) FindOrder(ctx context.Context, no string) (inventory.Order, err
 // OrderOf returns the order the user holds for the item, whatever its
 // status, or inventory.ErrOrderNotFound.
 func (l *Ledger) OrderOf(ctx context.Context, id int64, user string) (inventory.Order, error) {
-	o, err := l.kind.orderOf(l.conn(ctx), id, user)
+	o, err := l.statements.orderOf(l.conn(ctx), id, user)
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return inventory.Order{}, fmt.Errorf("%s %d, user %q: %w", l.table, id, user, inventory.ErrOrderNotFound)
 	}
@@ -398,13 +403,13 @@ func (l *Ledger) OrderOf(ctx context.Context, id int64, user string) (inventory.
 // row already; then FindOrder says which fate won.
 func (l *Ledger) MarkFailed(ctx context.Context, o inventory.Order) error {
 	o.Status = inventory.StatusFailed
-	return translate(l.kind.insertOrder(l.conn(ctx), o))
+	return translate(l.statements.insertOrder(l.conn(ctx), o))
 }
 
 // payments returns the payment statements, or inventory.ErrInvalid for a
 // kind of item that is free.
-func (l *Ledger) payments() (payKind, error) {
-	p, ok := l.kind.(payKind)
+func (l *Ledger) payments() (paymentStatements, error) {
+	p, ok := l.statements.(paymentStatements)
 	if !ok {
 		return nil, fmt.Errorf("%w: a coupon grab is free: there is nothing to pay", inventory.ErrInvalid)
 	}

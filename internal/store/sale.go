@@ -69,8 +69,8 @@ var (
 		columns: "grab_no, batch_id, user_id, quantity, stage, instance, created_at, status, written_at"}
 )
 
-func (productKind) sale() saleTables { return productSale }
-func (couponKind) sale() saleTables  { return couponSale }
+func (productStatements) sale() saleTables { return productSale }
+func (couponStatements) sale() saleTables  { return couponSale }
 
 // saleRow is an order's values, as saleTables.columns lists them, and as
 // newOrder and newCouponGrab write them.
@@ -137,7 +137,7 @@ const rollbackWait = 5 * time.Second
 // its row lock. It returns errSoldOutOrMissing when the decrement matched
 // no row (nothing was written).
 func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, window string) error {
-	query, args := l.kind.sale().batch(orders, total, window)
+	query, args := l.statements.sale().batch(orders, total, window)
 	var counts []int64
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

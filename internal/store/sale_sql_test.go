@@ -18,30 +18,30 @@ func TestSaleBatchSQL(t *testing.T) {
 		{No: "n2", ItemID: 7, UserID: "b", Quantity: 2, Stage: "redis-atomic", Instance: "i1", CreatedAt: at, WrittenAt: at},
 	}
 	for _, c := range []struct {
-		kind kind
-		want string
+		statements statements
+		want       string
 	}{
-		{productKind{}, "START TRANSACTION;\n" +
+		{productStatements{}, "START TRANSACTION;\n" +
 			"INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
 			"UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?;\n" +
 			"SET @seckill_sold = ROW_COUNT();\n" +
 			"DELETE FROM orders WHERE @seckill_sold = 0 AND order_no IN (?, ?);\n" +
 			"COMMIT"},
-		{couponKind{}, "START TRANSACTION;\n" +
+		{couponStatements{}, "START TRANSACTION;\n" +
 			"INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
 			"UPDATE coupon_batches SET remaining = remaining - ? WHERE id = ? AND remaining >= ?;\n" +
 			"SET @seckill_sold = ROW_COUNT();\n" +
 			"DELETE FROM coupon_grabs WHERE @seckill_sold = 0 AND grab_no IN (?, ?);\n" +
 			"COMMIT"},
 	} {
-		query, args := c.kind.sale().batch(orders, 3, "")
+		query, args := c.statements.sale().batch(orders, 3, "")
 		if query != c.want {
-			t.Errorf("%T batch:\n%s\nwant:\n%s", c.kind, query, c.want)
+			t.Errorf("%T batch:\n%s\nwant:\n%s", c.statements, query, c.want)
 		}
 		var got []any
 		for i, a := range args {
 			if a.Ordinal != i+1 {
-				t.Errorf("%T argument %d has ordinal %d", c.kind, i, a.Ordinal)
+				t.Errorf("%T argument %d has ordinal %d", c.statements, i, a.Ordinal)
 			}
 			got = append(got, a.Value)
 		}
@@ -52,11 +52,11 @@ func TestSaleBatchSQL(t *testing.T) {
 			"n1", "n2",
 		}
 		if len(got) != len(want) {
-			t.Fatalf("%T: %d arguments %v, want %d %v", c.kind, len(got), got, len(want), want)
+			t.Fatalf("%T: %d arguments %v, want %d %v", c.statements, len(got), got, len(want), want)
 		}
 		for i := range want {
 			if got[i] != want[i] {
-				t.Errorf("%T argument %d = %#v, want %#v", c.kind, i+1, got[i], want[i])
+				t.Errorf("%T argument %d = %#v, want %#v", c.statements, i+1, got[i], want[i])
 			}
 		}
 	}

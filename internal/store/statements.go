@@ -17,31 +17,31 @@ import (
 // ones the stages teach, on both engines.
 
 type (
-	productKind struct{} // products and orders
-	couponKind  struct{} // coupon_batches and coupon_grabs
+	productStatements struct{} // products and orders
+	couponStatements  struct{} // coupon_batches and coupon_grabs
 )
 
 // list reads every item, by id.
-func (productKind) list(tx *gorm.DB) ([]inventory.Item, error) {
+func (productStatements) list(tx *gorm.DB) ([]inventory.Item, error) {
 	var rows []Product
 	err := tx.Order("id").Find(&rows).Error
 	return toItems(rows), err
 }
 
-func (couponKind) list(tx *gorm.DB) ([]inventory.Item, error) {
+func (couponStatements) list(tx *gorm.DB) ([]inventory.Item, error) {
 	var rows []CouponBatch
 	err := tx.Order("id").Find(&rows).Error
 	return toItems(rows), err
 }
 
 // get reads one item, or fails with gorm.ErrRecordNotFound.
-func (productKind) get(tx *gorm.DB, id int64) (inventory.Item, error) {
+func (productStatements) get(tx *gorm.DB, id int64) (inventory.Item, error) {
 	var p Product
 	err := tx.Take(&p, id).Error
 	return p.item(), err
 }
 
-func (couponKind) get(tx *gorm.DB, id int64) (inventory.Item, error) {
+func (couponStatements) get(tx *gorm.DB, id int64) (inventory.Item, error) {
 	var b CouponBatch
 	err := tx.Take(&b, id).Error
 	return b.item(), err
@@ -51,13 +51,13 @@ func (couponKind) get(tx *gorm.DB, id int64) (inventory.Item, error) {
 // gorm.ErrRecordNotFound:
 //
 //	SELECT stock FROM products WHERE id = ? LIMIT 1
-func (productKind) readStock(tx *gorm.DB, id int64) (int, error) {
+func (productStatements) readStock(tx *gorm.DB, id int64) (int, error) {
 	var p Product
 	err := tx.Select("stock").Take(&p, id).Error
 	return p.Stock, err
 }
 
-func (couponKind) readStock(tx *gorm.DB, id int64) (int, error) {
+func (couponStatements) readStock(tx *gorm.DB, id int64) (int, error) {
 	var b CouponBatch
 	err := tx.Select("remaining").Take(&b, id).Error
 	return b.Remaining, err
@@ -70,11 +70,11 @@ func (couponKind) readStock(tx *gorm.DB, id int64) (int, error) {
 // fence (AND fence_token <= ?):
 //
 //	UPDATE products SET stock = ? WHERE id = ?
-func (productKind) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
+func (productStatements) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
 	return tx.Model(&Product{}).Where("id = ?", id).Scopes(fencedWrite(token)).Update("stock", n)
 }
 
-func (couponKind) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
+func (couponStatements) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
 	return tx.Model(&CouponBatch{}).Where("id = ?", id).Scopes(fencedWrite(token)).Update("remaining", n)
 }
 
@@ -86,11 +86,11 @@ func (couponKind) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
 // database's clock (clock.inWindow):
 //
 //	UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?
-func (productKind) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
+func (productStatements) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
 	return tx.Model(&Product{}).Where("id = ? AND stock >= ?", id, q).Scopes(inWindow(window)).Update("stock", gorm.Expr("stock - ?", q))
 }
 
-func (couponKind) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
+func (couponStatements) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
 	return tx.Model(&CouponBatch{}).Where("id = ? AND remaining >= ?", id, q).Scopes(inWindow(window)).Update("remaining", gorm.Expr("remaining - ?", q))
 }
 
@@ -108,11 +108,11 @@ func inWindow(cond string) func(*gorm.DB) *gorm.DB {
 // when a newer (or the same) token is recorded already:
 //
 //	UPDATE products SET fence_token = ? WHERE id = ? AND fence_token < ?
-func (productKind) claim(tx *gorm.DB, id, token int64) *gorm.DB {
+func (productStatements) claim(tx *gorm.DB, id, token int64) *gorm.DB {
 	return tx.Model(&Product{}).Where("id = ?", id).Where(claimableBy(token)).Update("fence_token", token)
 }
 
-func (couponKind) claim(tx *gorm.DB, id, token int64) *gorm.DB {
+func (couponStatements) claim(tx *gorm.DB, id, token int64) *gorm.DB {
 	return tx.Model(&CouponBatch{}).Where("id = ?", id).Where(claimableBy(token)).Update("fence_token", token)
 }
 
@@ -137,16 +137,16 @@ func fencedWrite(token int64) func(*gorm.DB) *gorm.DB {
 
 // insertOrder records a purchase. The schema's unique keys refuse a second
 // order of the same user (or number) with gorm.ErrDuplicatedKey.
-func (productKind) insertOrder(tx *gorm.DB, o inventory.Order) error {
+func (productStatements) insertOrder(tx *gorm.DB, o inventory.Order) error {
 	return tx.Create(newOrder(o)).Error
 }
 
-func (couponKind) insertOrder(tx *gorm.DB, o inventory.Order) error {
+func (couponStatements) insertOrder(tx *gorm.DB, o inventory.Order) error {
 	return tx.Create(newCouponGrab(o)).Error
 }
 
 // insertOrders records many purchases in one multi-row INSERT.
-func (productKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
+func (productStatements) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
 	rows := make([]*Order, len(orders))
 	for i, o := range orders {
 		rows[i] = newOrder(o)
@@ -154,7 +154,7 @@ func (productKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
 	return tx.Create(rows).Error
 }
 
-func (couponKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
+func (couponStatements) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
 	rows := make([]*CouponGrab, len(orders))
 	for i, o := range orders {
 		rows[i] = newCouponGrab(o)
@@ -165,12 +165,12 @@ func (couponKind) insertOrders(tx *gorm.DB, orders []inventory.Order) error {
 // restock sets the initial stock and the stock to n, and the sale window
 // (NULL for a bound it does not have). A map, not a struct: gorm's Updates
 // skips a struct's zero values, and 0 is a valid stock.
-func (productKind) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
+func (productStatements) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
 	return tx.Model(&Product{}).Where("id = ?", id).Updates(map[string]any{"initial_stock": n, "stock": n,
 		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}})
 }
 
-func (couponKind) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
+func (couponStatements) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
 	return tx.Model(&CouponBatch{}).Where("id = ?", id).Updates(map[string]any{"total": n, "remaining": n,
 		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}})
 }
@@ -181,11 +181,11 @@ func (couponKind) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) 
 //	SELECT stock, opens_at IS NOT NULL AS opens, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), opens_at) AS opens_in_us,
 //	  closes_at IS NOT NULL AS closes, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), closes_at) AS closes_in_us
 //	FROM products WHERE id = ?
-func (productKind) windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error) {
+func (productStatements) windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error) {
 	return readWindow(tx.Model(&Product{}), c, "stock", id)
 }
 
-func (couponKind) windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error) {
+func (couponStatements) windowAt(tx *gorm.DB, c clock, id int64) (windowRow, error) {
 	return readWindow(tx.Model(&CouponBatch{}), c, "remaining", id)
 }
 
@@ -253,11 +253,11 @@ func (c clock) inWindow() string {
 }
 
 // deleteOrders deletes every order of the item.
-func (productKind) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
+func (productStatements) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
 	return tx.Where("product_id = ?", id).Delete(&Order{})
 }
 
-func (couponKind) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
+func (couponStatements) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
 	return tx.Where("batch_id = ?", id).Delete(&CouponGrab{})
 }
 
@@ -265,7 +265,7 @@ func (couponKind) deleteOrders(tx *gorm.DB, id int64) *gorm.DB {
 // come from one snapshot; gorm.ErrRecordNotFound when there is no item.
 // Only live orders (confirmed, paid) count as sold: a cancelled order gave
 // its units back and a failed one never took any.
-func (productKind) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
+func (productStatements) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
 	err = tx.Model(&Product{}).
 		Select("products.initial_stock, products.stock, "+tally("orders")).
 		Joins("LEFT JOIN orders ON orders.product_id = products.id").
@@ -275,7 +275,7 @@ func (productKind) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
 	return a, err
 }
 
-func (couponKind) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
+func (couponStatements) audit(tx *gorm.DB, id int64) (a inventory.Audit, err error) {
 	err = tx.Model(&CouponBatch{}).
 		Select("coupon_batches.total AS initial_stock, coupon_batches.remaining AS stock, "+tally("coupon_grabs")).
 		Joins("LEFT JOIN coupon_grabs ON coupon_grabs.batch_id = coupon_batches.id").
@@ -299,25 +299,25 @@ func tally(t string) string {
 }
 
 // buyers lists the users who hold an order for the item.
-func (productKind) buyers(tx *gorm.DB, id int64) (users []string, err error) {
+func (productStatements) buyers(tx *gorm.DB, id int64) (users []string, err error) {
 	err = tx.Model(&Order{}).Where("product_id = ?", id).Pluck("user_id", &users).Error
 	return users, err
 }
 
-func (couponKind) buyers(tx *gorm.DB, id int64) (users []string, err error) {
+func (couponStatements) buyers(tx *gorm.DB, id int64) (users []string, err error) {
 	err = tx.Model(&CouponGrab{}).Where("batch_id = ?", id).Pluck("user_id", &users).Error
 	return users, err
 }
 
 // order reads one order by its number, whatever its status;
 // gorm.ErrRecordNotFound when none was written.
-func (productKind) order(tx *gorm.DB, no string) (inventory.Order, error) {
+func (productStatements) order(tx *gorm.DB, no string) (inventory.Order, error) {
 	var r Order
 	err := tx.Where("order_no = ?", no).Take(&r).Error
 	return r.order(), err
 }
 
-func (couponKind) order(tx *gorm.DB, no string) (inventory.Order, error) {
+func (couponStatements) order(tx *gorm.DB, no string) (inventory.Order, error) {
 	var g CouponGrab
 	err := tx.Where("grab_no = ?", no).Take(&g).Error
 	return g.order(), err
@@ -325,13 +325,13 @@ func (couponKind) order(tx *gorm.DB, no string) (inventory.Order, error) {
 
 // orderOf reads the order a user holds for an item (the unique key allows
 // one per buyer); gorm.ErrRecordNotFound when there is none.
-func (productKind) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error) {
+func (productStatements) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error) {
 	var r Order
 	err := tx.Where("product_id = ? AND user_id = ?", id, user).Take(&r).Error
 	return r.order(), err
 }
 
-func (couponKind) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error) {
+func (couponStatements) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, error) {
 	var g CouponGrab
 	err := tx.Where("batch_id = ? AND user_id = ?", id, user).Take(&g).Error
 	return g.order(), err
@@ -339,11 +339,11 @@ func (couponKind) orderOf(tx *gorm.DB, id int64, user string) (inventory.Order, 
 
 // findOrder looks an order up by its number; gorm.ErrRecordNotFound when
 // none was committed.
-func (productKind) findOrder(tx *gorm.DB, no string) *gorm.DB {
+func (productStatements) findOrder(tx *gorm.DB, no string) *gorm.DB {
 	return tx.Select("id").Where("order_no = ?", no).Take(&Order{})
 }
 
-func (couponKind) findOrder(tx *gorm.DB, no string) *gorm.DB {
+func (couponStatements) findOrder(tx *gorm.DB, no string) *gorm.DB {
 	return tx.Select("id").Where("grab_no = ?", no).Take(&CouponGrab{})
 }
 
@@ -355,13 +355,13 @@ func (couponKind) findOrder(tx *gorm.DB, no string) *gorm.DB {
 // pay marks a confirmed order paid while its payment window is open:
 //
 //	UPDATE orders SET status = 'paid' WHERE order_no = ? AND status = 'confirmed' AND created_at >= ?
-func (productKind) pay(tx *gorm.DB, no string, since time.Time) *gorm.DB {
+func (productStatements) pay(tx *gorm.DB, no string, since time.Time) *gorm.DB {
 	return tx.Model(&Order{}).Where("order_no = ? AND status = ? AND created_at >= ?", no, inventory.StatusConfirmed, since).
 		Update("status", inventory.StatusPaid)
 }
 
 // unpaid lists confirmed orders created before cutoff, oldest first.
-func (productKind) unpaid(tx *gorm.DB, cutoff time.Time, limit int) ([]inventory.Order, error) {
+func (productStatements) unpaid(tx *gorm.DB, cutoff time.Time, limit int) ([]inventory.Order, error) {
 	var rows []Order
 	err := tx.Where("status = ? AND created_at < ?", inventory.StatusConfirmed, cutoff).Order("created_at").Limit(limit).Find(&rows).Error
 	out := make([]inventory.Order, len(rows))
@@ -375,7 +375,7 @@ func (productKind) unpaid(tx *gorm.DB, cutoff time.Time, limit int) ([]inventory
 // Redis copy generation its units are owed to (gen, or "" for none):
 //
 //	UPDATE orders SET status = 'cancelled', copy_gen = ? WHERE order_no = ? AND status = 'confirmed' AND created_at < ?
-func (productKind) cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) *gorm.DB {
+func (productStatements) cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) *gorm.DB {
 	return tx.Model(&Order{}).Where("order_no = ? AND status = ? AND created_at < ?", no, inventory.StatusConfirmed, cutoff).
 		Updates(map[string]any{"status": inventory.StatusCancelled, "copy_gen": gen})
 }
@@ -394,7 +394,7 @@ func (productKind) cancel(tx *gorm.DB, no string, cutoff time.Time, gen string) 
 //
 // (written with CASE, which MySQL and SQLite share). Under the safe stages
 // the gap is 0 and all q units come back.
-func (productKind) restore(tx *gorm.DB, id int64, q int) *gorm.DB {
+func (productStatements) restore(tx *gorm.DB, id int64, q int) *gorm.DB {
 	room := "initial_stock - stock - (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE product_id = ? AND status IN (?, ?))"
 	back := "CASE WHEN " + room + " <= 0 THEN 0 WHEN " + room + " < ? THEN " + room + " ELSE ? END"
 	paid, confirmed := inventory.StatusPaid, inventory.StatusConfirmed
@@ -403,7 +403,7 @@ func (productKind) restore(tx *gorm.DB, id int64, q int) *gorm.DB {
 }
 
 // owed lists cancelled orders whose units the Redis copy has not got back.
-func (productKind) owed(tx *gorm.DB, limit int) ([]inventory.Owed, error) {
+func (productStatements) owed(tx *gorm.DB, limit int) ([]inventory.Owed, error) {
 	var rows []Order
 	err := tx.Where("status = ? AND copy_gen <> ''", inventory.StatusCancelled).Order("created_at").Limit(limit).Find(&rows).Error
 	out := make([]inventory.Owed, len(rows))
@@ -415,6 +415,6 @@ func (productKind) owed(tx *gorm.DB, limit int) ([]inventory.Owed, error) {
 
 // clearOwed records that the Redis copy got the units back (or can no
 // longer take them).
-func (productKind) clearOwed(tx *gorm.DB, no, gen string) *gorm.DB {
+func (productStatements) clearOwed(tx *gorm.DB, no, gen string) *gorm.DB {
 	return tx.Model(&Order{}).Where("order_no = ? AND copy_gen = ?", no, gen).Update("copy_gen", "")
 }

@@ -68,44 +68,44 @@ func capture(t *testing.T, gdb *gorm.DB) *built {
 // gorm upgrade or a refactor that changes them must show up here.
 func TestGuardedSQL(t *testing.T) {
 	const id, q, n, token = 7, 2, 5, 9
-	statements := []struct {
+	guarded := []struct {
 		name    string
-		run     func(k kind, tx *gorm.DB)
+		run     func(st statements, tx *gorm.DB)
 		product string
 		coupon  string
 		vars    []any
 	}{
 		{
 			name:    "db-atomic guarded decrement",
-			run:     func(k kind, tx *gorm.DB) { k.deduct(tx, id, q, "") },
+			run:     func(st statements, tx *gorm.DB) { st.deduct(tx, id, q, "") },
 			product: "UPDATE `products` SET `stock`=stock - ? WHERE id = ? AND stock >= ?",
 			coupon:  "UPDATE `coupon_batches` SET `remaining`=remaining - ? WHERE id = ? AND remaining >= ?",
 			vars:    []any{q, int64(id), q},
 		},
 		{
 			name:    "db-atomic guarded decrement in the sale window, on MySQL's clock",
-			run:     func(k kind, tx *gorm.DB) { k.deduct(tx, id, q, clock{MySQL}.inWindow()) },
+			run:     func(st statements, tx *gorm.DB) { st.deduct(tx, id, q, clock{MySQL}.inWindow()) },
 			product: "UPDATE `products` SET `stock`=stock - ? WHERE (id = ? AND stock >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
 			coupon:  "UPDATE `coupon_batches` SET `remaining`=remaining - ? WHERE (id = ? AND remaining >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
 			vars:    []any{q, int64(id), q},
 		},
 		{
 			name:    "naive computed write",
-			run:     func(k kind, tx *gorm.DB) { k.setStock(tx, id, n, 0) },
+			run:     func(st statements, tx *gorm.DB) { st.setStock(tx, id, n, 0) },
 			product: "UPDATE `products` SET `stock`=? WHERE id = ?",
 			coupon:  "UPDATE `coupon_batches` SET `remaining`=? WHERE id = ?",
 			vars:    []any{n, int64(id)},
 		},
 		{
 			name:    "fenced computed write",
-			run:     func(k kind, tx *gorm.DB) { k.setStock(tx, id, n, token) },
+			run:     func(st statements, tx *gorm.DB) { st.setStock(tx, id, n, token) },
 			product: "UPDATE `products` SET `stock`=? WHERE id = ? AND `fence_token` <= ?",
 			coupon:  "UPDATE `coupon_batches` SET `remaining`=? WHERE id = ? AND `fence_token` <= ?",
 			vars:    []any{n, int64(id), int64(token)},
 		},
 		{
 			name:    "fence claim",
-			run:     func(k kind, tx *gorm.DB) { k.claim(tx, id, token) },
+			run:     func(st statements, tx *gorm.DB) { st.claim(tx, id, token) },
 			product: "UPDATE `products` SET `fence_token`=? WHERE id = ? AND `fence_token` < ?",
 			coupon:  "UPDATE `coupon_batches` SET `fence_token`=? WHERE id = ? AND `fence_token` < ?",
 			vars:    []any{int64(token), int64(id), int64(token)},
@@ -124,22 +124,22 @@ func TestGuardedSQL(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			gdb := dryRun(t, dialect)
 			last := capture(t, gdb)
-			check := func(name string, k kind, run func(kind, *gorm.DB), sql string, vars []any) {
+			check := func(name string, st statements, run func(statements, *gorm.DB), sql string, vars []any) {
 				t.Helper()
 				*last = built{}
-				run(k, gdb.Session(&gorm.Session{}))
+				run(st, gdb.Session(&gorm.Session{}))
 				if last.sql != sql || !reflect.DeepEqual(last.vars, vars) {
-					t.Errorf("%s (%T):\n got %s %v\nwant %s %v", name, k, last.sql, last.vars, sql, vars)
+					t.Errorf("%s (%T):\n got %s %v\nwant %s %v", name, st, last.sql, last.vars, sql, vars)
 				}
 			}
-			for _, s := range statements {
-				check(s.name, productKind{}, s.run, s.product, s.vars)
-				check(s.name, couponKind{}, s.run, s.coupon, s.vars)
+			for _, s := range guarded {
+				check(s.name, productStatements{}, s.run, s.product, s.vars)
+				check(s.name, couponStatements{}, s.run, s.coupon, s.vars)
 			}
-			read := func(k kind, tx *gorm.DB) { _, _ = k.readStock(tx, id) }
+			read := func(st statements, tx *gorm.DB) { _, _ = st.readStock(tx, id) }
 			r := reads[dialect]
-			check("stock read", productKind{}, read, r.product, r.vars)
-			check("stock read", couponKind{}, read, r.coupon, r.vars)
+			check("stock read", productStatements{}, read, r.product, r.vars)
+			check("stock read", couponStatements{}, read, r.coupon, r.vars)
 		})
 	}
 }

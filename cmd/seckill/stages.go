@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
+)
+
+// kindStages are the stages of one kind of item, and those of their
+// pieces the rest of the instance needs.
+type kindStages struct {
+	stages     map[string]inventory.Stage
+	redisStock *inventory.RedisAtomic // redis-atomic, over the Redis copy of the stock; nil without Redis
+	queue      *inventory.RedisStream // redis-stream; nil without Redis
+	// sharded is redis-sharded, whose buckets the reconcile job repairs;
+	// nil without Redis.
+	sharded *inventory.RedisSharded
+	crowd   *inventory.Crowd
+}
+
+// stages builds every stage the backends allow for one kind of item. The
+// safe stages sit behind one crowd control (sold-out memory, bounded
+// queue); the teaching stages do not, since their race is the lesson.
+// With Redis, it also starts redis-stream's order writer.
+func (p *parts) stages(st *store.Ledger, kind string) kindStages {
+	co := inventory.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind), Admit: p.admit}
+	if p.b.redis != nil {
+		co.Epochs = p.epochs
+	}
+	k := kindStages{crowd: inventory.NewCrowd(co)}
+	section := inventory.SectionOptions{Delay: p.cfg.CriticalSectionDelay, Fencing: p.cfg.Fencing, Logger: p.log}
+	lockOpt := inventory.LockOptions{TTL: p.cfg.LockTTL, Wait: p.cfg.LockWait}
+	if p.epochs != nil {
+		// A unit given back whose announcement failed must not stay unsold
+		// behind another instance's memory: tell the fleet again.
+		p.bg.every(p.cfg.SoldOutLease, func(ctx context.Context) {
+			if err := k.crowd.RetryRestocks(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("announcing a restock failed again; retrying", "kind", kind, "err", err)
+			}
+		})
+	}
+	k.stages = map[string]inventory.Stage{
+		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, section),
+		inventory.StageLocalMutex: inventory.NewLocalMutex(st, kind, section),
+		inventory.StageDBAtomic:   k.crowd.Wrap(inventory.NewDBAtomic(st)),
+	}
+	if p.locks.locker != nil {
+		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(p.locks.locker, st, kind, section, lockOpt))
+		k.redisStock = inventory.NewRedisAtomic(p.b.redis, st, kind, p.log)
+		k.redisStock.OnRestock(k.crowd.Restocked)
+		// The Redis stages remember sell-outs too: a remembered one costs
+		// no round trip, where their script costs one.
+		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.redisStock)
+		k.queue = inventory.NewRedisStream(k.redisStock, inventory.StreamOptions{MaxLen: int64(p.cfg.StreamMaxLen), Logger: p.log,
+			Durability: inventory.Durability(p.cfg.StreamDurability), ReplicaWait: p.cfg.StreamReplicaWait})
+		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
+		k.sharded = inventory.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
+		k.sharded.OnRestock(k.crowd.Restocked)
+		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
+		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
+		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
+			// Unique per process: a restarted instance is a new consumer,
+			// and its predecessor's entries are claimed like any other's.
+			Consumer:  p.cfg.Instance + "-" + kind + "-" + randomToken()[:8],
+			ClaimIdle: p.cfg.StreamClaimIdle,
+			Hooks:     p.metrics.WriterHooks(kind),
+			Logger:    p.log,
+		})
+		w.OnRestock(k.crowd.Restocked)
+		p.bg.run(func(ctx context.Context) {
+			if err := w.Run(ctx); err != nil {
+				p.log.Error("order writer stopped", "kind", kind, "err", err)
+			}
+		})
+	}
+	if p.locks.quorum != nil {
+		k.stages[inventory.StageRedLock] = k.crowd.Wrap(inventory.NewRedLock(p.locks.quorum, st, kind, section, lockOpt))
+	}
+	return k
+}

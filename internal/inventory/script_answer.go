@@ -1,0 +1,54 @@
+package inventory
+
+import (
+	"fmt"
+	"time"
+)
+
+// What the stock scripts (reserve.lua for redis-atomic, enqueue.lua for
+// redis-stream) answer: the units left, or a refusal's code, which
+// redis-atomic turns into the error both stages return.
+
+// scriptAnswer reads the answer of reserve.lua or enqueue.lua: the stock
+// left or a refusal's code, or {code, ms} for a code that comes with a
+// time (refusal.lua).
+func scriptAnswer(v any, err error) (int64, time.Duration, error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return v, 0, nil
+	case []any:
+		if len(v) == 2 {
+			code, ok1 := v[0].(int64)
+			ms, ok2 := v[1].(int64)
+			if ok1 && ok2 {
+				return code, time.Duration(ms) * time.Millisecond, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("a script answered %v", v)
+}
+
+// refusal is the error of refusal.lua's code (with its ms, if any).
+func (s *RedisAtomic) refusal(id int64, code int64, ms time.Duration) error {
+	switch code {
+	case -1:
+		if ms != 0 {
+			return fmt.Errorf("%w (%w)", ErrSoldOut, closesIn(ms))
+		}
+		return ErrSoldOut
+	case -2:
+		return fmt.Errorf("%s %d: %w", s.kind, id, ErrNotFound)
+	case -3:
+		return ErrAlreadyPurchased
+	case -4:
+		return fmt.Errorf("%w: %w", ErrSoldOut, errMayReturn)
+	case -6:
+		return &NotOpen{ItemID: id, Wait: ms}
+	case -7:
+		return fmt.Errorf("%s %d: %w", s.kind, id, ErrSaleClosed)
+	}
+	return fmt.Errorf("%w: a script refused %s %d with code %d", ErrUnavailable, s.kind, id, code)
+}
