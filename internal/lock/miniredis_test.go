@@ -23,15 +23,27 @@ func TestMiniredis(t *testing.T) {
 	t.Cleanup(m.Close)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := mustNew(t, rdb, lock.Options{})
+	renewed := make(chan struct{}, 64)
+	c := mustNew(t, rdb, lock.Options{Hooks: lock.Hooks{Renewed: func(key string, _ time.Duration) {
+		if key == "k" {
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		}
+	}}})
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
 	ctx := context.Background()
-	const ttl = 300 * time.Millisecond
+	// Leases long enough that a renewal late by a scheduling stall on a
+	// busy machine (the watchdog renews every ttl/3) cannot lose them: at
+	// 300 ms, 2 of 20 runs under -race beside two CPU hogs lost "k".
+	const ttl = 3 * time.Second
 
+	obtained := time.Now()
 	a := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
 	if _, err := c.Obtain(ctx, "k", ttl, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("obtain while held: got %v, want ErrNotObtained", err)
@@ -44,14 +56,18 @@ func TestMiniredis(t *testing.T) {
 		}
 		got <- b
 	}()
-	// The watchdog keeps the lock for three TTLs while the waiter waits.
+	// The watchdog keeps the lock past its first TTL, renewing it, while
+	// the waiter waits.
 	var b *lock.Lease
-	select {
-	case <-time.After(3 * ttl):
-	case <-a.Done():
-		t.Errorf("lease lost on miniredis: %v", a.Err())
-	case b = <-got:
-		t.Errorf("waiter obtained a held lock (token %d)", b.Token())
+	for renewals := 0; !t.Failed() && (renewals == 0 || time.Since(obtained) <= ttl); {
+		select {
+		case <-renewed:
+			renewals++
+		case <-a.Done():
+			t.Errorf("lease lost on miniredis: %v", a.Err())
+		case b = <-got:
+			t.Errorf("waiter obtained a held lock (token %d)", b.Token())
+		}
 	}
 	if err := a.Release(ctx); err != nil {
 		t.Errorf("release: %v", err)
@@ -81,7 +97,7 @@ func TestMiniredis(t *testing.T) {
 		t.Fatalf("extra release: got %v, want ErrNotHeld", err)
 	}
 
-	f := mustObtain(t, c, ctx, "f", ttl, lock.ObtainOptions{Fixed: true})
+	f := mustObtain(t, c, ctx, "f", 300*time.Millisecond, lock.ObtainOptions{Fixed: true})
 	<-f.Done()
 	if err := f.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
 		t.Fatalf("release after expiry: got %v, want ErrLockLost", err)
