@@ -18,8 +18,9 @@ import (
 var replayHeaders = []string{"Content-Type", api.StageHeader, api.InstanceHeader, "Retry-After", "Location"}
 
 // refusalCheckFunc returns the refusal check of a request for the claim of
-// its key (see idempotency.Refusal); the zero Refusal when it has none.
-type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) idempotency.Refusal
+// its key (see idempotency.Refusal); the zero Refusal when it has none. A
+// check that also takes the buy's units comes with its Fold.
+type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold)
 
 // idempotent runs a buy, grab or payment at most once per Idempotency-Key,
 // in three steps: claim the key (or find its stored answer), replay a
@@ -44,7 +45,7 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 		if store == nil {
 			return // no Redis on this instance: keys cannot be honoured, see Deps
 		}
-		claim, stored, ok := s.claimKey(c, store, key, check)
+		claim, stored, fold, ok := s.claimKey(c, store, key, check)
 		if !ok {
 			return
 		}
@@ -52,36 +53,57 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 			s.replay(c, stored)
 			return
 		}
-		s.runAndSettle(c, store, claim)
+		s.runAndSettle(c, store, claim, fold)
 	}
 }
 
 // claimKey claims key for this request, or finds the answer stored under
 // it. It answers the request itself, and returns false, when the key
 // cannot be claimed: the body is unreadable, the check refused the buy, or
-// the key is in flight, mismatched or unreachable.
-func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, check refusalCheckFunc) (*idempotency.Claim, *idempotency.Response, bool) {
+// the key is in flight, mismatched or unreachable. A claim whose check
+// took the buy's units comes with its Fold, which the request's context
+// carries to the buy.
+func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, check refusalCheckFunc) (*idempotency.Claim, *idempotency.Response, *inventory.Fold, bool) {
 	body, user, err := s.keyedBody(c)
 	if err != nil {
 		s.writeError(c, err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	path := c.Request.URL.Path
 	fp := idempotency.Fingerprint(c.Request.Method, path, body)
 	var refusal idempotency.Refusal
+	var fold *inventory.Fold
 	if check != nil {
-		refusal = check(c, store)
+		refusal, fold = check(c, store)
 	}
-	claim, stored, err := store.BeginChecked(c.Request.Context(), user, path, key, fp, refusal)
+	ctx := c.Request.Context()
+	claim, stored, err := store.BeginChecked(ctx, user, path, key, fp, refusal)
 	var refused *idempotency.RefusedError
-	if errors.As(err, &refused) {
+	var failed *idempotency.ScriptError
+	switch {
+	case errors.As(err, &refused):
 		err = inventory.RefusalError(refused.Reason)
+	case fold != nil && errors.As(err, &failed):
+		// The claim may have taken the units, and the key: a retry must
+		// look for what it did, not wait out the claim's lease.
+		if uerr := store.Unknown(ctx, failed.Claim); uerr != nil {
+			s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", uerr)
+		}
+		err = fold.ClaimFailed(err)
+	case err == nil && claim != nil && fold != nil:
+		if err = fold.Took(claim.Reply()); err != nil {
+			if uerr := store.Unknown(ctx, claim); uerr != nil {
+				s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", uerr)
+			}
+			break
+		}
+		c.Request = c.Request.WithContext(inventory.WithFold(ctx, fold))
 	}
 	if err != nil {
 		s.writeError(c, err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return claim, stored, true
+	return claim, stored, fold, true
 }
 
 // keyedBody returns the body a key's fingerprint covers and the user its
@@ -114,8 +136,9 @@ func (s *server) replay(c *gin.Context, stored *idempotency.Response) {
 }
 
 // runAndSettle runs the request under claim and settles the key by the
-// answer's keyRule.
-func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *idempotency.Claim) {
+// answer's keyRule; the settle also confirms what the buy's fold left it
+// to confirm.
+func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *idempotency.Claim, fold *inventory.Fold) {
 	if claim.Retaken() {
 		// An earlier run with this key was cut off (a crash, a timeout):
 		// it may have bought, and the service answers with that order
@@ -136,6 +159,11 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 		}
 	}()
 	c.Next()
+	if fold != nil {
+		if src, keys, args, ok := fold.Confirm(); ok {
+			claim.Also(idempotency.Also{Src: src, Keys: keys, Args: args})
+		}
+	}
 
 	var err error
 	how := ""
@@ -212,18 +240,19 @@ func (w *capturingWriter) WriteString(s string) (int, error) {
 
 // refusalCheck is the refusal check of a buy or grab at ep: the buy's
 // stage checks its Redis copy in the claim's script, when the store keeps
-// its records on that same Redis. A request the handler would refuse for
-// other reasons (a bad body, an unknown stage) has no check and runs.
+// its records on that same Redis, and takes the units there too where it
+// can (a Fold). A request the handler would refuse for other reasons (a
+// bad body, an unknown stage) has no check and runs.
 func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
-	return func(c *gin.Context, store *idempotency.Store) idempotency.Refusal {
+	return func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold) {
 		in := buyOf(c)
 		if in == nil || in.stageErr != nil || in.reqErr != nil {
-			return idempotency.Refusal{}
+			return idempotency.Refusal{}, nil
 		}
 		rc, ok := ep.svc.RefusalCheck(in.stage, in.req)
 		if !ok || !store.Checks(rc.Client) {
-			return idempotency.Refusal{}
+			return idempotency.Refusal{}, nil
 		}
-		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}
+		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, rc.Fold
 	}
 }

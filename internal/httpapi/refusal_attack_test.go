@@ -3,7 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -87,8 +89,15 @@ type refusalRig struct {
 }
 
 // newRefusalRig sells product 1 (stock units) under stageName with the
-// records on the stage's own client, so every keyed buy runs the check.
+// records on the stage's own client, so every keyed buy runs the check,
+// which takes the units (inventory.Fold).
 func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duration) *refusalRig {
+	return newRefusalRigCrowd(t, stageName, stock, lease, nil)
+}
+
+// newRefusalRigCrowd is newRefusalRig with the stage behind crowd, when
+// not nil.
+func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Duration, crowd *inventory.Crowd) *refusalRig {
 	t.Helper()
 	ctx := context.Background()
 	db := testenv.SQLite(t)
@@ -105,6 +114,9 @@ func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duratio
 	stage := inventory.Stage(redisStock)
 	if stageName == "redis-stream" {
 		stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+	}
+	if crowd != nil {
+		stage = crowd.Wrap(stage)
 	}
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "refatk-1", "O")
 	idem := idempotency.New(rdb, idempotency.Options{Prefix: idemPrefix, Lease: lease})
@@ -248,11 +260,14 @@ func TestRefusalAttackDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
 // then (paused between the claim and the stage) another buyer takes the
 // last unit. The stage answers sold-out: the claim must be let go, so a
 // retry after a restock buys, and a duplicate during the pause is
-// in-flight, not run.
+// in-flight, not run. A crowd that limits buyers' rates keeps the claim
+// from taking the unit itself (no Fold: the limiter comes first), so the
+// stage runs after the pause.
 func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
-			r := newRefusalRig(t, stageName, 1, time.Hour)
+			limited := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
+			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, limited)
 			// Load the copy and the scripts first.
 			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
 			body := `{"user_id":"late","quantity":1}`
@@ -279,6 +294,43 @@ func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
 	}
 }
 
+// TestRefusalAttackFoldHoldsItsUnitThroughThePause: the claim takes the
+// last unit (inventory.Fold), then the request pauses before the stage.
+// Another keyed buyer meanwhile is told sold out (for now: a unit is in
+// flight), and its key is let go; a duplicate of the paused request is in
+// flight. The paused buy then gets its order, and after a restock the
+// other buyer's retry buys. (That a folded buy passes a full line is
+// TestFoldedBuyPassesAFullLine, in internal/inventory.)
+func TestRefusalAttackFoldHoldsItsUnitThroughThePause(t *testing.T) {
+	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
+		t.Run(stageName, func(t *testing.T) {
+			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Queue: 1}))
+			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
+			body := `{"user_id":"late","quantity":1}`
+			r.gate.armed.Store(true)
+			done := make(chan *httptest.ResponseRecorder)
+			go func() { done <- post(r.h, "late-key", body) }()
+			<-r.gate.entered
+			want409(t, "a duplicate after the claim", post(r.h, "late-key", body), "idempotency-in-flight")
+			want409(t, "another buyer while the unit is in flight", post(r.h, "early-key", `{"user_id":"early","quantity":1}`), "sold-out")
+			close(r.gate.release)
+			if o := orderOf(t, <-done); o.UserID != "late" {
+				t.Fatalf("the paused buy: %+v, want late's order", o)
+			}
+			r.noOversell(t, 1)
+			if err := r.db.Products().Reset(context.Background(), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.redisStock.Reset(context.Background(), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if o := orderOf(t, post(r.h, "early-key", `{"user_id":"early","quantity":1}`)); o.UserID != "early" {
+				t.Fatalf("the other buyer's retry after a restock: %+v", o)
+			}
+		})
+	}
+}
+
 // TestRefusalAttackTakeoverRefusedKeepsTried: the first run is paused with
 // its unit reserved past its lease; a retry takes the key over and is told
 // already-purchased (the order is not written yet). That refusal must not
@@ -300,4 +352,86 @@ func TestRefusalAttackTakeoverRefusedKeepsTried(t *testing.T) {
 		t.Fatalf("retry got %s, want the first run's %s", retry.OrderNo, first.OrderNo)
 	}
 	r.noOversell(t, 1)
+}
+
+// dropClaimReply is a Redis hook: while armed, the first script whose
+// keys include the idempotency prefix (the claim) runs, and its reply is
+// lost on the way back, as when a connection drops.
+type dropClaimReply struct {
+	prefix string
+	armed  atomic.Bool
+}
+
+func (h *dropClaimReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *dropClaimReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *dropClaimReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := strings.ToLower(cmd.Name()); name != "evalsha" && name != "eval" {
+			return err
+		}
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok && strings.HasPrefix(s, h.prefix) && h.armed.CompareAndSwap(true, false) {
+				return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset (the claim's reply was dropped)")}
+			}
+		}
+		return err
+	}
+}
+
+// TestRefusalAttackFoldedClaimReplyLost: the claim's script takes the
+// unit and its reply is lost. Under redis-stream the order is queued and
+// the writers would write it: the buyer hears 503 outcome-unknown, never
+// "unavailable, nothing was done", and the key is marked tried at once (no
+// wait for the claim's lease), so the retry gets that very order, not a
+// second one. Under redis-atomic nothing writes the order: the buyer hears
+// the plain 503, the reconcile job gives the stale reservation back, and
+// the retry buys; one unit is sold in all.
+func TestRefusalAttackFoldedClaimReplyLost(t *testing.T) {
+	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
+		t.Run(stageName, func(t *testing.T) {
+			r := newRefusalRig(t, stageName, 1, time.Hour)
+			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
+			drop := &dropClaimReply{prefix: r.kind + ":idem:"}
+			r.rdb.AddHook(drop)
+			drop.armed.Store(true)
+			body := `{"user_id":"late","quantity":1}`
+			first := post(r.h, "late-key", body)
+			if drop.armed.Load() {
+				t.Fatal("the claim's reply was never dropped")
+			}
+			wantType := "unavailable"
+			if stageName == "redis-stream" {
+				wantType = "outcome-unknown"
+			}
+			if first.Code != http.StatusServiceUnavailable || problemType(t, first) != wantType {
+				t.Fatalf("a claim whose reply was lost: %d %s, want 503 %s", first.Code, first.Body, wantType)
+			}
+			ctx := context.Background()
+			if stageName == "redis-stream" {
+				queued, err := r.rdb.HGetAll(ctx, fmt.Sprintf("seckill:{%s:1}:queued", r.kind)).Result()
+				if err != nil || len(queued) != 1 {
+					t.Fatalf("queued after the lost reply: %v %v, want the one order", queued, err)
+				}
+				o := orderOf(t, post(r.h, "late-key", body))
+				if _, ok := queued[o.OrderNo]; !ok || o.UserID != "late" {
+					t.Fatalf("the retry got %+v, want the queued order %v", o, queued)
+				}
+				r.noOversell(t, 1)
+				return
+			}
+			// The reservation's request is over and its order was never
+			// written: the reconcile job gives the unit back.
+			d, err := r.redisStock.Repair(ctx, 1, 0, func(context.Context, string) (bool, error) { return false, nil })
+			if err != nil || d.Resolved != 1 {
+				t.Fatalf("repair: %+v %v, want the stale reservation given back", d, err)
+			}
+			if o := orderOf(t, post(r.h, "late-key", body)); o.UserID != "late" {
+				t.Fatalf("the retry: %+v", o)
+			}
+			r.noOversell(t, 1)
+		})
+	}
 }

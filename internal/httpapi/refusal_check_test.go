@@ -169,49 +169,76 @@ func TestRefusalIsNotStoredWithoutTheCheck(t *testing.T) {
 	}
 }
 
-// TestRedisAtomicSaleRoundTrips counts what one sale under redis-atomic
-// costs in round trips to Redis, with the key records on the stage's own
-// Redis: without a key, the reserve script and the confirm (the HDEL of
-// the reservation); with a key, also the claim and the stored answer.
-// Folding the claim into the reserve and the confirm into the stored
-// answer would make the keyed sale two (issue #29, point 4, not built):
-// this test is the instrument that will say so.
-func TestRedisAtomicSaleRoundTrips(t *testing.T) {
-	rdb := testenv.Redis(t)
-	count := &roundTrips{}
-	rdb.AddHook(count)
-	db := testenv.SQLite(t)
-	ctx := context.Background()
-	prefix := testenv.Name("trips")
-	stage := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
-	if err := db.Products().Reset(ctx, 1, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := stage.Reset(ctx, 1, 10); err != nil {
-		t.Fatal(err)
-	}
-	h := httpapi.NewServer(httpapi.Deps{
-		Instance:    "trips-1",
-		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "trips-1", "O"),
-		Stage:       "redis-atomic",
-		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
-	})
-	if rec := post(h, "warm-key", `{"user_id":"warm","quantity":1}`); rec.Code != http.StatusCreated {
-		t.Fatalf("a first sale (loads the scripts): %d %s", rec.Code, rec.Body)
-	}
+// TestKeyedSaleIsTwoRoundTrips counts what one sale costs in round trips
+// to Redis, with the key records on the stage's own Redis. Under
+// redis-atomic a sale without a key is the reserve script and the confirm
+// (the HDEL of the reservation); with a key it was four (the claim, the
+// reserve, the confirm, the stored answer) and is two: the claim's script
+// reserves (fold.lua) and the settle's confirms (confirm.lua). Under
+// redis-stream the keyed sale was three (claim, enqueue, stored answer)
+// and is two. After the sale the reservation is confirmed (redis-atomic)
+// or the order queued for the writers (redis-stream), and the key
+// replays the order.
+func TestKeyedSaleIsTwoRoundTrips(t *testing.T) {
 	for _, c := range []struct {
-		key  string
-		want []string
+		stage           string
+		keyless, keyed  []string
+		pending, queued int64 // after the keyed sale
 	}{
-		{"", []string{"evalsha", "hdel"}},
-		{"trips-key", []string{"evalsha", "evalsha", "hdel", "evalsha"}},
+		{"redis-atomic", []string{"evalsha", "hdel"}, []string{"evalsha", "evalsha"}, 0, 0},
+		{"redis-stream", []string{"evalsha"}, []string{"evalsha", "evalsha"}, 0, 3},
 	} {
-		count.take()
-		if rec := post(h, c.key, fmt.Sprintf(`{"user_id":"buyer-%s","quantity":1}`, c.key)); rec.Code != http.StatusCreated {
-			t.Fatalf("a sale with key %q: %d %s", c.key, rec.Code, rec.Body)
-		}
-		if got := count.take(); fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Fatalf("a sale with key %q sent %v to Redis, want %v", c.key, got, c.want)
-		}
+		t.Run(c.stage, func(t *testing.T) {
+			rdb := testenv.Redis(t)
+			count := &roundTrips{}
+			rdb.AddHook(count)
+			db := testenv.SQLite(t)
+			ctx := context.Background()
+			prefix := testenv.Name("trips")
+			redisStock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stage := inventory.Stage(redisStock)
+			if c.stage == "redis-stream" {
+				stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+			}
+			if err := db.Products().Reset(ctx, 1, 10); err != nil {
+				t.Fatal(err)
+			}
+			if err := redisStock.Reset(ctx, 1, 10); err != nil {
+				t.Fatal(err)
+			}
+			h := httpapi.NewServer(httpapi.Deps{
+				Instance:    "trips-1",
+				Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{c.stage: stage}, "trips-1", "O"),
+				Stage:       c.stage,
+				Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
+			})
+			for _, key := range []string{"warm-key", "", "trips-key"} { // the first loads the scripts
+				count.take()
+				rec := post(h, key, fmt.Sprintf(`{"user_id":"buyer-%s","quantity":1}`, key))
+				if rec.Code != http.StatusCreated && rec.Code != http.StatusAccepted {
+					t.Fatalf("a sale with key %q: %d %s", key, rec.Code, rec.Body)
+				}
+				got := count.take()
+				want := map[string][]string{"": c.keyless, "trips-key": c.keyed}[key]
+				if want != nil && fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("a sale with key %q sent %v to Redis, want %v", key, got, want)
+				}
+			}
+			pending, err := rdb.HLen(ctx, "seckill:{"+prefix+":1}:pending").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			queued, err := rdb.HLen(ctx, "seckill:{"+prefix+":1}:queued").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pending != c.pending || queued != c.queued {
+				t.Fatalf("after three sales: %d reservations unconfirmed and %d orders queued, want %d and %d", pending, queued, c.pending, c.queued)
+			}
+			first := post(h, "trips-key", `{"user_id":"buyer-trips-key","quantity":1}`)
+			if first.Header().Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("the keyed sale's retry: %d %s, want its answer replayed", first.Code, first.Body)
+			}
+		})
 	}
 }

@@ -94,8 +94,9 @@ type Options struct {
 type Store struct {
 	rdb  redis.UniversalClient
 	opts Options
-	// checked holds BeginChecked's scripts, one per refusal check's Src.
-	checked sync.Map
+	// checked holds BeginChecked's scripts, one per refusal check's Src;
+	// settles the settle scripts, one per Also's Src.
+	checked, settles sync.Map
 }
 
 // New returns a Store over rdb.
@@ -118,7 +119,30 @@ type Claim struct {
 	token   string
 	fp      string
 	retaken bool
+	reply   string
+	also    Also
 }
+
+// Reply is what the Refusal's check answered when it did not refuse a key
+// never used: the result of a first step it took in the claim's script
+// (see Refusal), or "".
+func (c *Claim) Reply() string { return c.reply }
+
+// Also is work a settle of the claim does in Redis, in the same script as
+// the settle, before it: Src defines local function also(keys, args). It
+// runs whichever settle comes (Finish, Abandon, Unknown), and whether or
+// not the claim still owns its record, so it must be right in every case
+// (confirming a reservation whose order is committed). Its keys must live
+// on the store's Redis (see Checks).
+type Also struct {
+	Src  string
+	Keys []string
+	Args []any
+}
+
+// Also makes the claim's settle run a as well (see Also); the last one set
+// is run.
+func (c *Claim) Also(a Also) { c.also = a }
 
 // Retaken reports whether an earlier request with this key ran and left
 // its outcome unknown: it was cut off by a crash (its lease ran out) or by
@@ -144,13 +168,16 @@ func (s *Store) Begin(ctx context.Context, user, route, key, fingerprint string)
 	return s.BeginChecked(ctx, user, route, key, fingerprint, Refusal{})
 }
 
-// Refusal is a read-only check that BeginChecked runs in Redis, in the same
-// script as the claim, for a key never used: a request it refuses does not
-// run, and nothing is claimed or stored under its key. It is for answers
-// that took nothing, so that a retry has nothing to miss (a buy of an item
-// sold out). Src is Lua that defines local function refuse(keys, args),
-// which returns why the request is refused (a string), or false; it must
-// not write. Its keys must live on the store's Redis (see Checks).
+// Refusal is a check that BeginChecked runs in Redis, in the same script as
+// the claim, for a key never used: a request it refuses does not run, and
+// nothing is claimed or stored under its key. It is for answers that took
+// nothing, so that a retry has nothing to miss (a buy of an item sold out).
+// Src is Lua that defines local function refuse(keys, args), which returns
+// why the request is refused (a string), or false. A refusal writes
+// nothing. With false it may return a second value, a string, having done
+// the request's first step (taken a unit): the key is claimed, and the
+// Claim's Reply says what the step answered. Its keys must live on the
+// store's Redis (see Checks).
 type Refusal struct {
 	Src  string
 	Keys []string
@@ -161,6 +188,21 @@ type Refusal struct {
 type RefusedError struct{ Reason string }
 
 func (e *RefusedError) Error() string { return "refused before the claim: " + e.Reason }
+
+// ScriptError is BeginChecked's error when the claim's script failed. If
+// its reply was lost on the way back (a timeout, a dropped connection),
+// the script may have run: the key may be claimed, and a Refusal's step
+// taken; the cause (Unwrap) tells. Claim is the claim it would have been:
+// settling it (Unknown) settles the record only if the script claimed it.
+// It matches ErrUnavailable.
+type ScriptError struct {
+	Claim *Claim
+	err   error
+}
+
+func (e *ScriptError) Error() string { return fmt.Sprintf("%v: claim: %v", ErrUnavailable, e.err) }
+
+func (e *ScriptError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
 // Ping makes one round trip to the Redis that keeps the records: what a
 // keyed request pays at least, before its claim's script runs.
@@ -200,11 +242,12 @@ func (s *Store) begin(ctx context.Context, script *redis.Script, user, route, ke
 	args := append([]any{c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()}, r.Args...)
 	res, err := script.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: claim: %w", ErrUnavailable, err)
+		return nil, nil, &ScriptError{Claim: c, err: err}
 	}
 	res = append(res, "", "") // a short reply falls to the default case
 	switch res[0] {
 	case "claimed":
+		c.reply = res[1]
 		return c, nil, nil
 	case "retaken":
 		c.retaken = true
@@ -239,7 +282,8 @@ var (
 var (
 	//go:embed scripts/finish.lua
 	finishSrc string
-	finish    = redis.NewScript(finishSrc)
+	// plainFinish is the settle with no Also.
+	plainFinish = redis.NewScript("local function also() end\n" + finishSrc)
 )
 
 // Finish stores the response of a claimed request for replay.
@@ -278,7 +322,17 @@ func (s *Store) Unknown(ctx context.Context, c *Claim) error {
 func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := finish.Run(ctx, s.rdb, []string{c.key}, c.token, val, s.opts.Retention.Milliseconds()).Err(); err != nil {
+	script := plainFinish
+	if c.also.Src != "" {
+		v, ok := s.settles.Load(c.also.Src)
+		if !ok {
+			v, _ = s.settles.LoadOrStore(c.also.Src, redis.NewScript(c.also.Src+"\n"+finishSrc))
+		}
+		script = v.(*redis.Script)
+	}
+	keys := append([]string{c.key}, c.also.Keys...)
+	args := append([]any{c.token, val, s.opts.Retention.Milliseconds()}, c.also.Args...)
+	if err := script.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil

@@ -94,3 +94,98 @@ func TestChecksOnlyTheStoresOwnRedis(t *testing.T) {
 		t.Fatal("a store on a Ring cannot check")
 	}
 }
+
+// takeOne takes a unit when one is left, and says how many are left; it
+// refuses when none is.
+const takeOne = `local function refuse(keys, args)
+  local left = tonumber(redis.call('GET', keys[1]) or '0')
+  if left < 1 then return 'sold-out' end
+  return false, 'left:' .. redis.call('DECR', keys[1])
+end`
+
+// forget deletes a field of a hash, as the settle's Also.
+const forget = `local function also(keys, args)
+  redis.call('HDEL', keys[1], args[1])
+end`
+
+// TestRefusalThatTakesAndAlsoOnEverySettle: a check that does the
+// request's first step answers with the claim (Claim.Reply), only for a
+// key never used; a key tried before is claimed again without the step.
+// Whatever settles the claim (Finish, Abandon, Unknown) runs its Also in
+// the same script, and runs it even when another claim owns the record by
+// then (the step it confirms was taken all the same).
+func TestRefusalThatTakesAndAlsoOnEverySettle(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("takes")
+	s := idempotency.New(rdb, idempotency.Options{Prefix: ns + ":", Lease: time.Hour})
+	ctx := context.Background()
+	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
+	units, marks := ns+":units", ns+":marks"
+	if err := rdb.Set(ctx, units, 3, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	step := idempotency.Refusal{Src: takeOne, Keys: []string{units}}
+	also := func(c *idempotency.Claim, field string) {
+		t.Helper()
+		if err := rdb.HSet(ctx, marks, field, 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.Also(idempotency.Also{Src: forget, Keys: []string{marks}, Args: []any{field}})
+	}
+	for i, settle := range []func(*idempotency.Claim) error{
+		func(c *idempotency.Claim) error {
+			return s.Finish(ctx, c, idempotency.Response{Status: 201, Body: []byte("{}")})
+		},
+		func(c *idempotency.Claim) error { return s.Abandon(ctx, c) },
+		func(c *idempotency.Claim) error { return s.Unknown(ctx, c) },
+	} {
+		key := []string{"finish", "abandon", "unknown"}[i]
+		c, _, err := s.BeginChecked(ctx, "u", "/p", key, fp, step)
+		if err != nil || c == nil || c.Reply() != "left:"+[]string{"2", "1", "0"}[i] {
+			t.Fatalf("%s: a claim whose check took a unit: %+v %v, want its reply", key, c, err)
+		}
+		also(c, key)
+		if err := settle(c); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rdb.HExists(ctx, marks, key).Result(); err != nil || n {
+			t.Fatalf("%s: the settle did not run its Also: %v %v", key, n, err)
+		}
+	}
+	// The tried key is claimed again, without the step: no unit is left,
+	// and it is not refused.
+	c, _, err := s.BeginChecked(ctx, "u", "/p", "unknown", fp, step)
+	if err != nil || c == nil || !c.Retaken() || c.Reply() != "" {
+		t.Fatalf("a tried key: %+v %v, want it retaken without the step", c, err)
+	}
+	// A claim whose record another claim took meanwhile: its settle
+	// leaves the record alone and still runs its Also.
+	if err := rdb.Set(ctx, units, 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := s.BeginChecked(ctx, "u", "/p", "lapsed", fp, step)
+	if err != nil || old == nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, ns+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k != units && k != marks {
+			if err := rdb.Set(ctx, k, `{"token":"another","fp":"`+fp+`","lease_until":99999999999999}`, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	also(old, "lapsed")
+	if err := s.Finish(ctx, old, idempotency.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.HExists(ctx, marks, "lapsed").Result(); n {
+		t.Fatal("the settle of a claim that lost its record did not run its Also")
+	}
+	if _, _, err := s.BeginChecked(ctx, "u", "/p", "lapsed", fp, step); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("the other claim's record: %v, want it still in flight", err)
+	}
+}

@@ -257,6 +257,11 @@ func (w crowded) fromMemory(ctx context.Context, id int64) error {
 }
 
 func (w crowded) Buy(ctx context.Context, o Order) error {
+	if foldOf(ctx).holds(o) {
+		// Its claim took the units (fold.go): nothing to refuse, no place
+		// in the line to take; it only writes.
+		return w.next.Buy(ctx, o)
+	}
 	c := w.c
 	epoch, remembered := "", false
 	if w.m != nil {

@@ -32,3 +32,7 @@ func (c *Crowd) SetAfterDoor(f func()) { c.afterDoor = f }
 
 // BucketKeysForTest are bucket b's stock, reservations and buyers keys.
 func (s *RedisSharded) BucketKeysForTest(id int64, b int) []string { return s.bucketKeys(id, b) }
+
+// FoldForTest is a Fold whose claim took o's units, as the HTTP layer has
+// it once the claim answered.
+func FoldForTest(o Order) *Fold { return &Fold{order: o, took: true} }

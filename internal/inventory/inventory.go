@@ -275,6 +275,29 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 	if !ok {
 		return Order{}, fmt.Errorf("%w: %q", ErrUnknownStage, stage)
 	}
+	o := s.newOrder(st, stage, req)
+	if f := foldOf(ctx); f != nil && f.order.Stage == stage && f.order.ItemID == req.ItemID &&
+		f.order.UserID == req.UserID && f.order.Quantity == req.Quantity {
+		o = f.order // the order its claim took the units for
+	}
+	if err := st.Buy(ctx, o); err != nil {
+		prev, ok, qerr := s.earlierOrder(ctx, st, req, err)
+		if ok {
+			return prev, nil
+		}
+		if qerr != nil {
+			err = qerr // the earlier order is there, but not yet what its 202 must promise
+		}
+		if errors.Is(err, errRememberedSoldOut) {
+			return Order{}, err // the post-sale crowd's answer: no wrapping per buyer
+		}
+		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
+	}
+	return o, nil
+}
+
+// newOrder is the order a buy of req under stage st makes.
+func (s *Service) newOrder(st Stage, stage string, req Request) Order {
 	o := Order{
 		No:        s.newOrderNo(),
 		ItemID:    req.ItemID,
@@ -292,20 +315,7 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		// time to confirm is part of the buy's latency, not after it.
 		o.WrittenAt = o.CreatedAt
 	}
-	if err := st.Buy(ctx, o); err != nil {
-		prev, ok, qerr := s.earlierOrder(ctx, st, req, err)
-		if ok {
-			return prev, nil
-		}
-		if qerr != nil {
-			err = qerr // the earlier order is there, but not yet what its 202 must promise
-		}
-		if errors.Is(err, errRememberedSoldOut) {
-			return Order{}, err // the post-sale crowd's answer: no wrapping per buyer
-		}
-		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
-	}
-	return o, nil
+	return o
 }
 
 // clientAddrKey marks a context with the address of the client a buy came

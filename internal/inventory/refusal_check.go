@@ -26,6 +26,10 @@ type RefusalCheck struct {
 	Src    string
 	Keys   []string
 	Args   []any
+	// Fold, when set, makes the check a Fold: for a buy it does not
+	// refuse, refuse also takes the units, and answers with false and
+	// what it did (see Fold).
+	Fold *Fold
 }
 
 // refusalChecker is a stage that can check in Redis, before a buy runs,
@@ -36,11 +40,17 @@ type refusalChecker interface {
 
 // RefusalCheck returns the refusal check of a buy under the named stage, or
 // false when the stage has none (it does not sell from Redis) or the
-// request is invalid (the buy itself says why).
+// request is invalid (the buy itself says why). Where the stage can, the
+// check is a Fold.
 func (s *Service) RefusalCheck(stage string, req Request) (RefusalCheck, bool) {
 	st, ok := s.stages[stage]
 	if !ok || req.Validate() != nil {
 		return RefusalCheck{}, false
+	}
+	if f, ok := st.(folder); ok {
+		if rc, ok := f.fold(s.newOrder(st, stage, req)); ok {
+			return rc, true
+		}
 	}
 	rc, ok := st.(refusalChecker)
 	if !ok {

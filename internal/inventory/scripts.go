@@ -12,14 +12,14 @@ import (
 // pass before it takes units live once, in refusal.lua, and are put in
 // front of the scripts that take units.
 var (
-	reserve     = script("refusal", "reserve")
+	reserve     = script("refusal", "reserve", "answer")
 	giveBack    = script("give_back")
 	load        = script("load")
 	snapshot    = script("snapshot")
 	setIfQuiet  = script("set_if_quiet")
 	beginCancel = script("begin_cancel")
 	returnUnits = script("return_units")
-	enqueue     = script("refusal", "enqueue")
+	enqueue     = script("refusal", "enqueue", "answer")
 	settle      = script("settle")
 	deadLetter  = script("dead_letter")
 
@@ -32,6 +32,11 @@ var (
 	// refuseSrc defines the Lua function refuse of the Idempotency-Key
 	// claim (see RefusalCheck).
 	refuseSrc = source("refusal", "refuse")
+	// foldReserveSrc and foldEnqueueSrc define it as a claim that takes
+	// the units, and confirmSrc the settle's also (see Fold).
+	foldReserveSrc = source("refusal", "reserve", "fold")
+	foldEnqueueSrc = source("refusal", "enqueue", "fold")
+	confirmSrc     = source("confirm")
 )
 
 //go:embed scripts/*.lua

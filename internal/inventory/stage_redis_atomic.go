@@ -69,7 +69,15 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
 	keys := append(s.keys(o.ItemID), s.key(o.ItemID, "window"))
 	args := []any{o.UserID, o.Quantity, o.No}
-	left, ms, err := scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+	fold := foldOf(ctx)
+	var left int64
+	var ms time.Duration
+	var err error
+	if fold.holds(o) {
+		left = fold.left // the Idempotency-Key claim reserved (fold.go)
+	} else {
+		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+	}
 	if err == nil && left == -2 {
 		// Not loaded (first use, or Redis lost its data): load from the
 		// database, without overwriting a copy another instance loaded.
@@ -90,6 +98,9 @@ func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
 			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
 		}
 		return err
+	}
+	if fold.confirmLater(o) {
+		return nil // the key's settle confirms it, in the same script
 	}
 	if err := s.rdb.HDel(context.WithoutCancel(ctx), keys[2], o.No).Err(); err != nil {
 		// The order is committed; the stale reservation is confirmed by

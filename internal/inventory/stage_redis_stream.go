@@ -84,9 +84,15 @@ func (s *RedisStream) Queues() bool { return true }
 // no replica confirmed it in time (the buyer must not hear 202: the order
 // may not survive a failover).
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
-	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"))
-	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
-	left, ms, replicas, err := s.enqueue(ctx, keys, args)
+	keys, args := s.enqueueKeys(o)
+	var left, replicas int64
+	var ms time.Duration
+	var err error
+	if fold := foldOf(ctx); fold.holds(o) {
+		left = fold.left // the Idempotency-Key claim queued it (fold.go)
+	} else {
+		left, ms, replicas, err = s.enqueue(ctx, keys, args)
+	}
 	if err == nil && left == -2 {
 		// No copy yet (or Redis lost it): load it from the database.
 		if err = s.redisStock.loadOne(ctx, o.ItemID, false); err != nil {
@@ -117,6 +123,13 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 		return fmt.Errorf("%w: order %s is queued, but no replica confirmed it within %s", ErrOutcomeUnknown, o.No, s.opts.ReplicaWait)
 	}
 	return nil
+}
+
+// enqueueKeys are the keys and args of enqueue.lua for o.
+func (s *RedisStream) enqueueKeys(o Order) ([]string, []any) {
+	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"))
+	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
+	return keys, args
 }
 
 // stream names the item's order stream; it shares the copy's hash tag, so
