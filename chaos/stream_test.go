@@ -20,7 +20,7 @@ import (
 const (
 	streamKey = "seckill:{product:1}:orders"
 	queuedKey = "seckill:{product:1}:queued"
-	groupName = "writers" // inventory.GroupName
+	groupName = "writers" // orderwriter.GroupName
 )
 
 // streamBuy is one buy of a redis-stream burst, as the client saw it.

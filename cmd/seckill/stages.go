@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -59,7 +60,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		k.sharded.OnRestock(k.crowd.Restocked)
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
 		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
-		w := inventory.NewOrderWriter(k.queue, st, inventory.WriterOptions{
+		w := orderwriter.New(k.queue, st, orderwriter.Options{
 			// Unique per process: a restarted instance is a new consumer,
 			// and its predecessor's entries are claimed like any other's.
 			Consumer:  p.cfg.Instance + "-" + kind + "-" + randomToken()[:8],

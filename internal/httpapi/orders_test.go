@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -54,8 +55,8 @@ func newStreamFixture(t *testing.T) *streamFixture {
 		started = true
 		// Built here, not in the goroutines: a writer takes over its
 		// queue's wake-ups, which the handlers read.
-		pw := inventory.NewOrderWriter(f.queue, db.Products(), inventory.WriterOptions{Poll: 10 * time.Millisecond})
-		cw := inventory.NewOrderWriter(couponQueue, db.Coupons(), inventory.WriterOptions{Poll: 10 * time.Millisecond})
+		pw := orderwriter.New(f.queue, db.Products(), orderwriter.Options{Poll: 10 * time.Millisecond})
+		cw := orderwriter.New(couponQueue, db.Coupons(), orderwriter.Options{Poll: 10 * time.Millisecond})
 		go func() {
 			defer close(done)
 			coupons := make(chan struct{})

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -206,7 +207,7 @@ func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, i
 		st := sc.build(env, db.Products(), opts)
 		if q, ok := st.(*inventory.RedisStream); ok {
 			queues = append(queues, q)
-			startWriter(t, ctx, q, db.Products(), inventory.WriterOptions{})
+			startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 		}
 		services[i] = inventory.NewService(db.Products(), map[string]inventory.Stage{sc.stage: st}, fmt.Sprintf("i%d", i), "O")
 	}

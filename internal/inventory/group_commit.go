@@ -171,7 +171,7 @@ func (g *groupCommit) write(group []*sale) {
 		orders[i] = s.o
 	}
 	err := g.store.DeductAll(ctx, orders)
-	if err == nil || transient(err) {
+	if err == nil || Transient(err) {
 		for _, s := range group {
 			s.done <- err
 		}

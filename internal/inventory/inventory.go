@@ -6,7 +6,7 @@
 // computed value back) and differ only in the Guard around it, so the diff
 // between two stage files is the whole lesson. db-atomic and redis-atomic
 // need no lock at all; redis-stream is redis-atomic with the database write
-// moved behind a queue (order_writer.go), and lifecycle.go says what
+// moved behind a queue (its writers: package orderwriter), and lifecycle.go says what
 // becomes of an order after the buy: paid, or cancelled unpaid with its
 // units returned. The same stages sell coupon batches: a Store serves
 // one kind of item, and the store package has one for products and one for
@@ -52,6 +52,14 @@ var (
 	// the buyer may retry.
 	ErrOverloaded = errors.New("overloaded")
 )
+
+// Transient reports whether a failed write may succeed later unchanged:
+// the backend was unreachable or busy, its answer was lost, or the call
+// ran out of time.
+func Transient(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded) || errors.Is(err, ErrOutcomeUnknown) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
 
 // MaxQuantity bounds one purchase.
 const MaxQuantity = 10

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -48,7 +49,7 @@ func onEveryBackend(t *testing.T, stock int, test func(t *testing.T, ctx context
 // It returns the unpaid orders.
 func lifecycleSale(t *testing.T, ctx context.Context, e *streamEnv, in instance) (unpaid []inventory.Order) {
 	t.Helper()
-	startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{Poll: 20 * time.Millisecond})
+	startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Poll: 20 * time.Millisecond})
 	var all []inventory.Order
 	for _, st := range []string{inventory.StageRedisAtomic, inventory.StageRedisStream, inventory.StageDBAtomic} {
 		all = append(all, buyN(t, in.service, st, st+"-", 10)...)

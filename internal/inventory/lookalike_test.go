@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -36,7 +37,7 @@ func TestLookalikeBuyersAreDifferentBuyers(t *testing.T) {
 					st := sc.build(newRaceEnv(t), db.Products(), inventory.SectionOptions{})
 					q, queued := st.(*inventory.RedisStream)
 					if queued {
-						startWriter(t, ctx, q, db.Products(), inventory.WriterOptions{})
+						startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 					}
 					svc := inventory.NewService(db.Products(), map[string]inventory.Stage{sc.stage: st}, "i0", "O")
 					for _, u := range buyers {

@@ -11,7 +11,32 @@ import (
 )
 
 // The Redis side of redis-stream's queue that is not the buy: how many
-// orders are in flight, and what became of one that has no row yet.
+// orders are in flight, what became of one that has no row yet, and the
+// keys and hooks its writers (internal/inventory/orderwriter) work with.
+
+// QueueKeys are the Redis keys of one item's order queue. All share the
+// item's hash tag (one Cluster slot), so one script can settle an order.
+type QueueKeys struct {
+	Stock  string // the Redis copy of the stock, where failed orders' units go back
+	Queued string // a hash: the orders accepted and not yet written, by number
+	Stream string // the order stream the writers read
+	Dead   string // the dead-letter stream of orders given up on
+	Failed string // a hash: the orders given up on without a row
+}
+
+// QueueKeys returns the keys of item id's order queue.
+func (s *RedisStream) QueueKeys(id int64) QueueKeys {
+	k := s.redisStock.key
+	return QueueKeys{Stock: k(id, "stock"), Queued: k(id, "queued"), Stream: s.stream(id), Dead: k(id, "dead"), Failed: k(id, "failed")}
+}
+
+// Client is the Redis client the stage queues orders on.
+func (s *RedisStream) Client() redis.UniversalClient { return s.rdb }
+
+// OnAccept makes every order the stage accepts call f with its item, so
+// that this instance's writer takes it at once rather than at its next
+// poll. Set it before the stage serves its first buy (it is unguarded).
+func (s *RedisStream) OnAccept(f func(id int64)) { s.wake = f }
 
 // Drain waits, up to drainWait (or ctx's end), until no order of the item
 // is queued. A reset drains first, so that the orders accepted before it

@@ -20,8 +20,6 @@ var (
 	beginCancel = script("begin_cancel")
 	returnUnits = script("return_units")
 	enqueue     = script("refusal", "enqueue", "answer")
-	settle      = script("settle")
-	deadLetter  = script("dead_letter")
 
 	// redis-sharded's, one bucket at a time.
 	take         = script("bucket_take")

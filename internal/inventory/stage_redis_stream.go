@@ -13,7 +13,7 @@ import (
 // moved behind a queue. The script checks the Redis copy of the stock and
 // the buyer, takes the units, records the buyer and appends the order to a
 // Redis Stream, in one atomic step, and the buyer is answered at once:
-// 202 Accepted, with the order pending. Writers (order_writer.go, one per
+// 202 Accepted, with the order pending. Writers (package orderwriter, one per
 // instance, in one consumer group) read the stream and write each order
 // with db-atomic's guarded decrement.
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -64,7 +65,7 @@ func TestFullQueueTurnsBuyersAwayWithNothingTaken(t *testing.T) {
 
 			// A writer drains the queue and trims what it acknowledged;
 			// the queue has room again.
-			startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{Consumer: "a", Poll: 10 * time.Millisecond})
+			startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Consumer: "a", Poll: 10 * time.Millisecond})
 			waitDrained(t, ctx, in.stream, e.id)
 			testkit.Eventually(t, "the writer to trim the stream it acknowledged", 30*time.Second, func() bool {
 				n, err := e.rdb.XLen(ctx, e.key("orders")).Result()

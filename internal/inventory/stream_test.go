@@ -13,16 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // startWriter runs an order writer of q until the test ends, or until the
 // returned stop is called, which returns what Run returned.
-func startWriter(t *testing.T, ctx context.Context, q *inventory.RedisStream, st *store.Ledger, opts inventory.WriterOptions) (stop func() error) {
+func startWriter(t *testing.T, ctx context.Context, q *inventory.RedisStream, st *store.Ledger, opts orderwriter.Options) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	w := inventory.NewOrderWriter(q, st, opts)
+	w := orderwriter.New(q, st, opts)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once
@@ -151,11 +152,11 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			}
 
 			var confirmed atomic.Int64
-			hooks := inventory.WriterHooks{Confirmed: func(time.Duration) { confirmed.Add(1) }}
+			hooks := orderwriter.Hooks{Confirmed: func(time.Duration) { confirmed.Add(1) }}
 			var writes atomic.Int64
 			crash := errors.New("killed")
 			var diedOn string
-			stopA := startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{
+			stopA := startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{
 				Consumer: "a", Batch: 10, Hooks: hooks,
 				AfterWrite: func(o inventory.Order) error {
 					if writes.Add(1) == 4 {
@@ -184,14 +185,14 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			if err := e.db.Raw(ctx, "SELECT COUNT(*) FROM orders WHERE product_id = 1").Scan(&rows); err != nil || rows != 10 {
 				t.Fatalf("rows written by the dead writer: %d, %v; want its batch of 10", rows, err)
 			}
-			pending, err := e.rdb.XPending(ctx, e.key("orders"), inventory.GroupName).Result()
+			pending, err := e.rdb.XPending(ctx, e.key("orders"), orderwriter.GroupName).Result()
 			if err != nil || pending.Count != 10 {
 				t.Fatalf("entries left pending by the dead writer: %+v, %v; want its batch of 10", pending, err)
 			}
 
 			// The second instance's writer, with a short claim idle time.
 			other := e.instance("b", inventory.Lifecycle{})
-			startWriter(t, ctx, other.stream, e.db.Products(), inventory.WriterOptions{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
+			startWriter(t, ctx, other.stream, e.db.Products(), orderwriter.Options{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
 			waitDrained(t, ctx, other.stream, e.id)
 
 			for _, o := range orders {
@@ -217,7 +218,7 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			if s := e.redisStock(t); s != 0 {
 				t.Errorf("Redis stock %d, want 0", s)
 			}
-			pending, err = e.rdb.XPending(ctx, e.key("orders"), inventory.GroupName).Result()
+			pending, err = e.rdb.XPending(ctx, e.key("orders"), orderwriter.GroupName).Result()
 			if err != nil || pending.Count != 0 {
 				t.Errorf("entries still pending: %+v, %v", pending, err)
 			}
@@ -246,7 +247,7 @@ func TestWriterFailsWhatTheDatabaseCannotHold(t *testing.T) {
 			buyN(t, in.service, inventory.StageDBAtomic, "db", 2) // the copy does not see these
 			orders := buyN(t, in.service, inventory.StageRedisStream, "q", 5)
 			var dead []string
-			startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{Hooks: inventory.WriterHooks{DeadLettered: func(r string) { dead = append(dead, r) }}})
+			startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Hooks: orderwriter.Hooks{DeadLettered: func(r string) { dead = append(dead, r) }}})
 			waitDrained(t, ctx, in.stream, e.id)
 
 			var confirmed, failed int
@@ -315,7 +316,7 @@ func TestAuditNeverShowsTheQueueDrainedEarly(t *testing.T) {
 			in := e.instance("a", inventory.Lifecycle{})
 			buyN(t, in.service, inventory.StageRedisStream, "d", accepted)
 			cat := &catalogThen{Catalog: e.db.Products(), then: func() {
-				startWriter(t, ctx, in.stream, e.db.Products(), inventory.WriterOptions{Consumer: "a", Poll: 10 * time.Millisecond})
+				startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Consumer: "a", Poll: 10 * time.Millisecond})
 				waitDrained(t, ctx, in.stream, e.id)
 			}}
 			svc := inventory.NewService(cat, map[string]inventory.Stage{inventory.StageRedisStream: in.stream}, "a", "O").

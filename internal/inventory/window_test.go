@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -36,7 +37,7 @@ func newWindowInstance(t *testing.T, ctx context.Context, db *store.DB, sc stage
 	w := &windowInstance{refusals: map[string]int{}}
 	if q, ok := st.(*inventory.RedisStream); ok {
 		w.queue = q
-		startWriter(t, ctx, q, db.Products(), inventory.WriterOptions{})
+		startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 	}
 	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: env.ns, Now: clock,
 		Refused: func(reason string) { w.mu.Lock(); w.refusals[reason]++; w.mu.Unlock() }})

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
@@ -173,8 +173,8 @@ func (m *Metrics) ObserveReconcile(r reconcile.Result) {
 }
 
 // WriterHooks returns the hooks of one kind's redis-stream order writer.
-func (m *Metrics) WriterHooks(kind string) inventory.WriterHooks {
-	return inventory.WriterHooks{
+func (m *Metrics) WriterHooks(kind string) orderwriter.Hooks {
+	return orderwriter.Hooks{
 		Confirmed:    func(d time.Duration) { m.toConfirm.WithLabelValues(kind).Observe(d.Seconds()) },
 		DeadLettered: func(reason string) { m.deadLetters.WithLabelValues(kind, reason).Inc() },
 		Claimed:      func(n int) { m.claimed.WithLabelValues(kind).Add(float64(n)) },

@@ -1,19 +1,5 @@
-package inventory
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-)
-
-// The order writer: redis-stream's consumer. Every instance runs one, in
+// Package orderwriter writes the orders that the redis-stream stage
+// (inventory.RedisStream) queued: redis-stream's consumer. Every instance runs one, in
 // one consumer group per item stream, so each entry goes to one writer at
 // a time; an entry left unacknowledged by a writer that died is claimed by
 // another after ClaimIdle (XAUTOCLAIM). Delivery is therefore at least
@@ -31,27 +17,73 @@ import (
 // Transient failures (database or Redis unreachable, overloaded) leave the
 // entry pending for a later try. Other failures are tried MaxDeliveries
 // times, then the order is given up on as failed.
+//
+// The stage's own side of the queue stays in package inventory, as methods
+// of the stage: the enqueue script and the durability levels a 202 waits
+// for (durability.go), and the reads of what is queued (Backlog, Lookup,
+// QueuedOrderOf in redis_stream_queue.go), which the stage's buys and the
+// lifecycle jobs use. So does redis-atomic's group commit
+// (group_commit.go): it writes the 201 path's sales, inside Buy.
+package orderwriter
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// The writer's scripts, one file each in scripts/: settle.lua marks
+// written orders settled, dead_letter.lua gives one up.
+var (
+	//go:embed scripts/*.lua
+	scriptFiles embed.FS
+	settle      = script("settle")
+	deadLetter  = script("dead_letter")
+)
+
+func script(name string) *redis.Script {
+	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err) // a missing file fails at start, in every test
+	}
+	return redis.NewScript(string(b))
+}
+
+// Order is the inventory's order, which the writer writes.
+type Order = inventory.Order
 
 // GroupName is the consumer group of the order writers.
 const GroupName = "writers"
 
-// writerStore is what the writer needs from the store.
-type writerStore interface {
-	Deducter
+// Store is what the writer needs from the store (*store.Ledger).
+type Store interface {
+	inventory.Deducter
 	// DeductAll writes many orders of one item in one transaction, all or
-	// none (ErrSoldOut, ErrAlreadyPurchased, or a transient error).
+	// none (inventory.ErrSoldOut, inventory.ErrAlreadyPurchased, or a transient error).
 	DeductAll(ctx context.Context, orders []Order) error
-	// MarkFailed writes o as failed, taking no stock; ErrAlreadyPurchased
+	// MarkFailed writes o as failed, taking no stock; inventory.ErrAlreadyPurchased
 	// when the order number or the buyer has a row already.
 	MarkFailed(ctx context.Context, o Order) error
-	// FindOrder returns the written order, or ErrOrderNotFound.
+	// FindOrder returns the written order, or inventory.ErrOrderNotFound.
 	FindOrder(ctx context.Context, no string) (Order, error)
-	List(ctx context.Context) ([]Item, error)
+	List(ctx context.Context) ([]inventory.Item, error)
 }
 
-// WriterHooks receive what a writer did; metrics implement them. Each may
+// Hooks receive what a writer did; metrics implement them. Each may
 // be nil.
-type WriterHooks struct {
+type Hooks struct {
 	// Confirmed is called once per order a writer settled as written, with
 	// the time from acceptance to the database write.
 	Confirmed func(toConfirm time.Duration)
@@ -65,8 +97,8 @@ type WriterHooks struct {
 	Backlog func(item int64, queued, pending int)
 }
 
-// WriterOptions tune an OrderWriter.
-type WriterOptions struct {
+// Options tune a Writer.
+type Options struct {
 	// Consumer names this writer in the group; unique per process.
 	Consumer string
 	// Batch is how many entries one read takes. Default 64.
@@ -85,7 +117,7 @@ type WriterOptions struct {
 	MaxDeliveries int64
 	// WriteTimeout bounds one order's database write. Default 10s.
 	WriteTimeout time.Duration
-	Hooks        WriterHooks
+	Hooks        Hooks
 	Logger       *slog.Logger
 	// AfterWrite, when set, runs after an order reached the database and
 	// before it is settled in Redis; an error stops the writer there, as a
@@ -93,12 +125,12 @@ type WriterOptions struct {
 	AfterWrite func(o Order) error
 }
 
-// OrderWriter writes the orders of one kind of item that redis-stream
-// queued.
-type OrderWriter struct {
-	q     *RedisStream
-	store writerStore
-	opts  WriterOptions
+// Writer writes the orders of one kind of item that redis-stream queued.
+type Writer struct {
+	q     *inventory.RedisStream
+	rdb   redis.UniversalClient
+	store Store
+	opts  Options
 	// restocked hears of units that went back to the copy (a Crowd's
 	// Restocked), so that no instance keeps answering "sold out".
 	restocked func(ctx context.Context, id int64) error
@@ -107,11 +139,11 @@ type OrderWriter struct {
 	loops map[int64]chan struct{} // wake-ups of the per-item loops
 }
 
-// NewOrderWriter returns a writer of q's orders into store. It takes over
-// q's wake-ups: an order this instance accepts is written by this writer
+// New returns a writer of q's orders into store. It takes over q's
+// wake-ups: an order this instance accepts is written by this writer
 // without waiting for its poll. Build it before q serves its first buy
 // (the wake-up is set here, unguarded).
-func NewOrderWriter(q *RedisStream, store writerStore, opts WriterOptions) *OrderWriter {
+func New(q *inventory.RedisStream, store Store, opts Options) *Writer {
 	if opts.Batch <= 0 {
 		opts.Batch = 64
 	}
@@ -131,19 +163,23 @@ func NewOrderWriter(q *RedisStream, store writerStore, opts WriterOptions) *Orde
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Consumer == "" {
-		opts.Consumer = "writer-" + newGen()
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand never fails on supported platforms
+		}
+		opts.Consumer = "writer-" + hex.EncodeToString(b[:])
 	}
-	w := &OrderWriter{q: q, store: store, opts: opts, loops: map[int64]chan struct{}{}}
-	q.wake = w.Wake
+	w := &Writer{q: q, rdb: q.Client(), store: store, opts: opts, loops: map[int64]chan struct{}{}}
+	q.OnAccept(w.Wake)
 	return w
 }
 
 // OnRestock makes the writer call f after a failed order's units went back
 // to the copy (a Crowd's Restocked).
-func (w *OrderWriter) OnRestock(f func(ctx context.Context, id int64) error) { w.restocked = f }
+func (w *Writer) OnRestock(f func(ctx context.Context, id int64) error) { w.restocked = f }
 
 // Wake tells the writer that the item has a new order.
-func (w *OrderWriter) Wake(id int64) {
+func (w *Writer) Wake(id int64) {
 	w.mu.Lock()
 	ch, ok := w.loops[id]
 	w.mu.Unlock()
@@ -159,7 +195,7 @@ func (w *OrderWriter) Wake(id int64) {
 // Run writes orders until ctx ends or the writer crashed (AfterWrite), one
 // loop per item, and returns the crash's error or nil. It lists the items
 // again every few seconds, so a new item gets a loop.
-func (w *OrderWriter) Run(ctx context.Context) error {
+func (w *Writer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -201,8 +237,8 @@ func (w *OrderWriter) Run(ctx context.Context) error {
 }
 
 // loop writes one item's orders: a pass whenever woken, or every Poll.
-func (w *OrderWriter) loop(ctx context.Context, id int64, wake <-chan struct{}) error {
-	stream := w.q.stream(id)
+func (w *Writer) loop(ctx context.Context, id int64, wake <-chan struct{}) error {
+	stream := w.q.QueueKeys(id).Stream
 	lastClaim := time.Time{}
 	lastTrim, lastReport := time.Time{}, time.Time{}
 	backoff := w.opts.Poll
@@ -255,11 +291,11 @@ var errCrashed = errors.New("order writer stopped after a write")
 
 // pass takes over entries idle for ClaimIdle (when claim is set), then
 // reads new ones, and handles each. It returns how many it handled.
-func (w *OrderWriter) pass(ctx context.Context, id int64, claim bool) (int, error) {
-	stream := w.q.stream(id)
+func (w *Writer) pass(ctx context.Context, id int64, claim bool) (int, error) {
+	stream := w.q.QueueKeys(id).Stream
 	var msgs []redis.XMessage
 	if claim {
-		claimed, _, err := w.q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		claimed, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 			Stream: stream, Group: GroupName, Consumer: w.opts.Consumer,
 			MinIdle: w.opts.ClaimIdle, Start: "0-0", Count: int64(w.opts.Batch),
 		}).Result()
@@ -271,7 +307,7 @@ func (w *OrderWriter) pass(ctx context.Context, id int64, claim bool) (int, erro
 		}
 		msgs = append(msgs, claimed...)
 	}
-	res, err := w.q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: GroupName, Consumer: w.opts.Consumer, Streams: []string{stream, ">"},
 		Count: int64(w.opts.Batch), Block: -1, // no BLOCK: a wake-up or the poll says when to look again
 	}).Result()
@@ -292,7 +328,7 @@ func (w *OrderWriter) pass(ctx context.Context, id int64, claim bool) (int, erro
 // settled by one script; a batch that cannot be written whole (an order
 // redelivered, too little stock left for all) is taken one order at a
 // time, each to its own fate.
-func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMessage) error {
+func (w *Writer) handleAll(ctx context.Context, id int64, msgs []redis.XMessage) error {
 	var errs []error
 	var orders []Order
 	var entries []string
@@ -313,9 +349,9 @@ func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMes
 	for i, o := range orders {
 		nos[i] = o.No
 	}
-	flags, err := w.q.rdb.HMGet(ctx, w.q.redisStock.key(id, "queued"), nos...).Result()
+	flags, err := w.rdb.HMGet(ctx, w.q.QueueKeys(id).Queued, nos...).Result()
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("%w: %w", ErrUnavailable, err))...)
+		return errors.Join(append(errs, fmt.Errorf("%w: %w", inventory.ErrUnavailable, err))...)
 	}
 	var live []Order
 	var liveEntries, settled []string
@@ -330,8 +366,8 @@ func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMes
 		live, liveEntries = append(live, orders[i]), append(liveEntries, entries[i])
 	}
 	if len(settled) > 0 {
-		if err := w.q.rdb.XAck(ctx, w.q.stream(id), GroupName, settled...).Err(); err != nil {
-			errs = append(errs, fmt.Errorf("%w: %w", ErrUnavailable, err))
+		if err := w.rdb.XAck(ctx, w.q.QueueKeys(id).Stream, GroupName, settled...).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", inventory.ErrUnavailable, err))
 		}
 	}
 	if len(live) == 0 {
@@ -339,7 +375,7 @@ func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMes
 	}
 	now := time.Now().UTC()
 	for i := range live {
-		live[i].Status, live[i].WrittenAt = StatusConfirmed, now
+		live[i].Status, live[i].WrittenAt = inventory.StatusConfirmed, now
 	}
 	wctx, cancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
 	err = w.store.DeductAll(wctx, live)
@@ -354,7 +390,7 @@ func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMes
 			}
 		}
 		return errors.Join(append(errs, w.settle(ctx, id, liveEntries, live))...)
-	case transient(err):
+	case inventory.Transient(err):
 		return errors.Join(append(errs, err)...)
 	}
 	for i, o := range live {
@@ -375,12 +411,12 @@ func (w *OrderWriter) handleAll(ctx context.Context, id int64, msgs []redis.XMes
 // first run, or after Redis lost its data, when the orders it held (the
 // accepted, not yet written ones) are gone with it. It returns err unless
 // the group was missing.
-func (w *OrderWriter) missingGroup(ctx context.Context, id int64, err error) error {
+func (w *Writer) missingGroup(ctx context.Context, id int64, err error) error {
 	if !strings.HasPrefix(err.Error(), "NOGROUP") {
 		return err
 	}
 	// "0": entries queued before the group existed are written too.
-	cerr := w.q.rdb.XGroupCreateMkStream(ctx, w.q.stream(id), GroupName, "0").Err()
+	cerr := w.rdb.XGroupCreateMkStream(ctx, w.q.QueueKeys(id).Stream, GroupName, "0").Err()
 	if cerr != nil && !strings.HasPrefix(cerr.Error(), "BUSYGROUP") {
 		return cerr
 	}
@@ -389,10 +425,10 @@ func (w *OrderWriter) missingGroup(ctx context.Context, id int64, err error) err
 
 // handle writes one order still in flight and settles it: written,
 // failed, or left for a later try.
-func (w *OrderWriter) handle(ctx context.Context, id int64, entry string, o Order) error {
+func (w *Writer) handle(ctx context.Context, id int64, entry string, o Order) error {
 	wctx, cancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
 	defer cancel()
-	o.Status, o.WrittenAt = StatusConfirmed, time.Now().UTC()
+	o.Status, o.WrittenAt = inventory.StatusConfirmed, time.Now().UTC()
 	err := w.store.Deduct(wctx, o)
 	switch {
 	case err == nil:
@@ -402,13 +438,13 @@ func (w *OrderWriter) handle(ctx context.Context, id int64, entry string, o Orde
 			}
 		}
 		return w.settle(ctx, id, []string{entry}, []Order{o})
-	case errors.Is(err, ErrAlreadyPurchased):
+	case errors.Is(err, inventory.ErrAlreadyPurchased):
 		return w.resolve(wctx, id, entry, o)
-	case errors.Is(err, ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		return w.fail(wctx, id, entry, o, "sold-out")
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, inventory.ErrNotFound):
 		return w.fail(wctx, id, entry, o, "not-found")
-	case transient(err):
+	case inventory.Transient(err):
 		return err
 	}
 	n, perr := w.deliveries(ctx, id, entry)
@@ -421,16 +457,16 @@ func (w *OrderWriter) handle(ctx context.Context, id int64, entry string, o Orde
 
 // resolve settles an order whose write found a row with its number or its
 // buyer: the row that won says the fate.
-func (w *OrderWriter) resolve(ctx context.Context, id int64, entry string, o Order) error {
+func (w *Writer) resolve(ctx context.Context, id int64, entry string, o Order) error {
 	row, err := w.store.FindOrder(ctx, o.No)
 	switch {
-	case errors.Is(err, ErrOrderNotFound):
+	case errors.Is(err, inventory.ErrOrderNotFound):
 		// Not this order: the buyer has another one. It can never be
 		// written; there is no row to record it in.
 		return w.giveUp(ctx, id, entry, o, "already-purchased")
 	case err != nil:
 		return err
-	case row.Status == StatusFailed:
+	case row.Status == inventory.StatusFailed:
 		return w.giveUp(ctx, id, entry, o, "failed")
 	}
 	return w.settle(ctx, id, []string{entry}, []Order{row})
@@ -438,10 +474,10 @@ func (w *OrderWriter) resolve(ctx context.Context, id int64, entry string, o Ord
 
 // fail writes o as failed, unless another writer wrote it first, then
 // gives it up.
-func (w *OrderWriter) fail(ctx context.Context, id int64, entry string, o Order, reason string) error {
+func (w *Writer) fail(ctx context.Context, id int64, entry string, o Order, reason string) error {
 	err := w.store.MarkFailed(ctx, o)
 	switch {
-	case errors.Is(err, ErrAlreadyPurchased):
+	case errors.Is(err, inventory.ErrAlreadyPurchased):
 		return w.resolve(ctx, id, entry, o)
 	case err != nil:
 		return err
@@ -451,14 +487,14 @@ func (w *OrderWriter) fail(ctx context.Context, id int64, entry string, o Order,
 
 // settle marks written orders settled in Redis and acknowledges their
 // entries (entries[i] holds orders[i]), in one script.
-func (w *OrderWriter) settle(ctx context.Context, id int64, entries []string, orders []Order) error {
+func (w *Writer) settle(ctx context.Context, id int64, entries []string, orders []Order) error {
 	args := []any{GroupName}
 	for i, o := range orders {
 		args = append(args, entries[i], o.No)
 	}
-	done, err := settle.Run(ctx, w.q.rdb, []string{w.q.redisStock.key(id, "queued"), w.q.stream(id)}, args...).Int64Slice()
+	done, err := settle.Run(ctx, w.rdb, []string{w.q.QueueKeys(id).Queued, w.q.QueueKeys(id).Stream}, args...).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("%w: settle %d orders: %w", ErrUnavailable, len(orders), err)
+		return fmt.Errorf("%w: settle %d orders: %w", inventory.ErrUnavailable, len(orders), err)
 	}
 	for i, n := range done {
 		// Counted once, by the writer whose settle took the order out
@@ -475,11 +511,12 @@ const deadLetterMax = 10_000
 
 // giveUp gives a failed order's units back to the copy, records it as
 // failed in Redis and moves its entry to the dead-letter stream, once.
-func (w *OrderWriter) giveUp(ctx context.Context, id int64, entry string, o Order, reason string) error {
-	keys := []string{w.q.redisStock.key(id, "stock"), w.q.redisStock.key(id, "queued"), w.q.stream(id), w.q.redisStock.key(id, "dead"), w.q.redisStock.key(id, "failed")}
-	n, err := deadLetter.Run(ctx, w.q.rdb, keys, GroupName, entry, o.No, reason, deadLetterMax).Int()
+func (w *Writer) giveUp(ctx context.Context, id int64, entry string, o Order, reason string) error {
+	k := w.q.QueueKeys(id)
+	keys := []string{k.Stock, k.Queued, k.Stream, k.Dead, k.Failed}
+	n, err := deadLetter.Run(ctx, w.rdb, keys, GroupName, entry, o.No, reason, deadLetterMax).Int()
 	if err != nil {
-		return fmt.Errorf("%w: dead-letter %s: %w", ErrUnavailable, o.No, err)
+		return fmt.Errorf("%w: dead-letter %s: %w", inventory.ErrUnavailable, o.No, err)
 	}
 	if n == 0 {
 		return nil
@@ -498,17 +535,17 @@ func (w *OrderWriter) giveUp(ctx context.Context, id int64, entry string, o Orde
 
 // malformed moves an entry that is not an order to the dead-letter stream.
 // It names no order the writer could trust, so nothing is given back.
-func (w *OrderWriter) malformed(ctx context.Context, id int64, m redis.XMessage, why error) error {
+func (w *Writer) malformed(ctx context.Context, id int64, m redis.XMessage, why error) error {
 	w.opts.Logger.Error("order writer: malformed entry moved to the dead-letter stream", "entry", m.ID, "err", why)
 	fields := map[string]any{"reason": "malformed", "entry": m.ID}
 	for k, v := range m.Values {
 		fields["field:"+k] = v
 	}
-	pipe := w.q.rdb.TxPipeline()
-	pipe.XAdd(ctx, &redis.XAddArgs{Stream: w.q.redisStock.key(id, "dead"), MaxLen: deadLetterMax, Approx: true, Values: fields})
-	pipe.XAck(ctx, w.q.stream(id), GroupName, m.ID)
+	pipe := w.rdb.TxPipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: w.q.QueueKeys(id).Dead, MaxLen: deadLetterMax, Approx: true, Values: fields})
+	pipe.XAck(ctx, w.q.QueueKeys(id).Stream, GroupName, m.ID)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", inventory.ErrUnavailable, err)
 	}
 	if w.opts.Hooks.DeadLettered != nil {
 		w.opts.Hooks.DeadLettered("malformed")
@@ -517,8 +554,8 @@ func (w *OrderWriter) malformed(ctx context.Context, id int64, m redis.XMessage,
 }
 
 // deliveries reads how often an entry was delivered.
-func (w *OrderWriter) deliveries(ctx context.Context, id int64, entry string) (int64, error) {
-	p, err := w.q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.q.stream(id), Group: GroupName, Start: entry, End: entry, Count: 1}).Result()
+func (w *Writer) deliveries(ctx context.Context, id int64, entry string) (int64, error) {
+	p, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.q.QueueKeys(id).Stream, Group: GroupName, Start: entry, End: entry, Count: 1}).Result()
 	if err != nil || len(p) == 0 {
 		return 0, err
 	}
@@ -528,8 +565,8 @@ func (w *OrderWriter) deliveries(ctx context.Context, id int64, entry string) (i
 // trim drops the entries every writer has acknowledged: those before both
 // the oldest entry still pending and the group's last delivered entry. An
 // entry not yet delivered is after the latter, so no trim can lose one.
-func (w *OrderWriter) trim(ctx context.Context, stream string) error {
-	groups, err := w.q.rdb.XInfoGroups(ctx, stream).Result()
+func (w *Writer) trim(ctx context.Context, stream string) error {
+	groups, err := w.rdb.XInfoGroups(ctx, stream).Result()
 	if err != nil {
 		return err
 	}
@@ -542,36 +579,30 @@ func (w *OrderWriter) trim(ctx context.Context, stream string) error {
 	if floor == "" || floor == "0-0" {
 		return nil
 	}
-	p, err := w.q.rdb.XPending(ctx, stream, GroupName).Result()
+	p, err := w.rdb.XPending(ctx, stream, GroupName).Result()
 	if err != nil {
 		return err
 	}
 	if p.Count > 0 && streamIDLess(p.Lower, floor) {
 		floor = p.Lower
 	}
-	return w.q.rdb.XTrimMinID(ctx, stream, floor).Err()
+	return w.rdb.XTrimMinID(ctx, stream, floor).Err()
 }
 
 // report hands the item's backlog to the Backlog hook.
-func (w *OrderWriter) report(ctx context.Context, id int64) {
+func (w *Writer) report(ctx context.Context, id int64) {
 	if w.opts.Hooks.Backlog == nil {
 		return
 	}
-	queued, err := w.q.rdb.HLen(ctx, w.q.redisStock.key(id, "queued")).Result()
+	queued, err := w.rdb.HLen(ctx, w.q.QueueKeys(id).Queued).Result()
 	if err != nil {
 		return
 	}
-	p, err := w.q.rdb.XPending(ctx, w.q.stream(id), GroupName).Result()
+	p, err := w.rdb.XPending(ctx, w.q.QueueKeys(id).Stream, GroupName).Result()
 	if err != nil {
 		return
 	}
 	w.opts.Hooks.Backlog(id, int(queued), int(p.Count))
-}
-
-// transient reports whether a failed write may succeed later unchanged.
-func transient(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded) || errors.Is(err, ErrOutcomeUnknown) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // parseEntry reads an order from a stream entry.
@@ -581,12 +612,12 @@ func parseEntry(id int64, m redis.XMessage) (Order, error) {
 	q, err1 := strconv.Atoi(str("qty"))
 	at, err2 := strconv.ParseInt(str("at"), 10, 64)
 	if o.No == "" || o.UserID == "" || err1 != nil || err2 != nil || q < 1 {
-		return o, fmt.Errorf("%w: stream entry %s is not an order: %v", ErrInvalid, m.ID, m.Values)
+		return o, fmt.Errorf("%w: stream entry %s is not an order: %v", inventory.ErrInvalid, m.ID, m.Values)
 	}
 	if o.Stage == "" {
-		o.Stage = StageRedisStream
+		o.Stage = inventory.StageRedisStream
 	}
-	o.Quantity, o.CreatedAt = q, acceptedAt(at)
+	o.Quantity, o.CreatedAt = q, time.UnixMilli(at).UTC()
 	return o, nil
 }
 
