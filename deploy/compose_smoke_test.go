@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -36,6 +37,11 @@ const (
 	// replica is killed: early enough that most of the burst is still to
 	// come.
 	smokeKillAfter = 40
+	// smokeHAPace spaces the HA test's buyers, so that its 400 arrivals
+	// take 4 s, longer than the Sentinels take to promote the replica
+	// (about 2 s to agree the primary is down, then the election): at
+	// once, redis-stream answers them all before the kill lands.
+	smokeHAPace = 10 * time.Millisecond
 )
 
 // TestComposeSmoke runs docker-compose.yml for real: it builds the image
@@ -56,14 +62,20 @@ func TestComposeSmoke(t *testing.T) {
 	if os.Getenv("SECKILL_COMPOSE_SMOKE") != "1" {
 		t.Skip("set SECKILL_COMPOSE_SMOKE=1 (or run make compose-smoke) to start the fleet in Docker")
 	}
-	fl := upFleet(t)
+	fl := upFleet(t, "docker-compose.yml")
 
 	// The story, as a user runs it: one burst per stage through nginx.
 	story, err := fl.compose(t.Context(), "run", "--rm", "story")
 	if err != nil {
 		t.Fatalf("docker compose run --rm story: %v\n%s", err, story)
 	}
-	if !bytes.Contains(story, []byte("every safe stage (5) sold exactly its stock")) {
+	safe := 0
+	for _, st := range inventory.Stages {
+		if !inventory.Oversells(st, len(replicas)) {
+			safe++
+		}
+	}
+	if !bytes.Contains(story, fmt.Appendf(nil, "every safe stage (%d) sold exactly its stock", safe)) {
 		t.Errorf("the story did not end with every safe stage exact:\n%s", story)
 	}
 	t.Logf("docker compose run --rm story:\n%s", lastLines(story, 12))
@@ -74,7 +86,7 @@ func TestComposeSmoke(t *testing.T) {
 		t.Fatalf("reset through nginx: %d %s", status, body)
 	}
 
-	res := fl.burst(t)
+	res := fl.burst(t, "app-2", 0)
 	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; answered by %v; %d answers after the kill, by %v",
 		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.byInstance, res.afterKill, res.byInstanceAfterKill)
 
@@ -137,17 +149,133 @@ func TestComposeSmoke(t *testing.T) {
 
 	// nginx's own answers are problem+json too: a body over its limit,
 	// and, once every replica is stopped, a bad gateway.
-	fl.wantProxyProblem(t, http.MethodPost, "/api/v1/products/1/buy", strings.Repeat("x", 2<<20), http.StatusRequestEntityTooLarge, "body-too-large")
+	fl.wantProxyProblem(t, http.MethodPost, "/api/v1/products/1/buy", strings.Repeat("x", 2<<20), map[int]string{http.StatusRequestEntityTooLarge: "body-too-large"})
 	if out, err := fl.compose(t.Context(), "stop", "--timeout", "5", "app-1", "app-2", "app-3"); err != nil {
 		t.Fatalf("docker compose stop app-1 app-2 app-3: %v\n%s", err, out)
 	}
-	fl.wantProxyProblem(t, http.MethodGet, "/api/v1/products/1", "", http.StatusBadGateway, "bad-gateway")
+	// Connecting to a stopped replica's address is refused (502) or, when
+	// its address is already gone from the network, times out (504):
+	// either way nginx's own problem.
+	fl.wantProxyProblem(t, http.MethodGet, "/api/v1/products/1", "", map[int]string{http.StatusBadGateway: "bad-gateway", http.StatusGatewayTimeout: "gateway-timeout"})
+}
+
+// TestComposeSmokeHA runs docker-compose.yml with docker-compose.ha.yml:
+// the app's Redis with a replica and three Sentinels, and redis-stream at
+// that setup's durability, replica (a 202 once a replica has the order).
+// It sends 400 buyers through nginx on a stock of 100, one every
+// smokeHAPace so that the sale outlasts the failover, SIGKILLs the Redis
+// primary after the first 40 answers, and checks that the Sentinels
+// promoted the replica, that the fleet answered after the kill, that every
+// buyer ended with a definite answer, and that MySQL's own rows (once the
+// queue drained) agree with what the buyers were told: sold = stock,
+// nothing oversold, one order row per buyer told it bought, 202s included.
+// Like TestComposeSmoke it runs only when asked (make compose-smoke).
+func TestComposeSmokeHA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole fleet in Docker; skipped with -short")
+	}
+	if os.Getenv("SECKILL_COMPOSE_SMOKE") != "1" {
+		t.Skip("set SECKILL_COMPOSE_SMOKE=1 (or run make compose-smoke) to start the fleet in Docker")
+	}
+	fl := upFleet(t, "docker-compose.yml", "docker-compose.ha.yml")
+	if got := fl.appEnv(t, "SECKILL_STREAM_DURABILITY"); got != "replica" {
+		t.Fatalf("the HA setup runs redis-stream at durability %q, want replica", got)
+	}
+	admin := map[string]string{"Authorization": "Bearer " + fl.token}
+	if status, body := fl.call(t, http.MethodPut, "/api/v1/admin/fleet/stage", `{"stage":"redis-stream"}`, admin); status != http.StatusOK {
+		t.Fatalf("stage switch through nginx: %d %s", status, body)
+	}
+	if status, body := fl.call(t, http.MethodPost, "/api/v1/admin/products/1/reset", fmt.Sprintf(`{"stock":%d}`, smokeStock), admin); status != http.StatusOK {
+		t.Fatalf("reset through nginx: %d %s", status, body)
+	}
+	before := fl.masterOf(t)
+	res := fl.burst(t, "redis", smokeHAPace)
+	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; %d answers after the kill",
+		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.afterKill)
+	after := fl.masterOf(t)
+	t.Logf("the Sentinels' primary: %s before the kill, %s after", before, after)
+	if before == after {
+		t.Errorf("the Sentinels still name %s, the killed primary", before)
+	}
+	if res.afterKill == 0 {
+		t.Error("no answer came back after the kill")
+	}
+	if len(res.transportErrs) > 0 {
+		t.Errorf("%d requests got no HTTP answer from nginx, e.g. %v", len(res.transportErrs), res.transportErrs[0])
+	}
+	if res.pendingAtKill == 0 {
+		t.Errorf("the primary was killed after every buyer had its answer: not mid-burst")
+	}
+	for _, b := range res.unexpected {
+		t.Errorf("unexpected answer: %s", b)
+	}
+	if len(res.final) != smokeBuyers {
+		t.Fatalf("%d of %d buyers got a final answer", len(res.final), smokeBuyers)
+	}
+	bought := res.users(outcomeOK, outcomeBoughtBefore)
+	if len(bought) != smokeStock {
+		t.Errorf("%d buyers were told they bought, want the stock %d", len(bought), smokeStock)
+	}
+	// The writers drain the queue into MySQL.
+	var rows []string
+	for end := time.Now().Add(2 * time.Minute); ; {
+		if rows = fl.orderUsers(t); len(rows) >= len(bought) || time.Now().After(end) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	slices.Sort(rows)
+	slices.Sort(bought)
+	if !slices.Equal(rows, bought) {
+		t.Errorf("MySQL has %d order rows for product 1, the buyers were told %d: told but no row %v; row but not told %v",
+			len(rows), len(bought), difference(bought, rows), difference(rows, bought))
+	}
+	stock, initial := fl.productRow(t)
+	if initial != smokeStock || stock != initial-len(rows) {
+		t.Errorf("MySQL products row: initial_stock %d, stock %d, with %d order rows: not conserved", initial, stock, len(rows))
+	}
+}
+
+// appEnv reads a variable of app-1's environment.
+func (fl *fleet) appEnv(t *testing.T, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := fl.compose(ctx, "config", "--format", "json")
+	if err != nil {
+		t.Fatalf("docker compose config: %v\n%s", err, out)
+	}
+	var cfg struct {
+		Services map[string]struct {
+			Environment map[string]*string `json:"environment"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatalf("docker compose config: %v", err)
+	}
+	if v := cfg.Services["app-1"].Environment[name]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// masterOf asks sentinel-1 for the primary it names for the master
+// "seckill".
+func (fl *fleet) masterOf(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := fl.compose(ctx, "exec", "-T", "sentinel-1", "redis-cli", "-p", "26379", "sentinel", "get-master-addr-by-name", "seckill")
+	if err != nil {
+		t.Fatalf("sentinel get-master-addr-by-name: %v\n%s", err, out)
+	}
+	return strings.Join(strings.Fields(string(out)), ":")
 }
 
 // wantProxyProblem sends one request through nginx and wants nginx's own
-// answer: status, as application/problem+json of type slug with that
-// status and Retry-After.
-func (fl *fleet) wantProxyProblem(t *testing.T, method, path, body string, status int, slug string) {
+// answer: one of the statuses of want, as application/problem+json of
+// that status's type (want[status]) and with Retry-After.
+func (fl *fleet) wantProxyProblem(t *testing.T, method, path, body string, want map[int]string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, fl.nginx+path, strings.NewReader(body))
 	if err != nil {
@@ -161,15 +289,17 @@ func (fl *fleet) wantProxyProblem(t *testing.T, method, path, body string, statu
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var p api.Problem
-	if resp.StatusCode != status || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Retry-After") == "" ||
-		json.Unmarshal(raw, &p) != nil || p.Type != api.ProblemTypePrefix+slug || p.Status != status {
-		t.Errorf("%s %s through nginx: %d %v %s; want %d application/problem+json of type %s with Retry-After", method, path, resp.StatusCode, resp.Header, raw, status, slug)
+	slug, ok := want[resp.StatusCode]
+	if !ok || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Retry-After") == "" ||
+		json.Unmarshal(raw, &p) != nil || p.Type != api.ProblemTypePrefix+slug || p.Status != resp.StatusCode {
+		t.Errorf("%s %s through nginx: %d %v %s; want one of %v as application/problem+json of that type with Retry-After", method, path, resp.StatusCode, resp.Header, raw, want)
 	}
 }
 
 // fleet is a compose project started by upFleet.
 type fleet struct {
-	dir     string // the repo root, where docker-compose.yml is
+	dir     string   // the repo root, where docker-compose.yml is
+	files   []string // the compose files, in the repo root
 	project string
 	env     []string
 	envFile string // replaces .env, so that a user's settings stay out
@@ -178,9 +308,10 @@ type fleet struct {
 	client  *http.Client
 }
 
-// upFleet builds the image once and starts the fleet with --wait. Its
-// cleanup tears everything down, volumes and the image tag included.
-func upFleet(t *testing.T) *fleet {
+// upFleet builds the image once and starts the fleet of the compose files
+// with --wait. Its cleanup tears everything down, volumes and the image
+// tag included.
+func upFleet(t *testing.T, files ...string) *fleet {
 	t.Helper()
 	for _, check := range [][]string{{"version"}, {"compose", "version"}} {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -195,7 +326,7 @@ func upFleet(t *testing.T) *fleet {
 		t.Fatal(err)
 	}
 	id := randomHex(t, 4)
-	fl := &fleet{dir: dir, project: "seckill-smoke-" + id}
+	fl := &fleet{dir: dir, files: files, project: "seckill-smoke-" + id}
 	// The smoke test's own values, whatever the shell or a .env file says:
 	// an empty env file replaces .env, and these replace the shell's.
 	envFile := filepath.Join(t.TempDir(), "smoke.env")
@@ -291,7 +422,11 @@ func upFleet(t *testing.T) *fleet {
 // compose runs `docker compose` on this fleet's project and returns its
 // combined output.
 func (fl *fleet) compose(ctx context.Context, args ...string) ([]byte, error) {
-	all := append([]string{"compose", "--env-file", fl.envFile, "-f", "docker-compose.yml", "-p", fl.project}, args...)
+	all := []string{"compose", "--env-file", fl.envFile}
+	for _, f := range fl.files {
+		all = append(all, "-f", f)
+	}
+	all = append(append(all, "-p", fl.project), args...)
 	cmd := exec.CommandContext(ctx, "docker", all...)
 	cmd.Dir = fl.dir
 	cmd.Env = fl.env
@@ -327,7 +462,7 @@ func (fl *fleet) call(t *testing.T, method, path, body string, header map[string
 type outcome string
 
 const (
-	outcomeOK      outcome = "ok"       // 201
+	outcomeOK      outcome = "ok"       // 201, or redis-stream's 202
 	outcomeSoldOut outcome = "sold-out" // 409 sold-out
 	// outcomeBoughtBefore is a 409 already-purchased after an earlier
 	// attempt whose answer was lost (nginx's 502 for the killed replica, a
@@ -376,13 +511,14 @@ func (r *burstResult) users(os ...outcome) []string {
 	return out
 }
 
-// burst releases every buyer at once and kills app-2 once smokeKillAfter
-// buyers have their final answer. A buyer retries, as a real client would,
+// burst releases the buyers, every one at once (pace 0) or one every
+// pace, and SIGKILLs the service victim once smokeKillAfter buyers have
+// their final answer. A buyer retries, as a real client would,
 // whenever its answer says nothing was decided (429, 503, nginx's 502/504),
 // with the same Idempotency-Key (its user id): a retry of a buy that did
 // happen gets that buy's order (or 409 already-purchased), so every buyer
 // ends knowing whether it bought.
-func (fl *fleet) burst(t *testing.T) *burstResult {
+func (fl *fleet) burst(t *testing.T, victim string, pace time.Duration) *burstResult {
 	t.Helper()
 	res := &burstResult{final: map[string]outcome{}, statuses: map[int]int{}, byInstance: map[string]int{}, byInstanceAfterKill: map[string]int{}}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -396,9 +532,15 @@ func (fl *fleet) burst(t *testing.T) *burstResult {
 	var wg sync.WaitGroup
 	for i := 0; i < smokeBuyers; i++ {
 		wg.Add(1)
-		go func(user string) {
+		go func(user string, wait time.Duration) {
 			defer wg.Done()
 			<-release
+			if wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+				}
+			}
 			o := fl.buyUntilDecided(ctx, res, user, &killed)
 			res.mu.Lock()
 			if o != "" {
@@ -408,7 +550,7 @@ func (fl *fleet) burst(t *testing.T) *burstResult {
 			if finished.Add(1) == smokeKillAfter {
 				killOnce.Do(func() { close(killNow) })
 			}
-		}(fmt.Sprintf("smoke-%03d", i))
+		}(fmt.Sprintf("smoke-%03d", i), time.Duration(i)*pace)
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -424,13 +566,13 @@ func (fl *fleet) burst(t *testing.T) *burstResult {
 	res.pendingAtKill = smokeBuyers - len(res.final)
 	res.mu.Unlock()
 	killCtx, killCancel := context.WithTimeout(ctx, time.Minute)
-	out, err := fl.compose(killCtx, "kill", "-s", "SIGKILL", "app-2")
+	out, err := fl.compose(killCtx, "kill", "-s", "SIGKILL", victim)
 	killCancel()
 	killed.Store(true)
 	if err != nil {
-		t.Errorf("docker compose kill app-2: %v\n%s", err, out)
+		t.Errorf("docker compose kill %s: %v\n%s", victim, err, out)
 	}
-	t.Logf("killed app-2 with %d of %d buyers still waiting for their answer", res.pendingAtKill, smokeBuyers)
+	t.Logf("killed %s with %d of %d buyers still waiting for their answer", victim, res.pendingAtKill, smokeBuyers)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -463,7 +605,7 @@ func (fl *fleet) buyUntilDecided(ctx context.Context, res *burstResult, user str
 		switch {
 		case err != nil:
 			lostAnswer = true
-		case status == http.StatusCreated:
+		case status == http.StatusCreated, status == http.StatusAccepted: // 202: redis-stream's
 			return outcomeOK
 		case status == http.StatusConflict && problem == "sold-out" && lostAnswer:
 			return outcomeUnknown

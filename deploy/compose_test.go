@@ -29,9 +29,12 @@ import (
 // added (see docs/docker.md); the checks below cover every service built
 // from this repo, not only these three.
 var (
-	replicas     = []string{"app-1", "app-2", "app-3"}
+	replicas = []string{"app-1", "app-2", "app-3"}
+	// redisServers are RedLock's independent servers; appRedis is the
+	// app's own Redis.
 	redisServers = []string{"redis-1", "redis-2", "redis-3"}
-	allServices  = append(append([]string{"mysql", "nginx"}, replicas...), redisServers...)
+	appRedis     = "redis"
+	allServices  = append(append([]string{"mysql", "nginx", appRedis}, replicas...), redisServers...)
 )
 
 // hostPorts are the ports the lab and the browser use on the host, and the
@@ -67,14 +70,23 @@ func loadProject(t *testing.T, env map[string]string) *types.Project {
 	return p
 }
 
-// loadProjectErr is loadProject for tests of what fails to load.
-func loadProjectErr(env map[string]string) (*types.Project, error) {
+// loadProjectErr is loadProject for tests of what fails to load. files,
+// when given, are the compose files (in the repo root) instead of
+// docker-compose.yml alone.
+func loadProjectErr(env map[string]string, files ...string) (*types.Project, error) {
 	pairs := make([]string, 0, len(env))
 	for k, v := range env {
 		pairs = append(pairs, k+"="+v)
 	}
+	if len(files) == 0 {
+		files = []string{"docker-compose.yml"}
+	}
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = filepath.Join("..", f)
+	}
 	opts, err := cli.NewProjectOptions(
-		[]string{filepath.Join("..", "docker-compose.yml")},
+		paths,
 		cli.WithEnv(pairs),
 		cli.WithInterpolation(true),
 		cli.WithResolvedPaths(true),
@@ -240,8 +252,8 @@ func TestComposeReplicasReachTheirBackends(t *testing.T) {
 			t.Errorf("%s: SECKILL_MYSQL_DSN has parameters the driver would send to MySQL as SET: %v", name, dsn.Params)
 		}
 
-		if len(cfg.RedisAddrs) != 1 || cfg.RedisAddrs[0] != "redis-1:6379" {
-			t.Errorf("%s: SECKILL_REDIS_ADDR = %v, want [redis-1:6379]", name, cfg.RedisAddrs)
+		if len(cfg.RedisAddrs) != 1 || cfg.RedisAddrs[0] != appRedis+":6379" {
+			t.Errorf("%s: SECKILL_REDIS_ADDR = %v, want [%s:6379], the app's own Redis", name, cfg.RedisAddrs, appRedis)
 		}
 		var hosts []string
 		for _, addr := range cfg.RedlockAddrs {
@@ -257,14 +269,42 @@ func TestComposeReplicasReachTheirBackends(t *testing.T) {
 	}
 }
 
-func TestComposeRedisServersPersistNothing(t *testing.T) {
+// TestComposeRedisRoles: RedLock's servers persist nothing (a lock server
+// that forgets on restart is the RedLock lesson), while the app's Redis
+// keeps an append-only file synced on every write, in a volume, so that
+// redis-stream's 202s survive a restart: its replicas run at
+// SECKILL_STREAM_DURABILITY=fsync by default, which checks exactly these
+// settings at start.
+func TestComposeRedisRoles(t *testing.T) {
 	p := loadProject(t, nil)
-	for _, name := range redisServers {
+	flags := func(name string, want map[string]string) {
+		t.Helper()
 		cmd := service(t, p, name).Command
-		for flag, want := range map[string]string{"--save": "", "--appendonly": "no"} {
+		for flag, v := range want {
 			i := slices.Index(cmd, flag)
-			if i < 0 || i+1 >= len(cmd) || cmd[i+1] != want {
-				t.Errorf("%s: command %q lacks %s %q", name, cmd, flag, want)
+			if i < 0 || i+1 >= len(cmd) || cmd[i+1] != v {
+				t.Errorf("%s: command %q lacks %s %q", name, cmd, flag, v)
+			}
+		}
+	}
+	for _, name := range redisServers {
+		flags(name, map[string]string{"--save": "", "--appendonly": "no"})
+	}
+	flags(appRedis, map[string]string{"--appendonly": "yes", "--appendfsync": "always", "--dir": "/data"})
+	mounted := false
+	for _, v := range service(t, p, appRedis).Volumes {
+		mounted = mounted || v.Type == types.VolumeTypeVolume && v.Target == "/data"
+	}
+	if !mounted {
+		t.Errorf("%s: no named volume at /data, where its append-only file is written", appRedis)
+	}
+	for _, name := range appServices(p) {
+		if cfg := appConfig(t, p, name); cfg.StreamDurability != "fsync" {
+			t.Errorf("%s: SECKILL_STREAM_DURABILITY = %q, want fsync by default", name, cfg.StreamDurability)
+		}
+		for _, addr := range appConfig(t, p, name).RedlockAddrs {
+			if strings.HasPrefix(addr, appRedis+":") {
+				t.Errorf("%s: RedLock uses the app's Redis %s, which persists: its servers must be the independent ones", name, addr)
 			}
 		}
 	}
@@ -624,6 +664,67 @@ func TestComposeNginxAnswersProblems(t *testing.T) {
 		doc, ok := httpapi.ProblemDoc(strings.TrimPrefix(got.Type, api.ProblemTypePrefix))
 		if !ok || doc.Status != status || doc.Title != got.Title {
 			t.Errorf("nginx's %d says type %q, title %q; the replicas document %+v (found: %v)", status, got.Type, got.Title, doc, ok)
+		}
+	}
+}
+
+// TestComposeHAOverride: docker-compose.ha.yml over docker-compose.yml
+// gives the app's Redis a replica and three Sentinels, and every app
+// replica loads a configuration that asks the Sentinels for the primary
+// they monitor (by the same master name), not a fixed address, and runs
+// redis-stream at durability replica. Both Redis servers keep an
+// append-only file as well; RedLock's servers are untouched.
+func TestComposeHAOverride(t *testing.T) {
+	p, err := loadProjectErr(map[string]string{"SECKILL_ADMIN_TOKEN": testToken}, "docker-compose.yml", "docker-compose.ha.yml")
+	if err != nil {
+		t.Fatalf("docker-compose.yml with docker-compose.ha.yml does not load: %v", err)
+	}
+	sentinels := []string{"sentinel-1", "sentinel-2", "sentinel-3"}
+	for _, name := range append([]string{appRedis, "redis-replica"}, sentinels...) {
+		service(t, p, name)
+	}
+	for _, name := range []string{appRedis, "redis-replica"} {
+		cmd := service(t, p, name).Command
+		for flag, v := range map[string]string{"--appendonly": "yes", "--appendfsync": "always"} {
+			if i := slices.Index(cmd, flag); i < 0 || i+1 >= len(cmd) || cmd[i+1] != v {
+				t.Errorf("%s: command %q lacks %s %s", name, cmd, flag, v)
+			}
+		}
+	}
+	replicaCmd := strings.Join(service(t, p, "redis-replica").Command, " ")
+	if !strings.Contains(replicaCmd, "--replicaof "+appRedis+" 6379") {
+		t.Errorf("redis-replica: command %q does not copy %s", replicaCmd, appRedis)
+	}
+	for _, name := range redisServers {
+		if cmd := service(t, p, name).Command; !slices.Contains(cmd, "no") {
+			t.Errorf("%s: command %q: RedLock's servers must still persist nothing", name, cmd)
+		}
+	}
+	monitor := regexp.MustCompile(`sentinel monitor (\S+) (\S+) (\d+) (\d+)`)
+	for _, name := range appServices(p) {
+		cfg := appConfig(t, p, name)
+		if len(cfg.RedisAddrs) != 0 {
+			t.Errorf("%s: SECKILL_REDIS_ADDR = %v with Sentinels", name, cfg.RedisAddrs)
+		}
+		var hosts []string
+		for _, a := range cfg.RedisSentinels {
+			host, port, err := net.SplitHostPort(a)
+			if err != nil || port != "26379" {
+				t.Errorf("%s: Sentinel address %q", name, a)
+			}
+			hosts = append(hosts, host)
+		}
+		if slices.Sort(hosts); !slices.Equal(hosts, sentinels) {
+			t.Errorf("%s: SECKILL_REDIS_SENTINELS hosts %v, want %v", name, hosts, sentinels)
+		}
+		for _, s := range sentinels {
+			m := monitor.FindStringSubmatch(strings.Join(service(t, p, s).Command, " "))
+			if m == nil || m[1] != cfg.RedisMaster || m[2] != appRedis || m[3] != "6379" || m[4] != "2" {
+				t.Errorf("%s: monitors %v, want master %q at %s:6379 with a quorum of 2", s, m, cfg.RedisMaster, appRedis)
+			}
+		}
+		if cfg.StreamDurability != "replica" {
+			t.Errorf("%s: SECKILL_STREAM_DURABILITY = %q, want replica: fsync does not keep an order through a failover", name, cfg.StreamDurability)
 		}
 	}
 }
