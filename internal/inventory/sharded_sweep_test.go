@@ -301,3 +301,35 @@ func raceTheSweeper(t *testing.T, rdb redis.UniversalClient, db *store.DB, ns st
 		t.Errorf("moves left in the journal: %d holding %d units, %v", moves, units, err)
 	}
 }
+
+// BenchmarkShardedRefusal measures what the sweeper costs a buyer refused
+// after the sale: on an item never swept the refusal believes its walk; on
+// one the sweeper has moved units in, it walks again. Compare the two
+// sub-benchmarks of one run (one Redis round trip each way per bucket).
+//
+//	go test -run '^$' -bench BenchmarkShardedRefusal ./internal/inventory/
+func BenchmarkShardedRefusal(b *testing.B) {
+	ctx := context.Background()
+	rdb := testenv.Redis(b)
+	db := testenv.SQLite(b)
+	stage := inventory.NewRedisSharded(rdb, db.Products(), testenv.Name("bench-"), shardedBuckets, nil)
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisSharded: stage}, "a", "O")
+	if err := svc.Reset(ctx, 1, 0); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"never-swept", "swept"} {
+		if name == "swept" {
+			if _, err := stage.MoveForTest(ctx, 1, 0, 1, 1); err != nil { // a move of nothing still counts as begun
+				b.Fatal(err)
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_, err := svc.Buy(ctx, inventory.StageRedisSharded, inventory.Request{ItemID: 1, UserID: fmt.Sprintf("%s-%d", name, i), Quantity: 1})
+				if !errors.Is(err, inventory.ErrSoldOut) {
+					b.Fatalf("buy %d after the sale: %v", i, err)
+				}
+			}
+		})
+	}
+}
