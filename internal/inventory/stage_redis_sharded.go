@@ -20,7 +20,8 @@ import (
 // within the same request, so nobody hears sold out while a bucket holds a
 // unit: a buyer is refused for good only when every bucket was empty with
 // no reservation in flight, and units come back to a bucket only from its
-// own reservations, a reset or the reconcile job. The buyer is recorded in
+// own reservations, a reset, the reconcile job, or a move of the sweeper,
+// after which the buyer walks again. The buyer is recorded in
 // its home bucket alone, which keeps one purchase per user across buckets;
 // the database's unique key stays the backstop, and a unit reserved for a
 // repeat buyer goes back to its bucket. The buyer hears 201 after the
