@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,18 +41,20 @@ func (s *RedisSharded) moveKeys(id int64) []string {
 	return []string{p + ":moves", p + ":moves-begun"}
 }
 
-// SweepAll sweeps every item (see Sweep); it returns the first error.
+// SweepAll sweeps every item (see Sweep), each whatever became of the
+// others, and returns their errors joined.
 func (s *RedisSharded) SweepAll(ctx context.Context, below int) error {
 	items, err := s.store.List(ctx)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, it := range items {
 		if _, err := s.Sweep(ctx, it.ID, below); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Sweep finishes item id's moves in flight and then, if its buckets hold
