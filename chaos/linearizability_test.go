@@ -93,6 +93,14 @@ func TestLinearizableBurst(t *testing.T) {
 	bu.waitCompleted(requests/3, 30*time.Second)
 	calls, _, _ := r.killMidBurst(f, bu, stock, a, b)
 
+	checkLinearizable(t, calls, stock)
+}
+
+// checkLinearizable checks the buys and reads of a burst of product 1 with
+// porcupine against the stock model of initial units, and fails t, with a
+// visualization in the artifacts, when the history is not linearizable.
+func checkLinearizable(t *testing.T, calls []call, stock int) {
+	t.Helper()
 	var history []porcupine.Operation
 	for _, c := range calls {
 		op := porcupine.Operation{ClientId: 0, Input: stockInput{read: c.Op == "read"}, Call: int64(c.Start), Return: int64(c.End)}

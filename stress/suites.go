@@ -162,6 +162,13 @@ var suites = []suite{{
 		"TestShardedExactSaleOnARedisCluster",
 		"TestShardedCancelledUnitsComeBackThroughTheRepair",
 		"TestShardedRepairLeavesABusyItemAlone",
+		// redis-sharded's sweeper: moves cut, finished twice, run behind
+		// a walk, raced by a crowd (issue 35 point 1).
+		"TestShardedMoveCutBetweenItsHalves",
+		"TestShardedMoveFinishedTwiceAtOnce",
+		"TestShardedRefusalWaitsForAMoveBehindTheWalk",
+		"TestShardedCrowdRacesTheSweeper",
+		"TestShardedCrowdRacesTheSweeperOnACluster",
 	},
 	budget: 7 * time.Minute,
 }, {

@@ -33,7 +33,7 @@ func TestRedisClusterBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewUniversalClient(universalOptions(config.Config{RedisAddrs: cfg.RedisAddrs})) // the app's options
+	rdb := newRedisClient(config.Config{RedisAddrs: cfg.RedisAddrs}) // the app's client
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		t.Fatalf("several SECKILL_REDIS_ADDR nodes must give a cluster client, got %T", rdb)
 	}

@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 func scrape(t *testing.T, url string) string {
@@ -116,6 +118,21 @@ func TestMetricsMoveWithBuys(t *testing.T) {
 	if got := sample(scrape(t, base), "seckill_sharded_fallbacks_total", `kind="product"`); got != 1 {
 		t.Errorf("seckill_sharded_fallbacks_total{kind=\"product\"} = %v, want 1", got)
 	}
+	// The sweeper (every second) gathers the last units: of two, one in
+	// each of buckets 0 and 1, it moves one. An earlier reset may have
+	// been swept too, so count from here.
+	moved := func() (float64, float64) {
+		text := scrape(t, base)
+		return sample(text, "seckill_sharded_sweeps_total", `kind="product"`), sample(text, "seckill_sharded_units_moved_total", `kind="product"`)
+	}
+	sweeps0, units0 := moved()
+	if code := post("/api/v1/admin/products/2/reset", `{"stock":2}`, admin); code != 200 || sweeps0 < 0 || units0 < 0 {
+		t.Fatalf("reset: %d; sweeps %v, units moved %v before it", code, sweeps0, units0)
+	}
+	testkit.Eventually(t, "the sweeper's counts", 30*time.Second, func() bool {
+		sweeps, units := moved()
+		return sweeps == sweeps0+1 && units == units0+1
+	})
 	// Each instance has its own registry, as separate processes would.
 	if other := sample(scrape(t, d.instances[1]), "seckill_buy_outcomes_total", `outcome="created"`); other != -1 {
 		t.Errorf("instance 2 counted buys it did not serve: %v", other)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,6 +40,22 @@ func universalOptions(cfg config.Config) *redis.UniversalOptions {
 		o.Addrs, o.MasterName, o.SentinelPassword = cfg.RedisSentinels, cfg.RedisMaster, cfg.RedisSentinelPassword
 	}
 	return o
+}
+
+// newRedisClient is the app's client of universalOptions. On a Cluster the
+// slot map is read again once it is a second old (go-redis's default is a
+// minute): with retries off, a call to a master that died fails without
+// making go-redis reread the map, so after the failover every call for the
+// slots of the dead master would still go to it, and those buyers would
+// hear 503 for up to a minute after its replica took over.
+func newRedisClient(cfg config.Config) redis.UniversalClient {
+	o := universalOptions(cfg)
+	if o.MasterName == "" && len(o.Addrs) > 1 {
+		co := o.Cluster()
+		co.ClusterStateReloadInterval = time.Second
+		return redis.NewClusterClient(co)
+	}
+	return redis.NewUniversalClient(o)
 }
 
 // redisTarget names what universalOptions connects to, for error messages.

@@ -30,7 +30,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	b := backends{db: db}
 	defer func() { closeBackends(b, log) }()
 	if cfg.UsesRedis() {
-		b.redis = redis.NewUniversalClient(universalOptions(cfg))
+		b.redis = newRedisClient(cfg)
 		if err := b.redis.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("%s: %w", redisTarget(cfg), err)
 		}

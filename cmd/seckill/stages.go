@@ -59,6 +59,16 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		k.sharded = inventory.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
 		k.sharded.OnRestock(k.crowd.Restocked)
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
+		p.metrics.CountSweeps(kind, k.sharded.Sweeps, k.sharded.UnitsMoved)
+		if p.cfg.StockSweepInterval > 0 {
+			// Every instance sweeps: a move is safe beside another.
+			sh := k.sharded
+			p.bg.every(p.cfg.StockSweepInterval, func(ctx context.Context) {
+				if err := sh.SweepAll(ctx, p.cfg.StockSweepBelow); err != nil && ctx.Err() == nil {
+					p.log.Warn("redis-sharded sweep failed", "kind", kind, "err", err)
+				}
+			})
+		}
 		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
 		w := orderwriter.New(k.queue, st, orderwriter.Options{
 			// Unique per process: a restarted instance is a new consumer,

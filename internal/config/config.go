@@ -71,6 +71,8 @@ type Config struct {
 	RateLimitBy           []string       // SECKILL_RATE_LIMIT_BY: account, address, or both
 	TrustedProxies        []netip.Prefix // SECKILL_TRUSTED_PROXIES: peers whose X-Forwarded-For is believed
 	StockBuckets          int            // SECKILL_STOCK_BUCKETS: buckets redis-sharded splits one item's stock over
+	StockSweepInterval    time.Duration  // SECKILL_STOCK_SWEEP_INTERVAL: period of redis-sharded's sweeper
+	StockSweepBelow       int            // SECKILL_STOCK_SWEEP_BELOW: units left at or below which the sweeper gathers them
 }
 
 // settings binds every variable to its field of c, with its default, its
@@ -112,6 +114,8 @@ func (c *Config) settings() []setting {
 		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(inventory.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 outcome-unknown)"),
 		duration(&c.StreamReplicaWait, "SECKILL_STREAM_REPLICA_WAIT", "100ms", time.Millisecond, 10*time.Second, "how long a redis-stream buy at durability replica waits for a replica to confirm its order"),
 		integer(&c.StockBuckets, "SECKILL_STOCK_BUCKETS", "4", 1, 1024, "buckets redis-sharded splits one item's stock over, each a Redis key with its own hash tag (on a Cluster, spread over the shards); a buyer whose bucket is empty tries the others"),
+		duration(&c.StockSweepInterval, "SECKILL_STOCK_SWEEP_INTERVAL", "1s", 0, time.Hour, "period of redis-sharded's sweeper, which gathers an item's last units into its fullest bucket (each move written down first, so a cut one is finished by the next sweep, the reconcile job or a buyer); 0: no sweeper"),
+		integer(&c.StockSweepBelow, "SECKILL_STOCK_SWEEP_BELOW", "16", 1, 1_000_000, "units left in redis-sharded's buckets at or below which the sweeper gathers them into one bucket"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),
 		text(&c.DemoDB, "SECKILL_DEMO_DB", DefaultDemoDB, "SQL file of the embedded demo database"),

@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// The buckets redis-sharded sells from: their keys, how a buyer is routed,
-// loading them at a reset, giving reservations back, and the reconcile
-// job's side (settling reservations whose request is over, correcting
+// The buckets redis-sharded sells from: their keys, how a buyer is routed
+// and walks them, loading them at a reset, giving reservations back, and
+// the reconcile job's side (settling reservations whose request is over, correcting
 // buckets whose sum drifted from the database stock).
 //
 // Units of a cancelled order of this stage go back to the database only;
@@ -37,6 +37,47 @@ func (s *RedisSharded) Home(user string) int {
 	h := fnv.New32a()
 	h.Write([]byte(user))
 	return int(h.Sum32() % uint32(s.buckets))
+}
+
+// walk visits the buckets once, home first, taking up to o's units, and
+// returns the buckets that gave some and the units still wanted. With
+// claim it records the buyer in its home bucket (ErrAlreadyPurchased when
+// it is there already, nothing taken).
+func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []int, need int, mayReturn bool, err error) {
+	first, need, loaded := s.Home(o.UserID), o.Quantity, false
+	for i := 0; i < s.buckets && need > 0; i++ {
+		b := (first + i) % s.buckets
+		keys := s.bucketKeys(o.ItemID, b)
+		if i > 0 || !claim {
+			keys = keys[:2] // the buyer is recorded in its home bucket only, once
+		}
+		res, err := take.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
+		if err != nil || len(res) != 2 {
+			return parts, need, false, fmt.Errorf("%w: reserve in redis (answer %v): %w", ErrUnavailable, res, err)
+		}
+		switch res[1] {
+		case -2: // not loaded: first use, or a shard lost its data
+			if loaded {
+				return parts, need, false, fmt.Errorf("%s %d: %w", s.kind, o.ItemID, ErrNotFound)
+			}
+			if err := s.loadOne(ctx, o.ItemID, false); err != nil {
+				return parts, need, false, err
+			}
+			loaded, i = true, i-1 // visit this bucket again
+			continue
+		case -3:
+			return nil, need, false, ErrAlreadyPurchased // nothing taken
+		case 1:
+			mayReturn = true
+		}
+		if i == 1 && claim {
+			s.fallbacks.Add(1)
+		}
+		if res[0] > 0 {
+			parts, need = append(parts, b), need-int(res[0])
+		}
+	}
+	return parts, need, mayReturn, nil
 }
 
 // giveBack returns each part of o's reservation to its bucket and, with
@@ -100,7 +141,11 @@ func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) er
 	}
 	total := it.Stock
 	if overwrite {
+		// A reset forgets the moves in flight with the units they carry.
 		err = s.rdb.Set(ctx, s.splitKey(id), total, 0).Err()
+		if err == nil {
+			err = s.rdb.Del(ctx, s.moveKeys(id)[0]).Err()
+		}
 	} else if err = s.rdb.SetNX(ctx, s.splitKey(id), total, 0).Err(); err == nil {
 		total, err = s.rdb.Get(ctx, s.splitKey(id)).Int()
 	}
@@ -163,6 +208,12 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 			return d, err
 		}
 	}
+	// Moves cut between their halves are finished first; a move begun
+	// while the buckets are read makes the item busy.
+	begun, err := s.settleMoves(ctx, id)
+	if err != nil {
+		return d, err
+	}
 	before, err := s.snapshot(ctx, id)
 	if err != nil {
 		return d, err
@@ -174,6 +225,10 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 	after, err := s.snapshot(ctx, id)
 	if err != nil {
 		return d, err
+	}
+	moves, err := moveState.Run(ctx, s.rdb, s.moveKeys(id)).Slice()
+	if err != nil {
+		return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	sum, missing, inFlight := 0, 0, int64(0)
 	for _, v := range before {
@@ -188,7 +243,7 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 	if missing == s.buckets {
 		d.RedisStock = -1
 	}
-	if !slices.Equal(before, after) || inFlight > 0 {
+	if !slices.Equal(before, after) || inFlight > 0 || len(moves) != 1 || moves[0] != begun {
 		d.Busy = true
 		return d, nil
 	}

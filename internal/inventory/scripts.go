@@ -26,6 +26,10 @@ var (
 	giveBackPart = script("bucket_give_back")
 	loadBucket   = script("bucket_load")
 	adjustBucket = script("bucket_adjust")
+	moveBegin    = script("bucket_move_begin")
+	moveTake     = script("bucket_move_take")
+	movePut      = script("bucket_move_put")
+	moveState    = script("bucket_moves")
 
 	// refuseSrc defines the Lua function refuse of the Idempotency-Key
 	// claim (see RefusalCheck).

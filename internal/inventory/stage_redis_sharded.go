@@ -3,10 +3,8 @@ package inventory
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,17 +20,21 @@ import (
 // within the same request, so nobody hears sold out while a bucket holds a
 // unit: a buyer is refused for good only when every bucket was empty with
 // no reservation in flight, and units come back to a bucket only from its
-// own reservations, a reset or the reconcile job. The buyer is recorded in
+// own reservations, a reset, the reconcile job, or a move of the sweeper,
+// after which the buyer walks again. The buyer is recorded in
 // its home bucket alone, which keeps one purchase per user across buckets;
 // the database's unique key stays the backstop, and a unit reserved for a
 // repeat buyer goes back to its bucket. The buyer hears 201 after the
 // database commit, through redis-atomic's group commit.
 //
 // What it costs: a buyer whose home is empty pays a round trip per bucket
-// it visits (Fallbacks counts them), and a buy of several units may take
-// them from several buckets.
+// it visits (Fallbacks counts them), a buy of several units may take them
+// from several buckets, and a refusal is checked by a second walk once the
+// sweeper, which gathers the last units into one bucket, has ever moved
+// any (redis_sharded_sweep.go).
 
-// RedisSharded is the stage; its Reset and Repair are in redis_sharded_copy.go.
+// RedisSharded is the stage; its walk over the buckets, Reset and Repair
+// are in redis_sharded_copy.go, its sweeper in redis_sharded_sweep.go.
 type RedisSharded struct {
 	rdb       redis.UniversalClient
 	store     copyStore
@@ -42,6 +44,10 @@ type RedisSharded struct {
 	log       *slog.Logger
 	restocked func(ctx context.Context, id int64) error
 	fallbacks atomic.Int64
+	// The sweeper's counts (redis_sharded_sweep.go); afterTake, when set,
+	// runs between the halves of a move (a test's crash).
+	sweeps, moved atomic.Int64
+	afterTake     func(move int64) error
 }
 
 // NewRedisSharded returns the stage for one kind, over buckets keys (≥ 1).
@@ -84,44 +90,33 @@ func (s *RedisSharded) Buy(ctx context.Context, o Order) error {
 }
 
 // reserve takes o's units, home bucket first, and returns the buckets that
-// gave some. A buy that cannot get them all gives back what it took.
+// gave some. A buy that cannot get them all gives back what it took. A
+// refusal stands only after a walk beside which no move of the sweeper ran
+// (see redis_sharded_sweep.go); moves that keep beginning leave it "for
+// now".
 func (s *RedisSharded) reserve(ctx context.Context, o Order) ([]int, error) {
-	var parts []int
-	first, need, mayReturn, loaded := s.Home(o.UserID), o.Quantity, false, false
-	fail := func(err error) ([]int, error) {
-		return nil, errors.Join(err, s.giveBack(context.WithoutCancel(ctx), o, parts, true))
-	}
-	for i := 0; i < s.buckets && need > 0; i++ {
-		b := (first + i) % s.buckets
-		keys := s.bucketKeys(o.ItemID, b)
-		if i > 0 {
-			keys = keys[:2] // the buyer is recorded in its home bucket only
+	parts, need, mayReturn, err := s.walk(ctx, o, true)
+	for try, begun := 0, int64(-1); err == nil && need > 0; try++ {
+		var now int64
+		if now, err = s.settleMoves(ctx, o.ItemID); err != nil || now == begun || now == 0 {
+			break // no move could have run beside the last walk
 		}
-		res, err := take.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
-		if err != nil || len(res) != 2 {
-			return fail(fmt.Errorf("%w: reserve in redis (answer %v): %w", ErrUnavailable, res, err))
-		}
-		switch res[1] {
-		case -2: // not loaded: first use, or a shard lost its data
-			if loaded {
-				return fail(fmt.Errorf("%s %d: %w", s.kind, o.ItemID, ErrNotFound))
-			}
-			if err := s.loadOne(ctx, o.ItemID, false); err != nil {
-				return fail(err)
-			}
-			loaded, i = true, i-1 // visit this bucket again
-			continue
-		case -3:
-			return nil, ErrAlreadyPurchased // nothing taken
-		case 1:
+		if try == 3 {
 			mayReturn = true
+			break
 		}
-		if i == 1 {
-			s.fallbacks.Add(1)
+		// Walk again, still claimed at home, from nothing taken.
+		if err = s.giveBack(context.WithoutCancel(ctx), o, parts, false); err != nil {
+			break
 		}
-		if res[0] > 0 {
-			parts, need = append(parts, b), need-int(res[0])
-		}
+		begun = now
+		parts, need, mayReturn, err = s.walk(ctx, o, false)
+	}
+	if errors.Is(err, ErrAlreadyPurchased) {
+		return nil, err // nothing taken, and the buyer stays recorded
+	}
+	if err != nil {
+		return nil, errors.Join(err, s.giveBack(context.WithoutCancel(ctx), o, parts, true))
 	}
 	if need == 0 {
 		return parts, nil

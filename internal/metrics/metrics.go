@@ -136,6 +136,22 @@ func (m *Metrics) CountFallbacks(kind string, count func() int64) {
 		func() float64 { return float64(count()) }))
 }
 
+// CountSweeps exports, for one item kind, the redis-sharded sweeps that
+// moved units and the units they moved (inventory.RedisSharded.Sweeps and
+// UnitsMoved).
+func (m *Metrics) CountSweeps(kind string, sweeps, units func() int64) {
+	labels := prometheus.Labels{"kind": kind}
+	for k, v := range m.labels {
+		labels[k] = v
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "seckill", Name: "sharded_sweeps_total",
+		Help: "redis-sharded: sweeps that gathered an item's last units into one bucket.", ConstLabels: labels},
+		func() float64 { return float64(sweeps()) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "seckill", Name: "sharded_units_moved_total",
+		Help: "redis-sharded: units the sweeps moved between buckets.", ConstLabels: labels},
+		func() float64 { return float64(units()) }))
+}
+
 // ObserveBuy records the outcome of a buy or grab.
 func (m *Metrics) ObserveBuy(kind, stage, outcome string) {
 	m.buys.WithLabelValues(kind, stage, outcome).Inc()

@@ -173,40 +173,55 @@ func (p *RedisProcess) Client() *redis.Client {
 // cluster_state:ok, and returns their addresses.
 func StartRedisCluster(t testing.TB) []string {
 	t.Helper()
+	var addrs []string
+	for _, p := range StartRedisClusterWithReplicas(t, 0) {
+		addrs = append(addrs, p.Addr)
+	}
+	return addrs
+}
+
+// StartRedisClusterWithReplicas starts a Cluster of three masters with
+// replicas replicas each (redis-cli --cluster create --cluster-replicas),
+// waits for cluster_state:ok and for every replica to be in sync, and
+// returns the processes, masters first (as redis-cli assigns them; check
+// with ROLE before relying on it), so that a test can kill one.
+func StartRedisClusterWithReplicas(t testing.TB, replicas int) []*RedisProcess {
+	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		Unavailable(t, "redis-cli is not installed: %v", err)
 	}
+	var procs []*RedisProcess
 	var addrs []string
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 3*(1+replicas); i++ {
 		// The cluster bus port is chosen too: by default it is the port
 		// plus 10,000, which may be in the kernel's ephemeral range.
 		p := startRedis(t, nil, func(int) []string {
 			bus := testkit.FreePorts(t, 1)[0]
 			return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus)}
 		})
-		addrs = append(addrs, p.Addr)
+		procs, addrs = append(procs, p), append(addrs, p.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ok := true
 		for _, a := range addrs {
 			n := redis.NewClient(&redis.Options{Addr: a})
 			info, err := n.ClusterInfo(context.Background()).Result()
+			repl, rerr := n.Info(context.Background(), "replication").Result()
 			_ = n.Close()
-			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok")
+			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok") &&
+				rerr == nil && (strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up"))
 		}
 		if ok {
-			return addrs
+			return procs
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the cluster never reached cluster_state:ok")
+			t.Fatal("the cluster never reached cluster_state:ok with every replica in sync")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
