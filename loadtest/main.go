@@ -62,8 +62,11 @@ const defaultTargets = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0
 
 // options is the parsed command line.
 type options struct {
-	targets   []string
-	stages    []string
+	targets []string
+	stages  []string
+	// allStages is set when --stages was all: a scenario about the sale
+	// itself then runs on the safe stages only (scenario.stagesOf).
+	allStages bool
 	scenarios []scenario
 	shape     string
 	buyers    int
@@ -105,6 +108,15 @@ type options struct {
 	// progressTTY redraws the progress line in place; set when stderr is a
 	// terminal, so a log file gets whole lines instead of \r runs.
 	progressTTY bool
+	// t0Buyers is the T-0 crowd, each buyer with a connection of its own,
+	// and t0Lead how far ahead of the reference clock's now the lab sets
+	// the opening (t0.go).
+	t0Buyers int
+	t0Lead   time.Duration
+	// pace is the time between two paced arrivals, and pacedBuyers the
+	// most arrivals the paced scenario sends (paced.go).
+	pace        time.Duration
+	pacedBuyers int
 	// expectOversell names the stages expected to oversell; nil means
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
@@ -127,7 +139,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.SetOutput(stderr)
 	targets := fs.String("targets", defaultTargets, "comma-separated instance base URLs; requests are spread round-robin")
 	stages := fs.String("stages", "all", "comma-separated stages to run, or all: "+strings.Join(allStages, ", "))
-	scenarios := fs.String("scenarios", "buy,grab,retry-storm", "comma-separated scenarios: "+strings.Join(scenarioNames(), ", "))
+	scenarios := fs.String("scenarios", strings.Join(scenarioNames(), ","), "comma-separated scenarios: "+strings.Join(scenarioNames(), ", ")+"; t0 and paced run on the stages safe in a fleet unless --stages names others")
 	shape := fs.String("shape", "burst", "load shape: burst (all buyers at once through --workers) or constant (--rate for --duration)")
 	buyers := fs.Int("buyers", 2000, "buyers per stage in a burst (the retry storm sends each buyer's request 3 times)")
 	stock := fs.Int("stock", 100, "stock the item is reset to before each stage")
@@ -149,6 +161,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	baselineRequests := fs.Int("baseline-requests", 0, "requests of each HTTP baseline (/healthz, redis-ping, the sold-out buys); default as many as --buyers. More make the CPU per answer of a baseline steadier: an instance's CPU counter ticks in 10 ms")
 	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
 	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
+	t0Buyers := fs.Int("t0-buyers", 500, "buyers of the t0 scenario, each with a connection of its own, all released at the opening")
+	t0Lead := fs.Duration("t0-lead", 3*time.Second, "how far ahead of the reference clock the t0 scenario sets the opening; the reset and every early buyer's refusal must fit in it")
+	pace := fs.Duration("pace", 2*time.Millisecond, "time between two arrivals of the paced scenario")
+	pacedBuyers := fs.Int("paced-buyers", 2000, "the most arrivals the paced scenario sends; it stops once the stock is sold")
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
 	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
 	if err := fs.Parse(args); err != nil {
@@ -182,6 +198,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		cpuRedis:      config.SplitList(*cpuRedis),
 		redisPassword: getenv("SECKILL_REDIS_PASSWORD"),
 		soldOutStage:  *soldOut,
+
+		t0Buyers:    *t0Buyers,
+		t0Lead:      *t0Lead,
+		pace:        *pace,
+		pacedBuyers: *pacedBuyers,
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -199,7 +220,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 
 	if s := config.SplitList(*stages); len(s) == 1 && s[0] == "all" {
-		o.stages = allStages
+		o.stages, o.allStages = allStages, true
 	} else {
 		for _, name := range s {
 			if !slices.Contains(allStages, name) {
@@ -286,6 +307,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.stock < 0 {
 		bad("--stock must not be negative")
+	}
+	if o.t0Buyers < 1 || o.pacedBuyers < 1 {
+		bad("--t0-buyers and --paced-buyers must be at least 1")
+	}
+	if o.t0Lead <= 0 || o.pace <= 0 {
+		bad("--t0-lead and --pace must be positive")
 	}
 	if o.workers < 1 {
 		bad("--workers must be at least 1")
