@@ -172,7 +172,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 	switch sc.crowd {
 	case crowdT0:
 		var fig t0Figures
-		res, fig, err = t0Attack(ctx, o, f, plan, o.stock, pl, stderr)
+		res, fig, err = t0Leads(ctx, o, f, plan, o.stock, pl, stderr)
 		r.T0 = &fig
 	case crowdPaced:
 		var fig pacedFigures

@@ -333,9 +333,10 @@ func judge(r *row) {
 			fail(ruleRefusedWithStock, "%d sold-out answers were received before the last order was created: buyers refused while stock remained", r.RefusedWithStock)
 		}
 		// At T-0 the whole crowd meets the whole stock at once: a safe
-		// stage sells exactly the stock.
-		if r.T0 != nil && r.Sold != r.InitialStock {
-			fail(ruleExactSale, "sold %d of %d at T-0", r.Sold, r.InitialStock)
+		// stage sells exactly the stock, or one unit to each buyer of a
+		// crowd smaller than the stock.
+		if want := min(r.InitialStock, r.T0Buyers()); r.T0 != nil && r.Sold != want {
+			fail(ruleExactSale, "sold %d at T-0, want exactly %d (stock %d, %d buyers)", r.Sold, want, r.InitialStock, r.T0.Buyers)
 		}
 		if p := r.Paced; p != nil && p.Target != nil && p.Score != nil && *p.Score < *p.Target {
 			fail(ruleFirstCome, "first-come score %.2f, below %.2f: the first %d arrivals won %d of the %d units sold",
@@ -383,6 +384,14 @@ func judge(r *row) {
 		r.Verdict = verdictFail
 	}
 	r.Note = strings.Join(append(parts, notes...), "; ")
+}
+
+// T0Buyers is the T-0 crowd, 0 outside the T-0 scenario.
+func (r *row) T0Buyers() int {
+	if r.T0 == nil {
+		return 0
+	}
+	return r.T0.Buyers
 }
 
 func deref(p *int) int {

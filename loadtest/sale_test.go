@@ -191,9 +191,19 @@ func TestJudgeT0AndFirstCome(t *testing.T) {
 		{"an early buyer not refused", withT0(func(f *t0Figures) { f.RefusedEarly, f.EarlyOther["409 /problems/sold-out"] = 199, 1 }),
 			verdictFail, []string{ruleEarlyNotRefused}, "1 of 200 buyers who asked before the opening were answered otherwise than 409 sale-not-open (409 /problems/sold-out ×1)"},
 		{"a safe stage short of its stock at T-0", func(r *row) {
+			// The buyers who did not get the last unit heard
+			// sale-not-open at T-0: no rule but this one sees it.
 			withT0(func(*t0Figures) {})(r)
-			r.Requests, r.Buyers, r.SoldOut, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 39, 39, 0, 39, 39, 39, 1
-		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 39 of 40 at T-0"},
+			r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 161, 39, 39, 39, 1
+		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 39 at T-0, want exactly 40 (stock 40, 200 buyers)"},
+		{"a crowd smaller than the stock, each served", func(r *row) {
+			withT0(func(f *t0Figures) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
+			r.Requests, r.Buyers, r.SoldOut, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 30, 30, 30, 10
+		}, verdictPass, nil, "safe: 30 sold of 40, 10 left"},
+		{"a crowd smaller than the stock, one left out", func(r *row) {
+			withT0(func(f *t0Figures) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
+			r.Requests, r.Buyers, r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 1, 29, 29, 29, 11
+		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 29 at T-0, want exactly 30 (stock 40, 30 buyers)"},
 		{"a racing stage sells early too", func(r *row) {
 			withT0(func(f *t0Figures) { f.SoldEarly = 3 })(r)
 			r.ExpectOversell, r.Sold, r.Oversold = true, 90, 50
@@ -240,6 +250,35 @@ func TestT0AgainstFakeShops(t *testing.T) {
 			t.Errorf("broken %v with %d sold early, want [%s %s] with 40: %q", r.Broken, r.T0.SoldEarly, ruleSoldEarly, ruleEarlyNotRefused, r.Note)
 		}
 	})
+}
+
+// TestT0RaisesALeadTheEarlyCrowdOverran holds the early answers of the
+// first opening past it: the lab must not judge that try (an answer after
+// the opening could be a sale), and tries again with twice the lead and
+// new buyers, which a shop that answers at once passes.
+func TestT0RaisesALeadTheEarlyCrowdOverran(t *testing.T) {
+	var once sync.Once
+	release := make(chan struct{})
+	overrunFirst := func(s *fakeShop, user string) fakeAnswer {
+		if s.resets == 1 {
+			// Held 1.5 s from the first early request: past the 1 s lead
+			// however fast the machine is.
+			once.Do(func() { time.AfterFunc(1500*time.Millisecond, func() { close(release) }) })
+			return fakeAnswer{wait: release}
+		}
+		return s.sellInWindow(user)
+	}
+	r, err := runAgainst(t, startFakeShop(t, overrunFirst), "--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "20", "--t0-lead", "1s")
+	if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+		t.Fatalf("want a pass on the second try, got %v: %s %q", err, r.Verdict, r.Note)
+	}
+	if f := r.T0; f.Tries != 2 || f.LeadMS != 2000 || f.RefusedEarly != 20 || f.SoldEarly != 0 || r.Sold != 20 {
+		t.Errorf("try %d with a %.0f ms lead: %d refused early, %d sold early, %d sold; want try 2, 2000 ms, 20, 0, 20 (stock 40 for 20 buyers)",
+			f.Tries, f.LeadMS, f.RefusedEarly, f.SoldEarly, r.Sold)
+	}
+	if !strings.Contains(r.Note, "the opening set 2 s ahead on try 2") {
+		t.Errorf("the note does not say the lead was raised: %q", r.Note)
+	}
 }
 
 // barging is a fake shop's policy that keeps the first held buyers (by
