@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
@@ -14,11 +16,12 @@ import (
 // is the share of the units that went to the first `stock` of them.
 
 // firstComeTargets are the lowest first-come scores the paced scenario
-// accepts, per stage: a stage that takes its units in one atomic step
-// serves buyers in the order their requests reach it. The lock stages let
-// a late arrival take a lock that was just released ahead of buyers
-// already waiting (barging), and have no target: their score is shown as
-// it is. A fair lock stage, when there is one, gets its line here.
+// accepts, per stage, by default: a stage that takes its units in one
+// atomic step serves buyers in the order their requests reach it. The lock
+// stages let a late arrival take a lock that was just released ahead of
+// buyers already waiting (barging), and have no target: their score is
+// shown as it is. --first-come-target changes them for a run: a fleet
+// whose redis-lock runs a fair lock is held to redis-lock=0.95.
 var firstComeTargets = map[string]float64{
 	inventory.StageDBAtomic:    0.95,
 	inventory.StageRedisAtomic: 0.95,
@@ -105,4 +108,15 @@ func schedulingJitter(arrivals []arrival) jitter {
 		j.MaxMs = ms(slices.Max(late))
 	}
 	return j
+}
+
+// describeTargets lists targets as stage=score, in the stages' order.
+func describeTargets(targets map[string]float64) string {
+	var parts []string
+	for _, st := range inventory.Stages {
+		if v, ok := targets[st]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%g", st, v))
+		}
+	}
+	return strings.Join(parts, ",")
 }

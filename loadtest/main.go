@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -117,6 +118,9 @@ type options struct {
 	// most arrivals the paced scenario sends (paced.go).
 	pace        time.Duration
 	pacedBuyers int
+	// firstComeTargets are the paced scenario's targets per stage:
+	// firstComeTargets of fairness.go, changed by --first-come-target.
+	firstComeTargets map[string]float64
 	// expectOversell names the stages expected to oversell; nil means
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
@@ -165,6 +169,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	t0Lead := fs.Duration("t0-lead", 3*time.Second, "how far ahead of the reference clock the t0 scenario sets the opening; the reset and every early buyer's refusal must fit in it")
 	pace := fs.Duration("pace", 2*time.Millisecond, "time between two arrivals of the paced scenario")
 	pacedBuyers := fs.Int("paced-buyers", 2000, "the most arrivals the paced scenario sends; it stops once the stock is sold")
+	firstComeTarget := fs.String("first-come-target", "", "comma-separated stage=score (or stage=none) changing the paced scenario's first-come targets, e.g. redis-lock=0.95 on a fleet whose redis-lock is fair; default "+describeTargets(firstComeTargets))
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
 	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
 	if err := fs.Parse(args); err != nil {
@@ -313,6 +318,24 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.t0Lead <= 0 || o.pace <= 0 {
 		bad("--t0-lead and --pace must be positive")
+	}
+	o.firstComeTargets = maps.Clone(firstComeTargets)
+	for _, kv := range config.SplitList(*firstComeTarget) {
+		stage, v, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(allStages, stage) {
+			bad("--first-come-target: %q is not stage=score with a known stage", kv)
+			continue
+		}
+		if v == "none" {
+			delete(o.firstComeTargets, stage)
+			continue
+		}
+		score, err := strconv.ParseFloat(v, 64)
+		if err != nil || score <= 0 || score > 1 {
+			bad("--first-come-target: %q: the score must be above 0 and at most 1, or none", kv)
+			continue
+		}
+		o.firstComeTargets[stage] = score
 	}
 	if o.workers < 1 {
 		bad("--workers must be at least 1")

@@ -125,7 +125,7 @@ func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *pl
 	if ok {
 		fig.Score = &score
 	}
-	if target, ok := firstComeTargets[p.stage]; ok {
+	if target, ok := o.firstComeTargets[p.stage]; ok {
 		fig.Target = &target
 	}
 	return attackResult{tally: t, metrics: m}, fig, nil

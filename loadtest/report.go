@@ -66,6 +66,8 @@ type settings struct {
 	T0LeadMS    float64 `json:"t0_lead_ms,omitempty"`
 	PaceMS      float64 `json:"pace_ms,omitempty"`
 	PacedBuyers int     `json:"paced_buyers,omitempty"`
+	// FirstComeTargets are the paced scenario's targets in this run.
+	FirstComeTargets map[string]float64 `json:"first_come_targets,omitempty"`
 }
 
 func settingsOf(o options) settings {
@@ -83,7 +85,7 @@ func settingsOf(o options) settings {
 		case crowdT0:
 			s.T0Buyers, s.T0LeadMS = o.t0Buyers, ms(o.t0Lead)
 		case crowdPaced:
-			s.PaceMS, s.PacedBuyers = ms(o.pace), o.pacedBuyers
+			s.PaceMS, s.PacedBuyers, s.FirstComeTargets = ms(o.pace), o.pacedBuyers, o.firstComeTargets
 		}
 	}
 	if o.shape == "burst" {

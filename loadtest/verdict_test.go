@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -171,6 +172,22 @@ func TestParseOptions(t *testing.T) {
 		}
 		if got := sc.stagesOf(o); !slices.Equal(got, want) {
 			t.Errorf("%s runs on %v by default, want %v", sc.name, got, want)
+		}
+	}
+	if !maps.Equal(o.firstComeTargets, firstComeTargets) {
+		t.Errorf("default first-come targets %v, want %v", o.firstComeTargets, firstComeTargets)
+	}
+	// A fair lock's fleet holds redis-lock to a target; none drops one.
+	o, err = parseOptions([]string{"--first-come-target", "redis-lock=0.95,db-atomic=none"}, withToken, io.Discard)
+	if want := map[string]float64{"redis-lock": 0.95, "redis-atomic": 0.95, "redis-stream": 0.95}; err != nil || !maps.Equal(o.firstComeTargets, want) {
+		t.Errorf("--first-come-target redis-lock=0.95,db-atomic=none: %v (%v), want %v", o.firstComeTargets, err, want)
+	}
+	if maps.Equal(o.firstComeTargets, firstComeTargets) || firstComeTargets["db-atomic"] != 0.95 {
+		t.Errorf("--first-come-target changed the defaults themselves: %v", firstComeTargets)
+	}
+	for _, bad := range []string{"redis-lock", "nope=0.9", "redis-lock=1.5", "redis-lock=0", "redis-lock=high"} {
+		if _, err := parseOptions([]string{"--first-come-target", bad}, withToken, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("--first-come-target %s: got %v, want a usage error", bad, err)
 		}
 	}
 	// Named stages run as named: a stage's own row can be asked for.
