@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -44,22 +45,12 @@ type arrival struct {
 // units and won all of them; ok is false when nobody won a unit (or the
 // stock was 0), where no share can be taken.
 func firstCome(arrivals []arrival, stock int) (score float64, firstWon, won int, ok bool) {
-	asked := make([]arrival, 0, len(arrivals))
 	for _, a := range arrivals {
-		if !a.sent.IsZero() {
-			asked = append(asked, a)
-		}
 		if a.won {
 			won++
 		}
 	}
-	// Equal instants keep the planned order.
-	sort.SliceStable(asked, func(i, j int) bool {
-		if !asked[i].sent.Equal(asked[j].sent) {
-			return asked[i].sent.Before(asked[j].sent)
-		}
-		return asked[i].seq < asked[j].seq
-	})
+	asked := writtenOrder(arrivals)
 	for _, a := range asked[:min(stock, len(asked))] {
 		if a.won {
 			firstWon++
@@ -69,6 +60,48 @@ func firstCome(arrivals []arrival, stock int) (score float64, firstWon, won int,
 		return 0, firstWon, won, false
 	}
 	return float64(firstWon) / float64(won), firstWon, won, true
+}
+
+// writtenOrder is the arrivals whose request was written, in the order
+// they were written; equal instants keep the planned order.
+func writtenOrder(arrivals []arrival) []arrival {
+	asked := make([]arrival, 0, len(arrivals))
+	for _, a := range arrivals {
+		if !a.sent.IsZero() {
+			asked = append(asked, a)
+		}
+	}
+	sort.SliceStable(asked, func(i, j int) bool {
+		if !asked[i].sent.Equal(asked[j].sent) {
+			return asked[i].sent.Before(asked[j].sent)
+		}
+		return asked[i].seq < asked[j].seq
+	})
+	return asked
+}
+
+// lateWins counts the units won by arrivals more than window places past
+// the first stock, in the order the requests were written. With window
+// the places the lab's p99 lateness spans (p99 jitter over the pace), these
+// are wins the lab's own reordering of neighbours cannot explain: a buyer
+// who came that much later was served ahead of one who waited.
+func lateWins(arrivals []arrival, stock, window int) int {
+	n := 0
+	for i, a := range writtenOrder(arrivals) {
+		if a.won && i >= stock+window {
+			n++
+		}
+	}
+	return n
+}
+
+// jitterWindow is how many places of the paced order the lab's p99
+// lateness spans.
+func jitterWindow(p99ms, paceMS float64) int {
+	if paceMS <= 0 {
+		return 0
+	}
+	return int(math.Ceil(p99ms / paceMS))
 }
 
 // jitter is how far the lab's own sending strayed from its plan: how late

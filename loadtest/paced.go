@@ -44,6 +44,11 @@ type pacedFigures struct {
 	JitterP99ms float64 `json:"jitter_p99_ms"`
 	JitterMaxMs float64 `json:"jitter_max_ms"`
 	Reordered   int     `json:"reordered"`
+	// JitterWindow is how many places of the order the p99 jitter spans
+	// (p99 over the pace), and LateWins the units won by arrivals more
+	// than that past the first Stock: wins the jitter cannot explain.
+	JitterWindow int `json:"jitter_window"`
+	LateWins     int `json:"late_wins"`
 }
 
 // pacedAttack sends the paced arrivals of plan and returns what they came
@@ -120,6 +125,8 @@ func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *pl
 	fig.PeakInFlight = int(peak.Load())
 	j := schedulingJitter(arrivals)
 	fig.Arrivals, fig.JitterP50ms, fig.JitterP99ms, fig.JitterMaxMs, fig.Reordered = j.Measured, j.P50ms, j.P99ms, j.MaxMs, j.Reordered
+	fig.JitterWindow = jitterWindow(j.P99ms, fig.PaceMS)
+	fig.LateWins = lateWins(arrivals, stock, fig.JitterWindow)
 	score, firstWon, won, ok := firstCome(arrivals, stock)
 	fig.FirstWon, fig.Won = firstWon, won
 	if ok {
@@ -183,7 +190,7 @@ func (p *pacedFigures) note() string {
 	}
 	s += fmt.Sprintf("; the lab's jitter p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d neighbours swapped", p.JitterP50ms, p.JitterP99ms, p.JitterMaxMs, p.Reordered)
 	if p.JitterP99ms >= p.PaceMS {
-		s += fmt.Sprintf(" (p99 jitter ≥ the pace: the lab itself reorders arrivals; the score follows the order requests were written in)")
+		s += " (p99 jitter ≥ the pace: the lab itself reorders arrivals; the score follows the order requests were written in)"
 	}
-	return s
+	return s + fmt.Sprintf("; %d units went to arrivals more than %d places past the first %d, more than that jitter explains", p.LateWins, p.JitterWindow, p.Stock)
 }

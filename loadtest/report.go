@@ -614,7 +614,7 @@ func saleTable(group []row) (title string, head []string, lines [][]string) {
 		case r.Paced != nil && r.Verdict != verdictSkipped:
 			p := r.Paced
 			title = "fairness · who won, by the order the buyers asked in"
-			head = []string{"stage", "arrivals", "pace ms", "peak in flight", "first won / won", "first-come score", "target", "first-come", "jitter p50 ms", "jitter p99 ms", "jitter max ms", "swapped", "verdict"}
+			head = []string{"stage", "arrivals", "pace ms", "peak in flight", "first won / won", "first-come score", "target", "first-come", "jitter p50 ms", "jitter p99 ms", "jitter max ms", "swapped", "wins past jitter", "verdict"}
 			met := "no target"
 			switch {
 			case p.Target != nil && p.Score == nil:
@@ -626,7 +626,7 @@ func saleTable(group []row) (title string, head []string, lines [][]string) {
 			}
 			lines = append(lines, []string{r.Stage, itoa(p.Arrivals), fmt.Sprintf("%g", p.PaceMS), itoa(p.PeakInFlight),
 				fmt.Sprintf("%d/%d", p.FirstWon, p.Won), opt(p.Score, "%.2f"), opt(p.Target, "≥ %.2f"), met,
-				fmt.Sprintf("%.2f", p.JitterP50ms), fmt.Sprintf("%.2f", p.JitterP99ms), fmt.Sprintf("%.2f", p.JitterMaxMs), itoa(p.Reordered), strings.ToUpper(r.Verdict)})
+				fmt.Sprintf("%.2f", p.JitterP50ms), fmt.Sprintf("%.2f", p.JitterP99ms), fmt.Sprintf("%.2f", p.JitterMaxMs), itoa(p.Reordered), fmt.Sprintf("%d (+%d)", p.LateWins, p.JitterWindow), strings.ToUpper(r.Verdict)})
 		}
 	}
 	return title, head, lines

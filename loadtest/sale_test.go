@@ -77,6 +77,32 @@ func TestFirstComeScore(t *testing.T) {
 	}
 }
 
+func TestLateWins(t *testing.T) {
+	// Ten arrivals 2 ms apart, stock 3; the winners are arrivals 1, 4
+	// and 8 of the written order (arrival 0 was never written).
+	var arrivals []arrival
+	for i := range 10 {
+		a := arrival{seq: i, intended: at(float64(2 * i)), sent: at(float64(2*i) + 0.2), won: i == 2 || i == 5 || i == 9}
+		if i == 0 {
+			a.sent = time.Time{}
+		}
+		arrivals = append(arrivals, a)
+	}
+	for _, tt := range []struct{ window, want int }{{0, 2}, {1, 2}, {2, 1}, {5, 1}, {6, 0}} {
+		if got := lateWins(arrivals, 3, tt.window); got != tt.want {
+			t.Errorf("lateWins with a window of %d = %d, want %d", tt.window, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		p99, pace float64
+		want      int
+	}{{0.5, 2, 1}, {2, 2, 1}, {2.1, 2, 2}, {0, 2, 0}, {9, 0, 0}} {
+		if got := jitterWindow(tt.p99, tt.pace); got != tt.want {
+			t.Errorf("jitterWindow(%g, %g) = %d, want %d", tt.p99, tt.pace, got, tt.want)
+		}
+	}
+}
+
 func TestSchedulingJitter(t *testing.T) {
 	// 100 arrivals planned 2 ms apart: the first 98 written 0.5 ms late,
 	// arrival 98 written 9 ms late, after arrival 99 (written 1 ms late):
