@@ -167,7 +167,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
 	t0Buyers := fs.Int("t0-buyers", 500, "buyers of the t0 scenario, each with a connection of its own, all released at the opening")
 	t0Lead := fs.Duration("t0-lead", 3*time.Second, "how far ahead of the reference clock the t0 scenario sets the opening; the reset and every early buyer's refusal must fit in it")
-	pace := fs.Duration("pace", 2*time.Millisecond, "time between two arrivals of the paced scenario")
+	pace := fs.Duration("pace", 5*time.Millisecond, "time between two arrivals of the paced scenario; 5ms is slow enough that the lab's own jitter rarely spans more than a few places on two busy cores (see the fairness table's wins past jitter)")
 	pacedBuyers := fs.Int("paced-buyers", 2000, "the most arrivals the paced scenario sends; it stops once the stock is sold")
 	firstComeTarget := fs.String("first-come-target", "", "comma-separated stage=score (or stage=none) changing the paced scenario's first-come targets, e.g. redis-lock=0.95 on a fleet whose redis-lock is fair; default "+describeTargets(firstComeTargets))
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")

@@ -339,8 +339,14 @@ func judge(r *row) {
 			fail(ruleExactSale, "sold %d at T-0, want exactly %d (stock %d, %d buyers)", r.Sold, want, r.InitialStock, r.T0.Buyers)
 		}
 		if p := r.Paced; p != nil && p.Target != nil && p.Score != nil && *p.Score < *p.Target {
-			fail(ruleFirstCome, "first-come score %.2f, below %.2f: the first %d arrivals won %d of the %d units sold",
-				*p.Score, *p.Target, p.Stock, p.FirstWon, p.Won)
+			why := fmt.Sprintf("of the %d units later arrivals won, %d went to arrivals more than %d places late, past the lab's p99 jitter",
+				p.Won-p.FirstWon, p.LateWins, p.JitterWindow)
+			if p.LateWins == 0 {
+				why = fmt.Sprintf("the %d units later arrivals won all went within %d places, the lab's p99 jitter: the machine's scheduling decided them, not the stage (a quieter machine or a slower --pace)",
+					p.Won-p.FirstWon, p.JitterWindow)
+			}
+			fail(ruleFirstCome, "first-come score %.2f, below %.2f: the first %d arrivals won %d of the %d units sold; %s",
+				*p.Score, *p.Target, p.Stock, p.FirstWon, p.Won, why)
 		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))

@@ -15,7 +15,7 @@ import (
 )
 
 // The paced scenario: buyers arrive one after another, one every --pace,
-// faster than a stage sells (2 ms apart is 500 a second), each a new
+// faster than a stage sells (5 ms apart is 200 a second), each a new
 // buyer with one request. The lab records the instant each request was
 // written, which is the order the buyers asked in, and scores the stage
 // by who won (fairness.go). Arrivals stop once the answers say every unit

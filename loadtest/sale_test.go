@@ -235,8 +235,16 @@ func TestJudgeT0AndFirstCome(t *testing.T) {
 			r.ExpectOversell, r.Sold, r.Oversold = true, 90, 50
 		}, verdictFail, []string{ruleSoldEarly}, "sold-early: 3 orders"},
 		{"first come met", withPaced(score(0.95), score(0.95), 38), verdictPass, nil, "first-come score 0.95 (38 of 40 units to the first 40 arrivals)"},
-		{"first come missed", withPaced(score(0.9), score(0.95), 36), verdictFail, []string{ruleFirstCome},
-			"first-come: first-come score 0.90, below 0.95: the first 40 arrivals won 36 of the 40 units sold"},
+		{"first come missed", func(r *row) {
+			withPaced(score(0.9), score(0.95), 36)(r)
+			r.Paced.LateWins, r.Paced.JitterWindow = 3, 2
+		}, verdictFail, []string{ruleFirstCome},
+			"first-come: first-come score 0.90, below 0.95: the first 40 arrivals won 36 of the 40 units sold; of the 4 units later arrivals won, 3 went to arrivals more than 2 places late"},
+		{"first come missed within the jitter", func(r *row) {
+			withPaced(score(0.9), score(0.95), 36)(r)
+			r.Paced.JitterWindow = 30
+		}, verdictFail, []string{ruleFirstCome},
+			"the 4 units later arrivals won all went within 30 places, the lab's p99 jitter: the machine's scheduling decided them"},
 		{"no target: shown as it is", withPaced(score(0.5), nil, 20), verdictPass, nil, "first-come score 0.50 (20 of 40 units to the first 40 arrivals), no target for this stage"},
 	}
 	for _, tt := range tests {

@@ -159,7 +159,7 @@ func TestParseOptions(t *testing.T) {
 	}
 	if len(o.targets) != 3 || len(o.stages) != len(allStages) || len(o.scenarios) != len(scenarios) || o.expectOversell != nil || o.confirmWait != time.Minute ||
 		o.buyers != 2000 || o.stock != 100 || o.shape != "burst" || o.reportDir != "loadtest/reports" || o.workers != 256 ||
-		o.t0Buyers != 500 || o.t0Lead != 3*time.Second || o.pace != 2*time.Millisecond || o.pacedBuyers != 2000 {
+		o.t0Buyers != 500 || o.t0Lead != 3*time.Second || o.pace != 5*time.Millisecond || o.pacedBuyers != 2000 {
 		t.Errorf("defaults: %+v", o)
 	}
 	// By default the T-0 and paced scenarios run on the stages safe in a
