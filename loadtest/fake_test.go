@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
 )
@@ -25,10 +26,12 @@ type fakeShop struct {
 	initial int
 	stock   int
 	sold    int
-	orders  map[string]bool // user -> has an order
-	seen    int             // buy requests so far
-	resets  int             // stock resets so far: the lab resets before each attack
-	buys    int             // buy requests ever, which /metrics turns into CPU seconds
+	orders  map[string]bool      // user -> has an order
+	created map[string]time.Time // user -> its order's created_at
+	opensAt time.Time            // the sale's opening, from the last reset (zero: open)
+	seen    int                  // buy requests so far
+	resets  int                  // stock resets so far: the lab resets before each attack
+	buys    int                  // buy requests ever, which /metrics turns into CPU seconds
 	stages  []string
 	hangs   chan struct{} // closed at cleanup: releases hanging requests
 	hanging sync.WaitGroup
@@ -40,6 +43,9 @@ type fakeAnswer struct {
 	problem    string // problem+json type, or "" for a 201
 	retryAfter bool
 	hang       bool // block until the client gives up
+	// wait, when set, holds the buyer until it is closed, and then sells
+	// to it as a safe stage does: a buyer barged past.
+	wait <-chan struct{}
 }
 
 // sell takes one unit for user if there is one, as a safe stage does.
@@ -53,7 +59,17 @@ func (s *fakeShop) sell(user string) fakeAnswer {
 	s.stock--
 	s.sold++
 	s.orders[user] = true
+	s.created[user] = time.Now().UTC()
 	return fakeAnswer{status: 201}
+}
+
+// sellInWindow sells as a safe stage does once the sale has opened, and
+// answers 409 sale-not-open with Retry-After before.
+func (s *fakeShop) sellInWindow(user string) fakeAnswer {
+	if time.Now().Before(s.opensAt) {
+		return fakeAnswer{status: 409, problem: "/problems/sale-not-open", retryAfter: true}
+	}
+	return s.sell(user)
 }
 
 // oversell takes a unit for every buyer, stock or not, as a racing stage
@@ -61,6 +77,7 @@ func (s *fakeShop) sell(user string) fakeAnswer {
 func (s *fakeShop) oversell(user string) fakeAnswer {
 	if !s.orders[user] {
 		s.orders[user] = true
+		s.created[user] = time.Now().UTC()
 		s.sold++
 		s.stock = max(0, s.stock-1)
 	}
@@ -90,7 +107,7 @@ func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswe
 // startFakeShopMetrics is startFakeShop, with a /metrics route or without.
 func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer, metrics bool) string {
 	t.Helper()
-	s := &fakeShop{policy: policy, orders: map[string]bool{}, hangs: make(chan struct{}),
+	s := &fakeShop{policy: policy, orders: map[string]bool{}, created: map[string]time.Time{}, hangs: make(chan struct{}),
 		stages: append([]string(nil), allStages...)}
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, status int, v any) {
@@ -103,19 +120,44 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true})
 	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, 200, api.Health{Status: "ok", Instance: "fake-1"})
+	})
+	// item answers an item as the API does: its sale window on the shop's
+	// clock, which is the reference clock here.
+	item := func() api.Product {
+		var opens *time.Time
+		if !s.opensAt.IsZero() {
+			o := s.opensAt
+			opens = &o
+		}
+		return api.Product{ID: 1, InitialStock: s.initial, Stock: s.stock, OpensAt: opens, ServerTime: time.Now().UTC()}
+	}
+	mux.HandleFunc("GET /api/v1/products/1", func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		it := item()
+		s.mu.Unlock()
+		reply(w, 200, it)
+	})
 	reset := func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
-			Stock int `json:"stock"`
+			Stock   int        `json:"stock"`
+			OpensAt *time.Time `json:"opens_at"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			reply(w, 400, map[string]string{"type": "/problems/bad-request"})
 			return
 		}
 		s.mu.Lock()
-		s.initial, s.stock, s.sold, s.seen, s.orders = body.Stock, body.Stock, 0, 0, map[string]bool{}
+		s.initial, s.stock, s.sold, s.seen, s.orders, s.created = body.Stock, body.Stock, 0, 0, map[string]bool{}, map[string]time.Time{}
+		s.opensAt = time.Time{}
+		if body.OpensAt != nil {
+			s.opensAt = body.OpensAt.UTC()
+		}
 		s.resets++
+		it := item()
 		s.mu.Unlock()
-		reply(w, 200, map[string]int{"stock": body.Stock})
+		reply(w, 200, it)
 	}
 	if metrics {
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
@@ -149,6 +191,16 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 		s.buys++
 		a := s.policy(s, body.UserID)
 		s.mu.Unlock()
+		if a.wait != nil {
+			select {
+			case <-a.wait:
+			case <-r.Context().Done(): // the client gave up
+				return
+			}
+			s.mu.Lock()
+			a = s.sell(body.UserID)
+			s.mu.Unlock()
+		}
 		w.Header().Set("X-Seckill-Instance", "fake-1")
 		if a.hang {
 			s.hanging.Add(1)
@@ -163,7 +215,10 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 			w.Header().Set("Retry-After", "1")
 		}
 		if a.status == 201 {
-			reply(w, 201, map[string]any{"user_id": body.UserID, "quantity": 1})
+			s.mu.Lock()
+			created := s.created[body.UserID]
+			s.mu.Unlock()
+			reply(w, 201, map[string]any{"user_id": body.UserID, "quantity": 1, "created_at": created})
 			return
 		}
 		reply(w, a.status, map[string]any{"type": a.problem, "status": a.status})

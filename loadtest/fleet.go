@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
@@ -71,17 +72,76 @@ func (f *fleet) instanceCount() int {
 // so one reset would do for the stock; asking each lets every instance drop
 // whatever per-item state its stages keep.
 func (f *fleet) reset(ctx context.Context, sc scenario, id int64, stock int) error {
-	body, err := json.Marshal(map[string]int{"stock": stock})
-	if err != nil {
-		return err
+	_, err := f.resetSale(ctx, sc, id, stock, time.Time{})
+	return err
+}
+
+// saleReply is the part of a reset's answer (an api.Product or an
+// api.Coupon) that says when the sale opens.
+type saleReply struct {
+	OpensAt    *time.Time `json:"opens_at"`
+	ServerTime time.Time  `json:"server_time"`
+}
+
+// resetSale is reset with the sale opening at opensAt (zero: at once),
+// and returns the first target's answer. The targets are asked at once:
+// each instance's reset waits until no instance can still trust the item's
+// old sold-out mark (about a second), and those waits overlap. A target
+// whose reset failed beside the others is asked once more, alone, since
+// concurrent resets of one row may meet in the database.
+func (f *fleet) resetSale(ctx context.Context, sc scenario, id int64, stock int, opensAt time.Time) (saleReply, error) {
+	b := map[string]any{"stock": stock}
+	if !opensAt.IsZero() {
+		b["opens_at"] = opensAt.UTC().Format(time.RFC3339Nano)
 	}
-	for _, t := range f.targets {
-		url := fmt.Sprintf("%s/api/v1/admin/%s/%d/reset", t, sc.kind(), id)
-		if err := f.do(ctx, http.MethodPost, url, body, nil); err != nil {
-			return fmt.Errorf("reset %s %d on %s: %w", sc.kind(), id, t, err)
+	body, err := json.Marshal(b)
+	if err != nil {
+		return saleReply{}, err
+	}
+	replies := make([]saleReply, len(f.targets))
+	errs := make([]error, len(f.targets))
+	one := func(i int) {
+		url := fmt.Sprintf("%s/api/v1/admin/%s/%d/reset", f.targets[i], sc.kind(), id)
+		if err := f.do(ctx, http.MethodPost, url, body, &replies[i]); err != nil {
+			errs[i] = fmt.Errorf("reset %s %d on %s: %w", sc.kind(), id, f.targets[i], err)
 		}
 	}
-	return nil
+	var wg sync.WaitGroup
+	for i := range f.targets {
+		wg.Go(func() { one(i) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && ctx.Err() == nil {
+			errs[i] = nil
+			one(i)
+		}
+		if errs[i] != nil {
+			return saleReply{}, errs[i]
+		}
+	}
+	return replies[0], nil
+}
+
+// clockOffset estimates how far the reference clock (the item's
+// server_time, the database's) is ahead of the lab's: server_time minus
+// the lab's instant halfway through the request. It asks a few times and
+// keeps the answer of the quickest round trip, whose midpoint is the
+// closest to the instant the server read its clock.
+func (f *fleet) clockOffset(ctx context.Context, sc scenario, id int64) (time.Duration, error) {
+	best, bestRTT := time.Duration(0), time.Duration(-1)
+	for range 5 {
+		var it saleReply
+		before := time.Now()
+		if err := f.do(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/%s/%d", f.targets[0], sc.kind(), id), nil, &it); err != nil {
+			return 0, fmt.Errorf("reading the reference clock: %w", err)
+		}
+		rtt := time.Since(before)
+		if bestRTT < 0 || rtt < bestRTT {
+			best, bestRTT = it.ServerTime.Sub(before.Add(rtt/2)), rtt
+		}
+	}
+	return best, nil
 }
 
 // audit reads the audit through every target; they must agree, or the

@@ -46,8 +46,12 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	}
 	runID := randomHex(4)
 
+	planned := 0
+	for _, sc := range o.scenarios {
+		planned += len(sc.stagesOf(o)) * max(1, len(o.sweep)) * o.repeat
+	}
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
-		plural(len(o.stages)*len(o.scenarios)*max(1, len(o.sweep))*o.repeat, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
+		plural(planned, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
 
 	meter := newCPUMeter(f, o, "/proc")
 	for _, src := range meter.sources {
@@ -86,7 +90,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 			for _, workers := range levels {
 				lo := ro
 				lo.workers = workers
-				for _, stage := range o.stages {
+				for _, stage := range sc.stagesOf(o) {
 					tag := fmt.Sprintf("lab-%s-r%d", runID, attacks)
 					attacks++
 					r, err := runRow(ctx, lo, f, db, meter, dir, sc, stage, tag, plots, stderr)
@@ -142,8 +146,10 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		return r, nil
 	}
 	id := sc.itemID(o)
-	if err := f.reset(ctx, sc, id, o.stock); err != nil {
-		return r, err
+	if sc.crowd != crowdT0 { // the T-0 crowd resets with the sale's opening
+		if err := f.reset(ctx, sc, id, o.stock); err != nil {
+			return r, err
+		}
 	}
 	pl, ok := plots[stage]
 	if !ok {
@@ -161,7 +167,20 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 	}
 	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag, series: series}
 	cpuBefore := meter.read(ctx)
-	res, err := attack(ctx, o, plan, pl, stderr)
+	var res attackResult
+	var err error
+	switch sc.crowd {
+	case crowdT0:
+		var fig t0Figures
+		res, fig, err = t0Leads(ctx, o, f, plan, o.stock, pl, stderr)
+		r.T0 = &fig
+	case crowdPaced:
+		var fig pacedFigures
+		res, fig, err = pacedAttack(ctx, o, plan, o.stock, pl, stderr)
+		r.Paced = &fig
+	default:
+		res, err = attack(ctx, o, plan, pl, stderr)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -204,9 +223,14 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		if r.MySQL, err = countInMySQL(ctx, db, sc, id); err != nil {
 			return r, err
 		}
+		if r.T0 != nil {
+			if err := r.T0.readMySQL(ctx, db, sc, id); err != nil {
+				return r, err
+			}
+		}
 	}
 	r.Buyers = ceilDiv(r.Requests, max(1, sc.copies))
-	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, o.workers, crowd(o, sc), o.stock)
+	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, inFlight(o, r), crowd(o, sc), o.stock)
 	judge(&r)
 	return r, nil
 }
@@ -226,10 +250,28 @@ func writeHDR(path string, m *vegeta.Metrics) error {
 
 // crowd is the number of distinct buyers an attack means to bring.
 func crowd(o options, sc scenario) int {
+	switch sc.crowd {
+	case crowdT0:
+		return o.t0Buyers
+	case crowdPaced:
+		return o.pacedBuyers
+	}
 	if o.shape == "burst" {
 		return o.buyers
 	}
 	return int(float64(o.rate)*o.duration.Seconds()) / max(1, sc.copies)
+}
+
+// inFlight is how many buyers of the row could race: the T-0 crowd all at
+// once, paced arrivals as many as were in flight together.
+func inFlight(o options, r row) int {
+	switch {
+	case r.T0 != nil:
+		return o.t0Buyers
+	case r.Paced != nil:
+		return r.Paced.PeakInFlight
+	}
+	return o.workers
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

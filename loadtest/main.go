@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -62,8 +63,11 @@ const defaultTargets = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0
 
 // options is the parsed command line.
 type options struct {
-	targets   []string
-	stages    []string
+	targets []string
+	stages  []string
+	// allStages is set when --stages was all: a scenario about the sale
+	// itself then runs on the safe stages only (scenario.stagesOf).
+	allStages bool
 	scenarios []scenario
 	shape     string
 	buyers    int
@@ -105,6 +109,18 @@ type options struct {
 	// progressTTY redraws the progress line in place; set when stderr is a
 	// terminal, so a log file gets whole lines instead of \r runs.
 	progressTTY bool
+	// t0Buyers is the T-0 crowd, each buyer with a connection of its own,
+	// and t0Lead how far ahead of the reference clock's now the lab sets
+	// the opening (t0.go).
+	t0Buyers int
+	t0Lead   time.Duration
+	// pace is the time between two paced arrivals, and pacedBuyers the
+	// most arrivals the paced scenario sends (paced.go).
+	pace        time.Duration
+	pacedBuyers int
+	// firstComeTargets are the paced scenario's targets per stage:
+	// firstComeTargets of fairness.go, changed by --first-come-target.
+	firstComeTargets map[string]float64
 	// expectOversell names the stages expected to oversell; nil means
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
@@ -127,7 +143,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.SetOutput(stderr)
 	targets := fs.String("targets", defaultTargets, "comma-separated instance base URLs; requests are spread round-robin")
 	stages := fs.String("stages", "all", "comma-separated stages to run, or all: "+strings.Join(allStages, ", "))
-	scenarios := fs.String("scenarios", "buy,grab,retry-storm", "comma-separated scenarios: "+strings.Join(scenarioNames(), ", "))
+	scenarios := fs.String("scenarios", strings.Join(scenarioNames(), ","), "comma-separated scenarios: "+strings.Join(scenarioNames(), ", ")+"; t0 and paced run on the stages safe in a fleet unless --stages names others")
 	shape := fs.String("shape", "burst", "load shape: burst (all buyers at once through --workers) or constant (--rate for --duration)")
 	buyers := fs.Int("buyers", 2000, "buyers per stage in a burst (the retry storm sends each buyer's request 3 times)")
 	stock := fs.Int("stock", 100, "stock the item is reset to before each stage")
@@ -138,7 +154,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	sweep := fs.String("sweep", "", "comma-separated buyers in flight, e.g. 16,64,256,1024: runs every selected stage and scenario at each (instead of --workers) and adds a scaling table and charts")
 	baselines := fs.Bool("baselines", false, "also measure, at each level of buyers in flight, GET /healthz and GET /api/v1/admin/redis-ping (one Redis round trip) on the targets and db-atomic's transaction straight on MySQL (needs SECKILL_MYSQL_DSN), and report stages as ratios of them")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
-	maxDuration := fs.Duration("max-duration", 7*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out; 7s keeps the 21 bursts of make lab within 3 minutes")
+	maxDuration := fs.Duration("max-duration", 7*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out; 7s keeps the 24 bursts of make lab, with its T-0 and paced rows, within 3 minutes")
 	confirmWait := fs.Duration("confirm-timeout", time.Minute, "after a burst under a stage that queues its orders (redis-stream), how long to wait for every accepted order to be confirmed or failed")
 	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN, else the demo's token file)")
 	tokenFile := fs.String("admin-token-file", demoTokenFile(getenv),
@@ -149,6 +165,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	baselineRequests := fs.Int("baseline-requests", 0, "requests of each HTTP baseline (/healthz, redis-ping, the sold-out buys); default as many as --buyers. More make the CPU per answer of a baseline steadier: an instance's CPU counter ticks in 10 ms")
 	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
 	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
+	t0Buyers := fs.Int("t0-buyers", 500, "buyers of the t0 scenario, each with a connection of its own, all released at the opening")
+	t0Lead := fs.Duration("t0-lead", 3*time.Second, "how far ahead of the reference clock the t0 scenario sets the opening; the reset and every early buyer's refusal must fit in it")
+	pace := fs.Duration("pace", 5*time.Millisecond, "time between two arrivals of the paced scenario; 5ms is slow enough that the lab's own jitter rarely spans more than a few places on two busy cores (see the fairness table's wins past jitter)")
+	pacedBuyers := fs.Int("paced-buyers", 2000, "the most arrivals the paced scenario sends; it stops once the stock is sold")
+	firstComeTarget := fs.String("first-come-target", "", "comma-separated stage=score (or stage=none) changing the paced scenario's first-come targets, e.g. redis-lock=0.95 on a fleet whose redis-lock is fair; default "+describeTargets(firstComeTargets))
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
 	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
 	if err := fs.Parse(args); err != nil {
@@ -182,6 +203,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		cpuRedis:      config.SplitList(*cpuRedis),
 		redisPassword: getenv("SECKILL_REDIS_PASSWORD"),
 		soldOutStage:  *soldOut,
+
+		t0Buyers:    *t0Buyers,
+		t0Lead:      *t0Lead,
+		pace:        *pace,
+		pacedBuyers: *pacedBuyers,
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -199,7 +225,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 
 	if s := config.SplitList(*stages); len(s) == 1 && s[0] == "all" {
-		o.stages = allStages
+		o.stages, o.allStages = allStages, true
 	} else {
 		for _, name := range s {
 			if !slices.Contains(allStages, name) {
@@ -286,6 +312,30 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.stock < 0 {
 		bad("--stock must not be negative")
+	}
+	if o.t0Buyers < 1 || o.pacedBuyers < 1 {
+		bad("--t0-buyers and --paced-buyers must be at least 1")
+	}
+	if o.t0Lead <= 0 || o.pace <= 0 {
+		bad("--t0-lead and --pace must be positive")
+	}
+	o.firstComeTargets = maps.Clone(firstComeTargets)
+	for _, kv := range config.SplitList(*firstComeTarget) {
+		stage, v, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(allStages, stage) {
+			bad("--first-come-target: %q is not stage=score with a known stage", kv)
+			continue
+		}
+		if v == "none" {
+			delete(o.firstComeTargets, stage)
+			continue
+		}
+		score, err := strconv.ParseFloat(v, 64)
+		if err != nil || score <= 0 || score > 1 {
+			bad("--first-come-target: %q: the score must be above 0 and at most 1, or none", kv)
+			continue
+		}
+		o.firstComeTargets[stage] = score
 	}
 	if o.workers < 1 {
 		bad("--workers must be at least 1")

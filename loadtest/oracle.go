@@ -94,6 +94,11 @@ type row struct {
 	ConfirmP99ms float64 `json:"confirm_p99_ms,omitempty"`
 	PeakLag      int     `json:"peak_lag,omitempty"` // most orders accepted and not yet written at once
 
+	// The T-0 scenario's figures (t0.go), and the paced scenario's
+	// (paced.go); nil in the other scenarios' rows.
+	T0    *t0Figures    `json:"t0,omitempty"`
+	Paced *pacedFigures `json:"paced,omitempty"`
+
 	// The CPU the processes spent on the attack (cpu.go), per answer
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
 	cpuFigures
@@ -197,6 +202,10 @@ const (
 	ruleCapped           = "capped"             // the --max-duration cap stopped the burst with stock unsold
 	rulePostSale503      = "post-sale-503"      // a buyer who came after the sell-out was told 503, not sold out
 	ruleRefusedWithStock = "refused-with-stock" // a buyer was told sold out before the last unit was sold
+	ruleSoldEarly        = "sold-early"         // t0: an order created before the sale's opening
+	ruleEarlyNotRefused  = "early-not-refused"  // t0: an early buyer was answered other than 409 sale-not-open
+	ruleExactSale        = "exact-sale"         // t0: a safe stage sold other than its whole stock
+	ruleFirstCome        = "first-come"         // paced: the first arrivals won a smaller share of the units than the stage's target
 )
 
 // judge sets r's verdict, the rules it broke, and its note from its counts.
@@ -219,6 +228,18 @@ func judge(r *row) {
 	if r.MySQL != nil {
 		if d := r.MySQL.disagreement(r); d != "" {
 			fail(ruleMySQLAgrees, "%s", d)
+		}
+	}
+	// The window holds for every stage, the racing ones too: they read
+	// it before they race.
+	if t := r.T0; t != nil {
+		if n := max(t.SoldEarly, deref(t.SoldEarlyMySQL)); n > 0 {
+			fail(ruleSoldEarly, "%d orders were created before opens_at %s (%d by the answers' created_at%s)",
+				n, t.OpensAt.Format("15:04:05.000"), t.SoldEarly, mysqlEarly(t))
+		}
+		if t.RefusedEarly != t.Buyers {
+			fail(ruleEarlyNotRefused, "%d of %d buyers who asked before the opening were answered otherwise than 409 sale-not-open (%s)",
+				t.Buyers-t.RefusedEarly, t.Buyers, countsText(t.EarlyOther))
 		}
 	}
 	noAnswer := r.Timeouts + r.NetErrors
@@ -311,6 +332,22 @@ func judge(r *row) {
 		if r.RefusedWithStock > 0 {
 			fail(ruleRefusedWithStock, "%d sold-out answers were received before the last order was created: buyers refused while stock remained", r.RefusedWithStock)
 		}
+		// At T-0 the whole crowd meets the whole stock at once: a safe
+		// stage sells exactly the stock, or one unit to each buyer of a
+		// crowd smaller than the stock.
+		if want := min(r.InitialStock, r.T0Buyers()); r.T0 != nil && r.Sold != want {
+			fail(ruleExactSale, "sold %d at T-0, want exactly %d (stock %d, %d buyers)", r.Sold, want, r.InitialStock, r.T0.Buyers)
+		}
+		if p := r.Paced; p != nil && p.Target != nil && p.Score != nil && *p.Score < *p.Target {
+			why := fmt.Sprintf("of the %d units later arrivals won, %d went to arrivals more than %d places late, past the lab's p99 jitter",
+				p.Won-p.FirstWon, p.LateWins, p.JitterWindow)
+			if p.LateWins == 0 {
+				why = fmt.Sprintf("the %d units later arrivals won all went within %d places, the lab's p99 jitter: the machine's scheduling decided them, not the stage (a quieter machine or a slower --pace)",
+					p.Won-p.FirstWon, p.JitterWindow)
+			}
+			fail(ruleFirstCome, "first-come score %.2f, below %.2f: the first %d arrivals won %d of the %d units sold; %s",
+				*p.Score, *p.Target, p.Stock, p.FirstWon, p.Won, why)
+		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
 		}
@@ -323,6 +360,12 @@ func judge(r *row) {
 	}
 	if r.Replayed > 0 {
 		notes = append(notes, fmt.Sprintf("%d idempotent replays", r.Replayed))
+	}
+	if t := r.T0; t != nil {
+		notes = append(notes, t.note())
+	}
+	if p := r.Paced; p != nil {
+		notes = append(notes, p.note())
 	}
 	if r.Accepted > 0 {
 		notes = append(notes, fmt.Sprintf("%d accepted (202), %d confirmed; time to confirm p50 %.1f ms, p99 %.1f ms; peak lag %d orders",
@@ -347,6 +390,46 @@ func judge(r *row) {
 		r.Verdict = verdictFail
 	}
 	r.Note = strings.Join(append(parts, notes...), "; ")
+}
+
+// T0Buyers is the T-0 crowd, 0 outside the T-0 scenario.
+func (r *row) T0Buyers() int {
+	if r.T0 == nil {
+		return 0
+	}
+	return r.T0.Buyers
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func mysqlEarly(t *t0Figures) string {
+	if t.SoldEarlyMySQL == nil {
+		return ""
+	}
+	return fmt.Sprintf(", %d in MySQL", *t.SoldEarlyMySQL)
+}
+
+// countsText lists counts by name, e.g. "201 ×3, no answer ×1", in name
+// order; "none" when empty.
+func countsText(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // statusCounts lists r's answers by status, e.g. "500 ×12, 503 ×3",
@@ -461,6 +544,31 @@ func openMySQL(ctx context.Context, dsn string) (*sql.DB, error) {
 		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
 	}
 	return db, nil
+}
+
+// readMySQL reads, for the T-0 row of product id, the orders MySQL holds
+// with created_at before the opening and the last order's created_at:
+// the database's own record, which then replaces the answers' for the
+// time to the last unit sold. created_at and opens_at are both stored in
+// UTC (the service writes UTC instants).
+func (t *t0Figures) readMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64) error {
+	table, key := "orders", "product_id"
+	if sc.coupon {
+		table, key = "coupon_grabs", "batch_id"
+	}
+	opens := t.OpensAt.UTC().Format("2006-01-02 15:04:05.000000")
+	var early int
+	var last sql.NullInt64 // µs from opens_at to the last order
+	q := fmt.Sprintf("SELECT COUNT(CASE WHEN created_at < ? THEN 1 END), TIMESTAMPDIFF(MICROSECOND, ?, MAX(created_at)) FROM %s WHERE %s = ?", table, key)
+	if err := db.QueryRowContext(ctx, q, opens, opens, id).Scan(&early, &last); err != nil {
+		return fmt.Errorf("reading %s %d's order times in MySQL: %w", sc.kind(), id, err)
+	}
+	t.SoldEarlyMySQL = &early
+	if last.Valid {
+		d := float64(last.Int64) / 1000
+		t.ToLastOrderMS, t.LastOrderBy = &d, "mysql"
+	}
+	return nil
 }
 
 // countInMySQL counts the item's orders and reads its stock straight from

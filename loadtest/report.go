@@ -60,6 +60,14 @@ type settings struct {
 	BaselineRequests int      `json:"baseline_requests,omitempty"`
 	SoldOutStage     string   `json:"sold_out_stage,omitempty"`
 	CPURedis         []string `json:"cpu_redis,omitempty"` // the Redis servers whose CPU was read
+	// The T-0 crowd and its lead, and the paced arrivals' pace and most
+	// arrivals, when those scenarios ran.
+	T0Buyers    int     `json:"t0_buyers,omitempty"`
+	T0LeadMS    float64 `json:"t0_lead_ms,omitempty"`
+	PaceMS      float64 `json:"pace_ms,omitempty"`
+	PacedBuyers int     `json:"paced_buyers,omitempty"`
+	// FirstComeTargets are the paced scenario's targets in this run.
+	FirstComeTargets map[string]float64 `json:"first_come_targets,omitempty"`
 }
 
 func settingsOf(o options) settings {
@@ -72,6 +80,14 @@ func settingsOf(o options) settings {
 		s.BaselineRequests, s.SoldOutStage = o.baselineRequests, o.soldOutStage
 	}
 	s.CPURedis = o.cpuRedis
+	for _, sc := range o.scenarios {
+		switch sc.crowd {
+		case crowdT0:
+			s.T0Buyers, s.T0LeadMS = o.t0Buyers, ms(o.t0Lead)
+		case crowdPaced:
+			s.PaceMS, s.PacedBuyers, s.FirstComeTargets = ms(o.pace), o.pacedBuyers, o.firstComeTargets
+		}
+	}
 	if o.shape == "burst" {
 		s.Buyers, s.MaxMS = o.buyers, ms(o.maxDuration)
 	} else {
@@ -283,6 +299,12 @@ func baseline(rows []row) float64 {
 
 func heading(r row, s settings) string {
 	sc, _ := lookupScenario(r.Scenario)
+	switch sc.crowd {
+	case crowdT0:
+		return fmt.Sprintf("%s · %d buyers connected early, the opening %gs ahead · stock %d — %s", r.Scenario, s.T0Buyers, s.T0LeadMS/1000, s.Stock, sc.about)
+	case crowdPaced:
+		return fmt.Sprintf("%s · one arrival every %g ms, at most %d · stock %d — %s", r.Scenario, s.PaceMS, s.PacedBuyers, s.Stock, sc.about)
+	}
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
 		load = fmt.Sprintf("%d req/s for %gs", s.Rate, s.DurationMS/1000)
@@ -337,6 +359,10 @@ func printTables(w io.Writer, rep report, color bool) {
 				continue
 			}
 			fmt.Fprintf(w, "  %s  %-12s %-21s %s\n", mark, r.Stage, expect, note)
+		}
+		if title, head, lines := saleTable(group); len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s\n", paint("1", title))
+			renderText(w, head, lines)
 		}
 	}
 	printCPU(w, rep, paint)
@@ -486,6 +512,10 @@ func writeMarkdown(w io.Writer, rep report) {
 			}
 			fmt.Fprintf(w, "- **%s** `%s` (%s): %s\n", mark, r.Stage, expect, note)
 		}
+		if title, head, lines := saleTable(group); len(lines) > 0 {
+			fmt.Fprintf(w, "\n### %s\n\n", title)
+			markdownTable(w, head, lines)
+		}
 	}
 
 	for _, sc := range rep.scenarios() {
@@ -557,6 +587,49 @@ func writeMarkdown(w io.Writer, rep report) {
 - A stage expected to oversell passes when it did. Any other stage passes only when it keeps every rule: `+"`oversold`"+` (nothing sold beyond the stock), `+"`conservation`"+`, `+"`orders-match`"+` (buyers answered 201 or 202 = units sold), `+"`unconfirmed`"+` (for redis-stream, every 202's order confirmed, after waiting up to --confirm-timeout; the note gives the time to confirm, p50 and p99, and the peak lag: the most orders accepted and not yet written at once), `+"`server-errors`"+` (no 5xx but a 503 with Retry-After), `+"`transport-errors`"+` (every request answered in time), `+"`sold-nothing`"+`, `+"`liveness`"+` (no stock left while buyers were turned away) and `+"`capped`"+` (no stock left when --max-duration stopped the burst) and `+"`post-sale-503`"+` (no 503 to a request sent after the last sale was answered: after the sell-out the answer is 409) and `+"`refused-with-stock`"+` (no sold-out answer received before the last order was created: nobody refused while a unit remained). Each row with 503s notes their share of the requests. A failed verdict names the rules it broke, with the counts.
 - A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
 `)
+}
+
+// saleTable is the table of a T-0 or paced group's own figures, one line
+// per stage that ran, or no lines for the other scenarios.
+func saleTable(group []row) (title string, head []string, lines [][]string) {
+	opt := func(v *float64, format string) string {
+		if v == nil {
+			return "–"
+		}
+		return fmt.Sprintf(format, *v)
+	}
+	for _, r := range group {
+		switch {
+		case r.T0 != nil && r.Verdict != verdictSkipped:
+			t := r.T0
+			title = "T-0 · the opening, by the reference clock"
+			head = []string{"stage", "buyers", "refused early", "sold early", "sold", "T-0 → last unit ms", "by", "T-0 → last sale answer ms", "1st s p50 ms", "1st s p99 ms", "verdict"}
+			early := itoa(t.SoldEarly)
+			if t.SoldEarlyMySQL != nil {
+				early += fmt.Sprintf(" (MySQL %d)", *t.SoldEarlyMySQL)
+			}
+			lines = append(lines, []string{r.Stage, itoa(t.Buyers), itoa(t.RefusedEarly), early, fmt.Sprintf("%d/%d", r.Sold, r.InitialStock),
+				opt(t.ToLastOrderMS, "%.0f"), orDefault(t.LastOrderBy, "–"), opt(t.ToLastSaleAnswerMS, "%.0f"),
+				ms1(t.FirstSecondP50ms), ms1(t.FirstSecondP99ms), strings.ToUpper(r.Verdict)})
+		case r.Paced != nil && r.Verdict != verdictSkipped:
+			p := r.Paced
+			title = "fairness · who won, by the order the buyers asked in"
+			head = []string{"stage", "arrivals", "pace ms", "peak in flight", "first won / won", "first-come score", "target", "first-come", "jitter p50 ms", "jitter p99 ms", "jitter max ms", "swapped", "wins past jitter", "verdict"}
+			met := "no target"
+			switch {
+			case p.Target != nil && p.Score == nil:
+				met = "n/a"
+			case p.Target != nil && *p.Score >= *p.Target:
+				met = "MET"
+			case p.Target != nil:
+				met = "NOT MET"
+			}
+			lines = append(lines, []string{r.Stage, itoa(p.Arrivals), fmt.Sprintf("%g", p.PaceMS), itoa(p.PeakInFlight),
+				fmt.Sprintf("%d/%d", p.FirstWon, p.Won), opt(p.Score, "%.2f"), opt(p.Target, "≥ %.2f"), met,
+				fmt.Sprintf("%.2f", p.JitterP50ms), fmt.Sprintf("%.2f", p.JitterP99ms), fmt.Sprintf("%.2f", p.JitterMaxMs), itoa(p.Reordered), fmt.Sprintf("%d (+%d)", p.LateWins, p.JitterWindow), strings.ToUpper(r.Verdict)})
+		}
+	}
+	return title, head, lines
 }
 
 func joinInts(ns []int) string {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // scenario is one kind of crowd: what each buyer sends, to which item, and
@@ -21,13 +23,33 @@ type scenario struct {
 	// same user id and Idempotency-Key; the copies leave back to back, so
 	// they are in flight together, as an impatient client's retries are.
 	copies int
-	about  string
+	// crowd is how the buyers arrive: through vegeta's attacker in the
+	// --shape of the run, all at T-0 (t0.go), or one after another
+	// (paced.go).
+	crowd crowdKind
+	// safeStages runs the scenario only on the stages that are safe in a
+	// fleet when --stages is all: its verdicts are about the sale (the
+	// window, who won), which a stage that oversells by design has
+	// nothing to say about. An explicit --stages runs every stage listed.
+	safeStages bool
+	about      string
 }
+
+// crowdKind is how a scenario's buyers arrive.
+type crowdKind int
+
+const (
+	crowdAttack crowdKind = iota // vegeta's attacker, in the run's --shape
+	crowdT0                      // connected early, released together at the opening (t0.go)
+	crowdPaced                   // one arrival every --pace, in a recorded order (paced.go)
+)
 
 var scenarios = []scenario{
 	{name: "buy", copies: 1, about: "hot product: every buyer buys one unit, once"},
 	{name: "grab", coupon: true, copies: 1, about: "coupon grab: every buyer grabs one coupon, once"},
 	{name: "retry-storm", copies: 3, about: "hot product, but every buyer sends the same request 3 times at once with one Idempotency-Key"},
+	{name: "t0", copies: 1, crowd: crowdT0, safeStages: true, about: "T-0: the sale opens a moment ahead; every buyer connects and is refused sale-not-open first, then all fire at the opening"},
+	{name: "paced", copies: 1, crowd: crowdPaced, safeStages: true, about: "paced arrivals: one buyer every --pace, in a recorded order, until the stock is sold; first-come score"},
 }
 
 func lookupScenario(name string) (scenario, bool) {
@@ -52,6 +74,36 @@ func scenarioNames() []string {
 		names[i] = sc.name
 	}
 	return names
+}
+
+// attackScenarioNames are the scenarios vegeta's attacker sends: the
+// short lab of CI runs these, and leaves the T-0 and paced verdicts,
+// which need a lead and a pace a loaded CI machine may not keep, to
+// `make lab`.
+func attackScenarioNames() []string {
+	var names []string
+	for _, sc := range scenarios {
+		if sc.crowd == crowdAttack {
+			names = append(names, sc.name)
+		}
+	}
+	return names
+}
+
+// stagesOf lists the stages sc runs on: o.stages, or, when --stages was
+// all and sc is about the sale itself, the stages safe in a fleet. A new
+// stage name (a fair redis-lock, say) joins by being in o.stages.
+func (sc scenario) stagesOf(o options) []string {
+	if !sc.safeStages || !o.allStages {
+		return o.stages
+	}
+	var out []string
+	for _, st := range o.stages {
+		if !inventory.Oversells(st, 2) {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // kind is the path segment of the item's routes.
@@ -104,6 +156,22 @@ type attackPlan struct {
 	series string
 }
 
+// target fills t with send number send of buyer: its route on its
+// instance, its body and headers. Every way of sending a buy (vegeta's
+// targeter, the T-0 crowd, paced arrivals) builds its request here.
+func (p attackPlan) target(t *vegeta.Target, buyer, send uint64) {
+	user := p.userID(buyer)
+	t.Method = http.MethodPost
+	t.URL = p.targets[(buyer+send)%uint64(len(p.targets))] + p.scenario.actionPath(p.itemID)
+	t.Body = p.scenario.body(user)
+	t.Header = http.Header{
+		"Content-Type":    {"application/json"},
+		"Authorization":   {"Bearer " + p.token},
+		"X-Seckill-Stage": {p.stage},
+		"Idempotency-Key": {user},
+	}
+}
+
 // targeter hands out the requests of an attack. Request i is send number
 // i mod copies (0 is the first) of buyer i / copies, and goes to target
 // (buyer + send) mod len(targets): plain round-robin when every buyer
@@ -114,21 +182,9 @@ type attackPlan struct {
 func (p attackPlan) targeter() vegeta.Targeter {
 	var next atomic.Uint64
 	copies := uint64(max(1, p.scenario.copies))
-	n := uint64(len(p.targets))
-	path := p.scenario.actionPath(p.itemID)
 	return func(t *vegeta.Target) error {
 		i := next.Add(1) - 1
-		buyer, send := i/copies, i%copies
-		user := p.userID(buyer)
-		t.Method = http.MethodPost
-		t.URL = p.targets[(buyer+send)%n] + path
-		t.Body = p.scenario.body(user)
-		t.Header = http.Header{
-			"Content-Type":    {"application/json"},
-			"Authorization":   {"Bearer " + p.token},
-			"X-Seckill-Stage": {p.stage},
-			"Idempotency-Key": {user},
-		}
+		p.target(t, i/copies, i%copies)
 		return nil
 	}
 }

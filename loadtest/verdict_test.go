@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,9 +157,43 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.targets) != 3 || len(o.stages) != len(allStages) || len(o.scenarios) != 3 || o.expectOversell != nil || o.confirmWait != time.Minute ||
-		o.buyers != 2000 || o.stock != 100 || o.shape != "burst" || o.reportDir != "loadtest/reports" || o.workers != 256 {
+	if len(o.targets) != 3 || len(o.stages) != len(allStages) || len(o.scenarios) != len(scenarios) || o.expectOversell != nil || o.confirmWait != time.Minute ||
+		o.buyers != 2000 || o.stock != 100 || o.shape != "burst" || o.reportDir != "loadtest/reports" || o.workers != 256 ||
+		o.t0Buyers != 500 || o.t0Lead != 3*time.Second || o.pace != 5*time.Millisecond || o.pacedBuyers != 2000 {
 		t.Errorf("defaults: %+v", o)
+	}
+	// By default the T-0 and paced scenarios run on the stages safe in a
+	// fleet; the attack scenarios on every stage.
+	safe := []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "redis-stream", "redis-sharded"}
+	for _, sc := range o.scenarios {
+		want := allStages
+		if sc.crowd != crowdAttack {
+			want = safe
+		}
+		if got := sc.stagesOf(o); !slices.Equal(got, want) {
+			t.Errorf("%s runs on %v by default, want %v", sc.name, got, want)
+		}
+	}
+	if !maps.Equal(o.firstComeTargets, firstComeTargets) {
+		t.Errorf("default first-come targets %v, want %v", o.firstComeTargets, firstComeTargets)
+	}
+	// A fair lock's fleet holds redis-lock to a target; none drops one.
+	o, err = parseOptions([]string{"--first-come-target", "redis-lock=0.95,db-atomic=none"}, withToken, io.Discard)
+	if want := map[string]float64{"redis-lock": 0.95, "redis-atomic": 0.95, "redis-stream": 0.95}; err != nil || !maps.Equal(o.firstComeTargets, want) {
+		t.Errorf("--first-come-target redis-lock=0.95,db-atomic=none: %v (%v), want %v", o.firstComeTargets, err, want)
+	}
+	if maps.Equal(o.firstComeTargets, firstComeTargets) || firstComeTargets["db-atomic"] != 0.95 {
+		t.Errorf("--first-come-target changed the defaults themselves: %v", firstComeTargets)
+	}
+	for _, bad := range []string{"redis-lock", "nope=0.9", "redis-lock=1.5", "redis-lock=0", "redis-lock=high"} {
+		if _, err := parseOptions([]string{"--first-come-target", bad}, withToken, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("--first-come-target %s: got %v, want a usage error", bad, err)
+		}
+	}
+	// Named stages run as named: a stage's own row can be asked for.
+	if o, err := parseOptions([]string{"--stages", "unlocked,redis-lock", "--scenarios", "paced"}, withToken, io.Discard); err != nil ||
+		!slices.Equal(o.scenarios[0].stagesOf(o), []string{"unlocked", "redis-lock"}) {
+		t.Errorf("paced with --stages unlocked,redis-lock runs on %v (%v)", o.scenarios[0].stagesOf(o), err)
 	}
 
 	o, err = parseOptions([]string{"--targets", "127.0.0.1:9001/", "--stages", "db-atomic,unlocked,db-atomic", "--expect-oversell", "none"},

@@ -248,6 +248,13 @@ var suites = []suite{{
 	pkg:    "./internal/ratelimit",
 	budget: time.Minute,
 }, {
+	// The lab's crowds against fake shops: the T-0 crowd released through
+	// a barrier (and held past its opening), paced arrivals past buyers a
+	// shop holds back.
+	pkg:    "./loadtest",
+	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops"},
+	budget: time.Minute,
+}, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
 	pkg:    "./chaos",
 	budget: 8 * time.Minute,

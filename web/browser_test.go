@@ -634,9 +634,11 @@ func TestLabPageInBrowser(t *testing.T) {
 		return l
 	}
 
-	// The default report: three scenarios, every stage.
+	// The report of the three attack scenarios, every stage (the T-0 and
+	// paced scenarios of the default set add rows of their own, and need
+	// a pace this busy test machine may not keep).
 	stages := len(inventory.Stages)
-	runLab()
+	runLab("--scenarios", "buy,grab,retry-storm")
 	open()
 	check(3 * stages)
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#lab-table tr[data-stage] button.details`))); err != nil {

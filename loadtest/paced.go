@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
+)
+
+// The paced scenario: buyers arrive one after another, one every --pace,
+// faster than a stage sells (5 ms apart is 200 a second), each a new
+// buyer with one request. The lab records the instant each request was
+// written, which is the order the buyers asked in, and scores the stage
+// by who won (fairness.go). Arrivals stop once the answers say every unit
+// is sold: later ones can only be told "sold out", and the score is
+// decided.
+
+// pacedFigures are the paced scenario's figures in a row.
+type pacedFigures struct {
+	PaceMS   float64 `json:"pace_ms"`
+	Planned  int     `json:"planned"`  // the most arrivals the scenario would send (--paced-buyers)
+	Arrivals int     `json:"arrivals"` // arrivals whose request was written
+	// PeakInFlight is the most requests in flight at once: 1 means every
+	// buyer was answered before the next arrived, and the order of the
+	// answers could not differ from that of the arrivals.
+	PeakInFlight int `json:"peak_in_flight"`
+	// Score is the first-come score, nil when nobody won a unit; Target
+	// the least the stage must score (fairness.go), nil when it has none.
+	Score    *float64 `json:"first_come_score"`
+	Target   *float64 `json:"first_come_target,omitempty"`
+	FirstWon int      `json:"first_won"` // units won by the first `stock` arrivals
+	Won      int      `json:"won"`       // units won by anyone (buyers answered 201 or 202)
+	Stock    int      `json:"stock"`
+	// Jitter is the lab's own: how late each request was written after
+	// its planned instant, in ms, and neighbours it swapped.
+	JitterP50ms float64 `json:"jitter_p50_ms"`
+	JitterP99ms float64 `json:"jitter_p99_ms"`
+	JitterMaxMs float64 `json:"jitter_max_ms"`
+	Reordered   int     `json:"reordered"`
+	// JitterWindow is how many places of the order the p99 jitter spans
+	// (p99 over the pace), and LateWins the units won by arrivals more
+	// than that past the first Stock: wins the jitter cannot explain.
+	JitterWindow int `json:"jitter_window"`
+	LateWins     int `json:"late_wins"`
+}
+
+// pacedAttack sends the paced arrivals of plan and returns what they came
+// to, with the paced figures.
+func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, pacedFigures, error) {
+	fig := pacedFigures{PaceMS: ms(o.pace), Planned: o.pacedBuyers, Stock: stock}
+	// Connections are opened before the first arrival (as many as
+	// --workers), so that the first buyers do not pay for a dial that
+	// later ones skip.
+	tr := newBuyerTransport(o.workers, o.timeout)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect}
+	if err := warm(ctx, client, p.targets, o.workers); err != nil {
+		return attackResult{}, fig, err
+	}
+
+	t := newTally(0)
+	var mu sync.Mutex // guards t, m, results and arrivals
+	var m vegeta.Metrics
+	arrivals := make([]arrival, 0, o.pacedBuyers)
+	var results []sent
+	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-11s %-12s every %v", p.scenario.name, p.stage, o.pace), func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return t.progressLine()
+	})
+
+	var sold, inFlight, peak atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now().Add(20 * time.Millisecond)
+	for i := range o.pacedBuyers {
+		intended := start.Add(time.Duration(i) * o.pace)
+		if d := time.Until(intended); d > 0 {
+			sleepCtx(ctx, d)
+		}
+		if ctx.Err() != nil || sold.Load() >= int64(stock) {
+			break
+		}
+		var tg vegeta.Target
+		p.target(&tg, uint64(i), 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := inFlight.Add(1)
+			for {
+				pk := peak.Load()
+				if n <= pk || peak.CompareAndSwap(pk, n) {
+					break
+				}
+			}
+			s := sendOne(ctx, client, tg, p.series, uint64(i))
+			inFlight.Add(-1)
+			a := classify(s.result)
+			if a.outcome == outCreated {
+				sold.Add(1)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			t.add(s.result, a)
+			m.Add(s.result)
+			results = append(results, s)
+			arrivals = append(arrivals, arrival{seq: i, intended: intended, sent: s.wrote, won: a.outcome == outCreated})
+		}()
+	}
+	wg.Wait()
+	m.Close()
+	line.stop()
+	if err := ctx.Err(); err != nil {
+		return attackResult{}, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	if err := plotInOrder(pl, results); err != nil {
+		return attackResult{}, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	fig.PeakInFlight = int(peak.Load())
+	j := schedulingJitter(arrivals)
+	fig.Arrivals, fig.JitterP50ms, fig.JitterP99ms, fig.JitterMaxMs, fig.Reordered = j.Measured, j.P50ms, j.P99ms, j.MaxMs, j.Reordered
+	fig.JitterWindow = jitterWindow(j.P99ms, fig.PaceMS)
+	fig.LateWins = lateWins(arrivals, stock, fig.JitterWindow)
+	score, firstWon, won, ok := firstCome(arrivals, stock)
+	fig.FirstWon, fig.Won = firstWon, won
+	if ok {
+		fig.Score = &score
+	}
+	if target, ok := o.firstComeTargets[p.stage]; ok {
+		fig.Target = &target
+	}
+	return attackResult{tally: t, metrics: m}, fig, nil
+}
+
+// warm opens n connections to each target (GET /healthz, n at once), for
+// the transport to keep. It fails when a target does not answer.
+func warm(ctx context.Context, client *http.Client, targets []string, n int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n*len(targets))
+	for _, target := range targets {
+		for range n {
+			wg.Go(func() {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/healthz", nil)
+				if err == nil {
+					var resp *http.Response
+					if resp, err = client.Do(req); err == nil {
+						_, err = io.Copy(io.Discard, resp.Body)
+						err = errors.Join(err, resp.Body.Close())
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("opening connections to %s: %w", target, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs // the first, if any: one says what is wrong
+}
+
+// sleepCtx sleeps for d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
+}
+
+// noRedirect hands a redirect back as the answer, as the attack does.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// note sums the paced figures up for the row's note.
+func (p *pacedFigures) note() string {
+	score := "n/a (nobody won)"
+	if p.Score != nil {
+		score = fmt.Sprintf("%.2f (%d of %d units to the first %d arrivals)", *p.Score, p.FirstWon, p.Won, p.Stock)
+	}
+	s := fmt.Sprintf("paced: %d arrivals %.1f ms apart, at most %d in flight; first-come score %s", p.Arrivals, p.PaceMS, p.PeakInFlight, score)
+	if p.Target == nil {
+		s += ", no target for this stage"
+	}
+	s += fmt.Sprintf("; the lab's jitter p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d neighbours swapped", p.JitterP50ms, p.JitterP99ms, p.JitterMaxMs, p.Reordered)
+	if p.JitterP99ms >= p.PaceMS {
+		s += " (p99 jitter ≥ the pace: the lab itself reorders arrivals; the score follows the order requests were written in)"
+	}
+	return s + fmt.Sprintf("; %d units went to arrivals more than %d places past the first %d, more than that jitter explains", p.LateWins, p.JitterWindow, p.Stock)
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
+)
+
+// The T-0 scenario: a sale that opens at a set instant, and a crowd that
+// is there before it. The lab reads the reference clock (the item's
+// server_time), resets the item with opens_at --t0-lead ahead of it, and
+// gives every buyer a connection of its own. Each buyer sends its buy at
+// once, early: the answer must be 409 sale-not-open, which both proves the
+// buyer early and leaves its connection open. Then every buyer waits at a
+// barrier that the lab opens at T-0, the opening on the reference clock
+// translated to its own, and all of them buy again, with the same
+// Idempotency-Key (a refusal lets the key go).
+//
+// The verdict adds two rules: nothing sold before opens_at (each order's
+// created_at, the value the database stores, against the opens_at it
+// stores) and, for a safe stage, the whole stock sold: no more, no less.
+
+// errT0Late means the early crowd was still being answered at T-0: an
+// answer after the opening may be a sale, and the early requests would no
+// longer prove anything. A longer --t0-lead gives them time.
+var errT0Late = errors.New("the early crowd was not answered before T-0")
+
+// problemNotOpen is the problem type of a buy before the sale opens.
+const problemNotOpen = "/problems/sale-not-open"
+
+// t0Figures are the T-0 scenario's figures in a row.
+type t0Figures struct {
+	// OpensAt is the opening as the reset stored it, on the reference
+	// clock; ClockOffsetMS is that clock minus the lab's.
+	OpensAt time.Time `json:"opens_at"`
+	// LeadMS is how far ahead the opening was set, on the Tries-th try
+	// (t0Leads doubles it after an early crowd overran T-0).
+	LeadMS        float64 `json:"lead_ms"`
+	Tries         int     `json:"tries"`
+	ClockOffsetMS float64 `json:"clock_offset_ms"`
+	Buyers        int     `json:"buyers"`
+	// RefusedEarly counts the early requests answered 409 sale-not-open;
+	// EarlyOther the others, by answer ("201", "409 sold-out", "no
+	// answer"). MarginMS is the time left between the last early answer
+	// and T-0.
+	RefusedEarly int            `json:"refused_early"`
+	EarlyOther   map[string]int `json:"early_other,omitempty"`
+	MarginMS     float64        `json:"margin_ms"`
+	// ReleaseLateMS is how long after T-0 (on the lab's clock) the
+	// barrier opened: the lab's timer. RefusedAtT0 counts buys sent at the
+	// barrier that still heard sale-not-open.
+	ReleaseLateMS float64 `json:"release_late_ms"`
+	RefusedAtT0   int     `json:"refused_at_t0"`
+	// SoldEarly counts the orders answered (201 or 202, early or at T-0)
+	// whose created_at is before OpensAt; SoldEarlyMySQL the orders MySQL
+	// holds with created_at before it, when the lab reads MySQL.
+	SoldEarly      int  `json:"sold_early"`
+	SoldEarlyMySQL *int `json:"sold_early_mysql,omitempty"`
+	// ToLastOrderMS is the last order's created_at minus OpensAt, both on
+	// the database's record: from MySQL when the lab reads it (LastOrderBy
+	// "mysql"), else from the orders' created_at in the 201 and 202
+	// answers ("answers"). ToLastSaleAnswerMS is the lab's own view: from
+	// T-0 to the last 201 or 202 received. nil: nothing was sold.
+	ToLastOrderMS      *float64 `json:"t0_to_last_order_ms"`
+	LastOrderBy        string   `json:"last_order_by,omitempty"`
+	ToLastSaleAnswerMS *float64 `json:"t0_to_last_sale_answer_ms"`
+	// FirstSecond counts the buys sent in the first second after T-0 (all
+	// of them, unless the lab fell behind), with their latency.
+	FirstSecond      int     `json:"first_second_requests"`
+	FirstSecondP50ms float64 `json:"first_second_p50_ms"`
+	FirstSecondP99ms float64 `json:"first_second_p99_ms"`
+}
+
+// t0Tries is how many times a T-0 row is tried, doubling the lead each
+// time, before an early crowd that overruns T-0 fails it.
+const t0Tries = 3
+
+// t0Leads runs t0Attack, and when the early crowd was still being answered
+// at T-0 (a machine busier than the lead allowed for), runs it again with
+// twice the lead and new buyers: the reset clears whatever the late early
+// answers sold, and new Idempotency-Keys keep their records out of it.
+func t0Leads(ctx context.Context, o options, f *fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, t0Figures, error) {
+	tag := p.tag
+	for try := 1; ; try++ {
+		res, fig, err := t0Attack(ctx, o, f, p, stock, pl, progress)
+		fig.Tries = try
+		if !errors.Is(err, errT0Late) || try == t0Tries {
+			return res, fig, err
+		}
+		fmt.Fprintf(progress, "lab: %s under %s: %v; trying again with the opening %v ahead\n", p.scenario.name, p.stage, err, 2*o.t0Lead)
+		o.t0Lead *= 2
+		p.tag = fmt.Sprintf("%s-t%d", tag, try+1)
+	}
+}
+
+// t0Attack resets the item with its sale opening --t0-lead ahead, sends
+// the early crowd, and releases it at T-0.
+func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, t0Figures, error) {
+	fig := t0Figures{LeadMS: ms(o.t0Lead), Buyers: o.t0Buyers, EarlyOther: map[string]int{}}
+	offset, err := f.clockOffset(ctx, p.scenario, p.itemID)
+	if err != nil {
+		return attackResult{}, fig, err
+	}
+	fig.ClockOffsetMS = ms(offset)
+	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
+	reply, err := f.resetSale(ctx, p.scenario, p.itemID, stock, want)
+	if err != nil {
+		return attackResult{}, fig, err
+	}
+	if reply.OpensAt == nil {
+		return attackResult{}, fig, fmt.Errorf("the reset answered no opens_at: the targets keep no sale window")
+	}
+	fig.OpensAt = reply.OpensAt.UTC()
+	t0 := fig.OpensAt.Add(-offset) // the opening on the lab's clock
+
+	t := newTally(uint64(o.t0Buyers))
+	var mu sync.Mutex // guards t, m, early, buys
+	var m vegeta.Metrics
+	var early, buys []sent
+	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-11s %-12s %4d at T-0", p.scenario.name, p.stage, o.t0Buyers), func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return t.progressLine()
+	})
+	defer line.stop()
+
+	open, abort := make(chan struct{}), make(chan struct{})
+	var answeredEarly, done sync.WaitGroup
+	transports := make([]*http.Transport, o.t0Buyers)
+	defer func() {
+		for _, tr := range transports {
+			tr.CloseIdleConnections()
+		}
+	}()
+	for b := range o.t0Buyers {
+		tr := newBuyerTransport(1, o.timeout)
+		transports[b] = tr
+		client := &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect}
+		var tg vegeta.Target
+		p.target(&tg, uint64(b), 0)
+		answeredEarly.Add(1)
+		done.Go(func() {
+			s := sendOne(ctx, client, tg, p.series, uint64(b))
+			mu.Lock()
+			early = append(early, s)
+			mu.Unlock()
+			answeredEarly.Done()
+			select {
+			case <-open:
+			case <-abort:
+				return
+			}
+			s = sendOne(ctx, client, tg, p.series, uint64(b))
+			a := classify(s.result)
+			mu.Lock()
+			defer mu.Unlock()
+			buys = append(buys, s)
+			t.add(s.result, a)
+			m.Add(s.result)
+		})
+	}
+	answeredEarly.Wait()
+	fig.MarginMS = ms(time.Until(t0))
+	if fig.MarginMS <= 0 || ctx.Err() != nil {
+		close(abort)
+		done.Wait()
+		if err := ctx.Err(); err != nil {
+			return attackResult{}, fig, err
+		}
+		return attackResult{}, fig, fmt.Errorf("%w: the last early answer came %.0f ms after it, %v after the reset; raise --t0-lead", errT0Late, -fig.MarginMS, o.t0Lead)
+	}
+	sleepCtx(ctx, time.Until(t0))
+	fig.ReleaseLateMS = ms(time.Since(t0))
+	close(open)
+	done.Wait()
+	m.Close()
+	if err := ctx.Err(); err != nil {
+		return attackResult{}, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	if err := plotInOrder(pl, buys); err != nil {
+		return attackResult{}, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	fig.fill(early, buys, t0)
+	return attackResult{tally: t, metrics: m}, fig, nil
+}
+
+// fill counts the early answers and the T-0 buys' into fig; t0 is the
+// opening on the lab's clock.
+func (fig *t0Figures) fill(early, buys []sent, t0 time.Time) {
+	soldEarly := map[string]bool{}
+	for _, s := range early {
+		a := classify(s.result)
+		switch {
+		case a.problem == problemNotOpen:
+			fig.RefusedEarly++
+		default:
+			fig.EarlyOther[answerName(s.result, a)]++
+		}
+		// A sale before the opening, whatever its created_at says (an
+		// answer without one is read as the zero time).
+		if a.outcome == outCreated && a.createdAt.Before(fig.OpensAt) {
+			soldEarly[a.user] = true
+		}
+	}
+	var lastOrder, lastAnswer time.Time
+	var first []time.Duration
+	for _, s := range buys {
+		r := s.result
+		a := classify(r)
+		if a.problem == problemNotOpen {
+			fig.RefusedAtT0++
+		}
+		if r.Timestamp.Before(t0.Add(time.Second)) {
+			first = append(first, r.Latency)
+		}
+		if a.outcome != outCreated {
+			continue
+		}
+		if a.createdAt.Before(fig.OpensAt) {
+			soldEarly[a.user] = true
+		}
+		if a.createdAt.After(lastOrder) {
+			lastOrder = a.createdAt
+		}
+		if e := r.End(); e.After(lastAnswer) {
+			lastAnswer = e
+		}
+	}
+	fig.SoldEarly = len(soldEarly)
+	if !lastOrder.IsZero() {
+		d := ms(lastOrder.Sub(fig.OpensAt))
+		fig.ToLastOrderMS, fig.LastOrderBy = &d, "answers"
+	}
+	if !lastAnswer.IsZero() {
+		d := ms(lastAnswer.Sub(t0))
+		fig.ToLastSaleAnswerMS = &d
+	}
+	fig.FirstSecond = len(first)
+	fig.FirstSecondP50ms, fig.FirstSecondP99ms = percentileMS(first, 0.50), percentileMS(first, 0.99)
+}
+
+// answerName names an answer for a count: its status and problem type,
+// or "no answer".
+func answerName(r *vegeta.Result, a answer) string {
+	switch {
+	case r.Code == 0:
+		return "no answer"
+	case a.problem != "":
+		return fmt.Sprintf("%d %s", r.Code, a.problem)
+	}
+	return fmt.Sprintf("%d", r.Code)
+}
+
+// note sums the T-0 figures up for the row's note.
+func (t *t0Figures) note() string {
+	s := fmt.Sprintf("T-0: %d buyers connected early, %d refused sale-not-open, %.0f ms to spare; released %.1f ms after T-0",
+		t.Buyers, t.RefusedEarly, t.MarginMS, t.ReleaseLateMS)
+	if t.Tries > 1 {
+		s = fmt.Sprintf("the opening set %.0f s ahead on try %d, after early crowds that overran T-0; ", t.LeadMS/1000, t.Tries) + s
+	}
+	if t.RefusedAtT0 > 0 {
+		s += fmt.Sprintf(", %d of them still heard sale-not-open", t.RefusedAtT0)
+	}
+	if t.ToLastOrderMS != nil {
+		s += fmt.Sprintf("; last unit sold %.0f ms after opens_at (created_at, from %s)", *t.ToLastOrderMS, t.LastOrderBy)
+	}
+	if t.ToLastSaleAnswerMS != nil {
+		s += fmt.Sprintf(", its answer %.0f ms after T-0", *t.ToLastSaleAnswerMS)
+	}
+	return s + fmt.Sprintf("; first second: %d buys, p50 %.1f ms, p99 %.1f ms", t.FirstSecond, t.FirstSecondP50ms, t.FirstSecondP99ms)
+}
