@@ -286,6 +286,39 @@ func TestT0AgainstFakeShops(t *testing.T) {
 	})
 }
 
+// TestT0BuyersComeBackWhenToldTo: a shop that turns every other buyer of
+// the T-0 crowd away once (503 with Retry-After: 1), as a line that is full
+// at the opening does, still sells its whole stock: those buyers come back
+// after the second they were told, with their key, and buy what is left.
+// Without coming back, 15 of the 40 units stay unsold and exact-sale fails.
+func TestT0BuyersComeBackWhenToldTo(t *testing.T) {
+	var mu sync.Mutex
+	turnedAway := map[string]bool{}
+	onceAway := func(s *fakeShop, user string) fakeAnswer {
+		if time.Now().Before(s.opensAt) {
+			return s.sellInWindow(user)
+		}
+		n, err := strconv.Atoi(user[strings.LastIndex(user, "-")+1:])
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && n%2 == 1 && !turnedAway[user] {
+			turnedAway[user] = true
+			return fakeAnswer{status: 503, problem: "/problems/overloaded", retryAfter: true}
+		}
+		return s.sell(user)
+	}
+	r, err := runAgainst(t, startFakeShop(t, onceAway), "--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "50", "--t0-lead", "3s")
+	if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+		t.Fatalf("want a pass, got %v: %s %q", err, r.Verdict, r.Note)
+	}
+	mu.Lock()
+	away := len(turnedAway)
+	mu.Unlock()
+	if away != 25 || r.Sold != 40 || r.Overloaded != 25 {
+		t.Errorf("%d buyers turned away once, %d sold, %d answers 503; want 25, 40 (the stock) and 25", away, r.Sold, r.Overloaded)
+	}
+}
+
 // TestT0RaisesALeadTheEarlyCrowdOverran holds the early answers of the
 // first opening past it: the lab must not judge that try (an answer after
 // the opening could be a sale), and tries again with twice the lead and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,7 +22,11 @@ import (
 // buyer early and leaves its connection open. Then every buyer waits at a
 // barrier that the lab opens at T-0, the opening on the reference clock
 // translated to its own, and all of them buy again, with the same
-// Idempotency-Key (a refusal lets the key go).
+// Idempotency-Key (a refusal lets the key go). A buyer told to come back
+// (429, or 503 with Retry-After) does, after the Retry-After it was given,
+// with the same key, for up to t0RetryFor after T-0: a crowd that all
+// arrives at once is partly turned away, and the units left must still
+// sell to those who come back.
 //
 // The verdict adds two rules: nothing sold before opens_at (each order's
 // created_at, the value the database stores, against the opens_at it
@@ -78,6 +83,24 @@ type t0Figures struct {
 	FirstSecondP99ms float64 `json:"first_second_p99_ms"`
 }
 
+// t0RetryFor bounds how long after T-0 a buyer told to come back does.
+const t0RetryFor = 15 * time.Second
+
+// comeBack is how long a buyer waits before it asks again after r, and
+// whether r told it to ask again at all: a 429, or a 503 with Retry-After,
+// decided nothing. It waits what Retry-After says (seconds), at least
+// 50 ms.
+func comeBack(r *vegeta.Result, a answer) (time.Duration, bool) {
+	if a.outcome != outTooMany && a.outcome != outOverloaded {
+		return 0, false
+	}
+	wait := 50 * time.Millisecond
+	if secs, err := strconv.ParseFloat(r.Headers.Get("Retry-After"), 64); err == nil && secs > 0 {
+		wait = max(wait, time.Duration(secs*float64(time.Second)))
+	}
+	return wait, true
+}
+
 // t0Tries is how many times a T-0 row is tried, doubling the lead each
 // time, before an early crowd that overruns T-0 fails it.
 const t0Tries = 3
@@ -120,7 +143,7 @@ func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int,
 	fig.OpensAt = reply.OpensAt.UTC()
 	t0 := fig.OpensAt.Add(-offset) // the opening on the lab's clock
 
-	t := newTally(uint64(o.t0Buyers))
+	t := newTally(0)  // the buyers who come back make more requests than buyers
 	var mu sync.Mutex // guards t, m, early, buys
 	var m vegeta.Metrics
 	var early, buys []sent
@@ -157,13 +180,20 @@ func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int,
 			case <-abort:
 				return
 			}
-			s = sendOne(ctx, client, tg, p.series, uint64(b))
-			a := classify(s.result)
-			mu.Lock()
-			defer mu.Unlock()
-			buys = append(buys, s)
-			t.add(s.result, a)
-			m.Add(s.result)
+			for ctx.Err() == nil {
+				s = sendOne(ctx, client, tg, p.series, uint64(b))
+				a := classify(s.result)
+				mu.Lock()
+				buys = append(buys, s)
+				t.add(s.result, a)
+				m.Add(s.result)
+				mu.Unlock()
+				wait, again := comeBack(s.result, a)
+				if !again || time.Since(t0)+wait > t0RetryFor {
+					return
+				}
+				sleepCtx(ctx, wait)
+			}
 		})
 	}
 	answeredEarly.Wait()
@@ -217,7 +247,7 @@ func (fig *t0Figures) fill(early, buys []sent, t0 time.Time) {
 		if a.problem == problemNotOpen {
 			fig.RefusedAtT0++
 		}
-		if r.Timestamp.Before(t0.Add(time.Second)) {
+		if r.Timestamp.Before(t0.Add(time.Second)) { // come-backs in it too
 			first = append(first, r.Latency)
 		}
 		if a.outcome != outCreated {
