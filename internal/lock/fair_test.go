@@ -384,12 +384,18 @@ func TestFairWaiterPausedLosesItsPlace(t *testing.T) {
 
 // A crowd of fair waiters on three clients, released at once: each gets
 // the lock once, never two at a time, and the line is empty at the end.
+// Every waiter renews its place once a second, which keeps the embedded
+// Redis of a bare run busy under -race beside CPU hogs: releases there
+// took longer than the default ReleaseTimeout of 2s (context deadline
+// exceeded), so the crowd's clients get 30s.
 func TestFairCrowd(t *testing.T) {
 	t.Parallel()
-	rdb, first, prefix := testClient(t, lock.Options{})
+	opts := lock.Options{ReleaseTimeout: 30 * time.Second}
+	rdb, first, prefix := testClient(t, opts)
 	lockers := []lock.Locker{first}
+	opts.Prefix = prefix
 	for range 2 {
-		c, _ := newClient(t, rdb, lock.Options{Prefix: prefix})
+		c, _ := newClient(t, rdb, opts)
 		lockers = append(lockers, c)
 	}
 	const n = 200
