@@ -46,7 +46,9 @@ func TestRedisLockFairSellsToTheFirstComers(t *testing.T) {
 	}
 	key := fmt.Sprintf("product:%d", id)
 	line := prefix + "{" + key + "}:queue"
-	t.Cleanup(func() { rdb.Del(context.Background(), prefix+"{"+key+"}", prefix+"{"+key+"}:fence", line, line+":until", prefix+"{"+key+"}:waiting") })
+	t.Cleanup(func() {
+		rdb.Del(context.Background(), prefix+"{"+key+"}", prefix+"{"+key+"}:fence", line, line+":until", prefix+"{"+key+"}:waiting")
+	})
 	holder, err := lockers[0].Obtain(ctx, key, 5*time.Second, lock.ObtainOptions{Fair: true})
 	if err != nil {
 		t.Fatal(err)
