@@ -144,7 +144,10 @@
 //     when its subscription is confirmed, and once a second to renew its
 //     place, and a waiter that gives up costs one more script to leave.
 //     BenchmarkContended put 40 Redis commands (those run by scripts
-//     included) on each handoff in fair mode, 12 in the default. The line
+//     included) on each handoff in fair mode, 12 in the default. Each of
+//     those tries takes a connection from the client's pool: size it for
+//     the waiters a process may have (go-redis's default is 10 per CPU), or
+//     tries queue there and can fail with its PoolTimeout. The line
 //     is two sorted sets, PREFIX{key}:queue (arrival order) and
 //     PREFIX{key}:queue:until (the leases), under the lock's hash tag.
 //   - Why 3 seconds. Shorter, and a live waiter paused by a GC or a busy

@@ -384,21 +384,27 @@ func TestFairWaiterPausedLosesItsPlace(t *testing.T) {
 
 // A crowd of fair waiters on three clients, released at once: each gets
 // the lock once, never two at a time, and the line is empty at the end.
-// Every waiter renews its place once a second, which keeps the embedded
-// Redis of a bare run busy under -race beside CPU hogs: releases there
-// took longer than the default ReleaseTimeout of 2s (context deadline
-// exceeded), so the crowd's clients get 30s.
+//
+// Every fair waiter asks Redis itself, on arrival and then once a second,
+// each time on a pooled connection: 200 waiters on the embedded Redis of a
+// bare run, under -race beside CPU hogs, kept go-redis's pool (20
+// connections here) so busy that tries failed with "connection pool
+// timeout" and releases overran 2s. What this test checks is mutual
+// exclusion and the line, so its client has a connection per waiter and
+// long timeouts, as a service running that many fair waiters should.
 func TestFairCrowd(t *testing.T) {
 	t.Parallel()
+	const n = 200
+	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: testRedis(t).Options().Addr, PoolSize: n, PoolTimeout: time.Minute}))
+	t.Cleanup(func() { _ = rdb.Close() })
 	opts := lock.Options{ReleaseTimeout: 30 * time.Second}
-	rdb, first, prefix := testClient(t, opts)
+	first, prefix := newClient(t, rdb, opts)
 	lockers := []lock.Locker{first}
 	opts.Prefix = prefix
 	for range 2 {
 		c, _ := newClient(t, rdb, opts)
 		lockers = append(lockers, c)
 	}
-	const n = 200
 	start := make(chan struct{})
 	var inside, got, overlaps atomic.Int32
 	var wg sync.WaitGroup
