@@ -38,10 +38,11 @@ var scripts = map[string]struct {
 	"release":     {releaseScript, releaseSrc},
 	"fair-obtain": {fairObtainScript, fairObtainSrc},
 	"fair-leave":  {fairLeaveScript, fairLeaveSrc},
+	"fair-renew":  {fairRenewScript, fairRenewSrc},
 }
 
 // ScriptOf names the package's script that cmd runs ("obtain", "refresh",
-// "release", "fair-obtain" or "fair-leave"), or returns "" for any other
+// "release", "fair-obtain", "fair-leave" or "fair-renew"), or returns "" for any other
 // command, so that tests can hook into one script's calls.
 func ScriptOf(cmd redis.Cmder) string {
 	args := cmd.Args()

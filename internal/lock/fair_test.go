@@ -124,10 +124,11 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 	}
 }
 
-// holdTries is a hook that, once armed, holds a client's fair tries before
-// they are sent until the test lets them go: the waiter is as good as
-// paused. armAfterTry arms it right after the next try's reply, so that
-// the waiter's place has a whole lease left when the hold begins.
+// holdTries is a hook that, once armed, holds a client's fair tries and
+// the renewals of its places before they are sent, until the test lets
+// them go: the waiter is as good as paused. armAfterTry arms it right after
+// the next try's or renewal's reply, so that the waiter's place has a
+// whole lease left when the hold begins.
 type holdTries struct {
 	mu      sync.Mutex
 	armNext bool
@@ -151,7 +152,7 @@ func (h *holdTries) armAfterTry() {
 func (h *holdTries) hook() scriptHook {
 	return scriptHook{
 		before: func(ctx context.Context, script string, _ redis.Cmder) error {
-			if script != "fair-obtain" {
+			if script != "fair-obtain" && script != "fair-renew" {
 				return nil
 			}
 			h.mu.Lock()
@@ -172,7 +173,7 @@ func (h *holdTries) hook() scriptHook {
 			}
 		},
 		after: func(_ context.Context, script string, _ redis.Cmder, err error) error {
-			if script != "fair-obtain" {
+			if script != "fair-obtain" && script != "fair-renew" {
 				return err
 			}
 			h.mu.Lock()
@@ -206,7 +207,7 @@ func TestFairNewcomerCannotBarge(t *testing.T) {
 	hold.armAfterTry()
 	<-hold.armedC
 	mustRelease(t, h)
-	<-hold.held // the first in line has been woken, and its try is held
+	<-hold.held // from now on no try or renewal of the first in line reaches Redis
 	if l, err := newcomer.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Fair: true}); !errors.Is(err, lock.ErrNotObtained) {
 		if l != nil {
 			_ = l.Release(ctx)

@@ -293,6 +293,7 @@ type Client struct {
 	opts        Options
 	wake        *notifier
 	line        lineup
+	keeper      keeper // renews fair waiters' places
 	fenceTTLArg any // opts.FenceTTL in ms, boxed once for the obtain script
 	// deadlines is true when rdb itself gives up when a context ends
 	// (ContextTimeoutEnabled); otherwise calls that must be bounded run on
@@ -321,7 +322,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if _, ok := rdb.(*redis.Client); opts.Replicas > 0 && !ok {
 		return nil, fmt.Errorf("lock: Replicas needs a *redis.Client (one server or a Sentinel group), not a %T: WAIT must follow the script on its connection", rdb)
 	}
-	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}, nil
+	c := &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}
+	c.keeper.c = c
+	return c, nil
 }
 
 // ClientOptions adjusts o for a client of the lock and returns it:
@@ -406,8 +409,10 @@ func (c *Client) bounded(ctx context.Context, f func(context.Context) error) err
 	}
 }
 
-// Close stops the shared pub/sub connection. It does not release leases.
+// Close stops the shared pub/sub connection and the renewal of fair
+// waiters' places. It does not release leases.
 func (c *Client) Close() error {
+	c.keeper.close()
 	return c.wake.close()
 }
 
@@ -464,7 +469,15 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		cancel := c.wake.subscribe(n.channel(), waiter, wake, func() { close(ready) })
 		return ready, cancel
 	}
-	l, err := waitFor(ctx, key, o.Wait, &c.opts.Hooks, c.lineFor(o), try, subscribe)
+	recheck := waitingRefresh
+	if o.Fair && o.Wait > 0 {
+		recheck = fairRecheck
+		// The keeper renews the place from its first try on (renewing an
+		// id with no place does nothing), until the Obtain returns.
+		c.keeper.add(n, waiter)
+		defer c.keeper.remove(n, waiter)
+	}
+	l, err := waitFor(ctx, key, o.Wait, &c.opts.Hooks, c.lineFor(o), recheck, try, subscribe)
 	if err != nil && o.Fair && o.Wait > 0 {
 		// Give up the place in line now, so that the next waiter need not
 		// wait for its lease to end. A try whose outcome is unknown has

@@ -215,7 +215,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	if o.Owner != "" {
 		line = nil // see Client.lineFor
 	}
-	return waitFor(ctx, key, o.Wait, &r.opts.Hooks, line, try, subscribe)
+	return waitFor(ctx, key, o.Wait, &r.opts.Hooks, line, waitingRefresh, try, subscribe)
 }
 
 // undo gives back a failed attempt, in the background, so that the next

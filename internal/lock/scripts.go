@@ -36,4 +36,9 @@ var (
 	fairLeaveBody   string
 	fairLeaveSrc    = fairQueueSrc + fairLeaveBody
 	fairLeaveScript = redis.NewScript(fairLeaveSrc)
+
+	//go:embed scripts/fair_renew.lua
+	fairRenewBody   string
+	fairRenewSrc    = fairQueueSrc + fairRenewBody
+	fairRenewScript = redis.NewScript(fairRenewSrc)
 )
