@@ -294,7 +294,7 @@ type Client struct {
 	wake        *notifier
 	line        lineup
 	keeper      keeper // renews fair waiters' places
-	fenceTTLArg any // opts.FenceTTL in ms, boxed once for the obtain script
+	fenceTTLArg any    // opts.FenceTTL in ms, boxed once for the obtain script
 	// deadlines is true when rdb itself gives up when a context ends
 	// (ContextTimeoutEnabled); otherwise calls that must be bounded run on
 	// a goroutine of their own that is abandoned at the deadline.
