@@ -43,8 +43,9 @@ type LockOptions struct {
 	// while its holder is paused.
 	Fixed bool
 	// Fair makes redis-lock first come, first served across the fleet
-	// (lock.ObtainOptions.Fair), at the price of a Redis script per waiting
-	// buyer per second. The redlock stage has no fair mode.
+	// (lock.ObtainOptions.Fair), at the price of a Redis try per buyer
+	// (none waits behind its instance's turn) and a renewal script a second
+	// per item. The redlock stage has no fair mode.
 	Fair bool
 }
 

@@ -122,13 +122,15 @@
 //     lock in the order their first tries reached Redis, across clients and
 //     instances, and a newcomer never takes a free lock from a waiter.
 //   - Dead waiters. Each place has a lease on Redis's clock, QueueLease (3
-//     seconds), renewed by each of the waiter's tries, which come at least
-//     once a second. A waiter whose wait ends (Wait runs out, its context
-//     ends) gives its place up at once and wakes the next; one that is
-//     killed, paused or cut off is dropped when its lease runs out, wherever
-//     it stands, and every script drops such places. A dead waiter first in
-//     line thus holds a free lock back for at most one lease; waiters that
-//     died together are all gone by then.
+//     seconds). Each Client renews the places of all its waiters on a key
+//     once a second, in one script, and each try of a waiter renews its
+//     own. A waiter whose wait ends (Wait runs out, its context ends) gives
+//     its place up at once and wakes the next; one that is killed, paused
+//     or cut off is dropped when its lease runs out, wherever it stands,
+//     and every script drops such places. A dead waiter first in line thus
+//     holds a free lock back for at most one lease (plus the second until
+//     the next renewal notices); waiters that died together are all gone
+//     by then.
 //   - A waiter that comes back after its place was dropped (a process
 //     resumed after a pause) is a newcomer: its next try puts it at the end
 //     of the line. It cannot take the lock out of turn, nor get its old
@@ -140,14 +142,16 @@
 //     with a little more work in it (a clock read and a look at the line:
 //     about 1.07x the default's obtain and release in
 //     BenchmarkFairUncontendedInterleaved). A waiter costs more: there are
-//     no per-Client lines, so every waiter asks Redis, once on arrival, once
-//     when its subscription is confirmed, and once a second to renew its
-//     place, and a waiter that gives up costs one more script to leave.
-//     BenchmarkContended put 40 Redis commands (those run by scripts
-//     included) on each handoff in fair mode, 12 in the default. Each of
-//     those tries takes a connection from the client's pool: size it for
-//     the waiters a process may have (go-redis's default is 10 per CPU), or
-//     tries queue there and can fail with its PoolTimeout. The line
+//     no per-Client lines, so every waiter asks Redis itself, once on
+//     arrival, once when its subscription is confirmed, when woken, and
+//     every 5 seconds as a fallback; a waiter that gives up costs one more
+//     script to leave. On top of that each Client runs one renewal script
+//     a second per key it has waiters on. BenchmarkContended put 40 Redis
+//     commands (those run by scripts included) on each handoff in fair
+//     mode, 12 in the default. Each try takes a connection from the
+//     client's pool: size it for the waiters a process may have (go-redis's
+//     default is 10 per CPU), or tries queue there and can fail with its
+//     PoolTimeout. The line
 //     is two sorted sets, PREFIX{key}:queue (arrival order) and
 //     PREFIX{key}:queue:until (the leases), under the lock's hash tag.
 //   - Why 3 seconds. Shorter, and a live waiter paused by a GC or a busy
@@ -156,9 +160,10 @@
 //     and three renewals must go missing in a row.
 //   - A release wakes only the first in line: the waiting record holds that
 //     waiter's id, and the release publishes it; each Client wakes the
-//     waiter of that id if it has it. A wake-up lost on the way is caught
-//     by the waiter's renewal within a second; one sent to a dead waiter,
-//     by the next waiter's try when the dead one's lease ends.
+//     waiter of that id if it has it. While the lock is free, each
+//     Client's renewal wakes the first in line again, so a wake-up lost on
+//     the way, or sent to a waiter that has died since, costs at most a
+//     second once the dead waiter's place is dropped.
 //   - Every Obtain of a key must use the same mode. An Obtain without Fair
 //     does not look at the line and may take a free lock ahead of it;
 //     releases still wake the first in line. RedLock has no fair mode (a

@@ -62,8 +62,9 @@ type ObtainOptions struct {
 	// process: a waiter takes a place in a line kept in Redis, and the lock
 	// goes only to the first in line (or to anyone while nobody waits). A
 	// waiter that stops renewing its place (a killed or paused process)
-	// loses it after QueueLease. It costs Redis a script per waiter per
-	// second while it waits; see doc.go. Every Obtain of a key must agree
+	// loses it after QueueLease. Every waiter asks Redis itself (there is
+	// no per-Client line), and each Client renews its waiters' places in
+	// one script a second per key; see doc.go. Every Obtain of a key must agree
 	// on Fair: one without it does not look at the line and may take a
 	// free lock before the first in line. RedLock has no fair mode.
 	Fair bool
