@@ -140,7 +140,7 @@
 //     passes the line (the line is waiting for it).
 //   - What it costs. A free key costs one script, as in the default mode,
 //     with a little more work in it (a clock read and a look at the line:
-//     about 1.07x the default's obtain and release in
+//     1.05-1.10x the default's obtain and release in
 //     BenchmarkFairUncontendedInterleaved). A waiter costs more: there are
 //     no per-Client lines, so every waiter asks Redis itself, once on
 //     arrival, once when its subscription is confirmed, when woken, and
