@@ -88,6 +88,18 @@ var suites = []suite{{
 		// a renewal (issue 34).
 		"TestReplicaSyncGivesBackAGrantNoReplicaConfirmed",
 		"TestReplicaSyncDoesNotTrustAnUnconfirmedRenewal",
+		// The fair mode (issue 33): arrival order over three clients, a
+		// newcomer against a first in line whose try is held, waiters
+		// cancelled, killed (SIGKILL) and paused past their place's lease,
+		// a crowd, and the fair scripts on miniredis.
+		"TestFairGrantsInArrivalOrder",
+		"TestFairNewcomerCannotBarge",
+		"TestFairWaiterCancelledLeavesTheLine",
+		"TestFairWaiterKilled",
+		"TestFairWaiterPausedLosesItsPlace",
+		"TestFairCrowd",
+		"TestFairKeepsReentryFencingAndWatchdog",
+		"TestFairOnMiniredis",
 	},
 	budget: 4 * time.Minute,
 }, {
@@ -105,6 +117,9 @@ var suites = []suite{{
 	pkg: "./internal/inventory",
 	tests: []string{
 		"TestContractNoOversell",
+		// redis-lock's fair mode on three instances: buyers forced to
+		// arrive one by one win in that order.
+		"TestRedisLockFairSellsToTheFirstComers",
 		"TestCrowdSellOutSeenDuringResetIsNotRemembered",
 		"TestCrowdAdmission",
 		"TestCrowdCountsRefusalsByReason",

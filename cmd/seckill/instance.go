@@ -78,6 +78,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Coupons:    coupons,
 		AdminToken: cfg.AdminToken,
 		Stage:      cfg.Stage,
+		LockFair:   cfg.LockFair,
 		Ready:      b.ready,
 		Web:        web.Handler(),
 		Dashboard:  dashboardFor(cfg, b.db.Bursts()),

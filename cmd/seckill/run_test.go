@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -276,5 +278,40 @@ func TestDemoListensOnLoopbackUnlessAsked(t *testing.T) {
 		if warned := strings.Contains(banner, "NETWORK"); warned != network {
 			t.Errorf("demo %v: banner warns of the network: %v, want %v:\n%s", args, warned, network, banner)
 		}
+	}
+}
+
+// TestDemoWithAFairLock: SECKILL_LOCK_FAIR reaches redis-lock on every
+// instance, which says so in /api/v1/info (what a lab labels its
+// "redis-lock (fair)" row by) and sells through the fair lock.
+func TestDemoWithAFairLock(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprint("fair=", fair), func(t *testing.T) {
+			d := startDemo(t, map[string]string{"SECKILL_LOCK_FAIR": fmt.Sprint(fair)})
+			for i, base := range d.instances {
+				resp, err := http.Get(base + "/api/v1/info")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var info api.Info
+				err = json.NewDecoder(resp.Body).Decode(&info)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.LockFair != fair {
+					t.Fatalf("%s: lock_fair %v, want %v", base, info.LockFair, fair)
+				}
+				body := strings.NewReader(fmt.Sprintf(`{"user_id":"fair-%d","quantity":1}`, i))
+				resp, err = http.Post(base+"/api/v1/products/1/buy", "application/json", body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Seckill-Stage") != "redis-lock" {
+					t.Fatalf("buy on %s: %s, stage %q", base, resp.Status, resp.Header.Get("X-Seckill-Stage"))
+				}
+			}
+		})
 	}
 }

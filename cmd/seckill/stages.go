@@ -47,7 +47,9 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		inventory.StageDBAtomic:   k.crowd.Wrap(inventory.NewDBAtomic(st)),
 	}
 	if p.locks.locker != nil {
-		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(p.locks.locker, st, kind, section, lockOpt))
+		fairOpt := lockOpt
+		fairOpt.Fair = p.cfg.LockFair
+		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
 		k.redisStock = inventory.NewRedisAtomic(p.b.redis, st, kind, p.log)
 		k.redisStock.OnRestock(k.crowd.Restocked)
 		// The Redis stages remember sell-outs too: a remembered one costs

@@ -44,6 +44,11 @@ type Info struct {
 	// instance, as host/pid: the demo's instances share one, and a
 	// client that adds up the instances' CPU (the lab) counts it once.
 	Process string `json:"process,omitempty"`
+	// LockFair reports that this instance's redis-lock runs the lock's
+	// fair mode (SECKILL_LOCK_FAIR): buyers get the lock in the order
+	// they joined its line in Redis, across the fleet. A lab labels its
+	// rows by it ("redis-lock (fair)").
+	LockFair bool `json:"lock_fair"`
 }
 
 // Product is one product: GET /api/v1/products/{id}, and each entry of the

@@ -47,6 +47,7 @@ type Config struct {
 	LockTTL               time.Duration  // SECKILL_LOCK_TTL
 	LockWait              time.Duration  // SECKILL_LOCK_WAIT: bound on waiting for a lock
 	LockReplicas          int            // SECKILL_LOCK_REPLICAS: replicas that must confirm a redis-lock grant
+	LockFair              bool           // SECKILL_LOCK_FAIR: redis-lock grants in arrival order across the fleet
 	ItemQueue             int            // SECKILL_ITEM_QUEUE: buyers of one item always let in line per instance (0: no cap)
 	ItemQueueMax          int            // SECKILL_ITEM_QUEUE_MAX: longest that line grows while it is served within SECKILL_LOCK_WAIT
 	SoldOutLease          time.Duration  // SECKILL_SOLD_OUT_LEASE: how long an instance trusts a remembered restock epoch
@@ -100,6 +101,7 @@ func (c *Config) settings() []setting {
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
 		integer(&c.LockReplicas, "SECKILL_LOCK_REPLICAS", "0", 0, 16, "replicas that must acknowledge each redis-lock grant and renewal (WAIT, within 100ms) before it is trusted; an unconfirmed grant is given back and the buy answered 503 unavailable (0: off; not for a Cluster)"),
+		boolean(&c.LockFair, "SECKILL_LOCK_FAIR", "false", "redis-lock in the lock's fair mode: buyers of one item join one line in Redis on arrival and get the lock in that order across every instance, so a late buyer cannot take it from one who waits; costs a Redis try per waiting buyer and a renewal script a second per item and instance (off: each instance's next buyer races the others' on every release)"),
 		integer(&c.ItemQueue, "SECKILL_ITEM_QUEUE", "64", 0, 1_000_000, "buyers of one item always let in line for its lock, row or script on one instance (0: no cap at all); past them a buyer gets in only if the line is served within SECKILL_LOCK_WAIT at its recent pace, the rest get 503 overloaded at once"),
 		integer(&c.ItemQueueMax, "SECKILL_ITEM_QUEUE_MAX", "4096", 0, 1_000_000, "longest the line of one item on one instance grows past SECKILL_ITEM_QUEUE while it is served within SECKILL_LOCK_WAIT (at or below SECKILL_ITEM_QUEUE: the line stays at SECKILL_ITEM_QUEUE)"),
 		duration(&c.SoldOutLease, "SECKILL_SOLD_OUT_LEASE", "1s", 10*time.Millisecond, time.Minute, "how long an instance answers a sold-out item from memory without rereading its restock epoch; a reset waits this long, so that no instance still answers sold out once it returns"),

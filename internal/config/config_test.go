@@ -17,7 +17,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults must be valid: %v", err)
 	}
-	if c.Addr != ":8081" || c.Stage != "redis-lock" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour {
+	if c.Addr != ":8081" || c.Stage != "redis-lock" || !c.Fencing || c.LockTTL != 5*time.Second || c.IdempotencyTTL != 24*time.Hour || c.LockFair {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if c.Instance == "" {
@@ -32,11 +32,12 @@ func TestLoadParsesValues(t *testing.T) {
 		"SECKILL_CRITICAL_SECTION_DELAY": "3ms",
 		"SECKILL_FENCING":                "false",
 		"SECKILL_INSTANCE":               "i-1",
+		"SECKILL_LOCK_FAIR":              "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Stage != "local-mutex" || len(c.RedisAddrs) != 3 || c.RedisAddrs[1] != "b:2" || c.CriticalSectionDelay != 3*time.Millisecond || c.Fencing || c.Instance != "i-1" {
+	if c.Stage != "local-mutex" || len(c.RedisAddrs) != 3 || c.RedisAddrs[1] != "b:2" || c.CriticalSectionDelay != 3*time.Millisecond || c.Fencing || c.Instance != "i-1" || !c.LockFair {
 		t.Fatalf("unexpected config: %+v", c)
 	}
 }

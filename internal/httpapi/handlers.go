@@ -118,6 +118,7 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 			Stages:   products.Stages(),
 			Admin:    s.adminOn,
 			Process:  s.process,
+			LockFair: s.lockFair,
 		})
 	}
 }

@@ -70,6 +70,9 @@ type Deps struct {
 	// client (inventory.ClientAddr, for limits per address); from any
 	// other peer the header is ignored.
 	TrustedProxies []netip.Prefix
+	// LockFair says that redis-lock runs the lock's fair mode; shown in
+	// GET /api/v1/info.
+	LockFair bool
 }
 
 type server struct {
@@ -83,6 +86,7 @@ type server struct {
 	requestTimeout time.Duration
 	process        string // host/pid, for api.Info
 	trusted        []netip.Prefix
+	lockFair       bool // for api.Info
 }
 
 // NewServer returns the HTTP handler of one instance.
@@ -90,7 +94,7 @@ func NewServer(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName(), trusted: d.TrustedProxies}
+	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName(), trusted: d.TrustedProxies, lockFair: d.LockFair}
 	stage := d.Stage
 	s.stage.Store(&stage)
 	if d.AdminToken != "" {

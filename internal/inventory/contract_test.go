@@ -65,6 +65,19 @@ var stageCases = []stageCase{
 		},
 	},
 	{
+		// redis-lock with SECKILL_LOCK_FAIR: every buyer joins the lock's
+		// line in Redis, with no turns per instance in front of it.
+		stage: "redis-lock-fair",
+		safe:  func(int) bool { return true },
+		build: func(env *raceEnv, st inventory.Store, o inventory.SectionOptions) inventory.Stage {
+			env.connect()
+			o.Fencing = true
+			lo := env.lockOpts
+			lo.Fair = true
+			return inventory.NewRedisLock(env.locker, st, "product", o, lo)
+		},
+	},
+	{
 		stage: "redlock",
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, o inventory.SectionOptions) inventory.Stage {

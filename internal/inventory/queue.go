@@ -23,10 +23,18 @@ import (
 //
 // None of this decides a sale. The read under the lock, and the fencing
 // token at the write, still do; these reads are only early answers.
+//
+// With a fair lock (redis-lock with SECKILL_LOCK_FAIR) there are no turns:
+// the lock's own line in Redis is first come, first served across the
+// fleet, and a buyer must take its place there on arrival. Behind an
+// instance's turn it would join that line only once the buyers ahead of it
+// on its instance were done, after buyers of other instances who came
+// later.
 type lockQueue struct {
-	store SectionStore
-	turns mutexGuard
-	wait  time.Duration // one bound for the turn and the lock together
+	store    SectionStore
+	turns    mutexGuard
+	turnless bool          // the lock keeps the line itself (fair)
+	wait     time.Duration // one bound for the turn and the lock together
 }
 
 func newLockQueue(store SectionStore, wait time.Duration) *lockQueue {
@@ -42,6 +50,9 @@ func (q *lockQueue) join(ctx context.Context, o Order, key string) (by time.Time
 		return by, nil, err
 	}
 	by = time.Now().Add(q.wait)
+	if q.turnless {
+		return by, func() {}, nil
+	}
 	turn, err := q.turns.Enter(ctx, key, by)
 	if err != nil {
 		return by, nil, err

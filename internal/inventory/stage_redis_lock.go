@@ -25,7 +25,11 @@ import (
 //
 // In a crowd, buyers line up in front of the lock (queue.go): a sold-out
 // item is answered from a read, and one buyer per instance at a time asks
-// Redis.
+// Redis. That line is first come, first served on one instance only: on a
+// release, each instance's next buyer races the others', and whoever's
+// try lands first wins, however late it came. With Fair (the setting
+// SECKILL_LOCK_FAIR), the lock's fair mode keeps one line in Redis for the
+// whole fleet instead, and buyers join it on arrival.
 
 // LockOptions tune the lease of the redis-lock and redlock stages.
 type LockOptions struct {
@@ -38,11 +42,18 @@ type LockOptions struct {
 	// Fixed turns the watchdog off. Tests use it to let a lease run out
 	// while its holder is paused.
 	Fixed bool
+	// Fair makes redis-lock first come, first served across the fleet
+	// (lock.ObtainOptions.Fair), at the price of a Redis try per buyer
+	// (none waits behind its instance's turn) and a renewal script a second
+	// per item. The redlock stage has no fair mode.
+	Fair bool
 }
 
 // NewRedisLock returns the redis-lock stage over a single-Redis locker.
 func NewRedisLock(locker lock.Locker, store SectionStore, kind string, section SectionOptions, lo LockOptions) Stage {
-	return newGuarded(&leaseGuard{locker: locker, opts: lo}, store, kind, section, newLockQueue(store, lo.Wait))
+	q := newLockQueue(store, lo.Wait)
+	q.turnless = lo.Fair
+	return newGuarded(&leaseGuard{locker: locker, opts: lo}, store, kind, section, q)
 }
 
 // leaseGuard adapts internal/lock to the Guard of the critical section.
@@ -56,7 +67,7 @@ func (g *leaseGuard) Enter(ctx context.Context, key string, by time.Time) (Held,
 	if !by.IsZero() {
 		wait = max(time.Until(by), 0)
 	}
-	lease, err := g.locker.Obtain(ctx, key, g.opts.TTL, lock.ObtainOptions{Wait: wait, Fixed: g.opts.Fixed})
+	lease, err := g.locker.Obtain(ctx, key, g.opts.TTL, lock.ObtainOptions{Wait: wait, Fixed: g.opts.Fixed, Fair: g.opts.Fair})
 	if err != nil {
 		return nil, classifyLockError(ctx, err)
 	}

@@ -16,5 +16,6 @@ import "github.com/seckill-lab/seckill/internal/lock"
 // NewRedLock returns the redlock stage over a quorum locker (a
 // *lock.RedLock; any lock.Locker fits, which tests use).
 func NewRedLock(quorum lock.Locker, store SectionStore, kind string, section SectionOptions, lo LockOptions) Stage {
+	lo.Fair = false // RedLock has no fair mode (see LockOptions.Fair)
 	return newGuarded(&leaseGuard{locker: quorum, opts: lo}, store, kind, section, newLockQueue(store, lo.Wait))
 }

@@ -267,6 +267,23 @@ func BenchmarkContended(b *testing.B) {
 				}
 			}
 		}},
+		{"ours-fair", func(c *redis.Client) contender {
+			// The fair mode: every waiter stands in Redis's line, and a
+			// release wakes the first of it, on whichever client it waits.
+			l := mustNew(b, c, lock.Options{Prefix: prefix})
+			b.Cleanup(func() { _ = l.Close() })
+			return func(ctx context.Context) (func() error, error) {
+				for {
+					lease, err := l.Obtain(ctx, "c-ours-fair", benchTTL, lock.ObtainOptions{Wait: time.Minute, Fair: true})
+					switch {
+					case err == nil:
+						return func() error { return lease.Release(ctx) }, nil
+					case !errors.Is(err, lock.ErrNotObtained) || ctx.Err() != nil:
+						return nil, err
+					}
+				}
+			}
+		}},
 		{"redislock-linear-1ms", linear(time.Millisecond)},
 		{"redislock-linear-10ms", linear(10 * time.Millisecond)},
 		{"redsync-defaults", func(c *redis.Client) contender {
@@ -440,4 +457,47 @@ func (b *barrier) abort() {
 	defer b.mu.Unlock()
 	b.aborted = true
 	b.cond.Broadcast()
+}
+
+// BenchmarkFairUncontendedInterleaved is the price of the fair mode on a
+// free key: one obtain+release cycle in the default mode and one in the
+// fair mode per iteration, in random order, on one client, and the ratio
+// of their means and medians (above 1: the fair mode is slower). Nobody
+// waits, so the fair mode pays only for its script's larger work (the
+// clock, a look at the line); its waiters pay more (see doc.go).
+func BenchmarkFairUncontendedInterleaved(b *testing.B) {
+	rdb := benchRedis(b)
+	prefix := testPrefix(b, rdb)
+	c := mustNew(b, rdb, lock.Options{Prefix: prefix})
+	b.Cleanup(func() { _ = c.Close() })
+	modes := map[string]lock.ObtainOptions{"default": {}, "fair": {Fair: true}}
+	names := []string{"default", "fair"}
+	took := make(map[string][]time.Duration)
+	ctx := context.Background()
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	order := slices.Clone(names)
+	for b.Loop() {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, name := range order {
+			start := time.Now()
+			l, err := c.Obtain(ctx, "f-"+name, benchTTL, modes[name])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+			took[name] = append(took[name], time.Since(start))
+		}
+	}
+	q := map[string]quantiles{}
+	for _, name := range names {
+		q[name] = quantilesOf(took[name])
+		b.ReportMetric(q[name].mean/1e3, name+"-mean-µs")
+		b.Logf("%-8s mean %6.1f µs  p50 %6.1f µs  p1 %6.1f µs", name, q[name].mean/1e3, q[name].p50/1e3, q[name].p1/1e3)
+	}
+	b.ReportMetric(q["fair"].mean/q["default"].mean, "fair-vs-default-mean")
+	b.ReportMetric(q["fair"].p50/q["default"].p50, "fair-vs-default-p50")
+	b.Logf("fair vs default: mean %.2fx  p50 %.2fx  p1 %.2fx (above 1: fair is slower)",
+		q["fair"].mean/q["default"].mean, q["fair"].p50/q["default"].p50, q["fair"].p1/q["default"].p1)
 }

@@ -47,7 +47,8 @@
 // a ttl above FenceTTL). Its
 // wake-up channel is PREFIX{key}:wake; tombstones of abandoned tries (see
 // above) share its hash tag, as does the record of waiters,
-// PREFIX{key}:waiting (see Waiting). Every key the package writes carries
+// PREFIX{key}:waiting (see Waiting), and a fair lock's line (see Fair
+// mode). Every key the package writes carries
 // a TTL, and each script makes a handful of Redis calls.
 //
 // # TTLs and the watchdog
@@ -106,6 +107,67 @@
 // (with jitter) or a second has passed, whichever is first. A waiter whose
 // context ends returns at once with an error that matches both
 // ErrNotObtained and the context's error.
+//
+// # Fair mode
+//
+// The wait above is first come, first served only among the waiters of one
+// Client: on a release, each Client's first waiter races the others', and
+// a newcomer that tries just then can take the lock ahead of all of them.
+// ObtainOptions.Fair keeps one line for the key in Redis instead, which
+// every Client and process joins:
+//
+//   - What it promises. A waiter takes its place at the end of the line
+//     with its first try, and the lock is granted only to the first live
+//     waiter in line, or to anyone while nobody waits. So waiters get the
+//     lock in the order their first tries reached Redis, across clients and
+//     instances, and a newcomer never takes a free lock from a waiter.
+//   - Dead waiters. Each place has a lease on Redis's clock, QueueLease (3
+//     seconds). Each Client renews the places of all its waiters on a key
+//     once a second, in one script, and each try of a waiter renews its
+//     own. A waiter whose wait ends (Wait runs out, its context ends) gives
+//     its place up at once and wakes the next; one that is killed, paused
+//     or cut off is dropped when its lease runs out, wherever it stands,
+//     and every script drops such places. A dead waiter first in line thus
+//     holds a free lock back for at most one lease (plus the second until
+//     the next renewal notices); waiters that died together are all gone
+//     by then.
+//   - A waiter that comes back after its place was dropped (a process
+//     resumed after a pause) is a newcomer: its next try puts it at the end
+//     of the line. It cannot take the lock out of turn, nor get its old
+//     place back.
+//   - Reentrancy, fencing tokens, the watchdog, loss reporting, tombstones
+//     and Replicas work as in the default mode. A re-entry by the holder
+//     passes the line (the line is waiting for it).
+//   - What it costs. A free key costs one script, as in the default mode,
+//     with a little more work in it (a clock read and a look at the line:
+//     1.05-1.10x the default's obtain and release in
+//     BenchmarkFairUncontendedInterleaved). A waiter costs more: there are
+//     no per-Client lines, so every waiter asks Redis itself, once on
+//     arrival, once when its subscription is confirmed, when woken, and
+//     every 5 seconds as a fallback; a waiter that gives up costs one more
+//     script to leave. On top of that each Client runs one renewal script
+//     a second per key it has waiters on. BenchmarkContended put 40 Redis
+//     commands (those run by scripts included) on each handoff in fair
+//     mode, 12 in the default. Each try takes a connection from the
+//     client's pool: size it for the waiters a process may have (go-redis's
+//     default is 10 per CPU), or tries queue there and can fail with its
+//     PoolTimeout. The line
+//     is two sorted sets, PREFIX{key}:queue (arrival order) and
+//     PREFIX{key}:queue:until (the leases), under the lock's hash tag.
+//   - Why 3 seconds. Shorter, and a live waiter paused by a GC or a busy
+//     machine would lose its place; longer, and a dead one would hold a
+//     free lock back for longer. It is the waiting record's TTL as well,
+//     and three renewals must go missing in a row.
+//   - A release wakes only the first in line: the waiting record holds that
+//     waiter's id, and the release publishes it; each Client wakes the
+//     waiter of that id if it has it. While the lock is free, each
+//     Client's renewal wakes the first in line again, so a wake-up lost on
+//     the way, or sent to a waiter that has died since, costs at most a
+//     second once the dead waiter's place is dropped.
+//   - Every Obtain of a key must use the same mode. An Obtain without Fair
+//     does not look at the line and may take a free lock ahead of it;
+//     releases still wake the first in line. RedLock has no fair mode (a
+//     line on each instance would not be one line): it refuses Fair.
 //
 // # Reentrancy
 //

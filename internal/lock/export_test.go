@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,7 @@ import (
 func (c *Client) ScriptsOnly(ctx context.Context, key string, ttl time.Duration) error {
 	n := newNames(c.opts.Prefix, key)
 	owner, _ := ObtainOptions{}.owner()
-	ok, token, err := c.try(ctx, n, owner, false, false, ttl)
+	ok, token, err := c.try(ctx, n, owner, false, false, ttl, "")
 	if err != nil {
 		return err
 	}
@@ -27,9 +28,22 @@ func (c *Client) ScriptsOnly(ctx context.Context, key string, ttl time.Duration)
 	return c.release(ctx, n, owner, strconv.FormatInt(token, 10))
 }
 
-// ScriptOf names the package's script that cmd runs ("obtain", "refresh" or
-// "release"), or returns "" for any other command, so that tests can hook
-// into one script's calls.
+// scripts are the package's scripts by name, with the source EVAL sends.
+var scripts = map[string]struct {
+	s   *redis.Script
+	src string
+}{
+	"obtain":      {obtainScript, obtainSrc},
+	"refresh":     {refreshScript, refreshSrc},
+	"release":     {releaseScript, releaseSrc},
+	"fair-obtain": {fairObtainScript, fairObtainSrc},
+	"fair-leave":  {fairLeaveScript, fairLeaveSrc},
+	"fair-renew":  {fairRenewScript, fairRenewSrc},
+}
+
+// ScriptOf names the package's script that cmd runs ("obtain", "refresh",
+// "release", "fair-obtain", "fair-leave" or "fair-renew"), or returns "" for any other
+// command, so that tests can hook into one script's calls.
 func ScriptOf(cmd redis.Cmder) string {
 	args := cmd.Args()
 	if len(args) < 2 {
@@ -37,25 +51,13 @@ func ScriptOf(cmd redis.Cmder) string {
 	}
 	name, _ := args[0].(string)
 	body, _ := args[1].(string)
-	for s, n := range map[*redis.Script]string{obtainScript: "obtain", refreshScript: "refresh", releaseScript: "release"} {
+	for n, s := range scripts {
 		switch {
-		case strings.EqualFold(name, "evalsha") && body == s.Hash():
+		case strings.EqualFold(name, "evalsha") && body == s.s.Hash():
 			return n
-		case strings.EqualFold(name, "eval") && body == scriptSource(s):
+		case strings.EqualFold(name, "eval") && body == s.src:
 			return n
 		}
-	}
-	return ""
-}
-
-func scriptSource(s *redis.Script) string {
-	switch s {
-	case obtainScript:
-		return obtainSrc
-	case refreshScript:
-		return refreshSrc
-	case releaseScript:
-		return releaseSrc
 	}
 	return ""
 }
@@ -89,18 +91,37 @@ func (c *Client) InLine(key string) int {
 	return len(c.line.m[key])
 }
 
-// RunScript runs the package's script name ("obtain", "refresh" or
-// "release") once with keys and args and returns its integer reply, so that
-// a test can check a script on a server of its own making.
+// RunScript runs the package's script name (see ScriptOf) once with keys
+// and args and returns its integer reply, so that a test can check a script
+// on a server of its own making.
 func RunScript(ctx context.Context, rdb redis.Scripter, name string, keys []string, args ...any) (int64, error) {
-	s := map[string]*redis.Script{"obtain": obtainScript, "refresh": refreshScript, "release": releaseScript}[name]
-	if s == nil {
+	s, ok := scripts[name]
+	if !ok {
 		return 0, fmt.Errorf("no script %q", name)
 	}
-	return s.Run(ctx, rdb, keys, args...).Int64()
+	return s.s.Run(ctx, rdb, keys, args...).Int64()
 }
 
 // ScriptSHA is the SHA1 that EVALSHA sends for the package's script name.
-func ScriptSHA(name string) string {
-	return map[string]*redis.Script{"obtain": obtainScript, "refresh": refreshScript, "release": releaseScript}[name].Hash()
+func ScriptSHA(name string) string { return scripts[name].s.Hash() }
+
+// FairLine returns the ids in a fair lock's line on key, first first, and
+// whether the line's two sets agree (every place has a lease and no lease
+// is without a place).
+func (c *Client) FairLine(ctx context.Context, key string) (ids []string, consistent bool, err error) {
+	n := newNames(c.opts.Prefix, key)
+	var line, leases *redis.StringSliceCmd
+	// One MULTI, so that no script runs between the two reads.
+	if _, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		line = p.ZRange(ctx, n.line, 0, -1)
+		leases = p.ZRange(ctx, n.leases, 0, -1)
+		return nil
+	}); err != nil {
+		return nil, false, err
+	}
+	ids, leased := line.Val(), leases.Val()
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	slices.Sort(leased)
+	return ids, slices.Equal(sorted, leased), nil
 }

@@ -58,6 +58,16 @@ type ObtainOptions struct {
 	// Owner unique per logical owner (for example a request or job id). Any
 	// string works, separators included.
 	Owner string
+	// Fair makes the wait first come, first served across every client and
+	// process: a waiter takes a place in a line kept in Redis, and the lock
+	// goes only to the first in line (or to anyone while nobody waits). A
+	// waiter that stops renewing its place (a killed or paused process)
+	// loses it after QueueLease. Every waiter asks Redis itself (there is
+	// no per-Client line), and each Client renews its waiters' places in
+	// one script a second per key; see doc.go. Every Obtain of a key must agree
+	// on Fair: one without it does not look at the line and may take a
+	// free lock before the first in line. RedLock has no fair mode.
+	Fair bool
 }
 
 // Hooks observe the lock for metrics. Every field is optional and must be
@@ -198,6 +208,8 @@ type names struct {
 	// waiting is the record of someone waiting for the lock: see
 	// obtain.lua. Made once per Obtain, for every try and the release.
 	waiting string
+	// line and leases are a fair lock's queue: see fair_queue.lua.
+	line, leases string
 }
 
 func newNames(prefix, key string) names {
@@ -205,7 +217,8 @@ func newNames(prefix, key string) names {
 	if strings.HasPrefix(key, "}") {
 		lock = prefix + "{~}" + key + "~"
 	}
-	return names{key: key, lock: lock, fence: lock + ":fence", waiting: lock + ":waiting"}
+	return names{key: key, lock: lock, fence: lock + ":fence", waiting: lock + ":waiting",
+		line: lock + ":queue", leases: lock + ":queue:until"}
 }
 
 // waitingTTL is how long a waiting record lasts after the last try that
@@ -281,7 +294,8 @@ type Client struct {
 	opts        Options
 	wake        *notifier
 	line        lineup
-	fenceTTLArg any // opts.FenceTTL in ms, boxed once for the obtain script
+	keeper      keeper // renews fair waiters' places
+	fenceTTLArg any    // opts.FenceTTL in ms, boxed once for the obtain script
 	// deadlines is true when rdb itself gives up when a context ends
 	// (ContextTimeoutEnabled); otherwise calls that must be bounded run on
 	// a goroutine of their own that is abandoned at the deadline.
@@ -309,7 +323,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if _, ok := rdb.(*redis.Client); opts.Replicas > 0 && !ok {
 		return nil, fmt.Errorf("lock: Replicas needs a *redis.Client (one server or a Sentinel group), not a %T: WAIT must follow the script on its connection", rdb)
 	}
-	return &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}, nil
+	c := &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}
+	c.keeper.c = c
+	return c, nil
 }
 
 // ClientOptions adjusts o for a client of the lock and returns it:
@@ -394,8 +410,10 @@ func (c *Client) bounded(ctx context.Context, f func(context.Context) error) err
 	}
 }
 
-// Close stops the shared pub/sub connection. It does not release leases.
+// Close stops the shared pub/sub connection and the renewal of fair
+// waiters' places. It does not release leases.
 func (c *Client) Close() error {
+	c.keeper.close()
 	return c.wake.close()
 }
 
@@ -427,10 +445,14 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		return nil, err
 	}
 	n := newNames(c.opts.Prefix, key)
+	var waiter string // a fair waiter's id: one place in line for the whole Obtain
+	if o.Fair {
+		waiter = newOwnerToken()
+	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
 		owner, reentrant := o.owner()
 		start := time.Now()
-		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
+		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl, waiter)
 		if err != nil {
 			if !reentrant && classify(err).mayHaveRun() && !errors.Is(err, ErrNotReplicated) {
 				c.releaseDetached(ctx, n, owner, "")
@@ -445,19 +467,60 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 	}
 	subscribe := func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(bool)) {
 		ready := make(chan struct{})
-		cancel := c.wake.subscribe(n.channel(), wake, func() { close(ready) })
+		cancel := c.wake.subscribe(n.channel(), waiter, wake, func() { close(ready) })
 		return ready, cancel
 	}
-	return waitFor(ctx, key, o.Wait, &c.opts.Hooks, c.lineFor(o), try, subscribe)
+	recheck := waitingRefresh
+	if o.Fair && o.Wait > 0 {
+		recheck = fairRecheck
+		// The keeper renews the place from its first try on (renewing an
+		// id with no place does nothing), until the Obtain returns.
+		c.keeper.add(n, waiter)
+		defer c.keeper.remove(n, waiter)
+	}
+	l, err := waitFor(ctx, key, o.Wait, &c.opts.Hooks, c.lineFor(o), recheck, try, subscribe)
+	if err != nil && o.Fair && o.Wait > 0 {
+		// Give up the place in line now, so that the next waiter need not
+		// wait for its lease to end. A try whose outcome is unknown has
+		// been released by owner above, which leaves it a tombstone: should
+		// it still land, it neither grants nor queues.
+		c.leaveDetached(ctx, n, waiter)
+	}
+	return l, err
 }
 
 // lineFor is the line a waiter queues in; a reentrant owner does not queue,
-// since the line may be waiting for the lock the owner holds.
+// since the line may be waiting for the lock the owner holds. A fair
+// waiter does not either: its place is in Redis's line, which it must
+// take on arrival, not once the waiters ahead of it in this process have
+// gone.
 func (c *Client) lineFor(o ObtainOptions) *lineup {
-	if o.Owner != "" {
+	if o.Owner != "" || o.Fair {
 		return nil
 	}
 	return &c.line
+}
+
+// QueueLease is how long a fair waiter keeps its place in line after its
+// last try. A waiter tries at least once a second while it waits, which
+// renews its place; one that stops (killed, paused, cut off from Redis) is
+// dropped once its lease ends. So it bounds how long a dead waiter can hold
+// the line up, and how long a live one may stall (a GC pause, a stopped VM)
+// without losing its place: three renewals in a row must go missing.
+const QueueLease = waitingTTL
+
+// queueLeaseArg is QueueLease as a script argument, boxed once.
+var queueLeaseArg any = ms(QueueLease)
+
+// leaveDetached takes a fair waiter's place out of line, even though ctx
+// may have ended, bounded by ReleaseTimeout; it is best effort: a place it
+// cannot remove is dropped when its lease ends.
+func (c *Client) leaveDetached(ctx context.Context, n names, waiter string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.ReleaseTimeout)
+	defer cancel()
+	_ = c.bounded(rctx, func(ctx context.Context) error {
+		return fairLeaveScript.Run(ctx, c.rdb, []string{n.lock, n.waiting, n.line, n.leases}, waiter, waitingTTLArg).Err()
+	})
 }
 
 // try runs the obtain script once. It returns (true, token) when obtained and
@@ -465,9 +528,22 @@ func (c *Client) lineFor(o ObtainOptions) *lineup {
 // wait, a held lock's waiting record is set (for waitingTTL), so that its
 // release publishes a wake-up; locks nobody waits for are released without
 // one.
-func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration) (bool, int64, error) {
-	cmd, confirmed := c.run(ctx, obtainScript, []string{n.lock, n.fence, n.waiting, n.gone(owner)},
-		owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg)
+//
+// A fair try (waiter is not "") is granted only to the first in line or
+// when nobody waits; with wait, it takes or renews waiter's place in line
+// when not granted (see fair_obtain.lua).
+func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration, waiter string) (bool, int64, error) {
+	var (
+		cmd       *redis.Cmd
+		confirmed bool
+	)
+	if waiter == "" {
+		cmd, confirmed = c.run(ctx, obtainScript, []string{n.lock, n.fence, n.waiting, n.gone(owner)},
+			owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg)
+	} else {
+		cmd, confirmed = c.run(ctx, fairObtainScript, []string{n.lock, n.fence, n.waiting, n.line, n.leases, n.gone(owner)},
+			owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg, waiter, queueLeaseArg)
+	}
 	res, err := cmd.Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)

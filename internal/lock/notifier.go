@@ -42,6 +42,9 @@ type op struct {
 // wakes only the first, since only one of them could win anyway (the others
 // would just hit Redis and go back to sleep). The first keeps its place until
 // it obtains the lock or leaves, which makes the wait fair within a Client.
+// A fair lock's release names the waiter first in Redis's line instead
+// (fair_queue.lua): it wakes that waiter, if it is one of this Client's,
+// and no other.
 type topic struct {
 	waiters   []*waiter
 	confirmed bool
@@ -49,6 +52,7 @@ type topic struct {
 }
 
 type waiter struct {
+	id    string // a fair waiter's place in line; "" for the others
 	wake  chan struct{}
 	ready func() // called once, under mu, when the subscription is confirmed
 }
@@ -66,11 +70,12 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 	return &notifier{rdb: rdb, topics: make(map[string]*topic)}
 }
 
-// subscribe adds wake to channel's waiters; ready is called (once, under
+// subscribe adds wake to channel's waiters, as the fair waiter id when id
+// is not ""; ready is called (once, under
 // n.mu, so it must not block) when Redis has confirmed the subscription. A
 // SUBSCRIBE that fails is not an error: go-redis resubscribes when it
 // reconnects, and waiters fall back to their timers meanwhile.
-func (n *notifier) subscribe(channel string, wake chan struct{}, ready func()) func(linger bool) {
+func (n *notifier) subscribe(channel, id string, wake chan struct{}, ready func()) func(linger bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -95,7 +100,7 @@ func (n *notifier) subscribe(channel string, wake chan struct{}, ready func()) f
 		t.idle.Stop()
 		t.idle = nil
 	}
-	w := &waiter{wake: wake, ready: ready}
+	w := &waiter{id: id, wake: wake, ready: ready}
 	t.waiters = append(t.waiters, w)
 	if t.confirmed {
 		w.ready()
@@ -120,8 +125,11 @@ func (n *notifier) unsubscribe(channel string, w *waiter, lingering bool) {
 		select {
 		case <-w.wake:
 			// It left with a wake-up it did not use: pass it on, or the
-			// next waiter would sleep until its fallback timer.
-			t.wakeFirst()
+			// next waiter would sleep until its fallback timer. (A fair
+			// waiter's leave script wakes the next in line itself.)
+			if w.id == "" {
+				t.wakeFirst()
+			}
 		default:
 		}
 		return
@@ -241,10 +249,34 @@ func (n *notifier) read(ch <-chan interface{}) {
 		case *redis.Message:
 			n.mu.Lock()
 			if t := n.topics[m.Channel]; t != nil {
-				t.wakeFirst()
+				t.wake(m.Payload)
 			}
 			n.mu.Unlock()
 		}
+	}
+}
+
+// wake handles a release's message: "1" wakes the first waiter; anything
+// else is the id of the fair waiter first in line, which wakes that waiter
+// if it is one of this Client's, and nobody otherwise (a waiter of another
+// process is first; the waiters here would only find it so).
+func (t *topic) wake(payload string) {
+	if payload == "1" {
+		t.wakeFirst()
+		return
+	}
+	for _, w := range t.waiters {
+		if w.id == payload {
+			w.poke()
+			return
+		}
+	}
+}
+
+func (w *waiter) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default: // already has a pending wake-up
 	}
 }
 

@@ -133,12 +133,15 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	if err := checkArgs(key, ttl, r.opts.FenceTTL); err != nil {
 		return nil, err
 	}
+	if o.Fair {
+		return nil, errors.New("lock: RedLock has no fair mode: a line on each instance would not be one line")
+	}
 	n := newNames(r.opts.Prefix, key)
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
 		owner, reentrant := o.owner()
 		sent := time.Now()
 		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
-			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl)
+			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl, "")
 		})
 		if o.Wait > 0 && b.yes() == 0 && b.gate() >= 0 {
 			// The gate refused: the other instances were not asked.
@@ -196,7 +199,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		var cancels []func(bool)
 		channel := n.channel()
 		for _, c := range r.nodes {
-			cancels = append(cancels, c.wake.subscribe(channel, wake, func() {
+			cancels = append(cancels, c.wake.subscribe(channel, "", wake, func() {
 				if confirmed.Add(1) == need {
 					close(ready)
 				}
@@ -212,7 +215,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	if o.Owner != "" {
 		line = nil // see Client.lineFor
 	}
-	return waitFor(ctx, key, o.Wait, &r.opts.Hooks, line, try, subscribe)
+	return waitFor(ctx, key, o.Wait, &r.opts.Hooks, line, waitingRefresh, try, subscribe)
 }
 
 // undo gives back a failed attempt, in the background, so that the next

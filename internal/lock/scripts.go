@@ -21,4 +21,24 @@ var (
 	//go:embed scripts/refresh.lua
 	refreshSrc    string
 	refreshScript = redis.NewScript(refreshSrc)
+
+	// The fair mode's scripts share the functions of its queue, which go
+	// in front of each.
+	//go:embed scripts/fair_queue.lua
+	fairQueueSrc string
+
+	//go:embed scripts/fair_obtain.lua
+	fairObtainBody   string
+	fairObtainSrc    = fairQueueSrc + fairObtainBody
+	fairObtainScript = redis.NewScript(fairObtainSrc)
+
+	//go:embed scripts/fair_leave.lua
+	fairLeaveBody   string
+	fairLeaveSrc    = fairQueueSrc + fairLeaveBody
+	fairLeaveScript = redis.NewScript(fairLeaveSrc)
+
+	//go:embed scripts/fair_renew.lua
+	fairRenewBody   string
+	fairRenewSrc    = fairQueueSrc + fairRenewBody
+	fairRenewScript = redis.NewScript(fairRenewSrc)
 )

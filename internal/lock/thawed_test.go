@@ -112,6 +112,22 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 			want: "a refusal (<= -1): the hold it would add to had expired",
 		},
 		{
+			name: "fair obtain and wait while another owner holds it", held: "other|5|1", stall: "PTTL",
+			run: func(rdb *redis.Client, l, f string) (int64, error) {
+				return lock.RunScript(ctx, rdb, "fair-obtain", fairKeys(l, f), "me", "60000", "0", "1", fenceTTL, "3000", "w-me", "3000")
+			},
+			ok: func(r int64) bool { return r <= -1 }, fresh: isFreshToken,
+			want: "a refusal (<= -1): the lock was held when the script read it",
+		},
+		{
+			name: "fair re-entry of a hold of its own", held: "me|5|1", stall: "PTTL",
+			run: func(rdb *redis.Client, l, f string) (int64, error) {
+				return lock.RunScript(ctx, rdb, "fair-obtain", fairKeys(l, f), "me", "60000", "1", "1", fenceTTL, "3000", "w-me", "3000")
+			},
+			ok: func(r int64) bool { return r <= -1 }, fresh: isFreshToken,
+			want: "a refusal (<= -1): the hold it would add to had expired",
+		},
+		{
 			name: "refresh", held: "me|5|1", stall: "PEXPIRE",
 			run: func(rdb *redis.Client, l, f string) (int64, error) {
 				return lock.RunScript(ctx, rdb, "refresh", []string{l, f}, "me", "5", "60000", fenceTTL)
@@ -178,3 +194,8 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 // isFreshToken reports a grant the obtain script made because it found no
 // lock: its token is the server's clock in microseconds, far above 5.
 func isFreshToken(reply int64) bool { return reply > 1_000_000 }
+
+// fairKeys are the fair obtain script's keys for lock l with fence f.
+func fairKeys(l, f string) []string {
+	return []string{l, f, l + ":waiting", l + ":queue", l + ":queue:until", l + ":gone:me"}
+}

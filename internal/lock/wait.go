@@ -33,8 +33,10 @@ const minRecheck = 2 * time.Millisecond
 //
 // Waiters of one lock object on one key line up (see lineup): only the
 // first of them asks Redis; the others wait for their turn. line is nil for
-// a reentrant owner, who may hold the lock the line is waiting for.
-func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, line *lineup, try attempt, subscribe subscriber) (l *Lease, err error) {
+// a reentrant owner, who may hold the lock the line is waiting for, and for
+// a fair waiter. recheck caps the sleep between tries (waitingRefresh, or
+// fairRecheck for a fair waiter, whose place the keeper renews).
+func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, line *lineup, recheck time.Duration, try attempt, subscribe subscriber) (l *Lease, err error) {
 	if wait <= 0 {
 		l, _, err = try(ctx)
 		if l != nil || err != nil {
@@ -90,7 +92,7 @@ func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, 
 	// since more contention usually follows; one that gave up leaves none.
 	defer func() { cancel(l != nil) }()
 
-	timer := time.NewTimer(recheckAfter(retry, deadline))
+	timer := time.NewTimer(recheckAfter(retry, deadline, recheck))
 	defer timer.Stop()
 	for {
 		select {
@@ -109,7 +111,7 @@ func waitFor(ctx context.Context, key string, wait time.Duration, hooks *Hooks, 
 		if !time.Now().Before(deadline) {
 			return nil, stillHeld()
 		}
-		timer.Reset(recheckAfter(retry, deadline))
+		timer.Reset(recheckAfter(retry, deadline, recheck))
 	}
 }
 
@@ -178,14 +180,14 @@ func notObtainedCtx(ctx context.Context, key string) error {
 }
 
 // recheckAfter is the fallback sleep: the holder's remaining TTL plus up to
-// 10% jitter (so waiters do not all re-check at once), capped at
-// waitingRefresh (each try that finds the lock held renews the waiting
+// 10% jitter (so waiters do not all re-check at once), capped at limit
+// (waitingRefresh: each try that finds the lock held renews the waiting
 // record, which makes releases publish) and at the deadline.
-func recheckAfter(remaining time.Duration, deadline time.Time) time.Duration {
+func recheckAfter(remaining time.Duration, deadline time.Time, limit time.Duration) time.Duration {
 	if remaining < minRecheck {
 		remaining = minRecheck
 	}
-	d := min(remaining+rand.N(remaining/10+time.Millisecond), waitingRefresh)
+	d := min(remaining+rand.N(remaining/10+time.Millisecond), limit)
 	if left := time.Until(deadline); d > left {
 		d = max(left, 0)
 	}

@@ -42,6 +42,8 @@ if v ~= ARGV[1] .. '|' .. ARGV[2] .. '|1' then
 end
 redis.call('DEL', KEYS[1])
 if mark == 'w' or waiting then
-  redis.call('PUBLISH', KEYS[1] .. ':wake', '1')
+  -- The record names whom to wake: '1' for the first waiter of each
+  -- client, or in fair mode the waiter first in line (see fair_queue.lua).
+  redis.call('PUBLISH', KEYS[1] .. ':wake', waiting or '1')
 end
 return 0
