@@ -200,3 +200,24 @@ func TestWorkshopChecksCatchBadWording(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkshopPagesCloseTheirElements: every element a workshop page opens
+// among the page's frame and blocks is closed, as many times as it is
+// opened. A page whose header lost its closing tags still renders, but
+// its whole body lands in the header's navigation (a page once did: it
+// scrolled sideways on a phone, which only the browser test saw).
+func TestWorkshopPagesCloseTheirElements(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join("static", "workshop", "*.html"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no workshop pages: %v", err)
+	}
+	for _, page := range pages {
+		src := readPage(t, filepath.Base(page))
+		for _, el := range []string{"html", "head", "body", "header", "nav", "main", "h1", "h2", "ul", "ol", "pre", "p", "li"} {
+			open := len(regexp.MustCompile(`<`+el+`[\s>]`).FindAllStringIndex(src, -1))
+			if closed := strings.Count(src, "</"+el+">"); open != closed {
+				t.Errorf("%s: <%s> opened %d times, closed %d", filepath.Base(page), el, open, closed)
+			}
+		}
+	}
+}
