@@ -91,7 +91,13 @@ func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inven
 		_, err := svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "A", Quantity: 1})
 		doneA <- err
 	}()
-	<-aRead
+	select {
+	case <-aRead:
+	case err := <-doneA:
+		// A never reached its read (its lock did not come, say): a
+		// failure to report, not a wait for ever.
+		t.Fatalf("A's buy ended before it read the stock: %v", err)
+	}
 	t.Logf("1. A holds the lock (150 ms lease, no watchdog), read stock 1 and pauses %s", map[pause]string{afterRead: "between its read and its write", frozen: "after its last look at the lease, just before the write"}[at])
 	// B waits on the lock until A's lease expires, then buys the unit.
 	if _, err := svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "B", Quantity: 1}); err != nil {
