@@ -60,6 +60,7 @@ type rig struct {
 	client   *http.Client
 	mu       sync.Mutex
 	figures  []figures
+	buyKeys  bool // streamOrder sends each buy with Idempotency-Key: its user
 }
 
 type rigOptions struct {

@@ -32,6 +32,12 @@ type streamBuy struct {
 	start, end time.Duration // since the burst started
 }
 
+// sold reports whether the buy was answered with an order: 202 accepted,
+// or 201 from a stage that answers after the commit.
+func (b streamBuy) sold() bool {
+	return b.status == http.StatusAccepted || b.status == http.StatusCreated
+}
+
 // streamBurst sends n buys of product 1, round robin over targets, from
 // workers clients, and returns them, timed from start.
 func (r *rig) streamBurst(start time.Time, targets []*instance, n, workers int, prefix string) []streamBuy {
@@ -56,7 +62,9 @@ func (r *rig) streamBurst(start time.Time, targets []*instance, n, workers int, 
 }
 
 // streamOrder sends one buy of product 1 for user and reads its answer: the
-// order of a 202, or the problem type of a refusal.
+// order of a 202 (or a 201, from the stages that answer after the commit),
+// or the problem type of a refusal. With r.buyKeys set the buy carries
+// Idempotency-Key: user.
 func (r *rig) streamOrder(start time.Time, in *instance, user string) (b streamBuy) {
 	b = streamBuy{user: user, start: time.Since(start)}
 	defer func() { b.end = time.Since(start) }()
@@ -67,13 +75,16 @@ func (r *rig) streamOrder(start time.Time, in *instance, user string) (b streamB
 		return b
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if r.buyKeys {
+		req.Header.Set("Idempotency-Key", user)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return b
 	}
 	defer resp.Body.Close()
 	b.status = resp.StatusCode
-	if resp.StatusCode == http.StatusAccepted {
+	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusCreated {
 		var o api.Order
 		if json.NewDecoder(resp.Body).Decode(&o) == nil {
 			b.orderNo = o.OrderNo
@@ -98,7 +109,7 @@ func streamFigures(f *figures, buys []streamBuy, w window) {
 	for _, b := range buys {
 		f.Requests++
 		switch {
-		case b.status == http.StatusAccepted:
+		case b.sold():
 			f.Successes++
 		case b.status == 0:
 			f.Unknown++

@@ -31,15 +31,15 @@ type SentinelGroup struct {
 // takes a few seconds more (agreement, election, promotion).
 const SentinelDownAfter = time.Second
 
-// StartSentinelGroup starts a primary (with primaryArgs, for example
-// "--appendonly", "yes"), a replica that has synced with it, and three
-// Sentinels that know both and each other, and stops them when the test
-// ends. It skips the test when redis-server is not installed (fails under
-// CI=true).
-func StartSentinelGroup(t testing.TB, primaryArgs ...string) *SentinelGroup {
+// StartSentinelGroup starts a primary and a replica that has synced with
+// it, both with args (for example "--appendonly", "yes": the replica may
+// become the primary), and three Sentinels that know both and each other,
+// and stops them when the test ends. It skips the test when redis-server
+// is not installed (fails under CI=true).
+func StartSentinelGroup(t testing.TB, args ...string) *SentinelGroup {
 	t.Helper()
 	g := &SentinelGroup{t: t, Master: Name("seckill-")}
-	g.Primary, g.Replica = StartReplicaPair(t, primaryArgs...)
+	g.Primary, g.Replica = StartReplicaPair(t, args...)
 	primaryPort := g.Primary.port
 	for i := 0; i < 3; i++ {
 		s := startRedis(t, func(port int, dir string) []string {
@@ -73,19 +73,26 @@ func StartSentinelGroup(t testing.TB, primaryArgs ...string) *SentinelGroup {
 	return g
 }
 
-// StartReplicaPair starts a primary (with primaryArgs) and a replica of
-// it, waits until the replica has synced, and stops both when the test
-// ends.
-func StartReplicaPair(t testing.TB, primaryArgs ...string) (primary, replica *RedisProcess) {
+// StartReplicaPair starts a primary and a replica of it, both with args,
+// waits until the replica has synced, and stops both when the test ends.
+func StartReplicaPair(t testing.TB, args ...string) (primary, replica *RedisProcess) {
 	t.Helper()
 	// The replica syncs at once, not after the default 5 s wait for more
 	// replicas to share one transfer.
-	primary = StartRedis(t, append([]string{"--repl-diskless-sync-delay", "0"}, primaryArgs...)...)
-	replica = startRedis(t, nil, func(int) []string {
-		return []string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}
+	primary = StartRedis(t, append([]string{"--repl-diskless-sync-delay", "0"}, args...)...)
+	return primary, StartReplicaOf(t, primary, args...)
+}
+
+// StartReplicaOf starts a replica of primary with args, waits until it has
+// synced, and stops it when the test ends. A primary started without
+// "--repl-diskless-sync-delay 0" waits 5 s before it sends the data.
+func StartReplicaOf(t testing.TB, primary *RedisProcess, args ...string) *RedisProcess {
+	t.Helper()
+	replica := startRedis(t, nil, func(int) []string {
+		return append([]string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}, args...)
 	})
 	WaitReplicaSynced(t, replica)
-	return primary, replica
+	return replica
 }
 
 // WaitReplicaSynced waits until replica's link to its primary is up.
