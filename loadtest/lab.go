@@ -178,6 +178,10 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		var fig pacedFigures
 		res, fig, err = pacedAttack(ctx, o, plan, o.stock, pl, stderr)
 		r.Paced = &fig
+	case crowdScalper:
+		var fig scalperFigures
+		res, fig, err = scalperAttack(ctx, o, f, plan, sc.limited, pl, stderr)
+		r.Scalper = &fig
 	default:
 		res, err = attack(ctx, o, plan, pl, stderr)
 	}
@@ -255,6 +259,8 @@ func crowd(o options, sc scenario) int {
 		return o.t0Buyers
 	case crowdPaced:
 		return o.pacedBuyers
+	case crowdScalper:
+		return newScalperCrowd(o.scalperPeople).normals + newScalperCrowd(o.scalperPeople).scalpers*scalperAccounts
 	}
 	if o.shape == "burst" {
 		return o.buyers
@@ -270,6 +276,8 @@ func inFlight(o options, r row) int {
 		return o.t0Buyers
 	case r.Paced != nil:
 		return r.Paced.PeakInFlight
+	case r.Scalper != nil:
+		return crowd(o, scenario{crowd: crowdScalper})
 	}
 	return o.workers
 }
