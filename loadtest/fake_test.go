@@ -40,6 +40,7 @@ type fakeShop struct {
 	// answers 429 past the burst (the interval never refills: the fake's
 	// rows are shorter), unless limitLeaks. limitPuts counts the PUTs.
 	limit      api.RateLimit
+	lockFair   bool // /api/v1/info's lock_fair
 	limitLeaks bool
 	limitPuts  int
 	perAddr    map[string]int
@@ -138,7 +139,7 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 		}
 	}
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true})
+		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true, LockFair: s.lockFair})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, 200, api.Health{Status: "ok", Instance: "fake-1"})

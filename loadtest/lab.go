@@ -29,6 +29,9 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return err
 	}
+	if fairLockTarget(&o, f) {
+		fmt.Fprintf(stderr, "lab: every target's redis-lock runs the fair lock (lock_fair in /api/v1/info): its first-come target is %.2f\n", o.firstComeTargets[inventory.StageRedisLock])
+	}
 	var db *sql.DB
 	if o.mysqlDSN != "" {
 		if db, err = openMySQL(ctx, o.mysqlDSN); err != nil {

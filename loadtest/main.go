@@ -119,8 +119,11 @@ type options struct {
 	pace        time.Duration
 	pacedBuyers int
 	// firstComeTargets are the paced scenario's targets per stage:
-	// firstComeTargets of fairness.go, changed by --first-come-target.
+	// firstComeTargets of fairness.go, changed by --first-come-target
+	// (firstComeNamed are the stages it named), and redis-lock's set
+	// when the fleet's redis-lock is fair (fairLockTarget).
 	firstComeTargets map[string]float64
+	firstComeNamed   map[string]bool
 	// scalperPeople is the scalper scenarios' crowd (scalper.go); their
 	// limited row sets a per-address limit of scalperLimitBurst buys, then
 	// one per scalperLimitInterval, and fails when the scalpers' gain is
@@ -348,13 +351,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if o.t0Lead <= 0 || o.pace <= 0 {
 		bad("--t0-lead and --pace must be positive")
 	}
-	o.firstComeTargets = maps.Clone(firstComeTargets)
+	o.firstComeTargets, o.firstComeNamed = maps.Clone(firstComeTargets), map[string]bool{}
 	for _, kv := range config.SplitList(*firstComeTarget) {
 		stage, v, ok := strings.Cut(kv, "=")
 		if !ok || !slices.Contains(allStages, stage) {
 			bad("--first-come-target: %q is not stage=score with a known stage", kv)
 			continue
 		}
+		o.firstComeNamed[stage] = true
 		if v == "none" {
 			delete(o.firstComeTargets, stage)
 			continue

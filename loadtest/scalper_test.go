@@ -83,3 +83,37 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 		}
 	})
 }
+
+// TestFairLockTargetFromInfo: a fleet whose every instance says its
+// redis-lock is fair (lock_fair in /api/v1/info) holds redis-lock's paced
+// row to the atomic stages' first-come target without
+// --first-come-target; one that does not, or a run that names
+// redis-lock's target itself, keeps what it had.
+func TestFairLockTargetFromInfo(t *testing.T) {
+	args := []string{"--scenarios", "paced", "--pace", "2ms", "--paced-buyers", "200", "--stages", inventory.StageRedisLock}
+	for _, c := range []struct {
+		name     string
+		fair     bool
+		extra    []string
+		want     float64 // 0: no target
+		verdict  string
+	}{
+		{"fair", true, nil, 0.95, verdictPass},
+		{"not fair", false, nil, 0, verdictPass},
+		{"fair, target named", true, []string{"--first-come-target", "redis-lock=none"}, 0, verdictPass},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.lockFair = c.fair })
+			r, err := runAgainst(t, url, append(args, c.extra...)...)
+			if err != nil || r.Verdict != c.verdict || r.Paced == nil {
+				t.Fatalf("got %v: %s %q", err, r.Verdict, r.Note)
+			}
+			switch got := r.Paced.Target; {
+			case c.want == 0 && got != nil:
+				t.Errorf("target %v, want none", *got)
+			case c.want != 0 && (got == nil || *got != c.want):
+				t.Errorf("target %v, want %v", got, c.want)
+			}
+		})
+	}
+}
