@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -152,4 +153,22 @@ func describeTargets(targets map[string]float64) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// fairLockTarget holds redis-lock to the atomic stages' first-come target
+// when every target says its redis-lock runs the fair lock (lock_fair in
+// /api/v1/info), unless --first-come-target named redis-lock. It reports
+// whether it did.
+func fairLockTarget(o *options, f *fleet) bool {
+	if o.firstComeNamed[inventory.StageRedisLock] || len(f.infos) == 0 {
+		return false
+	}
+	for _, in := range f.infos {
+		if !in.LockFair {
+			return false
+		}
+	}
+	o.firstComeTargets = maps.Clone(o.firstComeTargets)
+	o.firstComeTargets[inventory.StageRedisLock] = firstComeTargets[inventory.StageRedisAtomic]
+	return true
 }

@@ -35,6 +35,15 @@ type fakeShop struct {
 	stages  []string
 	hangs   chan struct{} // closed at cleanup: releases hanging requests
 	hanging sync.WaitGroup
+	// limit is the rate limit GET and PUT /api/v1/admin/rate-limit read
+	// and set; per address it counts each X-Forwarded-For's buys and
+	// answers 429 past the burst (the interval never refills: the fake's
+	// rows are shorter), unless limitLeaks. limitPuts counts the PUTs.
+	limit      api.RateLimit
+	lockFair   bool // /api/v1/info's lock_fair
+	limitLeaks bool
+	limitPuts  int
+	perAddr    map[string]int
 }
 
 // fakeAnswer is what the policy decided for one request.
@@ -107,8 +116,20 @@ func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswe
 // startFakeShopMetrics is startFakeShop, with a /metrics route or without.
 func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer, metrics bool) string {
 	t.Helper()
+	url, _ := startFakeShopAs(t, policy, metrics, nil)
+	return url
+}
+
+// startFakeShopAs is startFakeShopMetrics with the shop changed by
+// configure before it serves, and returned.
+func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer, metrics bool, configure func(*fakeShop)) (string, *fakeShop) {
+	t.Helper()
 	s := &fakeShop{policy: policy, orders: map[string]bool{}, created: map[string]time.Time{}, hangs: make(chan struct{}),
-		stages: append([]string(nil), allStages...)}
+		stages: append([]string(nil), allStages...), perAddr: map[string]int{},
+		limit: api.RateLimit{Instance: "fake-1", Burst: 5, By: []string{"account"}, TrustedProxies: []string{"127.0.0.1/32", "::1/128"}}}
+	if configure != nil {
+		configure(s)
+	}
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -118,7 +139,7 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 		}
 	}
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true})
+		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true, LockFair: s.lockFair})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, 200, api.Health{Status: "ok", Instance: "fake-1"})
@@ -189,6 +210,15 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 		s.mu.Lock()
 		s.seen++
 		s.buys++
+		if addr := r.Header.Get("X-Forwarded-For"); s.limit.On && slices.Contains(s.limit.By, "address") && addr != "" {
+			s.perAddr[addr]++
+			if s.perAddr[addr] > s.limit.Burst && !s.limitLeaks {
+				s.mu.Unlock()
+				w.Header().Set("Retry-After", "10")
+				reply(w, 429, map[string]any{"type": "/problems/rate-limited", "status": 429})
+				return
+			}
+		}
 		a := s.policy(s, body.UserID)
 		s.mu.Unlock()
 		if a.wait != nil {
@@ -223,6 +253,29 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 		}
 		reply(w, a.status, map[string]any{"type": a.problem, "status": a.status})
 	}
+	mux.HandleFunc("GET /api/v1/admin/rate-limit", func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		l := s.limit
+		s.mu.Unlock()
+		reply(w, 200, l)
+	})
+	mux.HandleFunc("PUT /api/v1/admin/rate-limit", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			IntervalMS float64  `json:"interval_ms"`
+			Burst      int      `json:"burst"`
+			By         []string `json:"by"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			reply(w, 400, map[string]string{"type": "/problems/invalid-request"})
+			return
+		}
+		s.mu.Lock()
+		s.limit.On, s.limit.IntervalMS, s.limit.Burst, s.limit.By = body.IntervalMS > 0, body.IntervalMS, body.Burst, body.By
+		s.limitPuts++
+		l := s.limit
+		s.mu.Unlock()
+		reply(w, 200, l)
+	})
 	mux.HandleFunc("POST /api/v1/products/1/buy", buy)
 	mux.HandleFunc("POST /api/v1/coupons/1/grab", buy)
 	srv := httptest.NewServer(mux)
@@ -231,7 +284,7 @@ func startFakeShopMetrics(t *testing.T, policy func(s *fakeShop, user string) fa
 		s.hanging.Wait()
 		srv.Close()
 	})
-	return srv.URL
+	return srv.URL, s
 }
 
 // fakeArgs are small numbers: 200 buyers on stock 40 through 16 workers.

@@ -29,6 +29,9 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return err
 	}
+	if fairLockTarget(&o, f) {
+		fmt.Fprintf(stderr, "lab: every target's redis-lock runs the fair lock (lock_fair in /api/v1/info): its first-come target is %.2f\n", o.firstComeTargets[inventory.StageRedisLock])
+	}
 	var db *sql.DB
 	if o.mysqlDSN != "" {
 		if db, err = openMySQL(ctx, o.mysqlDSN); err != nil {
@@ -178,6 +181,10 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		var fig pacedFigures
 		res, fig, err = pacedAttack(ctx, o, plan, o.stock, pl, stderr)
 		r.Paced = &fig
+	case crowdScalper:
+		var fig scalperFigures
+		res, fig, err = scalperAttack(ctx, o, f, plan, sc.limited, pl, stderr)
+		r.Scalper = &fig
 	default:
 		res, err = attack(ctx, o, plan, pl, stderr)
 	}
@@ -255,6 +262,8 @@ func crowd(o options, sc scenario) int {
 		return o.t0Buyers
 	case crowdPaced:
 		return o.pacedBuyers
+	case crowdScalper:
+		return newScalperCrowd(o.scalperPeople).normals + newScalperCrowd(o.scalperPeople).scalpers*scalperAccounts
 	}
 	if o.shape == "burst" {
 		return o.buyers
@@ -270,6 +279,8 @@ func inFlight(o options, r row) int {
 		return o.t0Buyers
 	case r.Paced != nil:
 		return r.Paced.PeakInFlight
+	case r.Scalper != nil:
+		return crowd(o, scenario{crowd: crowdScalper})
 	}
 	return o.workers
 }

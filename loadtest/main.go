@@ -119,8 +119,20 @@ type options struct {
 	pace        time.Duration
 	pacedBuyers int
 	// firstComeTargets are the paced scenario's targets per stage:
-	// firstComeTargets of fairness.go, changed by --first-come-target.
+	// firstComeTargets of fairness.go, changed by --first-come-target
+	// (firstComeNamed are the stages it named), and redis-lock's set
+	// when the fleet's redis-lock is fair (fairLockTarget).
 	firstComeTargets map[string]float64
+	firstComeNamed   map[string]bool
+	// scalperPeople is the scalper scenarios' crowd (scalper.go); their
+	// limited row sets a per-address limit of scalperLimitBurst buys, then
+	// one per scalperLimitInterval, and fails when the scalpers' gain is
+	// above scalperTarget.
+	scalperPeople        int
+	scalperLimitInterval time.Duration
+	scalperLimitBurst    int
+	scalperTarget        float64
+	scalperTargetVerdict bool
 	// expectOversell names the stages expected to oversell; nil means
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
@@ -170,6 +182,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	pace := fs.Duration("pace", 5*time.Millisecond, "time between two arrivals of the paced scenario; 5ms is slow enough that the lab's own jitter rarely spans more than a few places on two busy cores (see the fairness table's wins past jitter)")
 	pacedBuyers := fs.Int("paced-buyers", 2000, "the most arrivals the paced scenario sends; it stops once the stock is sold")
 	firstComeTarget := fs.String("first-come-target", "", "comma-separated stage=score (or stage=none) changing the paced scenario's first-come targets, e.g. redis-lock=0.95 on a fleet whose redis-lock is fair; default "+describeTargets(firstComeTargets))
+	scalperPeople := fs.Int("scalper-people", 400, "the people of the scalper scenarios: 10% scalpers with 10 accounts each behind one address, firing every 50 ms from T-0, the others one request each in the first second")
+	scalperInterval := fs.Duration("scalper-limit-interval", 10*time.Second, "the per-address rate limit of the scalper-limited scenario: one buy per this interval after the burst")
+	scalperBurst := fs.Int("scalper-limit-burst", 1, "the per-address rate limit of the scalper-limited scenario: buys one address may send at once")
+	scalperTarget := fs.Float64("scalper-target", 1.5, "the most the scalpers should win, as a multiple of their share of the people, with the per-address limit on (scalper-limited); reported as met or not")
+	scalperTargetVerdict := fs.Bool("scalper-target-verdict", false, "fail the scalper-limited row when --scalper-target is not met; off by default because a rate limit caps how many requests a person sends, not how early: scalpers firing at T-0 still win one unit each before the ordinary buyers arrive")
 	product := fs.Int64("product", 1, "product id the buy and retry-storm scenarios sell")
 	coupon := fs.Int64("coupon", 1, "coupon batch id the grab scenario hands out")
 	if err := fs.Parse(args); err != nil {
@@ -208,6 +225,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		t0Lead:      *t0Lead,
 		pace:        *pace,
 		pacedBuyers: *pacedBuyers,
+
+		scalperPeople:        *scalperPeople,
+		scalperLimitInterval: *scalperInterval,
+		scalperLimitBurst:    *scalperBurst,
+		scalperTarget:        *scalperTarget,
+		scalperTargetVerdict: *scalperTargetVerdict,
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -316,16 +339,26 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if o.t0Buyers < 1 || o.pacedBuyers < 1 {
 		bad("--t0-buyers and --paced-buyers must be at least 1")
 	}
+	if o.scalperPeople < 10 {
+		bad("--scalper-people must be at least 10 (a tenth of them are scalpers)")
+	}
+	if o.scalperLimitInterval < time.Millisecond || o.scalperLimitInterval > time.Hour || o.scalperLimitBurst < 1 {
+		bad("--scalper-limit-interval must be 1ms to 1h and --scalper-limit-burst at least 1")
+	}
+	if !(o.scalperTarget > 0) {
+		bad("--scalper-target must be above 0")
+	}
 	if o.t0Lead <= 0 || o.pace <= 0 {
 		bad("--t0-lead and --pace must be positive")
 	}
-	o.firstComeTargets = maps.Clone(firstComeTargets)
+	o.firstComeTargets, o.firstComeNamed = maps.Clone(firstComeTargets), map[string]bool{}
 	for _, kv := range config.SplitList(*firstComeTarget) {
 		stage, v, ok := strings.Cut(kv, "=")
 		if !ok || !slices.Contains(allStages, stage) {
 			bad("--first-come-target: %q is not stage=score with a known stage", kv)
 			continue
 		}
+		o.firstComeNamed[stage] = true
 		if v == "none" {
 			delete(o.firstComeTargets, stage)
 			continue

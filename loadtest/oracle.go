@@ -98,6 +98,8 @@ type row struct {
 	// (paced.go); nil in the other scenarios' rows.
 	T0    *t0Figures    `json:"t0,omitempty"`
 	Paced *pacedFigures `json:"paced,omitempty"`
+	// Scalper are the scalper scenarios' figures (scalper.go).
+	Scalper *scalperFigures `json:"scalper,omitempty"`
 
 	// The CPU the processes spent on the attack (cpu.go), per answer
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
@@ -206,6 +208,8 @@ const (
 	ruleEarlyNotRefused  = "early-not-refused"  // t0: an early buyer was answered other than 409 sale-not-open
 	ruleExactSale        = "exact-sale"         // t0: a safe stage sold other than its whole stock
 	ruleFirstCome        = "first-come"         // paced: the first arrivals won a smaller share of the units than the stage's target
+	ruleScalpers         = "scalpers"           // scalper-limited, with --scalper-target-verdict: the scalpers still won more than their target share
+	ruleScalperLimit     = "scalper-limit"      // scalper-limited: the scalpers' addresses won more units than the per-address limit lets through
 )
 
 // judge sets r's verdict, the rules it broke, and its note from its counts.
@@ -348,6 +352,14 @@ func judge(r *row) {
 			fail(ruleFirstCome, "first-come score %.2f, below %.2f: the first %d arrivals won %d of the %d units sold; %s",
 				*p.Score, *p.Target, p.Stock, p.FirstWon, p.Won, why)
 		}
+		if sp := r.Scalper; sp != nil && sp.Limited && sp.ScalperWon > sp.LimitAllows {
+			fail(ruleScalperLimit, "with the per-address limit on, the %d scalpers' addresses won %d units, more than the %d the limit lets through",
+				sp.Scalpers, sp.ScalperWon, sp.LimitAllows)
+		}
+		if sp := r.Scalper; sp != nil && sp.TargetVerdict && sp.TargetMet != nil && !*sp.TargetMet {
+			fail(ruleScalpers, "with the per-address limit on, scalpers won %.0f%% of the units as %.0f%% of the people: %.2f× their share, above %.2f×",
+				100**sp.ShareOfUnits, 100*sp.ShareOfPeople, *sp.Gain, *sp.Target)
+		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
 		}
@@ -366,6 +378,9 @@ func judge(r *row) {
 	}
 	if p := r.Paced; p != nil {
 		notes = append(notes, p.note())
+	}
+	if sp := r.Scalper; sp != nil {
+		notes = append(notes, sp.note())
 	}
 	if r.Accepted > 0 {
 		notes = append(notes, fmt.Sprintf("%d accepted (202), %d confirmed; time to confirm p50 %.1f ms, p99 %.1f ms; peak lag %d orders",

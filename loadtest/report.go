@@ -68,6 +68,11 @@ type settings struct {
 	PacedBuyers int     `json:"paced_buyers,omitempty"`
 	// FirstComeTargets are the paced scenario's targets in this run.
 	FirstComeTargets map[string]float64 `json:"first_come_targets,omitempty"`
+	// The scalper scenarios' crowd and limit (scalper.go).
+	ScalperPeople          int     `json:"scalper_people,omitempty"`
+	ScalperLimitIntervalMS float64 `json:"scalper_limit_interval_ms,omitempty"`
+	ScalperLimitBurst      int     `json:"scalper_limit_burst,omitempty"`
+	ScalperTarget          float64 `json:"scalper_target,omitempty"`
 }
 
 func settingsOf(o options) settings {
@@ -86,6 +91,8 @@ func settingsOf(o options) settings {
 			s.T0Buyers, s.T0LeadMS = o.t0Buyers, ms(o.t0Lead)
 		case crowdPaced:
 			s.PaceMS, s.PacedBuyers, s.FirstComeTargets = ms(o.pace), o.pacedBuyers, o.firstComeTargets
+		case crowdScalper:
+			s.ScalperPeople, s.ScalperLimitIntervalMS, s.ScalperLimitBurst, s.ScalperTarget = o.scalperPeople, ms(o.scalperLimitInterval), o.scalperLimitBurst, o.scalperTarget
 		}
 	}
 	if o.shape == "burst" {
@@ -304,6 +311,8 @@ func heading(r row, s settings) string {
 		return fmt.Sprintf("%s · %d buyers connected early, the opening %gs ahead · stock %d — %s", r.Scenario, s.T0Buyers, s.T0LeadMS/1000, s.Stock, sc.about)
 	case crowdPaced:
 		return fmt.Sprintf("%s · one arrival every %g ms, at most %d · stock %d — %s", r.Scenario, s.PaceMS, s.PacedBuyers, s.Stock, sc.about)
+	case crowdScalper:
+		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.about)
 	}
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
@@ -611,6 +620,29 @@ func saleTable(group []row) (title string, head []string, lines [][]string) {
 			lines = append(lines, []string{r.Stage, itoa(t.Buyers), itoa(t.RefusedEarly), early, fmt.Sprintf("%d/%d", r.Sold, r.InitialStock),
 				opt(t.ToLastOrderMS, "%.0f"), orDefault(t.LastOrderBy, "–"), opt(t.ToLastSaleAnswerMS, "%.0f"),
 				ms1(t.FirstSecondP50ms), ms1(t.FirstSecondP99ms), strings.ToUpper(r.Verdict)})
+		case r.Scalper != nil && r.Verdict != verdictSkipped:
+			sp := r.Scalper
+			title = "scalpers · who won, by kind of buyer"
+			head = []string{"stage", "limit", "people", "scalpers", "scalper requests", "429 to scalpers", "units to scalpers", "units to others", "share of units", "share of people", "gain", "target", "verdict"}
+			limit := "off"
+			if sp.Limited {
+				limit = fmt.Sprintf("%d, then 1 per %g s per address", sp.LimitBurst, sp.LimitIntervalMS/1000)
+			}
+			share, gain := "–", "–"
+			if sp.Gain != nil {
+				share, gain = fmt.Sprintf("%.0f%%", 100**sp.ShareOfUnits), fmt.Sprintf("%.2f×", *sp.Gain)
+			}
+			target := "–"
+			if sp.TargetMet != nil {
+				target = fmt.Sprintf("≤ %.2f×: ", *sp.Target)
+				if *sp.TargetMet {
+					target += "met"
+				} else {
+					target += "NOT MET"
+				}
+			}
+			lines = append(lines, []string{r.Stage, limit, itoa(sp.People), itoa(sp.Scalpers), itoa(sp.ScalperRequests), itoa(sp.ScalperLimited),
+				itoa(sp.ScalperWon), itoa(sp.NormalWon), share, fmt.Sprintf("%.0f%%", 100*sp.ShareOfPeople), gain, target, strings.ToUpper(r.Verdict)})
 		case r.Paced != nil && r.Verdict != verdictSkipped:
 			p := r.Paced
 			title = "fairness · who won, by the order the buyers asked in"

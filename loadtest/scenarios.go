@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,16 +33,25 @@ type scenario struct {
 	// window, who won), which a stage that oversells by design has
 	// nothing to say about. An explicit --stages runs every stage listed.
 	safeStages bool
-	about      string
+	// only, when set, are the stages the scenario runs on when --stages
+	// is all (the scalper rows: the limiter comes before every stage
+	// alike, so one shows it); an explicit --stages runs every stage
+	// listed.
+	only []string
+	// limited turns the fleet's per-address rate limit on for the row
+	// (the scalper crowd, scalper.go).
+	limited bool
+	about   string
 }
 
 // crowdKind is how a scenario's buyers arrive.
 type crowdKind int
 
 const (
-	crowdAttack crowdKind = iota // vegeta's attacker, in the run's --shape
-	crowdT0                      // connected early, released together at the opening (t0.go)
-	crowdPaced                   // one arrival every --pace, in a recorded order (paced.go)
+	crowdAttack  crowdKind = iota // vegeta's attacker, in the run's --shape
+	crowdT0                       // connected early, released together at the opening (t0.go)
+	crowdPaced                    // one arrival every --pace, in a recorded order (paced.go)
+	crowdScalper                  // ordinary buyers in the first second, scalpers from T-0 (scalper.go)
 )
 
 var scenarios = []scenario{
@@ -50,6 +60,10 @@ var scenarios = []scenario{
 	{name: "retry-storm", copies: 3, about: "hot product, but every buyer sends the same request 3 times at once with one Idempotency-Key"},
 	{name: "t0", copies: 1, crowd: crowdT0, safeStages: true, about: "T-0: the sale opens a moment ahead; every buyer connects and is refused sale-not-open first, then all fire at the opening"},
 	{name: "paced", copies: 1, crowd: crowdPaced, safeStages: true, about: "paced arrivals: one buyer every --pace, in a recorded order, until the stock is sold; first-come score"},
+	{name: "scalper", copies: 1, crowd: crowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic},
+		about: "scalpers, rate limit off: 10% of the people, each with 10 accounts behind one address firing every 50 ms from T-0; the others one request each in the first second"},
+	{name: "scalper-limited", copies: 1, crowd: crowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic}, limited: true,
+		about: "the same crowd with a per-address rate limit on every instance: no address wins more than the limit lets through; the scalpers' gain is reported against --scalper-target"},
 }
 
 func lookupScenario(name string) (scenario, bool) {
@@ -99,7 +113,7 @@ func (sc scenario) stagesOf(o options) []string {
 	}
 	var out []string
 	for _, st := range o.stages {
-		if !inventory.Oversells(st, 2) {
+		if !inventory.Oversells(st, 2) && (sc.only == nil || slices.Contains(sc.only, st)) {
 			out = append(out, st)
 		}
 	}

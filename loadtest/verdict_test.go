@@ -163,11 +163,16 @@ func TestParseOptions(t *testing.T) {
 		t.Errorf("defaults: %+v", o)
 	}
 	// By default the T-0 and paced scenarios run on the stages safe in a
-	// fleet; the attack scenarios on every stage.
+	// fleet, the scalper rows on redis-atomic alone (the limit comes
+	// before every stage alike), the attack scenarios on every stage;
+	// --stages names them all.
 	safe := []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "redis-stream", "redis-sharded"}
 	for _, sc := range o.scenarios {
 		want := allStages
-		if sc.crowd != crowdAttack {
+		switch sc.crowd {
+		case crowdScalper:
+			want = []string{"redis-atomic"}
+		case crowdT0, crowdPaced:
 			want = safe
 		}
 		if got := sc.stagesOf(o); !slices.Equal(got, want) {
@@ -176,6 +181,18 @@ func TestParseOptions(t *testing.T) {
 	}
 	if !maps.Equal(o.firstComeTargets, firstComeTargets) {
 		t.Errorf("default first-come targets %v, want %v", o.firstComeTargets, firstComeTargets)
+	}
+	if o.scalperPeople != 400 || o.scalperLimitInterval != 10*time.Second || o.scalperLimitBurst != 1 || o.scalperTarget != 1.5 || o.scalperTargetVerdict {
+		t.Errorf("scalper defaults: %d people, limit %v burst %d, target %v (verdict %v)", o.scalperPeople, o.scalperLimitInterval, o.scalperLimitBurst, o.scalperTarget, o.scalperTargetVerdict)
+	}
+	named, err := parseOptions([]string{"--stages", "db-atomic,redis-lock", "--scenarios", "scalper"}, withToken, io.Discard)
+	if got := named.scenarios[0].stagesOf(named); err != nil || !slices.Equal(got, []string{"db-atomic", "redis-lock"}) {
+		t.Errorf("--stages db-atomic,redis-lock: the scalper row runs on %v (%v), want both", got, err)
+	}
+	for _, bad := range [][]string{{"--scalper-people", "9"}, {"--scalper-limit-interval", "0s"}, {"--scalper-limit-burst", "0"}, {"--scalper-target", "0"}} {
+		if _, err := parseOptions(bad, withToken, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
 	}
 	// A fair lock's fleet holds redis-lock to a target; none drops one.
 	o, err = parseOptions([]string{"--first-come-target", "redis-lock=0.95,db-atomic=none"}, withToken, io.Discard)

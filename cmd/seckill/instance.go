@@ -71,7 +71,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	if !products.HasStage(cfg.Stage) {
 		return nil, errors.Join(fmt.Errorf("SECKILL_STAGE=%s needs a backend this process does not have (available: %v)", cfg.Stage, products.Stages()), p.close())
 	}
-	h := httpapi.NewServer(httpapi.Deps{
+	deps := httpapi.Deps{
 		Logger:     log,
 		Instance:   cfg.Instance,
 		Products:   products,
@@ -89,7 +89,11 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		Metrics:               p.metrics,
 		RequestTimeout:        cfg.RequestTimeout,
 		TrustedProxies:        cfg.TrustedProxies,
-	})
+	}
+	if p.rate != nil { // a nil *rateSwitch in the interface would not be nil
+		deps.RateLimits = p.rate
+	}
+	h := httpapi.NewServer(deps)
 	p.startReconcile([]reconcile.Target{
 		{Kind: "product", Items: products, Repairer: repairer(product.redisStock), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists},
 		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.redisStock), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
@@ -107,16 +111,16 @@ type parts struct {
 	b       backends
 	log     *slog.Logger
 	metrics *metrics.Metrics
-	// admit is the safe stages' rate limit (CrowdOptions.Admit); nil when
-	// off.
-	admit  func(context.Context, inventory.Order) error
+	// rate is the safe stages' rate limit (CrowdOptions.Admit), switched
+	// at runtime; nil without Redis.
+	rate   *rateSwitch
 	locks  lockClients
 	epochs *redisEpochs // nil without Redis
 	bg     background
 }
 
 func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
-	admit, err := admission(cfg, b.redis, log)
+	rate, err := newRateSwitch(cfg, b.redis, log)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +129,7 @@ func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parts{cfg: cfg, b: b, log: log, metrics: m, admit: admit, locks: locks}
+	p := &parts{cfg: cfg, b: b, log: log, metrics: m, rate: rate, locks: locks}
 	if b.redis != nil {
 		p.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
 		p.bg.run(p.epochs.watch)

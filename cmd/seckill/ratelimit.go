@@ -5,49 +5,108 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/ratelimit"
 )
 
-// admission builds the safe stages' rate limit from the settings: nil when
-// SECKILL_RATE_INTERVAL is 0. Each buyer is counted by account, by client
-// address, or by both (each on its own), fleet-wide in rdb. A limiter that
-// cannot reach Redis lets the buyer through: the stage behind it answers
-// for the outage.
-func admission(cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (func(context.Context, inventory.Order) error, error) {
-	if cfg.RateInterval == 0 {
+// rateSwitch is an instance's rate limit of the safe stages' buys and
+// grabs (CrowdOptions.Admit and Admitting). It starts as the settings say,
+// off when SECKILL_RATE_INTERVAL is 0, and GET and PUT
+// /api/v1/admin/rate-limit read and change it while the instance runs. Each
+// buyer is counted by account, by client address, or by both (each on its
+// own), fleet-wide in Redis; a change applies to this instance only (the
+// lab sends it to every one). A limiter that cannot reach Redis lets the
+// buyer through: the stage behind it answers for the outage.
+type rateSwitch struct {
+	rdb     redis.UniversalClient
+	log     *slog.Logger
+	trusted []netip.Prefix
+	cur     atomic.Pointer[rateLimit]
+}
+
+// rateLimit is one setting of a rateSwitch.
+type rateLimit struct {
+	l        *ratelimit.Limiter // nil: off
+	interval time.Duration
+	burst    int
+	by       []string // "account", "address"
+}
+
+// newRateSwitch returns the instance's rate limit from the settings: nil
+// without Redis, where SECKILL_RATE_INTERVAL must be 0.
+func newRateSwitch(cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (*rateSwitch, error) {
+	if rdb == nil {
+		if cfg.RateInterval != 0 {
+			return nil, errors.New("SECKILL_RATE_INTERVAL: the rate limit is kept in Redis, and this instance has none (set SECKILL_REDIS_ADDR)")
+		}
 		return nil, nil
 	}
-	if rdb == nil {
-		return nil, errors.New("SECKILL_RATE_INTERVAL: the rate limit is kept in Redis, and this instance has none (set SECKILL_REDIS_ADDR)")
-	}
-	l, err := ratelimit.New(rdb, ratelimit.Options{Interval: cfg.RateInterval, Burst: cfg.RateBurst, Prefix: "seckill:rate:"})
-	if err != nil {
+	s := &rateSwitch{rdb: rdb, log: log, trusted: cfg.TrustedProxies}
+	if _, err := s.SetRateLimit(cfg.RateInterval, cfg.RateBurst, cfg.RateLimitBy); err != nil {
 		return nil, fmt.Errorf("SECKILL_RATE_INTERVAL: %w", err)
 	}
-	byAccount, byAddress := slices.Contains(cfg.RateLimitBy, "account"), slices.Contains(cfg.RateLimitBy, "address")
-	return func(ctx context.Context, o inventory.Order) error {
-		var keys []string
-		if byAccount {
-			keys = append(keys, "acct:"+o.UserID)
-		}
-		if addr := inventory.ClientAddr(ctx); byAddress && addr != "" {
-			keys = append(keys, "addr:"+addr)
-		}
-		for _, k := range keys {
-			err := l.Allow(ctx, k)
-			if errors.Is(err, ratelimit.ErrLimited) {
-				return err
-			}
-			if err != nil && log.Enabled(ctx, slog.LevelDebug) {
-				log.Debug("rate limit not checked; buyer let through", "key", k, "err", err)
-			}
-		}
+	return s, nil
+}
+
+// on reports whether the limit applies now (CrowdOptions.Admitting).
+func (s *rateSwitch) on() bool { return s.cur.Load().l != nil }
+
+// admit counts one buyer against the limit (CrowdOptions.Admit).
+func (s *rateSwitch) admit(ctx context.Context, o inventory.Order) error {
+	r := s.cur.Load()
+	if r.l == nil {
 		return nil
-	}, nil
+	}
+	var keys []string
+	if slices.Contains(r.by, "account") {
+		keys = append(keys, "acct:"+o.UserID)
+	}
+	if addr := inventory.ClientAddr(ctx); slices.Contains(r.by, "address") && addr != "" {
+		keys = append(keys, "addr:"+addr)
+	}
+	for _, k := range keys {
+		err := r.l.Allow(ctx, k)
+		if errors.Is(err, ratelimit.ErrLimited) {
+			return err
+		}
+		if err != nil && s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.Debug("rate limit not checked; buyer let through", "key", k, "err", err)
+		}
+	}
+	return nil
+}
+
+// RateLimit is the limit as GET /api/v1/admin/rate-limit shows it.
+func (s *rateSwitch) RateLimit() api.RateLimit {
+	r := s.cur.Load()
+	out := api.RateLimit{On: r.l != nil, IntervalMS: float64(r.interval.Microseconds()) / 1000, Burst: r.burst,
+		By: slices.Clone(r.by), TrustedProxies: []string{}}
+	for _, p := range s.trusted {
+		out.TrustedProxies = append(out.TrustedProxies, p.String())
+	}
+	return out
+}
+
+// SetRateLimit replaces the limit: interval 0 turns it off. Buyers already
+// past the limiter are not asked again.
+func (s *rateSwitch) SetRateLimit(interval time.Duration, burst int, by []string) (api.RateLimit, error) {
+	r := &rateLimit{interval: interval, burst: burst, by: slices.Clone(by)}
+	if interval != 0 {
+		l, err := ratelimit.New(s.rdb, ratelimit.Options{Interval: interval, Burst: burst, Prefix: "seckill:rate:"})
+		if err != nil {
+			return api.RateLimit{}, err
+		}
+		r.l = l
+	}
+	s.cur.Store(r)
+	return s.RateLimit(), nil
 }

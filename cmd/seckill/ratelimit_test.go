@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // TestFleetRateLimit: three instances share one limit per account and per
@@ -59,4 +63,63 @@ func TestFleetRateLimit(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRateLimitSwitchedAtRuntime: three instances start without a limit;
+// PUT /api/v1/admin/rate-limit on each turns a per-address limit on and
+// then off again, on a stage that folds keyed buys into their claim
+// (redis-atomic) and on one that does not (db-atomic). Ten accounts behind
+// one address, each buy with its own Idempotency-Key, all buy while the
+// limit is off; with it on, ten more behind another address get 2 past
+// (the burst) and 8 × 429, the folded path included; once it is off
+// again, the same address buys freely.
+func TestRateLimitSwitchedAtRuntime(t *testing.T) {
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "db-atomic", "SECKILL_TRUSTED_PROXIES": "127.0.0.1, ::1"})
+	admin := map[string]string{"Authorization": "Bearer " + fleetToken}
+	set := func(body string, on bool) {
+		t.Helper()
+		for _, u := range f.urls {
+			code, b := f.call("PUT", u+"/api/v1/admin/rate-limit", body, admin)
+			var got api.RateLimit
+			if code != 200 || json.Unmarshal(b, &got) != nil || got.On != on {
+				t.Fatalf("PUT %s on %s: %d %s", body, u, code, b)
+			}
+		}
+	}
+	// Ten new accounts behind addr, each buy keyed, at once.
+	farm := func(stage, tag, addr string) map[int]int {
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				user := fmt.Sprintf("%s-%s-%d", stage, tag, i)
+				code, _ := f.call("POST", f.urls[i%len(f.urls)]+"/api/v1/products/1/buy", fmt.Sprintf(`{"user_id":%q}`, user),
+					map[string]string{"X-Seckill-Stage": stage, "Authorization": "Bearer " + fleetToken, "X-Forwarded-For": addr, "Idempotency-Key": user})
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return codes
+	}
+	for i, stage := range []string{"redis-atomic", "db-atomic"} {
+		t.Run(stage, func(t *testing.T) {
+			f.t = t
+			f.reset("products", 1, 100)
+			a, b := fmt.Sprintf("198.51.100.%d", 20+i), fmt.Sprintf("203.0.113.%d", 20+i)
+			if codes := farm(stage, "off", a); codes[201] != 10 {
+				t.Errorf("limit off, ten accounts behind one address: %v; want 10 × 201", codes)
+			}
+			set(`{"interval_ms":3600000,"burst":2,"by":["address"]}`, true)
+			if codes := farm(stage, "on", b); codes[201] != 2 || codes[429] != 8 {
+				t.Errorf("limit on, ten accounts behind one address: %v; want 2 × 201 and 8 × 429", codes)
+			}
+			set(`{"interval_ms":0}`, false)
+			if codes := farm(stage, "off-again", b); codes[201] != 10 {
+				t.Errorf("limit off again, the limited address: %v; want 10 × 201", codes)
+			}
+		})
+	}
 }

@@ -25,7 +25,10 @@ type kindStages struct {
 // queue); the teaching stages do not, since their race is the lesson.
 // With Redis, it also starts redis-stream's order writer.
 func (p *parts) stages(st *store.Ledger, kind string) kindStages {
-	co := inventory.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind), Admit: p.admit}
+	co := inventory.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
+	if p.rate != nil {
+		co.Admit, co.Admitting = p.rate.admit, p.rate.on
+	}
 	if p.b.redis != nil {
 		co.Epochs = p.epochs
 	}

@@ -34,6 +34,28 @@ type RedisPing struct {
 	RoundTripMS float64 `json:"round_trip_ms"`
 }
 
+// RateLimit is the answer of GET and PUT /api/v1/admin/rate-limit: this
+// instance's limit of the safe stages' buys and grabs, per buyer and
+// fleet-wide (the counts live in Redis). Over it a buyer hears 429
+// rate-limited. A change applies to the instance that answers it only.
+type RateLimit struct {
+	Instance string `json:"instance"`
+	// On says whether buys are limited now (interval_ms above 0).
+	On bool `json:"on"`
+	// IntervalMS is the time between two buys of one buyer at the
+	// sustained rate (100: ten a second); 0 when the limit is off.
+	IntervalMS float64 `json:"interval_ms"`
+	// Burst is how many buys one buyer may send at once.
+	Burst int `json:"burst"`
+	// By is what counts as one buyer: "account" (the user_id), "address"
+	// (the client's IP), or both, each limited on its own.
+	By []string `json:"by"`
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// (SECKILL_TRUSTED_PROXIES, set at start); from any other peer the
+	// client is the connection's address.
+	TrustedProxies []string `json:"trusted_proxies"`
+}
+
 // Info is the answer of GET /api/v1/info.
 type Info struct {
 	Instance string   `json:"instance"`

@@ -106,7 +106,7 @@ var problemTable = []problemType{
 	{errHeadersTooLarge, 431, "headers-too-large", keyStore, "Headers too large", "The request line and headers are capped at 32 KiB."},
 	{errMediaType, 415, "unsupported-media-type", keyStore, "Unsupported media type", "Send Content-Type: application/json."},
 	{idempotency.ErrMismatch, 422, "idempotency-mismatch", keyStore, "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},
-	{ratelimit.ErrLimited, 429, "rate-limited", keyRetry, "Too many requests", "This buyer (its account, or its address when the instance limits addresses) sent more than its rate allows (SECKILL_RATE_LIMIT, SECKILL_RATE_BURST); nothing was written. Retry after the Retry-After delay."},
+	{ratelimit.ErrLimited, 429, "rate-limited", keyRetry, "Too many requests", "This buyer (its account, or its address when the instance limits addresses) sent more than its rate allows (SECKILL_RATE_INTERVAL and SECKILL_RATE_BURST, or PUT /api/v1/admin/rate-limit); nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", keyRetry, "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
 	{inventory.ErrOverloaded, 503, "overloaded", keyRetry, "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockLost, 503, "lock-lost", keyRetry, "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},

@@ -51,6 +51,8 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	}
 	admin.PUT("/stage", s.handleSetStage(d.Products, d.Coupons))
 	admin.GET("/redis-ping", s.handleRedisPing(d.Idempotency))
+	admin.GET("/rate-limit", s.handleGetRateLimit(d.RateLimits))
+	admin.PUT("/rate-limit", s.handleSetRateLimit(d.RateLimits))
 
 	if d.Web != nil {
 		r.NoRoute(func(c *gin.Context) {

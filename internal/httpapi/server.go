@@ -73,6 +73,9 @@ type Deps struct {
 	// LockFair says that redis-lock runs the lock's fair mode; shown in
 	// GET /api/v1/info.
 	LockFair bool
+	// RateLimits is the instance's rate limit, switched at runtime (GET
+	// and PUT /api/v1/admin/rate-limit); nil without Redis.
+	RateLimits RateLimits
 }
 
 type server struct {

@@ -106,6 +106,16 @@ type CrowdOptions struct {
 	// remembered sell-out is answered first, and a limited buyer takes no
 	// place in the line.
 	Admit func(ctx context.Context, o Order) error
+	// Admitting, when set, says whether Admit applies right now: a limit
+	// an admin turns on and off while the instance runs. Nil means Admit
+	// applies whenever it is set.
+	Admitting func() bool
+}
+
+// admitting reports whether buyers are asked about (CrowdOptions.Admit)
+// right now.
+func (o CrowdOptions) admitting() bool {
+	return o.Admit != nil && (o.Admitting == nil || o.Admitting())
 }
 
 // The reasons CrowdOptions.Refused hears, from the cheapest answer to the
@@ -278,7 +288,7 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		c.refused(RefusedRemembered)
 		return errRememberedSoldOut
 	}
-	if c.opts.Admit != nil {
+	if c.opts.admitting() {
 		if err := c.opts.Admit(ctx, o); err != nil {
 			c.refused(RefusedLimited)
 			return err

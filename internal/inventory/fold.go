@@ -19,8 +19,8 @@ import (
 //
 // A folded buy has its units before it reaches the crowd control, so the
 // crowd lets it through (it takes no place in the line: it only writes).
-// A crowd that limits buyers' rates (CrowdOptions.Admit) does not fold:
-// the limiter comes before the stage. Neither does redis-stream at
+// A crowd that limits buyers' rates (CrowdOptions.Admit, while Admitting)
+// does not fold: the limiter comes before the stage. Neither does redis-stream at
 // DurabilityReplica, whose WAIT must follow the enqueue on its connection.
 
 // Fold is a buy whose stage's script runs inside the Idempotency-Key
@@ -132,7 +132,7 @@ func (s *RedisStream) fold(o Order) (RefusalCheck, bool) {
 // the crowd limits buyers' rates.
 func (w crowded) fold(o Order) (RefusalCheck, bool) {
 	f, ok := w.next.(folder)
-	if !ok || w.c.opts.Admit != nil {
+	if !ok || w.c.opts.admitting() {
 		return RefusalCheck{}, false
 	}
 	return f.fold(o)

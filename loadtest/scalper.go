@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
+
+	"github.com/seckill-lab/seckill/internal/api"
+)
+
+// The scalper scenarios: the people of a sale are ordinary buyers (90%),
+// each one account sending one request at a random instant of the first
+// second, and scalpers (10%), each with scalperAccounts accounts behind
+// one client address, every account firing one request every
+// scalperEvery from T-0 until it wins, is told it already bought, or the
+// item is sold out. Each person's address reaches the instances in
+// X-Forwarded-For, which they believe only from a trusted proxy
+// (SECKILL_TRUSTED_PROXIES; lab.sh sets it for the fleets it starts).
+//
+// "scalper" runs with the fleet's rate limit off, and shows what the
+// scalpers gain; "scalper-limited" turns a per-address limit on (PUT
+// /api/v1/admin/rate-limit on every target: --scalper-limit-burst buys at
+// once, then one per --scalper-limit-interval) and restores each target's
+// own afterwards. The gain is the scalpers' share of the units sold over
+// their share of the people; a limited row fails above --scalper-target.
+
+const (
+	scalperAccounts = 10
+	scalperEvery    = 50 * time.Millisecond
+	// scalperShare is the scalpers' part of the people, in tenths.
+	scalperShare = 10
+	// scalperWindow is how long the ordinary buyers take to arrive.
+	scalperWindow = time.Second
+	// scalperGiveUp ends a scalper's account that has not won by then.
+	scalperGiveUp = 10 * time.Second
+)
+
+// scalperFigures are a scalper row's own figures.
+type scalperFigures struct {
+	People   int  `json:"people"`
+	Scalpers int  `json:"scalpers"`
+	Accounts int  `json:"accounts_per_scalper"`
+	Limited  bool `json:"limited"`
+	// LimitIntervalMS and LimitBurst are the per-address limit of a
+	// limited row.
+	LimitIntervalMS float64 `json:"limit_interval_ms,omitempty"`
+	LimitBurst      int     `json:"limit_burst,omitempty"`
+	// Requests, units won and 429 answers of each group.
+	NormalRequests  int `json:"normal_requests"`
+	ScalperRequests int `json:"scalper_requests"`
+	NormalWon       int `json:"normal_won"`
+	ScalperWon      int `json:"scalper_won"`
+	ScalpersWhoWon  int `json:"scalpers_who_won"` // scalpers with at least one unit
+	NormalLimited   int `json:"normal_limited"`
+	ScalperLimited  int `json:"scalper_limited"`
+	// ShareOfPeople is the scalpers' share of the people; ShareOfUnits
+	// their share of the units won, and Gain the ratio of the two (nil
+	// when nobody won). Target is the most Gain may be (limited rows).
+	ShareOfPeople float64  `json:"share_of_people"`
+	ShareOfUnits  *float64 `json:"share_of_units"`
+	Gain          *float64 `json:"gain"`
+	Target        *float64 `json:"target,omitempty"`
+	TargetMet     *bool    `json:"target_met,omitempty"`
+	// TargetVerdict says that the row fails when the target is not met
+	// (--scalper-target-verdict); otherwise the target is reported.
+	TargetVerdict bool `json:"target_verdict,omitempty"`
+	// LimitAllows is the most units the scalpers' addresses could win
+	// through the limit (a limited row): their burst, and one per interval
+	// they kept firing. More is a limit that did not hold.
+	LimitAllows int `json:"limit_allows,omitempty"`
+	// lastScalperAnswer is when, after T-0, the last scalper request was
+	// answered: the instance checked the limit at some point before.
+	lastScalperAnswer time.Duration
+}
+
+// scalperCrowd is the people of one scalper row.
+type scalperCrowd struct {
+	normals, scalpers int
+}
+
+func newScalperCrowd(people int) scalperCrowd {
+	s := max(1, people*scalperShare/100)
+	return scalperCrowd{normals: people - s, scalpers: s}
+}
+
+// buyer numbers: the ordinary buyers first, then each scalper's accounts.
+func (c scalperCrowd) scalperAccount(s, a int) uint64 {
+	return uint64(c.normals + s*scalperAccounts + a)
+}
+
+// personAddr is the client address person n of a row sends from: an IPv6
+// address of a unique local prefix made of the row's random id, ordinary
+// buyers and scalpers apart. The limiter's counts of an address outlive
+// the row in Redis, so no two rows may share one.
+func personAddr(row uint32, scalper bool, n int) string {
+	kind := 1
+	if scalper {
+		kind = 2
+	}
+	return fmt.Sprintf("fd00:%x:%x::%x:%x", row>>16, row&0xffff, kind, n)
+}
+
+// rateLimits reads and sets the targets' rate limits.
+type rateLimits struct {
+	f      *fleet
+	before []api.RateLimit // each target's own, to restore
+}
+
+// takeRateLimits reads every target's rate limit, and fails when a
+// target keeps none (no Redis) or would not believe the lab's
+// X-Forwarded-For.
+func takeRateLimits(ctx context.Context, f *fleet) (*rateLimits, error) {
+	rl := &rateLimits{f: f}
+	for _, t := range f.targets {
+		var cur api.RateLimit
+		if err := f.do(ctx, http.MethodGet, t+"/api/v1/admin/rate-limit", nil, &cur); err != nil {
+			return nil, fmt.Errorf("the scalper scenarios set the fleet's rate limit: %w", err)
+		}
+		if !trustsLoopback(cur.TrustedProxies) {
+			return nil, fmt.Errorf("target %s does not believe X-Forwarded-For from the lab (trusted proxies %v): start it with SECKILL_TRUSTED_PROXIES=127.0.0.1,::1, as lab.sh does", t, cur.TrustedProxies)
+		}
+		rl.before = append(rl.before, cur)
+	}
+	return rl, nil
+}
+
+// trustsLoopback reports whether the lab's loopback address is among the
+// trusted proxies.
+func trustsLoopback(trusted []string) bool {
+	for _, s := range trusted {
+		p, err := netip.ParsePrefix(s)
+		if err == nil && (p.Contains(netip.MustParseAddr("127.0.0.1")) || p.Contains(netip.IPv6Loopback())) {
+			return true
+		}
+	}
+	return false
+}
+
+// set puts one limit on every target.
+func (rl *rateLimits) set(ctx context.Context, intervalMS float64, burst int, by []string) error {
+	body, err := json.Marshal(map[string]any{"interval_ms": intervalMS, "burst": burst, "by": by})
+	if err != nil {
+		return err
+	}
+	for _, t := range rl.f.targets {
+		if err := rl.f.do(ctx, http.MethodPut, t+"/api/v1/admin/rate-limit", body, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore gives every target its own limit back.
+func (rl *rateLimits) restore(ctx context.Context) error {
+	var errs []error
+	for i, t := range rl.f.targets {
+		b := rl.before[i]
+		body, err := json.Marshal(map[string]any{"interval_ms": b.IntervalMS, "burst": b.Burst, "by": b.By})
+		if err == nil {
+			err = rl.f.do(ctx, http.MethodPut, t+"/api/v1/admin/rate-limit", body, nil)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// scalperAttack runs one scalper row of plan: the limit set (limited) or
+// off, the crowd, and each target's own limit restored.
+func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limited bool, pl *plot.Plot, progress io.Writer) (res attackResult, fig scalperFigures, err error) {
+	crowd := newScalperCrowd(o.scalperPeople)
+	fig = scalperFigures{People: o.scalperPeople, Scalpers: crowd.scalpers, Accounts: scalperAccounts, Limited: limited,
+		ShareOfPeople: float64(crowd.scalpers) / float64(o.scalperPeople)}
+	rl, err := takeRateLimits(ctx, f)
+	if err != nil {
+		return res, fig, err
+	}
+	defer func() {
+		// The limit goes back even when the row was cancelled.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := rl.restore(rctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("restoring the targets' rate limits: %w", rerr))
+		}
+	}()
+	if limited {
+		fig.LimitIntervalMS, fig.LimitBurst = ms(o.scalperLimitInterval), o.scalperLimitBurst
+		fig.Target, fig.TargetVerdict = &o.scalperTarget, o.scalperTargetVerdict
+		err = rl.set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"})
+	} else {
+		err = rl.set(ctx, 0, 1, []string{"account"})
+	}
+	if err != nil {
+		return res, fig, err
+	}
+
+	conns := crowd.normals + crowd.scalpers*scalperAccounts
+	tr := newBuyerTransport(conns, o.timeout)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect}
+	if err := warm(ctx, client, p.targets, min(conns, 64)); err != nil {
+		return res, fig, err
+	}
+
+	t := newTally(0)
+	var mu sync.Mutex // guards t, m, results and the figures' counts
+	var m vegeta.Metrics
+	var results []sent
+	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-15s %-12s %d people", p.scenario.name, p.stage, o.scalperPeople), func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return t.progressLine()
+	})
+	var soldOut atomic.Bool
+	var seq atomic.Uint64
+	t0 := time.Now().Add(50 * time.Millisecond) // T-0: the scalpers' first shot
+	// send sends one request of buyer from addr and counts it.
+	send := func(buyer, attempt uint64, addr string, scalper bool) answer {
+		var tg vegeta.Target
+		p.target(&tg, buyer, attempt)
+		tg.Header.Set("X-Forwarded-For", addr)
+		s := sendOne(ctx, client, tg, p.series, seq.Add(1)-1)
+		a := classify(s.result)
+		mu.Lock()
+		defer mu.Unlock()
+		t.add(s.result, a)
+		m.Add(s.result)
+		results = append(results, s)
+		won, limitedAnswer := a.outcome == outCreated, a.outcome == outTooMany && a.problem == "/problems/rate-limited"
+		if scalper {
+			fig.lastScalperAnswer = max(fig.lastScalperAnswer, s.result.Timestamp.Add(s.result.Latency).Sub(t0))
+			fig.ScalperRequests++
+			fig.ScalperWon += b2i(won)
+			fig.ScalperLimited += b2i(limitedAnswer)
+		} else {
+			fig.NormalRequests++
+			fig.NormalWon += b2i(won)
+			fig.NormalLimited += b2i(limitedAnswer)
+		}
+		if a.outcome == outSoldOut || fig.NormalWon+fig.ScalperWon >= o.stock {
+			soldOut.Store(true)
+		}
+		return a
+	}
+
+	row := rand.Uint32()
+	var wg sync.WaitGroup
+	for i := range crowd.normals {
+		at := t0.Add(rand.N(scalperWindow))
+		wg.Go(func() {
+			sleepCtx(ctx, time.Until(at))
+			if ctx.Err() == nil {
+				send(uint64(i), 0, personAddr(row, false, i), false)
+			}
+		})
+	}
+	var whoWon sync.Map
+	for s := range crowd.scalpers {
+		for acct := range scalperAccounts {
+			wg.Go(func() {
+				buyer := crowd.scalperAccount(s, acct)
+				for k := 0; ; k++ {
+					sleepCtx(ctx, time.Until(t0.Add(time.Duration(k)*scalperEvery)))
+					if ctx.Err() != nil || soldOut.Load() || time.Since(t0) > scalperGiveUp {
+						return
+					}
+					a := send(buyer, uint64(k), personAddr(row, true, s), true)
+					switch {
+					case a.outcome == outCreated:
+						whoWon.Store(s, true)
+						return
+					case a.outcome == outSoldOut, a.outcome == outConflict: // sold out, or this account already bought
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	m.Close()
+	line.stop()
+	if err := ctx.Err(); err != nil {
+		return res, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	if err := plotInOrder(pl, results); err != nil {
+		return res, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
+	}
+	whoWon.Range(func(any, any) bool { fig.ScalpersWhoWon++; return true })
+	if won := fig.NormalWon + fig.ScalperWon; won > 0 {
+		share := float64(fig.ScalperWon) / float64(won)
+		gain := share / fig.ShareOfPeople
+		fig.ShareOfUnits, fig.Gain = &share, &gain
+	}
+	if limited {
+		// What the limit lets through: a burst per address, and one more
+		// per interval the scalpers kept firing.
+		refills := int(fig.lastScalperAnswer / o.scalperLimitInterval)
+		fig.LimitAllows = fig.Scalpers * (o.scalperLimitBurst + refills)
+		met := fig.Gain != nil && *fig.Gain <= o.scalperTarget
+		fig.TargetMet = &met
+	}
+	return attackResult{tally: t, metrics: m}, fig, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// note sums the scalper figures up for the row's note.
+func (s *scalperFigures) note() string {
+	limit := "rate limit off"
+	if s.Limited {
+		limit = fmt.Sprintf("per-address rate limit on (burst %d, then one per %g ms)", s.LimitBurst, s.LimitIntervalMS)
+	}
+	gain := "n/a (nobody won)"
+	if s.Gain != nil {
+		gain = fmt.Sprintf("%.0f%% of the units to %.0f%% of the people: %.2f× their share", 100**s.ShareOfUnits, 100*s.ShareOfPeople, *s.Gain)
+	}
+	if s.TargetMet != nil {
+		met := "met"
+		if !*s.TargetMet {
+			met = "NOT MET"
+		}
+		gain += fmt.Sprintf(" (target ≤ %.2f×: %s", *s.Target, met)
+		if !s.TargetVerdict {
+			gain += ", reported, not a verdict: see --scalper-target-verdict"
+		}
+		gain += fmt.Sprintf("); the limit lets their addresses win at most %d", s.LimitAllows)
+	}
+	return fmt.Sprintf("scalpers, %s: %d people, %d of them scalpers with %d accounts each; scalpers won %d units (%d of them at least one) with %d requests (%d × 429), ordinary buyers %d with %d requests (%d × 429); %s",
+		limit, s.People, s.Scalpers, s.Accounts, s.ScalperWon, s.ScalpersWhoWon, s.ScalperRequests, s.ScalperLimited, s.NormalWon, s.NormalRequests, s.NormalLimited, gain)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// TestScalperAgainstFakeShops runs the scalper scenarios against a fake
+// shop that sells as a safe stage does and limits by X-Forwarded-For as
+// the instances do: 100 people, so 10 scalpers with 10 accounts each,
+// stock 40.
+//   - Off: the scalpers, firing from T-0, win more than their share of
+//     the people; no target; the shop's own limit is back afterwards.
+//   - Limited: the shop is told a per-address limit of burst 1; no
+//     scalper address wins more than one unit, the scalpers hear 429, and
+//     the target of 1.5× is reported (not met: ten scalpers take ten of
+//     the forty units at T-0, 2.5× their share), not judged.
+//   - With --scalper-target-verdict the same row fails, naming the rule.
+//   - A shop whose limit leaks (every scalper account wins) fails the
+//     limit's own rule.
+//   - A shop that does not trust the lab's X-Forwarded-For fails the row
+//     as a lab error that names the setting to change.
+func TestScalperAgainstFakeShops(t *testing.T) {
+	args := []string{"--stages", inventory.StageRedisAtomic, "--scalper-people", "100"}
+	t.Run("off", func(t *testing.T) {
+		url, shop := startFakeShopAs(t, (*fakeShop).sell, true, nil)
+		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper")...)
+		if err != nil || r.Verdict != verdictPass || r.Scalper == nil || r.Scalper.Gain == nil {
+			t.Fatalf("want a pass with a gain, got %v: %s %q", err, r.Verdict, r.Note)
+		}
+		sp := r.Scalper
+		if sp.Limited || sp.Scalpers != 10 || sp.ScalperWon+sp.NormalWon != 40 || *sp.Gain <= 1 || sp.TargetMet != nil || sp.ScalperLimited != 0 {
+			t.Errorf("figures %+v; want 10 scalpers, 40 won, a gain above 1, no limit and no target", *sp)
+		}
+		shop.mu.Lock()
+		defer shop.mu.Unlock()
+		if shop.limit.On || shop.limitPuts != 2 || !slices.Equal(shop.limit.By, []string{"account"}) || shop.limit.Burst != 5 {
+			t.Errorf("the shop's limit after the row: %+v after %d PUTs; want its own (off, burst 5, by account) set back", shop.limit, shop.limitPuts)
+		}
+	})
+	t.Run("limited", func(t *testing.T) {
+		url, shop := startFakeShopAs(t, (*fakeShop).sell, true, nil)
+		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited")...)
+		if err != nil || r.Verdict != verdictPass || r.Scalper == nil || r.Scalper.TargetMet == nil {
+			t.Fatalf("want a pass with the target reported, got %v: %s %q", err, r.Verdict, r.Note)
+		}
+		sp := r.Scalper
+		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet {
+			t.Errorf("figures %+v; want at most one unit per scalper address, 429s to scalpers, the target not met", *sp)
+		}
+		if !strings.Contains(r.Note, "NOT MET") || !strings.Contains(r.Note, "--scalper-target-verdict") {
+			t.Errorf("the note does not report the target: %q", r.Note)
+		}
+		shop.mu.Lock()
+		defer shop.mu.Unlock()
+		if shop.limit.On {
+			t.Errorf("the shop's limit was left on: %+v", shop.limit)
+		}
+	})
+	t.Run("target as verdict", func(t *testing.T) {
+		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, nil)
+		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--scalper-target-verdict")...)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleScalpers}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", ruleScalpers, err, r.Broken, r.Note)
+		}
+	})
+	t.Run("a limit that leaks", func(t *testing.T) {
+		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.limitLeaks = true })
+		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited")...)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleScalperLimit}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", ruleScalperLimit, err, r.Broken, r.Note)
+		}
+	})
+	t.Run("untrusted", func(t *testing.T) {
+		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.limit.TrustedProxies = []string{} })
+		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper")...)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleLabError}) || !strings.Contains(r.Note, "SECKILL_TRUSTED_PROXIES") {
+			t.Fatalf("want the row failed as %s, naming SECKILL_TRUSTED_PROXIES; got %v: %v %q", ruleLabError, err, r.Broken, r.Note)
+		}
+	})
+}
+
+// TestFairLockTargetFromInfo: a fleet whose every instance says its
+// redis-lock is fair (lock_fair in /api/v1/info) holds redis-lock's paced
+// row to the atomic stages' first-come target without
+// --first-come-target; one that does not, or a run that names
+// redis-lock's target itself, keeps what it had.
+func TestFairLockTargetFromInfo(t *testing.T) {
+	args := []string{"--scenarios", "paced", "--pace", "2ms", "--paced-buyers", "200", "--stages", inventory.StageRedisLock}
+	for _, c := range []struct {
+		name     string
+		fair     bool
+		extra    []string
+		want     float64 // 0: no target
+		verdict  string
+	}{
+		{"fair", true, nil, 0.95, verdictPass},
+		{"not fair", false, nil, 0, verdictPass},
+		{"fair, target named", true, []string{"--first-come-target", "redis-lock=none"}, 0, verdictPass},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.lockFair = c.fair })
+			r, err := runAgainst(t, url, append(args, c.extra...)...)
+			if err != nil || r.Verdict != c.verdict || r.Paced == nil {
+				t.Fatalf("got %v: %s %q", err, r.Verdict, r.Note)
+			}
+			switch got := r.Paced.Target; {
+			case c.want == 0 && got != nil:
+				t.Errorf("target %v, want none", *got)
+			case c.want != 0 && (got == nil || *got != c.want):
+				t.Errorf("target %v, want %v", got, c.want)
+			}
+		})
+	}
+}
