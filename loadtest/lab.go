@@ -120,6 +120,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 		return err
 	}
 	rep.Knees = findKnees(rep)
+	rep.Models = modelSweep(rep)
 	if err := writeCharts(dir, &rep); err != nil {
 		return err
 	}

@@ -183,7 +183,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	pacedBuyers := fs.Int("paced-buyers", 2000, "the most arrivals the paced scenario sends; it stops once the stock is sold")
 	firstComeTarget := fs.String("first-come-target", "", "comma-separated stage=score (or stage=none) changing the paced scenario's first-come targets, e.g. redis-lock=0.95 on a fleet whose redis-lock is fair; default "+describeTargets(firstComeTargets))
 	scalperPeople := fs.Int("scalper-people", 400, "the people of the scalper scenarios: 10% scalpers with 10 accounts each behind one address, firing every 50 ms from T-0, the others one request each in the first second")
-	scalperInterval := fs.Duration("scalper-limit-interval", 10*time.Second, "the per-address rate limit of the scalper-limited scenario: one buy per this interval after the burst")
+	scalperInterval := fs.Duration("scalper-limit-interval", 30*time.Second, "the per-address rate limit of the scalper-limited scenario: one buy per this interval after the burst")
 	scalperBurst := fs.Int("scalper-limit-burst", 1, "the per-address rate limit of the scalper-limited scenario: buys one address may send at once")
 	scalperTarget := fs.Float64("scalper-target", 1.5, "the most the scalpers should win, as a multiple of their share of the people, with the per-address limit on (scalper-limited); reported as met or not")
 	scalperTargetVerdict := fs.Bool("scalper-target-verdict", false, "fail the scalper-limited row when --scalper-target is not met; off by default because a rate limit caps how many requests a person sends, not how early: scalpers firing at T-0 still win one unit each before the ordinary buyers arrive")

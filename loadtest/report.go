@@ -32,6 +32,9 @@ type report struct {
 	// Knees name, per scenario and stage of a sweep, where more buyers in
 	// flight stopped buying more answers per second.
 	Knees []knee `json:"knees,omitempty"`
+	// Models are the capacity model (usl.go) of each stage of a sweep of
+	// at least three levels.
+	Models []uslFit `json:"models,omitempty"`
 	// Ceilings are the baselines measured with --baselines.
 	Ceilings []ceiling `json:"baselines,omitempty"`
 	// CPUTargets are the CPU targets (cpucompare.go) checked on the
@@ -387,6 +390,11 @@ func printTables(w io.Writer, rep report, color bool) {
 				fmt.Fprintf(w, "  %-12s %s\n", k.Stage, k.Text)
 			}
 		}
+		for _, f := range rep.Models {
+			if f.Scenario == sc {
+				fmt.Fprintf(w, "  %-12s model: %s\n", f.Stage, f.text())
+			}
+		}
 	}
 }
 
@@ -542,6 +550,17 @@ func writeMarkdown(w io.Writer, rep report) {
 			}
 		}
 		fmt.Fprintln(w)
+		if head, lines := uslTable(rep.Models, sc); len(lines) > 0 {
+			fmt.Fprintf(w, "Capacity model: the universal scalability law, X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted to each stage's answered/s; each level is also predicted by a fit of the other levels alone (loadtest/usl.go).\n\n")
+			for _, f := range rep.Models {
+				if f.Scenario == sc {
+					fmt.Fprintf(w, "- `%s`: %s\n", f.Stage, f.text())
+				}
+			}
+			fmt.Fprintln(w)
+			markdownTable(w, head, lines)
+			fmt.Fprintln(w)
+		}
 		for _, c := range rep.Charts {
 			if c.Scenario == sc && c.Kind != chartSummary {
 				fmt.Fprintf(w, "![%s](%s)\n", c.Title, c.File)

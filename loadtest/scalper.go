@@ -21,7 +21,8 @@ import (
 
 // The scalper scenarios: the people of a sale are ordinary buyers (90%),
 // each one account sending one request at a random instant of the first
-// second, and scalpers (10%), each with scalperAccounts accounts behind
+// second (and coming back when told to, as the T-0 crowd does), and
+// scalpers (10%), each with scalperAccounts accounts behind
 // one client address, every account firing one request every
 // scalperEvery from T-0 until it wins, is told it already bought, or the
 // item is sold out. Each person's address reaches the instances in
@@ -225,7 +226,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 	var seq atomic.Uint64
 	t0 := time.Now().Add(50 * time.Millisecond) // T-0: the scalpers' first shot
 	// send sends one request of buyer from addr and counts it.
-	send := func(buyer, attempt uint64, addr string, scalper bool) answer {
+	send := func(buyer, attempt uint64, addr string, scalper bool) (answer, *vegeta.Result) {
 		var tg vegeta.Target
 		p.target(&tg, buyer, attempt)
 		tg.Header.Set("X-Forwarded-For", addr)
@@ -250,7 +251,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		if a.outcome == outSoldOut || fig.NormalWon+fig.ScalperWon >= o.stock {
 			soldOut.Store(true)
 		}
-		return a
+		return a, s.result
 	}
 
 	row := rand.Uint32()
@@ -259,8 +260,15 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		at := t0.Add(rand.N(scalperWindow))
 		wg.Go(func() {
 			sleepCtx(ctx, time.Until(at))
-			if ctx.Err() == nil {
-				send(uint64(i), 0, personAddr(row, false, i), false)
+			// One request, and again only when told to come back (a 429,
+			// or a 503 with Retry-After), as the T-0 crowd does.
+			for attempt := uint64(0); ctx.Err() == nil && !soldOut.Load(); attempt++ {
+				a, r := send(uint64(i), attempt, personAddr(row, false, i), false)
+				wait, again := comeBack(r, a)
+				if !again || time.Since(t0)+wait > t0RetryFor {
+					return
+				}
+				sleepCtx(ctx, wait)
 			}
 		})
 	}
@@ -274,7 +282,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 					if ctx.Err() != nil || soldOut.Load() || time.Since(t0) > scalperGiveUp {
 						return
 					}
-					a := send(buyer, uint64(k), personAddr(row, true, s), true)
+					a, _ := send(buyer, uint64(k), personAddr(row, true, s), true)
 					switch {
 					case a.outcome == outCreated:
 						whoWon.Store(s, true)

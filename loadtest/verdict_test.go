@@ -182,7 +182,7 @@ func TestParseOptions(t *testing.T) {
 	if !maps.Equal(o.firstComeTargets, firstComeTargets) {
 		t.Errorf("default first-come targets %v, want %v", o.firstComeTargets, firstComeTargets)
 	}
-	if o.scalperPeople != 400 || o.scalperLimitInterval != 10*time.Second || o.scalperLimitBurst != 1 || o.scalperTarget != 1.5 || o.scalperTargetVerdict {
+	if o.scalperPeople != 400 || o.scalperLimitInterval != 30*time.Second || o.scalperLimitBurst != 1 || o.scalperTarget != 1.5 || o.scalperTargetVerdict {
 		t.Errorf("scalper defaults: %d people, limit %v burst %d, target %v (verdict %v)", o.scalperPeople, o.scalperLimitInterval, o.scalperLimitBurst, o.scalperTarget, o.scalperTargetVerdict)
 	}
 	named, err := parseOptions([]string{"--stages", "db-atomic,redis-lock", "--scenarios", "scalper"}, withToken, io.Discard)
