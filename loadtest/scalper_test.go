@@ -92,11 +92,11 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 func TestFairLockTargetFromInfo(t *testing.T) {
 	args := []string{"--scenarios", "paced", "--pace", "2ms", "--paced-buyers", "200", "--stages", inventory.StageRedisLock}
 	for _, c := range []struct {
-		name     string
-		fair     bool
-		extra    []string
-		want     float64 // 0: no target
-		verdict  string
+		name    string
+		fair    bool
+		extra   []string
+		want    float64 // 0: no target
+		verdict string
 	}{
 		{"fair", true, nil, 0.95, verdictPass},
 		{"not fair", false, nil, 0, verdictPass},
