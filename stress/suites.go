@@ -256,6 +256,7 @@ var suites = []suite{{
 		"TestStoryAgainstTheDemo",
 		"TestStoryStartsTheDemoWhenNoneRuns",
 		"TestFleetRateLimit",
+		"TestRateLimitSwitchedAtRuntime",
 	},
 	budget: 8 * time.Minute,
 }, {
@@ -265,9 +266,9 @@ var suites = []suite{{
 }, {
 	// The lab's crowds against fake shops: the T-0 crowd released through
 	// a barrier (and held past its opening), paced arrivals past buyers a
-	// shop holds back.
+	// shop holds back, scalpers racing ordinary buyers through a limit.
 	pkg:    "./loadtest",
-	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops"},
+	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops"},
 	budget: time.Minute,
 }, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
