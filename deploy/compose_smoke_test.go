@@ -737,3 +737,135 @@ func lastLines(out []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestComposeSmokeCluster runs docker-compose.yml with
+// docker-compose.cluster.yml: the app on a six-node Redis Cluster (three
+// masters, a replica each) under redis-sharded, its stock split over three
+// buckets. 400 buyers arrive 10 ms apart through nginx; once 40 have their
+// answer, the master redis-node-1 is SIGKILLed. Its replica must take its
+// slots over, every buyer must end with a definite answer (those whose
+// bucket was on the dead master hear 503 and retry with their key), and
+// MySQL must hold exactly one order per buyer told "bought": the stock,
+// conserved.
+func TestComposeSmokeCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole fleet in Docker; skipped with -short")
+	}
+	if os.Getenv("SECKILL_COMPOSE_SMOKE") != "1" {
+		t.Skip("set SECKILL_COMPOSE_SMOKE=1 (or run make compose-smoke) to start the fleet in Docker")
+	}
+	fl := upFleet(t, "docker-compose.yml", "docker-compose.cluster.yml")
+	if got := fl.appEnv(t, "SECKILL_STOCK_BUCKETS"); got != "3" {
+		t.Fatalf("the Cluster setup splits the stock into %q buckets, want 3", got)
+	}
+	// The smoke test's environment names redis-lock for every setup; this
+	// one sells through the buckets.
+	admin := map[string]string{"Authorization": "Bearer " + fl.token}
+	if status, body := fl.call(t, http.MethodPut, "/api/v1/admin/fleet/stage", `{"stage":"redis-sharded"}`, admin); status != http.StatusOK {
+		t.Fatalf("stage switch through nginx: %d %s", status, body)
+	}
+	if status, body := fl.call(t, http.MethodPost, "/api/v1/admin/products/1/reset", fmt.Sprintf(`{"stock":%d}`, smokeStock), admin); status != http.StatusOK {
+		t.Fatalf("reset through nginx: %d %s", status, body)
+	}
+	id, slots := fl.clusterNode(t, "redis-node-2", "redis-node-1")
+	if slots == "" {
+		t.Fatalf("redis-node-1 (%s) holds no slots before the kill: not a master", id)
+	}
+	res := fl.burst(t, "redis-node-1", smokeHAPace)
+	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; %d answers after the kill",
+		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.afterKill)
+	if _, after := fl.clusterNode(t, "redis-node-2", "redis-node-1"); after != "" {
+		t.Errorf("redis-node-1 still holds slots %s after the kill: its replica did not take over", after)
+	}
+	if owner := fl.slotOwner(t, "redis-node-2", strings.Fields(slots)[0]); owner == "" || owner == id {
+		t.Errorf("the slots %s of the killed master are served by %q after the burst", slots, owner)
+	}
+	if len(res.transportErrs) > 0 {
+		t.Errorf("%d requests got no HTTP answer from nginx, e.g. %v", len(res.transportErrs), res.transportErrs[0])
+	}
+	if res.pendingAtKill == 0 {
+		t.Errorf("the master was killed after every buyer had its answer: not mid-burst")
+	}
+	for _, b := range res.unexpected {
+		t.Errorf("unexpected answer: %s", b)
+	}
+	if len(res.final) != smokeBuyers {
+		t.Fatalf("%d of %d buyers got a final answer", len(res.final), smokeBuyers)
+	}
+	bought := res.users(outcomeOK, outcomeBoughtBefore)
+	if len(bought) != smokeStock {
+		t.Errorf("%d buyers were told they bought, want the stock %d", len(bought), smokeStock)
+	}
+	rows := fl.orderUsers(t)
+	slices.Sort(rows)
+	slices.Sort(bought)
+	if !slices.Equal(rows, bought) {
+		t.Errorf("MySQL has %d order rows for product 1, the buyers were told %d: told but no row %v; row but not told %v",
+			len(rows), len(bought), difference(bought, rows), difference(rows, bought))
+	}
+	stock, initial := fl.productRow(t)
+	if initial != smokeStock || stock != initial-len(rows) {
+		t.Errorf("MySQL products row: initial_stock %d, stock %d, with %d order rows: not conserved", initial, stock, len(rows))
+	}
+}
+
+// clusterNodes is CLUSTER NODES as the service from sees it.
+func (fl *fleet) clusterNodes(t *testing.T, from string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := fl.compose(ctx, "exec", "-T", from, "redis-cli", "cluster", "nodes")
+	if err != nil {
+		t.Fatalf("cluster nodes on %s: %v\n%s", from, err, out)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// clusterNode returns the id of the node that announces host, and the
+// slot ranges it serves as a master that has not failed ("" otherwise),
+// as the service from sees them.
+func (fl *fleet) clusterNode(t *testing.T, from, host string) (id, slots string) {
+	t.Helper()
+	for _, line := range fl.clusterNodes(t, from) {
+		f := strings.Fields(line)
+		// <id> <ip:port@cport,hostname> <flags> <master> <ping> <pong> <epoch> <link> <slot>...
+		if len(f) < 8 || !strings.HasSuffix(f[1], ","+host) {
+			continue
+		}
+		if strings.Contains(f[2], "master") && !strings.Contains(f[2], "fail") && len(f) > 8 {
+			slots = strings.Join(f[8:], " ")
+		}
+		return f[0], slots
+	}
+	t.Fatalf("no node announces %s in the view of %s", host, from)
+	return "", ""
+}
+
+// slotOwner returns the id of the healthy master that serves the first
+// slot of span (a slot or a range a-b), as the service from sees it.
+func (fl *fleet) slotOwner(t *testing.T, from, span string) string {
+	t.Helper()
+	first, _, _ := strings.Cut(span, "-")
+	want, err := strconv.Atoi(first)
+	if err != nil {
+		t.Fatalf("slot span %q", span)
+	}
+	for _, line := range fl.clusterNodes(t, from) {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		for _, r := range f[8:] {
+			lo, hi, isRange := strings.Cut(r, "-")
+			a, errA := strconv.Atoi(lo)
+			b := a
+			if isRange {
+				b, err = strconv.Atoi(hi)
+			}
+			if errA == nil && err == nil && a <= want && want <= b {
+				return f[0]
+			}
+		}
+	}
+	return ""
+}

@@ -728,3 +728,52 @@ func TestComposeHAOverride(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeClusterOverride: docker-compose.cluster.yml loads over the
+// base file; six Cluster nodes, each announcing its own hostname and
+// keeping an append-only file; a one-shot service that makes the Cluster
+// with a replica per master; and the app's replicas, which wait for it,
+// listing the six nodes (so they are Cluster clients) under redis-sharded
+// with a bucket per master. RedLock's servers still persist nothing.
+func TestComposeClusterOverride(t *testing.T) {
+	p, err := loadProjectErr(map[string]string{"SECKILL_ADMIN_TOKEN": testToken}, "docker-compose.yml", "docker-compose.cluster.yml")
+	if err != nil {
+		t.Fatalf("docker-compose.yml with docker-compose.cluster.yml does not load: %v", err)
+	}
+	var nodes []string
+	for i := 1; i <= 6; i++ {
+		name := fmt.Sprintf("redis-node-%d", i)
+		nodes = append(nodes, name+":6379")
+		s := service(t, p, name)
+		cmd := strings.Join(s.Command, " ")
+		for _, want := range []string{"--cluster-enabled yes", `--cluster-announce-hostname "$(hostname)"`, "--cluster-preferred-endpoint-type hostname", "--appendonly yes", "--protected-mode no"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("%s: command %q lacks %s", name, cmd, want)
+			}
+		}
+		if s.Hostname != name {
+			t.Errorf("%s: hostname %q, want its name (it announces it)", name, s.Hostname)
+		}
+	}
+	initCmd := strings.Join(service(t, p, "redis-cluster-init").Command, " ")
+	if !strings.Contains(initCmd, "--cluster create") || !strings.Contains(initCmd, "--cluster-replicas 1") {
+		t.Errorf("redis-cluster-init: command %q does not make a Cluster with a replica per master", initCmd)
+	}
+	for _, name := range redisServers {
+		if cmd := service(t, p, name).Command; !slices.Contains(cmd, "no") {
+			t.Errorf("%s: command %q: RedLock's servers must still persist nothing", name, cmd)
+		}
+	}
+	for _, name := range appServices(p) {
+		cfg := appConfig(t, p, name)
+		if !slices.Equal(cfg.RedisAddrs, nodes) {
+			t.Errorf("%s: SECKILL_REDIS_ADDR = %v, want the six nodes %v", name, cfg.RedisAddrs, nodes)
+		}
+		if cfg.Stage != "redis-sharded" || cfg.StockBuckets != 3 {
+			t.Errorf("%s: stage %q with %d buckets, want redis-sharded with 3 (one per master)", name, cfg.Stage, cfg.StockBuckets)
+		}
+		if d, ok := service(t, p, name).DependsOn["redis-cluster-init"]; !ok || d.Condition != "service_completed_successfully" {
+			t.Errorf("%s: does not wait for the Cluster to be made (%+v)", name, d)
+		}
+	}
+}
