@@ -740,8 +740,8 @@ func lastLines(out []byte, n int) string {
 
 // TestComposeSmokeCluster runs docker-compose.yml with
 // docker-compose.cluster.yml: the app on a six-node Redis Cluster (three
-// masters, a replica each) under redis-sharded, its stock split over three
-// buckets. 400 buyers arrive 10 ms apart through nginx; once 40 have their
+// masters, a replica each) under redis-sharded, its stock split over four
+// buckets, one of which (b3) hashes to redis-node-1's slots. 400 buyers arrive 10 ms apart through nginx; once 40 have their
 // answer, the master redis-node-1 is SIGKILLed. Its replica must take its
 // slots over, every buyer must end with a definite answer (those whose
 // bucket was on the dead master hear 503 and retry with their key), and
@@ -755,8 +755,8 @@ func TestComposeSmokeCluster(t *testing.T) {
 		t.Skip("set SECKILL_COMPOSE_SMOKE=1 (or run make compose-smoke) to start the fleet in Docker")
 	}
 	fl := upFleet(t, "docker-compose.yml", "docker-compose.cluster.yml")
-	if got := fl.appEnv(t, "SECKILL_STOCK_BUCKETS"); got != "3" {
-		t.Fatalf("the Cluster setup splits the stock into %q buckets, want 3", got)
+	if got := fl.appEnv(t, "SECKILL_STOCK_BUCKETS"); got != "4" {
+		t.Fatalf("the Cluster setup splits the stock into %q buckets, want 4", got)
 	}
 	// The smoke test's environment names redis-lock for every setup; this
 	// one sells through the buckets.
@@ -770,6 +770,16 @@ func TestComposeSmokeCluster(t *testing.T) {
 	id, slots := fl.clusterNode(t, "redis-node-2", "redis-node-1")
 	if slots == "" {
 		t.Fatalf("redis-node-1 (%s) holds no slots before the kill: not a master", id)
+	}
+	// The kill must take a bucket of the product with it.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	out, err := fl.compose(ctx, "exec", "-T", "redis-node-2", "redis-cli", "cluster", "keyslot", "seckill:{product:1:b3}:stock")
+	cancel()
+	if err != nil {
+		t.Fatalf("cluster keyslot: %v\n%s", err, out)
+	}
+	if owner := fl.slotOwner(t, "redis-node-2", strings.TrimSpace(string(out))); owner != id {
+		t.Fatalf("bucket b3 of product 1 (slot %s) is on %s, not on redis-node-1 (%s): the kill would miss the product's buckets", strings.TrimSpace(string(out)), owner, id)
 	}
 	res := fl.burst(t, "redis-node-1", smokeHAPace)
 	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; %d answers after the kill",

@@ -734,7 +734,7 @@ func TestComposeHAOverride(t *testing.T) {
 // keeping an append-only file; a one-shot service that makes the Cluster
 // with a replica per master; and the app's replicas, which wait for it,
 // listing the six nodes (so they are Cluster clients) under redis-sharded
-// with a bucket per master. RedLock's servers still persist nothing.
+// with four buckets. RedLock's servers still persist nothing.
 func TestComposeClusterOverride(t *testing.T) {
 	p, err := loadProjectErr(map[string]string{"SECKILL_ADMIN_TOKEN": testToken}, "docker-compose.yml", "docker-compose.cluster.yml")
 	if err != nil {
@@ -769,8 +769,8 @@ func TestComposeClusterOverride(t *testing.T) {
 		if !slices.Equal(cfg.RedisAddrs, nodes) {
 			t.Errorf("%s: SECKILL_REDIS_ADDR = %v, want the six nodes %v", name, cfg.RedisAddrs, nodes)
 		}
-		if cfg.Stage != "redis-sharded" || cfg.StockBuckets != 3 {
-			t.Errorf("%s: stage %q with %d buckets, want redis-sharded with 3 (one per master)", name, cfg.Stage, cfg.StockBuckets)
+		if cfg.Stage != "redis-sharded" || cfg.StockBuckets != 4 {
+			t.Errorf("%s: stage %q with %d buckets, want redis-sharded with 4 (product 1's tags then fall on all three masters)", name, cfg.Stage, cfg.StockBuckets)
 		}
 		if d, ok := service(t, p, name).DependsOn["redis-cluster-init"]; !ok || d.Condition != "service_completed_successfully" {
 			t.Errorf("%s: does not wait for the Cluster to be made (%+v)", name, d)
