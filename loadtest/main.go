@@ -166,7 +166,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	sweep := fs.String("sweep", "", "comma-separated buyers in flight, e.g. 16,64,256,1024: runs every selected stage and scenario at each (instead of --workers) and adds a scaling table and charts")
 	baselines := fs.Bool("baselines", false, "also measure, at each level of buyers in flight, GET /healthz and GET /api/v1/admin/redis-ping (one Redis round trip) on the targets and db-atomic's transaction straight on MySQL (needs SECKILL_MYSQL_DSN), and report stages as ratios of them")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout")
-	maxDuration := fs.Duration("max-duration", 7*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out; 7s keeps the 24 bursts of make lab, with its T-0 and paced rows, within 3 minutes")
+	maxDuration := fs.Duration("max-duration", 7*time.Second, "longest a burst may keep sending; a slower stage is stopped there and its row says how many requests went out; 7s keeps the 24 bursts of make lab, with its T-0, paced and scalper rows, within 3 minutes")
 	confirmWait := fs.Duration("confirm-timeout", time.Minute, "after a burst under a stage that queues its orders (redis-stream), how long to wait for every accepted order to be confirmed or failed")
 	token := fs.String("admin-token", getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token of the targets (default $SECKILL_ADMIN_TOKEN, else the demo's token file)")
 	tokenFile := fs.String("admin-token-file", demoTokenFile(getenv),
