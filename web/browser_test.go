@@ -190,7 +190,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	run("open the phone's sale in 60 s",
 		chromedp.SetValue(chromedp.CSS(`[data-item="product-1"] [data-field="open-in"]`), "60"),
 		chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="open-in"]`)))
-	until("the countdown", phone+`.dataset.window === 'soon' && /Opens in \d+ s/.test(`+phone+`.innerText)`)
+	// The countdown can show from the live poll before the reset's own
+	// answer is handled; that answer then writes the status line, and
+	// would overwrite the refusal below: wait for it first.
+	until("the countdown", phone+`.dataset.window === 'soon' && /Opens in \d+ s/.test(`+phone+`.innerText) && document.getElementById('status').textContent.includes('its sale opens in')`)
 	run("click Buy before the opening", chromedp.Evaluate[chromedp.Void](`document.getElementById('status').textContent = ''`),
 		chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="buy"]`)))
 	until("the refusal", `document.getElementById('status').textContent.includes('Sale not open yet')`)
