@@ -192,8 +192,14 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 
 			// The second instance's writer, with a short claim idle time.
 			other := e.instance("b", inventory.Lifecycle{})
-			startWriter(t, ctx, other.stream, e.db.Products(), orderwriter.Options{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
+			stopB := startWriter(t, ctx, other.stream, e.db.Products(), orderwriter.Options{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
 			waitDrained(t, ctx, other.stream, e.id)
+			// The settle empties the queue before its writer counts the
+			// orders confirmed (the hook runs after the script): stop b,
+			// whose Run returns after its last hook, before counting.
+			if err := stopB(); err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatalf("writer b's Run = %v", err)
+			}
 
 			for _, o := range orders {
 				got, err := in.service.Order(ctx, o.No)
