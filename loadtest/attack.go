@@ -222,6 +222,34 @@ func (t *tally) refusedWithStock() int {
 	return n
 }
 
+// refusedWithStockNet is refusedWithStock less the refusals explained by
+// units in flight: a sold-out answer received while a reservation the
+// server later gave back held units (between its reserved and given-back
+// times, as the audit's given_back lists them) may have been told the
+// truth of that instant; the units came back and a later buyer had them.
+// The rest were refused with stock on the shelf.
+func (t *tally) refusedWithStockNet(given []api.GiveBack) int {
+	n := 0
+	for _, at := range t.soldOutAt {
+		if !at.Before(t.lastOrder) {
+			continue
+		}
+		away := false
+		for _, g := range given {
+			// The log is in whole ms: a refusal in the ms a
+			// reservation was made or given back counts as inside.
+			if !at.Before(g.ReservedAt) && at.Before(g.At.Add(time.Millisecond)) {
+				away = true
+				break
+			}
+		}
+		if !away {
+			n++
+		}
+	}
+	return n
+}
+
 // elapsed is the attack's wall time: first request sent to last answer.
 func (t *tally) elapsed() time.Duration {
 	if t.first.IsZero() {

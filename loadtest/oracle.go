@@ -61,15 +61,23 @@ type row struct {
 	// RefusedWithStock counts the sold-out answers received before the
 	// last order was created (by the orders' created_at): buyers refused
 	// while a unit remained for a buyer who came later.
-	RefusedWithStock int            `json:"refused_with_stock"`
-	NetErrors        int            `json:"net_errors"`        // no answer at all (refused, reset)
-	Replayed         int            `json:"replayed"`          // 201s marked Idempotent-Replayed
-	BuyersWithOrder  int            `json:"buyers_with_order"` // distinct buyers (Idempotency-Keys) answered 201
-	DurationMS       float64        `json:"duration_ms"`
-	Problems         map[string]int `json:"problems,omitempty"` // problem types answered, by count
-	Statuses         map[int]int    `json:"statuses,omitempty"` // HTTP status -> count; 0 counts requests without an answer
-	TransportErrors  map[string]int `json:"transport_errors,omitempty"`
-	MySQL            *dbCount       `json:"mysql,omitempty"`
+	RefusedWithStock int `json:"refused_with_stock"`
+	// RefusedWithStockNet is RefusedWithStock less the refusals received
+	// while units of a reservation the server later gave back were away
+	// (the audit's given_back): those buyers may have been told the truth
+	// of that instant. The verdict judges the raw count, the stricter.
+	RefusedWithStockNet int `json:"refused_with_stock_net"`
+	// GivenBack counts the units that left the Redis stock for a
+	// reservation and went back (the audit's given_back).
+	GivenBack       int            `json:"given_back,omitempty"`
+	NetErrors       int            `json:"net_errors"`        // no answer at all (refused, reset)
+	Replayed        int            `json:"replayed"`          // 201s marked Idempotent-Replayed
+	BuyersWithOrder int            `json:"buyers_with_order"` // distinct buyers (Idempotency-Keys) answered 201
+	DurationMS      float64        `json:"duration_ms"`
+	Problems        map[string]int `json:"problems,omitempty"` // problem types answered, by count
+	Statuses        map[int]int    `json:"statuses,omitempty"` // HTTP status -> count; 0 counts requests without an answer
+	TransportErrors map[string]int `json:"transport_errors,omitempty"`
+	MySQL           *dbCount       `json:"mysql,omitempty"`
 	// RSSMB is each target's resident memory after the attack, in MiB
 	// (process_resident_memory_bytes from its /metrics; instances of one
 	// demo share a process).
@@ -142,6 +150,10 @@ func (r *row) fill(res attackResult, a api.Audit) {
 	r.Overloaded = t.outcomes[outOverloaded]
 	r.PostSale503 = t.postSaleOverloaded()
 	r.RefusedWithStock = t.refusedWithStock()
+	r.RefusedWithStockNet = t.refusedWithStockNet(a.GivenBack)
+	for _, g := range a.GivenBack {
+		r.GivenBack += g.Units
+	}
 	r.Other4xx = t.outcomes[outOther4xx]
 	r.ServerErrors = t.outcomes[outServerError]
 	r.Statuses = t.statuses
@@ -334,7 +346,8 @@ func judge(r *row) {
 		// gone (a bucketed stage that refused a buyer from an empty
 		// bucket while others held units), this rule does not.
 		if r.RefusedWithStock > 0 {
-			fail(ruleRefusedWithStock, "%d sold-out answers were received before the last order was created: buyers refused while stock remained", r.RefusedWithStock)
+			fail(ruleRefusedWithStock, "%d sold-out answers were received before the last order was created: buyers refused while stock remained (%d of them while no reservation the server gave back later held units)",
+				r.RefusedWithStock, r.RefusedWithStockNet)
 		}
 		// At T-0 the whole crowd meets the whole stock at once: a safe
 		// stage sells exactly the stock, or one unit to each buyer of a
@@ -366,6 +379,10 @@ func judge(r *row) {
 	}
 	if r.Overloaded > 0 && r.Requests > 0 {
 		notes = append(notes, fmt.Sprintf("503 share %.1f%% (%d of %d; %d after the last sale)", 100*float64(r.Overloaded)/float64(r.Requests), r.Overloaded, r.Requests, r.PostSale503))
+	}
+	if r.GivenBack > 0 {
+		notes = append(notes, fmt.Sprintf("%d units went back from reservations; sold-out answers before the last order: %d, %d of them with no unit in flight",
+			r.GivenBack, r.RefusedWithStock, r.RefusedWithStockNet))
 	}
 	if r.Planned > r.Requests {
 		notes = append(notes, fmt.Sprintf("stopped at the --max-duration cap after %d of %d requests", r.Requests, r.Planned))

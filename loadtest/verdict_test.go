@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/internal/api"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -543,5 +544,25 @@ func TestRefusedWithStockCountsSoldOutsBeforeTheLastOrder(t *testing.T) {
 	none.add(soldOut(1), classify(soldOut(1)))
 	if got := none.refusedWithStock(); got != 0 {
 		t.Fatalf("no order at all: %d, want 0", got)
+	}
+
+	// Net of units in flight: a reservation held units from 11 to 13 ms
+	// and gave them back, so the refusal at 12 ms is explained; the ones
+	// at 5 and 25 ms were not inside any give-back, nor is 31 ms (after
+	// the last order). One at 13 ms, in the give-back's own ms, counts as
+	// inside.
+	given := []api.GiveBack{{ReservedAt: at(11), At: at(13), Units: 1}, {ReservedAt: at(40), At: at(50), Units: 2}}
+	if got := tl.refusedWithStockNet(given); got != 2 {
+		t.Fatalf("net of units given back: %d, want 2 (at 5 and 25 ms)", got)
+	}
+	if got := tl.refusedWithStockNet(nil); got != 3 {
+		t.Fatalf("with no give-back the net count is the raw one: %d, want 3", got)
+	}
+	edge := newTally(0)
+	for _, r := range []*vegeta.Result{soldOut(13), soldOut(14), sale(30)} {
+		edge.add(r, classify(r))
+	}
+	if got := edge.refusedWithStockNet(given); got != 1 {
+		t.Fatalf("a refusal in the give-back's ms is inside, one a ms later is not: %d, want 1", got)
 	}
 }

@@ -68,6 +68,8 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, RedisStock: product.redisStock, Queue: product.queue})
 	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(p.markReset("coupon")).
 		WithLifecycle(inventory.Lifecycle{RedisStock: coupon.redisStock, Queue: coupon.queue})
+	product.logGiveBacks(products)
+	coupon.logGiveBacks(coupons)
 	if !products.HasStage(cfg.Stage) {
 		return nil, errors.Join(fmt.Errorf("SECKILL_STAGE=%s needs a backend this process does not have (available: %v)", cfg.Stage, products.Stages()), p.close())
 	}

@@ -20,6 +20,17 @@ type kindStages struct {
 	crowd   *inventory.Crowd
 }
 
+// logGiveBacks makes svc's audits list the units the Redis stages gave
+// back (redis-stream shares redis-atomic's copy, and its log).
+func (k kindStages) logGiveBacks(svc *inventory.Service) {
+	if k.redisStock != nil {
+		svc.WithGiveBackLog(k.redisStock)
+	}
+	if k.sharded != nil {
+		svc.WithGiveBackLog(k.sharded)
+	}
+}
+
 // stages builds every stage the backends allow for one kind of item. The
 // safe stages sit behind one crowd control (sold-out memory, bounded
 // queue); the teaching stages do not, since their race is the lesson.

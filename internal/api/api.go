@@ -218,6 +218,19 @@ type Audit struct {
 	// kept across resets and cancellations, so an oversell stays on the
 	// record after its orders are gone.
 	Bursts []BurstVerdict `json:"bursts,omitempty"`
+	// GivenBack lists the reservations whose units went back to the
+	// item's Redis stock since its last reset (by a buy that failed after
+	// it reserved, or the reconcile job), oldest first; at most the
+	// newest 1,000 per Redis key. A buyer refused while such units were
+	// away was refused with stock in flight, not on the shelf.
+	GivenBack []GiveBack `json:"given_back,omitempty"`
+}
+
+// GiveBack is one entry of Audit.GivenBack.
+type GiveBack struct {
+	ReservedAt time.Time `json:"reserved_at"`
+	At         time.Time `json:"at"` // when the units went back
+	Units      int       `json:"units"`
 }
 
 // Reconcile is one item's finding in the fleet's last reconcile run.

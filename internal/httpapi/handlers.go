@@ -205,6 +205,15 @@ func (s *server) handleAudit(ep itemEndpoints, last func(context.Context, string
 				out.Bursts = v
 			}
 		}
+		// So is the log of units given back: without it the lab counts
+		// every early sold-out as refused with stock, the stricter count.
+		if g, err := ep.svc.GivenBack(c.Request.Context(), id); err != nil {
+			s.log.Warn("reading the units given back", "kind", ep.kind(), "id", id, "err", err)
+		} else {
+			for _, e := range g {
+				out.GivenBack = append(out.GivenBack, api.GiveBack{ReservedAt: e.ReservedAt, At: e.At, Units: e.Units})
+			}
+		}
 		s.writeJSON(c, http.StatusOK, out)
 	}
 }

@@ -217,6 +217,8 @@ type Service struct {
 	crowd    *Crowd // nil: no crowd control
 	life     Lifecycle
 	onReset  []func(ctx context.Context, id int64) error
+	// giveBacks are the stages whose logs GivenBack reads.
+	giveBacks []GiveBackLog
 }
 
 // NewService returns a Service over store. stages maps each stage name to

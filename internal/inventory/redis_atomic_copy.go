@@ -56,7 +56,7 @@ func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) err
 	for _, u := range users {
 		args = append(args, u)
 	}
-	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"), s.key(id, "window"))
+	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"), s.key(id, "window"), s.key(id, givenBackLog))
 	if err := load.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("%w: load %s %d into redis: %w", ErrUnavailable, s.kind, id, err)
 	}
@@ -163,7 +163,9 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 	}
 	d.Resolved, err = settleStale(ctx, pending, now, staleAfter, orderExists,
 		func(no string) error { return s.rdb.HDel(ctx, keys[2], no).Err() },
-		func(no, user string, qty int) error { return giveBack.Run(ctx, s.rdb, keys, no, user, qty).Err() })
+		func(no, user string, qty int) error {
+			return giveBack.Run(ctx, s.rdb, s.giveBackKeys(id), no, user, qty).Err()
+		})
 	if err != nil {
 		return d, err
 	}

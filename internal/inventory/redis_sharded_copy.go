@@ -24,11 +24,12 @@ func (s *RedisSharded) OnRestock(f func(ctx context.Context, id int64) error) { 
 // Fallbacks counts the buys that visited a bucket other than their home.
 func (s *RedisSharded) Fallbacks() int64 { return s.fallbacks.Load() }
 
-// bucketKeys are one bucket's stock, reservations in flight and buyers:
-// seckill:{<kind>:<id>:b<i>}:..., one Cluster slot per bucket.
+// bucketKeys are one bucket's stock, reservations in flight, buyers and
+// log of units given back: seckill:{<kind>:<id>:b<i>}:..., one Cluster
+// slot per bucket.
 func (s *RedisSharded) bucketKeys(id int64, b int) []string {
 	p := "seckill:{" + s.kind + ":" + strconv.FormatInt(id, 10) + ":b" + strconv.Itoa(b) + "}:"
-	return []string{p + "stock", p + "pending", p + "buyers"}
+	return []string{p + "stock", p + "pending", p + "buyers", p + "givenback"}
 }
 
 // Home is the bucket a user is routed to first: FNV-1a of the user id,
@@ -47,7 +48,7 @@ func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []i
 	first, need, loaded := s.Home(o.UserID), o.Quantity, false
 	for i := 0; i < s.buckets && need > 0; i++ {
 		b := (first + i) % s.buckets
-		keys := s.bucketKeys(o.ItemID, b)
+		keys := s.bucketKeys(o.ItemID, b)[:3]
 		if i > 0 || !claim {
 			keys = keys[:2] // the buyer is recorded in its home bucket only, once
 		}
@@ -87,7 +88,8 @@ func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, uncla
 	defer cancel()
 	var errs []error
 	for _, b := range parts {
-		errs = append(errs, giveBackPart.Run(ctx, s.rdb, s.bucketKeys(o.ItemID, b)[:2], o.No).Err())
+		keys := s.bucketKeys(o.ItemID, b)
+		errs = append(errs, giveBackPart.Run(ctx, s.rdb, []string{keys[0], keys[1], keys[3]}, o.No).Err())
 	}
 	if unclaim {
 		errs = append(errs, s.rdb.SRem(ctx, s.bucketKeys(o.ItemID, s.Home(o.UserID))[2], o.UserID).Err())

@@ -13,7 +13,7 @@ import (
 // front of the scripts that take units.
 var (
 	reserve     = script("refusal", "reserve", "answer")
-	giveBack    = script("give_back")
+	giveBack    = script("giveback_log", "give_back")
 	load        = script("load")
 	snapshot    = script("snapshot")
 	setIfQuiet  = script("set_if_quiet")
@@ -23,7 +23,7 @@ var (
 
 	// redis-sharded's, one bucket at a time.
 	take         = script("bucket_take")
-	giveBackPart = script("bucket_give_back")
+	giveBackPart = script("giveback_log", "bucket_give_back")
 	loadBucket   = script("bucket_load")
 	adjustBucket = script("bucket_adjust")
 	moveBegin    = script("bucket_move_begin")

@@ -268,6 +268,21 @@ func TestShardedRepeatBuyerGivesTheUnitBack(t *testing.T) {
 	if err != nil || a.Sold != 2 || !a.Conserved() {
 		t.Fatalf("audit %+v, %v", a, err)
 	}
+	// The unit that went back is in the log the audit shows (the lab
+	// nets refusals while it was away out of refused-with-stock): one
+	// entry, one unit, given back after it was reserved. A reset clears
+	// the log with the buckets.
+	svc := e.svc.WithGiveBackLog(e.stage)
+	g, err := svc.GivenBack(ctx, e.id)
+	if err != nil || len(g) != 1 || g[0].Units != 1 || g[0].At.Before(g[0].ReservedAt) {
+		t.Fatalf("given back: %+v, %v; want one entry of 1 unit, given back after it was reserved", g, err)
+	}
+	if err := svc.Reset(ctx, e.id, shardedBuckets); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := svc.GivenBack(ctx, e.id); err != nil || len(g) != 0 {
+		t.Fatalf("given back after a reset: %+v, %v; want none", g, err)
+	}
 }
 
 // TestShardedSplitsOnResetAndRestock: a reset splits the stock evenly (the

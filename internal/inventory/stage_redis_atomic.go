@@ -113,5 +113,5 @@ func (s *RedisAtomic) Buy(ctx context.Context, o Order) error {
 func (s *RedisAtomic) giveBack(ctx context.Context, o Order) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return giveBack.Run(ctx, s.rdb, s.keys(o.ItemID), o.No, o.UserID, o.Quantity).Err()
+	return giveBack.Run(ctx, s.rdb, s.giveBackKeys(o.ItemID), o.No, o.UserID, o.Quantity).Err()
 }
