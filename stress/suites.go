@@ -173,6 +173,9 @@ var suites = []suite{{
 		"TestShardedBuyersFallBackUntilEveryBucketIsEmpty",
 		"TestShardedSoldOutWaitsForUnitsInFlight",
 		"TestShardedRepeatBuyerGivesTheUnitBack",
+		// A refusal forced while a reserved unit is in flight, then given
+		// back: the audit's log of it (issue 35 point 3).
+		"TestRedisAtomicLogsTheUnitsItGivesBack",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",
 		"TestShardedCancelledUnitsComeBackThroughTheRepair",
