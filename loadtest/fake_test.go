@@ -44,6 +44,10 @@ type fakeShop struct {
 	limitLeaks bool
 	limitPuts  int
 	perAddr    map[string]int
+	// draws are the opening draws PUT set, in order, and openings the
+	// resets' opens_at (the fake holds nobody: it records).
+	draws    []float64
+	openings []time.Time
 }
 
 // fakeAnswer is what the policy decided for one request.
@@ -174,6 +178,7 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 		s.opensAt = time.Time{}
 		if body.OpensAt != nil {
 			s.opensAt = body.OpensAt.UTC()
+			s.openings = append(s.openings, s.opensAt)
 		}
 		s.resets++
 		it := item()
@@ -264,6 +269,7 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 			IntervalMS float64  `json:"interval_ms"`
 			Burst      int      `json:"burst"`
 			By         []string `json:"by"`
+			DrawMS     float64  `json:"opening_draw_ms"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			reply(w, 400, map[string]string{"type": "/problems/invalid-request"})
@@ -271,6 +277,8 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 		}
 		s.mu.Lock()
 		s.limit.On, s.limit.IntervalMS, s.limit.Burst, s.limit.By = body.IntervalMS > 0, body.IntervalMS, body.Burst, body.By
+		s.limit.OpeningDrawMS = body.DrawMS
+		s.draws = append(s.draws, body.DrawMS)
 		s.limitPuts++
 		l := s.limit
 		s.mu.Unlock()

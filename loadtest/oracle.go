@@ -220,7 +220,7 @@ const (
 	ruleEarlyNotRefused  = "early-not-refused"  // t0: an early buyer was answered other than 409 sale-not-open
 	ruleExactSale        = "exact-sale"         // t0: a safe stage sold other than its whole stock
 	ruleFirstCome        = "first-come"         // paced: the first arrivals won a smaller share of the units than the stage's target
-	ruleScalpers         = "scalpers"           // scalper-limited, with --scalper-target-verdict: the scalpers still won more than their target share
+	ruleScalpers         = "scalpers"           // scalper-limited, with --scalper-target-verdict: the scalpers surely won more than their target share
 	ruleScalperLimit     = "scalper-limit"      // scalper-limited: the scalpers' addresses won more units than the per-address limit lets through
 )
 
@@ -369,9 +369,9 @@ func judge(r *row) {
 			fail(ruleScalperLimit, "with the per-address limit on, the %d scalpers' addresses won %d units, more than the %d the limit lets through",
 				sp.Scalpers, sp.ScalperWon, sp.LimitAllows)
 		}
-		if sp := r.Scalper; sp != nil && sp.TargetVerdict && sp.TargetMet != nil && !*sp.TargetMet {
-			fail(ruleScalpers, "with the per-address limit on, scalpers won %.0f%% of the units as %.0f%% of the people: %.2f× their share, above %.2f×",
-				100**sp.ShareOfUnits, 100*sp.ShareOfPeople, *sp.Gain, *sp.Target)
+		if sp := r.Scalper; sp != nil && sp.TargetVerdict && sp.missed() {
+			fail(ruleScalpers, "with the per-address limit on, scalpers won %.0f%% of the units as %.0f%% of the people: %.2f× their share, above %.2f× (a true %.2f× would win this many %.2g of the time)",
+				100**sp.ShareOfUnits, 100*sp.ShareOfPeople, *sp.Gain, *sp.Target, *sp.Target, *sp.MissedP)
 		}
 		if len(fails) == 0 {
 			notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -73,9 +74,18 @@ type scalperFigures struct {
 	Gain          *float64 `json:"gain"`
 	Target        *float64 `json:"target,omitempty"`
 	TargetMet     *bool    `json:"target_met,omitempty"`
-	// TargetVerdict says that the row fails when the target is not met
-	// (--scalper-target-verdict); otherwise the target is reported.
+	// TargetVerdict says that the row fails when the target is surely
+	// missed (--scalper-target-verdict); otherwise the target is reported.
 	TargetVerdict bool `json:"target_verdict,omitempty"`
+	// MissedP is the chance that the scalpers would win as many units as
+	// they did if their true gain were the target (a one-sided binomial
+	// tail over the units won): below missedAt, the target is surely
+	// missed, not just by the luck of one draw of 100 units.
+	MissedP *float64 `json:"missed_p,omitempty"`
+	// DrawMS is the opening draw a limited row set beside the limit
+	// (--scalper-draw; 0: none), and OpensAt the opening it drew for.
+	DrawMS  float64    `json:"draw_ms,omitempty"`
+	OpensAt *time.Time `json:"opens_at,omitempty"`
 	// LimitAllows is the most units the scalpers' addresses could win
 	// through the limit (a limited row): their burst, and one per interval
 	// they kept firing. More is a limit that did not hold.
@@ -148,9 +158,9 @@ func trustsLoopback(trusted []string) bool {
 	return false
 }
 
-// set puts one limit on every target.
-func (rl *rateLimits) set(ctx context.Context, intervalMS float64, burst int, by []string) error {
-	body, err := json.Marshal(map[string]any{"interval_ms": intervalMS, "burst": burst, "by": by})
+// set puts one limit, and one opening draw, on every target.
+func (rl *rateLimits) set(ctx context.Context, intervalMS float64, burst int, by []string, drawMS float64) error {
+	body, err := json.Marshal(map[string]any{"interval_ms": intervalMS, "burst": burst, "by": by, "opening_draw_ms": drawMS})
 	if err != nil {
 		return err
 	}
@@ -167,7 +177,7 @@ func (rl *rateLimits) restore(ctx context.Context) error {
 	var errs []error
 	for i, t := range rl.f.targets {
 		b := rl.before[i]
-		body, err := json.Marshal(map[string]any{"interval_ms": b.IntervalMS, "burst": b.Burst, "by": b.By})
+		body, err := json.Marshal(map[string]any{"interval_ms": b.IntervalMS, "burst": b.Burst, "by": b.By, "opening_draw_ms": b.OpeningDrawMS})
 		if err == nil {
 			err = rl.f.do(ctx, http.MethodPut, t+"/api/v1/admin/rate-limit", body, nil)
 		}
@@ -197,12 +207,21 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 	if limited {
 		fig.LimitIntervalMS, fig.LimitBurst = ms(o.scalperLimitInterval), o.scalperLimitBurst
 		fig.Target, fig.TargetVerdict = &o.scalperTarget, o.scalperTargetVerdict
-		err = rl.set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"})
+		fig.DrawMS = ms(o.scalperDraw)
+		err = rl.set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
 	} else {
-		err = rl.set(ctx, 0, 1, []string{"account"})
+		err = rl.set(ctx, 0, 1, []string{"account"}, 0)
 	}
 	if err != nil {
 		return res, fig, err
+	}
+	t0 := time.Now().Add(50 * time.Millisecond) // T-0: the scalpers' first shot
+	if fig.DrawMS > 0 {
+		// A draw holds the buyers of an opening: the sale opens at T-0,
+		// set on the reference clock.
+		if t0, err = openAhead(ctx, o, f, p, &fig); err != nil {
+			return res, fig, err
+		}
 	}
 
 	conns := crowd.normals + crowd.scalpers*scalperAccounts
@@ -224,7 +243,6 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 	})
 	var soldOut atomic.Bool
 	var seq atomic.Uint64
-	t0 := time.Now().Add(50 * time.Millisecond) // T-0: the scalpers' first shot
 	// send sends one request of buyer from addr and counts it.
 	send := func(buyer, attempt uint64, addr string, scalper bool) (answer, *vegeta.Result) {
 		var tg vegeta.Target
@@ -287,6 +305,8 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 					case a.outcome == outCreated:
 						whoWon.Store(s, true)
 						return
+					case a.outcome == outConflict && a.problem == problemNotOpen:
+						// A shot a hair before the opening: a script fires on.
 					case a.outcome == outSoldOut, a.outcome == outConflict: // sold out, or this account already bought
 						return
 					}
@@ -316,6 +336,10 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		fig.LimitAllows = fig.Scalpers * (o.scalperLimitBurst + refills)
 		met := fig.Gain != nil && *fig.Gain <= o.scalperTarget
 		fig.TargetMet = &met
+		if won := fig.NormalWon + fig.ScalperWon; won > 0 {
+			pv := binomialTail(won, fig.ScalperWon, min(1, o.scalperTarget*fig.ShareOfPeople))
+			fig.MissedP = &pv
+		}
 	}
 	return attackResult{tally: t, metrics: m}, fig, nil
 }
@@ -332,6 +356,9 @@ func (s *scalperFigures) note() string {
 	limit := "rate limit off"
 	if s.Limited {
 		limit = fmt.Sprintf("per-address rate limit on (burst %d, then one per %g ms)", s.LimitBurst, s.LimitIntervalMS)
+		if s.DrawMS > 0 {
+			limit += fmt.Sprintf(" and an opening draw of %g ms", s.DrawMS)
+		}
 	}
 	gain := "n/a (nobody won)"
 	if s.Gain != nil {
@@ -343,6 +370,9 @@ func (s *scalperFigures) note() string {
 			met = "NOT MET"
 		}
 		gain += fmt.Sprintf(" (target ≤ %.2f×: %s", *s.Target, met)
+		if s.MissedP != nil && !*s.TargetMet {
+			gain += fmt.Sprintf("; a true gain of %.2f× would win this many %.2g of the time", *s.Target, *s.MissedP)
+		}
 		if !s.TargetVerdict {
 			gain += ", reported, not a verdict: see --scalper-target-verdict"
 		}
@@ -350,4 +380,61 @@ func (s *scalperFigures) note() string {
 	}
 	return fmt.Sprintf("scalpers, %s: %d people, %d of them scalpers with %d accounts each; scalpers won %d units (%d of them at least one) with %d requests (%d × 429), ordinary buyers %d with %d requests (%d × 429); %s",
 		limit, s.People, s.Scalpers, s.Accounts, s.ScalperWon, s.ScalpersWhoWon, s.ScalperRequests, s.ScalperLimited, s.NormalWon, s.NormalRequests, s.NormalLimited, gain)
+}
+
+// missedAt is the one-sided binomial tail below which a scalper row's
+// target counts as surely missed (scalperFigures.MissedP).
+const missedAt = 0.01
+
+// missed reports whether the row's scalpers surely won more than the
+// target lets them: more units than a true gain at the target would give
+// them but once in a hundred draws.
+func (s *scalperFigures) missed() bool {
+	return s.TargetMet != nil && !*s.TargetMet && s.MissedP != nil && *s.MissedP < missedAt
+}
+
+// binomialTail is P(X ≥ k) for X binomial over n draws of chance p.
+func binomialTail(n, k int, p float64) float64 {
+	if k <= 0 {
+		return 1
+	}
+	if p <= 0 {
+		return 0
+	}
+	if p >= 1 {
+		return 1
+	}
+	// The terms from k up, each from the last: C(n,i+1)/C(n,i) = (n-i)/(i+1).
+	lp, lq := math.Log(p), math.Log1p(-p)
+	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
+	sum := 0.0
+	for i := k; i <= n; i++ {
+		sum += math.Exp(lg(n) - lg(i) - lg(n-i) + float64(i)*lp + float64(n-i)*lq)
+	}
+	return min(1, sum)
+}
+
+// openAhead resets the row's item with its sale opening ahead on the
+// reference clock (the reset must answer before it) and returns the
+// opening on the lab's clock.
+func openAhead(ctx context.Context, o options, f *fleet, p attackPlan, fig *scalperFigures) (time.Time, error) {
+	offset, err := f.clockOffset(ctx, p.scenario, p.itemID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
+	reply, err := f.resetSale(ctx, p.scenario, p.itemID, o.stock, want)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if reply.OpensAt == nil {
+		return time.Time{}, fmt.Errorf("the reset answered no opens_at: the targets keep no sale window, and a draw needs an opening")
+	}
+	opens := reply.OpensAt.UTC()
+	fig.OpensAt = &opens
+	t0 := opens.Add(-offset)
+	if time.Until(t0) <= 0 {
+		return time.Time{}, fmt.Errorf("the reset answered after the opening it set (%v ahead): give --t0-lead more", o.t0Lead)
+	}
+	return t0, nil
 }

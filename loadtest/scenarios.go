@@ -63,7 +63,7 @@ var scenarios = []scenario{
 	{name: "scalper", copies: 1, crowd: crowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic},
 		about: "scalpers, rate limit off: 10% of the people, each with 10 accounts behind one address firing every 50 ms from T-0; the others one request each in the first second"},
 	{name: "scalper-limited", copies: 1, crowd: crowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic}, limited: true,
-		about: "the same crowd with a per-address rate limit on every instance: no address wins more than the limit lets through; the scalpers' gain is reported against --scalper-target"},
+		about: "the same crowd with a per-address rate limit and an opening draw (--scalper-draw) on every instance, the sale opening at T-0: no address wins more than the limit lets through, and the scalpers surely winning more than --scalper-target times their share fails the row"},
 }
 
 func lookupScenario(name string) (scenario, bool) {

@@ -183,8 +183,8 @@ func TestParseOptions(t *testing.T) {
 	if !maps.Equal(o.firstComeTargets, firstComeTargets) {
 		t.Errorf("default first-come targets %v, want %v", o.firstComeTargets, firstComeTargets)
 	}
-	if o.scalperPeople != 400 || o.scalperLimitInterval != 30*time.Second || o.scalperLimitBurst != 1 || o.scalperTarget != 1.5 || o.scalperTargetVerdict {
-		t.Errorf("scalper defaults: %d people, limit %v burst %d, target %v (verdict %v)", o.scalperPeople, o.scalperLimitInterval, o.scalperLimitBurst, o.scalperTarget, o.scalperTargetVerdict)
+	if o.scalperPeople != 400 || o.scalperLimitInterval != 30*time.Second || o.scalperLimitBurst != 1 || o.scalperTarget != 1.5 || !o.scalperTargetVerdict || o.scalperDraw != 1500*time.Millisecond {
+		t.Errorf("scalper defaults: %d people, limit %v burst %d, target %v (verdict %v), draw %v", o.scalperPeople, o.scalperLimitInterval, o.scalperLimitBurst, o.scalperTarget, o.scalperTargetVerdict, o.scalperDraw)
 	}
 	named, err := parseOptions([]string{"--stages", "db-atomic,redis-lock", "--scenarios", "scalper"}, withToken, io.Discard)
 	if got := named.scenarios[0].stagesOf(named); err != nil || !slices.Equal(got, []string{"db-atomic", "redis-lock"}) {

@@ -31,6 +31,8 @@ type rateSwitch struct {
 	log     *slog.Logger
 	trusted []netip.Prefix
 	cur     atomic.Pointer[rateLimit]
+	// drawSpan is the opening draw's span (inventory.Draw), 0 for none.
+	drawSpan atomic.Int64
 }
 
 // rateLimit is one setting of a rateSwitch.
@@ -55,6 +57,15 @@ func newRateSwitch(cfg config.Config, rdb redis.UniversalClient, log *slog.Logge
 		return nil, fmt.Errorf("SECKILL_RATE_INTERVAL: %w", err)
 	}
 	return s, nil
+}
+
+// draw is the opening draw's span now (DrawOptions.Span).
+func (s *rateSwitch) draw() time.Duration { return time.Duration(s.drawSpan.Load()) }
+
+// SetOpeningDraw sets the opening draw's span; 0 turns it off.
+func (s *rateSwitch) SetOpeningDraw(d time.Duration) api.RateLimit {
+	s.drawSpan.Store(int64(d))
+	return s.RateLimit()
 }
 
 // on reports whether the limit applies now (CrowdOptions.Admitting).
@@ -89,7 +100,7 @@ func (s *rateSwitch) admit(ctx context.Context, o inventory.Order) error {
 func (s *rateSwitch) RateLimit() api.RateLimit {
 	r := s.cur.Load()
 	out := api.RateLimit{On: r.l != nil, IntervalMS: float64(r.interval.Microseconds()) / 1000, Burst: r.burst,
-		By: slices.Clone(r.by), TrustedProxies: []string{}}
+		By: slices.Clone(r.by), TrustedProxies: []string{}, OpeningDrawMS: float64(s.draw().Microseconds()) / 1000}
 	for _, p := range s.trusted {
 		out.TrustedProxies = append(out.TrustedProxies, p.String())
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
@@ -39,6 +40,16 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	co := inventory.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
 	if p.rate != nil {
 		co.Admit, co.Admitting = p.rate.admit, p.rate.on
+		// The opening draw is switched with the rate limit: both are the
+		// sale's answer to scripts (PUT /api/v1/admin/rate-limit).
+		co.Draw = inventory.NewDraw(inventory.DrawOptions{
+			Span: p.rate.draw,
+			Opening: func(ctx context.Context, id int64) (time.Time, error) {
+				it, err := st.Get(ctx, id)
+				return it.Window.OpensAt, err
+			},
+			RefNow: st.Now,
+		})
 	}
 	if p.b.redis != nil {
 		co.Epochs = p.epochs

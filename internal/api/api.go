@@ -54,6 +54,12 @@ type RateLimit struct {
 	// (SECKILL_TRUSTED_PROXIES, set at start); from any other peer the
 	// client is the connection's address.
 	TrustedProxies []string `json:"trusted_proxies"`
+	// OpeningDrawMS is the opening draw's span (0: none): buyers of an
+	// item with an opening who arrive in its first opening_draw_ms are
+	// held and let in at random within the next opening_draw_ms, so that
+	// arriving first at the opening wins nothing; those who arrive in the
+	// next opening_draw_ms wait for the draw's end.
+	OpeningDrawMS float64 `json:"opening_draw_ms"`
 }
 
 // Info is the answer of GET /api/v1/info.

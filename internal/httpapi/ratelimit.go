@@ -19,6 +19,8 @@ type RateLimits interface {
 	// SetRateLimit replaces the limit; interval 0 turns it off. The
 	// handler has checked the values.
 	SetRateLimit(interval time.Duration, burst int, by []string) (api.RateLimit, error)
+	// SetOpeningDraw sets the opening draw's span; 0 turns it off.
+	SetOpeningDraw(span time.Duration) api.RateLimit
 }
 
 // Bounds of PUT /api/v1/admin/rate-limit, as SECKILL_RATE_INTERVAL and
@@ -26,6 +28,9 @@ type RateLimits interface {
 const (
 	maxRateIntervalMS = 3_600_000 // an hour
 	maxRateBurst      = 1_000_000
+	// maxOpeningDrawMS bounds the opening draw: a buyer may be held for
+	// up to twice it, within the request's deadline.
+	maxOpeningDrawMS = 10_000
 )
 
 // rateLimitBody is PUT /api/v1/admin/rate-limit's body; a field left out
@@ -34,6 +39,8 @@ type rateLimitBody struct {
 	IntervalMS *float64 `json:"interval_ms"`
 	Burst      *int     `json:"burst"`
 	By         []string `json:"by"`
+	// OpeningDrawMS sets the opening draw (0: none).
+	OpeningDrawMS *float64 `json:"opening_draw_ms"`
 }
 
 func (s *server) handleGetRateLimit(rl RateLimits) gin.HandlerFunc {
@@ -84,13 +91,26 @@ func (s *server) handleSetRateLimit(rl RateLimits) gin.HandlerFunc {
 			}
 			by = b.By
 		}
-		out, err := rl.SetRateLimit(interval, burst, by)
-		if err != nil {
+		draw := time.Duration(cur.OpeningDrawMS * float64(time.Millisecond))
+		if b.OpeningDrawMS != nil {
+			ms := *b.OpeningDrawMS
+			if math.IsNaN(ms) || ms < 0 || ms > maxOpeningDrawMS {
+				s.writeError(c, fieldError("opening_draw_ms %v: want 0 (none) to %d", ms, maxOpeningDrawMS))
+				return
+			}
+			draw = time.Duration(ms * float64(time.Millisecond))
+			if s.requestTimeout > 0 && 2*draw >= s.requestTimeout {
+				s.writeError(c, fieldError("opening_draw_ms %v: a buyer may be held twice that, past this instance's request deadline (%v)", ms, s.requestTimeout))
+				return
+			}
+		}
+		if _, err := rl.SetRateLimit(interval, burst, by); err != nil {
 			s.writeError(c, err)
 			return
 		}
+		out := rl.SetOpeningDraw(draw)
 		out.Instance = s.instance
-		s.log.Info("rate limit changed", "on", out.On, "interval_ms", out.IntervalMS, "burst", out.Burst, "by", out.By)
+		s.log.Info("rate limit changed", "on", out.On, "interval_ms", out.IntervalMS, "burst", out.Burst, "by", out.By, "opening_draw_ms", out.OpeningDrawMS)
 		s.writeJSON(c, http.StatusOK, out)
 	}
 }

@@ -17,11 +17,18 @@ type fakeRateLimits struct {
 	interval time.Duration
 	burst    int
 	by       []string
+	draw     time.Duration
 	sets     int
 }
 
 func (f *fakeRateLimits) RateLimit() api.RateLimit {
-	return api.RateLimit{On: f.interval > 0, IntervalMS: float64(f.interval.Microseconds()) / 1000, Burst: f.burst, By: f.by, TrustedProxies: []string{"127.0.0.1/32"}}
+	return api.RateLimit{On: f.interval > 0, IntervalMS: float64(f.interval.Microseconds()) / 1000, Burst: f.burst, By: f.by, TrustedProxies: []string{"127.0.0.1/32"},
+		OpeningDrawMS: float64(f.draw.Microseconds()) / 1000}
+}
+
+func (f *fakeRateLimits) SetOpeningDraw(d time.Duration) api.RateLimit {
+	f.draw = d
+	return f.RateLimit()
 }
 
 func (f *fakeRateLimits) SetRateLimit(interval time.Duration, burst int, by []string) (api.RateLimit, error) {
@@ -77,8 +84,17 @@ func TestRateLimitRoute(t *testing.T) {
 	if code != 200 || got.IntervalMS != 50 || got.Burst != 1 || !slices.Equal(got.By, []string{"address"}) {
 		t.Fatalf("PUT burst alone: %d %+v", code, got)
 	}
+	// The opening draw is set beside the limit, and kept when left out.
+	code, got, _ = call("PUT", `{"opening_draw_ms":1000}`, admin)
+	if code != 200 || got.OpeningDrawMS != 1000 || rl.draw != time.Second || got.IntervalMS != 50 || got.Burst != 1 {
+		t.Fatalf("PUT opening_draw_ms: %d %+v", code, got)
+	}
+	code, got, _ = call("PUT", `{"burst":2}`, admin)
+	if code != 200 || got.OpeningDrawMS != 1000 || got.Burst != 2 {
+		t.Fatalf("PUT burst with the draw left out: %d %+v", code, got)
+	}
 	for _, bad := range []string{`{"interval_ms":-1}`, `{"interval_ms":3600001}`, `{"interval_ms":0.0001}`, `{"burst":0}`, `{"burst":1000001}`,
-		`{"by":[]}`, `{"by":["ip"]}`, `{"by":["account","account"]}`} {
+		`{"by":[]}`, `{"by":["ip"]}`, `{"by":["account","account"]}`, `{"opening_draw_ms":-1}`, `{"opening_draw_ms":10001}`} {
 		sets := rl.sets
 		if code, _, slug := call("PUT", bad, admin); code != 400 || slug != "invalid-request" || rl.sets != sets {
 			t.Errorf("PUT %s: %d %s, %d sets; want 400 invalid-request and nothing set", bad, code, slug, rl.sets-sets)
@@ -87,9 +103,14 @@ func TestRateLimitRoute(t *testing.T) {
 	if code, _, slug := call("PUT", `{"interval_ms":"fast"}`, admin); code != 400 || slug != "invalid-request" {
 		t.Errorf("PUT with a string interval: %d %s", code, slug)
 	}
-	code, got, _ = call("PUT", `{"interval_ms":0}`, admin)
-	if code != 200 || got.On || rl.interval != 0 || got.Burst != 1 {
+	code, got, _ = call("PUT", `{"interval_ms":0,"opening_draw_ms":0}`, admin)
+	if code != 200 || got.On || rl.interval != 0 || got.Burst != 2 || rl.draw != 0 {
 		t.Fatalf("PUT off: %d %+v", code, got)
+	}
+	// A draw may hold a buyer twice its span: not past the deadline.
+	h = httpapi.NewServer(httpapi.Deps{Instance: "rate-1", AdminToken: admin, RateLimits: rl, RequestTimeout: 3 * time.Second})
+	if code, _, slug := call("PUT", `{"opening_draw_ms":1500}`, admin); code != 400 || slug != "invalid-request" || rl.draw != 0 {
+		t.Errorf("PUT a draw of half the request deadline: %d %s, draw %v; want 400 and nothing set", code, slug, rl.draw)
 	}
 
 	h = httpapi.NewServer(httpapi.Deps{Instance: "rate-2", AdminToken: admin})

@@ -110,6 +110,10 @@ type CrowdOptions struct {
 	// an admin turns on and off while the instance runs. Nil means Admit
 	// applies whenever it is set.
 	Admitting func() bool
+	// Draw, when set, holds the buyers who come in the first moments of
+	// an item's opening and lets them in at random (draw.go): after the
+	// window, the sold-out memory and Admit, before the line.
+	Draw *Draw
 }
 
 // admitting reports whether buyers are asked about (CrowdOptions.Admit)
@@ -292,6 +296,16 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		if err := c.opts.Admit(ctx, o); err != nil {
 			c.refused(RefusedLimited)
 			return err
+		}
+	}
+	if c.opts.Draw.on() {
+		if err := c.opts.Draw.hold(ctx, o.ItemID, epoch); err != nil {
+			return err
+		}
+		if soldOut() {
+			// Sold out while this buyer was held.
+			c.refused(RefusedRemembered)
+			return errRememberedSoldOut
 		}
 	}
 	if c.door(ctx, o.ItemID) {

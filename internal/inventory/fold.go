@@ -20,7 +20,9 @@ import (
 // A folded buy has its units before it reaches the crowd control, so the
 // crowd lets it through (it takes no place in the line: it only writes).
 // A crowd that limits buyers' rates (CrowdOptions.Admit, while Admitting)
-// does not fold: the limiter comes before the stage. Neither does redis-stream at
+// does not fold: the limiter comes before the stage; nor does one holding
+// an opening draw (CrowdOptions.Draw), which must hold the buyer before
+// any unit is taken. Neither does redis-stream at
 // DurabilityReplica, whose WAIT must follow the enqueue on its connection.
 
 // Fold is a buy whose stage's script runs inside the Idempotency-Key
@@ -129,10 +131,10 @@ func (s *RedisStream) fold(o Order) (RefusalCheck, bool) {
 }
 
 // fold passes on the fold of the stage behind the crowd control, unless
-// the crowd limits buyers' rates.
+// the crowd limits buyers' rates or holds an opening draw.
 func (w crowded) fold(o Order) (RefusalCheck, bool) {
 	f, ok := w.next.(folder)
-	if !ok || w.c.opts.admitting() {
+	if !ok || w.c.opts.admitting() || w.c.opts.Draw.on() {
 		return RefusalCheck{}, false
 	}
 	return f.fold(o)
