@@ -153,7 +153,13 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	// The lost update lives here: stock-o.Quantity was computed from a read
 	// that another buyer may have acted on too. The CHECK (stock >= 0)
 	// constraint cannot see it, since the value written is never negative.
-	return lostOr(held, g.store.WriteComputed(sctx, o, stock-o.Quantity, token))
+	if err := g.store.WriteComputed(sctx, o, stock-o.Quantity, token); err != nil {
+		return lostOr(held, err)
+	}
+	if stock == o.Quantity {
+		soldLast(ctx, SoldOutAt(win, ErrSoldOut)) // and the next buyer would read 0
+	}
+	return nil
 }
 
 // lostOr explains a failed step by a lost lock when the lock was lost (the

@@ -324,9 +324,20 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
 	}
 	began := c.opts.Now()
+	var last lastUnit
+	if remembered {
+		ctx = context.WithValue(ctx, lastUnitKey{}, &last)
+	}
 	err := w.next.Buy(ctx, o)
 	end := c.opts.Now()
 	switch {
+	case err == nil && last.soldOut != nil:
+		// This buy took the last unit: the item is sold out from now on,
+		// under the epoch read before it ran. Remembered before exit, so
+		// the line's next buyers and the post-sale wave hear sold out at
+		// once, not 503 from a line still full of buyers who came too
+		// late (the lab's post-sale-503 rule saw that on redlock).
+		w.m.remember(o.ItemID, epoch, 1, until(began, last.soldOut))
 	case errors.Is(err, ErrSoldOut):
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, errMayReturn) {
@@ -341,6 +352,22 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	}
 	c.exit(o.ItemID, end.Sub(began), end)
 	return err
+}
+
+// lastUnit is where a stage behind the crowd says that its sale took the
+// item's last unit (soldLast): soldOut is the sell-out it would answer the
+// next buyer (SoldOutAt, with the window's closing).
+type lastUnit struct{ soldOut error }
+
+type lastUnitKey struct{}
+
+// soldLast tells the crowd control in front of the stage, if any, that
+// the buy of ctx left the item with no unit: soldOut is the answer the
+// next buyer would get.
+func soldLast(ctx context.Context, soldOut error) {
+	if l, ok := ctx.Value(lastUnitKey{}).(*lastUnit); ok {
+		l.soldOut = soldOut
+	}
 }
 
 // until is how long a sell-out found by a buy sent at began may be
