@@ -176,6 +176,12 @@ var suites = []suite{{
 		// A refusal forced while a reserved unit is in flight, then given
 		// back: the audit's log of it (issue 35 point 3).
 		"TestRedisAtomicLogsTheUnitsItGivesBack",
+		// The opening draw's holds, and the sell-out known from the sale
+		// of the last unit (issue 33, #29's post-sale wave).
+		"TestDrawHoldsTheOpeningsBuyersForARandomPlace",
+		"TestDrawOrderIsIndependentOfArrival",
+		"TestDrawBuyerWhoLeavesWhileHeldIsNotServed",
+		"TestLastUnitSoldIsRemembered",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",
 		"TestShardedCancelledUnitsComeBackThroughTheRepair",
