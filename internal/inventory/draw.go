@@ -12,24 +12,25 @@ import (
 // and a per-address rate limit cannot help, since the script's first shot
 // is within any limit. So, when a draw is set (a span D), the buyers who
 // arrive in the first D after the opening (by the reference clock, and a
-// hair before it: drawEdge) are not served in arrival order: each is held, and let in at the opening plus D
-// plus a random share of D. Everyone who came in the first D then stands
+// hair before it: drawEdge) are not served in arrival order: each is held,
+// and let in at the opening plus D plus a random share of D. Everyone who came in the first D then stands
 // the same chance, whenever in it they came. Buyers who come in the next D
 // wait for the draw's end, so they cannot pass those still held. Past 2D,
 // buyers go straight through.
 //
 // The draw only ever delays a buyer, after the window, the sold-out memory
 // and the rate limit have had their say; the stage still checks the window
-// on its reference clock, so a draw whose idea of the opening is off by the
-// offset's error (one round trip) reorders a few buyers at its edges and
-// sells nothing early.
+// on its reference clock, so a draw whose idea of the opening is off (the
+// reference read's round trip, which only widens the hold) sells nothing
+// early.
 
 // drawEdge is how early before its idea of the opening a Draw holds a
-// buyer too (never more than the span). This instance's idea of the
-// opening is off by up to one reference read; a buyer that came just
-// before it, and that the stage, on its reference clock, finds already
-// open, would otherwise be sold to at once: the first shot of a script
-// firing at T-0 is that buyer.
+// buyer too (never more than the span): the stage's reference clock may
+// not be quite the one the draw read (the Redis stages ask Redis, the draw
+// the database). The read itself is no reason for it: the draw brackets
+// the opening between this clock's readings from before and after the
+// reference read (drawMark), holds from the earlier and schedules from the
+// later, so a slow read makes the hold longer, never lets a buyer past.
 const drawEdge = 100 * time.Millisecond
 
 // DrawOptions set up a Draw for one kind of item.
@@ -65,7 +66,9 @@ type Draw struct {
 
 type drawMark struct {
 	epoch string
-	at    time.Time // the opening on Now's clock; zero: always on sale
+	// lo and hi bracket the opening on Now's clock: the reference was read
+	// between them. Zero: always on sale.
+	lo, hi time.Time
 }
 
 // NewDraw returns a Draw.
@@ -95,14 +98,15 @@ func (d *Draw) hold(ctx context.Context, id int64, epoch string) error {
 	if span <= 0 {
 		return nil
 	}
-	opens, err := d.opening(ctx, id, epoch)
-	if err != nil || opens.IsZero() {
+	m, err := d.opening(ctx, id, epoch)
+	if err != nil || m.hi.IsZero() {
 		return nil // no draw rather than no sale: the stage decides the window
 	}
 	now := d.opts.Now()
 	var until time.Time
-	switch end := opens.Add(span); {
-	case now.Before(opens.Add(-min(span, drawEdge))):
+	// Held from the earliest the opening may be; let in from the latest.
+	switch end := m.hi.Add(span); {
+	case now.Before(m.lo.Add(-min(span, drawEdge))):
 		return nil // not open yet: the window's answer, which the stage gives
 	case now.Before(end):
 		until = end.Add(time.Duration(d.opts.Rand() * float64(span)))
@@ -125,34 +129,38 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// opening returns the item's opening on this instance's clock: the item's
-// opens_at, less the reference clock's now, added to this clock's now read
-// just after it (so off by at most the reference read's round trip).
-func (d *Draw) opening(ctx context.Context, id int64, epoch string) (time.Time, error) {
+// opening returns the item's opening on this instance's clock, bracketed:
+// the item's opens_at, less the reference clock's now, added to this
+// clock's readings from just before and just after that reference read.
+func (d *Draw) opening(ctx context.Context, id int64, epoch string) (drawMark, error) {
 	if epoch != "" {
 		d.mu.Lock()
 		m, ok := d.opens[id]
 		d.mu.Unlock()
 		if ok && m.epoch == epoch {
-			return m.at, nil
+			return m, nil
 		}
 	}
 	opensAt, err := d.opts.Opening(ctx, id)
 	if err != nil {
-		return time.Time{}, err
+		return drawMark{}, err
 	}
-	var at time.Time
+	m := drawMark{epoch: epoch}
 	if !opensAt.IsZero() {
+		before := d.opts.Now()
 		ref, err := d.opts.RefNow(ctx)
 		if err != nil {
-			return time.Time{}, err
+			return drawMark{}, err
 		}
-		at = d.opts.Now().Add(opensAt.Sub(ref))
+		m.lo, m.hi = before.Add(opensAt.Sub(ref)), d.opts.Now().Add(opensAt.Sub(ref))
 	}
 	if epoch != "" {
 		d.mu.Lock()
-		d.opens[id] = drawMark{epoch: epoch, at: at}
+		// Of two reads under one epoch, keep the tighter bracket.
+		if old, ok := d.opens[id]; !ok || old.epoch != epoch || old.hi.Sub(old.lo) > m.hi.Sub(m.lo) {
+			d.opens[id] = m
+		}
 		d.mu.Unlock()
 	}
-	return at, nil
+	return m, nil
 }
