@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // RateLimits is an instance's rate limit of the safe stages' buys and
@@ -29,7 +30,8 @@ const (
 	maxRateIntervalMS = 3_600_000 // an hour
 	maxRateBurst      = 1_000_000
 	// maxOpeningDrawMS bounds the opening draw: a buyer may be held for
-	// up to twice it, within the request's deadline.
+	// up to twice it and a hair (inventory.DrawHoldMax), within the
+	// request's deadline.
 	maxOpeningDrawMS = 10_000
 )
 
@@ -94,13 +96,15 @@ func (s *server) handleSetRateLimit(rl RateLimits) gin.HandlerFunc {
 		draw := time.Duration(cur.OpeningDrawMS * float64(time.Millisecond))
 		if b.OpeningDrawMS != nil {
 			ms := *b.OpeningDrawMS
-			if math.IsNaN(ms) || ms < 0 || ms > maxOpeningDrawMS {
-				s.writeError(c, fieldError("opening_draw_ms %v: want 0 (none) to %d", ms, maxOpeningDrawMS))
+			// Under a microsecond, GET would show 0 (none) for a draw
+			// that is on.
+			if math.IsNaN(ms) || ms < 0 || ms > maxOpeningDrawMS || (ms > 0 && ms < 0.001) {
+				s.writeError(c, fieldError("opening_draw_ms %v: want 0 (none) or 0.001 to %d", ms, maxOpeningDrawMS))
 				return
 			}
 			draw = time.Duration(ms * float64(time.Millisecond))
-			if s.requestTimeout > 0 && 2*draw >= s.requestTimeout {
-				s.writeError(c, fieldError("opening_draw_ms %v: a buyer may be held twice that, past this instance's request deadline (%v)", ms, s.requestTimeout))
+			if hold := inventory.DrawHoldMax(draw); s.requestTimeout > 0 && hold >= s.requestTimeout {
+				s.writeError(c, fieldError("opening_draw_ms %v: a buyer may be held %v (twice that, and one who came a hair early), past this instance's request deadline (%v)", ms, hold, s.requestTimeout))
 				return
 			}
 		}

@@ -33,6 +33,11 @@ import (
 // later, so a slow read makes the hold longer, never lets a buyer past.
 const drawEdge = 100 * time.Millisecond
 
+// DrawHoldMax is the longest a draw of span holds a buyer when its read of
+// the reference clock is quick: one who came drawEdge before the opening
+// and drew last is let in 2 spans after it.
+func DrawHoldMax(span time.Duration) time.Duration { return 2*span + min(span, drawEdge) }
+
 // DrawOptions set up a Draw for one kind of item.
 type DrawOptions struct {
 	// Span is the draw's length D, read at every buy: 0 means no draw
