@@ -181,6 +181,8 @@ var suites = []suite{{
 		"TestDrawHoldsTheOpeningsBuyersForARandomPlace",
 		"TestDrawOrderIsIndependentOfArrival",
 		"TestDrawBuyerWhoLeavesWhileHeldIsNotServed",
+		"TestDrawHeldBuyerJudgedByTheEpochOfItsRelease",
+		"TestDrawSlowReferenceReadLetsNobodySkip",
 		"TestLastUnitSoldIsRemembered",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",

@@ -302,6 +302,11 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		if err := c.opts.Draw.hold(ctx, o.ItemID, epoch); err != nil {
 			return err
 		}
+		if w.m != nil {
+			// A reset may have come while this buyer was held: judge
+			// (and remember) by the epoch of now, not of its arrival.
+			epoch, remembered = c.epoch(ctx, o.ItemID)
+		}
 		if soldOut() {
 			// Sold out while this buyer was held.
 			c.refused(RefusedRemembered)

@@ -13,8 +13,9 @@ import (
 // is within any limit. So, when a draw is set (a span D), the buyers who
 // arrive in the first D after the opening (by the reference clock, and a
 // hair before it: drawEdge) are not served in arrival order: each is held,
-// and let in at the opening plus D plus a random share of D. Everyone who came in the first D then stands
-// the same chance, whenever in it they came. Buyers who come in the next D
+// and let in at the opening plus D plus a random share of D. Everyone who
+// came in the first D then stands the same chance, whenever in it they
+// came. Buyers who come in the next D
 // wait for the draw's end, so they cannot pass those still held. Past 2D,
 // buyers go straight through.
 //

@@ -204,3 +204,43 @@ func TestDrawOrderIsIndependentOfArrival(t *testing.T) {
 		t.Fatalf("%.0f%% of the first half to arrive were let in among the first half; want about 50%% (arrival order would be 100%%)", 100*share)
 	}
 }
+
+// TestDrawHeldBuyerJudgedByTheEpochOfItsRelease: while a buyer is held,
+// another finds the item sold out (remembered under the epoch of then),
+// and a reset brings units back (a new epoch). The held buyer must reach
+// the stage, not hear the stale sell-out of the epoch it arrived under.
+func TestDrawHeldBuyerJudgedByTheEpochOfItsRelease(t *testing.T) {
+	epochs := &memEpochs{}
+	var stage inventory.Stage
+	var reached []string
+	opens := time.Unix(100, 0)
+	now := opens.Add(200 * time.Millisecond) // in the draw's first span
+	d := inventory.NewDraw(inventory.DrawOptions{
+		Span:    func() time.Duration { return time.Second },
+		Opening: func(context.Context, int64) (time.Time, error) { return opens, nil },
+		RefNow:  func(context.Context) (time.Time, error) { return now, nil },
+		Now:     func() time.Time { return now },
+		Sleep: func(ctx context.Context, _ time.Duration) error {
+			if userOf(ctx) != "held" {
+				return nil
+			}
+			// While "held" waits: a buyer finds it sold out, then a reset.
+			if err := stage.Buy(context.WithValue(ctx, userKey{}, "finder"), inventory.Order{ItemID: 1, UserID: "finder", Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
+				t.Errorf("the finder: %v; want sold out", err)
+			}
+			return epochs.Bump(ctx, "product:1")
+		},
+	})
+	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: epochs, Draw: d})
+	stage = c.Wrap(stageFunc(func(_ context.Context, o inventory.Order) error {
+		reached = append(reached, o.UserID)
+		if o.UserID == "finder" {
+			return inventory.ErrSoldOut
+		}
+		return nil
+	}))
+	err := stage.Buy(context.WithValue(context.Background(), userKey{}, "held"), inventory.Order{ItemID: 1, UserID: "held", Quantity: 1})
+	if err != nil || !slices.Equal(reached, []string{"finder", "held"}) {
+		t.Fatalf("the held buyer after a reset: %v, stage reached by %v; want it to reach the stage", err, reached)
+	}
+}
