@@ -1,9 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/json"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,21 +21,7 @@ func TestOpeningDrawBounds(t *testing.T) {
 	rl := &fakeRateLimits{burst: 1, by: []string{"account"}}
 	h := httpapi.NewServer(httpapi.Deps{Instance: "rate-1", AdminToken: admin, RateLimits: rl, RequestTimeout: 3 * time.Second})
 	call := func(method, body string) (int, api.RateLimit, string) {
-		req := httptest.NewRequest(method, "/api/v1/admin/rate-limit", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+admin)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		var out api.RateLimit
-		var slug string
-		if rec.Code == 200 {
-			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-				t.Fatalf("%s: %v: %s", method, err, rec.Body)
-			}
-		} else {
-			slug = problemType(t, rec)
-		}
-		return rec.Code, out, slug
+		return callRateLimit(t, h, method, body, admin)
 	}
 	for _, bad := range []string{`{"opening_draw_ms":1480}`, `{"opening_draw_ms":0.0001}`} {
 		if code, got, slug := call("PUT", bad); code != 400 || slug != "invalid-request" || rl.draw != 0 {

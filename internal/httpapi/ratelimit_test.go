@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -47,23 +48,7 @@ func TestRateLimitRoute(t *testing.T) {
 	rl := &fakeRateLimits{burst: 5, by: []string{"account"}}
 	h := httpapi.NewServer(httpapi.Deps{Instance: "rate-1", AdminToken: admin, RateLimits: rl})
 	call := func(method, body, token string) (int, api.RateLimit, string) {
-		req := httptest.NewRequest(method, "/api/v1/admin/rate-limit", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		var out api.RateLimit
-		var slug string
-		if rec.Code == 200 {
-			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-				t.Fatalf("%s: %v: %s", method, err, rec.Body)
-			}
-		} else {
-			slug = problemType(t, rec)
-		}
-		return rec.Code, out, slug
+		return callRateLimit(t, h, method, body, token)
 	}
 
 	if code, _, slug := call("GET", "", ""); code != 401 || slug != "unauthorized" {
@@ -119,4 +104,28 @@ func TestRateLimitRoute(t *testing.T) {
 			t.Errorf("%s without Redis: %d %s, want 404 no-redis", m, code, slug)
 		}
 	}
+}
+
+// callRateLimit sends method /api/v1/admin/rate-limit with body (and the
+// admin token, unless ""), and returns the status with the answer, or the
+// problem's slug.
+func callRateLimit(t *testing.T, h http.Handler, method, body, token string) (int, api.RateLimit, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, "/api/v1/admin/rate-limit", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var out api.RateLimit
+	var slug string
+	if rec.Code == 200 {
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s: %v: %s", method, err, rec.Body)
+		}
+	} else {
+		slug = problemType(t, rec)
+	}
+	return rec.Code, out, slug
 }

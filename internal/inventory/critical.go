@@ -181,12 +181,5 @@ func (g *guarded) pause(ctx context.Context, o Order) error {
 	if g.opts.Delay <= 0 {
 		return nil
 	}
-	t := time.NewTimer(g.opts.Delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, g.opts.Delay)
 }

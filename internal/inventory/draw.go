@@ -124,6 +124,7 @@ func (d *Draw) hold(ctx context.Context, id int64, epoch string) error {
 	return d.opts.Sleep(ctx, until.Sub(now))
 }
 
+// sleep waits d, or returns ctx's error if it ends first.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
