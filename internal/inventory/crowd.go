@@ -384,10 +384,17 @@ func soldLast(ctx context.Context, soldOut error) {
 func until(began time.Time, err error) time.Time {
 	var left closesIn
 	if errors.As(err, &left) {
-		return began.Add(time.Duration(left))
+		return began.Add(time.Duration(left) - refGrain)
 	}
 	return time.Time{}
 }
+
+// refGrain is the resolution of the stages' reference clocks: the scripts
+// read Redis's TIME in whole milliseconds, SQLite's 'now' has no finer
+// grain. A clock that reads a moment up to a grain early reports the time
+// left until the closing (or the opening) up to a grain long, so what is
+// learnt from it is trusted a grain less: never past the real moment.
+const refGrain = time.Millisecond
 
 // learnWindow remembers a stage's window refusal of a buy sent at began.
 // The stage read its reference clock after began, so the opening it
@@ -400,7 +407,7 @@ func (m *memo) learnWindow(id int64, epoch string, began time.Time, err error) {
 		if !errors.As(err, &no) || no.Wait <= 0 {
 			return
 		}
-		mark.opensBy = began.Add(no.Wait)
+		mark.opensBy = began.Add(no.Wait - refGrain)
 	}
 	m.mu.Lock()
 	m.window[id] = mark

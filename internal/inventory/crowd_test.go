@@ -678,3 +678,51 @@ func TestCrowdAdmitsAfterTheMemoryBeforeTheLine(t *testing.T) {
 		t.Errorf("refusal reasons %v; want rate_limited first and sold_out_remembered last", reasons)
 	}
 }
+
+// TestCrowdMemoryEndsByAMillisecondClock: the stages' reference clocks
+// (Redis's TIME in the scripts, SQLite's 'now') read whole milliseconds,
+// so a time left until the closing or the opening that a stage reports can
+// be up to a millisecond long. What the crowd remembers from it must still
+// end by the real moment: half a millisecond after the closing, a buyer
+// hears "closed" (the stage's answer), not "sold out" from memory; half a
+// millisecond after the opening, the buy runs, not "not open yet".
+func TestCrowdMemoryEndsByAMillisecondClock(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, c := range []struct {
+		name string
+		// before is the stage's answer while its clock reads before
+		// t0+10ms, after its answer from then on
+		before func(left time.Duration) error
+		after  error
+	}{
+		{"closing", func(left time.Duration) error {
+			return inventory.SoldOutAt(inventory.WindowAt{Closes: true, ClosesIn: left}, inventory.ErrSoldOut)
+		}, inventory.ErrSaleClosed},
+		{"opening", func(left time.Duration) error { return &inventory.NotOpen{ItemID: 1, Wait: left} }, inventory.ErrSoldOut},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			now := t0
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			set := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
+			edge := t0.Add(10 * time.Millisecond)
+			stage := &stubStage{next: func(inventory.Order) error {
+				ref := clock().Truncate(time.Millisecond) // the reference clock: whole ms
+				if ref.Before(edge) {
+					return c.before(edge.Sub(ref))
+				}
+				return c.after
+			}}
+			crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product", Now: clock})
+			svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
+			set(900 * time.Microsecond)
+			if err := buy(t, svc, "early", 1); err == nil {
+				t.Fatal("before the edge: the buy succeeded")
+			}
+			set(10*time.Millisecond + 500*time.Microsecond)
+			if err := buy(t, svc, "late", 1); !errors.Is(err, c.after) || stage.calls.Load() != 2 {
+				t.Fatalf("half a millisecond past the %s: %v after %d buys reached the stage; want the stage's %v", c.name, err, stage.calls.Load(), c.after)
+			}
+		})
+	}
+}
