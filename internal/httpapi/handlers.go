@@ -260,10 +260,15 @@ type buyInput struct {
 	// buy of an item it knows is sold out or outside its sale window: the
 	// request was not read further.
 	remembered error
-	body       []byte // the raw body, for the key's fingerprint
-	bodyErr    error  // the body could not be read (too large, cut off)
-	req        inventory.Request
-	reqErr     error // not a valid buy: the path, the body or a field (bodyErr included)
+	// keyedMemory is that answer for a valid keyed buy, which hears it
+	// only if its key was never used (see idempotent); countKeyed counts
+	// it when it does.
+	keyedMemory error
+	countKeyed  func()
+	body        []byte // the raw body, for the key's fingerprint
+	bodyErr     error  // the body could not be read (too large, cut off)
+	req         inventory.Request
+	reqErr      error // not a valid buy: the path, the body or a field (bodyErr included)
 }
 
 // buyInputKey is where readBuy leaves the buyInput.
@@ -293,6 +298,9 @@ func (s *server) readBuy(ep itemEndpoints) gin.HandlerFunc {
 		c.Request = c.Request.WithContext(inventory.WithClientAddr(c.Request.Context(), clientAddr(c.Request, s.trusted)))
 		in.body, in.bodyErr = readBody(c)
 		in.req, in.reqErr = parseBuy(c, ep.coupon, in.body, in.bodyErr)
+		if in.stageErr == nil && in.reqErr == nil && c.GetHeader("Idempotency-Key") != "" {
+			in.countKeyed, in.keyedMemory = ep.svc.PeekMemory(c.Request.Context(), in.stage, in.req.ItemID)
+		}
 		c.Set(buyInputKey, in)
 	}
 }

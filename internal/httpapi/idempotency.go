@@ -20,7 +20,11 @@ var replayHeaders = []string{"Content-Type", api.StageHeader, api.InstanceHeader
 // refusalCheckFunc returns the refusal check of a request for the claim of
 // its key (see idempotency.Refusal); the zero Refusal when it has none. A
 // check that also takes the buy's units comes with its Fold.
-type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold)
+type refusalCheckFunc func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold, refusedFunc)
+
+// refusedFunc is the error of a request its check refused, for the
+// refusal the claim's script answered.
+type refusedFunc func(refusal string) error
 
 // idempotent runs a buy, grab or payment at most once per Idempotency-Key,
 // in three steps: claim the key (or find its stored answer), replay a
@@ -45,6 +49,9 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 		if store == nil {
 			return // no Redis on this instance: keys cannot be honoured, see Deps
 		}
+		if s.answeredFromMemory(c, store, key) {
+			return
+		}
 		claim, stored, fold, ok := s.claimKey(c, store, key, check)
 		if !ok {
 			return
@@ -55,6 +62,27 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 		}
 		s.runAndSettle(c, store, claim, fold)
 	}
+}
+
+// answeredFromMemory answers a keyed buy of an item this instance
+// remembers as sold out (or outside its sale window) with that answer, in
+// one plain read and no claim, when its key was never used: a refusal
+// stores nothing, so the key stays free for a buy after a restock, as a
+// refusal in the claim's script leaves it. A used key (a stored answer to
+// replay, a claim in flight or left unknown) goes on to its claim, and so
+// does any buy whose read failed.
+func (s *server) answeredFromMemory(c *gin.Context, store *idempotency.Store, key string) bool {
+	in := buyOf(c)
+	if in == nil || in.keyedMemory == nil {
+		return false
+	}
+	used, err := store.Used(c.Request.Context(), in.req.UserID, c.Request.URL.Path, key)
+	if err != nil || used {
+		return false
+	}
+	in.countKeyed()
+	s.writeError(c, in.keyedMemory)
+	return true
 }
 
 // claimKey claims key for this request, or finds the answer stored under
@@ -73,16 +101,17 @@ func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, 
 	fp := idempotency.Fingerprint(c.Request.Method, path, body)
 	var refusal idempotency.Refusal
 	var fold *inventory.Fold
+	refused := refusedFunc(inventory.RefusalError)
 	if check != nil {
-		refusal, fold = check(c, store)
+		refusal, fold, refused = check(c, store)
 	}
 	ctx := c.Request.Context()
 	claim, stored, err := store.BeginChecked(ctx, user, path, key, fp, refusal)
-	var refused *idempotency.RefusedError
+	var refusedErr *idempotency.RefusedError
 	var failed *idempotency.ScriptError
 	switch {
-	case errors.As(err, &refused):
-		err = inventory.RefusalError(refused.Reason)
+	case errors.As(err, &refusedErr):
+		err = refused(refusedErr.Reason)
 	case fold != nil && errors.As(err, &failed):
 		// The claim may have taken the units, and the key: a retry must
 		// look for what it did, not wait out the claim's lease.
@@ -244,15 +273,15 @@ func (w *capturingWriter) WriteString(s string) (int, error) {
 // can (a Fold). A request the handler would refuse for other reasons (a
 // bad body, an unknown stage) has no check and runs.
 func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
-	return func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold) {
+	return func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold, refusedFunc) {
 		in := buyOf(c)
 		if in == nil || in.stageErr != nil || in.reqErr != nil {
-			return idempotency.Refusal{}, nil
+			return idempotency.Refusal{}, nil, inventory.RefusalError
 		}
-		rc, ok := ep.svc.RefusalCheck(in.stage, in.req)
+		rc, ok := ep.svc.RefusalCheck(c.Request.Context(), in.stage, in.req)
 		if !ok || !store.Checks(rc.Client) {
-			return idempotency.Refusal{}, nil
+			return idempotency.Refusal{}, nil, inventory.RefusalError
 		}
-		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, rc.Fold
+		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, rc.Fold, rc.Refused
 	}
 }

@@ -247,3 +247,55 @@ func TestKeyedSaleIsTwoRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedRefusalTeachesTheMemory: under redis-atomic behind the crowd
+// control, the first keyed buyer of a sold-out item is refused in the
+// claim's one script; the instance remembers the sell-out from that
+// refusal, so the next keyed buyer costs one plain read (EXISTS). A
+// sell-out of a sale that closes is remembered too, and the refusal keeps
+// the time left until the closing.
+func TestKeyedRefusalTeachesTheMemory(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		window inventory.SaleWindow
+	}{{"no closing", inventory.SaleWindow{}}, {"closing in an hour", inventory.SaleWindow{ClosesAt: time.Now().Add(time.Hour)}}} {
+		t.Run(c.name, func(t *testing.T) {
+			rdb := testenv.Redis(t)
+			trips := &roundTrips{}
+			rdb.AddHook(trips)
+			db := testenv.SQLite(t)
+			ctx := context.Background()
+			prefix := testenv.Name("teach")
+			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			var learnt atomic.Int32
+			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+				Refused: func(reason string) {
+					if reason == inventory.RefusedSoldOut {
+						learnt.Add(1)
+					}
+				}})
+			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "teach-1", "O").WithCrowd(crowd)
+			if err := svc.ResetSale(ctx, 1, 0, c.window); err != nil {
+				t.Fatal(err)
+			}
+			h := httpapi.NewServer(httpapi.Deps{
+				Instance:    "teach-1",
+				Products:    svc,
+				Stage:       "redis-atomic",
+				Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
+			})
+			trips.take()
+			first := post(h, "k-1", `{"user_id":"first"}`)
+			if got := trips.take(); first.Code != 409 || problemType(t, first) != "sold-out" || fmt.Sprint(got) != "[evalsha]" {
+				t.Fatalf("the first keyed buyer: %d %s, sent %v; want 409 sold-out in the claim's one script", first.Code, first.Body, got)
+			}
+			if learnt.Load() != 1 {
+				t.Fatalf("%d refusals counted as the stage's, want 1", learnt.Load())
+			}
+			next := post(h, "k-2", `{"user_id":"next"}`)
+			if got := trips.take(); next.Code != 409 || problemType(t, next) != "sold-out" || fmt.Sprint(got) != "[exists]" {
+				t.Fatalf("the next keyed buyer: %d %s, sent %v; want 409 sold-out after [exists]", next.Code, next.Body, got)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/ratelimit"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -125,5 +127,71 @@ func TestEarlyCrowdIsAnsweredFromMemoryBeforeTheBodyIsRead(t *testing.T) {
 	}
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the stage ran %d times; want once, the early crowd after it answered from memory", n)
+	}
+}
+
+// lastUnitStage sells its one unit to the first buyer, then says sold
+// out, and counts the buys it ran.
+type lastUnitStage struct{ runs *atomic.Int32 }
+
+func (s lastUnitStage) Buy(context.Context, inventory.Order) error {
+	if s.runs.Add(1) == 1 {
+		return nil
+	}
+	return inventory.ErrSoldOut
+}
+
+// TestKeyedBuyOfARememberedSellOutIsOneRead: once an instance remembers
+// an item sold out, a keyed buy whose key was never used is answered 409
+// sold-out after one plain read of its key (EXISTS), no claim script and
+// no stage, and is counted once as sold out from memory; the refusal
+// stores nothing, so the key still buys after a restock. A key with a
+// stored answer is still replayed, and is not counted as a refusal.
+func TestKeyedBuyOfARememberedSellOutIsOneRead(t *testing.T) {
+	rdb := testenv.Redis(t)
+	trips := &roundTrips{}
+	rdb.AddHook(trips)
+	db := testenv.SQLite(t)
+	var runs, remembered atomic.Int32
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+		Refused: func(reason string) {
+			if reason == inventory.RefusedRemembered {
+				remembered.Add(1)
+			}
+		}})
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:    "memo-keyed",
+		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(lastUnitStage{&runs})}, "memo-keyed", "O"),
+		Stage:       "db-atomic",
+		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("memo-keyed") + ":idem:", Lease: time.Hour}),
+	})
+	if rec := post(h, "k-first", `{"user_id":"first"}`); rec.Code != 201 {
+		t.Fatalf("the first keyed buy: %d %s; want 201", rec.Code, rec.Body)
+	}
+	if rec := post(h, "k-second", `{"user_id":"second"}`); rec.Code != 409 || problemType(t, rec) != "sold-out" || runs.Load() != 2 {
+		t.Fatalf("the second keyed buy: %d %s after %d runs; want the stage's 409 sold-out", rec.Code, rec.Body, runs.Load())
+	}
+	trips.take()
+	rec := post(h, "k-late", `{"user_id":"late"}`)
+	if got := trips.take(); rec.Code != 409 || problemType(t, rec) != "sold-out" || fmt.Sprint(got) != "[exists]" {
+		t.Fatalf("a late keyed buy: %d %s, sent %v to Redis; want 409 sold-out after [exists]", rec.Code, rec.Body, got)
+	}
+	if runs.Load() != 2 || remembered.Load() != 1 {
+		t.Fatalf("after the late keyed buy: the stage ran %d times and %d refusals were counted from memory; want 2 and 1", runs.Load(), remembered.Load())
+	}
+	rec = post(h, "k-first", `{"user_id":"first"}`)
+	if rec.Code != 201 || rec.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the first buyer's retry: %d %v %s; want its 201 replayed", rec.Code, rec.Header(), rec.Body)
+	}
+	if runs.Load() != 2 || remembered.Load() != 1 {
+		t.Fatalf("after the replay: the stage ran %d times and %d refusals were counted from memory; want 2 and 1", runs.Load(), remembered.Load())
+	}
+	// Nothing was stored for the refusal: after a restock, which drops
+	// the memory, the same key runs the stage.
+	if err := crowd.Restocked(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if rec := post(h, "k-late", `{"user_id":"late"}`); rec.Code != 409 || rec.Header().Get("Idempotent-Replayed") == "true" || runs.Load() != 3 {
+		t.Fatalf("the late key after the memory was dropped: %d %v %s after %d runs; want the stage run afresh", rec.Code, rec.Header(), rec.Body, runs.Load())
 	}
 }

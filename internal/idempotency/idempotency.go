@@ -213,6 +213,20 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Used reports whether (user, route, key) has a record: a claim in flight,
+// an outcome left unknown, or a stored answer. It is one plain read, no
+// script: what a keyed buy of an item this instance remembers as sold out
+// pays, since a key never used can be refused for good without a claim
+// (nothing is stored for a refusal, see Refusal), while a used one must be
+// claimed as ever, so that a replay still gets its answer.
+func (s *Store) Used(ctx context.Context, user, route, key string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.recordKey(user, route, key)).Result()
+	if err != nil {
+		return false, fmt.Errorf("%w: looking up the key: %w", ErrUnavailable, err)
+	}
+	return n > 0, nil
+}
+
 // Checks reports whether BeginChecked can run a check on keys of rdb: the
 // store keeps its records on rdb itself, and rdb is one server (a
 // *redis.Client), not a Cluster or a Ring, where the record and the checked

@@ -249,25 +249,58 @@ type crowded struct {
 // fromMemory answers a buy of item id from this instance's memory alone,
 // in Buy's order: outside the sale window, then sold out for every
 // quantity, both under the fleet's current epoch; nil when the buy must
-// run (nothing remembered, or not this stage's memory).
-func (w crowded) fromMemory(ctx context.Context, id int64) error {
+// run (nothing remembered, or not this stage's memory). reason is the
+// answer's reason among the refusals (see refusedFor); it is not counted
+// here.
+func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
 	if w.m == nil {
-		return nil
+		return "", nil
 	}
 	epoch, ok := w.c.epoch(ctx, id)
 	if !ok {
-		return nil
+		return "", nil
 	}
 	now := w.c.opts.Now()
 	if err := w.m.outsideWindow(id, epoch, now); err != nil {
-		w.c.refused(RefusedWindowRemembered)
-		return err
+		return RefusedWindowRemembered, err
 	}
 	if !w.m.isSoldOut(id, epoch, 1, now) {
+		return "", nil
+	}
+	return RefusedRemembered, errRememberedSoldOut
+}
+
+// learner returns what a refusal check of req's buy (RefusalCheck) teaches
+// this memory, under the epoch read now, before the check's script runs: a
+// sell-out for good (a check never refuses one "for now") and the sale
+// window, as Buy learns them from the stage. The refusal is counted as the
+// stage's.
+func (w crowded) learner(ctx context.Context, req Request) func(error) {
+	if w.m == nil {
 		return nil
 	}
-	w.c.refused(RefusedRemembered)
-	return errRememberedSoldOut
+	epoch, ok := w.c.epoch(ctx, req.ItemID)
+	if !ok {
+		return nil
+	}
+	began := w.c.opts.Now()
+	return func(err error) {
+		switch {
+		case errors.Is(err, ErrSoldOut) && !errors.Is(err, errMayReturn):
+			w.c.refused(RefusedSoldOut)
+			w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
+		case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
+			w.c.refused(RefusedWindow)
+			w.m.learnWindow(req.ItemID, epoch, began, err)
+		}
+	}
+}
+
+// refusedFor counts a refusal that fromMemory answered.
+func (w crowded) refusedFor(reason string) {
+	if reason != "" {
+		w.c.refused(reason)
+	}
 }
 
 func (w crowded) Buy(ctx context.Context, o Order) error {

@@ -58,7 +58,7 @@ func TestNoFoldWhereTheStageMustComeLater(t *testing.T) {
 		{"redis-stream at replica", inventory.NewRedisStream(stock, inventory.StreamOptions{Durability: inventory.DurabilityReplica, ReplicaWait: time.Millisecond}), false},
 	} {
 		svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"s": c.stage}, "fold-1", "O")
-		rc, ok := svc.RefusalCheck("s", inventory.Request{ItemID: 1, UserID: "u", Quantity: 1})
+		rc, ok := svc.RefusalCheck(context.Background(), "s", inventory.Request{ItemID: 1, UserID: "u", Quantity: 1})
 		if !ok {
 			t.Fatalf("%s: no refusal check", c.name)
 		}

@@ -261,13 +261,27 @@ func (s *Service) Stages() []string {
 // ErrSoldOut when it remembers it sold out for any quantity; nil when the
 // buy must run. The post-sale crowd (and the early one) is answered here.
 func (s *Service) FromMemory(ctx context.Context, stage string, id int64) error {
+	count, err := s.PeekMemory(ctx, stage, id)
+	if err != nil {
+		count()
+	}
+	return err
+}
+
+// PeekMemory is FromMemory for a buy that may not take the answer: a keyed
+// one, which hears it only if its key was never used (a used key is
+// replayed). count counts the answer in the refusals by reason (see
+// CrowdOptions.Refused); call it only when the buy is answered so.
+func (s *Service) PeekMemory(ctx context.Context, stage string, id int64) (count func(), err error) {
 	m, ok := s.stages[stage].(interface {
-		fromMemory(context.Context, int64) error
+		fromMemory(context.Context, int64) (string, error)
+		refusedFor(string)
 	})
 	if !ok {
-		return nil
+		return func() {}, nil
 	}
-	return m.fromMemory(ctx, id)
+	reason, err := m.fromMemory(ctx, id)
+	return func() { m.refusedFor(reason) }, err
 }
 
 // HasStage reports whether the service can run the named stage.

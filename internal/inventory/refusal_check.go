@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,6 +31,23 @@ type RefusalCheck struct {
 	// refuse, refuse also takes the units, and answers with false and
 	// what it did (see Fold).
 	Fold *Fold
+	// learn, when set, is the crowd control's: it remembers what the
+	// check refused (see Refused).
+	learn func(error)
+}
+
+// Refused is the error of a buy this check refused, for the refusal its
+// script answered (see RefusalError). Behind a crowd control with sold-out
+// memory, the instance also remembers it, as it would the stage's own
+// answer: a sell-out for good, or the sale window, under the epoch read
+// before the check ran. The next keyed buyer of a sold-out item then costs
+// one plain read (idempotency.Store.Used), not a script.
+func (rc RefusalCheck) Refused(refusal string) error {
+	err := RefusalError(refusal)
+	if rc.learn != nil {
+		rc.learn(err)
+	}
+	return err
 }
 
 // refusalChecker is a stage that can check in Redis, before a buy runs,
@@ -42,11 +60,19 @@ type refusalChecker interface {
 // false when the stage has none (it does not sell from Redis) or the
 // request is invalid (the buy itself says why). Where the stage can, the
 // check is a Fold.
-func (s *Service) RefusalCheck(stage string, req Request) (RefusalCheck, bool) {
+func (s *Service) RefusalCheck(ctx context.Context, stage string, req Request) (RefusalCheck, bool) {
 	st, ok := s.stages[stage]
 	if !ok || req.Validate() != nil {
 		return RefusalCheck{}, false
 	}
+	rc, ok := s.refusalCheck(st, stage, req)
+	if l, learns := st.(refusalLearner); ok && learns {
+		rc.learn = l.learner(ctx, req)
+	}
+	return rc, ok
+}
+
+func (s *Service) refusalCheck(st Stage, stage string, req Request) (RefusalCheck, bool) {
 	if f, ok := st.(folder); ok {
 		if rc, ok := f.fold(s.newOrder(st, stage, req)); ok {
 			return rc, true
@@ -59,6 +85,12 @@ func (s *Service) RefusalCheck(stage string, req Request) (RefusalCheck, bool) {
 	return rc.refusalCheck(Order{ItemID: req.ItemID, UserID: req.UserID, Quantity: req.Quantity})
 }
 
+// refusalLearner is a stage that remembers what a refusal check refused
+// (the crowd control, see crowded.learner).
+type refusalLearner interface {
+	learner(ctx context.Context, req Request) func(error)
+}
+
 // RefusalError is the error of a buy its RefusalCheck refused: a
 // *NotOpen, ErrSaleClosed, ErrSoldOut or ErrAlreadyPurchased, the stage's
 // own answers to the same buy.
@@ -69,6 +101,13 @@ func RefusalError(refusal string) error {
 			return fmt.Errorf("%w: unknown refusal %q", ErrUnavailable, refusal)
 		}
 		return &NotOpen{Wait: time.Duration(n) * time.Millisecond}
+	}
+	if ms, ok := strings.CutPrefix(refusal, "sold-out:"); ok {
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: unknown refusal %q", ErrUnavailable, refusal)
+		}
+		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check; %w)", ErrSoldOut, closesIn(time.Duration(n)*time.Millisecond))
 	}
 	switch refusal {
 	case "sale-closed":

@@ -11,7 +11,10 @@ local function refuse(keys, args)
   local code, ms = take_units(keys, args)
   if code == -6 then return 'sale-not-open:' .. ms end
   if code == -7 then return 'sale-closed' end
-  if code == -1 then return 'sold-out' end
+  if code == -1 then
+    if ms then return 'sold-out:' .. ms end
+    return 'sold-out'
+  end
   if code == -3 then return 'already-purchased' end
   if code < 0 then return false, 'code:' .. code end
   return false, 'took:' .. code

@@ -4,12 +4,16 @@
 -- costs one round trip and leaves nothing under the key.
 -- keys and args as refusal's, keys[5] the sale window. Outside the
 -- window: 'sale-not-open:<ms until the opening>' or 'sale-closed', in the
--- precedence of refusal.lua.
+-- precedence of refusal.lua. Sold out: 'sold-out', or 'sold-out:<ms until
+-- the closing>' when the sale closes (a sell-out is remembered until then).
 local function refuse(keys, args)
   local refused, ms = refusal(keys, args, keys[5])
   if refused == -6 then return 'sale-not-open:' .. ms end
   if refused == -7 then return 'sale-closed' end
-  if refused == -1 then return 'sold-out' end
+  if refused == -1 then
+    if ms then return 'sold-out:' .. ms end
+    return 'sold-out'
+  end
   if refused == -3 then return 'already-purchased' end
   return false
 end
