@@ -119,13 +119,17 @@ func TestRedisCPUOverRESP(t *testing.T) {
 	}
 }
 
-// TestProcessCPUFromMetrics: an instance's CPU is process_cpu_seconds_total
-// of its /metrics; a target without it, or without metrics, is an error.
+// TestProcessCPUFromMetrics: an instance's CPU is
+// seckill_process_cpu_rusage_seconds_total of its /metrics, or
+// process_cpu_seconds_total where it has not that; a target without
+// either, or without metrics, is an error.
 func TestProcessCPUFromMetrics(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/metrics":
 			fmt.Fprint(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\nprocess_resident_memory_bytes 1e+07\n")
+		case "/rusage/metrics":
+			fmt.Fprint(w, "process_cpu_seconds_total 12.34\n# TYPE seckill_process_cpu_rusage_seconds_total counter\nseckill_process_cpu_rusage_seconds_total 12.345678\n")
 		case "/other/metrics":
 			fmt.Fprint(w, "process_resident_memory_bytes 1e+07\n")
 		default:
@@ -136,6 +140,9 @@ func TestProcessCPUFromMetrics(t *testing.T) {
 	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}}
 	if got, err := f.processCPU(context.Background(), srv.URL); err != nil || got != 12.34 {
 		t.Fatalf("got %v, %v; want 12.34 s", got, err)
+	}
+	if got, err := f.processCPU(context.Background(), srv.URL+"/rusage"); err != nil || got != 12.345678 {
+		t.Fatalf("with getrusage's counter: got %v, %v; want 12.345678 s, not the 10 ms ticks", got, err)
 	}
 	if _, err := f.processCPU(context.Background(), srv.URL+"/other"); err == nil || !strings.Contains(err.Error(), "no process_cpu_seconds_total") {
 		t.Errorf("metrics without the counter: %v", err)
