@@ -164,6 +164,7 @@ var suites = []suite{{
 		"TestWindowPrecedence",
 		"TestEarlyCrowdSellsNothing",
 		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",
+		"TestCrowdMemoryEndsByAMillisecondClock",
 		"TestSQLStagesDecideByTheDatabaseClock",
 		"TestRedisStagesDecideByRedisTime",
 		// Durability levels against a stopped replica (issue 34).
@@ -234,6 +235,8 @@ var suites = []suite{{
 		"TestBackendCutShortByTheDeadlineIsNotAnInternalError",
 		"TestRedisPing",
 		"TestSaleWindowAnswers",
+		"TestKeyedBuyOfARememberedSellOutIsOneRead",
+		"TestKeyedRefusalTeachesTheMemory",
 	},
 	budget: 2 * time.Minute,
 }, {
