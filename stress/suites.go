@@ -34,9 +34,10 @@ func (s suite) runRegexp() string {
 // injects a fault or races goroutines is added or renamed, change it here;
 // a listed name that no longer exists shows as missing and fails the run.
 var suites = []suite{{
-	// A relay cuts MySQL's connection right after a COMMIT went through.
+	// A relay cuts MySQL's connection right after a COMMIT went through,
+	// or holds the COMMIT's answer past the deadline.
 	pkg:    "./internal/store",
-	tests:  []string{"TestCommitWhoseAnswerIsLost"},
+	tests:  []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed

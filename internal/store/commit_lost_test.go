@@ -29,6 +29,9 @@ type commitCutter struct {
 	target string
 	mu     sync.Mutex
 	armed  bool
+	// hold, when set, keeps a cut connection open, its COMMIT's answer
+	// dropped, until it is closed: a MySQL that went silent mid-commit.
+	hold chan struct{}
 }
 
 func newCommitCutter(t *testing.T, target string) *commitCutter {
@@ -64,7 +67,7 @@ func (c *commitCutter) serve() {
 			_ = client.Close()
 			continue
 		}
-		go relayCutting(client, server, c.take)
+		go relayCutting(client, server, c.take, c.hold)
 	}
 }
 
@@ -107,8 +110,9 @@ func (l *link) hold() { l.mu.Lock(); l.held = true; l.mu.Unlock() }
 
 // relayCutting relays one connection; when it sees a COMMIT and take says
 // this one is to be cut, it holds back the server's answers, forwards the
-// COMMIT, waits for MySQL's answer (up to 30 s), drops it, and closes.
-func relayCutting(client, server net.Conn, take func() bool) {
+// COMMIT, waits for MySQL's answer (up to 30 s), drops it, and closes:
+// when hold is closed, if there is one.
+func relayCutting(client, server net.Conn, take func() bool, hold chan struct{}) {
 	l := &link{answered: make(chan struct{})}
 	go l.copyBack(client, server)
 	defer func() { _ = client.Close(); _ = server.Close() }()
@@ -129,6 +133,9 @@ func relayCutting(client, server net.Conn, take func() bool) {
 				select {
 				case <-l.answered: // MySQL committed; its answer is dropped
 				case <-time.After(30 * time.Second):
+				}
+				if hold != nil {
+					<-hold
 				}
 				return
 			}
@@ -187,6 +194,73 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 				return err == nil && ok
 			}) {
 				t.Fatalf("order %s is not in the database: the test did not cut a commit", o.No)
+			}
+		})
+	}
+}
+
+// TestCommitWhoseAnswerNeverComesEndsAtTheDeadline: a MySQL that goes
+// silent after the COMMIT reached it (a blackhole: the connection stays
+// open, no answer comes) must not hold the buy past its deadline.
+// database/sql sends the COMMIT with no context and the DSN sets no read
+// timeout, so before, the write waited until the connection died: in the
+// chaos suite, until the fault was healed, long after the client gave
+// up. The sale ends at its deadline as ErrOutcomeUnknown (MySQL may have
+// committed: here it did).
+func TestCommitWhoseAnswerNeverComesEndsAtTheDeadline(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := newCommitCutter(t, cfg.Addr)
+	cut.hold = make(chan struct{})
+	var release sync.Once
+	free := func() { release.Do(func() { close(cut.hold) }) }
+	cfg.Addr = cut.ln.Addr().String()
+	ctx := context.Background()
+	db, err := store.OpenMySQL(ctx, cfg.FormatDSN(), store.Pool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(free) // first: Close waits for the held COMMITs to end
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := db.Products()
+	if err := l.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		write func(ctx context.Context, o inventory.Order) error
+	}{
+		{"lock stage write", func(ctx context.Context, o inventory.Order) error { return l.WriteComputed(ctx, o, 9, 0) }},
+		{"sale batch", func(ctx context.Context, o inventory.Order) error { return l.Deduct(ctx, o) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := order("silent-"+c.name[:4], "buyer-silent-"+c.name[:4], 1)
+			cut.arm()
+			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- c.write(wctx, o) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				free() // let the old code's write end, so the test does
+				t.Fatalf("the write still waited for the COMMIT's answer a minute after its 500 ms deadline (returned after release: %v)", <-done)
+			}
+			if !errors.Is(err, inventory.ErrOutcomeUnknown) || errors.Is(err, inventory.ErrUnavailable) {
+				t.Fatalf("a commit whose answer never came: %v; want ErrOutcomeUnknown, not ErrUnavailable", err)
+			}
+			if !testkit.Poll(10*time.Second, func() bool {
+				ok, err := l.OrderExists(ctx, o.No)
+				return err == nil && ok
+			}) {
+				t.Fatalf("order %s is not in the database: the test did not hold a commit", o.No)
 			}
 		})
 	}

@@ -332,22 +332,46 @@ func (l *Ledger) missingOr(ctx context.Context, id int64, err error) error {
 func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		committing := false
-		err = l.conn(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := fn(tx); err != nil {
-				return err
-			}
-			committing = true // an error from here on is the COMMIT's
-			return nil
-		})
-		if committing {
-			err = commitLost(err)
-		}
+		err = l.runTx(ctx, fn)
 		if !retryable(err) {
 			break
 		}
 	}
 	return translate(err)
+}
+
+// runTx runs fn in one transaction and commits it. The COMMIT is awaited
+// only until ctx ends: database/sql sends it with no context, and the DSN
+// sets no read timeout, so a MySQL gone silent mid-commit (a blackhole, a
+// paused server) would hold the buy until the connection died, long past
+// its deadline. At the deadline the outcome is unknown (MySQL may have
+// committed); the COMMIT goes on in the background, and its connection is
+// dropped when it fails. An error from the COMMIT itself is
+// inventory.ErrOutcomeUnknown when the connection broke (see commitLost).
+func (l *Ledger) runTx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
+	tx := l.conn(ctx).Begin()
+	if tx.Error != nil {
+		return tx.Error
+	}
+	committing := false
+	defer func() {
+		if !committing {
+			// fn failed or panicked: nothing to keep.
+			tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	committing = true
+	done := make(chan error, 1)
+	go func() { done <- tx.Commit().Error }()
+	select {
+	case err := <-done:
+		return commitLost(err)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: no answer to the COMMIT by the deadline: %w", inventory.ErrOutcomeUnknown, ctx.Err())
+	}
 }
 
 // Buyers lists the users who hold an order for the item.
