@@ -34,13 +34,13 @@ type commitCutter struct {
 	hold chan struct{}
 }
 
-func newCommitCutter(t *testing.T, target string) *commitCutter {
+func newCommitCutter(t *testing.T, target string, hold chan struct{}) *commitCutter {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &commitCutter{ln: ln, target: target}
+	c := &commitCutter{ln: ln, target: target, hold: hold}
 	t.Cleanup(func() { _ = ln.Close() })
 	go c.serve()
 	return c
@@ -160,7 +160,7 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := newCommitCutter(t, cfg.Addr)
+	cut := newCommitCutter(t, cfg.Addr, nil)
 	cfg.Addr = cut.ln.Addr().String()
 	ctx := context.Background()
 	db, err := store.OpenMySQL(ctx, cfg.FormatDSN(), store.Pool{})
@@ -213,8 +213,7 @@ func TestCommitWhoseAnswerNeverComesEndsAtTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := newCommitCutter(t, cfg.Addr)
-	cut.hold = make(chan struct{})
+	cut := newCommitCutter(t, cfg.Addr, make(chan struct{}))
 	var release sync.Once
 	free := func() { release.Do(func() { close(cut.hold) }) }
 	cfg.Addr = cut.ln.Addr().String()
