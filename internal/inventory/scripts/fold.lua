@@ -7,12 +7,13 @@
 -- the key and comes back with the claim as 'took:<left>' or
 -- 'code:<code>' (not loaded, sold out for now, a full queue: the stage
 -- then runs its own script, which says what to do).
+-- The ms are written with %d, as in refuse.lua.
 local function refuse(keys, args)
   local code, ms = take_units(keys, args)
-  if code == -6 then return 'sale-not-open:' .. ms end
+  if code == -6 then return 'sale-not-open:' .. string.format('%d', ms) end
   if code == -7 then return 'sale-closed' end
   if code == -1 then
-    if ms then return 'sold-out:' .. ms end
+    if ms then return 'sold-out:' .. string.format('%d', ms) end
     return 'sold-out'
   end
   if code == -3 then return 'already-purchased' end
