@@ -284,6 +284,19 @@ func TestKeyedRefusalTeachesTheMemory(t *testing.T) {
 				Stage:       "redis-atomic",
 				Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
 			})
+			// A fresh Redis (the embedded one, for this test alone) answers
+			// the first EVALSHA of the claim's script NOSCRIPT, and go-redis
+			// sends it again as EVAL. An instance beside this one, with no
+			// crowd control (nothing to teach), loads the same script first.
+			warm := httpapi.NewServer(httpapi.Deps{
+				Instance:    "teach-warm",
+				Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stock}, "teach-warm", "O"),
+				Stage:       "redis-atomic",
+				Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
+			})
+			if rec := post(warm, "k-warm", `{"user_id":"warm"}`); rec.Code != 409 || problemType(t, rec) != "sold-out" {
+				t.Fatalf("the warming buyer: %d %s; want 409 sold-out", rec.Code, rec.Body)
+			}
 			trips.take()
 			first := post(h, "k-1", `{"user_id":"first"}`)
 			if got := trips.take(); first.Code != 409 || problemType(t, first) != "sold-out" || fmt.Sprint(got) != "[evalsha]" {
