@@ -261,10 +261,10 @@ type buyInput struct {
 	// request was not read further.
 	remembered error
 	// keyedMemory is that answer for a valid keyed buy, which hears it
-	// only if its key was never used (see idempotent); countKeyed counts
-	// it when it does.
+	// only if its key was never used (see answeredFromMemory); svc is
+	// the service whose memory said so.
 	keyedMemory error
-	countKeyed  func()
+	svc         *inventory.Service
 	body        []byte // the raw body, for the key's fingerprint
 	bodyErr     error  // the body could not be read (too large, cut off)
 	req         inventory.Request
@@ -299,7 +299,8 @@ func (s *server) readBuy(ep itemEndpoints) gin.HandlerFunc {
 		in.body, in.bodyErr = readBody(c)
 		in.req, in.reqErr = parseBuy(c, ep.coupon, in.body, in.bodyErr)
 		if in.stageErr == nil && in.reqErr == nil && c.GetHeader("Idempotency-Key") != "" {
-			in.countKeyed, in.keyedMemory = ep.svc.PeekMemory(c.Request.Context(), in.stage, in.req.ItemID)
+			in.svc = ep.svc
+			_, in.keyedMemory = ep.svc.PeekMemory(c.Request.Context(), in.stage, in.req.ItemID)
 		}
 		c.Set(buyInputKey, in)
 	}

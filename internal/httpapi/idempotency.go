@@ -71,17 +71,29 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 // refusal in the claim's script leaves it. A used key (a stored answer to
 // replay, a claim in flight or left unknown) goes on to its claim, and so
 // does any buy whose read failed.
+//
+// The answer is what memory says after the read, not before it: the read
+// is a round trip, long enough for a reset to come and return meanwhile
+// (and for the epoch read before it to outlive its lease), and a buyer
+// answered after a reset must not hear what the reset dropped. Memory is
+// read again at no cost (the epoch is remembered); the claim's script this
+// answer stands for would have read the stock as it is then.
 func (s *server) answeredFromMemory(c *gin.Context, store *idempotency.Store, key string) bool {
 	in := buyOf(c)
 	if in == nil || in.keyedMemory == nil {
 		return false
 	}
-	used, err := store.Used(c.Request.Context(), in.req.UserID, c.Request.URL.Path, key)
+	ctx := c.Request.Context()
+	used, err := store.Used(ctx, in.req.UserID, c.Request.URL.Path, key)
 	if err != nil || used {
 		return false
 	}
-	in.countKeyed()
-	s.writeError(c, in.keyedMemory)
+	count, remembered := in.svc.PeekMemory(ctx, in.stage, in.req.ItemID)
+	if remembered == nil {
+		return false
+	}
+	count()
+	s.writeError(c, remembered)
 	return true
 }
 

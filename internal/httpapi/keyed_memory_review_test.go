@@ -2,9 +2,14 @@ package httpapi_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
@@ -55,5 +60,109 @@ func TestKeyedRefusalOfASaleClosingFarAheadIsSoldOut(t *testing.T) {
 				t.Fatalf("a keyed late buyer of a sale that closes in 9999: %d %s; want 409 sold-out", rec.Code, rec.Body)
 			}
 		})
+	}
+}
+
+// stepEpochs is a fleet's epochs in memory: a bump changes the item's
+// epoch, as a restock does on redisEpochs.
+type stepEpochs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *stepEpochs) Epoch(_ context.Context, item string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return strconv.Itoa(e.n[item]), nil
+}
+
+func (e *stepEpochs) Bump(_ context.Context, item string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[item]++
+	return nil
+}
+
+// afterCommand runs then, once, when the next command of one of names
+// has run in Redis and before its reply reaches the caller. An EVALSHA
+// answered NOSCRIPT does not count (go-redis sends it again as EVAL).
+type afterCommand struct {
+	mu    sync.Mutex
+	names []string
+	then  func()
+}
+
+func (h *afterCommand) arm(f func(), names ...string) {
+	h.mu.Lock()
+	h.names, h.then = names, f
+	h.mu.Unlock()
+}
+
+func (h *afterCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return err
+		}
+		h.mu.Lock()
+		var f func()
+		if slices.Contains(h.names, cmd.Name()) {
+			f, h.then, h.names = h.then, nil, nil
+		}
+		h.mu.Unlock()
+		if f != nil {
+			f()
+		}
+		return err
+	}
+}
+
+func (h *afterCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestKeyedMemoryAnswerFollowsAResetDuringTheKeyRead: a keyed buyer of an
+// item this instance remembers sold out waits for the read of its key
+// (EXISTS), a round trip; a reset (two units) comes and returns in the
+// meantime. The buyer is answered after the reset returned, and must buy:
+// the reset dropped the memory, and the stock is there. (It heard 409
+// sold-out from what memory said before its round trip; the claim's
+// script it replaced would have read the new stock.)
+func TestKeyedMemoryAnswerFollowsAResetDuringTheKeyRead(t *testing.T) {
+	rdb := testenv.Redis(t)
+	held := &afterCommand{}
+	rdb.AddHook(held)
+	db := testenv.SQLite(t)
+	ctx := context.Background()
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(inventory.NewDBAtomic(db.Products()))}, "mid-read", "O").WithCrowd(crowd)
+	if err := svc.Reset(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:    "mid-read",
+		Products:    svc,
+		Stage:       "db-atomic",
+		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("midread") + ":idem:", Lease: time.Hour}),
+	})
+	if rec := post(h, "k-first", `{"user_id":"first"}`); rec.Code != 201 {
+		t.Fatalf("the last unit: %d %s", rec.Code, rec.Body)
+	}
+	if rec := post(h, "k-second", `{"user_id":"second"}`); rec.Code != 409 || problemType(t, rec) != "sold-out" {
+		t.Fatalf("after the last unit: %d %s; want 409 sold-out", rec.Code, rec.Body)
+	}
+	var resetErr error
+	held.arm(func() { resetErr = svc.Reset(ctx, 1, 2) }, "exists")
+	rec := post(h, "k-late", `{"user_id":"late"}`)
+	if resetErr != nil {
+		t.Fatal(resetErr)
+	}
+	if rec.Code != 201 {
+		t.Fatalf("a keyed buyer answered after a reset that came during its key's read: %d %s; want 201", rec.Code, rec.Body)
 	}
 }
