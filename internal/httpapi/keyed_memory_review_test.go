@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,5 +166,53 @@ func TestKeyedMemoryAnswerFollowsAResetDuringTheKeyRead(t *testing.T) {
 	}
 	if rec.Code != 201 {
 		t.Fatalf("a keyed buyer answered after a reset that came during its key's read: %d %s; want 201", rec.Code, rec.Body)
+	}
+}
+
+// downEpochs is an epoch store that cannot be read: nothing is remembered.
+type downEpochs struct{}
+
+func (downEpochs) Epoch(context.Context, string) (string, error) {
+	return "", errors.New("epoch store unreachable")
+}
+func (downEpochs) Bump(context.Context, string) error { return errors.New("epoch store unreachable") }
+
+// TestKeyedRefusalIsCountedWithoutAnEpoch: with no epoch to remember a
+// sell-out under (the epoch store unreachable), a keyless buyer refused
+// by the stage is still counted sold_out_stage; so must a keyed one
+// refused by the claim's check, the stage's own answer: the metrics count
+// refusals whether or not memory can learn from them.
+func TestKeyedRefusalIsCountedWithoutAnEpoch(t *testing.T) {
+	rdb := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	ctx := context.Background()
+	prefix := testenv.Name("noepoch")
+	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	var mu sync.Mutex
+	var reasons []string
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: downEpochs{},
+		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "noepoch-1", "O")
+	if err := db.Products().Reset(ctx, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := stock.Reset(ctx, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:    "noepoch-1",
+		Products:    svc,
+		Stage:       "redis-atomic",
+		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}),
+	})
+	for _, key := range []string{"", "k-late"} {
+		if rec := post(h, key, `{"user_id":"late-`+key+`"}`); rec.Code != 409 || problemType(t, rec) != "sold-out" {
+			t.Fatalf("a late buyer with key %q: %d %s; want 409 sold-out", key, rec.Code, rec.Body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(reasons) != "[sold_out_stage sold_out_stage]" {
+		t.Fatalf("refusals counted %v; want [sold_out_stage sold_out_stage], the keyless buyer's and the keyed one's", reasons)
 	}
 }

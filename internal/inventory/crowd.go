@@ -274,24 +274,26 @@ func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
 // this memory, under the epoch read now, before the check's script runs: a
 // sell-out for good (a check never refuses one "for now") and the sale
 // window, as Buy learns them from the stage. The refusal is counted as the
-// stage's.
+// stage's, as Buy counts it, even where nothing can be remembered (no
+// memory, no epoch).
 func (w crowded) learner(ctx context.Context, req Request) func(error) {
-	if w.m == nil {
-		return nil
-	}
-	epoch, ok := w.c.epoch(ctx, req.ItemID)
-	if !ok {
-		return nil
+	epoch, remembered := "", false
+	if w.m != nil {
+		epoch, remembered = w.c.epoch(ctx, req.ItemID)
 	}
 	began := w.c.opts.Now()
 	return func(err error) {
 		switch {
-		case errors.Is(err, ErrSoldOut) && !errors.Is(err, errMayReturn):
+		case errors.Is(err, ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
-			w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
+			if remembered && !errors.Is(err, errMayReturn) {
+				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
+			}
 		case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
 			w.c.refused(RefusedWindow)
-			w.m.learnWindow(req.ItemID, epoch, began, err)
+			if remembered {
+				w.m.learnWindow(req.ItemID, epoch, began, err)
+			}
 		}
 	}
 }
