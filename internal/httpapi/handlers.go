@@ -258,8 +258,10 @@ type buyInput struct {
 	stageErr error // no stage: an unknown X-Seckill-Stage, or no admin token with it
 	// remembered is the answer from this instance's memory to a keyless
 	// buy of an item it knows is sold out or outside its sale window: the
-	// request was not read further.
-	remembered error
+	// request was not read further. countRemembered counts it when the
+	// buy hears it (not a 400 for its missing key).
+	remembered      error
+	countRemembered func()
 	// keyedMemory is that answer for a valid keyed buy, which hears it
 	// only if its key was never used (see answeredFromMemory); svc is
 	// the service whose memory said so.
@@ -289,7 +291,7 @@ func (s *server) readBuy(ep itemEndpoints) gin.HandlerFunc {
 			// the opening): without a key to honour, its answer needs
 			// neither the body nor a round trip.
 			if id, err := pathID(c); err == nil && c.GetHeader("Idempotency-Key") == "" {
-				if in.remembered = ep.svc.FromMemory(c.Request.Context(), in.stage, id); in.remembered != nil {
+				if in.countRemembered, in.remembered = ep.svc.PeekMemory(c.Request.Context(), in.stage, id); in.remembered != nil {
 					c.Set(buyInputKey, in)
 					return
 				}
@@ -321,6 +323,7 @@ func (s *server) handleBuy(ep itemEndpoints) gin.HandlerFunc {
 			return
 		}
 		if in.remembered != nil {
+			in.countRemembered()
 			s.writeError(c, in.remembered)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,5 +215,36 @@ func TestKeyedRefusalIsCountedWithoutAnEpoch(t *testing.T) {
 	defer mu.Unlock()
 	if fmt.Sprint(reasons) != "[sold_out_stage sold_out_stage]" {
 		t.Fatalf("refusals counted %v; want [sold_out_stage sold_out_stage], the keyless buyer's and the keyed one's", reasons)
+	}
+}
+
+// TestKeylessBuyRefusedForItsMissingKeyIsNotCountedSoldOut: where keys
+// are required, a keyless buyer of an item remembered sold out hears 400
+// idempotency-key-required; it was not refused as sold out, and must not
+// be counted so (it was, as sold_out_remembered, when memory was read).
+func TestKeylessBuyRefusedForItsMissingKeyIsNotCountedSoldOut(t *testing.T) {
+	db := testenv.SQLite(t)
+	var runs atomic.Int32
+	var mu sync.Mutex
+	var reasons []string
+	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:              "required-1",
+		Products:              inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(soldOutStage{&runs})}, "required-1", "O"),
+		Stage:                 "db-atomic",
+		Idempotency:           idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name("required") + ":idem:"}),
+		RequireIdempotencyKey: true,
+	})
+	if rec := post(h, "k-first", `{"user_id":"first"}`); rec.Code != 409 || problemType(t, rec) != "sold-out" {
+		t.Fatalf("the stage's sell-out: %d %s", rec.Code, rec.Body)
+	}
+	if rec := post(h, "", `{"user_id":"keyless"}`); rec.Code != 400 || problemType(t, rec) != "idempotency-key-required" {
+		t.Fatalf("a keyless buyer where keys are required: %d %s; want 400", rec.Code, rec.Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(reasons) != "[sold_out_stage]" {
+		t.Fatalf("refusals counted %v; want [sold_out_stage], the stage's alone", reasons)
 	}
 }
