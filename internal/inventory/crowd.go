@@ -424,12 +424,14 @@ func until(began time.Time, err error) time.Time {
 	return time.Time{}
 }
 
-// refGrain is the resolution of the stages' reference clocks: the scripts
-// read Redis's TIME in whole milliseconds, SQLite's 'now' has no finer
-// grain. A clock that reads a moment up to a grain early reports the time
-// left until the closing (or the opening) up to a grain long, so what is
-// learnt from it is trusted a grain less: never past the real moment.
-const refGrain = time.Millisecond
+// refGrain bounds the error of the stages' reference clocks: the scripts
+// read Redis's TIME in whole milliseconds, and SQLite's 'now' has no finer
+// grain, with its time left worked out from floating-point day numbers
+// (julianday, about 50 µs off at most). A clock that reads a moment early
+// reports the time left until the closing (or the opening) that much too
+// long, so what is learnt from it is trusted that much less: never past
+// the real moment.
+const refGrain = 2 * time.Millisecond
 
 // learnWindow remembers a stage's window refusal of a buy sent at began.
 // The stage read its reference clock after began, so the opening it

@@ -682,7 +682,7 @@ func TestCrowdAdmitsAfterTheMemoryBeforeTheLine(t *testing.T) {
 // TestCrowdMemoryEndsByAMillisecondClock: the stages' reference clocks
 // (Redis's TIME in the scripts, SQLite's 'now') read whole milliseconds,
 // so a time left until the closing or the opening that a stage reports can
-// be up to a millisecond long. What the crowd remembers from it must still
+// be up to a millisecond long (and SQLite's a little more). What the crowd remembers from it must still
 // end by the real moment: half a millisecond after the closing, a buyer
 // hears "closed" (the stage's answer), not "sold out" from memory; half a
 // millisecond after the opening, the buy runs, not "not open yet".
