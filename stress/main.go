@@ -1,7 +1,8 @@
 // Command stress runs, many times over, the tests that inject a fault or
 // race goroutines (the list is suites.go), under -race and beside CPU hogs,
 // with the local MySQL and Redis and without them, and reports each test's
-// runs and failures. A test that passes alone on a quiet machine and fails
+// runs, time and failures (and, at most once a minute while a package
+// runs, how many runs have ended). A test that passes alone on a quiet machine and fails
 // beside a hog forces no order yet: this is where it shows. `make stress`
 // runs it; the settings are environment variables:
 //
@@ -283,6 +284,9 @@ func clearArtifacts() error {
 	return nil
 }
 
+// progressEvery is how often, at most, a running suite says how far it got.
+const progressEvery = time.Minute
+
 // stopGrace is how long a go test interrupted by a signal of ours has to
 // stop (its tests' cleanups stop the processes they started) before its
 // process group is killed.
@@ -330,9 +334,25 @@ func runSuite(ctx context.Context, goTool, env string, environ []string, s suite
 	}()
 
 	t := newTally()
+	failedRuns := 0
 	t.onFail = func(test string) {
 		if test == topLevel(test) {
+			failedRuns++
 			fmt.Fprintf(progress, "%s: FAIL %s (run %d) after %s\n", what, test, t.results[test].Runs, round(time.Since(start)))
+		}
+	}
+	// A suite at -count=20 runs for hours: say how far it got, at most
+	// once a progressEvery, as runs end.
+	ended, told := 0, start
+	planned := ""
+	if s.tests != nil {
+		planned = fmt.Sprintf(" of %d", len(s.tests)*count)
+	}
+	t.onEnd = func(string) {
+		ended++
+		if time.Since(told) >= progressEvery {
+			told = time.Now()
+			fmt.Fprintf(progress, "%s: %d%s runs ended, %d failed, %s so far\n", what, ended, planned, failedRuns, round(time.Since(start)))
 		}
 	}
 	lines := bufio.NewReaderSize(out, 1<<16)

@@ -66,6 +66,11 @@ func (r report) failures(row row) string {
 	return fmt.Sprintf("%d (%s)", row.Failed, strings.Join(notes, ", "))
 }
 
+// time is the time the row's runs took together, as go test reported it.
+func (row row) time() string {
+	return round(time.Duration(row.Seconds * float64(time.Second))).String()
+}
+
 // maxMessage is the longest message a cell shows; the logs have the rest.
 const maxMessage = 160
 
@@ -82,14 +87,14 @@ func (row row) message() string {
 func (r report) text(w io.Writer) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENV\tPACKAGE\tTEST\tRUNS\tFAILURES\tFIRST FAILURE, OR WHY SKIPPED")
+	fmt.Fprintln(tw, "ENV\tPACKAGE\tTEST\tRUNS\tTIME\tFAILURES\tFIRST FAILURE, OR WHY SKIPPED")
 	hidden := 0
 	for _, row := range r.rows {
 		if row.Test != topLevel(row.Test) && row.Failed == 0 && !row.Missing {
 			hidden++
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", row.env, row.pkg, row.Test, row.Runs, r.failures(row), row.message())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", row.env, row.pkg, row.Test, row.Runs, row.time(), r.failures(row), row.message())
 	}
 	_ = tw.Flush()
 	if hidden > 0 {
@@ -133,10 +138,10 @@ func (r report) markdown() string {
 		b.WriteString("; bare runs without Docker (STRESS_NO_DOCKER=1)")
 	}
 	fmt.Fprintf(&b, ".\n\n%s.\n\n", r.summary())
-	b.WriteString("| env | package | test | runs | failures | first failure, or why skipped |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| env | package | test | runs | time | failures | first failure, or why skipped |\n|---|---|---|---|--:|---|---|\n")
 	cell := strings.NewReplacer("|", `\|`).Replace
 	for _, row := range r.rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s |\n", row.env, row.pkg, cell(row.Test), row.Runs, r.failures(row), cell(row.message()))
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s |\n", row.env, row.pkg, cell(row.Test), row.Runs, row.time(), r.failures(row), cell(row.message()))
 	}
 	return b.String()
 }

@@ -25,7 +25,7 @@ func TestReportFailuresCell(t *testing.T) {
 	if strings.Contains(out.String(), "TestA/sqlite") || !strings.Contains(out.String(), "bare: 1 of 3 tests failed, 0 skipped in every run, 1 missing") {
 		t.Errorf("the terminal table:\n%s", out.String())
 	}
-	if md := r.markdown(); !strings.Contains(md, "| bare | ./p | TestA/sqlite | 2 | 0 |  |") {
+	if md := r.markdown(); !strings.Contains(md, "| bare | ./p | TestA/sqlite | 2 | 0s | 0 |  |") {
 		t.Errorf("table.md lacks a subtest:\n%s", md)
 	}
 }

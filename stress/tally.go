@@ -14,6 +14,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a test's pass, skip or fail
 }
 
 // packageRow names the row of a failure that belongs to no test: a build
@@ -30,6 +31,9 @@ type result struct {
 	Skipped int
 	Missing bool   // listed, but never ran
 	Message string // first failure, or why it was skipped, or why it is missing
+	// Seconds is the time its ended runs took, as go test reports them:
+	// where a long stress run spends its hours.
+	Seconds float64
 }
 
 // tally adds up the events of one `go test -json -count=N` invocation.
@@ -41,6 +45,7 @@ type result struct {
 // error, a TestMain) is a failure of packageRow.
 type tally struct {
 	onFail func(test string) // told of each failed run as it ends, if set
+	onEnd  func(test string) // told of each run of a top-level test as it ends, if set
 
 	results map[string]*result
 	order   []string // tests as they first ran
@@ -118,7 +123,11 @@ func (t *tally) add(e event) {
 			b.WriteString(e.Output)
 		}
 	case "pass", "skip", "fail":
+		t.result(e.Test).Seconds += e.Elapsed
 		t.end(e.Test, e.Action)
+		if e.Test == top && t.onEnd != nil {
+			t.onEnd(e.Test)
+		}
 	}
 }
 

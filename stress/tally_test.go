@@ -234,3 +234,36 @@ func TestTallyFirstFailureMessage(t *testing.T) {
 		t.Errorf("TestRacy: %q", m)
 	}
 }
+
+// TestTallyAddsUpTimeAndTellsEachEnd: each test's runs add up the Elapsed
+// go test reports (subtests their own), and every ended run of a top-level
+// test is told, passed, skipped or failed, so that a long run can say how
+// far it got.
+func TestTallyAddsUpTimeAndTellsEachEnd(t *testing.T) {
+	tl := newTally()
+	var ended []string
+	tl.onEnd = func(test string) { ended = append(ended, test) }
+	feed(t, tl, `
+{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA","Elapsed":1.5}
+{"Action":"run","Package":"p","Test":"TestB"}
+{"Action":"run","Package":"p","Test":"TestB/sub"}
+{"Action":"fail","Package":"p","Test":"TestB/sub","Elapsed":0.25}
+{"Action":"fail","Package":"p","Test":"TestB","Elapsed":0.5}
+{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"skip","Package":"p","Test":"TestA","Elapsed":2}
+{"Action":"fail","Package":"p","Elapsed":4.3}
+`, errors.New("exit status 1"))
+	got := byTest(tl.Results())
+	for test, want := range map[string]float64{"TestA": 3.5, "TestB": 0.5, "TestB/sub": 0.25} {
+		if got[test].Seconds != want {
+			t.Errorf("%s took %v s, want %v", test, got[test].Seconds, want)
+		}
+	}
+	if want := "TestA TestB TestA"; strings.Join(ended, " ") != want {
+		t.Errorf("told of ended runs %q, want %q", strings.Join(ended, " "), want)
+	}
+	if cell := (row{result: got["TestA"]}).time(); cell != "4s" {
+		t.Errorf("TestA's time cell: %q, want 4s (3.5 s, rounded)", cell)
+	}
+}
