@@ -58,6 +58,10 @@ type burstOptions struct {
 	prefix   string        // user ids are prefix-<i>, unique per request
 	readers  int           // extra clients reading the stock (for porcupine) until the buys end
 	start    time.Time     // shared time origin of bursts fired together; zero means now
+	// heldFrom, when above 0, holds buy heldFrom and those after it until
+	// the test lets them go (openTo): a fault applied then has no buy in
+	// flight, and the buys let go are sure to meet it.
+	heldFrom int
 }
 
 // burst is a running burst.
@@ -68,11 +72,18 @@ type burst struct {
 	calls     []call
 	completed atomic.Int64
 	done      chan struct{}
+	gateMu    sync.Mutex
+	gate      *sync.Cond
+	limit     int // buys from this index on wait; -1: none
 }
 
 // fire starts a burst and returns at once; wait collects it.
 func (r *rig) fire(o burstOptions) *burst {
-	b := &burst{o: o, start: o.start, done: make(chan struct{})}
+	b := &burst{o: o, start: o.start, done: make(chan struct{}), limit: -1}
+	b.gate = sync.NewCond(&b.gateMu)
+	if o.heldFrom > 0 {
+		b.limit = o.heldFrom
+	}
 	if b.start.IsZero() {
 		b.start = time.Now()
 	}
@@ -88,6 +99,11 @@ func (r *rig) fire(o burstOptions) *burst {
 				if i >= o.requests {
 					return
 				}
+				b.gateMu.Lock()
+				for b.limit >= 0 && i >= b.limit {
+					b.gate.Wait()
+				}
+				b.gateMu.Unlock()
 				if wait := time.Until(b.start.Add(time.Duration(i) * o.pace)); wait > 0 {
 					time.Sleep(wait)
 				}
@@ -141,6 +157,15 @@ func (b *burst) count(pred func(call) bool) int {
 		}
 	}
 	return n
+}
+
+// openTo lets the buys before index n go (n < 0: all of them); those held
+// whose time has come start at once.
+func (b *burst) openTo(n int) {
+	b.gateMu.Lock()
+	b.limit = n
+	b.gate.Broadcast()
+	b.gateMu.Unlock()
 }
 
 // now is the time since the burst started.
