@@ -97,6 +97,7 @@ type Store struct {
 	// checked holds BeginChecked's scripts, one per refusal check's Src;
 	// settles the settle scripts, one per Also's Src.
 	checked, settles sync.Map
+	used             usedReads // Used's reads, gathered (used.go)
 }
 
 // New returns a Store over rdb.
@@ -218,13 +219,14 @@ func (s *Store) Ping(ctx context.Context) error {
 // script: what a keyed buy of an item this instance remembers as sold out
 // pays, since a key never used can be refused for good without a claim
 // (nothing is stored for a refusal, see Refusal), while a used one must be
-// claimed as ever, so that a replay still gets its answer.
+// claimed as ever, so that a replay still gets its answer. Reads that
+// arrive while another is in flight go together in one pipeline (used.go).
 func (s *Store) Used(ctx context.Context, user, route, key string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, s.recordKey(user, route, key)).Result()
+	used, err := s.exists(ctx, s.recordKey(user, route, key))
 	if err != nil {
 		return false, fmt.Errorf("%w: looking up the key: %w", ErrUnavailable, err)
 	}
-	return n > 0, nil
+	return used, nil
 }
 
 // Checks reports whether BeginChecked can run a check on keys of rdb: the

@@ -1,0 +1,137 @@
+package idempotency
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The reads of Used, gathered. After a sell-out every keyed buyer costs one
+// EXISTS (see Used), and in a post-sale wave many are in flight at once on
+// each instance. A read that finds none in flight is sent alone, as ever;
+// the reads that arrive while one is in flight wait, and go together, in
+// one pipeline, as soon as it ends: one write and one read on the
+// connection, here and in Redis, for all of them, with no timer and no
+// wait beyond the read in flight. This is the same group commit as the
+// sale's (internal/inventory/group.go), for a read.
+
+// maxUsedBatch bounds one pipeline; more wait for the next.
+const maxUsedBatch = 256
+
+// usedReads is the Store's queue of Used reads.
+type usedReads struct {
+	mu      sync.Mutex
+	busy    bool        // a read or a pipeline is in flight
+	waiting []*usedRead // arrived while it was
+}
+
+// usedRead is one waiting read: its key and its reader's context, then
+// the answer.
+type usedRead struct {
+	ctx  context.Context
+	key  string
+	n    int64
+	err  error
+	done chan struct{}
+}
+
+// exists reads whether key exists: alone when no read is in flight, else in
+// the next pipeline. Its reader's context bounds the wait.
+func (s *Store) exists(ctx context.Context, key string) (bool, error) {
+	q := &s.used
+	q.mu.Lock()
+	if !q.busy {
+		q.busy = true
+		q.mu.Unlock()
+		n, err := s.rdb.Exists(ctx, key).Result()
+		s.nextUsedBatch()
+		return n > 0, err
+	}
+	r := &usedRead{ctx: ctx, key: key, done: make(chan struct{})}
+	q.waiting = append(q.waiting, r)
+	q.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.n > 0, r.err
+	case <-ctx.Done():
+		// The pipeline may still send the key: a read, harmless.
+		return false, context.Cause(ctx)
+	}
+}
+
+// nextUsedBatch hands the reads that waited to a goroutine that sends them
+// and then the ones that wait meanwhile, until none waits.
+func (s *Store) nextUsedBatch() {
+	if batch := s.takeUsedBatch(); len(batch) > 0 {
+		go func() {
+			for ; len(batch) > 0; batch = s.takeUsedBatch() {
+				s.sendUsedBatch(batch)
+			}
+		}()
+	}
+}
+
+// takeUsedBatch takes up to maxUsedBatch waiting reads, or, when none
+// waits, marks the queue idle.
+func (s *Store) takeUsedBatch() []*usedRead {
+	q := &s.used
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(len(q.waiting), maxUsedBatch)
+	if n == 0 {
+		q.busy = false
+		return nil
+	}
+	batch := q.waiting[:n:n]
+	q.waiting = append([]*usedRead(nil), q.waiting[n:]...)
+	return batch
+}
+
+// sendUsedBatch sends the reads whose readers still wait, bounded by the
+// latest of their deadlines, and answers each: one read alone, more in one
+// pipeline.
+func (s *Store) sendUsedBatch(batch []*usedRead) {
+	var live []*usedRead
+	var deadline time.Time
+	bounded := true
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			close(r.done) // its reader has gone
+			continue
+		}
+		live = append(live, r)
+		if d, ok := r.ctx.Deadline(); !ok {
+			bounded = false
+		} else if d.After(deadline) {
+			deadline = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := context.Background()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	if len(live) == 1 {
+		r := live[0]
+		r.n, r.err = s.rdb.Exists(ctx, r.key).Result()
+		close(r.done)
+		return
+	}
+	cmds := make([]*redis.IntCmd, len(live))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range live {
+			cmds[i] = p.Exists(ctx, r.key)
+		}
+		return nil
+	})
+	for i, r := range live {
+		r.n, r.err = cmds[i].Result() // each command carries its own error
+		close(r.done)
+	}
+}

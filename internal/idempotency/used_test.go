@@ -1,0 +1,268 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// usedHook holds the first EXISTS sent alone until hold is closed (or its
+// context ends), records what goes to Redis, and can cut pipelines.
+type usedHook struct {
+	hold    chan struct{}
+	held    chan struct{} // closed once the first EXISTS is held
+	cutPipe error         // when set, pipelines fail so without being sent
+	mu      sync.Mutex
+	singles int        // EXISTS sent alone
+	pipes   [][]string // each pipeline's command names
+	once    sync.Once
+}
+
+func newUsedHook() *usedHook {
+	return &usedHook{hold: make(chan struct{}), held: make(chan struct{})}
+}
+
+func (h *usedHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *usedHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "exists" {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		h.singles++
+		first := h.singles == 1
+		h.mu.Unlock()
+		if first {
+			h.once.Do(func() { close(h.held) })
+			select {
+			case <-h.hold:
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *usedHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var names []string
+		for _, c := range cmds {
+			names = append(names, c.Name())
+		}
+		if !slices.Contains(names, "exists") {
+			return next(ctx, cmds) // a new connection's handshake
+		}
+		h.mu.Lock()
+		h.pipes = append(h.pipes, names)
+		cut := h.cutPipe
+		h.mu.Unlock()
+		if cut != nil {
+			for _, c := range cmds {
+				c.SetErr(cut)
+			}
+			return cut
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *usedHook) sent() (int, [][]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.singles, slices.Clone(h.pipes)
+}
+
+// usedAnswer is what one Used call returned.
+type usedAnswer struct {
+	key  string
+	used bool
+	err  error
+}
+
+// usedRig is a Store on a hooked client, with keys k0..k<n-1>, the even
+// ones used (claimed), and the first read held in flight.
+type usedRig struct {
+	t    *testing.T
+	s    *idempotency.Store
+	hook *usedHook
+}
+
+func newUsedRig(t *testing.T, keys int) *usedRig {
+	rdb := testenv.Redis(t)
+	s := idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("used") + ":"})
+	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
+	for i := 0; i < keys; i += 2 {
+		if _, _, err := s.Begin(context.Background(), "u", "/p", fmt.Sprintf("k%d", i), fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newUsedHook()
+	rdb.AddHook(h)
+	t.Cleanup(func() {
+		select {
+		case <-h.hold:
+		default:
+			close(h.hold)
+		}
+	})
+	return &usedRig{t: t, s: s, hook: h}
+}
+
+// used calls Used for key in a goroutine; its answer comes on the channel.
+func (r *usedRig) used(ctx context.Context, key string) <-chan usedAnswer {
+	out := make(chan usedAnswer, 1)
+	go func() {
+		u, err := r.s.Used(ctx, "u", "/p", key)
+		out <- usedAnswer{key, u, err}
+	}()
+	return out
+}
+
+// holdFirst sends a read of "first" and waits until the hook holds it.
+func (r *usedRig) holdFirst(ctx context.Context) <-chan usedAnswer {
+	out := r.used(ctx, "first")
+	select {
+	case <-r.hook.held:
+	case <-time.After(30 * time.Second):
+		r.t.Fatal("the first read never reached Redis")
+	}
+	return out
+}
+
+// queue sends reads of keys k0..k<n-1> and waits until all wait behind the
+// one held.
+func (r *usedRig) queue(ctx context.Context, n int) []<-chan usedAnswer {
+	var outs []<-chan usedAnswer
+	for i := range n {
+		outs = append(outs, r.used(ctx, fmt.Sprintf("k%d", i)))
+	}
+	if !testkit.Poll(30*time.Second, func() bool { return idempotency.UsedWaiting(r.s) == n }) {
+		r.t.Fatalf("%d of %d reads wait behind the one in flight", idempotency.UsedWaiting(r.s), n)
+	}
+	return outs
+}
+
+func answer(t *testing.T, ch <-chan usedAnswer) usedAnswer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(30 * time.Second):
+		t.Fatal("a read of Used was never answered")
+		return usedAnswer{}
+	}
+}
+
+// TestUsedReadsWaitingBehindOneGoInOnePipeline: the reads that arrive
+// while one is in flight are sent together, in one pipeline, once it ends,
+// and each gets its own key's answer.
+func TestUsedReadsWaitingBehindOneGoInOnePipeline(t *testing.T) {
+	r := newUsedRig(t, 6)
+	ctx := context.Background()
+	first := r.holdFirst(ctx)
+	outs := r.queue(ctx, 6)
+	close(r.hook.hold)
+	if a := answer(t, first); a.err != nil || a.used {
+		t.Fatalf("the read held in flight: used %v, %v; want false, nil", a.used, a.err)
+	}
+	for i, ch := range outs {
+		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
+			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
+		}
+	}
+	singles, pipes := r.hook.sent()
+	if singles != 1 || len(pipes) != 1 || len(pipes[0]) != 6 {
+		t.Fatalf("sent %d EXISTS alone and pipelines %v; want the held one alone and the six waiting in one pipeline", singles, pipes)
+	}
+	// The queue is idle again: the next read goes alone.
+	if u, err := r.s.Used(ctx, "u", "/p", "k0"); err != nil || !u {
+		t.Fatalf("a read after the pipeline: %v, %v; want true", u, err)
+	}
+	if singles, _ := r.hook.sent(); singles != 2 {
+		t.Fatalf("the read after the pipeline was not sent alone (%d EXISTS alone in all)", singles)
+	}
+}
+
+// TestUsedReaderWhoLeavesWhileWaitingIsNotSent: a waiting read whose
+// request ends returns at once, unavailable, and is left out of the
+// pipeline; the others are answered.
+func TestUsedReaderWhoLeavesWhileWaitingIsNotSent(t *testing.T) {
+	r := newUsedRig(t, 4)
+	ctx := context.Background()
+	first := r.holdFirst(ctx)
+	outs := r.queue(ctx, 3)
+	gone, leave := context.WithCancel(ctx)
+	leaver := r.used(gone, "k3")
+	if !testkit.Poll(30*time.Second, func() bool { return idempotency.UsedWaiting(r.s) == 4 }) {
+		t.Fatal("the fourth read does not wait")
+	}
+	leave()
+	if a := answer(t, leaver); !errors.Is(a.err, idempotency.ErrUnavailable) || !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("a waiting read whose request ended: %v; want unavailable, cancelled (while the read ahead is still held)", a.err)
+	}
+	close(r.hook.hold)
+	answer(t, first)
+	for i, ch := range outs {
+		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
+			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
+		}
+	}
+	if _, pipes := r.hook.sent(); len(pipes) != 1 || len(pipes[0]) != 3 {
+		t.Fatalf("pipelines %v; want one of the three readers still waiting", pipes)
+	}
+}
+
+// TestUsedReadsOutliveTheReadAheadOfThem: the read in flight ends with its
+// request (its reply never came); the reads waiting behind it still go, and
+// a pipeline that fails answers each of its readers unavailable and leaves
+// the queue usable.
+func TestUsedReadsOutliveTheReadAheadOfThem(t *testing.T) {
+	r := newUsedRig(t, 4)
+	ahead, end := context.WithCancel(context.Background())
+	first := r.holdFirst(ahead)
+	outs := r.queue(context.Background(), 4)
+	end()
+	if a := answer(t, first); !errors.Is(a.err, idempotency.ErrUnavailable) {
+		t.Fatalf("the read whose request ended: %v; want unavailable", a.err)
+	}
+	for i, ch := range outs {
+		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
+			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
+		}
+	}
+
+	// A pipeline cut: each of its readers hears unavailable.
+	r.hook.mu.Lock()
+	r.hook.singles = 0 // the next read alone is held again
+	r.hook.hold, r.hook.held, r.hook.once = make(chan struct{}), make(chan struct{}), sync.Once{}
+	r.hook.cutPipe = errors.New("connection cut")
+	r.hook.mu.Unlock()
+	first = r.holdFirst(context.Background())
+	outs = r.queue(context.Background(), 3)
+	close(r.hook.hold)
+	answer(t, first)
+	for _, ch := range outs {
+		if a := answer(t, ch); !errors.Is(a.err, idempotency.ErrUnavailable) {
+			t.Errorf("%s in a cut pipeline: used %v, %v; want unavailable", a.key, a.used, a.err)
+		}
+	}
+	r.hook.mu.Lock()
+	r.hook.cutPipe = nil
+	r.hook.mu.Unlock()
+	if u, err := r.s.Used(context.Background(), "u", "/p", "k2"); err != nil || !u {
+		t.Fatalf("a read after the cut pipeline: %v, %v; want true", u, err)
+	}
+}
