@@ -148,10 +148,22 @@ func (f *faultProxy) toxic(name, kind, stream string, toxicity float32, attrs ma
 	var once sync.Once
 	heal = func() {
 		once.Do(func() {
+			// RemoveToxic ignores its context while a latency toxic hands a
+			// chunk to a link whose client died (the defect that
+			// TestToxiproxyLatencyStrandsAGoroutine pins): bounded here, so
+			// that such a test fails saying so instead of hanging until the
+			// suite's timeout.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := f.p.Toxics.RemoveToxic(ctx, name); err != nil {
-				f.t.Errorf("remove toxic %s from %s: %v", name, f.p.Name, err)
+			removed := make(chan error, 1)
+			go func() { removed <- f.p.Toxics.RemoveToxic(ctx, name) }()
+			select {
+			case err := <-removed:
+				if err != nil {
+					f.t.Errorf("remove toxic %s from %s: %v", name, f.p.Name, err)
+				}
+			case <-time.After(time.Minute):
+				f.t.Errorf("removing toxic %s from %s did not return within a minute: a latency toxic still holds chunks for a client that is gone (see TestToxiproxyLatencyStrandsAGoroutine); remove the toxic before killing its clients", name, f.p.Name)
 			}
 		})
 	}
