@@ -45,8 +45,11 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 	if !q.busy {
 		q.busy = true
 		q.mu.Unlock()
+		// Deferred: a read that panics (a hook, the client) must still
+		// hand on the queue, or it would stay busy for good and every later
+		// read would wait out its deadline behind it.
+		defer s.nextUsedBatch()
 		n, err := s.rdb.Exists(ctx, key).Result()
-		s.nextUsedBatch()
 		return n > 0, err
 	}
 	r := &usedRead{ctx: ctx, key: key, done: make(chan struct{})}

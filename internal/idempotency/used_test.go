@@ -266,3 +266,64 @@ func TestUsedReadsOutliveTheReadAheadOfThem(t *testing.T) {
 		t.Fatalf("a read after the cut pipeline: %v, %v; want true", u, err)
 	}
 }
+
+// panicHook panics on the first EXISTS, as a faulty hook or client would.
+type panicHook struct{ once sync.Once }
+
+func (h *panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "exists" {
+			h.once.Do(func() { panic("exists panicked") })
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestUsedReadThatPanicsLeavesTheQueueIdle: a read sent alone that panics
+// (the request's recoverer answers it) must not leave the queue marked in
+// flight, or every later read would wait behind it until its deadline.
+func TestUsedReadThatPanicsLeavesTheQueueIdle(t *testing.T) {
+	rdb := testenv.Redis(t)
+	s := idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("used") + ":"})
+	rdb.AddHook(&panicHook{})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the hooked read did not panic")
+			}
+		}()
+		_, _ = s.Used(context.Background(), "u", "/p", "k0")
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan error, 1)
+	go func() {
+		_, err := s.Used(ctx, "u", "/p", "k0")
+		out <- err
+	}()
+	var err error
+	answered := func() bool {
+		select {
+		case err = <-out:
+			return true
+		default:
+			return false
+		}
+	}
+	// Either it is answered, or it waits behind a read no longer in flight.
+	if !testkit.Poll(30*time.Second, func() bool { return answered() || idempotency.UsedWaiting(s) > 0 }) {
+		t.Fatal("the read after the panic was neither answered nor queued")
+	}
+	if idempotency.UsedWaiting(s) > 0 {
+		t.Fatal("the read after a panicked read waits behind it: the queue stays busy for ever")
+	}
+	if err != nil {
+		t.Fatalf("the read after the panic: %v", err)
+	}
+}
