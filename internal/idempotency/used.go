@@ -127,14 +127,30 @@ func (s *Store) sendUsedBatch(batch []*usedRead) {
 		return
 	}
 	cmds := make([]*redis.IntCmd, len(live))
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range live {
 			cmds[i] = p.Exists(ctx, r.key)
 		}
 		return nil
 	})
+	// Each command carries its own error, as go-redis sets them, except
+	// when the pipeline fails as a whole with none set (a hook that
+	// returns an error without calling on): then no reply was read, and
+	// a zero count must not pass for "never used". (A lone read gets its
+	// error from Process either way.) When some command carries one, the
+	// others' replies were read, as on a Cluster whose one node failed.
+	clean := true
+	for _, c := range cmds {
+		if c.Err() != nil {
+			clean = false
+			break
+		}
+	}
 	for i, r := range live {
-		r.n, r.err = cmds[i].Result() // each command carries its own error
+		r.n, r.err = cmds[i].Result()
+		if err != nil && clean {
+			r.n, r.err = 0, err
+		}
 		close(r.done)
 	}
 }

@@ -19,13 +19,14 @@ import (
 // usedHook holds the first EXISTS sent alone until hold is closed (or its
 // context ends), records what goes to Redis, and can cut pipelines.
 type usedHook struct {
-	hold    chan struct{}
-	held    chan struct{} // closed once the first EXISTS is held
-	cutPipe error         // when set, pipelines fail so without being sent
-	mu      sync.Mutex
-	singles int        // EXISTS sent alone
-	pipes   [][]string // each pipeline's command names
-	once    sync.Once
+	hold     chan struct{}
+	held     chan struct{} // closed once the first EXISTS is held
+	cutPipe  error         // when set, pipelines fail so without being sent
+	failPipe error         // when set, pipelines fail so, no command's error set
+	mu       sync.Mutex
+	singles  int        // EXISTS sent alone
+	pipes    [][]string // each pipeline's command names
+	once     sync.Once
 }
 
 func newUsedHook() *usedHook {
@@ -67,8 +68,11 @@ func (h *usedHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		}
 		h.mu.Lock()
 		h.pipes = append(h.pipes, names)
-		cut := h.cutPipe
+		cut, fail := h.cutPipe, h.failPipe
 		h.mu.Unlock()
+		if fail != nil {
+			return fail // as a hook that short-circuits may: Process would stamp it, a pipeline does not
+		}
 		if cut != nil {
 			for _, c := range cmds {
 				c.SetErr(cut)
@@ -325,5 +329,27 @@ func TestUsedReadThatPanicsLeavesTheQueueIdle(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("the read after the panic: %v", err)
+	}
+}
+
+// TestUsedPipelineThatFailsAsAWholeIsUnavailable: a pipeline that fails
+// without an error on each command (a hook that returns one without
+// calling on) answers each of its readers unavailable, not "never used":
+// a used key read as never used is refused for good, sold out, where its
+// stored answer should have been replayed.
+func TestUsedPipelineThatFailsAsAWholeIsUnavailable(t *testing.T) {
+	r := newUsedRig(t, 4)
+	r.hook.mu.Lock()
+	r.hook.failPipe = errors.New("pipeline refused")
+	r.hook.mu.Unlock()
+	ctx := context.Background()
+	first := r.holdFirst(ctx)
+	outs := r.queue(ctx, 4)
+	close(r.hook.hold)
+	answer(t, first)
+	for _, ch := range outs {
+		if a := answer(t, ch); !errors.Is(a.err, idempotency.ErrUnavailable) {
+			t.Errorf("%s in a pipeline that failed: used %v, %v; want unavailable", a.key, a.used, a.err)
+		}
 	}
 }
