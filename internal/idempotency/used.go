@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,25 +24,40 @@ const maxUsedBatch = 256
 // usedReads is the Store's queue of Used reads.
 type usedReads struct {
 	mu      sync.Mutex
-	busy    bool        // a read or a pipeline is in flight
-	waiting []*usedRead // arrived while it was
+	busy    bool             // a read or a pipeline is in flight
+	stalled bool             // a waiter gave up on it: reads go alone until it ends
+	waiting []*usedRead      // arrived while it was
+	stall   <-chan time.Time // tests: in place of each waiter's patience
 }
 
 // usedRead is one waiting read: its key and its reader's context, then
 // the answer.
 type usedRead struct {
-	ctx  context.Context
-	key  string
-	n    int64
-	err  error
-	done chan struct{}
+	ctx   context.Context
+	key   string
+	alone atomic.Bool // its reader gave up waiting and sent it itself
+	n     int64
+	err   error
+	done  chan struct{}
 }
 
 // exists reads whether key exists: alone when no read is in flight, else in
-// the next pipeline. Its reader's context bounds the wait.
+// the next pipeline. Its reader's context bounds the wait, and its patience
+// the time it waits for the pipeline: a read in flight that does not come
+// back (a dead pooled connection, a Cluster node that went silent) must
+// not fail every read behind it, which before the queue each went on a
+// connection of their own. A reader whose pipeline has not answered within
+// half the time left to its deadline sends its read alone, and so do the
+// reads that arrive after that until the stalled one ends: a fault costs
+// the readers behind it at most half their time, not all of it.
 func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 	q := &s.used
 	q.mu.Lock()
+	if q.stalled {
+		q.mu.Unlock()
+		n, err := s.rdb.Exists(ctx, key).Result()
+		return n > 0, err
+	}
 	if !q.busy {
 		q.busy = true
 		q.mu.Unlock()
@@ -54,13 +70,30 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 	}
 	r := &usedRead{ctx: ctx, key: key, done: make(chan struct{})}
 	q.waiting = append(q.waiting, r)
+	patience := q.stall
 	q.mu.Unlock()
+	if patience == nil {
+		if d, ok := ctx.Deadline(); ok {
+			t := time.NewTimer(time.Until(d) / 2)
+			defer t.Stop()
+			patience = t.C
+		} // else: bounded by the client's read timeout
+	}
 	select {
 	case <-r.done:
 		return r.n > 0, r.err
 	case <-ctx.Done():
 		// The pipeline may still send the key: a read, harmless.
 		return false, context.Cause(ctx)
+	case <-patience:
+		r.alone.Store(true) // a pipeline yet to go leaves it out
+		q.mu.Lock()
+		// Only while a read is in flight: its end clears the mark (and the
+		// queue may have gone idle since the patience ran out).
+		q.stalled = q.busy
+		q.mu.Unlock()
+		n, err := s.rdb.Exists(ctx, key).Result()
+		return n > 0, err
 	}
 }
 
@@ -82,6 +115,7 @@ func (s *Store) takeUsedBatch() []*usedRead {
 	q := &s.used
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.stalled = false // what stalled, if anything, has ended
 	n := min(len(q.waiting), maxUsedBatch)
 	if n == 0 {
 		q.busy = false
@@ -100,8 +134,8 @@ func (s *Store) sendUsedBatch(batch []*usedRead) {
 	var deadline time.Time
 	bounded := true
 	for _, r := range batch {
-		if r.ctx.Err() != nil {
-			close(r.done) // its reader has gone
+		if r.ctx.Err() != nil || r.alone.Load() {
+			close(r.done) // its reader has gone, or sent it alone
 			continue
 		}
 		live = append(live, r)

@@ -353,3 +353,59 @@ func TestUsedPipelineThatFailsAsAWholeIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestUsedWaitingReadsGoAloneWhenTheReadAheadStalls: a read ahead that
+// never comes back (its pooled connection dead, a node of a Cluster
+// unreachable) holds the reads waiting behind it only until their
+// patience runs out: then each goes alone, on a connection of its own, and
+// is answered while the read ahead is still held; and a read that arrives
+// while the queue is stalled goes alone at once.
+func TestUsedWaitingReadsGoAloneWhenTheReadAheadStalls(t *testing.T) {
+	r := newUsedRig(t, 4)
+	stall := make(chan time.Time)
+	idempotency.SetUsedStall(r.s, stall)
+	ctx := context.Background()
+	first := r.holdFirst(ctx)
+	outs := r.queue(ctx, 4)
+	close(stall)
+	for i, ch := range outs {
+		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
+			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
+		}
+	}
+	idempotency.SetUsedStall(r.s, nil)
+	gaveUp := idempotency.UsedWaiting(r.s) // still queued, to be left out
+	late := r.used(ctx, "k0")
+	var a usedAnswer
+	answered := func() bool {
+		select {
+		case a = <-late:
+			return true
+		default:
+			return false
+		}
+	}
+	if !testkit.Poll(30*time.Second, func() bool { return answered() || idempotency.UsedWaiting(r.s) > gaveUp }) {
+		t.Fatal("a read while the queue is stalled was neither answered nor queued")
+	}
+	if idempotency.UsedWaiting(r.s) > gaveUp {
+		t.Fatal("a read that arrived while the queue is stalled waits behind the stalled read")
+	}
+	if a.err != nil || !a.used {
+		t.Fatalf("a read while the queue is stalled: used %v, %v; want true", a.used, a.err)
+	}
+	select {
+	case <-first:
+		t.Fatal("the read ahead was answered while held")
+	default:
+	}
+	close(r.hook.hold)
+	answer(t, first)
+	if singles, pipes := r.hook.sent(); singles != 6 || len(pipes) != 0 {
+		t.Fatalf("sent %d EXISTS alone and pipelines %v; want six alone (the held one, four that gave up, the late one) and no pipeline", singles, pipes)
+	}
+	// Once the stalled read ends, the queue gathers again.
+	if u, err := r.s.Used(ctx, "u", "/p", "k1"); err != nil || u {
+		t.Fatalf("a read after the stall: %v, %v; want false", u, err)
+	}
+}
