@@ -208,6 +208,13 @@ var suites = []suite{{
 		"TestAttackRecordsOfThePreviousCode",
 		"TestCrashedClaimDoesNotBlockForever",
 		"TestLateFinishDoesNotOverwriteANewClaim",
+		// Used's reads gathered behind one in flight (used.go).
+		"TestUsedReadsWaitingBehindOneGoInOnePipeline",
+		"TestUsedReaderWhoLeavesWhileWaitingIsNotSent",
+		"TestUsedReadsOutliveTheReadAheadOfThem",
+		"TestUsedReadThatPanicsLeavesTheQueueIdle",
+		"TestUsedPipelineThatFailsAsAWholeIsUnavailable",
+		"TestUsedWaitingReadsGoAloneWhenTheReadAheadStalls",
 	},
 	budget: time.Minute,
 }, {
