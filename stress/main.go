@@ -338,7 +338,7 @@ func runSuite(ctx context.Context, goTool, env string, environ []string, s suite
 	t.onFail = func(test string) {
 		if test == topLevel(test) {
 			failedRuns++
-			fmt.Fprintf(progress, "%s: FAIL %s (run %d) after %s\n", what, test, t.results[test].Runs, round(time.Since(start)))
+			fmt.Fprintf(progress, "%s: FAIL %s (run %d) after %s: %s\n", what, test, t.results[test].Runs, round(time.Since(start)), t.runMessage(test))
 		}
 	}
 	// A suite at -count=20 runs for hours: say how far it got, at most

@@ -55,8 +55,9 @@ type tally struct {
 	// logOf holds the whole output of the current run of each running
 	// top-level test, subtests included, for the log of failing runs.
 	logOf map[string]*strings.Builder
-	// firstFail is the own output of each test's first failing run.
-	firstFail map[string][]string
+	// firstFail is the own output of each test's first failing run, and
+	// lastFail of its latest (what the progress line tells as it ends).
+	firstFail, lastFail map[string][]string
 	// passedAt holds, per test, the file:line of every output line of its
 	// passing runs: those are t.Log lines, which a failing run prints too,
 	// before its t.Error.
@@ -76,6 +77,7 @@ func newTally() *tally {
 		running:   map[string][]string{},
 		logOf:     map[string]*strings.Builder{},
 		firstFail: map[string][]string{},
+		lastFail:  map[string][]string{},
 		passedAt:  map[string]map[string]bool{},
 		skipWhy:   map[string]string{},
 	}
@@ -112,6 +114,7 @@ func (t *tally) add(e event) {
 	case "run":
 		t.result(e.Test).Runs++
 		t.running[e.Test] = nil
+		delete(t.lastFail, e.Test) // a failure of an earlier run
 		if e.Test == top {
 			t.logOf[top] = &strings.Builder{}
 		}
@@ -158,6 +161,7 @@ func (t *tally) end(test, action string) {
 		if _, seen := t.firstFail[test]; !seen {
 			t.firstFail[test] = out
 		}
+		t.lastFail[test] = out
 		if t.onFail != nil {
 			t.onFail(test)
 		}
@@ -266,7 +270,19 @@ var logLine = regexp.MustCompile(`^\s+([\w.-]+\.go:\d+): (.*)$`)
 // line, told from the t.Log lines before it because the passing runs
 // printed those too (a test that never passed may show a t.Log line).
 func (t *tally) failureMessage(test string) string {
-	lines := t.firstFail[test]
+	return t.messageOf(test, t.firstFail)
+}
+
+// runMessage is failureMessage for the latest failing run of test, told
+// as it ends.
+func (t *tally) runMessage(test string) string {
+	return t.messageOf(test, t.lastFail)
+}
+
+// messageOf is the message of the failing run of test whose own output
+// fails holds, and of its subtests'.
+func (t *tally) messageOf(test string, fails map[string][]string) string {
+	lines := fails[test]
 	for i, line := range lines {
 		line = strings.TrimRight(line, "\n")
 		switch {
@@ -278,8 +294,8 @@ func (t *tally) failureMessage(test string) string {
 	}
 	for _, sub := range t.order {
 		name, isSub := strings.CutPrefix(sub, test+"/")
-		if isSub && !strings.Contains(name, "/") && t.results[sub].Failed > 0 {
-			return name + ": " + t.failureMessage(sub)
+		if _, failed := fails[sub]; isSub && !strings.Contains(name, "/") && failed {
+			return name + ": " + t.messageOf(sub, fails)
 		}
 	}
 	var first string

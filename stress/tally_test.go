@@ -83,8 +83,18 @@ const twoRuns = `
 func TestTallyCountsEachTestAndSubtest(t *testing.T) {
 	tl := newTally()
 	var told []string
-	tl.onFail = func(test string) { told = append(told, test) }
+	var messages []string
+	tl.onFail = func(test string) {
+		told = append(told, test)
+		if test == "TestFail" {
+			messages = append(messages, tl.runMessage(test))
+		}
+	}
 	feed(t, tl, twoRuns, errors.New("exit status 1"))
+	// Each failing run is told with its own message, as it ends.
+	if want := []string{"sub2: a_test.go:13: sub2 broke: 2", "sub2: a_test.go:13: sub2 broke: 3"}; strings.Join(messages, "|") != strings.Join(want, "|") {
+		t.Errorf("the failing runs were told with %q, want %q", messages, want)
+	}
 	tl.expect([]string{"TestPass", "TestFail", "TestSkip", "TestRenamed"})
 	got := byTest(tl.Results())
 
