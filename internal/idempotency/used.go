@@ -14,9 +14,9 @@ import (
 // each instance. A read that finds none in flight is sent alone, as ever;
 // the reads that arrive while one is in flight wait, and go together, in
 // one pipeline, as soon as it ends: one write and one read on the
-// connection, here and in Redis, for all of them, with no timer and no
-// wait beyond the read in flight. This is the same group commit as the
-// sale's (internal/inventory/group.go), for a read.
+// connection, here and in Redis, for all of them, with no timer to gather
+// them and no wait beyond the read in flight. This is the same group commit
+// as the sale's (internal/inventory/group_commit.go), for a read.
 
 // maxUsedBatch bounds one pipeline; more wait for the next.
 const maxUsedBatch = 256
@@ -55,8 +55,7 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 	q.mu.Lock()
 	if q.stalled {
 		q.mu.Unlock()
-		n, err := s.rdb.Exists(ctx, key).Result()
-		return n > 0, err
+		return s.existsAlone(ctx, key)
 	}
 	if !q.busy {
 		q.busy = true
@@ -65,8 +64,7 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 		// hand on the queue, or it would stay busy for good and every later
 		// read would wait out its deadline behind it.
 		defer s.nextUsedBatch()
-		n, err := s.rdb.Exists(ctx, key).Result()
-		return n > 0, err
+		return s.existsAlone(ctx, key)
 	}
 	r := &usedRead{ctx: ctx, key: key, done: make(chan struct{})}
 	q.waiting = append(q.waiting, r)
@@ -92,9 +90,14 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 		// queue may have gone idle since the patience ran out).
 		q.stalled = q.busy
 		q.mu.Unlock()
-		n, err := s.rdb.Exists(ctx, key).Result()
-		return n > 0, err
+		return s.existsAlone(ctx, key)
 	}
+}
+
+// existsAlone reads whether key exists, in a command of its own.
+func (s *Store) existsAlone(ctx context.Context, key string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, key).Result()
+	return n > 0, err
 }
 
 // nextUsedBatch hands the reads that waited to a goroutine that sends them

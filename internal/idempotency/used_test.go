@@ -170,6 +170,17 @@ func answer(t *testing.T, ch <-chan usedAnswer) usedAnswer {
 	}
 }
 
+// wantKeyAnswers checks the answers of reads of k0..k<n-1>, in order: the
+// even keys used, the odd ones not.
+func wantKeyAnswers(t *testing.T, outs []<-chan usedAnswer) {
+	t.Helper()
+	for i, ch := range outs {
+		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
+			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
+		}
+	}
+}
+
 // TestUsedReadsWaitingBehindOneGoInOnePipeline: the reads that arrive
 // while one is in flight are sent together, in one pipeline, once it ends,
 // and each gets its own key's answer.
@@ -182,11 +193,7 @@ func TestUsedReadsWaitingBehindOneGoInOnePipeline(t *testing.T) {
 	if a := answer(t, first); a.err != nil || a.used {
 		t.Fatalf("the read held in flight: used %v, %v; want false, nil", a.used, a.err)
 	}
-	for i, ch := range outs {
-		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
-			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
-		}
-	}
+	wantKeyAnswers(t, outs)
 	singles, pipes := r.hook.sent()
 	if singles != 1 || len(pipes) != 1 || len(pipes[0]) != 6 {
 		t.Fatalf("sent %d EXISTS alone and pipelines %v; want the held one alone and the six waiting in one pipeline", singles, pipes)
@@ -219,11 +226,7 @@ func TestUsedReaderWhoLeavesWhileWaitingIsNotSent(t *testing.T) {
 	}
 	close(r.hook.hold)
 	answer(t, first)
-	for i, ch := range outs {
-		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
-			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
-		}
-	}
+	wantKeyAnswers(t, outs)
 	if _, pipes := r.hook.sent(); len(pipes) != 1 || len(pipes[0]) != 3 {
 		t.Fatalf("pipelines %v; want one of the three readers still waiting", pipes)
 	}
@@ -242,11 +245,7 @@ func TestUsedReadsOutliveTheReadAheadOfThem(t *testing.T) {
 	if a := answer(t, first); !errors.Is(a.err, idempotency.ErrUnavailable) {
 		t.Fatalf("the read whose request ended: %v; want unavailable", a.err)
 	}
-	for i, ch := range outs {
-		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
-			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
-		}
-	}
+	wantKeyAnswers(t, outs)
 
 	// A pipeline cut: each of its readers hears unavailable.
 	r.hook.mu.Lock()
@@ -368,11 +367,7 @@ func TestUsedWaitingReadsGoAloneWhenTheReadAheadStalls(t *testing.T) {
 	first := r.holdFirst(ctx)
 	outs := r.queue(ctx, 4)
 	close(stall)
-	for i, ch := range outs {
-		if a := answer(t, ch); a.err != nil || a.used != (i%2 == 0) {
-			t.Errorf("%s: used %v, %v; want %v", a.key, a.used, a.err, i%2 == 0)
-		}
-	}
+	wantKeyAnswers(t, outs)
 	idempotency.SetUsedStall(r.s, nil)
 	gaveUp := idempotency.UsedWaiting(r.s) // still queued, to be left out
 	late := r.used(ctx, "k0")
