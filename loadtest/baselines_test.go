@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -124,5 +126,65 @@ func TestResidentMemoryFromMetrics(t *testing.T) {
 	f.targets = append(f.targets, without.URL)
 	if got := f.residentMiB(context.Background()); got != nil {
 		t.Fatalf("a target without metrics: got %v, want nothing", got)
+	}
+}
+
+// TestCountInMySQLNamesForeignWriters: orders of the item written by an
+// instance outside the fleet (another fleet sharing the database) are
+// counted by instance, whatever their status; the fleet's own are not, nor
+// are another item's.
+func TestCountInMySQLNamesForeignWriters(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	ctx := context.Background()
+	sdb, err := store.OpenMySQL(ctx, dsn, store.Pool{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sdb.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openMySQL(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ids [2]int64
+	for i := range ids {
+		res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('foreign writers', 10, 10)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[i], err = res.LastInsertId(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range []struct {
+		item     int64
+		instance string
+		status   string
+	}{
+		{ids[0], "serve-1", "confirmed"}, {ids[0], "serve-2", "paid"},
+		{ids[0], "wrk-1", "confirmed"}, {ids[0], "wrk-1", "cancelled"}, {ids[0], "wrk-2", "paid"},
+		{ids[1], "elsewhere", "confirmed"},
+	} {
+		if _, err := db.ExecContext(ctx, "INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance, status) VALUES (?, ?, ?, 1, 'redis-atomic', ?, ?)",
+			fmt.Sprintf("F%d", i), o.item, fmt.Sprintf("u%d", i), o.instance, o.status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := map[string]bool{"serve-1": true, "serve-2": true}
+	c, err := countInMySQL(ctx, db, scenarios[0], ids[0], own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"wrk-1": 2, "wrk-2": 1}; !maps.Equal(c.Foreign, want) {
+		t.Errorf("foreign writers %v, want %v", c.Foreign, want)
+	}
+	own["wrk-1"], own["wrk-2"] = true, true
+	if c, err = countInMySQL(ctx, db, scenarios[0], ids[0], own); err != nil || c.Foreign != nil {
+		t.Errorf("with every writer in the fleet: foreign %v, %v; want none", c.Foreign, err)
 	}
 }

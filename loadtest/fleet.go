@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -66,6 +67,20 @@ func (f *fleet) instanceCount() int {
 		seen[in.Instance] = true
 	}
 	return len(seen)
+}
+
+// instanceNames are the instances of the fleet: those the targets' info
+// named, and those that answered (seen), which a load balancer in front
+// can hide from the info.
+func (f *fleet) instanceNames(seen map[string]bool) map[string]bool {
+	own := maps.Clone(seen)
+	if own == nil {
+		own = map[string]bool{}
+	}
+	for _, in := range f.infos {
+		own[in.Instance] = true
+	}
+	return own
 }
 
 // reset restocks the item through every target. They share one database,

@@ -55,6 +55,7 @@ tmp=
 pids=
 cpu_redis=
 cleanup() {
+	rc=$?
 	for p in $pid $pids; do
 		kill -INT "$p" 2>/dev/null
 	done
@@ -78,7 +79,12 @@ cleanup() {
 				tries=$((tries + 1))
 			done
 		done
-		rm -rf "$tmp"
+		if [ "$rc" -eq 0 ]; then
+			rm -rf "$tmp"
+		else
+			# A failed run keeps the fleet's logs for the post-mortem.
+			echo "lab: failed (exit $rc); the fleet's logs are kept in $tmp" >&2
+		fi
 	fi
 }
 trap cleanup EXIT

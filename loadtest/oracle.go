@@ -210,6 +210,7 @@ const (
 	ruleLiveness         = "liveness"           // stock left unsold while buyers were turned away
 	ruleSoldNothing      = "sold-nothing"       // stock to sell, nothing sold
 	ruleMySQLAgrees      = "mysql-agrees"       // MySQL and the audit disagree
+	ruleForeignWriter    = "foreign-writer"     // MySQL holds orders of the item by instances outside the targets
 	ruleExpectedOversell = "expected-oversell"  // a stage meant to show the race did not
 	ruleLabError         = "lab-error"          // the lab could not reset, attack or audit the stage
 	ruleUnconfirmed      = "unconfirmed"        // an accepted (202) order was never confirmed: failed, lost, or still pending
@@ -244,6 +245,10 @@ func judge(r *row) {
 	if r.MySQL != nil {
 		if d := r.MySQL.disagreement(r); d != "" {
 			fail(ruleMySQLAgrees, "%s", d)
+		}
+		if len(r.MySQL.Foreign) > 0 {
+			fail(ruleForeignWriter, "MySQL holds orders of this item written by instances that are not among the targets (%s): another fleet shares this database, and its resets and sales void every count here",
+				countsText(r.MySQL.Foreign))
 		}
 	}
 	// The window holds for every stage, the racing ones too: they read
@@ -548,6 +553,11 @@ type dbCount struct {
 	Sold         int `json:"sold"`
 	InitialStock int `json:"initial_stock"`
 	Stock        int `json:"stock"`
+	// Foreign counts the item's orders, whatever their status, by the
+	// instance that wrote them, for the instances that are not among the
+	// targets: another fleet on the same database (its own Redis, its own
+	// resets) makes the lab's counts meaningless.
+	Foreign map[string]int `json:"foreign,omitempty"`
 }
 
 // disagreement describes how the MySQL count differs from r's audit, or
@@ -604,8 +614,8 @@ func (t *t0Figures) readMySQL(ctx context.Context, db *sql.DB, sc scenario, id i
 }
 
 // countInMySQL counts the item's orders and reads its stock straight from
-// the tables.
-func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64) (*dbCount, error) {
+// the tables, and counts the orders written by instances outside own.
+func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64, own map[string]bool) (*dbCount, error) {
 	// Live orders only: a cancelled order gave its units back, a failed
 	// one never took any (sql/mysql/003_order_lifecycle.sql).
 	ordersQ := "SELECT COUNT(*), COALESCE(SUM(quantity),0) FROM orders WHERE product_id=? AND status IN ('confirmed','paid')"
@@ -621,5 +631,42 @@ func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64) (*dbCo
 	if err := db.QueryRowContext(ctx, stockQ, id).Scan(&c.InitialStock, &c.Stock); err != nil {
 		return nil, fmt.Errorf("reading %s %d in MySQL: %w", sc.kind(), id, err)
 	}
+	foreign, err := foreignOrders(ctx, db, sc, id, own)
+	if err != nil {
+		return nil, err
+	}
+	c.Foreign = foreign
 	return &c, nil
+}
+
+// foreignOrders counts the item's orders by writing instance, for the
+// instances not in own; nil when there are none.
+func foreignOrders(ctx context.Context, db *sql.DB, sc scenario, id int64, own map[string]bool) (map[string]int, error) {
+	q := "SELECT instance, COUNT(*) FROM orders WHERE product_id=? GROUP BY instance"
+	if sc.coupon {
+		q = "SELECT instance, COUNT(*) FROM coupon_grabs WHERE batch_id=? GROUP BY instance"
+	}
+	rows, err := db.QueryContext(ctx, q, id)
+	if err != nil {
+		return nil, fmt.Errorf("counting %s %d's orders by instance in MySQL: %w", sc.kind(), id, err)
+	}
+	defer rows.Close()
+	var foreign map[string]int
+	for rows.Next() {
+		var in string
+		var n int
+		if err := rows.Scan(&in, &n); err != nil {
+			return nil, fmt.Errorf("counting %s %d's orders by instance in MySQL: %w", sc.kind(), id, err)
+		}
+		if !own[in] {
+			if foreign == nil {
+				foreign = map[string]int{}
+			}
+			foreign[in] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting %s %d's orders by instance in MySQL: %w", sc.kind(), id, err)
+	}
+	return foreign, nil
 }

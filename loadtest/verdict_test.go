@@ -108,6 +108,9 @@ func TestJudge(t *testing.T) {
 		{"MySQL disagrees", func(r *row) { r.MySQL = &dbCount{Orders: 41, Sold: 41, InitialStock: 40} }, verdictFail,
 			[]string{ruleMySQLAgrees}, "mysql-agrees: MySQL disagrees"},
 		{"MySQL agrees", func(r *row) { r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40} }, verdictPass, nil, "MySQL agrees"},
+		{"another fleet wrote the item", func(r *row) {
+			r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40, Foreign: map[string]int{"wrk-1": 33, "wrk-2": 2}}
+		}, verdictFail, []string{ruleForeignWriter}, "not among the targets (wrk-1 ×33, wrk-2 ×2): another fleet shares this database"},
 		{"capped burst", func(r *row) { r.Planned = 600 }, verdictPass, nil, "cap after 200 of 600"},
 		{"nothing to sell", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.InitialStock = 0, 0, 0, 0 }, verdictPass, nil, "safe: 0 sold of 0"},
 	}

@@ -1,13 +1,13 @@
 #!/bin/bash
 # fleet.sh: build seckill and stockwatch, then start three `seckill serve`
 # on 127.0.0.1:18081-18083 over MariaDB/MySQL (WRK_DSN, default database
-# seckill_lab on 127.0.0.1:3306, created if missing) and Redis
+# seckill_wrk on 127.0.0.1:3306, created if missing) and Redis
 # 127.0.0.1:6379, with RedLock on Redis servers at 6393-6395 (started here
 # when nothing answers there). Stop the fleet with: pkill -f "$WRK_OUT/seckill serve"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${WRK_OUT:-/tmp/seckill-wrk}
-DSN=${WRK_DSN:-root:@tcp(127.0.0.1:3306)/seckill_lab}
+DSN=${WRK_DSN:-root:@tcp(127.0.0.1:3306)/seckill_wrk}
 mkdir -p "$OUT"
 go build -tags nomsgpack -o "$OUT/seckill" ./cmd/seckill
 go build -o "$OUT/stockwatch" ./loadtest/wrk/stockwatch

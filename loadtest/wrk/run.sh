@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")"
 STAGE=$1; SECS=${2:-4}; C=${3:-150}
 OUT=${WRK_OUT:-/tmp/seckill-wrk}
-DSN=${WRK_DSN:-root:@tcp(127.0.0.1:3306)/seckill_lab}
+DSN=${WRK_DSN:-root:@tcp(127.0.0.1:3306)/seckill_wrk}
 DB=${DSN##*/}
 T="Authorization: Bearer wrk-admin-token"
 curl -sf -XPOST -H "$T" -H 'Content-Type: application/json' -d '{"stock":100}' http://127.0.0.1:18081/api/v1/admin/products/1/reset >/dev/null || echo "reset failed" >&2

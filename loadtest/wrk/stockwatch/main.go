@@ -3,7 +3,7 @@
 // its last: the sell-out time as the database saw it. (An order's
 // created_at is when its buy was accepted, not when it was written.)
 //
-//	stockwatch -dsn 'root:@tcp(127.0.0.1:3306)/seckill_lab' -for 5s -product 1
+//	stockwatch -dsn 'root:@tcp(127.0.0.1:3306)/seckill_wrk' -for 5s -product 1
 package main
 
 import (
