@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The Redis copy of the stock that redis-atomic sells from: loading it at
@@ -169,6 +171,14 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 	if err != nil {
 		return d, err
 	}
+	// The copy's generation, read before the database is: a reset that
+	// reloads the copy after this point gives it a new one, and the
+	// correction below then leaves the fresh copy alone, even when the
+	// reset put back the very stock seen here.
+	gen, err := s.rdb.Get(ctx, s.key(id, "gen")).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	before, err := s.snapshot(ctx, keys)
 	if err != nil {
 		return d, err
@@ -191,7 +201,7 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 		return d, s.loadOne(ctx, id, false)
 	}
 	if d.RedisStock != d.DBStock {
-		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned"), s.key(id, "cancelling")}, before[0], it.Stock, newGen()).Int()
+		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned"), s.key(id, "cancelling")}, before[0], it.Stock, newGen(), gen).Int()
 		if err != nil {
 			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}

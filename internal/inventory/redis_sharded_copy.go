@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The buckets redis-sharded sells from: their keys, how a buyer is routed
@@ -166,14 +168,20 @@ func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) er
 	if overwrite {
 		flag = "1"
 	}
+	gen := newGen()
 	for b := range s.buckets {
-		args := append([]any{share(total, s.buckets, b), flag}, homed[b]...)
-		if err := loadBucket.Run(ctx, s.rdb, s.bucketKeys(id, b), args...).Err(); err != nil {
+		args := append([]any{share(total, s.buckets, b), flag, gen}, homed[b]...)
+		if err := loadBucket.Run(ctx, s.rdb, append(s.bucketKeys(id, b), s.bucketGen(id, b)), args...).Err(); err != nil {
 			return fmt.Errorf("%w: load bucket %d of %s %d into redis: %w", ErrUnavailable, b, s.kind, id, err)
 		}
 	}
 	return nil
 }
+
+// bucketGen names bucket b's generation: a new one with every load, so
+// that the reconcile job can tell a reloaded bucket from one that only
+// holds the same stock.
+func (s *RedisSharded) bucketGen(id int64, b int) string { return s.bucketKeys(id, b)[0] + ":gen" }
 
 // splitKey holds the total that an item's buckets were loaded with.
 func (s *RedisSharded) splitKey(id int64) string { return s.bucketKeys(id, 0)[0] + ":split" }
@@ -215,6 +223,15 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 	begun, err := s.settleMoves(ctx, id)
 	if err != nil {
 		return d, err
+	}
+	// Each bucket's generation, read before the database is: a reset that
+	// reloads a bucket after this point gives it a new one, and the
+	// correction below then leaves it alone (see bucket_adjust.lua).
+	gens := make([]string, s.buckets)
+	for b := range s.buckets {
+		if gens[b], err = s.rdb.Get(ctx, s.bucketGen(id, b)).Result(); err != nil && !errors.Is(err, redis.Nil) {
+			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	before, err := s.snapshot(ctx, id)
 	if err != nil {
@@ -271,7 +288,8 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 		if change == 0 && v[0] >= 0 {
 			continue
 		}
-		n, err := adjustBucket.Run(ctx, s.rdb, s.bucketKeys(id, b)[:2], v[0], held+change).Int()
+		keys := s.bucketKeys(id, b)
+		n, err := adjustBucket.Run(ctx, s.rdb, []string{keys[0], keys[1], s.bucketGen(id, b)}, v[0], held+change, gens[b]).Int()
 		if err != nil {
 			return d, fmt.Errorf("%w: correct bucket %d: %w", ErrUnavailable, b, err)
 		}
