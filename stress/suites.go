@@ -153,6 +153,7 @@ var suites = []suite{{
 		"TestWaitingSaleLeavesWhenItsRequestEnds",
 		"TestTakenSaleWaitsForItsAnswer",
 		"TestReconcileRepairDuringCancelLosesNoUnit",
+		"TestRepairLeavesACopyResetDuringItsRead",
 		"TestTwoCancelJobsRaceUnitsReturnOnce",
 		"TestCancelJobCrashMidwayUnitsReturnOnce",
 		"TestAttackRetryNeverBuysTwice",
