@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -200,14 +201,31 @@ func (s *server) writeError(c *gin.Context, err error) {
 	c.Set(problemKey, p.slug)
 	c.Set(keyRuleKey, p.key)
 	body := api.Problem{Type: api.ProblemTypePrefix + p.slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
-	c.Header("Content-Type", "application/problem+json")
-	c.Header("Cache-Control", "no-store")
+	// Set straight into the map, under keys already canonical: a refusal
+	// is most of a crowd's answers. The value slices are shared and never
+	// written to (Header.Add on one allocates a new slice).
+	h := c.Writer.Header()
+	h["Content-Type"], h["Cache-Control"] = problemJSON, noStore
 	c.Status(p.status)
-	if err := jsonEncode(c.Writer, body); err != nil {
+	buf := answerBufs.Get().(*[]byte)
+	*buf = appendProblem((*buf)[:0], body)
+	if _, err := c.Writer.Write(*buf); err != nil {
 		s.log.Debug("writing problem failed", "err", err)
+	}
+	if cap(*buf) <= 64<<10 {
+		answerBufs.Put(buf)
 	}
 	c.Abort()
 }
+
+// The header values of every problem answer, shared (see writeError).
+var (
+	problemJSON = []string{"application/problem+json"}
+	noStore     = []string{"no-store"}
+)
+
+// answerBufs are the buffers problem answers are written from.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // maxRetryAfter bounds what Retry-After says: past it the number means
 // "much later", which a buyer of a flash sale never wants to hear.

@@ -364,16 +364,22 @@ func parseBuy(c *gin.Context, coupon bool, body []byte, bodyErr error) (inventor
 		return req, bodyErr
 	}
 	var user *string
-	if coupon {
+	plain, ok := plainBuy(body)
+	switch {
+	case coupon && ok && plain.Quantity == nil:
+		user = plain.UserID
+	case coupon:
 		var b grabBody
 		if err := decodeBody(body, &b); err != nil {
 			return req, err
 		}
 		user = b.UserID
-	} else {
-		var b buyBody
-		if err := decodeBody(body, &b); err != nil {
-			return req, err
+	default:
+		b := plain
+		if !ok {
+			if err := decodeBody(body, &b); err != nil {
+				return req, err
+			}
 		}
 		user = b.UserID
 		if b.Quantity != nil {
