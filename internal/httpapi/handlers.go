@@ -283,10 +283,13 @@ const buyInputKey = "seckill.buy"
 // handler runs, with the instance and the stage.
 func (s *server) readBuy(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.Header(api.InstanceHeader, s.instance)
+		// Straight into the map, under canonical keys, with value slices
+		// built once (see stageHeader): every buyer's answer carries both.
+		h := c.Writer.Header()
+		h[api.InstanceHeader] = s.instanceHeader
 		in := &buyInput{}
 		if in.stage, in.stageErr = s.stageFor(c, ep.svc); in.stageErr == nil {
-			c.Header(api.StageHeader, in.stage)
+			h[api.StageHeader] = stageHeader(in.stage)
 			// Most of a flash crowd comes after the sell-out (or before
 			// the opening): without a key to honour, its answer needs
 			// neither the body nor a round trip.

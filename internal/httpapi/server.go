@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,9 +82,12 @@ type Deps struct {
 type server struct {
 	log      *slog.Logger
 	instance string
-	stage    atomic.Pointer[string]
-	admin    [32]byte // sha256 of the admin token
-	adminOn  bool
+	// instanceHeader is the X-Seckill-Instance value, shared by every
+	// answer that sets it straight into the header map (never written to).
+	instanceHeader []string
+	stage          atomic.Pointer[string]
+	admin          [32]byte // sha256 of the admin token
+	adminOn        bool
 	// requestTimeout is Deps.RequestTimeout: what a duplicate of a
 	// request still running is told to wait.
 	requestTimeout time.Duration
@@ -97,7 +101,7 @@ func NewServer(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{log: d.Logger, instance: d.Instance, requestTimeout: d.RequestTimeout, process: processName(), trusted: d.TrustedProxies, lockFair: d.LockFair}
+	s := &server{log: d.Logger, instance: d.Instance, instanceHeader: []string{d.Instance}, requestTimeout: d.RequestTimeout, process: processName(), trusted: d.TrustedProxies, lockFair: d.LockFair}
 	stage := d.Stage
 	s.stage.Store(&stage)
 	if d.AdminToken != "" {
@@ -347,6 +351,18 @@ func pathID(c *gin.Context) (int64, error) {
 		return 0, fieldError("id %q must be a positive integer", raw)
 	}
 	return id, nil
+}
+
+// stageHeaders holds one X-Seckill-Stage value per stage name, shared as
+// instanceHeader is. Only names a service has reach it, so it stays small.
+var stageHeaders sync.Map // string -> []string
+
+func stageHeader(stage string) []string {
+	if v, ok := stageHeaders.Load(stage); ok {
+		return v.([]string)
+	}
+	v, _ := stageHeaders.LoadOrStore(stage, []string{stage})
+	return v.([]string)
 }
 
 func jsonEncode(w io.Writer, v any) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -151,6 +152,7 @@ type Crowd struct {
 	// afterDoor, set by tests only, runs when a buyer has left the door
 	// and before it joins the line.
 	afterDoor func()
+	lastKey   atomic.Pointer[epochKey] // see key
 
 	mu     sync.Mutex
 	memos  []*memo
@@ -487,7 +489,22 @@ func (c *Crowd) epoch(ctx context.Context, id int64) (string, bool) {
 	return e, err == nil
 }
 
-func (c *Crowd) key(id int64) string { return c.opts.Kind + ":" + strconv.FormatInt(id, 10) }
+// key names item id's epoch. The last name built is kept: a flash crowd
+// asks for one hot item's, and builds no string per buyer.
+func (c *Crowd) key(id int64) string {
+	if k := c.lastKey.Load(); k != nil && k.id == id {
+		return k.name
+	}
+	k := &epochKey{id: id, name: c.opts.Kind + ":" + strconv.FormatInt(id, 10)}
+	c.lastKey.Store(k)
+	return k.name
+}
+
+// epochKey is an item and the name of its epoch.
+type epochKey struct {
+	id   int64
+	name string
+}
 
 func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
 	m.mu.Lock()
