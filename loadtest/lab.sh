@@ -82,8 +82,9 @@ cleanup() {
 		if [ "$rc" -eq 0 ]; then
 			rm -rf "$tmp"
 		else
-			# A failed run keeps the fleet's logs for the post-mortem.
-			echo "lab: failed (exit $rc); the fleet's logs are kept in $tmp" >&2
+			# A failed run keeps the logs of what it started, for the
+			# post-mortem.
+			echo "lab: failed (exit $rc); the logs are kept in $tmp" >&2
 		fi
 	fi
 }

@@ -184,6 +184,16 @@ func TestLabScript(t *testing.T) {
 			if stopped := readLines(t, filepath.Join(dir, "demo-stopped")); len(stopped) == 0 {
 				t.Error("the demo lab.sh started was not stopped")
 			}
+			// The lab failed (the stand-in exits 3): the demo's log is kept.
+			_, kept, found := strings.Cut(string(out), "lab: failed (exit 3); the logs are kept in ")
+			kept, _, _ = strings.Cut(kept, "\n")
+			if !found || !filepath.IsAbs(kept) {
+				t.Fatalf("lab.sh did not say where the failed run's logs are:\n%s", out)
+			}
+			t.Cleanup(func() { os.RemoveAll(kept) })
+			if _, err := os.Stat(filepath.Join(kept, "demo.log")); err != nil {
+				t.Errorf("the failed run's demo log is not kept: %v", err)
+			}
 		})
 	}
 }
