@@ -101,10 +101,7 @@ func plainBuy(body []byte) (b buyBody, ok bool) {
 		return buyBody{}, false
 	}
 	i = skipSpace(body, i+1)
-	for first := true; ; first = false {
-		if i < len(body) && body[i] == '}' && !first {
-			break
-		}
+	for {
 		var key []byte
 		if key, i, ok = plainString(body, i); !ok {
 			return buyBody{}, false
