@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"net/http"
@@ -14,10 +15,10 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// TestRawHotRowSellsEveryUnitAndCleansUp: the raw loop commits one sale per
-// buyer on a scratch product, and leaves neither the product nor its orders
-// behind.
-func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
+// migratedMySQL is a fresh MySQL database with the service's schema, opened
+// as the lab opens SECKILL_MYSQL_DSN, closed when the test ends.
+func migratedMySQL(t *testing.T) *sql.DB {
+	t.Helper()
 	dsn := testenv.MySQLDSN(t)
 	ctx := context.Background()
 	sdb, err := store.OpenMySQL(ctx, dsn, store.Pool{MaxConns: 2})
@@ -34,7 +35,16 @@ func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestRawHotRowSellsEveryUnitAndCleansUp: the raw loop commits one sale per
+// buyer on a scratch product, and leaves neither the product nor its orders
+// behind.
+func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
+	ctx := context.Background()
+	db := migratedMySQL(t)
 	var products, orders int
 	count := func() {
 		t.Helper()
@@ -134,23 +144,8 @@ func TestResidentMemoryFromMetrics(t *testing.T) {
 // counted by instance, whatever their status; the fleet's own are not, nor
 // are another item's.
 func TestCountInMySQLNamesForeignWriters(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
 	ctx := context.Background()
-	sdb, err := store.OpenMySQL(ctx, dsn, store.Pool{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sdb.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := sdb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := openMySQL(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := migratedMySQL(t)
 	var ids [2]int64
 	for i := range ids {
 		res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('foreign writers', 10, 10)")
