@@ -100,8 +100,20 @@ func (p *RedisProcess) tryStart(args ...string) error {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			p.cmd, p.exited = cmd, exited
-			return nil
+			// The answer may come from another test binary's server that
+			// took the port between FreePorts and this start: ours then
+			// exits, and this one must not be taken for it.
+			switch pid, perr := serverPID(c); {
+			case perr != nil:
+				err = perr
+			case pid != cmd.Process.Pid:
+				_ = cmd.Process.Kill()
+				<-exited
+				return fmt.Errorf("redis-server on %s: %w by process %d:\n%s", p.Addr, errPortTaken, pid, out)
+			default:
+				p.cmd, p.exited = cmd, exited
+				return nil
+			}
 		}
 		select {
 		case <-exited:
@@ -118,6 +130,22 @@ func (p *RedisProcess) tryStart(args ...string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serverPID is the process id the server behind c reports (INFO server).
+func serverPID(c *redis.Client) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("INFO server has no process_id:\n%s", info)
 }
 
 // Kill stops the server at once (SIGKILL) and waits for it; its data is lost.

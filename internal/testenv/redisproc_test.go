@@ -37,6 +37,26 @@ func TestRedisOnATakenPortIsReportedAsSuch(t *testing.T) {
 	}
 }
 
+// TestRedisOnAPortAnotherServerTookIsNotTakenForOurs: when another test
+// binary's redis-server took the port between FreePorts and this start,
+// its PING answer must not pass for our server's (ours exits, and a test
+// would pause, kill or share a server that is not its own).
+func TestRedisOnAPortAnotherServerTookIsNotTakenForOurs(t *testing.T) {
+	other := StartRedis(t)
+	p := &RedisProcess{t: t, Addr: other.Addr, dir: t.TempDir(), port: other.port}
+	if err := p.tryStart(); !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a port another redis-server serves: %v, want errPortTaken", err)
+	}
+	if p.cmd != nil {
+		t.Fatal("the start kept a process that is not serving the port")
+	}
+	// The other server is untouched.
+	pid, err := serverPID(other.Client())
+	if err != nil || pid != other.cmd.Process.Pid {
+		t.Fatalf("the other server: process %d (%v), want %d", pid, err, other.cmd.Process.Pid)
+	}
+}
+
 // TestRedisPauseStopsAnswersUntilResume: a paused server keeps its
 // connections and answers nothing; resumed, it answers again.
 func TestRedisPauseStopsAnswersUntilResume(t *testing.T) {
