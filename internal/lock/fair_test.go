@@ -512,11 +512,14 @@ func TestFairOnMiniredis(t *testing.T) {
 	other := mustNew(t, rdb, lock.Options{})
 	t.Cleanup(func() { _ = other.Close() })
 	ctx := context.Background()
-	h := mustObtain(t, c, ctx, "k", time.Second, lock.ObtainOptions{Fair: true})
+	// Leases of a minute: the test is about the order, and a lease of a
+	// second held across four joins lapsed when a busy machine starved
+	// its renewals (make stress, three suites side by side).
+	h := mustObtain(t, c, ctx, "k", time.Minute, lock.ObtainOptions{Fair: true})
 	var chans []chan *lock.Lease
 	for i := range 4 {
 		got := make(chan *lock.Lease, 1)
-		joinLine(t, ctx, []*lock.Client{c, other}[i%2], "k", time.Second, got)
+		joinLine(t, ctx, []*lock.Client{c, other}[i%2], "k", time.Minute, got)
 		chans = append(chans, got)
 	}
 	for _, k := range m.Keys() {
