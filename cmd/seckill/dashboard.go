@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/burst"
 	"github.com/seckill-lab/seckill/internal/config"
@@ -17,9 +18,20 @@ func dashboardFor(cfg config.Config, verdicts httpapi.Verdicts) httpapi.Dashboar
 		peers = []string{selfURL(cfg.Addr)}
 	}
 	return httpapi.Dashboard{
-		Fleet:      burst.New(burst.Options{Peers: peers, AdminToken: cfg.AdminToken, Max: cfg.BurstMax}),
+		Fleet:      burst.New(burstOptions(cfg, peers)),
 		LabReports: cfg.LabReports,
 		Verdicts:   verdicts,
+	}
+}
+
+// burstOptions are the options of the dashboard's fleet. Its buyers wait
+// for an answer longer than a buy may take (SECKILL_REQUEST_TIMEOUT): the
+// instance answers every buy by then, 503 timeout at worst, and a buyer
+// that left first would be counted as not answered while it was served.
+func burstOptions(cfg config.Config, peers []string) burst.Options {
+	return burst.Options{
+		Peers: peers, AdminToken: cfg.AdminToken, Max: cfg.BurstMax,
+		RequestTimeout: max(10*time.Second, cfg.RequestTimeout+5*time.Second),
 	}
 }
 

@@ -260,8 +260,11 @@ func verdict(r Row) string {
 	if n := r.Counts.Overloaded; n > 0 && !r.Exact() {
 		notes = append(notes, fmt.Sprintf("%d overloaded", n))
 	}
-	if n := r.Counts.ServerErrors + r.Counts.Failed; n > 0 {
-		notes = append(notes, fmt.Sprintf("%d errors or no answer", n))
+	if n := r.Counts.ServerErrors; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d server errors", n))
+	}
+	if n := r.Counts.Failed; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d without an answer", n))
 	}
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, ", ") + ")"

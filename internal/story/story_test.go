@@ -153,3 +153,18 @@ func TestRunSaysWhatAWrongTokenIs(t *testing.T) {
 		t.Fatalf("more buyers than the burst limit: %v", err)
 	}
 }
+
+// TestVerdictTellsServerErrorsFromBuyersWithoutAnAnswer: a 5xx is the
+// service's bug, a buyer left without an answer may be the client's own
+// timeout; the verdict names them apart.
+func TestVerdictTellsServerErrorsFromBuyersWithoutAnAnswer(t *testing.T) {
+	r := Row{Stage: "redlock", Stock: 50, Sold: 19, Conserved: true, Counts: api.BurstCounts{LockTimeout: 5, ServerErrors: 2, Failed: 3}}
+	want := "safe, but 31 of 50 units left unsold (5 lock timeouts, 2 server errors, 3 without an answer)"
+	if got := verdict(r); got != want {
+		t.Fatalf("verdict %q, want %q", got, want)
+	}
+	r.Counts.ServerErrors = 0
+	if got := verdict(r); strings.Contains(got, "server errors") {
+		t.Fatalf("verdict %q names server errors there were none of", got)
+	}
+}
