@@ -41,9 +41,14 @@ func startDemo(t *testing.T, extra map[string]string) *demoRun {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &demoRun{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, cancel: cancel, done: make(chan error, 1), db: env["SECKILL_DEMO_DB"]}
+	// exited tells WaitHealthy of an early exit; d.done keeps run's error
+	// for stop and the cleanup all the same.
+	exited := make(chan error, 1)
 	go func() {
-		d.done <- run(ctx, []string{"demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ",")},
+		err := run(ctx, []string{"demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ",")},
 			func(k string) string { return env[k] }, d.stdout, d.stderr)
+		d.done <- err
+		exited <- err
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -56,7 +61,7 @@ func startDemo(t *testing.T, extra map[string]string) *demoRun {
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	for _, a := range addrs {
-		if err := testkit.WaitHealthy(wctx, "http://"+a+"/healthz", d.done); err != nil {
+		if err := testkit.WaitHealthy(wctx, "http://"+a+"/healthz", exited); err != nil {
 			t.Fatal(err)
 		}
 	}
