@@ -95,12 +95,24 @@ func StartReplicaOf(t testing.TB, primary *RedisProcess, args ...string) *RedisP
 	return replica
 }
 
-// WaitReplicaSynced waits until replica's link to its primary is up.
+// WaitReplicaSynced waits until replica's link to its primary is up. A
+// replica that never syncs fails the test with what its INFO says last,
+// replication and the process that answers, so that the log tells a slow
+// sync from a server that is not the one started.
 func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
 	t.Helper()
-	testkit.Eventually(t, "the replica has synced with the primary", 30*time.Second, func() bool {
-		return strings.Contains(info(replica.Addr, "replication"), "master_link_status:up")
-	})
+	var last string
+	if !testkit.Poll(30*time.Second, func() bool {
+		last = info(replica.Addr, "replication")
+		return strings.Contains(last, "master_link_status:up")
+	}) {
+		pid := -1
+		if replica.cmd != nil && replica.cmd.Process != nil {
+			pid = replica.cmd.Process.Pid
+		}
+		t.Fatalf("the replica on %s (process %d) did not sync with its primary within 30s; INFO server and replication:\n%s\n%s",
+			replica.Addr, pid, info(replica.Addr, "server"), last)
+	}
 }
 
 // SentinelAddrs returns the Sentinels' addresses.
