@@ -129,13 +129,14 @@ func canTellScriptCalls(m *miniredis.Miniredis) error {
 // StartRedisForRecords starts a server for many keys that live for seconds
 // or more, such as Idempotency-Key records, where per-command ageing would
 // be slow. A goroutine ages every key once a Tick by the time elapsed since
-// the previous tick, but by at most one Tick: a key set between two ticks
-// is charged for at most one Tick before it existed, so it never expires
-// more than one Tick early. When the process is too busy to tick on time,
-// keys expire late (never early), which is the safe side for a lease.
+// it last aged them, read when it takes the tick, but by at most one Tick:
+// a key set between two ageings is charged for at most one Tick before it
+// existed, so it never expires more than one Tick early. When the process
+// is too busy to tick on time, keys expire late (never early), which is the
+// safe side for a lease.
 func StartRedisForRecords(addr string) (*Redis, error) {
 	t := time.NewTicker(Tick)
-	r, err := startRecords(addr, t.C)
+	r, err := startRecords(addr, t.C, time.Now)
 	if err != nil {
 		t.Stop()
 		return nil, err
@@ -144,14 +145,15 @@ func StartRedisForRecords(addr string) (*Redis, error) {
 	return r, nil
 }
 
-// startRecords is StartRedisForRecords ageing keys on ticks.
-func startRecords(addr string, ticks <-chan time.Time) (*Redis, error) {
+// startRecords is StartRedisForRecords ageing keys on ticks, by the time
+// now tells.
+func startRecords(addr string, ticks <-chan time.Time, now func() time.Time) (*Redis, error) {
 	m, err := start(addr)
 	if err != nil {
 		return nil, err
 	}
 	r := &Redis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
-	go r.drive(ticks, time.Now())
+	go r.drive(ticks, now, now())
 	return r, nil
 }
 
@@ -163,18 +165,22 @@ func start(addr string) (*miniredis.Miniredis, error) {
 	return m, nil
 }
 
-// drive ages the keys on every tick by the real time elapsed since the
-// last one, capped at one Tick: a late tick must not charge a key just set
-// for time before it existed.
-func (r *Redis) drive(ticks <-chan time.Time, last time.Time) {
+// drive ages the keys on every tick by the time elapsed since it last aged
+// them, capped at one Tick: a late tick must not charge a key just set for
+// time before it existed. The time is read when the tick is taken, not
+// the tick's own: a tick that waited in the channel was sent before keys
+// set since, and the next tick's time would charge them for the wait once
+// more (up to two Ticks early, seen under make stress).
+func (r *Redis) drive(ticks <-chan time.Time, now func() time.Time, last time.Time) {
 	defer close(r.done)
 	for {
 		select {
 		case <-r.stop:
 			return
-		case now := <-ticks:
-			r.m.FastForward(min(now.Sub(last), Tick))
-			last = now
+		case <-ticks:
+			t := now()
+			r.m.FastForward(min(t.Sub(last), Tick))
+			last = t
 		}
 	}
 }

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,32 +63,103 @@ func TestKeysExpireInRealTime(t *testing.T) {
 	}
 }
 
-// TestLateTickDoesNotExpireKeysEarly: when the ageing goroutine runs late
-// (a busy machine), a key set just before the late tick is not charged for
-// the time before it existed. The ticks are delivered by hand: a key with a
-// 60ms TTL is set, then a tick arrives that is 500ms after the previous one.
-func TestLateTickDoesNotExpireKeysEarly(t *testing.T) {
+// handClock is a clock the test moves by hand.
+type handClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *handClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *handClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// handTicks starts a records server whose ticks and clock the test drives:
+// tick(at, value) sets the clock to at, delivers a tick whose own time is
+// value, and returns once it has been applied.
+func handTicks(t *testing.T, start time.Time) (*Redis, *redis.Client, func(at, value time.Time)) {
+	t.Helper()
+	clock := &handClock{now: start}
 	ticks := make(chan time.Time)
-	r, err := startRecords("127.0.0.1:0", ticks)
+	r, err := startRecords("127.0.0.1:0", ticks, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(r.Close)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer c.Close()
-	ctx := context.Background()
+	t.Cleanup(func() { _ = c.Close() })
+	return r, c, func(at, value time.Time) {
+		clock.Set(at)
+		ticks <- value
+		ticks <- value // taken only once the previous one was applied; the clock has not moved
+	}
+}
+
+// TestLateTickDoesNotExpireKeysEarly: when the ageing goroutine runs late
+// (a busy machine), a key set just before the late tick is not charged for
+// the time before it existed: a key with a 60ms TTL is set, then a tick is
+// taken 500ms after the previous one.
+func TestLateTickDoesNotExpireKeysEarly(t *testing.T) {
 	start := time.Now()
+	_, c, tick := handTicks(t, start)
+	ctx := context.Background()
 	if err := c.Set(ctx, "fresh", "v", 60*time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ticks <- start.Add(500 * time.Millisecond) // one tick, very late
-	ticks <- start.Add(500 * time.Millisecond) // the previous one was applied
+	tick(start.Add(500*time.Millisecond), start.Add(500*time.Millisecond)) // one tick, very late
 	ttl, err := c.PTTL(ctx, "fresh").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ttl < 60*time.Millisecond-Tick {
 		t.Fatalf("a late tick charged a fresh key %v: its TTL is %v, want at most one Tick (%v) less than 60ms", 60*time.Millisecond-ttl, ttl, Tick)
+	}
+}
+
+// TestTicksThatWaitedInTheChannelChargeAKeyAtMostOneTick: the ticker sends
+// a tick at 25ms while the ageing goroutine is busy, a key with a 60ms TTL
+// is set at 49ms, and the goroutine takes the waiting tick at 50ms, the
+// next (sent at 50ms) at once, and then one every 25ms. Ageing by the
+// ticks' own times charged the key 25ms for each of the first two and so
+// expired it 26ms after it was set, 34ms early; make stress saw 29ms. By
+// the time the goroutine reads when it takes a tick, a key is never gone
+// more than one Tick before its TTL.
+func TestTicksThatWaitedInTheChannelChargeAKeyAtMostOneTick(t *testing.T) {
+	start := time.Now()
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	_, c, tick := handTicks(t, start)
+	ctx := context.Background()
+	const ttl = 60 * time.Millisecond
+	set := at(49)
+	if err := c.Set(ctx, "k", "v", ttl).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// (taken at, sent at): the tick of 25ms waited, the one of 50ms is
+	// taken at once after it, then the ticker and the goroutine agree.
+	steps := [][2]int{{50, 25}, {51, 50}, {75, 75}, {100, 100}, {125, 125}, {150, 150}}
+	for _, st := range steps {
+		tick(at(st[0]), at(st[1]))
+		n, err := c.Exists(ctx, "k").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		age := at(st[0]).Sub(set)
+		if n == 0 && age < ttl-Tick {
+			t.Fatalf("the key expired %v after it was set, more than a Tick (%v) before its TTL %v", age, Tick, ttl)
+		}
+		if n == 1 && age >= ttl+Tick {
+			t.Fatalf("the key still lives %v after it was set, with a TTL of %v", age, ttl)
+		}
+	}
+	if n, _ := c.Exists(ctx, "k").Result(); n != 0 {
+		t.Fatal("the key never expired")
 	}
 }
 
