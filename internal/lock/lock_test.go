@@ -237,11 +237,13 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
-// A critical section three times as long as the TTL keeps the lock while the
+// A critical section half as long again as the TTL keeps the lock while the
 // watchdog renews it: a contender gets it only after the release. The TTL
-// is two seconds: a renewal is sent every TTL/3 and given TTL/3 to answer,
+// is six seconds: a renewal is sent every TTL/3 and given TTL/3 to answer,
 // and with a shorter one a starved machine can delay a renewal past the
-// lease, which the lease then rightly reports as lost.
+// lease, which the lease then rightly reports as lost (with two seconds,
+// make stress on the embedded Redis beside two other suites saw it once
+// in 20 runs).
 func TestWatchdogKeepsLock(t *testing.T) {
 	t.Parallel()
 	var renewals atomic.Int32
@@ -250,7 +252,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 	}})
 	other, _ := newClient(t, rdb, lock.Options{Prefix: prefixOf(t, c, rdb)})
 	ctx := context.Background()
-	const ttl = 2 * time.Second
+	const ttl = 6 * time.Second
 
 	lease := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
 	var released atomic.Bool
@@ -271,7 +273,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 	}()
 
 	select { // the critical section
-	case <-time.After(3 * ttl):
+	case <-time.After(ttl + ttl/2):
 	case <-lease.Done():
 		t.Fatalf("lease lost during the critical section: %v", lease.Err())
 	}
@@ -281,7 +283,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if renewals.Load() < 2 {
-		t.Fatalf("watchdog renewed %d times in 3 TTLs, want >= 2", renewals.Load())
+		t.Fatalf("watchdog renewed %d times in 1.5 TTLs, want >= 2", renewals.Load())
 	}
 }
 

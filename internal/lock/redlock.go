@@ -165,7 +165,8 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 				retry = min(retry, time.Duration(x.val)*time.Millisecond)
 			}
 		}
-		validity := ttl - time.Since(sent) - drift(ttl)
+		took := time.Since(sent)
+		validity := ttl - took - drift(ttl)
 		if got >= r.quorum && validity > 0 {
 			// Instances still answering may grant it too: the lease renews
 			// and releases them by owner (their token is "").
@@ -173,6 +174,12 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Options), 0, nil
 		}
 		r.undo(ctx, n, owner, reentrant, b)
+		if got >= r.quorum && o.Wait <= 0 {
+			// Nobody holds it: the grants came too late to be trusted.
+			// "Held" would send the caller looking for a holder.
+			return nil, 0, fmt.Errorf("%w: %q: a majority granted it, but the grants took %v of its TTL of %v, which leaves no validity",
+				ErrNotObtained, key, took.Round(time.Millisecond), ttl)
+		}
 		if failed := b.failed(); failed > len(r.nodes)-r.quorum {
 			// No majority answered. Instances that refused the connection
 			// are down: that is an outage, not contention, so fail now

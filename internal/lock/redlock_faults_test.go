@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,7 +47,9 @@ func newQuorum(t *testing.T) *quorum {
 	}
 	q.r = mustRedLock(t, universal, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = q.r.Close() })
-	mustRelease(t, mustObtain(t, q.r, context.Background(), "warm-up", time.Second, lock.ObtainOptions{}))
+	// A TTL of a minute: under make stress a warm-up of one second took
+	// longer than its TTL to be granted, and was refused.
+	mustRelease(t, mustObtain(t, q.r, context.Background(), "warm-up", time.Minute, lock.ObtainOptions{}))
 	testkit.Eventually(t, "the warm-up to be released everywhere", 10*time.Second, func() bool {
 		return q.releases[0].Load() == 1 && q.releases[1].Load() == 1 && q.releases[2].Load() == 1
 	})
@@ -164,4 +168,75 @@ func TestRedLockWakeUpWhenGateDiesAfterAWaiterCame(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Errorf("the waiter: %v", err)
 	}
+}
+
+// holdObtains is a hook that keeps the answer of each obtain script from
+// the caller until let is closed, after telling held that one came back.
+type holdObtains struct {
+	replyHook
+	held chan<- struct{}
+	let  <-chan struct{}
+}
+
+func (h holdObtains) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if lock.ScriptOf(cmd) == "obtain" {
+			select {
+			case h.held <- struct{}{}:
+			default:
+			}
+			<-h.let
+		}
+		return err
+	}
+}
+
+// TestRedLockGrantsTooLateAreNotCalledHeld: the instances grant the lock,
+// but their answers reach the caller after its TTL has run out. Obtain must
+// refuse it (no validity is left) and release the grants; and without a
+// Wait it must say so, not that the lock "is held": nobody holds it, and
+// the caller would look for a holder. (Seen under make stress: a warm-up
+// with a TTL of one second took longer than that and was refused as held.)
+func TestRedLockGrantsTooLateAreNotCalledHeld(t *testing.T) {
+	t.Parallel()
+	const ttl = 50 * time.Millisecond
+	held, let := make(chan struct{}, 3), make(chan struct{})
+	var clients []redis.UniversalClient
+	var plain []*redis.Client
+	for range 3 {
+		s := testenv.StartRedis(t)
+		plain = append(plain, s.Client())
+		c := redlockClient(t, s.Addr, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = time.Minute, time.Minute })
+		c.AddHook(holdObtains{held: held, let: let})
+		clients = append(clients, c)
+	}
+	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: time.Minute})
+	t.Cleanup(func() { _ = r.Close() })
+	done := make(chan error, 1)
+	go func() {
+		l, err := r.Obtain(context.Background(), "k", ttl, lock.ObtainOptions{})
+		if l != nil {
+			_ = l.Release(context.Background())
+			err = errors.New("obtained with grants older than the TTL")
+		}
+		done <- err
+	}()
+	<-held          // the first instance (the gate) granted it; its answer waits
+	time.Sleep(ttl) // and is now older than the TTL
+	close(let)
+	err := <-done
+	if !errors.Is(err, lock.ErrNotObtained) || strings.Contains(err.Error(), "is held") || !strings.Contains(err.Error(), "no validity") {
+		t.Fatalf("Obtain with every grant answered after the TTL: %v, want ErrNotObtained saying that no validity was left", err)
+	}
+	// An instance asked last may answer after Obtain returned: its grant
+	// is released when its answer comes.
+	testkit.Eventually(t, "every refused grant to be released", 10*time.Second, func() bool {
+		for _, c := range plain {
+			if record(t, c, "lock:", "k") != "" {
+				return false
+			}
+		}
+		return true
+	})
 }
