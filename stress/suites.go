@@ -79,6 +79,7 @@ var suites = []suite{{
 		"TestCleanUpOvertakenByItsTry",
 		"TestClusterKeysWithBraces",
 		"TestRedLockLateGrantAfterRelease",
+		"TestRedLockGrantsTooLateAreNotCalledHeld",
 		"TestRedLockWakeUpWhenGateDiesAfterAWaiterCame",
 		"TestReleaseStopsPublishingOnceNobodyWaits",
 		"TestReleaseRacingTheLastWaiterLeaving",
