@@ -119,11 +119,23 @@ func TestMetricsMoveWithBuys(t *testing.T) {
 		t.Errorf("seckill_sharded_fallbacks_total{kind=\"product\"} = %v, want 1", got)
 	}
 	// The sweeper (every second) gathers the last units: of two, one in
-	// each of buckets 0 and 1, it moves one. An earlier reset may have
-	// been swept too, so count from here.
+	// each of buckets 0 and 1, it moves one. Every instance runs one, and
+	// whichever comes first moves the unit (the others find nothing to
+	// move and count nothing), so the counts are summed over the
+	// instances: on instance 1 alone, CI beside two hogs waited 30 s for
+	// a sweep another instance had made. An earlier reset may have been
+	// swept too, so count from here.
 	moved := func() (float64, float64) {
-		text := scrape(t, base)
-		return sample(text, "seckill_sharded_sweeps_total", `kind="product"`), sample(text, "seckill_sharded_units_moved_total", `kind="product"`)
+		var sweeps, units float64
+		for _, in := range d.instances {
+			text := scrape(t, in)
+			s, u := sample(text, "seckill_sharded_sweeps_total", `kind="product"`), sample(text, "seckill_sharded_units_moved_total", `kind="product"`)
+			if s < 0 || u < 0 {
+				return -1, -1
+			}
+			sweeps, units = sweeps+s, units+u
+		}
+		return sweeps, units
 	}
 	sweeps0, units0 := moved()
 	if code := post("/api/v1/admin/products/2/reset", `{"stock":2}`, admin); code != 200 || sweeps0 < 0 || units0 < 0 {
