@@ -289,6 +289,7 @@ var suites = []suite{{
 		"TestStoryStartsTheDemoWhenNoneRuns",
 		"TestFleetRateLimit",
 		"TestRateLimitSwitchedAtRuntime",
+		"TestMetricsMoveWithBuys",
 	},
 	budget: 8 * time.Minute,
 }, {
