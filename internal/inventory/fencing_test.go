@@ -157,10 +157,16 @@ func TestLostLeaseStopsTheSection(t *testing.T) {
 // TestLostLeaseCancelsTheSectionContext: the critical section runs under
 // the lease's context, so work in flight (a slow query, a remote call)
 // stops when the lease runs out, not only at the check before the write.
-// A's section blocks on its context between the read and the write; its
-// lease (150 ms, no watchdog) runs out; the context must end with it, and
-// A must stop with ErrLockLost without writing. Under the request's own
+// A obtains a fixed lease (no watchdog) of a minute, so it cannot run out
+// before A's section begins, however slow the machine. A's section then
+// shortens it to 150 ms (Refresh) and blocks on its context between the
+// read and the write; the context must end when the lease runs out, and A
+// must stop with ErrLockLost without writing. Under the request's own
 // context the section would block until the test's safety limit.
+//
+// The lease used to be 150 ms from the start: on a starved machine (make
+// stress beside other suites) it ran out before the read, the section was
+// never called, and the test waited on it for good.
 func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -175,8 +181,12 @@ func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	const safety = 10 * time.Second
+	leases := &leaseTaker{Locker: locker, got: make(chan *lock.Lease, 1)}
 	ended := make(chan error, 1)
 	section := inventory.SectionOptions{BetweenReadAndWrite: func(sctx context.Context, o inventory.Order) {
+		if err := (<-leases.got).Refresh(ctx, 150*time.Millisecond); err != nil {
+			t.Errorf("shortening the lease: %v", err)
+		}
 		select {
 		case <-sctx.Done():
 			ended <- sctx.Err()
@@ -184,12 +194,17 @@ func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
 			ended <- nil
 		}
 	}}
-	lo := inventory.LockOptions{TTL: 150 * time.Millisecond, Wait: 5 * time.Second, Fixed: true}
-	stage := inventory.NewRedisLock(locker, db.Products(), "product", section, lo)
+	lo := inventory.LockOptions{TTL: time.Minute, Wait: 5 * time.Second, Fixed: true}
+	stage := inventory.NewRedisLock(leases, db.Products(), "product", section, lo)
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-lock": stage}, "t", "O")
 	_, err := svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "A", Quantity: 1})
-	if cerr := <-ended; cerr == nil {
-		t.Fatalf("the section's context was still live %v after the lease ran out", safety)
+	select {
+	case cerr := <-ended:
+		if cerr == nil {
+			t.Fatalf("the section's context was still live %v after the lease ran out", safety)
+		}
+	default:
+		t.Fatalf("the section never ran; the buy answered %v", err)
 	}
 	if !errors.Is(err, inventory.ErrLockLost) {
 		t.Fatalf("A must stop with ErrLockLost, got %v", err)
@@ -197,4 +212,18 @@ func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
 	if a, err := db.Products().Audit(ctx, 1); err != nil || a.Orders != 0 || a.Stock != 1 {
 		t.Fatalf("audit %+v, %v: A must not have written", a, err)
 	}
+}
+
+// leaseTaker hands the test every lease its Locker grants.
+type leaseTaker struct {
+	lock.Locker
+	got chan *lock.Lease
+}
+
+func (l *leaseTaker) Obtain(ctx context.Context, key string, ttl time.Duration, o lock.ObtainOptions) (*lock.Lease, error) {
+	lease, err := l.Locker.Obtain(ctx, key, ttl, o)
+	if err == nil {
+		l.got <- lease
+	}
+	return lease, err
 }
