@@ -177,14 +177,19 @@ func TestRedLockNoDoubleGrantAcrossRestarts(t *testing.T) {
 }
 
 // A dead majority (connections refused) fails a waiter at once with the
-// refusal, instead of waiting out its Wait.
+// refusal, instead of waiting out its Wait. A closed port refuses at once
+// whenever the dial runs, so the instance and dial timeouts are only bounds
+// for a hang: at 100 and 200 ms a starved machine (make stress beside
+// other suites, 1 run in 20) timed the dials out before they ran, and the
+// refusal never came back.
 func TestRedLockFailsFastWhenMajorityDown(t *testing.T) {
 	t.Parallel()
-	r, servers, _ := redLock(t, 3, 100*time.Millisecond)
+	const bound = 5 * time.Second
+	r, servers, _ := redLock(t, 3, bound, func(o *redis.Options) { o.DialTimeout, o.ReadTimeout, o.WriteTimeout = bound, bound, bound })
 	servers[0].Kill()
 	servers[1].Kill()
 	// A waiter that waited out its minute would fail with "still held".
-	_, err := r.Obtain(context.Background(), "down", time.Second, lock.ObtainOptions{Wait: time.Minute})
+	_, err := r.Obtain(context.Background(), "down", time.Minute, lock.ObtainOptions{Wait: time.Minute})
 	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("got %v, want ErrNotObtained with the refusal", err)
 	}
