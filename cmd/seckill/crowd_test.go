@@ -31,10 +31,11 @@ import (
 
 var safeStages = []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "redis-stream", "redis-sharded"}
 
-// crowdResult counts a crowd's answers.
+// crowdResult counts a crowd's answers: codes and problems each buyer's
+// last one (see crowd), the other counts every answer.
 type crowdResult struct {
 	codes        map[int]int
-	problems     map[string]int // problem type of every 4xx/5xx answer
+	problems     map[string]int // problem type of every last answer that is a 4xx/5xx
 	transport    int            // requests that got no HTTP answer at all
 	noRetryAfter int            // 429 and 503 answers without Retry-After
 	told         int            // answers that told a buyer to come back (comesBack)
