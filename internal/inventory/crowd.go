@@ -350,18 +350,20 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 			return errRememberedSoldOut
 		}
 	}
-	if c.door(ctx, o.ItemID) {
+	fromDoor := c.door(ctx, o.ItemID)
+	if fromDoor {
 		if c.afterDoor != nil {
 			c.afterDoor()
 		}
 		if soldOut() {
 			// The first buyer out of the line found it sold out while
 			// this one waited at the door.
+			c.leaveDoor(o.ItemID)
 			c.refused(RefusedRemembered)
 			return errRememberedSoldOut
 		}
 	}
-	if n, wait, ok := c.enter(o.ItemID); !ok {
+	if n, wait, ok := c.enter(o.ItemID, fromDoor); !ok {
 		c.refused(RefusedBounced)
 		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
 	}
@@ -532,7 +534,10 @@ func (m *memo) forget(id int64) {
 // door makes a buyer who finds the line of item id full before anyone
 // has left it wait at its door for the first to leave, at most half of
 // Within, and reports whether it did: a fresh line is about to show its
-// pace, and a buyer sent away now would only come straight back.
+// pace, and a buyer sent away now would only come straight back. A buyer
+// that waited counts at the door until it joins the line (enter) or goes
+// away (leaveDoor): the pace its wait showed must last until then, even
+// if the line empties meanwhile.
 func (c *Crowd) door(ctx context.Context, id int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -555,17 +560,36 @@ func (c *Crowd) door(ctx context.Context, id int64) bool {
 	}
 	t.Stop()
 	c.mu.Lock()
-	if c.atDoor[id]--; c.atDoor[id] <= 0 {
-		delete(c.atDoor, id)
-	}
 	return true
 }
 
-// enter admits a buyer of item id, or says how many are inside and how
-// long one spends there when the line is full.
-func (c *Crowd) enter(id int64) (int, time.Duration, bool) {
+// offDoor stops counting a buyer of item id at its door; c.mu is held.
+func (c *Crowd) offDoor(id int64) {
+	if c.atDoor[id]--; c.atDoor[id] <= 0 {
+		delete(c.atDoor, id)
+	}
+}
+
+// leaveDoor is the answer of a buyer from the door that does not join
+// the line: the line forgets its pace if nobody else needs it.
+func (c *Crowd) leaveDoor(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.offDoor(id)
+	if c.inside[id] == 0 && c.atDoor[id] == 0 {
+		c.forget(id)
+	}
+}
+
+// enter admits a buyer of item id, or says how many are inside and how
+// long one spends there when the line is full; fromDoor says that the
+// buyer comes from the door (see door).
+func (c *Crowd) enter(id int64, fromDoor bool) (int, time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fromDoor {
+		c.offDoor(id)
+	}
 	n := c.inside[id]
 	if c.opts.Queue > 0 && n >= c.opts.Queue && !c.servedInTime(id, n) {
 		return n, c.spent[id], false
@@ -616,10 +640,10 @@ func (c *Crowd) exit(id int64, d time.Duration, end time.Time) {
 	if c.inside[id]--; c.inside[id] <= 0 {
 		// Nobody waits: the averages are only read while the line is
 		// full, and ids of items that do not exist must not pile up.
-		// Buyers at the door still need them, up to their own entry:
-		// they are then forgotten the next time the line empties with
-		// nobody at its door (forgetting them as the last one leaves the
-		// door would race the others' entries).
+		// Buyers at the door, or let out of it and not yet in the
+		// line, still need them: they are forgotten once the last of
+		// those has joined and the line empties again (or the last
+		// goes away, see leaveDoor).
 		delete(c.inside, id)
 		if c.atDoor[id] == 0 {
 			c.forget(id)

@@ -573,6 +573,64 @@ func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
 	}
 }
 
+// TestCrowdDoorBuyersKeepThePaceWhenTheLineEmpties: a buyer let out of
+// the door counts there until it joins the line. So when one of them buys
+// and leaves, emptying the line before the others have joined it, the
+// line keeps the pace that let them out, and the last to join is let in
+// beside the one inside. It used to be forgotten with the empty line, and
+// the last buyer met a line of one, of unknown pace, and bounced (CI, stop
+// 47: "overloaded: 1 buyers ... want let in").
+func TestCrowdDoorBuyersKeepThePaceWhenTheLineEmpties(t *testing.T) {
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first")
+	gated := l.stage.next
+	var entries atomic.Int32
+	secondInside, secondGo := make(chan struct{}), make(chan struct{})
+	letSecond := sync.OnceFunc(func() { close(secondGo) })
+	t.Cleanup(letSecond) // a failed test does not leave the second inside
+	l.stage.next = func(o inventory.Order) error {
+		if o.UserID == "first" {
+			return gated(o)
+		}
+		if entries.Add(1) == 2 {
+			close(secondInside)
+			<-secondGo
+		}
+		return nil
+	}
+	const waiting = 3
+	var left sync.WaitGroup
+	left.Add(waiting)
+	var joined atomic.Int32
+	firstOut := make(chan struct{})
+	l.crowd.SetAfterDoor(func() {
+		left.Done()
+		left.Wait() // all three have left the door
+		switch joined.Add(1) {
+		case 2:
+			<-firstOut // joins once the first from the door has bought and left
+		case 3:
+			<-secondInside // joins while the second is inside
+		}
+	})
+	l.hold("first")
+	errs := l.atTheDoor(waiting)
+	l.let("first")
+	if err := <-errs; err != nil {
+		t.Fatalf("the first buyer from the door: %v, want let in", err)
+	}
+	close(firstOut)
+	if err := <-errs; err != nil {
+		t.Fatalf("the last buyer from the door, beside one inside: %v, want let in", err)
+	}
+	letSecond()
+	if err := <-errs; err != nil {
+		t.Fatalf("the second buyer from the door: %v, want let in", err)
+	}
+	if n := l.crowd.AtDoor(1); n != 0 {
+		t.Fatalf("%d buyers still counted at the door, want 0", n)
+	}
+}
+
 // TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor: every buyer has left the
 // door, with the line empty for a moment, before any of them joins it; the
 // pace the first leaver showed still holds for the last to join, who used

@@ -19,7 +19,8 @@ func (s *RedisAtomic) WaitingToWrite(id int64) int {
 	return 0
 }
 
-// AtDoor counts the buyers of item id waiting at the door of its line.
+// AtDoor counts the buyers of item id waiting at the door of its line, or
+// let out of it and not yet in the line.
 func (c *Crowd) AtDoor(id int64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
