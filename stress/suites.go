@@ -132,6 +132,7 @@ var suites = []suite{{
 		"TestCrowdDoorLetsInWhenThePaceIsKnown",
 		"TestCrowdLineGrowsWhenBuyersLeaveQuickly",
 		"TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor",
+		"TestCrowdDoorBuyersKeepThePaceWhenTheLineEmpties",
 		"TestCrowdAdmitsAfterTheMemoryBeforeTheLine",
 		"TestFoldedBuyPassesAFullLine",
 		"TestRepairedUnitsSellAfterAFailedBump",
