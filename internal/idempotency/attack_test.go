@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
@@ -123,6 +124,42 @@ func recordKey(prefix, user, route, key string) string {
 	return prefix + hex.EncodeToString(h.Sum(nil))
 }
 
+// endLease ends now the in-flight lease of the record of (u, /p, key), after
+// checking that its claim set it to end within lease of Redis's clock. A
+// test that needs a lease to run out takes a long one and ends it here: a
+// short one could also run out before the steps meant to run inside it, on
+// a starved machine (a claim of 300 ms expired between two Begins in a
+// busy CI run's reach).
+func endLease(t *testing.T, rdb *redis.Client, prefix, key string, lease time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	k := recordKey(prefix, "u", "/p", key)
+	raw, err := rdb.Get(ctx, k).Bytes()
+	if err != nil {
+		t.Fatalf("the record of %q: %v", key, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatalf("the record of %q: %v", key, err)
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	until, ok := rec["lease_until"].(float64)
+	if ms := now.UnixMilli(); !ok || int64(until) <= ms || int64(until) > ms+lease.Milliseconds() {
+		t.Fatalf("the claim of %q leased until %v; want after now (%d) and within %v", key, rec["lease_until"], ms, lease)
+	}
+	rec["lease_until"] = now.UnixMilli() - 1
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.SetArgs(ctx, k, b, redis.SetArgs{KeepTTL: true}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAttackRecordsOfThePreviousCode: across the deploy, Redis holds
 // records the previous code wrote: markers without lease_until whose key
 // lived for the lease, and stored answers. A marker is in flight until
@@ -138,7 +175,9 @@ func TestAttackRecordsOfThePreviousCode(t *testing.T) {
 	other := idempotency.Fingerprint("POST", "/p", []byte(`{"x":1}`))
 
 	marker, _ := json.Marshal(map[string]string{"token": "old-token", "fp": fp})
-	if err := rdb.Set(ctx, recordKey(prefix, "u", "/p", "marker"), marker, 300*time.Millisecond).Err(); err != nil {
+	// The old code's marker lived for the lease: a minute here, so that
+	// it lives through the two Begins on any machine; then it expires.
+	if err := rdb.Set(ctx, recordKey(prefix, "u", "/p", "marker"), marker, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Begin(ctx, "u", "/p", "marker", fp); !errors.Is(err, idempotency.ErrInFlight) {
@@ -146,6 +185,12 @@ func TestAttackRecordsOfThePreviousCode(t *testing.T) {
 	}
 	if _, _, err := s.Begin(ctx, "u", "/p", "marker", other); !errors.Is(err, idempotency.ErrMismatch) {
 		t.Fatalf("an old marker, another body: %v, want mismatch", err)
+	}
+	if ttl, err := rdb.PTTL(ctx, recordKey(prefix, "u", "/p", "marker")).Result(); err != nil || ttl <= 0 {
+		t.Fatalf("the old marker's TTL after two Begins: %v, %v; want it left as it was", ttl, err)
+	}
+	if err := rdb.PExpire(ctx, recordKey(prefix, "u", "/p", "marker"), time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
 	}
 	var c *idempotency.Claim
 	testkit.Eventually(t, "the old marker to expire", 10*time.Second, func() bool {
