@@ -50,6 +50,12 @@ func (h frozenHold) Exit(ctx context.Context) error              { return h.l.Re
 // buyer A obtains the lock (watchdog off, 150ms lease), reads stock 1, and
 // is paused by the test hook until its lease has expired and buyer B has
 // obtained the lock and bought the unit. Then A resumes and writes.
+//
+// afterRead: the section runs under the lease's context, so a lease that
+// ran out before the read would stop A there, on a starved machine, and
+// B's own lease must last through its read and write. Both buyers take a
+// minute, and A's pause shortens A's to 150 ms (Refresh): its lease ends
+// after its read, whatever the machine's pace.
 func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inventory.Audit) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -68,8 +74,14 @@ func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inven
 
 	aRead := make(chan struct{})
 	bDone := make(chan struct{})
+	leases := &leaseTaker{Locker: locker, got: make(chan *lock.Lease, 2)}
 	hold := func(o inventory.Order) {
 		if o.UserID == "A" {
+			if at == afterRead {
+				if err := (<-leases.got).Refresh(ctx, 150*time.Millisecond); err != nil {
+					t.Errorf("shortening A's lease: %v", err)
+				}
+			}
 			close(aRead)
 			<-bDone // the pause: A's lease runs out meanwhile
 		}
@@ -79,7 +91,8 @@ func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inven
 	var stage inventory.Stage
 	if at == afterRead {
 		section.BetweenReadAndWrite = func(_ context.Context, o inventory.Order) { hold(o) }
-		stage = inventory.NewRedisLock(locker, db.Products(), "product", section, lo)
+		lo.TTL = time.Minute
+		stage = inventory.NewRedisLock(leases, db.Products(), "product", section, lo)
 	} else {
 		section.BeforeWrite = hold
 		stage = inventory.NewGuarded(frozenGuard{locker}, db.Products(), "product", section)
@@ -214,7 +227,8 @@ func TestLostLeaseCancelsTheSectionContext(t *testing.T) {
 	}
 }
 
-// leaseTaker hands the test every lease its Locker grants.
+// leaseTaker hands the test every lease its Locker grants, on got: a
+// test obtains no more leases than got holds unread.
 type leaseTaker struct {
 	lock.Locker
 	got chan *lock.Lease
