@@ -427,8 +427,10 @@ func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
 // the lock once the instances answer again.
 func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 	t.Parallel()
-	// Reads time out at 20ms, well inside the 500ms instance timeout, so
-	// every failure is go-redis's own "i/o timeout".
+	// Reads time out at 1 s, well inside the 5 s instance timeout, so
+	// every failure is go-redis's own "i/o timeout". They used to time out
+	// at 20 ms: on a starved machine a resumed instance then timed out
+	// too, and the release after the obtain failed (make stress, bare).
 	// timeouts counts, per instance, the package's scripts that failed
 	// with a timeout.
 	var timeouts [3]atomic.Int32
@@ -436,7 +438,7 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 	var clients []redis.UniversalClient
 	for i := range 3 {
 		s := testenv.StartRedis(t)
-		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr, ReadTimeout: 20 * time.Millisecond}))
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr, ReadTimeout: time.Second}))
 		c.AddHook(replyHook(func(cmd redis.Cmder, err error) {
 			var ne interface{ Timeout() bool }
 			if lock.ScriptOf(cmd) != "" && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
@@ -446,7 +448,7 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		servers, clients = append(servers, s), append(clients, c)
 	}
-	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 500 * time.Millisecond})
+	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 5 * time.Second})
 	t.Cleanup(func() { _ = r.Close() })
 	servers[0].Pause()
 	servers[1].Pause()
@@ -454,13 +456,14 @@ func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
 	t.Cleanup(servers[1].Resume)
 	got := make(chan error, 1)
 	go func() {
-		l, err := r.Obtain(context.Background(), "k", time.Second, lock.ObtainOptions{Wait: 30 * time.Second})
+		l, err := r.Obtain(context.Background(), "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
 		if err == nil {
-			err = l.Release(context.Background())
+			// What is asserted is the grant; a release is another test's.
+			t.Cleanup(func() { _ = l.Release(context.Background()) })
 		}
 		got <- err
 	}()
-	testkit.Eventually(t, "both paused instances to time out", 10*time.Second, func() bool {
+	testkit.Eventually(t, "both paused instances to time out", 30*time.Second, func() bool {
 		return timeouts[0].Load() > 0 && timeouts[1].Load() > 0
 	})
 	servers[0].Resume()
@@ -489,9 +492,16 @@ func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
 	}
 	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = r.Close() })
+	// The holders take their locks through a patient RedLock, so that each
+	// lock is held on all three instances: with 100 ms an instance starved
+	// for longer was left out of A's grant, and with the third paused, A
+	// then held a bare majority that its release could not reach (make
+	// stress, bare: "released on 1 of 3 instances").
+	holders := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = holders.Close() })
 	bg := context.Background()
-	ha := mustObtain(t, r, bg, "a", time.Minute, lock.ObtainOptions{})
-	hb := mustObtain(t, r, bg, "b", time.Minute, lock.ObtainOptions{})
+	ha := mustObtain(t, holders, bg, "a", time.Minute, lock.ObtainOptions{Fixed: true})
+	hb := mustObtain(t, holders, bg, "b", time.Minute, lock.ObtainOptions{Fixed: true})
 	servers[2].Pause()
 	t.Cleanup(servers[2].Resume) // runs before the clients close
 
