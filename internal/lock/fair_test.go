@@ -444,12 +444,14 @@ func TestFairCrowd(t *testing.T) {
 // waits, and a lease that runs out is reported lost.
 //
 // Not parallel: a renewal may take at most ttl/3, which the other tests'
-// crowds on a shared embedded Redis could exceed beside CPU hogs.
+// crowds on a shared embedded Redis could exceed beside CPU hogs. The
+// lease is 6 s, renewed every 2 s: with 1 s, a renewal that a starved
+// machine ran 650 ms late lost it.
 func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 	rdb, c, prefix := testClient(t, lock.Options{})
 	other, _ := newClient(t, rdb, lock.Options{Prefix: prefix})
 	ctx := context.Background()
-	const ttl = time.Second
+	const ttl = 6 * time.Second
 	job := lock.ObtainOptions{Fair: true, Owner: "job", Wait: time.Second}
 	a := mustObtain(t, c, ctx, "k", ttl, job)
 	got := make(chan *lock.Lease, 1)
@@ -460,7 +462,7 @@ func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 	}
 	mustRelease(t, again)
 	select {
-	case <-time.After(3 * ttl): // the watchdog renews a every ttl/3
+	case <-time.After(ttl + ttl/2): // past a's first ttl: the watchdog renews a every ttl/3
 	case <-a.Done():
 		t.Fatalf("lease lost while a fair waiter waited: %v", a.Err())
 	case b := <-got:
@@ -476,7 +478,7 @@ func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 	}
 	mustRelease(t, b)
 
-	f := mustObtain(t, c, ctx, "f", ttl, lock.ObtainOptions{Fair: true, Fixed: true})
+	f := mustObtain(t, c, ctx, "f", time.Second, lock.ObtainOptions{Fair: true, Fixed: true})
 	<-f.Done()
 	if !errors.Is(f.Err(), lock.ErrLockLost) {
 		t.Fatalf("a fixed lease past its ttl: Err %v, want ErrLockLost", f.Err())

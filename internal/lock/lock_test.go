@@ -211,13 +211,15 @@ func TestRefresh(t *testing.T) {
 	rdb, c, prefix := testClient(t, lock.Options{})
 	ctx := context.Background()
 
-	lease := mustObtain(t, c, ctx, "k", 200*time.Millisecond, lock.ObtainOptions{Fixed: true})
+	// 10 s, then a minute: a lease that had to live only until the
+	// refresh (200 ms once) could run out first on a starved machine.
+	lease := mustObtain(t, c, ctx, "k", 10*time.Second, lock.ObtainOptions{Fixed: true})
 	before := lease.Deadline()
-	if err := lease.Refresh(ctx, 5*time.Second); err != nil {
+	if err := lease.Refresh(ctx, time.Minute); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
-	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")).Val(); pttl <= time.Second {
-		t.Fatalf("PTTL after refresh = %v, want > 1s", pttl)
+	if pttl := rdb.PTTL(ctx, lockKey(prefix, "k")).Val(); pttl <= 10*time.Second {
+		t.Fatalf("PTTL after refresh = %v, want > 10s", pttl)
 	}
 	if !lease.Deadline().After(before) {
 		t.Fatalf("deadline did not move: %v then %v", before, lease.Deadline())
