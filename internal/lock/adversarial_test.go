@@ -388,9 +388,13 @@ func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {
 // is still subscribing (after its failed try) must not be lost: the waiter
 // must try again once the live instances have confirmed its subscription,
 // rather than sleep until its context ends.
+//
+// Instance timeouts of seconds: with 200 ms, a live instance that a starved
+// machine timed out failed the try outright (one instance is down), it was
+// never refused as held, and the test waited for the release for good.
 func TestRedLockWakeUpWithInstanceDown(t *testing.T) {
 	t.Parallel()
-	r, servers, clients := redLock(t, 3, 200*time.Millisecond)
+	r, servers, clients := redLock(t, 3, 5*time.Second, patientClient)
 	var holder atomic.Pointer[lock.Lease]
 	var once sync.Once
 	released := make(chan error, 1)
@@ -409,8 +413,15 @@ func TestRedLockWakeUpWithInstanceDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := r.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
-	if rerr := <-released; rerr != nil {
-		t.Fatalf("release: %v", rerr)
+	// The hook releases in the waiter's own call, so by now it has or never
+	// will.
+	select {
+	case rerr := <-released:
+		if rerr != nil {
+			t.Fatalf("release: %v", rerr)
+		}
+	default:
+		t.Fatalf("the waiter's try was never refused as held (so nothing was released); Obtain: %v", err)
 	}
 	if err != nil {
 		t.Fatalf("the waiter missed a release made before its subscription was confirmed: %v", err)
@@ -421,6 +432,9 @@ func TestRedLockWakeUpWithInstanceDown(t *testing.T) {
 // 2 RedLock clients x 8 goroutines, one instance dead, a TTL far longer
 // than the wait: each goroutine must get the lock once, handed over by
 // release wake-ups, since no fallback re-check comes within the wait.
+// Instance timeouts are seconds and the wait a minute: with 200 ms and
+// 5 s, a live instance that a starved machine timed out failed an obtain
+// at once (one instance is down), and 15 handoffs had to fit in 5 s.
 func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
 	t.Parallel()
 	var servers []*testenv.RedisProcess
@@ -434,14 +448,14 @@ func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
 	for range 2 {
 		var own []redis.UniversalClient
 		for _, s := range servers {
-			own = append(own, redlockClient(t, s.Addr))
+			own = append(own, redlockClient(t, s.Addr, patientClient))
 		}
-		r := mustRedLock(t, own, lock.RedLockOptions{InstanceTimeout: 200 * time.Millisecond})
+		r := mustRedLock(t, own, lock.RedLockOptions{InstanceTimeout: 5 * time.Second})
 		t.Cleanup(func() { _ = r.Close() })
 		locks = append(locks, r)
 	}
 	servers[1].Kill()
-	got, overlaps, failures := crowd(t, 16, "hot", 10*time.Second, 5*time.Second, locks[0], locks[1])
+	got, overlaps, failures := crowd(t, 16, "hot", 5*time.Minute, time.Minute, locks[0], locks[1])
 	if got != 16 || overlaps != 0 {
 		t.Fatalf("%d of 16 obtained, %d overlaps; failures: %q", got, overlaps, failures)
 	}

@@ -180,6 +180,13 @@ func isHeld(t testing.TB, rdb redis.UniversalClient, prefix, key string) bool {
 // redlockClient returns a client of the redis-server at addr, set up as a
 // RedLock instance's (lock.InstanceOptions) with the lock tests' timeouts,
 // closed when the test ends; tune adjusts its options.
+// patientClient tunes a redlockClient to dial, read and write for seconds:
+// for tests whose timeouts only bound a hang, where a starved machine
+// must not turn a refusal or an answer into a timeout.
+func patientClient(o *redis.Options) {
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+}
+
 func redlockClient(t testing.TB, addr string, tune ...func(*redis.Options)) *redis.Client {
 	t.Helper()
 	o := &redis.Options{

@@ -42,11 +42,15 @@ func TestRedLock(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run("instances="+string(rune('0'+n)), func(t *testing.T) {
 			t.Parallel()
-			const timeout = 200 * time.Millisecond // generous: CI machines are busy
-			r, servers, clients := redLock(t, n, timeout)
+			// Seconds, to dial, read and answer: they only bound a hang.
+			// With 200 ms a starved machine timed out a live instance,
+			// which with one down fails an obtain at once, and timed
+			// out the dial to a dead one, which then is no refusal.
+			const timeout = 5 * time.Second
+			r, servers, clients := redLock(t, n, timeout, patientClient)
 			ctx := context.Background()
 
-			a := mustObtain(t, r, ctx, "k", time.Second, lock.ObtainOptions{})
+			a := mustObtain(t, r, ctx, "k", time.Minute, lock.ObtainOptions{})
 			// Obtain returns once a majority said yes; the others follow.
 			testkit.Eventually(t, "the lock on every instance", 10*time.Second, func() bool {
 				held := 0
@@ -57,7 +61,7 @@ func TestRedLock(t *testing.T) {
 				}
 				return held == n
 			})
-			if _, err := r.Obtain(ctx, "k", time.Second, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
+			if _, err := r.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
 				t.Fatalf("obtain while held: got %v", err)
 			}
 			mustRelease(t, a)
@@ -67,10 +71,10 @@ func TestRedLock(t *testing.T) {
 			for _, s := range servers[:minority] {
 				s.Kill()
 			}
-			b := mustObtain(t, r, ctx, "k", time.Second, lock.ObtainOptions{})
+			b := mustObtain(t, r, ctx, "k", time.Minute, lock.ObtainOptions{})
 			got := make(chan *lock.Lease)
 			go func() {
-				l, err := r.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: 10 * time.Second})
+				l, err := r.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
 				if err != nil {
 					t.Errorf("waiter: %v", err)
 				}
@@ -88,7 +92,7 @@ func TestRedLock(t *testing.T) {
 
 			// A majority down: fails with the refusal, even while waiting.
 			servers[minority].Kill()
-			_, err := r.Obtain(ctx, "k", time.Second, lock.ObtainOptions{Wait: time.Minute})
+			_, err := r.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
 			if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("obtain with a majority down: got %v, want ErrNotObtained with the refusal", err)
 			}
