@@ -32,9 +32,12 @@ const (
 
 // scriptedStage plays, buy after buy, whatever its mode says: the ways a
 // run can end with its outcome unknown to the buyer, or refused outright.
+// Where a mode waits out the request's deadline, it first lets it pass
+// (fall), right after the step it must follow.
 type scriptedStage struct {
 	next inventory.Stage
 	mode *atomic.Int32
+	fall func()
 }
 
 func (s scriptedStage) Buy(ctx context.Context, o inventory.Order) error {
@@ -42,6 +45,7 @@ func (s scriptedStage) Buy(ctx context.Context, o inventory.Order) error {
 	case refuse:
 		return fmt.Errorf("%w: scripted", inventory.ErrOverloaded)
 	case stallTimeout:
+		s.fall()
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -50,6 +54,7 @@ func (s scriptedStage) Buy(ctx context.Context, o inventory.Order) error {
 	}
 	switch s.mode.Load() {
 	case commitTimeout:
+		s.fall()
 		<-ctx.Done()
 		return ctx.Err()
 	case commitPanic:
@@ -61,6 +66,7 @@ func (s scriptedStage) Buy(ctx context.Context, o inventory.Order) error {
 	case commitLostRPC:
 		// What RedisStream.Buy returns when the script ran and its reply
 		// was cut off by the request's deadline.
+		s.fall()
 		<-ctx.Done()
 		return fmt.Errorf("%w: queue in redis: %w", inventory.ErrUnavailable, ctx.Err())
 	}
@@ -72,15 +78,18 @@ func (s scriptedStage) Buy(ctx context.Context, o inventory.Order) error {
 // lease is far longer than any test: a retry runs early only because the
 // record says the earlier run's outcome is unknown.
 type attackRig struct {
-	// h answers the runs that wait out the request's deadline (200 ms);
-	// patient answers every other run over the same services and keys,
-	// under a deadline no busy machine reaches, so that a run meant to
-	// succeed never times out by accident.
-	h, patient http.Handler
-	db         *store.DB
-	mode       atomic.Int32
-	now        atomic.Pointer[time.Time]
-	prods      *inventory.Service
+	// h answers every run, under a deadline of a minute, which no busy
+	// machine reaches: a run meant to succeed never times out by
+	// accident, and a run that waits out its deadline has one that
+	// passes on cue (cue), right after its scripted step. A deadline of
+	// 200 ms could pass before the claim or the commit, on a starved
+	// machine, and the run then wrote nothing.
+	h     http.Handler
+	db    *store.DB
+	mode  atomic.Int32
+	cue   atomic.Pointer[cueDeadline]
+	now   atomic.Pointer[time.Time]
+	prods *inventory.Service
 }
 
 func newAttackRig(t *testing.T, db *store.DB, stock int) *attackRig {
@@ -96,21 +105,19 @@ func newAttackRig(t *testing.T, db *store.DB, stock int) *attackRig {
 	start := time.Now()
 	r.now.Store(&start)
 	clock := func() time.Time { return *r.now.Load() }
-	r.prods = inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": scriptedStage{next: inventory.NewDBAtomic(db.Products()), mode: &r.mode}}, "atk-1", "O").
+	fall := func() { r.cue.Load().fall() }
+	r.prods = inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": scriptedStage{next: inventory.NewDBAtomic(db.Products()), mode: &r.mode, fall: fall}}, "atk-1", "O").
 		WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clock})
-	coupons := inventory.NewService(db.Coupons(), map[string]inventory.Stage{"db-atomic": scriptedStage{next: inventory.NewDBAtomic(db.Coupons()), mode: &r.mode}}, "atk-1", "C")
+	coupons := inventory.NewService(db.Coupons(), map[string]inventory.Stage{"db-atomic": scriptedStage{next: inventory.NewDBAtomic(db.Coupons()), mode: &r.mode, fall: fall}}, "atk-1", "C")
 	keys := idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name("idem") + ":", Lease: time.Hour})
-	server := func(timeout time.Duration) http.Handler {
-		return httpapi.NewServer(httpapi.Deps{
-			Instance:       "atk-1",
-			Products:       r.prods,
-			Coupons:        coupons,
-			Stage:          "db-atomic",
-			RequestTimeout: timeout,
-			Idempotency:    keys,
-		})
-	}
-	r.h, r.patient = server(200*time.Millisecond), server(time.Minute)
+	r.h = httpapi.NewServer(httpapi.Deps{
+		Instance:       "atk-1",
+		Products:       r.prods,
+		Coupons:        coupons,
+		Stage:          "db-atomic",
+		RequestTimeout: time.Minute,
+		Idempotency:    keys,
+	})
 	return r
 }
 
@@ -122,13 +129,10 @@ func (r *attackRig) send(mode int32, path, key, body string) *httptest.ResponseR
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	cue := newCueDeadline()
+	r.cue.Store(cue)
 	rec := httptest.NewRecorder()
-	switch mode {
-	case commitTimeout, stallTimeout, commitLostRPC:
-		r.h.ServeHTTP(rec, req)
-	default:
-		r.patient.ServeHTTP(rec, req)
-	}
+	r.h.ServeHTTP(rec, req.WithContext(cue))
 	return rec
 }
 

@@ -3,6 +3,10 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,19 +18,61 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
+// cueDeadline is a request's context whose deadline passes when the test
+// says (fall), not at a set time: a deadline of a few hundred
+// milliseconds could also pass on a starved machine before the claim or
+// the commit it is meant to follow.
+type cueDeadline struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newCueDeadline() *cueDeadline {
+	return &cueDeadline{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *cueDeadline) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (c *cueDeadline) Done() <-chan struct{}       { return c.done }
+func (c *cueDeadline) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// fall makes the deadline pass.
+func (c *cueDeadline) fall() { c.once.Do(func() { close(c.done) }) }
+
+// postBy is post under a deadline that passes on cue.
+func postBy(h http.Handler, cue *cueDeadline, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body)).WithContext(cue)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
 // lostAnswerStage, while cut is set, writes the order through next and
-// then waits out the request's deadline: the commit lands and the buyer is
-// told "timeout", as when a deadline (or a crash) falls between a commit
-// and its answer.
+// then lets the request's deadline pass (cut's fall) and waits it out: the
+// commit lands and the buyer is told "timeout", as when a deadline (or a
+// crash) falls between a commit and its answer.
 type lostAnswerStage struct {
 	next inventory.Stage
-	cut  *atomic.Bool
+	cut  *atomic.Pointer[cueDeadline]
 }
 
 func (s lostAnswerStage) Buy(ctx context.Context, o inventory.Order) error {
-	if err := s.next.Buy(ctx, o); err != nil || !s.cut.Load() {
+	cue := s.cut.Load()
+	if err := s.next.Buy(ctx, o); err != nil || cue == nil {
 		return err
 	}
+	cue.fall()
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -44,21 +90,22 @@ func TestRetryAfterALostAnswerGetsTheOrder(t *testing.T) {
 	if err := db.Products().Reset(ctx, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	var cut atomic.Bool
-	cut.Store(true)
+	var cut atomic.Pointer[cueDeadline]
+	cue := newCueDeadline()
+	cut.Store(cue)
 	stages := map[string]inventory.Stage{"db-atomic": lostAnswerStage{next: inventory.NewDBAtomic(db.Products()), cut: &cut}}
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:       "lost-1",
 		Products:       inventory.NewService(db.Products(), stages, "lost-1", "O"),
 		Stage:          "db-atomic",
-		RequestTimeout: 200 * time.Millisecond,
+		RequestTimeout: time.Minute, // the first buy's deadline passes on cue
 		// A lease far longer than the test: the retry runs because the
 		// first run was marked unknown, not because its lease ran out.
 		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: testenv.Name("idem") + ":", Lease: time.Hour}),
 	})
 	body := `{"user_id":"lost-buyer","quantity":1}`
 
-	first := post(h, "lost-key", body)
+	first := postBy(h, cue, "lost-key", body)
 	if first.Code != 503 || problemType(t, first) != "timeout" {
 		t.Fatalf("the first buy: %d %s, want 503 timeout", first.Code, first.Body)
 	}
@@ -67,7 +114,7 @@ func TestRetryAfterALostAnswerGetsTheOrder(t *testing.T) {
 		t.Fatalf("the first buy's commit did not land: %v", err)
 	}
 	t.Logf("the first buy committed order %s and its buyer was told 503 timeout", held.No)
-	cut.Store(false)
+	cut.Store(nil)
 
 	if rec := post(h, "", `{"user_id":"someone-else","quantity":1}`); rec.Code != 409 || problemType(t, rec) != "sold-out" {
 		t.Fatalf("the item must now be sold out: %d %s", rec.Code, rec.Body)
