@@ -490,8 +490,12 @@ func (l *gatedLine) atTheDoor(n int) <-chan error {
 // most half of Within (before that, it waits at the door for the first to
 // leave), and never past QueueMax; when they take longer, the line stops
 // growing.
+//
+// Within is an hour, on the line's clock, which the test moves: the door's
+// wait (half of Within) runs on the real clock, and with a second, a
+// starved machine let h3 out of the door, and bounced, before h2 left.
 func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Second}, nil, "h1", "h2", "h3", "h4", "h5")
+	l := newGatedLine(t, inventory.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Hour}, nil, "h1", "h2", "h3", "h4", "h5")
 	l.hold("h1")
 	l.hold("h2")
 	// Nobody has left yet: h3 waits at the door for the first to leave.
@@ -499,17 +503,17 @@ func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 	for l.crowd.AtDoor(1) != 1 {
 		runtime.Gosched()
 	}
-	l.advance(100 * time.Millisecond)
-	l.let("h2") // 100 ms inside: h3 is let in
+	l.advance(6 * time.Minute)
+	l.let("h2") // 6 min inside: h3 is let in
 	if who := <-l.entered; who != "h3" {
 		t.Fatalf("%s entered, want h3 from the door", who)
 	}
-	l.hold("h4") // 3 inside: the last buyer took 100 ms, within half a second
+	l.hold("h4") // 3 inside: the last buyer took 6 min, within half an hour
 	l.hold("h5") // 4 inside: QueueMax
 	l.bounced("QueueMax reached", 4)
-	l.advance(2 * time.Second)
-	l.let("h5") // 2 s inside: the average moves to 337.5 ms, still in time
-	l.let("h4") // 2 s again: 545.3 ms, past half of Within
+	l.advance(2 * time.Hour)
+	l.let("h5") // 2 h inside: the average moves to 20.25 min, still in time
+	l.let("h4") // 2 h again: 32.7 min, past half of Within
 	l.bounced("the last buyers took longer than half of Within", 2)
 	l.let("h1")
 	l.let("h3")
