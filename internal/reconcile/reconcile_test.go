@@ -33,26 +33,34 @@ func TestOneRunPerIntervalAcrossTheFleet(t *testing.T) {
 
 	var mu sync.Mutex
 	runs := map[int64][]string{}
-	var jobs []*reconcile.Job
-	for i := 0; i < 3; i++ {
-		name := fmt.Sprintf("i%d", i)
-		locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
-		defer locker.Close()
-		jobs = append(jobs, reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: items}}, reconcile.Options{
-			Interval: interval, Instance: name, Prefix: prefix,
-			OnRun: func(r reconcile.Result) {
-				mu.Lock()
-				runs[r.Slot] = append(runs[r.Slot], name)
-				mu.Unlock()
-			},
-		}))
+	fleet := func(interval time.Duration) []*reconcile.Job {
+		var jobs []*reconcile.Job
+		for i := 0; i < 3; i++ {
+			name := fmt.Sprintf("i%d", i)
+			locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
+			t.Cleanup(func() { _ = locker.Close() })
+			jobs = append(jobs, reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: items}}, reconcile.Options{
+				Interval: interval, Instance: name, Prefix: prefix,
+				OnRun: func(r reconcile.Result) {
+					mu.Lock()
+					runs[r.Slot] = append(runs[r.Slot], name)
+					mu.Unlock()
+				},
+			}))
+		}
+		return jobs
 	}
 
 	// Slots far from the clock's, so that the loops below never meet them.
+	// These jobs' interval is a minute, so a slot's marker lives past 3
+	// minutes: with 300 ms it lived 1.9 s, and a job stalled that long
+	// behind the one that ran the slot could find it gone and run the slot
+	// again.
+	slotJobs := fleet(time.Minute)
 	for slot := int64(1); slot <= 10; slot++ {
 		start := make(chan struct{})
-		ran := make(chan bool, len(jobs))
-		for _, j := range jobs {
+		ran := make(chan bool, len(slotJobs))
+		for _, j := range slotJobs {
 			go func() {
 				<-start
 				_, r, err := j.RunSlot(context.Background(), slot)
@@ -64,7 +72,7 @@ func TestOneRunPerIntervalAcrossTheFleet(t *testing.T) {
 		}
 		close(start)
 		n := 0
-		for range jobs {
+		for range slotJobs {
 			if <-ran {
 				n++
 			}
@@ -79,7 +87,7 @@ func TestOneRunPerIntervalAcrossTheFleet(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, j := range jobs {
+	for _, j := range fleet(interval) {
 		wg.Add(1)
 		go func() { defer wg.Done(); j.Run(ctx) }()
 	}
