@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -53,7 +54,14 @@ func newFleet(t *testing.T, env map[string]string) *fleet {
 	for i := 0; i < 3; i++ {
 		p := testenv.StartRedis(t)
 		f.redlock = append(f.redlock, p)
-		b.redlock = append(b.redlock, p.Client())
+		// p.Client's, with 5 s to dial, read and write: the app's instance
+		// timeout bounds each call. A dial to a killed server must come
+		// back refused, which a starved machine turned into a 200 ms
+		// timeout.
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{
+			Addr: p.Addr, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		}))
+		b.redlock = append(b.redlock, c) // closed by closeBackends
 	}
 	t.Cleanup(func() { closeBackends(b, slog.New(slog.DiscardHandler)) })
 	base := map[string]string{
@@ -254,7 +262,10 @@ func (f *fleet) duplicateGrabbers(t *testing.T) int {
 // and nothing changes.
 func TestFleetRedLockFaults(t *testing.T) {
 	skipShort(t)
-	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redlock"})
+	// A lease of a minute makes each instance's RedLock timeout 3 s (TTL/20):
+	// with 250 ms, a starved machine could time out a dial to a killed
+	// server, and a timeout is waited through, where a refusal fails fast.
+	f := newFleet(t, map[string]string{"SECKILL_STAGE": "redlock", "SECKILL_LOCK_TTL": "60s"})
 	f.reset("products", 1, 100)
 	done := make(chan map[int]int)
 	go func() {
