@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // What a scriptedStage does with the next buy.
@@ -87,7 +88,7 @@ type attackRig struct {
 	h     http.Handler
 	db    *store.DB
 	mode  atomic.Int32
-	cue   atomic.Pointer[cueDeadline]
+	cue   atomic.Pointer[testkit.CueDeadline]
 	now   atomic.Pointer[time.Time]
 	prods *inventory.Service
 }
@@ -105,7 +106,7 @@ func newAttackRig(t *testing.T, db *store.DB, stock int) *attackRig {
 	start := time.Now()
 	r.now.Store(&start)
 	clock := func() time.Time { return *r.now.Load() }
-	fall := func() { r.cue.Load().fall() }
+	fall := func() { r.cue.Load().Fall() }
 	r.prods = inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": scriptedStage{next: inventory.NewDBAtomic(db.Products()), mode: &r.mode, fall: fall}}, "atk-1", "O").
 		WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clock})
 	coupons := inventory.NewService(db.Coupons(), map[string]inventory.Stage{"db-atomic": scriptedStage{next: inventory.NewDBAtomic(db.Coupons()), mode: &r.mode, fall: fall}}, "atk-1", "C")
@@ -129,7 +130,7 @@ func (r *attackRig) send(mode int32, path, key, body string) *httptest.ResponseR
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	cue := newCueDeadline()
+	cue := testkit.NewCueDeadline()
 	r.cue.Store(cue)
 	rec := httptest.NewRecorder()
 	r.h.ServeHTTP(rec, req.WithContext(cue))

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,38 +15,11 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// cueDeadline is a request's context whose deadline passes when the test
-// says (fall), not at a set time: a deadline of a few hundred
-// milliseconds could also pass on a starved machine before the claim or
-// the commit it is meant to follow.
-type cueDeadline struct {
-	context.Context
-	done chan struct{}
-	once sync.Once
-}
-
-func newCueDeadline() *cueDeadline {
-	return &cueDeadline{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *cueDeadline) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
-func (c *cueDeadline) Done() <-chan struct{}       { return c.done }
-func (c *cueDeadline) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-// fall makes the deadline pass.
-func (c *cueDeadline) fall() { c.once.Do(func() { close(c.done) }) }
-
 // postBy is post under a deadline that passes on cue.
-func postBy(h http.Handler, cue *cueDeadline, key, body string) *httptest.ResponseRecorder {
+func postBy(h http.Handler, cue *testkit.CueDeadline, key, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body)).WithContext(cue)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -59,12 +31,12 @@ func postBy(h http.Handler, cue *cueDeadline, key, body string) *httptest.Respon
 }
 
 // lostAnswerStage, while cut is set, writes the order through next and
-// then lets the request's deadline pass (cut's fall) and waits it out: the
+// then lets the request's deadline pass (cut's Fall) and waits it out: the
 // commit lands and the buyer is told "timeout", as when a deadline (or a
 // crash) falls between a commit and its answer.
 type lostAnswerStage struct {
 	next inventory.Stage
-	cut  *atomic.Pointer[cueDeadline]
+	cut  *atomic.Pointer[testkit.CueDeadline]
 }
 
 func (s lostAnswerStage) Buy(ctx context.Context, o inventory.Order) error {
@@ -72,7 +44,7 @@ func (s lostAnswerStage) Buy(ctx context.Context, o inventory.Order) error {
 	if err := s.next.Buy(ctx, o); err != nil || cue == nil {
 		return err
 	}
-	cue.fall()
+	cue.Fall()
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -90,8 +62,8 @@ func TestRetryAfterALostAnswerGetsTheOrder(t *testing.T) {
 	if err := db.Products().Reset(ctx, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	var cut atomic.Pointer[cueDeadline]
-	cue := newCueDeadline()
+	var cut atomic.Pointer[testkit.CueDeadline]
+	cue := testkit.NewCueDeadline()
 	cut.Store(cue)
 	stages := map[string]inventory.Stage{"db-atomic": lostAnswerStage{next: inventory.NewDBAtomic(db.Products()), cut: &cut}}
 	h := httpapi.NewServer(httpapi.Deps{

@@ -32,6 +32,8 @@ type commitCutter struct {
 	// hold, when set, keeps a cut connection open, its COMMIT's answer
 	// dropped, until it is closed: a MySQL that went silent mid-commit.
 	hold chan struct{}
+	// dropped hears of every COMMIT whose answer was dropped.
+	dropped chan struct{}
 }
 
 func newCommitCutter(t *testing.T, target string, hold chan struct{}) *commitCutter {
@@ -40,7 +42,7 @@ func newCommitCutter(t *testing.T, target string, hold chan struct{}) *commitCut
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &commitCutter{ln: ln, target: target, hold: hold}
+	c := &commitCutter{ln: ln, target: target, hold: hold, dropped: make(chan struct{}, 8)}
 	t.Cleanup(func() { _ = ln.Close() })
 	go c.serve()
 	return c
@@ -67,7 +69,7 @@ func (c *commitCutter) serve() {
 			_ = client.Close()
 			continue
 		}
-		go relayCutting(client, server, c.take, c.hold)
+		go relayCutting(client, server, c.take, c.hold, c.dropped)
 	}
 }
 
@@ -110,9 +112,9 @@ func (l *link) hold() { l.mu.Lock(); l.held = true; l.mu.Unlock() }
 
 // relayCutting relays one connection; when it sees a COMMIT and take says
 // this one is to be cut, it holds back the server's answers, forwards the
-// COMMIT, waits for MySQL's answer (up to 30 s), drops it, and closes:
-// when hold is closed, if there is one.
-func relayCutting(client, server net.Conn, take func() bool, hold chan struct{}) {
+// COMMIT, waits for MySQL's answer (up to 30 s), drops it, says so on
+// dropped, and closes: when hold is closed, if there is one.
+func relayCutting(client, server net.Conn, take func() bool, hold chan struct{}, dropped chan<- struct{}) {
 	l := &link{answered: make(chan struct{})}
 	go l.copyBack(client, server)
 	defer func() { _ = client.Close(); _ = server.Close() }()
@@ -132,6 +134,10 @@ func relayCutting(client, server net.Conn, take func() bool, hold chan struct{})
 			if cut {
 				select {
 				case <-l.answered: // MySQL committed; its answer is dropped
+					select {
+					case dropped <- struct{}{}:
+					default:
+					}
 				case <-time.After(30 * time.Second):
 				}
 				if hold != nil {
@@ -215,6 +221,10 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 // chaos suite, until the fault was healed, long after the client gave
 // up. The sale ends at its deadline as ErrOutcomeUnknown (MySQL may have
 // committed: here it did).
+//
+// The deadline passes on cue, once MySQL has committed and its answer
+// was dropped: a deadline of 500 ms could pass, on a starved machine,
+// before the COMMIT was even sent, and the write then rolled back.
 func TestCommitWhoseAnswerNeverComesEndsAtTheDeadline(t *testing.T) {
 	hold := make(chan struct{})
 	var release sync.Once
@@ -232,8 +242,14 @@ func TestCommitWhoseAnswerNeverComesEndsAtTheDeadline(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := order("silent-"+c.name[:4], "buyer-silent-"+c.name[:4], 1)
 			cut.arm()
-			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			defer cancel()
+			wctx := testkit.NewCueDeadline()
+			go func() {
+				select {
+				case <-cut.dropped:
+				case <-time.After(time.Minute): // no COMMIT was held: the checks below say so
+				}
+				wctx.Fall()
+			}()
 			done := make(chan error, 1)
 			go func() { done <- c.write(wctx, o) }()
 			var err error
@@ -241,7 +257,7 @@ func TestCommitWhoseAnswerNeverComesEndsAtTheDeadline(t *testing.T) {
 			case err = <-done:
 			case <-time.After(time.Minute):
 				free() // let the old code's write end, so the test does
-				t.Fatalf("the write still waited for the COMMIT's answer a minute after its 500 ms deadline (returned after release: %v)", <-done)
+				t.Fatalf("the write still waited for the COMMIT's answer a minute after its deadline (returned after release: %v)", <-done)
 			}
 			if !errors.Is(err, inventory.ErrOutcomeUnknown) || errors.Is(err, inventory.ErrUnavailable) {
 				t.Fatalf("a commit whose answer never came: %v; want ErrOutcomeUnknown, not ErrUnavailable", err)

@@ -1,6 +1,8 @@
 package testkit
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -147,5 +149,22 @@ func TestFreePortsSkipsAPortInUse(t *testing.T) {
 	defer l.Close()
 	if got := FreePorts(t, 1)[0]; got == next {
 		t.Fatalf("FreePorts handed out port %d, which a listener holds", got)
+	}
+}
+
+// TestCueDeadlinePassesOnCue: nothing has passed until Fall; then the
+// deadline and every context derived from it report DeadlineExceeded.
+func TestCueDeadlinePassesOnCue(t *testing.T) {
+	cue := NewCueDeadline()
+	child, cancel := context.WithTimeout(cue, time.Hour)
+	defer cancel()
+	if cue.Err() != nil || child.Err() != nil {
+		t.Fatalf("before Fall: %v, %v; want nil", cue.Err(), child.Err())
+	}
+	cue.Fall()
+	cue.Fall() // a second call does nothing
+	<-child.Done()
+	if !errors.Is(cue.Err(), context.DeadlineExceeded) || !errors.Is(child.Err(), context.DeadlineExceeded) {
+		t.Fatalf("after Fall: %v, %v; want DeadlineExceeded", cue.Err(), child.Err())
 	}
 }
