@@ -102,6 +102,10 @@ var suites = []suite{{
 		"TestFairCrowd",
 		"TestFairKeepsReentryFencingAndWatchdog",
 		"TestFairOnMiniredis",
+		// Killed instances and a lease that must outlive a refresh
+		// (their short timeouts failed under load).
+		"TestRedLock",
+		"TestRefresh",
 	},
 	budget: 4 * time.Minute,
 }, {
@@ -293,6 +297,11 @@ var suites = []suite{{
 		"TestMetricsMoveWithBuys",
 	},
 	budget: 8 * time.Minute,
+}, {
+	// Three jobs try one slot at once, behind a barrier.
+	pkg:    "./internal/reconcile",
+	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet"},
+	budget: time.Minute,
 }, {
 	// One limit shared by limiters on separate clients, at once.
 	pkg:    "./internal/ratelimit",
