@@ -103,30 +103,43 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 // row to the atomic stages' first-come target without
 // --first-come-target; one that does not, or a run that names
 // redis-lock's target itself, keeps what it had.
+//
+// The fake shop sells in arrival order, but the lab's own scheduling can
+// reorder 200 arrivals 2 ms apart on a busy machine (a CI run beside CPU
+// hogs scored 0.65, with 605 ms of jitter): a row held to the target then
+// fails on the first-come rule alone, which is the target at work too.
 func TestFairLockTargetFromInfo(t *testing.T) {
 	args := []string{"--scenarios", "paced", "--pace", "2ms", "--paced-buyers", "200", "--stages", inventory.StageRedisLock}
 	for _, c := range []struct {
-		name    string
-		fair    bool
-		extra   []string
-		want    float64 // 0: no target
-		verdict string
+		name  string
+		fair  bool
+		extra []string
+		want  float64 // 0: no target
 	}{
-		{"fair", true, nil, 0.95, verdictPass},
-		{"not fair", false, nil, 0, verdictPass},
-		{"fair, target named", true, []string{"--first-come-target", "redis-lock=none"}, 0, verdictPass},
+		{"fair", true, nil, 0.95},
+		{"not fair", false, nil, 0},
+		{"fair, target named", true, []string{"--first-come-target", "redis-lock=none"}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.lockFair = c.fair })
 			r, err := runAgainst(t, url, append(args, c.extra...)...)
-			if err != nil || r.Verdict != c.verdict || r.Paced == nil {
-				t.Fatalf("got %v: %s %q", err, r.Verdict, r.Note)
+			if r.Paced == nil {
+				t.Fatalf("no paced result: %v: %s %q", err, r.Verdict, r.Note)
 			}
 			switch got := r.Paced.Target; {
 			case c.want == 0 && got != nil:
 				t.Errorf("target %v, want none", *got)
 			case c.want != 0 && (got == nil || *got != c.want):
 				t.Errorf("target %v, want %v", got, c.want)
+			}
+			if c.want != 0 && r.Paced.Score != nil && *r.Paced.Score < c.want {
+				if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
+					t.Fatalf("score %.2f below the target %.2f: got %v, broken %v; want the row failed on %s alone", *r.Paced.Score, c.want, err, r.Broken, ruleFirstCome)
+				}
+				return
+			}
+			if err != nil || r.Verdict != verdictPass {
+				t.Fatalf("got %v: %s %q", err, r.Verdict, r.Note)
 			}
 		})
 	}
