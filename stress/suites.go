@@ -298,6 +298,11 @@ var suites = []suite{{
 	},
 	budget: 8 * time.Minute,
 }, {
+	// The promoted primary paused while the old one rejoins, empty.
+	pkg:    "./internal/testenv",
+	tests:  []string{"TestRejoiningPrimaryIsNotPromotedBeforeItSynced"},
+	budget: 2 * time.Minute,
+}, {
 	// Three jobs try one slot at once, behind a barrier.
 	pkg:    "./internal/reconcile",
 	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet"},

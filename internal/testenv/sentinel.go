@@ -169,12 +169,40 @@ func (g *SentinelGroup) WaitFailover() string {
 // of the promoted one, waits until it has synced, and swaps the group's
 // roles: Primary is the promoted server again, Replica the old primary.
 // The sentinels find the new replica through the primary.
+//
+// Until it has synced, the old primary runs with replica-priority 0,
+// which the Sentinels never promote: a primary they thought down for a
+// moment (a starved machine, a fork for the sync) was failed over to the
+// empty replica, which then lost the stock's Redis copy and never synced
+// (chaos stress, TestEverySafeStageAcrossSentinelFailover). Then it gets
+// the default priority back.
 func (g *SentinelGroup) Rejoin() {
 	g.t.Helper()
+	g.rejoinStart()
+	g.rejoinEnd()
+}
+
+// rejoinStart restarts the replaced primary, empty and unpromotable, as a
+// replica of the promoted one.
+func (g *SentinelGroup) rejoinStart() {
+	g.t.Helper()
+	_, port, _ := strings.Cut(g.Replica.Addr, ":")
+	g.Primary.Restart("--replicaof", "127.0.0.1", port, "--replica-priority", "0")
+}
+
+// rejoinEnd waits until the restarted primary has synced, gives it the
+// default priority back, and swaps the group's roles.
+func (g *SentinelGroup) rejoinEnd() {
+	g.t.Helper()
 	old, promoted := g.Primary, g.Replica
-	_, port, _ := strings.Cut(promoted.Addr, ":")
-	old.Restart("--replicaof", "127.0.0.1", port)
 	WaitReplicaSynced(g.t, old)
+	c := g.client(old.Addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ConfigSet(ctx, "replica-priority", "100").Err(); err != nil {
+		g.t.Fatalf("give the synced replica on %s its priority back: %v", old.Addr, err)
+	}
 	g.Primary, g.Replica = promoted, old
 }
 

@@ -1,0 +1,62 @@
+package testenv
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRejoiningPrimaryIsNotPromotedBeforeItSynced: the primary a failover
+// replaced comes back empty. While it syncs, the promoted primary stops
+// answering (paused: as a starved machine or a long fork can make it look
+// to the Sentinels), and they try to fail over again. They must not
+// promote the empty server, which would throw the data away: they give
+// the failover up for want of a good replica, and once the promoted
+// primary answers again the rejoined server syncs from it.
+func TestRejoiningPrimaryIsNotPromotedBeforeItSynced(t *testing.T) {
+	g := StartSentinelGroup(t)
+	g.Primary.Kill()
+	promoted := g.WaitFailover()
+
+	// Every sentinel's events, from before the pause.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	events := make(chan string, 64)
+	for _, s := range g.Sentinels {
+		c := g.client(s.Addr)
+		defer c.Close()
+		sub := c.Subscribe(ctx, "+switch-master", "-failover-abort-no-good-slave")
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatalf("subscribe to sentinel %s: %v", s.Addr, err)
+		}
+		go func() {
+			for m := range sub.Channel() {
+				events <- m.Channel + " " + m.Payload
+			}
+		}()
+	}
+
+	g.Replica.Pause() // the promoted primary: the rejoined server cannot sync from it
+	t.Cleanup(g.Replica.Resume)
+	g.rejoinStart()
+	select {
+	case e := <-events:
+		if !strings.HasPrefix(e, "-failover-abort-no-good-slave") {
+			t.Fatalf("while the rejoined server was empty the sentinels said %q; want the failover given up (no good replica)", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("the sentinels neither failed over nor gave up while the promoted primary was paused")
+	}
+	g.Replica.Resume()
+	g.rejoinEnd()
+	for _, s := range g.Sentinels {
+		c := g.client(s.Addr)
+		addr, err := c.Do(context.Background(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", g.Master).StringSlice()
+		_ = c.Close()
+		if err != nil || len(addr) != 2 || addr[0]+":"+addr[1] != promoted {
+			t.Fatalf("sentinel %s names %v (%v) the primary; want %s", s.Addr, addr, err, promoted)
+		}
+	}
+}
