@@ -637,11 +637,32 @@ func TestReleaseBoundedWhileRenewalHangs(t *testing.T) {
 	})
 	const releaseTimeout = 200 * time.Millisecond
 	c, _ := newClient(t, rdb, lock.Options{ReleaseTimeout: releaseTimeout})
-	l := mustObtain(t, c, context.Background(), "k", 300*time.Millisecond, lock.ObtainOptions{})
-	s.Pause()
-	t.Cleanup(s.Resume)
-	sent := renewals.Load()
-	testkit.Eventually(t, "a renewal to hang", 10*time.Second, func() bool { return renewals.Load() > sent })
+	// A lease of 3 s, renewed every second. A watchdog whose tick comes
+	// after the lease's end (a starved machine) drops the lease and sends
+	// no renewal: then the test takes another. With 300 ms it waited for
+	// a renewal that never came (make stress, local, run 5 of 20).
+	var l *lock.Lease
+	for attempt := 1; l == nil; attempt++ {
+		try := mustObtain(t, c, context.Background(), fmt.Sprint("k", attempt), 3*time.Second, lock.ObtainOptions{})
+		s.Pause()
+		sent := renewals.Load()
+		hung := testkit.Poll(30*time.Second, func() bool {
+			return renewals.Load() > sent || try.Err() != nil
+		})
+		switch {
+		case renewals.Load() > sent:
+			l = try
+			t.Cleanup(s.Resume)
+		case !hung:
+			s.Resume()
+			t.Fatal("no renewal was sent, and the lease did not end, within 30 s")
+		case attempt == 5:
+			s.Resume()
+			t.Fatalf("5 leases ended before their watchdog sent a renewal: %v", try.Err())
+		default:
+			s.Resume()
+		}
+	}
 	start := time.Now()
 	err := returnsBy(t, "Release", start.Add(releaseTimeout), func() error { return l.Release(context.Background()) })
 	if err == nil {
