@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -187,7 +188,7 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 			// only mean load, so a waiter tries again shortly.
 			if o.Wait <= 0 || !b.allTimeouts() {
 				return nil, 0, fmt.Errorf("%w: %q: %d of %d instances failed: %w",
-					ErrNotObtained, key, failed, len(r.nodes), b.firstErr())
+					ErrNotObtained, key, failed, len(r.nodes), b.errs())
 			}
 			// Back off by a few instance timeouts, at random: waiters that
 			// all retried at once would add the very load that made the
@@ -500,6 +501,39 @@ func (b *ballot) allTimeouts() bool {
 	}
 	return true
 }
+
+// errs is what went wrong on every instance that failed, each error named
+// by its instance, and the calls that did not answer: one error that
+// matches each of them (errors.Is). An outage names every failure, not
+// only the first, so that a refusal is told from a timeout elsewhere.
+func (b *ballot) errs() error {
+	var all instanceErrs
+	for _, x := range b.res {
+		if x.err != nil {
+			all = append(all, fmt.Errorf("instance %d: %w", x.i, x.err))
+		}
+	}
+	if b.pending > 0 {
+		all = append(all, fmt.Errorf("%d instances did not answer within %v: %w", b.pending, b.timeout, context.DeadlineExceeded))
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return all
+}
+
+// instanceErrs are the failures of several instances, on one line.
+type instanceErrs []error
+
+func (e instanceErrs) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e instanceErrs) Unwrap() []error { return e }
 
 func (b *ballot) firstErr() error {
 	for _, x := range b.res {

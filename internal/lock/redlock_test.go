@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -196,6 +197,10 @@ func TestRedLockFailsFastWhenMajorityDown(t *testing.T) {
 	_, err := r.Obtain(context.Background(), "down", time.Minute, lock.ObtainOptions{Wait: time.Minute})
 	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("got %v, want ErrNotObtained with the refusal", err)
+	}
+	// Every failed instance is named, not only the first.
+	if msg := err.Error(); !strings.Contains(msg, "instance 0: ") || !strings.Contains(msg, "instance 1: ") || strings.Contains(msg, "instance 2: ") {
+		t.Fatalf("the error %q must name instances 0 and 1 (killed), and not 2", msg)
 	}
 }
 
