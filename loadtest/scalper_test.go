@@ -20,9 +20,10 @@ import (
 //     opening draw of 1.5 s, and the item is reset to open at T-0; no
 //     scalper address wins more than one unit, the scalpers hear 429,
 //     and the shop's limit and draw are back afterwards. The fake holds
-//     nobody, so ten scalpers take ten of the forty units at T-0: 2.5×,
-//     NOT MET, yet not surely missed over forty units (a true 1.5× wins
-//     that many 7% of the time), so the row passes.
+//     nobody, so ten scalpers take up to ten of the forty units at T-0:
+//     2.5×, NOT MET, yet not surely missed over forty units (a true 1.5×
+//     wins that many 7% of the time), so the row passes; on a busy
+//     machine they may take fewer and meet the target.
 //   - Over twenty units the same ten are surely too many: the row fails,
 //     naming the rule; with --scalper-target-verdict=false it passes and
 //     says the target is reported only.
@@ -55,10 +56,19 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 			t.Fatalf("want a pass with the target reported, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		sp := r.Scalper
-		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet || *sp.MissedP < missedAt {
-			t.Errorf("figures %+v; want at most one unit per scalper address, 429s to scalpers, the target not met but not surely missed", *sp)
+		// How many of the ten scalpers' first requests beat the others
+		// depends on the machine (a busy one let ordinary buyers take 34
+		// of the 40): the target may be met or not, but its verdict must
+		// follow the gain, and a miss must not be sure.
+		met := *sp.Gain <= *sp.Target
+		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet != met || (!met && *sp.MissedP < missedAt) {
+			t.Errorf("figures %+v (gain %.2f, target %.2f); want at most one unit per scalper address, 429s to scalpers, the target's verdict following the gain, and a miss not sure", *sp, *sp.Gain, *sp.Target)
 		}
-		if sp.DrawMS != 1500 || sp.OpensAt == nil || !strings.Contains(r.Note, "NOT MET") || !strings.Contains(r.Note, "opening draw of 1500 ms") {
+		verdict := "met"
+		if !met {
+			verdict = "NOT MET"
+		}
+		if sp.DrawMS != 1500 || sp.OpensAt == nil || !strings.Contains(r.Note, verdict) || !strings.Contains(r.Note, "opening draw of 1500 ms") {
 			t.Errorf("draw %v ms, opening %v, note %q; want the 1.5 s draw and its opening reported", sp.DrawMS, sp.OpensAt, r.Note)
 		}
 		shop.mu.Lock()
