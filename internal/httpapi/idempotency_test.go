@@ -46,14 +46,7 @@ func idemServerOn(t *testing.T, rdb redis.UniversalClient, prefix string, retent
 }
 
 func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
+	return postBy(h, context.Background(), key, body)
 }
 
 func TestIdempotencyConcurrentDuplicates(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// postBy is post under a deadline that passes on cue.
-func postBy(h http.Handler, cue *testkit.CueDeadline, key, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body)).WithContext(cue)
+// postBy is post under ctx (a deadline that passes on cue, say).
+func postBy(h http.Handler, ctx context.Context, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body)).WithContext(ctx)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
