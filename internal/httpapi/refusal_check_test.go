@@ -312,3 +312,100 @@ func TestKeyedRefusalTeachesTheMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedBuySoldOutForNowIsOneRoundTrip: while the last units are
+// reserved but their orders not yet written (a sale's commit in flight
+// under redis-atomic, an accepted order still queued under redis-stream),
+// a buyer is told "sold out" and nothing is remembered, since the units
+// may still come back. With a key, that refusal is the claim's check's,
+// as a sell-out for good is: one round trip, nothing under the key. (It
+// was three: the claim took the key, the stage ran its own script and
+// heard the same, and the settle gave the key up; in a flash crowd every
+// buyer between the last reservation and its commit paid them.) The
+// refusal is not remembered: the next buyer asks Redis again, and once the
+// reservation is given back, the refused buyer's retry with the same key
+// buys it.
+func TestKeyedBuySoldOutForNowIsOneRoundTrip(t *testing.T) {
+	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
+		t.Run(stageName, func(t *testing.T) {
+			rdb := testenv.Redis(t)
+			trips := &roundTrips{}
+			rdb.AddHook(trips)
+			db := testenv.SQLite(t)
+			ctx := context.Background()
+			prefix := testenv.Name("fornow")
+			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stage := inventory.Stage(stock)
+			if stageName == "redis-stream" {
+				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+			}
+			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: crowd.Wrap(stage)}, "fornow-1", "O").WithCrowd(crowd)
+			idem := idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}
+			h := httpapi.NewServer(httpapi.Deps{Instance: "fornow-1", Products: svc, Stage: stageName, Idempotency: idempotency.New(rdb, idem)})
+			// The claim's script is loaded by a buyer of nothing on an
+			// instance without the crowd control (nothing to remember): a
+			// fresh Redis answers its first EVALSHA NOSCRIPT.
+			warm := httpapi.NewServer(httpapi.Deps{
+				Instance:    "fornow-warm",
+				Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "fornow-warm", "O"),
+				Stage:       stageName,
+				Idempotency: idempotency.New(rdb, idem),
+			})
+			if err := svc.ResetSale(ctx, 1, 0, inventory.SaleWindow{}); err != nil {
+				t.Fatal(err)
+			}
+			if rec := post(warm, "k-warm", `{"user_id":"warm"}`); rec.Code != 409 || problemType(t, rec) != "sold-out" {
+				t.Fatalf("the warming buyer: %d %s; want 409 sold-out", rec.Code, rec.Body)
+			}
+			if err := svc.ResetSale(ctx, 1, 1, inventory.SaleWindow{}); err != nil {
+				t.Fatal(err)
+			}
+			keys := "seckill:{" + prefix + ":1}:"
+			if stageName == "redis-stream" {
+				// The last unit sold: its order is queued, and no writer
+				// runs here to write it.
+				if rec := post(h, "", `{"user_id":"first"}`); rec.Code != http.StatusAccepted {
+					t.Fatalf("the last unit: %d %s, want 202", rec.Code, rec.Body)
+				}
+			} else {
+				// The last unit reserved by a buyer whose commit has not
+				// come back: what reserve.lua leaves behind it.
+				if err := rdb.DecrBy(ctx, keys+"stock", 1).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := rdb.HSet(ctx, keys+"pending", "O-held", fmt.Sprintf("1|%d|first", time.Now().UnixMilli())).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			trips.take()
+			late := post(h, "k-late", `{"user_id":"late"}`)
+			if got := trips.take(); late.Code != 409 || problemType(t, late) != "sold-out" || fmt.Sprint(got) != "[evalsha]" {
+				t.Fatalf("a keyed buyer while the last unit is held: %d %s, sent %v; want 409 sold-out in the claim's one script", late.Code, late.Body, got)
+			}
+			next := post(h, "k-next", `{"user_id":"next"}`)
+			if got := trips.take(); next.Code != 409 || problemType(t, next) != "sold-out" || fmt.Sprint(got) != "[evalsha]" {
+				t.Fatalf("the next keyed buyer: %d %s, sent %v; want the claim's script again (a sell-out for now is not remembered)", next.Code, next.Body, got)
+			}
+			if used, err := idempotency.New(rdb, idem).Used(ctx, "late", "/api/v1/products/1/buy", "k-late"); err != nil || used {
+				t.Fatalf("the refused buyer's key: used=%v, %v; want nothing stored under it", used, err)
+			}
+			if stageName == "redis-stream" {
+				return // no writer runs here to write or give back the queued order
+			}
+			// The held buyer's commit failed, and it gave the unit back.
+			if err := rdb.HDel(ctx, keys+"pending", "O-held").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.IncrBy(ctx, keys+"stock", 1).Err(); err != nil {
+				t.Fatal(err)
+			}
+			retry := post(h, "k-late", `{"user_id":"late"}`)
+			var o api.Order
+			if retry.Code != http.StatusCreated || json.Unmarshal(retry.Body.Bytes(), &o) != nil || o.UserID != "late" {
+				t.Fatalf("the refused buyer's retry after the unit came back: %d %s, want its order", retry.Code, retry.Body)
+			}
+		})
+	}
+}

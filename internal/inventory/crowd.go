@@ -274,8 +274,8 @@ func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
 
 // learner returns what a refusal check of req's buy (RefusalCheck) teaches
 // this memory, under the epoch read now, before the check's script runs: a
-// sell-out for good (a check never refuses one "for now") and the sale
-// window, as Buy learns them from the stage. The refusal is counted as the
+// sell-out for good (not one "for now", errMayReturn) and the sale window,
+// as Buy learns them from the stage. The refusal is counted as the
 // stage's, as Buy counts it, even where nothing can be remembered (no
 // memory, no epoch).
 func (w crowded) learner(ctx context.Context, req Request) func(error) {

@@ -92,8 +92,9 @@ type refusalLearner interface {
 }
 
 // RefusalError is the error of a buy its RefusalCheck refused: a
-// *NotOpen, ErrSaleClosed, ErrSoldOut or ErrAlreadyPurchased, the stage's
-// own answers to the same buy.
+// *NotOpen, ErrSaleClosed, ErrSoldOut (for good, or for now: units are
+// reserved or queued and may still come back) or ErrAlreadyPurchased, the
+// stage's own answers to the same buy.
 func RefusalError(refusal string) error {
 	if ms, ok := strings.CutPrefix(refusal, "sale-not-open:"); ok {
 		n, err := strconv.ParseInt(ms, 10, 64)
@@ -114,6 +115,9 @@ func RefusalError(refusal string) error {
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSaleClosed)
 	case "sold-out":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSoldOut)
+	case "sold-out-for-now":
+		// As the stage's own -4: not remembered (crowded.learner).
+		return fmt.Errorf("%w: %w (refused by the Idempotency-Key claim's check)", ErrSoldOut, errMayReturn)
 	case "already-purchased":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrAlreadyPurchased)
 	}
