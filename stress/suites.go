@@ -127,6 +127,8 @@ var suites = []suite{{
 		// arrive one by one win in that order.
 		"TestRedisLockFairSellsToTheFirstComers",
 		"TestCrowdSellOutSeenDuringResetIsNotRemembered",
+		"TestSellOutFoundOnOneInstanceIsAnsweredOnAnother",
+		"TestSellOutHeardUnderAnOldEpochNeverCounts",
 		"TestCrowdAdmission",
 		"TestCrowdCountsRefusalsByReason",
 		"TestBusyBuyerIsToldHowLongOneSpendsInside",
@@ -260,6 +262,7 @@ var suites = []suite{{
 		"TestKeyedMemoryWhileTheKeysFirstBuyIsInFlight",
 		"TestKeyedWindowRefusalTeachesTheMemory",
 		"TestKeyedMemoryOnTheDemoAndWithoutAStore",
+		"TestKeyedBuySoldOutForNowIsOneRoundTrip",
 	},
 	budget: 2 * time.Minute,
 }, {
@@ -282,6 +285,8 @@ var suites = []suite{{
 		"TestEpochsDroppedWithTheSubscription",
 		"TestResetWaitsOutTheLease",
 		"TestSoldOutFromMemoryCostsNoRoundTrip",
+		"TestSoldOutAnnouncedIsHeardUnderTheHearersEpoch",
+		"TestSellOutReachesAnInstanceThatSoldNothing",
 		"TestKeyedLateBuyerCostsOneRoundTripInRedisStages",
 		"TestRememberedSellOutOutlivesARedisRestartFromASnapshot",
 		"TestDatabaseOutOfConnectionsIsOverload",
