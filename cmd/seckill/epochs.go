@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // redisEpochs keeps the fleet's restock epochs (inventory.Epochs) in Redis:
@@ -44,7 +41,6 @@ type redisEpochs struct {
 	session uint64 // changes whenever the subscription starts or ends
 	known   map[string]knownEpoch
 	bumped  map[string]time.Time // when this instance last bumped each item
-	hearers []func(inventory.SoldOut)
 }
 
 type knownEpoch struct {
@@ -54,16 +50,6 @@ type knownEpoch struct {
 
 // epochChannel carries the name of every item whose epoch changed.
 const epochChannel = "seckill:epochs"
-
-// soldOutChannel carries the sell-outs instances found (inventory.SoldOut),
-// each as "<item> <stage> <epoch value> <units>".
-const soldOutChannel = "seckill:sold-out"
-
-// announceMinClose: a sell-out of a sale that closes sooner than this many
-// leases is not announced. A hearer trusts what it hears for one lease
-// from the moment it hears it, on its own clock, and this leaves room for
-// an announcement that took its time on the way.
-const announceMinClose = 10
 
 func epochKey(item string) string { return "seckill:epoch:{" + item + "}" }
 
@@ -164,72 +150,6 @@ func (e *redisEpochs) Settle(ctx context.Context, item string) error {
 	}
 }
 
-// onSoldOut makes f hear every sell-out another instance announces (a
-// Crowd's Heard), with the epoch as this instance knows it and a lease's
-// trust. It may be called at any time.
-func (e *redisEpochs) onSoldOut(f func(inventory.SoldOut)) {
-	e.mu.Lock()
-	e.hearers = append(e.hearers, f)
-	e.mu.Unlock()
-}
-
-// announce tells the other instances of a sell-out this one found (a
-// Crowd's Announce), without waiting for Redis: an announcement lost is
-// harmless, since each instance still learns on its own. It reports
-// whether it sent it: only under an epoch of the current subscription
-// (one remembered across a lost subscription may be from before a Redis
-// restart), and for a sale that does not close within announceMinClose
-// leases.
-func (e *redisEpochs) announce(n inventory.SoldOut) bool {
-	value, session, ok := cutLast(n.Epoch, "/")
-	e.mu.Lock()
-	ok = ok && e.live && session == strconv.FormatUint(e.session, 10)
-	e.mu.Unlock()
-	if !ok || n.Closes != 0 && n.Closes < announceMinClose*e.lease || strings.ContainsAny(n.Item+n.Stage+value, " ") {
-		return false
-	}
-	msg := fmt.Sprintf("%s %s %s %d", n.Item, n.Stage, value, n.MinQty)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), e.lease)
-		defer cancel()
-		_ = e.rdb.Publish(ctx, soldOutChannel, msg).Err()
-	}()
-	return true
-}
-
-// heard hands an announced sell-out to every hearer, under the epoch value
-// it names as this instance knows it (with its session), while the
-// subscription is live.
-func (e *redisEpochs) heard(msg string) {
-	f := strings.Fields(msg)
-	if len(f) != 4 {
-		return
-	}
-	units, err := strconv.Atoi(f[3])
-	if err != nil {
-		return
-	}
-	e.mu.Lock()
-	live, session, hearers := e.live, e.session, e.hearers
-	e.mu.Unlock()
-	if !live {
-		return
-	}
-	n := inventory.SoldOut{Item: f[0], Stage: f[1], Epoch: f[2] + "/" + strconv.FormatUint(session, 10), MinQty: units, Trust: e.lease}
-	for _, h := range hearers {
-		h(n)
-	}
-}
-
-// cutLast is strings.Cut at the last sep.
-func cutLast(s, sep string) (before, after string, found bool) {
-	i := strings.LastIndex(s, sep)
-	if i < 0 {
-		return s, "", false
-	}
-	return s[:i], s[i+len(sep):], true
-}
-
 // watch keeps the subscription to epochChannel until ctx ends, and drops
 // every remembered epoch whenever the subscription is down.
 func (e *redisEpochs) watch(ctx context.Context) {
@@ -249,7 +169,7 @@ func (e *redisEpochs) watch(ctx context.Context) {
 // on, and drops the epoch of every item announced, until the subscription
 // fails.
 func (e *redisEpochs) listen(ctx context.Context) error {
-	ps := e.sub.Subscribe(ctx, epochChannel, soldOutChannel)
+	ps := e.sub.Subscribe(ctx, epochChannel)
 	defer ps.Close()
 	// A blocked Receive does not watch ctx: closing the subscription
 	// ends it.
@@ -263,18 +183,9 @@ func (e *redisEpochs) listen(ctx context.Context) error {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			// The first confirmation, or one after go-redis reconnected:
-			// announcements may have been missed in between. Only
-			// epochChannel's counts: sell-outs heard are only ever a
-			// shortcut, and a second drop would forget epochs read after
-			// the first for nothing.
-			if m.Channel == epochChannel {
-				e.drop(m.Kind == "subscribe")
-			}
+			// announcements may have been missed in between.
+			e.drop(m.Kind == "subscribe")
 		case *redis.Message:
-			if m.Channel == soldOutChannel {
-				e.heard(m.Payload)
-				continue
-			}
 			e.mu.Lock()
 			delete(e.known, m.Payload)
 			e.gen++

@@ -17,7 +17,6 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/inventory"
-	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -286,22 +285,14 @@ const soloLease = 2 * time.Second
 // Idempotency-Key when key is not empty, whose context carries buyerMark.
 func soloInstance(t *testing.T, rdb *redis.Client) func(method, path, body, key string) (int, string) {
 	t.Helper()
-	send, _ := inProcessInstance(t, "solo", testenv.SQLite(t), rdb)
-	return send
-}
-
-// inProcessInstance is soloInstance's instance, named name, on db and rdb
-// (instances on one db and one Redis make a fleet), and the instance.
-func inProcessInstance(t *testing.T, name string, db *store.DB, rdb *redis.Client) (func(method, path, body, key string) (int, string), *instance) {
-	t.Helper()
 	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s", "SECKILL_INSTANCE": name,
+		return map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s",
 			"SECKILL_SOLD_OUT_LEASE": soloLease.String(), "SECKILL_REQUEST_TIMEOUT": "30s"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := newInstance(cfg, backends{db: db, redis: rdb}, slog.New(slog.DiscardHandler))
+	in, err := newInstance(cfg, backends{db: testenv.SQLite(t), redis: rdb}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,127 +307,5 @@ func inProcessInstance(t *testing.T, name string, db *store.DB, rdb *redis.Clien
 		rec := httptest.NewRecorder()
 		in.handler.ServeHTTP(rec, req)
 		return rec.Code, rec.Body.String()
-	}, in
-}
-
-// TestSoldOutAnnouncedIsHeardUnderTheHearersEpoch: a sell-out one instance
-// announces reaches the others with the epoch as each of them knows it
-// (its own session), the units, and a lease's trust. An epoch from before
-// the announcer's subscription was lost is not announced (it may be from
-// before a Redis restart), nor a sell-out of a sale that closes within ten
-// leases.
-func TestSoldOutAnnouncedIsHeardUnderTheHearersEpoch(t *testing.T) {
-	addr := testenv.StartRedis(t).Addr
-	a, b := newCountingClient(t, addr), newCountingClient(t, addr)
-	ea, eb := newRedisEpochs(a, a, time.Minute), newRedisEpochs(b, b, time.Minute)
-	heard := make(chan inventory.SoldOut, 8)
-	eb.onSoldOut(func(n inventory.SoldOut) { heard <- n })
-	watching(t, ea)
-	watching(t, eb)
-	ctx := context.Background()
-	item := "product:" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	hear := func() inventory.SoldOut {
-		t.Helper()
-		select {
-		case n := <-heard:
-			return n
-		case <-time.After(10 * time.Second):
-			t.Fatal("instance b never heard the announcement")
-			return inventory.SoldOut{}
-		}
-	}
-	epochA, err := ea.Epoch(ctx, item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	epochB, err := eb.Epoch(ctx, item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ea.announce(inventory.SoldOut{Item: item, Stage: inventory.StageRedisAtomic, Epoch: epochA, MinQty: 2}) {
-		t.Fatal("a sell-out under the current epoch was not announced")
-	}
-	want := inventory.SoldOut{Item: item, Stage: inventory.StageRedisAtomic, Epoch: epochB, MinQty: 2, Trust: time.Minute}
-	if got := hear(); got != want {
-		t.Fatalf("b heard %+v; want %+v", got, want)
-	}
-
-	ea.drop(true) // a's subscription was lost and is back: a new session
-	if ea.announce(inventory.SoldOut{Item: item, Stage: inventory.StageRedisAtomic, Epoch: epochA, MinQty: 1}) {
-		t.Fatal("a sell-out under an epoch of a's previous session was announced")
-	}
-	fresh, err := ea.Epoch(ctx, item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ea.announce(inventory.SoldOut{Item: item, Stage: inventory.StageRedisAtomic, Epoch: fresh, MinQty: 1, Closes: 9 * time.Minute}) {
-		t.Fatal("a sell-out of a sale that closes within ten leases was announced")
-	}
-	if !ea.announce(inventory.SoldOut{Item: item, Stage: inventory.StageDBAtomic, Epoch: fresh, MinQty: 1, Closes: 11 * time.Minute}) {
-		t.Fatal("a sell-out of a sale that closes in eleven leases was not announced")
-	}
-	// What b hears next is the last one: the two refused were never sent.
-	if got := hear(); got.Stage != inventory.StageDBAtomic || got.Epoch != epochB || got.MinQty != 1 {
-		t.Fatalf("b heard %+v; want the db-atomic sell-out under %q", got, epochB)
-	}
-}
-
-// TestSellOutReachesAnInstanceThatSoldNothing: two instances on one
-// database and one Redis. Instance a sells the last unit under
-// redis-atomic and finds the item sold out; instance b, which sold
-// nothing, hears it, and its first late buyer is answered from memory: b's
-// stage never runs its script. Without the announcement, each instance
-// paid its own first late buyers' scripts, and a post-sale wave could
-// fill its line before the first of them came back. A reset through b
-// makes the item sell again on a at once.
-func TestSellOutReachesAnInstanceThatSoldNothing(t *testing.T) {
-	skipShort(t)
-	addr := testenv.StartRedis(t).Addr
-	ra, rb := newCountingClient(t, addr), newCountingClient(t, addr)
-	db := testenv.SQLite(t)
-	sendA, _ := inProcessInstance(t, "fleet-a", db, ra.Client)
-	sendB, b := inProcessInstance(t, "fleet-b", db, rb.Client)
-	heard := make(chan inventory.SoldOut, 8)
-	b.epochs.onSoldOut(func(n inventory.SoldOut) { heard <- n })
-	testkit.Eventually(t, "both instances' epoch subscriptions are up", 10*time.Second, func() bool { return b.epochs.trusting() })
-	for _, send := range []func(method, path, body, key string) (int, string){sendA, sendB} {
-		if code, body := send("PUT", "/api/v1/admin/stage", `{"stage":"redis-atomic"}`, ""); code != 200 {
-			t.Fatalf("stage switch: %d %s", code, body)
-		}
-	}
-	if code, body := sendA("POST", "/api/v1/admin/products/2/reset", `{"stock":1}`, ""); code != 200 {
-		t.Fatalf("reset: %d %s", code, body)
-	}
-	if code, body := sendA("POST", "/api/v1/products/2/buy", `{"user_id":"a-winner"}`, ""); code != 201 {
-		t.Fatalf("the one unit on a: %d %s", code, body)
-	}
-	if code, body := sendA("POST", "/api/v1/products/2/buy", `{"user_id":"a-late"}`, ""); code != 409 {
-		t.Fatalf("a late buyer on a: %d %s", code, body)
-	}
-	select {
-	case n := <-heard:
-		if n.Item != "product:2" || n.Stage != inventory.StageRedisAtomic {
-			t.Fatalf("b heard %+v; want product:2's sell-out under redis-atomic", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("b never heard of the sell-out a found")
-	}
-	rb.names()
-	for i := range 3 {
-		code, body := sendB("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"b-late-%d"}`, i), "")
-		if code != 409 || !strings.Contains(body, "sold-out") {
-			t.Fatalf("late buyer %d on b: %d %s; want 409 sold-out", i, code, body)
-		}
-	}
-	for _, name := range rb.names() {
-		if name != "get "+epochKey("product:2") {
-			t.Fatalf("b's late buyers sent %q to Redis; want nothing but a read of the epoch (b's stage must not run)", name)
-		}
-	}
-	if code, body := sendB("POST", "/api/v1/admin/products/2/reset", `{"stock":1}`, ""); code != 200 {
-		t.Fatalf("reset through b: %d %s", code, body)
-	}
-	if code, body := sendA("POST", "/api/v1/products/2/buy", `{"user_id":"a-after-reset"}`, ""); code != 201 {
-		t.Fatalf("right after a reset through b, a must sell: %d %s", code, body)
 	}
 }

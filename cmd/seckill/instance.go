@@ -37,7 +37,6 @@ type instance struct {
 	name    string
 	handler http.Handler
 	close   func() error
-	epochs  *redisEpochs // its view of the fleet's epochs; nil without Redis
 }
 
 // newInstance builds every stage the backends allow into a map keyed by
@@ -102,7 +101,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.redisStock), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
 	})
 	p.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
-	return &instance{name: cfg.Instance, handler: h, close: p.close, epochs: p.epochs}, nil
+	return &instance{name: cfg.Instance, handler: h, close: p.close}, nil
 }
 
 // parts are what one instance is assembled from: the configuration and

@@ -53,12 +53,8 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	}
 	if p.b.redis != nil {
 		co.Epochs = p.epochs
-		co.Announce = func(n inventory.SoldOut) { p.epochs.announce(n) }
 	}
 	k := kindStages{crowd: inventory.NewCrowd(co)}
-	if p.epochs != nil {
-		p.epochs.onSoldOut(k.crowd.Heard)
-	}
 	section := inventory.SectionOptions{Delay: p.cfg.CriticalSectionDelay, Fencing: p.cfg.Fencing, Logger: p.log}
 	lockOpt := inventory.LockOptions{TTL: p.cfg.LockTTL, Wait: p.cfg.LockWait}
 	if p.epochs != nil {
@@ -73,20 +69,20 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	k.stages = map[string]inventory.Stage{
 		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, section),
 		inventory.StageLocalMutex: inventory.NewLocalMutex(st, kind, section),
-		inventory.StageDBAtomic:   k.crowd.WrapShared(inventory.StageDBAtomic, inventory.NewDBAtomic(st)),
+		inventory.StageDBAtomic:   k.crowd.Wrap(inventory.NewDBAtomic(st)),
 	}
 	if p.locks.locker != nil {
 		fairOpt := lockOpt
 		fairOpt.Fair = p.cfg.LockFair
-		k.stages[inventory.StageRedisLock] = k.crowd.WrapShared(inventory.StageRedisLock, inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
+		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
 		k.redisStock = inventory.NewRedisAtomic(p.b.redis, st, kind, p.log)
 		k.redisStock.OnRestock(k.crowd.Restocked)
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
-		k.stages[inventory.StageRedisAtomic] = k.crowd.WrapShared(inventory.StageRedisAtomic, k.redisStock)
+		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.redisStock)
 		k.queue = inventory.NewRedisStream(k.redisStock, inventory.StreamOptions{MaxLen: int64(p.cfg.StreamMaxLen), Logger: p.log,
 			Durability: inventory.Durability(p.cfg.StreamDurability), ReplicaWait: p.cfg.StreamReplicaWait})
-		k.stages[inventory.StageRedisStream] = k.crowd.WrapShared(inventory.StageRedisStream, k.queue)
+		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
 		k.sharded = inventory.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
 		k.sharded.OnRestock(k.crowd.Restocked)
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
@@ -100,7 +96,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 				}
 			})
 		}
-		k.stages[inventory.StageRedisSharded] = k.crowd.WrapShared(inventory.StageRedisSharded, k.sharded)
+		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
 		w := orderwriter.New(k.queue, st, orderwriter.Options{
 			// Unique per process: a restarted instance is a new consumer,
 			// and its predecessor's entries are claimed like any other's.
@@ -117,7 +113,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		})
 	}
 	if p.locks.quorum != nil {
-		k.stages[inventory.StageRedLock] = k.crowd.WrapShared(inventory.StageRedLock, inventory.NewRedLock(p.locks.quorum, st, kind, section, lockOpt))
+		k.stages[inventory.StageRedLock] = k.crowd.Wrap(inventory.NewRedLock(p.locks.quorum, st, kind, section, lockOpt))
 	}
 	return k
 }

@@ -111,10 +111,6 @@ type CrowdOptions struct {
 	// an admin turns on and off while the instance runs. Nil means Admit
 	// applies whenever it is set.
 	Admitting func() bool
-	// Announce, when set, hears every sell-out a stage wrapped with
-	// WrapShared found and remembered, when it is news, to tell the other
-	// instances (see SoldOut). It must not block.
-	Announce func(SoldOut)
 	// Draw, when set, holds the buyers who come in the first moments of
 	// an item's opening and lets them in at random (draw.go): after the
 	// window, the sold-out memory and Admit, before the line.
@@ -192,7 +188,6 @@ func (b *Busy) RetryAfter() time.Duration { return b.Wait }
 
 // memo is one stage's remembered sell-outs and sale windows.
 type memo struct {
-	name    string // the stage's, for the fleet (WrapShared); "" for none
 	mu      sync.Mutex
 	soldOut map[int64]soldOutMark
 	window  map[int64]windowMark
@@ -205,7 +200,6 @@ type soldOutMark struct {
 	epoch  string
 	minQty int
 	until  time.Time
-	heard  bool // from another instance (Crowd.Heard), not found here
 }
 
 // windowMark says: under epoch, the sale is closed, or it does not open
@@ -295,7 +289,7 @@ func (w crowded) learner(ctx context.Context, req Request) func(error) {
 		case errors.Is(err, ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
 			if remembered && !errors.Is(err, errMayReturn) {
-				w.remember(req.ItemID, epoch, req.Quantity, until(began, err))
+				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
 			}
 		case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
 			w.c.refused(RefusedWindow)
@@ -387,12 +381,12 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		// the line's next buyers and the post-sale wave hear sold out at
 		// once, not 503 from a line still full of buyers who came too
 		// late (the lab's post-sale-503 rule saw that on redlock).
-		w.remember(o.ItemID, epoch, 1, until(began, last.soldOut))
+		w.m.remember(o.ItemID, epoch, 1, until(began, last.soldOut))
 	case errors.Is(err, ErrSoldOut):
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, errMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
-			w.remember(o.ItemID, epoch, o.Quantity, until(began, err))
+			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err))
 		}
 	case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
 		c.refused(RefusedWindow)
@@ -521,19 +515,13 @@ func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
 	return ok && mark.epoch == epoch && qty >= mark.minQty && (mark.until.IsZero() || now.Before(mark.until))
 }
 
-// remember remembers a sell-out found under epoch, and reports whether it
-// is news: no sell-out of the item was remembered under that epoch, or one
-// for more units, or one heard from the fleet (which lasts a short while).
-func (m *memo) remember(id int64, epoch string, qty int, until time.Time) bool {
+func (m *memo) remember(id int64, epoch string, qty int, until time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	news := true
-	if mark, ok := m.soldOut[id]; ok && mark.epoch == epoch && !mark.heard {
-		news = qty < mark.minQty
+	if mark, ok := m.soldOut[id]; ok && mark.epoch == epoch {
 		qty = min(qty, mark.minQty)
 	}
 	m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty, until: until}
-	return news
 }
 
 func (m *memo) forget(id int64) {
