@@ -35,9 +35,12 @@ func (s suite) runRegexp() string {
 // a listed name that no longer exists shows as missing and fails the run.
 var suites = []suite{{
 	// A relay cuts MySQL's connection right after a COMMIT went through,
-	// or holds the COMMIT's answer past the deadline.
-	pkg:    "./internal/store",
-	tests:  []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline"},
+	// or holds the COMMIT's answer past the deadline; buyers hang up while
+	// their sale batch waits inside MySQL, one held there, or a crowd cut
+	// at random.
+	pkg: "./internal/store",
+	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
+		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed

@@ -24,6 +24,7 @@ type Product struct {
 	FenceToken   int64     // the newest fencing token that claimed the row
 	OpensAt      NullStamp // when the sale opens (UTC); NULL: always open
 	ClosesAt     NullStamp // when the sale closes (UTC); NULL: never
+	LastSale     string    // the mark of the last sale batch that took units (sale.go)
 }
 
 // TableName names the table for gorm.
@@ -91,6 +92,7 @@ type CouponBatch struct {
 	FenceToken int64     // the newest fencing token that claimed the row
 	OpensAt    NullStamp // when the sale opens (UTC); NULL: always open
 	ClosesAt   NullStamp // when the sale closes (UTC); NULL: never
+	LastSale   string    // the mark of the last sale batch that took units (sale.go)
 }
 
 // TableName names the table for gorm.

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,21 +27,32 @@ import (
 //
 //	START TRANSACTION;
 //	INSERT INTO orders (...) VALUES (?, ...), (?, ...);
-//	UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?;
-//	SET @seckill_sold = ROW_COUNT();
-//	DELETE FROM orders WHERE @seckill_sold = 0 AND order_no IN (?, ...);
+//	UPDATE products SET stock = stock - ?, last_sale = ? WHERE id = ? AND stock >= ?;
+//	DELETE FROM orders WHERE order_no IN (?, ...)
+//	  AND NOT EXISTS (SELECT 1 FROM products WHERE id = ? AND last_sale = ?);
 //	COMMIT
 //
 // The row stays locked only while MySQL runs the rest of the batch. As in
 // the transaction of separate statements, the orders go in first, so a
 // repeat buyer fails on the unique key without touching the hot row. When
-// the decrement matches no row (sold out, or no such item), the DELETE
-// takes this batch's orders out again before the COMMIT, so nothing is
-// written; the reply's row counts tell the outcomes apart. A statement
-// that fails (a duplicate key, a deadlock) ends the batch with its
-// transaction open: the Ledger rolls it back on the same connection before
-// that connection goes back to the pool, or closes the connection, which
-// makes MySQL roll it back.
+// the decrement matches no row (sold out, outside the sale window, or no
+// such item), the DELETE takes this batch's orders out again before the
+// COMMIT, so nothing is written; the reply's row counts tell the outcomes
+// apart. A statement that fails (a duplicate key, a deadlock) ends the
+// batch with its transaction open: the Ledger rolls it back on the same
+// connection before that connection goes back to the pool, or closes the
+// connection, which makes MySQL roll it back.
+//
+// Whether the decrement took the units is read from the data: the UPDATE
+// writes the batch's own mark (a random nonce) into the row it decrements,
+// and the DELETE keeps the orders only if the row carries that mark. Only
+// this transaction can have written it, and it holds the row's lock until
+// its COMMIT. An earlier version kept ROW_COUNT() in a session variable
+// instead. That is only as good as the server's bookkeeping, and MariaDB
+// answers ROW_COUNT() with -1 in a batch whose client hung up while it
+// waited (TestSaleWhoseBuyerLeftWhileItWaited): the DELETE took nothing
+// back, the COMMIT wrote orders whose units never left, and db-atomic
+// ended a wrk crowd with 101 orders for 100 units.
 //
 // A sale whose deadline passes while MySQL runs it is cut off as a COMMIT
 // whose answer was lost would be: its outcome is unknown. MySQL has the
@@ -84,20 +97,19 @@ const (
 	saleBegin = iota
 	saleInsert
 	saleDecrement
-	saleMatched
 	saleTakeBack
 	saleCommit
 	saleStatements
 )
 
 // batch returns the multi-statement of a sale of orders (of one item, with
-// total units) and its arguments. A window condition (clock.inWindow), when
-// given, joins the decrement's WHERE: db-atomic checks the sale window in
-// the very statement that takes the units.
-func (t saleTables) batch(orders []inventory.Order, total int, window string) (string, []driver.NamedValue) {
+// total units) under the given mark, and its arguments. A window condition
+// (clock.inWindow), when given, joins the decrement's WHERE: db-atomic
+// checks the sale window in the very statement that takes the units.
+func (t saleTables) batch(orders []inventory.Order, total int, window, mark string) (string, []driver.NamedValue) {
 	cols := strings.Count(t.columns, ",") + 1
 	row := "(?" + strings.Repeat(", ?", cols-1) + ")"
-	args := make([]driver.NamedValue, 0, (cols+1)*len(orders)+3)
+	args := make([]driver.NamedValue, 0, (cols+1)*len(orders)+6)
 	add := func(v any) { args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v}) }
 	var b strings.Builder
 	b.WriteString("START TRANSACTION;\n")
@@ -111,21 +123,31 @@ func (t saleTables) batch(orders []inventory.Order, total int, window string) (s
 			add(v)
 		}
 	}
-	fmt.Fprintf(&b, ";\nUPDATE %s SET %s = %s - ? WHERE id = ? AND %s >= ?", t.items, t.stock, t.stock, t.stock)
+	fmt.Fprintf(&b, ";\nUPDATE %s SET %s = %s - ?, last_sale = ? WHERE id = ? AND %s >= ?", t.items, t.stock, t.stock, t.stock)
 	if window != "" {
 		b.WriteString(" AND " + window)
 	}
 	b.WriteString(";\n")
 	add(int64(total))
+	add(mark)
 	add(orders[0].ItemID)
 	add(int64(total))
-	b.WriteString("SET @seckill_sold = ROW_COUNT();\n")
-	fmt.Fprintf(&b, "DELETE FROM %s WHERE @seckill_sold = 0 AND %s IN (?%s);\n", t.orders, t.no, strings.Repeat(", ?", len(orders)-1))
+	fmt.Fprintf(&b, "DELETE FROM %s WHERE %s IN (?%s) AND NOT EXISTS (SELECT 1 FROM %s WHERE id = ? AND last_sale = ?);\n",
+		t.orders, t.no, strings.Repeat(", ?", len(orders)-1), t.items)
 	for _, o := range orders {
 		add(o.No)
 	}
+	add(orders[0].ItemID)
+	add(mark)
 	b.WriteString("COMMIT")
 	return b.String(), args
+}
+
+// saleMark returns a fresh mark for a sale batch: 128 random bits, in hex.
+func saleMark() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 // rollbackWait bounds the rollback after a failed batch; a connection that
@@ -137,7 +159,9 @@ const rollbackWait = 5 * time.Second
 // its row lock. It returns errSoldOutOrMissing when the decrement matched
 // no row (nothing was written).
 func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, window string) error {
-	query, args := l.statements.sale().batch(orders, total, window)
+	// One mark for every attempt: a batch that failed rolled back, and its
+	// mark with it.
+	query, args := l.statements.sale().batch(orders, total, window, saleMark())
 	var counts []int64
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,6 +181,144 @@ func TestSaleCutOffByItsDeadline(t *testing.T) {
 	if err != nil || !a.Conserved() || a.Orders < 1 || a.Orders > 2 || a.Sold != a.Orders {
 		t.Fatalf("Audit = %+v, %v; want the cut-off sale all or nothing, and the next one written", a, err)
 	}
+}
+
+// TestSaleWhoseBuyerLeftWhileItWaited: a buyer who hangs up while the sale
+// waits inside MySQL, here its INSERT behind another session's uncommitted
+// order of the same buyer, leaves MySQL to run the rest of the batch with
+// nobody listening. The sale must still be all or nothing: an item sold out
+// gets no order, and a unit that was there leaves the stock with its order,
+// or stays. (MariaDB 10.11 answers ROW_COUNT() with -1 in a batch whose
+// client has gone; a batch that read it kept its orders and committed them
+// without their units, which oversold db-atomic under wrk.)
+func TestSaleWhoseBuyerLeftWhileItWaited(t *testing.T) {
+	tables := map[string]string{
+		"products": "INSERT INTO orders (order_no, product_id, user_id, quantity, stage) VALUES ('held', 1, 'leaver', 1, 'test')",
+		"coupons":  "INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage) VALUES ('held', 1, 'leaver', 1, 'test')",
+	}
+	for _, k := range kinds {
+		for _, stock := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%s/stock=%d", k.name, stock), func(t *testing.T) {
+				dsn := testenv.MySQLDSN(t)
+				ctx := context.Background()
+				l := k.ledger(openMySQL(t, dsn, store.Pool{MaxConns: 2}))
+				if err := l.Reset(ctx, 1, stock); err != nil {
+					t.Fatal(err)
+				}
+				admin, err := sql.Open("mysql", dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = admin.Close() })
+				holder, err := admin.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = holder.Rollback() })
+				if _, err := holder.ExecContext(ctx, tables[k.name]); err != nil {
+					t.Fatal(err)
+				}
+
+				no := fmt.Sprintf("leaver-%s-%d", k.name, stock)
+				cut, hangUp := context.WithCancel(ctx)
+				defer hangUp()
+				sold := make(chan error, 1)
+				go func() { sold <- l.Deduct(cut, order(no, "leaver", 1)) }()
+				// The sale's session, once its INSERT waits for the held
+				// order. INNODB_TRX is a cache that MySQL refreshes only when
+				// it was not read for 0.1 s: waitServer polls slower.
+				var session int64
+				waitServer(t, admin, "the sale's INSERT to wait for the held order", func(n int64) bool { session = n; return n > 0 },
+					"SELECT COALESCE(MAX(trx_mysql_thread_id), 0) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?", "%'"+no+"'%")
+				hangUp()
+				if err := <-sold; !errors.Is(err, context.Canceled) {
+					t.Fatalf("a sale whose buyer hung up: %v, want the context's error", err)
+				}
+				if err := holder.Rollback(); err != nil {
+					t.Fatal(err)
+				}
+				// MySQL runs the rest of the batch, then finds the client
+				// gone and ends the session.
+				waitServer(t, admin, "MySQL to finish the batch nobody waits for", func(n int64) bool { return n == 0 },
+					"SELECT COUNT(*) FROM information_schema.processlist WHERE id = ?", session)
+
+				a, err := l.Audit(ctx, 1)
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case !a.Conserved() || a.Stock < 0 || a.Orders != stock-a.Stock:
+					t.Fatalf("Audit = %+v; want the sale all or nothing (stock %d)", a, stock)
+				}
+			})
+		}
+	}
+}
+
+// TestSalesCutOffAtRandomStayConserved: a crowd of buyers, many hanging up
+// at random moments of their sale (some before it reaches MySQL, some while
+// it waits for the row or for another session's order of the same buyer),
+// singly and in batches of three. Whatever each buyer heard, the stock and
+// the orders agree after every round. Before sales read their outcome from
+// the row's mark, the first or second round of this test oversold.
+func TestSalesCutOffAtRandomStayConserved(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	ctx := context.Background()
+	l := openMySQL(t, dsn, store.Pool{MaxConns: 16}).Products()
+	const rounds, buyers, stock = 8, 240, 20
+	for r := range rounds {
+		if err := l.Reset(ctx, 1, stock); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range buyers {
+			wg.Go(func() {
+				// Up to 20 ms: most sales of a round are cut somewhere.
+				cut, cancel := context.WithTimeout(ctx, time.Duration(rand.IntN(20_000))*time.Microsecond)
+				defer cancel()
+				// Buyers repeat (80 names for 240 buys), so INSERTs wait on
+				// each other's uncommitted orders.
+				o := func(j int) inventory.Order {
+					return order(fmt.Sprintf("r%d-b%d-%d", r, i, j), fmt.Sprintf("u%d", rand.IntN(80)), 1)
+				}
+				if i%4 == 0 {
+					_ = l.DeductAll(cut, []inventory.Order{o(0), o(1), o(2)})
+				} else {
+					_ = l.DeductInWindow(cut, o(0))
+				}
+			})
+		}
+		wg.Wait()
+		// A batch whose buyer left may still run in MySQL: wait for it.
+		admin, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitServer(t, admin, "MySQL to finish the batches nobody waits for", func(n int64) bool { return n == 0 },
+			"SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND command = 'Query' AND id <> CONNECTION_ID()")
+		_ = admin.Close()
+		a, err := l.Audit(ctx, 1)
+		if err != nil || !a.Conserved() || a.Stock < 0 {
+			t.Fatalf("round %d: Audit = %+v, %v; want the stock and the orders to agree", r, a, err)
+		}
+	}
+}
+
+// waitServer polls query, which reads one integer, on db until done holds
+// for it, for at most 30 s, and fails the test with what it waited for if
+// it never does. It polls every 150 ms, slower than MySQL refreshes its
+// INNODB_TRX cache.
+func waitServer(t *testing.T, db *sql.DB, what string, done func(int64) bool, query string, args ...any) {
+	t.Helper()
+	var got int64
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(150 * time.Millisecond) {
+		if err := db.QueryRow(query, args...).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if done(got) {
+			return
+		}
+	}
+	t.Fatalf("waited 30 s for %s: %s reads %d", what, query, got)
 }
 
 // TestSaleArgumentsAreData: the driver fills a sale batch's arguments in
