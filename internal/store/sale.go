@@ -170,7 +170,11 @@ func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, 
 			break
 		}
 	}
-	if err != nil {
+	var unsent notSent
+	switch {
+	case errors.As(err, &unsent):
+		return translate(unsent.err) // nothing reached MySQL
+	case err != nil:
 		return translate(commitLost(err)) // the batch ends in its COMMIT
 	}
 	if len(counts) != saleStatements {
@@ -188,6 +192,14 @@ func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, 
 	return fmt.Errorf("a sale of %d orders of %s %d answered with row counts %v", n, l.table, orders[0].ItemID, counts)
 }
 
+// notSent is an error of DB.batch from before it sent anything: its
+// outcome is known (nothing was written), whatever it says, a deadline
+// included.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
 // batch runs a multi-statement on one MySQL connection and returns the rows
 // each statement affected. A failed statement's transaction is rolled back on
 // that connection (see the top of this file).
@@ -195,11 +207,11 @@ func (d *DB) batch(ctx context.Context, query string, args []driver.NamedValue) 
 	d.record(query)
 	sqlDB, err := d.gdb.DB()
 	if err != nil {
-		return nil, err
+		return nil, notSent{err}
 	}
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, notSent{err} // no connection by the deadline, or a refused dial
 	}
 	defer func() { _ = conn.Close() }()
 	var counts []int64

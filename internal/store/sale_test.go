@@ -183,6 +183,35 @@ func TestSaleCutOffByItsDeadline(t *testing.T) {
 	}
 }
 
+// TestSaleThatNeverLeftHasAKnownOutcome: a sale whose deadline passed
+// before it had a connection sent MySQL nothing, so its outcome is known:
+// the deadline's error, not inventory.ErrOutcomeUnknown, which says that
+// the write was sent and its answer lost.
+func TestSaleThatNeverLeftHasAKnownOutcome(t *testing.T) {
+	ctx := context.Background()
+	db, writes := countedMySQL(t, store.Pool{MaxConns: 1})
+	l := db.Products()
+	if err := l.Reset(ctx, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	late, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	before := writes.Load()
+	err := l.Deduct(late, order("late-1", "late", 1))
+	switch {
+	case !errors.Is(err, context.DeadlineExceeded):
+		t.Fatalf("a sale past its deadline before it began: %v, want the deadline's error", err)
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
+		t.Fatalf("a sale that sent nothing (%d commands) is said to have an unknown outcome: %v", writes.Load()-before, err)
+	}
+	if sent := writes.Load() - before; sent != 0 {
+		t.Fatalf("a sale past its deadline sent %d commands", sent)
+	}
+	if a, err := l.Audit(ctx, 1); err != nil || a.Orders != 0 || a.Stock != 5 {
+		t.Fatalf("Audit = %+v, %v; want nothing written", a, err)
+	}
+}
+
 // TestSaleWhoseBuyerLeftWhileItWaited: a buyer who hangs up while the sale
 // waits inside MySQL, here its INSERT behind another session's uncommitted
 // order of the same buyer, leaves MySQL to run the rest of the batch with
