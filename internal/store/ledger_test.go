@@ -192,7 +192,7 @@ func TestStatementsPerPurchase(t *testing.T) {
 }
 
 // oneBatch is the verbs of a sale sent as one batch (sale.go).
-const oneBatch = "START INSERT UPDATE DELETE COMMIT"
+const oneBatch = "START INSERT UPDATE SET DELETE COMMIT"
 
 // trips turns the record of a Wire into one entry per round trip: the
 // verbs of the statements it sent, space-separated.
