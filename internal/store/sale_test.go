@@ -75,24 +75,32 @@ func openMySQL(t *testing.T, dsn string, pool store.Pool) *store.DB {
 	return db
 }
 
+// otherSession opens a pool of its own on dsn, as another buyer's would,
+// and a transaction on it; both end with the test (the transaction rolled
+// back, if not committed before).
+func otherSession(t *testing.T, dsn string) (*sql.DB, *sql.Tx) {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() }) // ErrTxDone after a Commit
+	return db, tx
+}
+
 // holdRow locks product 1's row from a session of its own, as another
 // buyer's transaction would, and returns that transaction (rolled back when
 // the test ends, if not committed before) and the stock it read.
 func holdRow(t *testing.T, dsn string) (*sql.Tx, int) {
 	t.Helper()
-	ctx := context.Background()
-	holder, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Close() })
-	tx, err := holder.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() }) // ErrTxDone after a Commit
+	_, tx := otherSession(t, dsn)
 	var stock int
-	if err := tx.QueryRowContext(ctx, "SELECT stock FROM products WHERE id = 1 FOR UPDATE").Scan(&stock); err != nil {
+	if err := tx.QueryRow("SELECT stock FROM products WHERE id = 1 FOR UPDATE").Scan(&stock); err != nil {
 		t.Fatal(err)
 	}
 	return tx, stock
@@ -234,16 +242,7 @@ func TestSaleWhoseBuyerLeftWhileItWaited(t *testing.T) {
 				if err := l.Reset(ctx, 1, stock); err != nil {
 					t.Fatal(err)
 				}
-				admin, err := sql.Open("mysql", dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = admin.Close() })
-				holder, err := admin.BeginTx(ctx, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = holder.Rollback() })
+				admin, holder := otherSession(t, dsn)
 				if _, err := holder.ExecContext(ctx, tables[k.name]); err != nil {
 					t.Fatal(err)
 				}
@@ -293,6 +292,11 @@ func TestSalesCutOffAtRandomStayConserved(t *testing.T) {
 	dsn := testenv.MySQLDSN(t)
 	ctx := context.Background()
 	l := openMySQL(t, dsn, store.Pool{MaxConns: 16}).Products()
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
 	const rounds, buyers, stock = 8, 240, 20
 	for r := range rounds {
 		if err := l.Reset(ctx, 1, stock); err != nil {
@@ -318,13 +322,8 @@ func TestSalesCutOffAtRandomStayConserved(t *testing.T) {
 		}
 		wg.Wait()
 		// A batch whose buyer left may still run in MySQL: wait for it.
-		admin, err := sql.Open("mysql", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
 		waitServer(t, admin, "MySQL to finish the batches nobody waits for", func(n int64) bool { return n == 0 },
 			"SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND command = 'Query' AND id <> CONNECTION_ID()")
-		_ = admin.Close()
 		a, err := l.Audit(ctx, 1)
 		if err != nil || !a.Conserved() || a.Stock < 0 {
 			t.Fatalf("round %d: Audit = %+v, %v; want the stock and the orders to agree", r, a, err)
