@@ -37,10 +37,11 @@ var suites = []suite{{
 	// A relay cuts MySQL's connection right after a COMMIT went through,
 	// or holds the COMMIT's answer past the deadline; buyers hang up while
 	// their sale batch waits inside MySQL, one held there, or a crowd cut
-	// at random.
+	// at random; a lock holder loses its lease while its write waits.
 	pkg: "./internal/store",
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
-		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved"},
+		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
+		"TestWriteCutOffByALostLockIsNotNothing"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed

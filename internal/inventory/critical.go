@@ -123,16 +123,11 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	if g.opts.Fencing {
 		token = held.Token()
 	}
-	if token > 0 {
-		// Claim the row with our token before reading it. Fencing only the
-		// final write is not enough: a holder whose lease ran out could
-		// still write between a newer holder's read and that holder's
-		// write, and the newer write would then silently overwrite it.
-		if err := g.store.Fence(sctx, o.ItemID, token); err != nil {
-			return lostOr(held, err)
-		}
-	}
-	stock, err := g.store.ReadStock(sctx, o.ItemID)
+	// With a token, claim the row with it before reading it. Fencing only
+	// the final write is not enough: a holder whose lease ran out could
+	// still write between a newer holder's read and that holder's write,
+	// and the newer write would then silently overwrite it.
+	stock, err := g.read(sctx, o.ItemID, token)
 	if err != nil {
 		return lostOr(held, err)
 	}
@@ -154,12 +149,27 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	// that another buyer may have acted on too. The CHECK (stock >= 0)
 	// constraint cannot see it, since the value written is never negative.
 	if err := g.store.WriteComputed(sctx, o, stock-o.Quantity, token); err != nil {
-		return lostOr(held, err)
+		return writeFailed(held, err)
 	}
 	if stock == o.Quantity {
 		soldLast(ctx, SoldOutAt(win, ErrSoldOut)) // and the next buyer would read 0
 	}
 	return nil
+}
+
+// read reads the stock under the guard, having claimed the row first when
+// token > 0: in one round trip when the store can (FenceReader).
+func (g *guarded) read(ctx context.Context, id, token int64) (int, error) {
+	if token <= 0 {
+		return g.store.ReadStock(ctx, id)
+	}
+	if fr, ok := g.store.(FenceReader); ok {
+		return fr.FenceAndRead(ctx, id, token)
+	}
+	if err := g.store.Fence(ctx, id, token); err != nil {
+		return 0, err
+	}
+	return g.store.ReadStock(ctx, id)
 }
 
 // lostOr explains a failed step by a lost lock when the lock was lost (the
@@ -172,6 +182,21 @@ func lostOr(held Held, err error) error {
 		return errors.Join(lerr, err)
 	}
 	return err
+}
+
+// writeFailed explains a failed write. A write cut off when the lock was
+// lost may still land: on MySQL it is one batch, which the server runs to
+// its end after the client hung up, and a fenced write that no newer
+// holder overtook commits (validly). Its buyer must hear that the outcome
+// is unknown, never "lock lost, nothing was written"
+// (TestWriteCutOffByALostLockIsNotNothing).
+func writeFailed(held Held, err error) error {
+	cut := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown)
+	if lerr := held.Err(); lerr != nil && cut {
+		// Neither error is wrapped: the answer must be the unknown outcome's.
+		return fmt.Errorf("%w: the write was on its way when the lock was lost (%v; %v)", ErrOutcomeUnknown, lerr, err)
+	}
+	return lostOr(held, err)
 }
 
 func (g *guarded) pause(ctx context.Context, o Order) error {

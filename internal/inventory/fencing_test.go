@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -56,11 +57,11 @@ func (h frozenHold) Exit(ctx context.Context) error              { return h.l.Re
 // B's own lease must last through its read and write. Both buyers take a
 // minute, and A's pause shortens A's to 150 ms (Refresh): its lease ends
 // after its read, whatever the machine's pace.
-func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inventory.Audit) {
+func pausedHolder(t *testing.T, open func(testing.TB) *store.DB, fencing bool, at pause) (errA error, audit inventory.Audit) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := testenv.SQLite(t)
+	db := open(t)
 	rdb := testenv.Redis(t)
 	locker := testenv.NewLock(t, rdb, lock.Options{Prefix: testenv.Name("fence") + ":"})
 	t.Cleanup(func() {
@@ -131,12 +132,16 @@ func pausedHolder(t *testing.T, fencing bool, at pause) (errA error, audit inven
 // is refused by the database, its transaction rolls back, and nothing is
 // oversold.
 func TestFencingRejectsPausedHolder(t *testing.T) {
-	errA, a := pausedHolder(t, true, frozen)
-	if !errors.Is(errA, inventory.ErrLockLost) {
-		t.Fatalf("A's write must be fenced off with ErrLockLost, got %v", errA)
-	}
-	if a.Orders != 1 || a.Oversold() != 0 || !a.Conserved() {
-		t.Fatalf("want exactly B's order and conservation, got %+v", a)
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			errA, a := pausedHolder(t, b.Open, true, frozen)
+			if !errors.Is(errA, inventory.ErrLockLost) {
+				t.Fatalf("A's write must be fenced off with ErrLockLost, got %v", errA)
+			}
+			if a.Orders != 1 || a.Oversold() != 0 || !a.Conserved() {
+				t.Fatalf("want exactly B's order and conservation, got %+v", a)
+			}
+		})
 	}
 }
 
@@ -145,12 +150,16 @@ func TestFencingRejectsPausedHolder(t *testing.T) {
 // last look at its lease, with SECKILL_FENCING=false, sells the one unit
 // twice.
 func TestWithoutFencingThePausedHolderOversells(t *testing.T) {
-	errA, a := pausedHolder(t, false, frozen)
-	if errA != nil && !errors.Is(errA, lock.ErrLockLost) {
-		t.Fatalf("A's purchase: %v", errA)
-	}
-	if a.Orders != 2 || a.Oversold() != 1 || a.Conserved() {
-		t.Fatalf("without fencing the paused holder must oversell by one, got %+v oversold=%d", a, a.Oversold())
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			errA, a := pausedHolder(t, b.Open, false, frozen)
+			if errA != nil && !errors.Is(errA, lock.ErrLockLost) {
+				t.Fatalf("A's purchase: %v", errA)
+			}
+			if a.Orders != 2 || a.Oversold() != 1 || a.Conserved() {
+				t.Fatalf("without fencing the paused holder must oversell by one, got %+v oversold=%d", a, a.Oversold())
+			}
+		})
 	}
 }
 
@@ -158,12 +167,16 @@ func TestWithoutFencingThePausedHolderOversells(t *testing.T) {
 // last check learns from the lease, not from the database, that it lost
 // the lock: it writes nothing even with fencing off.
 func TestLostLeaseStopsTheSection(t *testing.T) {
-	errA, a := pausedHolder(t, false, afterRead)
-	if !errors.Is(errA, inventory.ErrLockLost) {
-		t.Fatalf("A must stop with ErrLockLost once its lease is gone, got %v", errA)
-	}
-	if a.Orders != 1 || a.Oversold() != 0 || !a.Conserved() {
-		t.Fatalf("want exactly B's order and conservation, got %+v", a)
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			errA, a := pausedHolder(t, b.Open, false, afterRead)
+			if !errors.Is(errA, inventory.ErrLockLost) {
+				t.Fatalf("A must stop with ErrLockLost once its lease is gone, got %v", errA)
+			}
+			if a.Orders != 1 || a.Oversold() != 0 || !a.Conserved() {
+				t.Fatalf("want exactly B's order and conservation, got %+v", a)
+			}
+		})
 	}
 }
 

@@ -156,6 +156,15 @@ type SectionStore interface {
 	WriteComputed(ctx context.Context, o Order, newStock int, token int64) error
 }
 
+// FenceReader is a SectionStore that can claim an item for a holder and
+// read its stock in one round trip. The lock stages use it when they fence.
+type FenceReader interface {
+	// FenceAndRead is Fence, then ReadStock. A token already recorded is
+	// the holder's own claim (a lease claims once); a newer one fails with
+	// ErrLockLost.
+	FenceAndRead(ctx context.Context, id int64, token int64) (int, error)
+}
+
 // Deducter is what the lock-free stages write with.
 type Deducter interface {
 	// Deduct inserts o and decrements the stock by o.Quantity only if enough

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,7 @@ type Ledger struct {
 
 var _ interface {
 	inventory.Store
+	inventory.FenceReader
 	inventory.WindowReader
 	inventory.WindowDeducter
 	inventory.WindowSetter
@@ -173,6 +175,61 @@ func (l *Ledger) Fence(ctx context.Context, id int64, token int64) error {
 	return nil
 }
 
+// FenceAndRead is Fence followed by ReadStock, in one round trip on MySQL
+// (the claim and the read sent as one batch; a holder pays for each round
+// trip of its section while the fleet waits for the lock). The claim holds
+// when the row carries token afterwards: it fails with
+// inventory.ErrLockLost when a newer token is recorded, and with
+// inventory.ErrNotFound for an unknown item. Unlike Fence it takes the
+// same token recorded already as the holder's own claim: a token is one
+// lease's, and a lease claims once.
+func (l *Ledger) FenceAndRead(ctx context.Context, id int64, token int64) (int, error) {
+	t := l.statements.sale()
+	claim := fmt.Sprintf("UPDATE %s SET fence_token = ? WHERE id = ? AND fence_token < ?", t.items)
+	read := fmt.Sprintf("SELECT %s, fence_token FROM %s WHERE id = ?", t.stock, t.items)
+	fail := func(err error) (int, error) {
+		return 0, translate(fmt.Errorf("fence and read %s %d: %w", l.table, id, err))
+	}
+	var rows *sql.Rows
+	var err error
+	if l.db.dialect == MySQL {
+		rows, err = l.conn(ctx).Raw(claim+";\n"+read, token, id, token, id).Rows()
+	} else { // in process: no round trip to save
+		if err := l.conn(ctx).Exec(claim, token, id, token).Error; err != nil {
+			return fail(err)
+		}
+		rows, err = l.conn(ctx).Raw(read, id).Rows()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = rows.Close() }()
+	var stock int
+	var fence int64
+	found := false
+	for { // on MySQL the UPDATE's result (no rows) comes first
+		for rows.Next() {
+			if err := rows.Scan(&stock, &fence); err != nil {
+				return fail(err)
+			}
+			found = true
+		}
+		if !rows.NextResultSet() {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	switch {
+	case !found:
+		return 0, fmt.Errorf("%s %d: %w", l.table, id, inventory.ErrNotFound)
+	case fence != token:
+		return 0, fmt.Errorf("%s %d: token %d is stale (%d recorded): %w", l.table, id, token, fence, inventory.ErrLockLost)
+	}
+	return stock, nil
+}
+
 // WriteComputed inserts o and writes newStock in one transaction. With a
 // token (> 0), the write needs the item's fence to be no newer than the
 // token, else it fails with inventory.ErrLockLost and writes nothing. A
@@ -180,6 +237,20 @@ func (l *Ledger) Fence(ctx context.Context, id int64, token int64) error {
 // inventory.ErrSoldOut (the CHECK constraint), an unknown item
 // inventory.ErrNotFound.
 func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock int, token int64) error {
+	if l.db.dialect == MySQL {
+		// One batch, like a sale (sale.go): the holder's write is the
+		// longest part of the section, and every round trip of it is one
+		// the rest of the fleet's buyers wait through for the lock.
+		query, args := l.statements.sale().computedBatch(o, newStock, token, saleMark())
+		err := l.runWrite(ctx, []inventory.Order{o}, query, args)
+		if !errors.Is(err, errSoldOutOrMissing) {
+			return err
+		}
+		if token > 0 {
+			return fmt.Errorf("%s %d: write with token %d fenced off: %w", l.table, o.ItemID, token, inventory.ErrLockLost)
+		}
+		return fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrNotFound)
+	}
 	return l.tx(ctx, func(tx *gorm.DB) error {
 		if err := l.statements.insertOrder(tx, o); err != nil {
 			return err

@@ -66,6 +66,11 @@ import (
 // a buyer away), and the HTTP layer marks the Idempotency-Key's outcome
 // unknown, so the buyer's retry is answered with the order.
 //
+// The lock stages' computed write (WriteComputed) is the same batch, whose
+// UPDATE sets the stock the holder computed, fenced by its token, instead
+// of decrementing it: a holder's round trips are waited through by every
+// buyer behind the lock.
+//
 // The driver fills in the arguments itself (interpolateParams, escaped for
 // the connection's character set): MySQL cannot prepare a multi-statement.
 // The demo's SQLite runs in process, with no round trips to save, and keeps
@@ -111,9 +116,33 @@ const (
 // (clock.inWindow), when given, joins the decrement's WHERE: db-atomic
 // checks the sale window in the very statement that takes the units.
 func (t saleTables) batch(orders []inventory.Order, total int, window, mark string) (string, []driver.NamedValue) {
+	cond := " AND " + t.stock + " >= ?"
+	if window != "" {
+		cond += " AND " + window
+	}
+	return t.write(orders, t.stock+" = "+t.stock+" - ?", int64(total), cond, []any{int64(total)}, mark)
+}
+
+// computedBatch returns the multi-statement of the lock stages' naive write
+// (WriteComputed): the same batch as a sale's, whose UPDATE sets the stock
+// to the value the holder computed instead of decrementing it, and, with a
+// fencing token (> 0), matches only while no newer holder claimed the row.
+func (t saleTables) computedBatch(o inventory.Order, newStock int, token int64, mark string) (string, []driver.NamedValue) {
+	cond, condArgs := "", []any(nil)
+	if token > 0 {
+		cond, condArgs = " AND fence_token <= ?", []any{token}
+	}
+	return t.write([]inventory.Order{o}, t.stock+" = ?", int64(newStock), cond, condArgs, mark)
+}
+
+// write builds a batch: the orders, then "UPDATE items SET set, last_sale =
+// mark WHERE id = ? cond", the read of the mark, the take-back and the
+// COMMIT (see the top of this file). set holds one placeholder, for
+// setArg; cond one per condArgs.
+func (t saleTables) write(orders []inventory.Order, set string, setArg any, cond string, condArgs []any, mark string) (string, []driver.NamedValue) {
 	cols := strings.Count(t.columns, ",") + 1
 	row := "(?" + strings.Repeat(", ?", cols-1) + ")"
-	args := make([]driver.NamedValue, 0, (cols+1)*len(orders)+6)
+	args := make([]driver.NamedValue, 0, (cols+1)*len(orders)+5+len(condArgs))
 	add := func(v any) { args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v}) }
 	var b strings.Builder
 	b.WriteString("START TRANSACTION;\n")
@@ -127,15 +156,13 @@ func (t saleTables) batch(orders []inventory.Order, total int, window, mark stri
 			add(v)
 		}
 	}
-	fmt.Fprintf(&b, ";\nUPDATE %s SET %s = %s - ?, last_sale = ? WHERE id = ? AND %s >= ?", t.items, t.stock, t.stock, t.stock)
-	if window != "" {
-		b.WriteString(" AND " + window)
-	}
-	b.WriteString(";\n")
-	add(int64(total))
+	fmt.Fprintf(&b, ";\nUPDATE %s SET %s, last_sale = ? WHERE id = ?%s;\n", t.items, set, cond)
+	add(setArg)
 	add(mark)
 	add(orders[0].ItemID)
-	add(int64(total))
+	for _, a := range condArgs {
+		add(a)
+	}
 	fmt.Fprintf(&b, "SET @seckill_sold = (SELECT last_sale = ? FROM %s WHERE id = ?);\n", t.items)
 	add(mark)
 	add(orders[0].ItemID)
@@ -166,6 +193,14 @@ func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, 
 	// One mark for every attempt: a batch that failed rolled back, and its
 	// mark with it.
 	query, args := l.statements.sale().batch(orders, total, window, saleMark())
+	return l.runWrite(ctx, orders, query, args)
+}
+
+// runWrite sends a batch of saleTables.write for orders, retried like tx
+// when InnoDB picked it as a deadlock victim or timed out its row lock. It
+// returns errSoldOutOrMissing when the UPDATE matched no row (nothing was
+// written).
+func (l *Ledger) runWrite(ctx context.Context, orders []inventory.Order, query string, args []driver.NamedValue) error {
 	var counts []int64
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

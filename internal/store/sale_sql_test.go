@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -60,6 +61,50 @@ func TestSaleBatchSQL(t *testing.T) {
 			if got[i] != want[i] {
 				t.Errorf("%T argument %d = %#v, want %#v", c.statements, i+1, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestComputedWriteBatchSQL pins the lock stages' write on MySQL: the sale
+// batch, whose UPDATE sets the stock the holder computed, fenced by its
+// token when it has one, and without the fence when it has none.
+func TestComputedWriteBatchSQL(t *testing.T) {
+	at := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
+	o := inventory.Order{No: "n1", ItemID: 7, UserID: "a", Quantity: 1, Stage: "redis-lock", Instance: "i1", CreatedAt: at, WrittenAt: at}
+	row := []any{"n1", int64(7), "a", int64(1), "redis-lock", "i1", at, "confirmed", at}
+	for _, c := range []struct {
+		statements statements
+		token      int64
+		want       string
+		args       []any // after the order's row
+	}{
+		{productStatements{}, 42, "START TRANSACTION;\n" +
+			"INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
+			"UPDATE products SET stock = ?, last_sale = ? WHERE id = ? AND fence_token <= ?;\n" +
+			"SET @seckill_sold = (SELECT last_sale = ? FROM products WHERE id = ?);\n" +
+			"DELETE FROM orders WHERE @seckill_sold IS NOT TRUE AND order_no IN (?);\n" +
+			"COMMIT", []any{int64(9), "m1", int64(7), int64(42), "m1", int64(7), "n1"}},
+		{couponStatements{}, 0, "START TRANSACTION;\n" +
+			"INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
+			"UPDATE coupon_batches SET remaining = ?, last_sale = ? WHERE id = ?;\n" +
+			"SET @seckill_sold = (SELECT last_sale = ? FROM coupon_batches WHERE id = ?);\n" +
+			"DELETE FROM coupon_grabs WHERE @seckill_sold IS NOT TRUE AND grab_no IN (?);\n" +
+			"COMMIT", []any{int64(9), "m1", int64(7), "m1", int64(7), "n1"}},
+	} {
+		query, args := c.statements.sale().computedBatch(o, 9, c.token, "m1")
+		if query != c.want {
+			t.Errorf("%T batch:\n%s\nwant:\n%s", c.statements, query, c.want)
+		}
+		want := append(slices.Clone(row), c.args...)
+		var got []any
+		for i, a := range args {
+			if a.Ordinal != i+1 {
+				t.Errorf("%T argument %d has ordinal %d", c.statements, i, a.Ordinal)
+			}
+			got = append(got, a.Value)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%T arguments %v, want %v", c.statements, got, want)
 		}
 	}
 }

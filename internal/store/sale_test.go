@@ -229,10 +229,6 @@ func TestSaleThatNeverLeftHasAKnownOutcome(t *testing.T) {
 // client has gone; a batch that read it kept its orders and committed them
 // without their units, which oversold db-atomic under wrk.)
 func TestSaleWhoseBuyerLeftWhileItWaited(t *testing.T) {
-	tables := map[string]string{
-		"products": "INSERT INTO orders (order_no, product_id, user_id, quantity, stage) VALUES ('held', 1, 'leaver', 1, 'test')",
-		"coupons":  "INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage) VALUES ('held', 1, 'leaver', 1, 'test')",
-	}
 	for _, k := range kinds {
 		for _, stock := range []int{0, 1} {
 			t.Run(fmt.Sprintf("%s/stock=%d", k.name, stock), func(t *testing.T) {
@@ -243,7 +239,7 @@ func TestSaleWhoseBuyerLeftWhileItWaited(t *testing.T) {
 					t.Fatal(err)
 				}
 				admin, holder := otherSession(t, dsn)
-				if _, err := holder.ExecContext(ctx, tables[k.name]); err != nil {
+				if _, err := holder.ExecContext(ctx, heldOrder[k.name]); err != nil {
 					t.Fatal(err)
 				}
 
@@ -252,12 +248,7 @@ func TestSaleWhoseBuyerLeftWhileItWaited(t *testing.T) {
 				defer hangUp()
 				sold := make(chan error, 1)
 				go func() { sold <- l.Deduct(cut, order(no, "leaver", 1)) }()
-				// The sale's session, once its INSERT waits for the held
-				// order. INNODB_TRX is a cache that MySQL refreshes only when
-				// it was not read for 0.1 s: waitServer polls slower.
-				var session int64
-				waitServer(t, admin, "the sale's INSERT to wait for the held order", func(n int64) bool { session = n; return n > 0 },
-					"SELECT COALESCE(MAX(trx_mysql_thread_id), 0) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?", "%'"+no+"'%")
+				session := waitingFor(t, admin, "the sale's INSERT", no)
 				hangUp()
 				if err := <-sold; !errors.Is(err, context.Canceled) {
 					t.Fatalf("a sale whose buyer hung up: %v, want the context's error", err)
@@ -267,8 +258,7 @@ func TestSaleWhoseBuyerLeftWhileItWaited(t *testing.T) {
 				}
 				// MySQL runs the rest of the batch, then finds the client
 				// gone and ends the session.
-				waitServer(t, admin, "MySQL to finish the batch nobody waits for", func(n int64) bool { return n == 0 },
-					"SELECT COUNT(*) FROM information_schema.processlist WHERE id = ?", session)
+				sessionGone(t, admin, session)
 
 				a, err := l.Audit(ctx, 1)
 				switch {
@@ -329,6 +319,26 @@ func TestSalesCutOffAtRandomStayConserved(t *testing.T) {
 			t.Fatalf("round %d: Audit = %+v, %v; want the stock and the orders to agree", r, a, err)
 		}
 	}
+}
+
+// waitingFor returns the session of a statement that waits for a row lock
+// and names order no (what names it), once MySQL shows it waiting.
+// INNODB_TRX is a cache that MySQL refreshes only when it was not read for
+// 0.1 s: waitServer polls slower.
+func waitingFor(t *testing.T, admin *sql.DB, what, no string) int64 {
+	t.Helper()
+	var session int64
+	waitServer(t, admin, what+" to wait for the held order", func(n int64) bool { session = n; return n > 0 },
+		"SELECT COALESCE(MAX(trx_mysql_thread_id), 0) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?", "%'"+no+"'%")
+	return session
+}
+
+// sessionGone waits until MySQL ended the session: it ran the rest of a
+// batch whose client hung up, then found the client gone.
+func sessionGone(t *testing.T, admin *sql.DB, session int64) {
+	t.Helper()
+	waitServer(t, admin, "MySQL to finish the batch nobody waits for", func(n int64) bool { return n == 0 },
+		"SELECT COUNT(*) FROM information_schema.processlist WHERE id = ?", session)
 }
 
 // waitServer polls query, which reads one integer, on db until done holds
