@@ -37,11 +37,12 @@ var suites = []suite{{
 	// A relay cuts MySQL's connection right after a COMMIT went through,
 	// or holds the COMMIT's answer past the deadline; buyers hang up while
 	// their sale batch waits inside MySQL, one held there, or a crowd cut
-	// at random; a lock holder loses its lease while its write waits.
+	// at random; a lock holder loses its lease while its write waits, and
+	// a buyer's unfenced write waits while the buyer leaves.
 	pkg: "./internal/store",
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
-		"TestWriteCutOffByALostLockIsNotNothing"},
+		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
@@ -145,6 +146,7 @@ var suites = []suite{{
 		"TestFoldedBuyPassesAFullLine",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestFencingRejectsPausedHolder",
+		"TestSameTokenTwiceClaimsOnce",
 		"TestWithoutFencingThePausedHolderOversells",
 		"TestLostLeaseStopsTheSection",
 		"TestLostLeaseCancelsTheSectionContext",

@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -253,4 +254,91 @@ func (l *leaseTaker) Obtain(ctx context.Context, key string, ttl time.Duration, 
 		l.got <- lease
 	}
 	return lease, err
+}
+
+// TestSameTokenTwiceClaimsOnce: a failover to a replica that had not
+// received the latest writes can hand out a lock that is held, and a token
+// already issued (internal/lock's doc). The fence is the backstop: of two
+// holders with one token, only the first may claim the row. A claim that
+// took an equal token as the holder's own let the second read the stock
+// the first had read, and both computed writes passed "fence_token <=
+// token": two orders for one unit (a review found this in FenceAndRead).
+//
+// The re-issue is forced: the fence record runs ahead of the server's clock
+// (a master whose clock stepped back, or a promoted replica whose clock is
+// behind), so tokens come from the record plus one. A obtains token F+1,
+// claims the row and freezes after its last look at its lease
+// (frozenGuard); the failover then loses A's lock key and the record's
+// last write (back to F); B obtains F+1 again.
+func TestSameTokenTwiceClaimsOnce(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			db := b.Open(t)
+			rdb := testenv.Redis(t)
+			prefix := testenv.Name("sametoken") + ":"
+			locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix})
+			t.Cleanup(func() { _ = locker.Close() })
+			if err := db.Products().Reset(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			lockKey := prefix + "{product:1}"
+			fenceKey := lockKey + ":fence"
+			f := time.Now().Add(24 * time.Hour).UnixMicro() // the fence record runs ahead of the clock
+			if err := rdb.Set(ctx, fenceKey, strconv.FormatInt(f, 10), time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+
+			var tokens []int64
+			guard := tokenSpy{frozenGuard{locker}, &tokens}
+			bDone := make(chan struct{})
+			section := inventory.SectionOptions{Fencing: true}
+			var svc *inventory.Service
+			var errB error
+			section.BeforeWrite = func(o inventory.Order) {
+				if o.UserID != "A" {
+					return
+				}
+				// The failover: the new master never saw A's obtain.
+				if err := rdb.Del(ctx, lockKey).Err(); err != nil {
+					t.Error(err)
+				}
+				if err := rdb.Set(ctx, fenceKey, strconv.FormatInt(f, 10), time.Hour).Err(); err != nil {
+					t.Error(err)
+				}
+				_, errB = svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "B", Quantity: 1})
+				close(bDone)
+			}
+			stage := inventory.NewGuarded(guard, db.Products(), "product", section)
+			svc = inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-lock": stage}, "t", "O")
+
+			_, errA := svc.Buy(ctx, "redis-lock", inventory.Request{ItemID: 1, UserID: "A", Quantity: 1})
+			<-bDone
+			t.Logf("tokens %v; A heard %v; B heard %v", tokens, errA, errB)
+			a, err := db.Products().Audit(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tokens) != 2 || tokens[0] != tokens[1] {
+				t.Fatalf("the scenario needs the same token twice, got %v", tokens)
+			}
+			if a.Oversold() != 0 || !a.Conserved() {
+				t.Fatalf("two holders with token %d both wrote: %+v (oversold %d)", tokens[0], a, a.Oversold())
+			}
+		})
+	}
+}
+
+type tokenSpy struct {
+	g      frozenGuard
+	tokens *[]int64
+}
+
+func (s tokenSpy) Enter(ctx context.Context, key string, by time.Time) (inventory.Held, error) {
+	h, err := s.g.Enter(ctx, key, by)
+	if err == nil {
+		*s.tokens = append(*s.tokens, h.Token())
+	}
+	return h, err
 }

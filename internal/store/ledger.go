@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -175,41 +174,40 @@ func (l *Ledger) Fence(ctx context.Context, id int64, token int64) error {
 	return nil
 }
 
-// FenceAndRead is Fence followed by ReadStock, in one round trip on MySQL
-// (the claim and the read sent as one batch; a holder pays for each round
-// trip of its section while the fleet waits for the lock). The claim holds
-// when the row carries token afterwards: it fails with
-// inventory.ErrLockLost when a newer token is recorded, and with
-// inventory.ErrNotFound for an unknown item. Unlike Fence it takes the
-// same token recorded already as the holder's own claim: a token is one
-// lease's, and a lease claims once.
+// FenceAndRead is Fence followed by ReadStock, with Fence's answers, in
+// one round trip on MySQL: a holder pays for each round trip of its
+// section while the fleet waits for the lock. There the claim and the read
+// go as one batch, and whether the claim took is read from the data, as a
+// sale's outcome is (sale.go): the claim writes a fresh mark into the
+// row's last_sale, and the read says whether the row carries it. A token
+// equal to the recorded one is refused, as by Fence: two holders can carry
+// one token when a failover re-issues it, and only the first may claim.
 func (l *Ledger) FenceAndRead(ctx context.Context, id int64, token int64) (int, error) {
+	if l.db.dialect != MySQL { // in process: no round trip to save
+		if err := l.Fence(ctx, id, token); err != nil {
+			return 0, err
+		}
+		return l.ReadStock(ctx, id)
+	}
 	t := l.statements.sale()
-	claim := fmt.Sprintf("UPDATE %s SET fence_token = ? WHERE id = ? AND fence_token < ?", t.items)
-	read := fmt.Sprintf("SELECT %s, fence_token FROM %s WHERE id = ?", t.stock, t.items)
+	mark := saleMark()
+	q := fmt.Sprintf("UPDATE %s SET fence_token = ?, last_sale = ? WHERE id = ? AND fence_token < ?;\n"+
+		"SELECT %s, COALESCE(last_sale = ?, FALSE), fence_token FROM %s WHERE id = ?", t.items, t.stock, t.items)
 	fail := func(err error) (int, error) {
 		return 0, translate(fmt.Errorf("fence and read %s %d: %w", l.table, id, err))
 	}
-	var rows *sql.Rows
-	var err error
-	if l.db.dialect == MySQL {
-		rows, err = l.conn(ctx).Raw(claim+";\n"+read, token, id, token, id).Rows()
-	} else { // in process: no round trip to save
-		if err := l.conn(ctx).Exec(claim, token, id, token).Error; err != nil {
-			return fail(err)
-		}
-		rows, err = l.conn(ctx).Raw(read, id).Rows()
-	}
+	rows, err := l.conn(ctx).Raw(q, token, mark, id, token, mark, id).Rows()
 	if err != nil {
 		return fail(err)
 	}
 	defer func() { _ = rows.Close() }()
 	var stock int
+	var claimed bool
 	var fence int64
 	found := false
-	for { // on MySQL the UPDATE's result (no rows) comes first
+	for { // the UPDATE's result (no rows), then the SELECT's
 		for rows.Next() {
-			if err := rows.Scan(&stock, &fence); err != nil {
+			if err := rows.Scan(&stock, &claimed, &fence); err != nil {
 				return fail(err)
 			}
 			found = true
@@ -224,7 +222,7 @@ func (l *Ledger) FenceAndRead(ctx context.Context, id int64, token int64) (int, 
 	switch {
 	case !found:
 		return 0, fmt.Errorf("%s %d: %w", l.table, id, inventory.ErrNotFound)
-	case fence != token:
+	case !claimed:
 		return 0, fmt.Errorf("%s %d: token %d is stale (%d recorded): %w", l.table, id, token, fence, inventory.ErrLockLost)
 	}
 	return stock, nil
@@ -237,19 +235,24 @@ func (l *Ledger) FenceAndRead(ctx context.Context, id int64, token int64) (int, 
 // inventory.ErrSoldOut (the CHECK constraint), an unknown item
 // inventory.ErrNotFound.
 func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock int, token int64) error {
-	if l.db.dialect == MySQL {
+	if l.db.dialect == MySQL && token > 0 {
 		// One batch, like a sale (sale.go): the holder's write is the
 		// longest part of the section, and every round trip of it is one
-		// the rest of the fleet's buyers wait through for the lock.
+		// the rest of the fleet's buyers wait through for the lock. Only
+		// a fenced write: MySQL runs a batch whose client hung up to its
+		// end, and a write that lands after its buyer left is safe only
+		// when a newer holder's claim fences it off. Without a token (the
+		// teaching stages, fencing off) the write is a transaction of
+		// separate statements, which a hang-up before its COMMIT rolls
+		// back: else a buyer cut off while its write waited would write
+		// its stale stock after the next buyer's, under a mutex it gave
+		// up (TestCutOffUnfencedWriteDoesNotLandLate).
 		query, args := l.statements.sale().computedBatch(o, newStock, token, saleMark())
 		err := l.runWrite(ctx, []inventory.Order{o}, query, args)
-		if !errors.Is(err, errSoldOutOrMissing) {
-			return err
-		}
-		if token > 0 {
+		if errors.Is(err, errSoldOutOrMissing) {
 			return fmt.Errorf("%s %d: write with token %d fenced off: %w", l.table, o.ItemID, token, inventory.ErrLockLost)
 		}
-		return fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrNotFound)
+		return err
 	}
 	return l.tx(ctx, func(tx *gorm.DB) error {
 		if err := l.statements.insertOrder(tx, o); err != nil {

@@ -66,10 +66,11 @@ import (
 // a buyer away), and the HTTP layer marks the Idempotency-Key's outcome
 // unknown, so the buyer's retry is answered with the order.
 //
-// The lock stages' computed write (WriteComputed) is the same batch, whose
-// UPDATE sets the stock the holder computed, fenced by its token, instead
-// of decrementing it: a holder's round trips are waited through by every
-// buyer behind the lock.
+// A lock holder's fenced write (WriteComputed with a token) is the same
+// batch, whose UPDATE sets the stock the holder computed, fenced by its
+// token, instead of decrementing it: a holder's round trips are waited
+// through by every buyer behind the lock. An unfenced write stays a
+// transaction of separate statements (see WriteComputed).
 //
 // The driver fills in the arguments itself (interpolateParams, escaped for
 // the connection's character set): MySQL cannot prepare a multi-statement.
@@ -123,16 +124,12 @@ func (t saleTables) batch(orders []inventory.Order, total int, window, mark stri
 	return t.write(orders, t.stock+" = "+t.stock+" - ?", int64(total), cond, []any{int64(total)}, mark)
 }
 
-// computedBatch returns the multi-statement of the lock stages' naive write
-// (WriteComputed): the same batch as a sale's, whose UPDATE sets the stock
-// to the value the holder computed instead of decrementing it, and, with a
-// fencing token (> 0), matches only while no newer holder claimed the row.
+// computedBatch returns the multi-statement of a lock holder's fenced write
+// (WriteComputed with a token): the same batch as a sale's, whose UPDATE
+// sets the stock to the value the holder computed instead of decrementing
+// it, and matches only while no newer holder claimed the row.
 func (t saleTables) computedBatch(o inventory.Order, newStock int, token int64, mark string) (string, []driver.NamedValue) {
-	cond, condArgs := "", []any(nil)
-	if token > 0 {
-		cond, condArgs = " AND fence_token <= ?", []any{token}
-	}
-	return t.write([]inventory.Order{o}, t.stock+" = ?", int64(newStock), cond, condArgs, mark)
+	return t.write([]inventory.Order{o}, t.stock+" = ?", int64(newStock), " AND fence_token <= ?", []any{token}, mark)
 }
 
 // write builds a batch: the orders, then "UPDATE items SET set, last_sale =

@@ -65,9 +65,9 @@ func TestSaleBatchSQL(t *testing.T) {
 	}
 }
 
-// TestComputedWriteBatchSQL pins the lock stages' write on MySQL: the sale
-// batch, whose UPDATE sets the stock the holder computed, fenced by its
-// token when it has one, and without the fence when it has none.
+// TestComputedWriteBatchSQL pins a lock holder's fenced write on MySQL:
+// the sale batch, whose UPDATE sets the stock the holder computed, fenced
+// by its token.
 func TestComputedWriteBatchSQL(t *testing.T) {
 	at := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
 	o := inventory.Order{No: "n1", ItemID: 7, UserID: "a", Quantity: 1, Stage: "redis-lock", Instance: "i1", CreatedAt: at, WrittenAt: at}
@@ -84,12 +84,12 @@ func TestComputedWriteBatchSQL(t *testing.T) {
 			"SET @seckill_sold = (SELECT last_sale = ? FROM products WHERE id = ?);\n" +
 			"DELETE FROM orders WHERE @seckill_sold IS NOT TRUE AND order_no IN (?);\n" +
 			"COMMIT", []any{int64(9), "m1", int64(7), int64(42), "m1", int64(7), "n1"}},
-		{couponStatements{}, 0, "START TRANSACTION;\n" +
+		{couponStatements{}, 43, "START TRANSACTION;\n" +
 			"INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
-			"UPDATE coupon_batches SET remaining = ?, last_sale = ? WHERE id = ?;\n" +
+			"UPDATE coupon_batches SET remaining = ?, last_sale = ? WHERE id = ? AND fence_token <= ?;\n" +
 			"SET @seckill_sold = (SELECT last_sale = ? FROM coupon_batches WHERE id = ?);\n" +
 			"DELETE FROM coupon_grabs WHERE @seckill_sold IS NOT TRUE AND grab_no IN (?);\n" +
-			"COMMIT", []any{int64(9), "m1", int64(7), "m1", int64(7), "n1"}},
+			"COMMIT", []any{int64(9), "m1", int64(7), int64(43), "m1", int64(7), "n1"}},
 	} {
 		query, args := c.statements.sale().computedBatch(o, 9, c.token, "m1")
 		if query != c.want {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -72,6 +73,101 @@ func TestWriteCutOffByALostLockIsNotNothing(t *testing.T) {
 			t.Logf("orders %d, the buyer heard: %v", a.Orders, err)
 		})
 	}
+}
+
+// TestCutOffUnfencedWriteDoesNotLandLate: local-mutex on one instance,
+// which is safe there. Buyer A's write waits inside MySQL when A's
+// request ends (its deadline, or the client gone); A gives the mutex up,
+// and buyer B reads the stock A read and buys. Then A's write is let go.
+// It must not land: it would set the stock A computed from its stale read,
+// after B's, and two orders would hold one unit. An unfenced write is a
+// transaction of separate statements, which MySQL rolls back when its
+// client hung up before the COMMIT; sent as one batch, as a fenced write
+// is, MySQL ran it to its end and committed it (a review found this).
+//
+// A's write is held two ways: its INSERT behind another session's
+// uncommitted order of the same buyer, or its UPDATE behind another
+// session's lock on the item's row (a restock, say), which B's read of the
+// stock does not wait for.
+func TestCutOffUnfencedWriteDoesNotLandLate(t *testing.T) {
+	for _, k := range kinds {
+		for _, behind := range []string{"an order of the same buyer", "a row lock"} {
+			if behind == "a row lock" && k.name != "products" {
+				continue // holdRow locks product 1
+			}
+			t.Run(k.name+"/behind "+behind, func(t *testing.T) {
+				dsn := testenv.MySQLDSN(t)
+				ctx := context.Background()
+				l := k.ledger(openMySQL(t, dsn, store.Pool{MaxConns: 4}))
+				if err := l.Reset(ctx, 1, 1); err != nil {
+					t.Fatal(err)
+				}
+				admin, _ := otherSession(t, dsn)
+				var release func() error
+				var waitingA func() int64
+				if behind == "a row lock" {
+					row, _ := holdRow(t, dsn)
+					release = row.Rollback
+					waitingA = func() int64 { return lockWaiter(t, admin, 0) }
+				} else {
+					_, holder := otherSession(t, dsn)
+					if _, err := holder.ExecContext(ctx, heldOrder[k.name]); err != nil {
+						t.Fatal(err)
+					}
+					release = holder.Rollback
+					waitingA = func() int64 { return waitingFor(t, admin, "A's INSERT", "cut-a") }
+				}
+				stage := inventory.NewLocalMutex(l, k.name, inventory.SectionOptions{})
+
+				cut, hangUp := context.WithCancel(ctx)
+				defer hangUp()
+				boughtA := make(chan error, 1)
+				go func() { boughtA <- stage.Buy(cut, order("cut-a", "leaver", 1)) }()
+				sessionA := waitingA()
+				hangUp()
+				errA := <-boughtA
+				if errA == nil {
+					t.Fatal("A's buy, cut off while its write waited, answered as a sale")
+				}
+
+				boughtB := make(chan error, 1)
+				go func() { boughtB <- stage.Buy(ctx, order("cut-b", "zed", 1)) }()
+				if behind == "a row lock" {
+					lockWaiter(t, admin, sessionA) // B's write waits for the row too
+					if err := release(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := <-boughtB; err != nil {
+					t.Fatalf("B, alone with the unit: %v", err)
+				}
+				if behind != "a row lock" {
+					if err := release(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sessionGone(t, admin, sessionA)
+
+				a, err := l.Audit(ctx, 1)
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case a.Orders != 1 || a.Oversold() != 0 || !a.Conserved():
+					t.Fatalf("Audit = %+v (oversold %d); want B's order alone. A heard: %v", a, a.Oversold(), errA)
+				}
+			})
+		}
+	}
+}
+
+// lockWaiter returns the session of a transaction that waits for a row
+// lock, other than session not (0: any), once MySQL shows one.
+func lockWaiter(t *testing.T, admin *sql.DB, not int64) int64 {
+	t.Helper()
+	var session int64
+	waitServer(t, admin, "a write to wait for the held row", func(n int64) bool { session = n; return n > 0 },
+		"SELECT COALESCE(MAX(trx_mysql_thread_id), 0) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id <> ?", not)
+	return session
 }
 
 // heldOrder is another session's order of the buyer "leaver", per kind.
