@@ -119,7 +119,7 @@ var problemTable = []problemType{
 	// Like a deadline, the write may have committed; unlike one, no
 	// deadline passed: the connection broke while the commit's answer
 	// was on its way.
-	{inventory.ErrOutcomeUnknown, 503, "outcome-unknown", keyUnknown, "Outcome unknown", "The write was sent but its answer was lost (the connection to the database broke during the commit): it may have taken effect. GET the order, or retry with the same Idempotency-Key, which finds it first."},
+	{inventory.ErrOutcomeUnknown, 503, "outcome-unknown", keyUnknown, "Outcome unknown", "The write was sent but its answer was lost (the connection to the database broke during the commit, or the lock was lost while the write was on its way): it may have taken effect. GET the order, or retry with the same Idempotency-Key, which finds it first."},
 }
 
 // saysWhen reports whether answers of this type carry Retry-After: every
