@@ -24,7 +24,7 @@ type Product struct {
 	FenceToken   int64     // the newest fencing token that claimed the row
 	OpensAt      NullStamp // when the sale opens (UTC); NULL: always open
 	ClosesAt     NullStamp // when the sale closes (UTC); NULL: never
-	LastSale     string    // the mark of the last sale batch that took units (sale.go)
+	LastSale     string    // the mark of the last batch that took units or wrote the stock, or of the last claim (sale.go, FenceAndRead)
 }
 
 // TableName names the table for gorm.
@@ -92,7 +92,7 @@ type CouponBatch struct {
 	FenceToken int64     // the newest fencing token that claimed the row
 	OpensAt    NullStamp // when the sale opens (UTC); NULL: always open
 	ClosesAt   NullStamp // when the sale closes (UTC); NULL: never
-	LastSale   string    // the mark of the last sale batch that took units (sale.go)
+	LastSale   string    // the mark of the last batch that took units or wrote the stock, or of the last claim (sale.go, FenceAndRead)
 }
 
 // TableName names the table for gorm.
