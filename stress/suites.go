@@ -37,12 +37,14 @@ var suites = []suite{{
 	// A relay cuts MySQL's connection right after a COMMIT went through,
 	// or holds the COMMIT's answer past the deadline; buyers hang up while
 	// their sale batch waits inside MySQL, one held there, or a crowd cut
-	// at random; a lock holder loses its lease while its write waits, and
-	// a buyer's unfenced write waits while the buyer leaves.
+	// at random; a lock holder loses its lease while its write waits, a
+	// buyer's unfenced write waits while the buyer leaves, and a reset or a
+	// cancel lands inside a holder's section.
 	pkg: "./internal/store",
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
-		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate"},
+		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate",
+		"TestStockWritersOutsideTheLockFenceTheHolderOff"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed

@@ -110,7 +110,7 @@ var problemTable = []problemType{
 	{ratelimit.ErrLimited, 429, "rate-limited", keyRetry, "Too many requests", "This buyer (its account, or its address when the instance limits addresses) sent more than its rate allows (SECKILL_RATE_INTERVAL and SECKILL_RATE_BURST, or PUT /api/v1/admin/rate-limit); nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", keyRetry, "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
 	{inventory.ErrOverloaded, 503, "overloaded", keyRetry, "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
-	{inventory.ErrLockLost, 503, "lock-lost", keyRetry, "Lock lost", "The lock expired before the stock write, which the fencing token rejected; nothing was written. Retry."},
+	{inventory.ErrLockLost, 503, "lock-lost", keyRetry, "Lock lost", "The lock expired before the stock write, or a reset or a cancelled order changed the stock under it, and the fencing token rejected the write; nothing was written. Retry."},
 	{inventory.ErrUnavailable, 503, "unavailable", keyRetry, "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{idempotency.ErrUnavailable, 503, "unavailable", keyRetry, "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{errNotReady, 503, "not-ready", keyRetry, "Not ready", "A backend this instance needs is not reachable."},

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +37,7 @@ func BenchmarkPurchase(b *testing.B) {
 				}
 				// The lock stages' section as they run it under a lock with
 				// fencing: claim the row, read, write the computed stock.
-				section := inventory.NewGuarded(&tokenGuard{}, l, k.name, inventory.SectionOptions{Fencing: true})
+				section := inventory.NewGuarded(newTokenGuard(), l, k.name, inventory.SectionOptions{Fencing: true})
 				sales = append(sales, struct {
 					name string
 					sell func(o inventory.Order) error
@@ -63,18 +62,3 @@ func BenchmarkPurchase(b *testing.B) {
 		}
 	}
 }
-
-// tokenGuard is a Guard for one caller at a time that hands out a newer
-// fencing token with each hold, as a lock's leases do.
-type tokenGuard struct{ last atomic.Int64 }
-
-func (g *tokenGuard) Enter(context.Context, string, time.Time) (inventory.Held, error) {
-	return tokenHold(g.last.Add(1)), nil
-}
-
-type tokenHold int64
-
-func (h tokenHold) Token() int64                              { return int64(h) }
-func (tokenHold) Context(ctx context.Context) context.Context { return ctx }
-func (tokenHold) Err() error                                  { return nil }
-func (tokenHold) Exit(context.Context) error                  { return nil }

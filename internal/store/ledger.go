@@ -107,7 +107,8 @@ func (l *Ledger) Audit(ctx context.Context, id int64) (inventory.Audit, error) {
 
 // Reset deletes the item's orders and sets initial stock and stock to n, or
 // returns inventory.ErrNotFound. The item is then always on sale (no
-// window). The fencing token is kept: tokens must only grow.
+// window). The fencing token moves one on (tokens only grow): a lock
+// holder that read the stock before the reset writes nothing.
 func (l *Ledger) Reset(ctx context.Context, id int64, n int) error {
 	return l.ResetSale(ctx, id, n, inventory.SaleWindow{})
 }

@@ -115,13 +115,19 @@ func TestLedger(t *testing.T) {
 					t.Fatal(err)
 				}
 				audit(inventory.Audit{ItemID: 1, InitialStock: 5, Stock: 5})
-				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 10 {
-					t.Fatalf("after Reset: fence token %d, %v; Reset must keep it at 10", it.FenceToken, err)
+				// A reset moves the fence one on: the holder of token 10,
+				// which read before it, writes nothing.
+				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 11 {
+					t.Fatalf("after Reset: fence token %d, %v; want 11", it.FenceToken, err)
 				}
-				if err := l.WriteComputed(ctx, order("w-a", "a", 1), 4, 10); err != nil {
+				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-x", "x", 1), 4, 10), "WriteComputed with the token before a reset")
+				if err := l.Fence(ctx, 1, 12); err != nil {
+					t.Fatalf("Fence(12): %v", err)
+				}
+				if err := l.WriteComputed(ctx, order("w-a", "a", 1), 4, 12); err != nil {
 					t.Fatalf("WriteComputed with the current token: %v", err)
 				}
-				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-b", "b", 1), 3, 9), "WriteComputed with an older token")
+				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-b", "b", 1), 3, 11), "WriteComputed with an older token")
 				stock(4)
 				if err := l.WriteComputed(ctx, order("w-c", "c", 1), 2, 0); err != nil {
 					t.Fatalf("WriteComputed without a token: %v", err)
@@ -143,17 +149,17 @@ func TestLedger(t *testing.T) {
 				if _, err := l.FenceAndRead(ctx, missing, 50); !errors.Is(err, inventory.ErrNotFound) {
 					t.Fatalf("FenceAndRead(missing) = %v, want ErrNotFound", err)
 				}
-				if n, err := l.FenceAndRead(ctx, 1, 11); err != nil || n != 2 {
+				if n, err := l.FenceAndRead(ctx, 1, 13); err != nil || n != 2 {
 					t.Fatalf("FenceAndRead with a newer token = %d, %v; want 2", n, err)
 				}
-				for token, which := range map[int64]string{11: "the recorded token", 9: "an older token"} {
+				for token, which := range map[int64]string{13: "the recorded token", 9: "an older token"} {
 					if n, err := l.FenceAndRead(ctx, 1, token); !errors.Is(err, inventory.ErrLockLost) {
 						t.Fatalf("FenceAndRead with %s = %d, %v; want ErrLockLost", which, n, err)
 					}
 				}
-				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-e", "e", 1), 1, 10), "WriteComputed with the token FenceAndRead overtook")
-				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 11 {
-					t.Fatalf("after FenceAndRead: fence token %d, %v; want 11", it.FenceToken, err)
+				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-e", "e", 1), 1, 12), "WriteComputed with the token FenceAndRead overtook")
+				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 13 {
+					t.Fatalf("after FenceAndRead: fence token %d, %v; want 13", it.FenceToken, err)
 				}
 				stock(2)
 			})

@@ -321,15 +321,17 @@ func TestSalesCutOffAtRandomStayConserved(t *testing.T) {
 	}
 }
 
-// waitingFor returns the session of a statement that waits for a row lock
-// and names order no (what names it), once MySQL shows it waiting.
+// waitingFor returns the session of a statement of admin's database that
+// waits for a row lock and names order no (what names it), once MySQL
+// shows it waiting.
 // INNODB_TRX is a cache that MySQL refreshes only when it was not read for
 // 0.1 s: waitServer polls slower.
 func waitingFor(t *testing.T, admin *sql.DB, what, no string) int64 {
 	t.Helper()
 	var session int64
 	waitServer(t, admin, what+" to wait for the held order", func(n int64) bool { session = n; return n > 0 },
-		"SELECT COALESCE(MAX(trx_mysql_thread_id), 0) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?", "%'"+no+"'%")
+		"SELECT COALESCE(MAX(t.trx_mysql_thread_id), 0) FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "+
+			"WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND t.trx_query LIKE ?", "%'"+no+"'%")
 	return session
 }
 

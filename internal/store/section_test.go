@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,15 +161,103 @@ func TestCutOffUnfencedWriteDoesNotLandLate(t *testing.T) {
 	}
 }
 
-// lockWaiter returns the session of a transaction that waits for a row
-// lock, other than session not (0: any), once MySQL shows one.
+// lockWaiter returns the session of a transaction of admin's database
+// (the test's own: the server is shared) that waits for a row lock, other
+// than session not (0: any), once MySQL shows one.
 func lockWaiter(t *testing.T, admin *sql.DB, not int64) int64 {
 	t.Helper()
 	var session int64
 	waitServer(t, admin, "a write to wait for the held row", func(n int64) bool { session = n; return n > 0 },
-		"SELECT COALESCE(MAX(trx_mysql_thread_id), 0) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id <> ?", not)
+		"SELECT COALESCE(MAX(t.trx_mysql_thread_id), 0) FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "+
+			"WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND t.trx_mysql_thread_id <> ?", not)
 	return session
 }
+
+// TestStockWritersOutsideTheLockFenceTheHolderOff: a reset and a cancelled
+// order's units coming back write the stock without the lock. One lands
+// between a fenced holder's read and its write; the holder must then write
+// nothing, not the stock it computed from its read over theirs. Before
+// they moved the fence, a reset to 1 unit under a holder that had read 10
+// left 9 units to sell (a review found it), and a unit a cancel gave back
+// was erased.
+func TestStockWritersOutsideTheLockFenceTheHolderOff(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name+"/reset", func(t *testing.T) {
+			ctx := context.Background()
+			l := b.Open(t).Products()
+			if err := l.Reset(ctx, 1, 10); err != nil {
+				t.Fatal(err)
+			}
+			section := inventory.NewGuarded(newTokenGuard(), l, "product", inventory.SectionOptions{Fencing: true,
+				BetweenReadAndWrite: func(context.Context, inventory.Order) {
+					if err := l.Reset(ctx, 1, 1); err != nil { // a fresh sale of one unit
+						t.Error(err)
+					}
+				}})
+			err := section.Buy(ctx, order("reset-a", "a", 1))
+			if !errors.Is(err, inventory.ErrLockLost) {
+				t.Errorf("the holder that read before the reset: %v, want ErrLockLost", err)
+			}
+			if a, err := l.Audit(ctx, 1); err != nil || a != (inventory.Audit{ItemID: 1, InitialStock: 1, Stock: 1}) {
+				t.Fatalf("Audit = %+v, %v; want the reset's one unit, unsold", a, err)
+			}
+		})
+		t.Run(b.Name+"/cancel", func(t *testing.T) {
+			ctx := context.Background()
+			l := b.Open(t).Products()
+			if err := l.Reset(ctx, 1, 3); err != nil {
+				t.Fatal(err)
+			}
+			unpaid := order("unpaid", "a", 1)
+			unpaid.CreatedAt = time.Now().Add(-time.Hour).UTC()
+			cancelled := false
+			section := inventory.NewGuarded(newTokenGuard(), l, "product", inventory.SectionOptions{Fencing: true,
+				BetweenReadAndWrite: func(_ context.Context, o inventory.Order) {
+					if o.UserID != "b" {
+						return
+					}
+					done, err := l.Cancel(ctx, unpaid, time.Now().Add(-time.Minute), "")
+					if err != nil || !done {
+						t.Errorf("the payment job's cancel: %v, %v", done, err)
+					}
+					cancelled = done
+				}})
+			if err := section.Buy(ctx, unpaid); err != nil {
+				t.Fatal(err)
+			}
+			err := section.Buy(ctx, order("late-b", "b", 1))
+			if !cancelled || !errors.Is(err, inventory.ErrLockLost) {
+				t.Errorf("the holder that read before the cancel (cancelled %v): %v, want ErrLockLost", cancelled, err)
+			}
+			a, aerr := l.Audit(ctx, 1)
+			if aerr != nil || !a.Conserved() || a.Stock != 3 || a.Sold != 0 {
+				t.Fatalf("Audit = %+v, %v; want all 3 units back in stock, none sold", a, aerr)
+			}
+		})
+	}
+}
+
+// tokenGuard is a Guard for one caller at a time that hands out a newer
+// fencing token with each hold, from the clock in microseconds as the
+// lock's are (so newer than any fence a reset or a cancel moved on).
+type tokenGuard struct{ last atomic.Int64 }
+
+func newTokenGuard() *tokenGuard {
+	g := &tokenGuard{}
+	g.last.Store(time.Now().UnixMicro())
+	return g
+}
+
+func (g *tokenGuard) Enter(context.Context, string, time.Time) (inventory.Held, error) {
+	return tokenHold(g.last.Add(1)), nil
+}
+
+type tokenHold int64
+
+func (h tokenHold) Token() int64                              { return int64(h) }
+func (tokenHold) Context(ctx context.Context) context.Context { return ctx }
+func (tokenHold) Err() error                                  { return nil }
+func (tokenHold) Exit(context.Context) error                  { return nil }
 
 // heldOrder is another session's order of the buyer "leaver", per kind.
 var heldOrder = map[string]string{

@@ -164,16 +164,27 @@ func (couponStatements) insertOrders(tx *gorm.DB, orders []inventory.Order) erro
 
 // restock sets the initial stock and the stock to n, and the sale window
 // (NULL for a bound it does not have). A map, not a struct: gorm's Updates
-// skips a struct's zero values, and 0 is a valid stock.
+// skips a struct's zero values, and 0 is a valid stock. It moves the fence
+// on (fencedOff).
 func (productStatements) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
 	return tx.Model(&Product{}).Where("id = ?", id).Updates(map[string]any{"initial_stock": n, "stock": n,
-		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}})
+		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}, "fence_token": fencedOff})
 }
 
 func (couponStatements) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWindow) *gorm.DB {
 	return tx.Model(&CouponBatch{}).Where("id = ?", id).Updates(map[string]any{"total": n, "remaining": n,
-		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}})
+		"opens_at": NullStamp{Stamp{w.OpensAt}}, "closes_at": NullStamp{Stamp{w.ClosesAt}}, "fence_token": fencedOff})
 }
+
+// fencedOff moves an item's fence one past the newest token recorded. The
+// writers of the stock that take no lock (a reset, a cancelled order's
+// units coming back) set it with their write: a lock holder that claimed
+// the row and read the stock before them then writes nothing (its write
+// needs fence_token <= its token), instead of writing the stock it
+// computed from its read over theirs. Tokens only grow, and the lock's
+// next token is newer than the fence (its tokens are at least the Redis
+// server's time in microseconds, and one more than the last).
+var fencedOff = gorm.Expr("fence_token + 1")
 
 // windowAt reads the item's stock and its window against the database's
 // clock, in one statement; gorm.ErrRecordNotFound when there is no item:
@@ -398,8 +409,8 @@ func (productStatements) restore(tx *gorm.DB, id int64, q int) *gorm.DB {
 	room := "initial_stock - stock - (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE product_id = ? AND status IN (?, ?))"
 	back := "CASE WHEN " + room + " <= 0 THEN 0 WHEN " + room + " < ? THEN " + room + " ELSE ? END"
 	paid, confirmed := inventory.StatusPaid, inventory.StatusConfirmed
-	return tx.Model(&Product{}).Where("id = ?", id).Update("stock", gorm.Expr("stock + "+back,
-		id, confirmed, paid, id, confirmed, paid, q, id, confirmed, paid, q))
+	return tx.Model(&Product{}).Where("id = ?", id).Updates(map[string]any{"stock": gorm.Expr("stock + "+back,
+		id, confirmed, paid, id, confirmed, paid, q, id, confirmed, paid, q), "fence_token": fencedOff})
 }
 
 // owed lists cancelled orders whose units the Redis copy has not got back.
