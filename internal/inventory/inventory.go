@@ -159,9 +159,9 @@ type SectionStore interface {
 // FenceReader is a SectionStore that can claim an item for a holder and
 // read its stock in one round trip. The lock stages use it when they fence.
 type FenceReader interface {
-	// FenceAndRead is Fence, then ReadStock. A token already recorded is
-	// the holder's own claim (a lease claims once); a newer one fails with
-	// ErrLockLost.
+	// FenceAndRead is Fence, then ReadStock, with Fence's answers: it fails
+	// with ErrLockLost when the same or a newer token is recorded (two
+	// holders can carry one token after a failover re-issued it).
 	FenceAndRead(ctx context.Context, id int64, token int64) (int, error)
 }
 
