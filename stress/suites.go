@@ -38,12 +38,13 @@ var suites = []suite{{
 	// or holds the COMMIT's answer past the deadline; buyers hang up while
 	// their sale batch waits inside MySQL, one held there, or a crowd cut
 	// at random; a lock holder loses its lease while its write waits, a
-	// buyer's unfenced write waits while the buyer leaves, and a reset or a
+	// buyer's unfenced write waits while the buyer leaves, a buyer's
+	// COMMIT is still on its way when its request ends, and a reset or a
 	// cancel lands inside a holder's section.
 	pkg: "./internal/store",
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
-		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate",
+		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard",
 		"TestStockWritersOutsideTheLockFenceTheHolderOff"},
 	budget: 2 * time.Minute,
 }, {

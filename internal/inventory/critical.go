@@ -101,7 +101,14 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	// stuck past its lease must not keep this instance's next buyer from
 	// the lock.
 	defer context.AfterFunc(held.Context(ctx), leave)()
+	// unsettled, once set, is a write that may still land after Buy
+	// returns (see Unsettled): the guard is given up only after it has.
+	var unsettled <-chan struct{}
 	defer func() {
+		if unsettled != nil {
+			go g.exitWhenSettled(context.WithoutCancel(ctx), held, unsettled, o)
+			return
+		}
 		// Exit even when the request was cancelled. A failed exit after a
 		// committed write does not undo the order, so it is logged, not
 		// returned: the buyer did get the order.
@@ -149,12 +156,28 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	// that another buyer may have acted on too. The CHECK (stock >= 0)
 	// constraint cannot see it, since the value written is never negative.
 	if err := g.store.WriteComputed(sctx, o, stock-o.Quantity, token); err != nil {
+		unsettled = settling(err)
 		return writeFailed(held, err)
 	}
 	if stock == o.Quantity {
 		soldLast(ctx, SoldOutAt(win, ErrSoldOut)) // and the next buyer would read 0
 	}
 	return nil
+}
+
+// exitWhenSettled gives the guard up once the write that was still on its
+// way when its buyer stopped waiting has landed or failed. Until then the
+// next buyer waits for the guard (within its own deadline) instead of
+// reading the stock the late write is about to change: without a fencing
+// token nothing else stops its write from following the late one, and two
+// sales would count one unit (TestCommitInFlightKeepsTheGuard). A database
+// that never answers the COMMIT keeps the guard until its connection dies:
+// no sale can be written meanwhile anyway.
+func (g *guarded) exitWhenSettled(ctx context.Context, held Held, settled <-chan struct{}, o Order) {
+	<-settled
+	if err := held.Exit(ctx); err != nil {
+		g.opts.Logger.Warn("giving up the guard failed after a late write settled", "item", o.ItemID, "err", err)
+	}
 }
 
 // read reads the stock under the guard, having claimed the row first when

@@ -53,6 +53,40 @@ var (
 	ErrOverloaded = errors.New("overloaded")
 )
 
+// Unsettled is a write whose caller stopped waiting for it while it was
+// still on its way: a COMMIT with no answer by the request's deadline,
+// which goes on in the background and may yet land. Its error wraps
+// ErrOutcomeUnknown. A caller that holds a lock around the write must keep
+// the lock until Settled is closed (the write landed or failed): a lock
+// given up earlier lets the next holder read the stock the late write is
+// about to change, and both sales then count the same unit.
+type Unsettled struct {
+	err     error
+	settled <-chan struct{}
+}
+
+// NewUnsettled returns err (which should wrap ErrOutcomeUnknown) as the
+// error of a write that settles when settled is closed.
+func NewUnsettled(err error, settled <-chan struct{}) error {
+	return &Unsettled{err: err, settled: settled}
+}
+
+func (u *Unsettled) Error() string { return u.err.Error() }
+func (u *Unsettled) Unwrap() error { return u.err }
+
+// Settled is closed once the write has landed or failed.
+func (u *Unsettled) Settled() <-chan struct{} { return u.settled }
+
+// settling returns the channel that closes when err's write settles, or
+// nil when err is not one that may still land (see Unsettled).
+func settling(err error) <-chan struct{} {
+	var u *Unsettled
+	if errors.As(err, &u) {
+		return u.settled
+	}
+	return nil
+}
+
 // Transient reports whether a failed write may succeed later unchanged:
 // the backend was unreachable or busy, its answer was lost, or the call
 // ran out of time.

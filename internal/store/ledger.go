@@ -421,7 +421,8 @@ func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 // paused server) would hold the buy until the connection died, long past
 // its deadline. At the deadline the outcome is unknown (MySQL may have
 // committed); the COMMIT goes on in the background, and its connection is
-// dropped when it fails. An error from the COMMIT itself is
+// dropped when it fails. That error is an inventory.Unsettled, which says
+// when the COMMIT has ended. An error from the COMMIT itself is
 // inventory.ErrOutcomeUnknown when the connection broke (see commitLost).
 func (l *Ledger) runTx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
 	tx := l.conn(ctx).Begin()
@@ -440,12 +441,18 @@ func (l *Ledger) runTx(ctx context.Context, fn func(tx *gorm.DB) error) (err err
 	}
 	committing = true
 	done := make(chan error, 1)
-	go func() { done <- tx.Commit().Error }()
+	settled := make(chan struct{})
+	go func() {
+		done <- tx.Commit().Error
+		close(settled)
+	}()
 	select {
 	case err := <-done:
 		return commitLost(err)
 	case <-ctx.Done():
-		return fmt.Errorf("%w: no answer to the COMMIT by the deadline: %w", inventory.ErrOutcomeUnknown, ctx.Err())
+		// Said as Unsettled: a lock held around the write must outlast
+		// the COMMIT, or the next holder would read what it is changing.
+		return inventory.NewUnsettled(fmt.Errorf("%w: no answer to the COMMIT by the deadline: %w", inventory.ErrOutcomeUnknown, ctx.Err()), settled)
 	}
 }
 

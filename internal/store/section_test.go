@@ -1,14 +1,18 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -306,3 +310,161 @@ func (h losableHold) Err() error {
 }
 
 func (losableHold) Exit(context.Context) error { return nil }
+
+// TestCommitInFlightKeepsTheGuard: local-mutex on one instance, which is
+// safe there. Buyer A's write has sent everything but its COMMIT when A's
+// request ends; the COMMIT goes on in the background and may still land
+// (MySQL has all of A's statements, and A's answer is "outcome unknown").
+// Until it has, the guard must stay taken: a buyer B who got it would read
+// the stock A read (A's transaction is not committed), and B's write would
+// follow A's late COMMIT, two orders for one unit. A review found this on
+// the code before: the section gave the guard up as A's request ended.
+//
+// A's COMMIT is held in the client's dialer until the test lets it go. The
+// guard is the test's own one-slot mutex, so the test can see whether it
+// is taken and whether B is waiting for it.
+func TestCommitInFlightKeepsTheGuard(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, commit := commitHoldingMySQL(t)
+			l := k.ledger(db)
+			if err := l.Reset(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			guard := &probedMutex{slot: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
+			readB := make(chan struct{})
+			section := inventory.NewGuarded(guard, l, k.name, inventory.SectionOptions{
+				BetweenReadAndWrite: func(_ context.Context, o inventory.Order) {
+					if o.No == "late-b" {
+						close(readB)
+					}
+				},
+			})
+
+			cut, hangUp := context.WithCancel(ctx)
+			defer hangUp()
+			commit.arm()
+			boughtA := make(chan error, 1)
+			go func() { boughtA <- section.Buy(cut, order("late-a", "leaver", 1)) }()
+			<-commit.held
+			hangUp()
+			errA := <-boughtA
+			if !errors.Is(errA, inventory.ErrOutcomeUnknown) {
+				t.Fatalf("A, cut off with its COMMIT on the way, heard %v; want an unknown outcome", errA)
+			}
+			if len(guard.slot) == 0 {
+				t.Errorf("the guard was given up while A's COMMIT was still on its way")
+			}
+
+			// B comes. It either waits for the guard or, on the code
+			// before, reads the unit A is about to take; then A's COMMIT
+			// goes through.
+			boughtB := make(chan error, 1)
+			go func() { boughtB <- section.Buy(ctx, order("late-b", "zed", 1)) }()
+			select {
+			case <-guard.waiting:
+			case <-readB:
+			}
+			commit.release()
+			errB := <-boughtB
+
+			a, err := l.Audit(ctx, 1)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case a.Oversold() != 0 || !a.Conserved() || a.Orders != 1:
+				t.Fatalf("Audit = %+v (oversold %d); want A's order alone. B heard: %v", a, a.Oversold(), errB)
+			case !errors.Is(errB, inventory.ErrSoldOut):
+				t.Fatalf("B, after A's COMMIT landed, heard %v; want sold out", errB)
+			}
+		})
+	}
+}
+
+// probedMutex is a Guard with one slot, whose tests can see it taken
+// (len(slot) == 1) and hear, on waiting, that a buyer found it taken.
+type probedMutex struct {
+	slot    chan struct{}
+	waiting chan struct{}
+}
+
+func (m *probedMutex) Enter(ctx context.Context, _ string, _ time.Time) (inventory.Held, error) {
+	if len(m.slot) == 1 {
+		select {
+		case m.waiting <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case m.slot <- struct{}{}:
+		return probedHold{m}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type probedHold struct{ m *probedMutex }
+
+func (probedHold) Token() int64                                { return 0 }
+func (probedHold) Context(ctx context.Context) context.Context { return ctx }
+func (probedHold) Err() error                                  { return nil }
+func (h probedHold) Exit(context.Context) error {
+	<-h.m.slot
+	return nil
+}
+
+// commitHolder holds, once armed, the next COMMIT a connection sends, in
+// the client, until release.
+type commitHolder struct {
+	armed    atomic.Bool
+	held     chan struct{} // closed when a COMMIT is being held
+	let      chan struct{} // closed by release
+	released sync.Once
+}
+
+func (h *commitHolder) arm()     { h.armed.Store(true) }
+func (h *commitHolder) release() { h.released.Do(func() { close(h.let) }) }
+
+// commitPacket is the driver's COMMIT as it writes it: a 7-byte payload,
+// sequence 0, COM_QUERY (3) and the statement.
+var commitPacket = []byte("\x07\x00\x00\x00\x03COMMIT")
+
+type commitHoldingConn struct {
+	net.Conn
+	h *commitHolder
+}
+
+func (c *commitHoldingConn) Write(b []byte) (int, error) {
+	if bytes.Equal(b, commitPacket) && c.h.armed.CompareAndSwap(true, false) {
+		close(c.h.held)
+		<-c.h.let
+	}
+	return c.Conn.Write(b)
+}
+
+// commitHoldingMySQL opens a fresh test database through a dialer whose
+// connections hold a COMMIT when the returned holder is armed. The held
+// COMMIT is let go when the test ends, at the latest.
+func commitHoldingMySQL(t *testing.T) (*store.DB, *commitHolder) {
+	t.Helper()
+	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Net != "tcp" {
+		t.Fatalf("the test MySQL is reached over %q; the holding dialer wraps tcp", cfg.Net)
+	}
+	h := &commitHolder{held: make(chan struct{}), let: make(chan struct{})}
+	cfg.Net = fmt.Sprintf("seckill-commit-holding-%d", countedNets.Add(1))
+	mysqldriver.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &commitHoldingConn{Conn: c, h: h}, nil
+	})
+	db := openMySQL(t, cfg.FormatDSN(), store.Pool{MaxConns: 4})
+	t.Cleanup(h.release) // before the database closes: cleanups run last first
+	return db, h
+}
