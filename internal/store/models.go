@@ -21,7 +21,7 @@ type Product struct {
 	PriceCents   int64
 	InitialStock int
 	Stock        int
-	FenceToken   int64     // the newest fencing token that claimed the row
+	FenceToken   int64     // the fence: the newest token that claimed the row, or past it, moved on by each writer of the stock without the lock (fencedOff)
 	OpensAt      NullStamp // when the sale opens (UTC); NULL: always open
 	ClosesAt     NullStamp // when the sale closes (UTC); NULL: never
 	LastSale     string    // the mark of the last batch that took units or wrote the stock, or of the last claim (sale.go, FenceAndRead)
@@ -89,7 +89,7 @@ type CouponBatch struct {
 	Name       string
 	Total      int
 	Remaining  int
-	FenceToken int64     // the newest fencing token that claimed the row
+	FenceToken int64     // the fence, as Product.FenceToken
 	OpensAt    NullStamp // when the sale opens (UTC); NULL: always open
 	ClosesAt   NullStamp // when the sale closes (UTC); NULL: never
 	LastSale   string    // the mark of the last batch that took units or wrote the stock, or of the last claim (sale.go, FenceAndRead)

@@ -27,7 +27,7 @@ import (
 //
 //	START TRANSACTION;
 //	INSERT INTO orders (...) VALUES (?, ...), (?, ...);
-//	UPDATE products SET stock = stock - ?, last_sale = ? WHERE id = ? AND stock >= ?;
+//	UPDATE products SET stock = stock - ?, fence_token = fence_token + 1, last_sale = ? WHERE id = ? AND stock >= ?;
 //	SET @seckill_sold = (SELECT last_sale = ? FROM products WHERE id = ?);
 //	DELETE FROM orders WHERE @seckill_sold IS NOT TRUE AND order_no IN (?, ...);
 //	COMMIT
@@ -113,7 +113,9 @@ const (
 )
 
 // batch returns the multi-statement of a sale of orders (of one item, with
-// total units) under the given mark, and its arguments. A window condition
+// total units) under the given mark, and its arguments. The decrement
+// moves the item's fence on, as every stock writer that takes no lock does
+// (see fencedOff). A window condition
 // (clock.inWindow), when given, joins the decrement's WHERE: db-atomic
 // checks the sale window in the very statement that takes the units.
 func (t saleTables) batch(orders []inventory.Order, total int, window, mark string) (string, []driver.NamedValue) {
@@ -121,7 +123,7 @@ func (t saleTables) batch(orders []inventory.Order, total int, window, mark stri
 	if window != "" {
 		cond += " AND " + window
 	}
-	return t.write(orders, t.stock+" = "+t.stock+" - ?", int64(total), cond, []any{int64(total)}, mark)
+	return t.write(orders, t.stock+" = "+t.stock+" - ?, fence_token = fence_token + 1", int64(total), cond, []any{int64(total)}, mark)
 }
 
 // computedBatch returns the multi-statement of a lock holder's fenced write

@@ -25,13 +25,13 @@ func TestSaleBatchSQL(t *testing.T) {
 	}{
 		{productStatements{}, "START TRANSACTION;\n" +
 			"INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
-			"UPDATE products SET stock = stock - ?, last_sale = ? WHERE id = ? AND stock >= ?;\n" +
+			"UPDATE products SET stock = stock - ?, fence_token = fence_token + 1, last_sale = ? WHERE id = ? AND stock >= ?;\n" +
 			"SET @seckill_sold = (SELECT last_sale = ? FROM products WHERE id = ?);\n" +
 			"DELETE FROM orders WHERE @seckill_sold IS NOT TRUE AND order_no IN (?, ?);\n" +
 			"COMMIT"},
 		{couponStatements{}, "START TRANSACTION;\n" +
 			"INSERT INTO coupon_grabs (grab_no, batch_id, user_id, quantity, stage, instance, created_at, status, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?);\n" +
-			"UPDATE coupon_batches SET remaining = remaining - ?, last_sale = ? WHERE id = ? AND remaining >= ?;\n" +
+			"UPDATE coupon_batches SET remaining = remaining - ?, fence_token = fence_token + 1, last_sale = ? WHERE id = ? AND remaining >= ?;\n" +
 			"SET @seckill_sold = (SELECT last_sale = ? FROM coupon_batches WHERE id = ?);\n" +
 			"DELETE FROM coupon_grabs WHERE @seckill_sold IS NOT TRUE AND grab_no IN (?, ?);\n" +
 			"COMMIT"},

@@ -238,6 +238,42 @@ func TestStockWritersOutsideTheLockFenceTheHolderOff(t *testing.T) {
 				t.Fatalf("Audit = %+v, %v; want all 3 units back in stock, none sold", a, aerr)
 			}
 		})
+		// The sales of the stages that take no lock: db-atomic's guarded
+		// decrement, and the batch that redis-atomic's group commit and
+		// redis-stream's order writers write. They meet a holder when a
+		// stage switch lands mid-sale (a workshop switches live; queued
+		// orders are still written after a switch from redis-stream).
+		for _, sale := range []struct {
+			name string
+			sell func(context.Context, *store.Ledger, inventory.Order) error
+		}{
+			{"db-atomic sale", func(ctx context.Context, l *store.Ledger, o inventory.Order) error { return l.Deduct(ctx, o) }},
+			{"group commit", func(ctx context.Context, l *store.Ledger, o inventory.Order) error {
+				return l.DeductAll(ctx, []inventory.Order{o})
+			}},
+		} {
+			t.Run(b.Name+"/"+sale.name, func(t *testing.T) {
+				ctx := context.Background()
+				l := b.Open(t).Products()
+				if err := l.Reset(ctx, 1, 2); err != nil {
+					t.Fatal(err)
+				}
+				section := inventory.NewGuarded(newTokenGuard(), l, "product", inventory.SectionOptions{Fencing: true,
+					BetweenReadAndWrite: func(context.Context, inventory.Order) {
+						if err := sale.sell(ctx, l, order("unlocked-b", "b", 1)); err != nil {
+							t.Error(err)
+						}
+					}})
+				err := section.Buy(ctx, order("holder-a", "a", 1))
+				if !errors.Is(err, inventory.ErrLockLost) {
+					t.Errorf("the holder that read before the sale: %v, want ErrLockLost", err)
+				}
+				a, aerr := l.Audit(ctx, 1)
+				if aerr != nil || !a.Conserved() || a.Stock != 1 || a.Orders != 1 {
+					t.Fatalf("Audit = %+v, %v (oversold %d); want the sale's order alone and 1 unit left", a, aerr, a.Oversold())
+				}
+			})
+		}
 	}
 }
 

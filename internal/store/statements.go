@@ -83,15 +83,17 @@ func (couponStatements) setStock(tx *gorm.DB, id int64, n int, token int64) *gor
 // stale read. No row matched means sold out, outside the window, or no
 // such item. With window (db-atomic; not the writes that follow a Redis
 // stage's buy) the statement also checks the sale window against the
-// database's clock (clock.inWindow):
+// database's clock (clock.inWindow). It moves the fence on (fencedOff):
 //
-//	UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?
+//	UPDATE products SET stock = stock - ?, fence_token = fence_token + 1 WHERE id = ? AND stock >= ?
 func (productStatements) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
-	return tx.Model(&Product{}).Where("id = ? AND stock >= ?", id, q).Scopes(inWindow(window)).Update("stock", gorm.Expr("stock - ?", q))
+	return tx.Model(&Product{}).Where("id = ? AND stock >= ?", id, q).Scopes(inWindow(window)).
+		Updates(map[string]any{"stock": gorm.Expr("stock - ?", q), "fence_token": fencedOff})
 }
 
 func (couponStatements) deduct(tx *gorm.DB, id int64, q int, window string) *gorm.DB {
-	return tx.Model(&CouponBatch{}).Where("id = ? AND remaining >= ?", id, q).Scopes(inWindow(window)).Update("remaining", gorm.Expr("remaining - ?", q))
+	return tx.Model(&CouponBatch{}).Where("id = ? AND remaining >= ?", id, q).Scopes(inWindow(window)).
+		Updates(map[string]any{"remaining": gorm.Expr("remaining - ?", q), "fence_token": fencedOff})
 }
 
 // inWindow is a gorm scope that adds the window condition cond, if any.
@@ -178,7 +180,9 @@ func (couponStatements) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWi
 
 // fencedOff moves an item's fence one past the newest token recorded. The
 // writers of the stock that take no lock (a reset, a cancelled order's
-// units coming back) set it with their write: a lock holder that claimed
+// units coming back, and the sales of the stages that take none: db-atomic,
+// the writes after redis-atomic's and redis-stream's buys, which meet a
+// holder when a stage switch lands mid-sale) set it with their write: a lock holder that claimed
 // the row and read the stock before them then writes nothing (its write
 // needs fence_token <= its token), instead of writing the stock it
 // computed from its read over theirs. Tokens only grow, and the lock's

@@ -78,15 +78,15 @@ func TestGuardedSQL(t *testing.T) {
 		{
 			name:    "db-atomic guarded decrement",
 			run:     func(st statements, tx *gorm.DB) { st.deduct(tx, id, q, "") },
-			product: "UPDATE `products` SET `stock`=stock - ? WHERE id = ? AND stock >= ?",
-			coupon:  "UPDATE `coupon_batches` SET `remaining`=remaining - ? WHERE id = ? AND remaining >= ?",
+			product: "UPDATE `products` SET `fence_token`=fence_token + 1,`stock`=stock - ? WHERE id = ? AND stock >= ?",
+			coupon:  "UPDATE `coupon_batches` SET `fence_token`=fence_token + 1,`remaining`=remaining - ? WHERE id = ? AND remaining >= ?",
 			vars:    []any{q, int64(id), q},
 		},
 		{
 			name:    "db-atomic guarded decrement in the sale window, on MySQL's clock",
 			run:     func(st statements, tx *gorm.DB) { st.deduct(tx, id, q, clock{MySQL}.inWindow()) },
-			product: "UPDATE `products` SET `stock`=stock - ? WHERE (id = ? AND stock >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
-			coupon:  "UPDATE `coupon_batches` SET `remaining`=remaining - ? WHERE (id = ? AND remaining >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
+			product: "UPDATE `products` SET `fence_token`=fence_token + 1,`stock`=stock - ? WHERE (id = ? AND stock >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
+			coupon:  "UPDATE `coupon_batches` SET `fence_token`=fence_token + 1,`remaining`=remaining - ? WHERE (id = ? AND remaining >= ?) AND ((opens_at IS NULL OR opens_at <= UTC_TIMESTAMP(6)) AND (closes_at IS NULL OR closes_at > UTC_TIMESTAMP(6)))",
 			vars:    []any{q, int64(id), q},
 		},
 		{
