@@ -133,6 +133,10 @@ func TestLedger(t *testing.T) {
 					t.Fatalf("WriteComputed without a token: %v", err)
 				}
 				stock(2) // the naive write sets what it was told, not 4-1
+				// and, holding no lock the fleet shares, moves the fence on
+				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 13 {
+					t.Fatalf("after a write without a token: fence token %d, %v; want 13", it.FenceToken, err)
+				}
 				mustErr(inventory.ErrAlreadyPurchased, l.WriteComputed(ctx, order("w-a2", "a", 1), 1, 0), "WriteComputed by a repeat buyer")
 				mustErr(inventory.ErrSoldOut, l.WriteComputed(ctx, order("w-d", "d", 1), -1, 0), "WriteComputed of a negative stock")
 				mustErr(inventory.ErrNotFound, l.WriteComputed(ctx, order("w-m", "a", missing), 1, 0), "WriteComputed(missing)")
@@ -149,17 +153,17 @@ func TestLedger(t *testing.T) {
 				if _, err := l.FenceAndRead(ctx, missing, 50); !errors.Is(err, inventory.ErrNotFound) {
 					t.Fatalf("FenceAndRead(missing) = %v, want ErrNotFound", err)
 				}
-				if n, err := l.FenceAndRead(ctx, 1, 13); err != nil || n != 2 {
+				if n, err := l.FenceAndRead(ctx, 1, 14); err != nil || n != 2 {
 					t.Fatalf("FenceAndRead with a newer token = %d, %v; want 2", n, err)
 				}
-				for token, which := range map[int64]string{13: "the recorded token", 9: "an older token"} {
+				for token, which := range map[int64]string{14: "the recorded token", 9: "an older token"} {
 					if n, err := l.FenceAndRead(ctx, 1, token); !errors.Is(err, inventory.ErrLockLost) {
 						t.Fatalf("FenceAndRead with %s = %d, %v; want ErrLockLost", which, n, err)
 					}
 				}
-				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-e", "e", 1), 1, 12), "WriteComputed with the token FenceAndRead overtook")
-				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 13 {
-					t.Fatalf("after FenceAndRead: fence token %d, %v; want 13", it.FenceToken, err)
+				mustErr(inventory.ErrLockLost, l.WriteComputed(ctx, order("w-e", "e", 1), 1, 13), "WriteComputed with the token FenceAndRead overtook")
+				if it, err := l.Get(ctx, 1); err != nil || it.FenceToken != 14 {
+					t.Fatalf("after FenceAndRead: fence token %d, %v; want 14", it.FenceToken, err)
 				}
 				stock(2)
 			})

@@ -238,9 +238,10 @@ func TestStockWritersOutsideTheLockFenceTheHolderOff(t *testing.T) {
 				t.Fatalf("Audit = %+v, %v; want all 3 units back in stock, none sold", a, aerr)
 			}
 		})
-		// The sales of the stages that take no lock: db-atomic's guarded
-		// decrement, and the batch that redis-atomic's group commit and
-		// redis-stream's order writers write. They meet a holder when a
+		// The sales of the stages that take no lock the fleet shares:
+		// db-atomic's guarded decrement, the batch that redis-atomic's group
+		// commit and redis-stream's order writers write, and a computed
+		// write without a token. They meet a holder when a
 		// stage switch lands mid-sale (a workshop switches live; queued
 		// orders are still written after a switch from redis-stream).
 		for _, sale := range []struct {
@@ -250,6 +251,11 @@ func TestStockWritersOutsideTheLockFenceTheHolderOff(t *testing.T) {
 			{"db-atomic sale", func(ctx context.Context, l *store.Ledger, o inventory.Order) error { return l.Deduct(ctx, o) }},
 			{"group commit", func(ctx context.Context, l *store.Ledger, o inventory.Order) error {
 				return l.DeductAll(ctx, []inventory.Order{o})
+			}},
+			// An instance still on local-mutex (safe on one instance) while
+			// another already sells under a lock: a write without a token.
+			{"local-mutex sale", func(ctx context.Context, l *store.Ledger, o inventory.Order) error {
+				return inventory.NewLocalMutex(l, "product", inventory.SectionOptions{}).Buy(ctx, o)
 			}},
 		} {
 			t.Run(b.Name+"/"+sale.name, func(t *testing.T) {

@@ -67,15 +67,26 @@ func (couponStatements) readStock(tx *gorm.DB, id int64) (int, error) {
 // computed write. n was computed from an earlier read, so two buyers who
 // read the same stock both write the same n and one sale is lost: this is
 // where the unlocked stage oversells. With a token, fencedWrite adds the
-// fence (AND fence_token <= ?):
+// fence (AND fence_token <= ?); without one (unlocked, local-mutex, a lock
+// stage with fencing off: no lock the fleet shares) it moves the fence on,
+// as every writer of the stock outside the fleet's lock does (fencedOff):
 //
-//	UPDATE products SET stock = ? WHERE id = ?
+//	UPDATE products SET fence_token = fence_token + 1, stock = ? WHERE id = ?
 func (productStatements) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
-	return tx.Model(&Product{}).Where("id = ?", id).Scopes(fencedWrite(token)).Update("stock", n)
+	return tx.Model(&Product{}).Where("id = ?", id).Scopes(fencedWrite(token)).Updates(computedStock("stock", n, token))
 }
 
 func (couponStatements) setStock(tx *gorm.DB, id int64, n int, token int64) *gorm.DB {
-	return tx.Model(&CouponBatch{}).Where("id = ?", id).Scopes(fencedWrite(token)).Update("remaining", n)
+	return tx.Model(&CouponBatch{}).Where("id = ?", id).Scopes(fencedWrite(token)).Updates(computedStock("remaining", n, token))
+}
+
+// computedStock is what a computed write sets: the stock column, and the
+// fence moved on when the write carries no token.
+func computedStock(column string, n int, token int64) map[string]any {
+	if token > 0 {
+		return map[string]any{column: n}
+	}
+	return map[string]any{column: n, "fence_token": fencedOff}
 }
 
 // deduct is db-atomic's guarded decrement: the database checks and

@@ -92,8 +92,8 @@ func TestGuardedSQL(t *testing.T) {
 		{
 			name:    "naive computed write",
 			run:     func(st statements, tx *gorm.DB) { st.setStock(tx, id, n, 0) },
-			product: "UPDATE `products` SET `stock`=? WHERE id = ?",
-			coupon:  "UPDATE `coupon_batches` SET `remaining`=? WHERE id = ?",
+			product: "UPDATE `products` SET `fence_token`=fence_token + 1,`stock`=? WHERE id = ?",
+			coupon:  "UPDATE `coupon_batches` SET `fence_token`=fence_token + 1,`remaining`=? WHERE id = ?",
 			vars:    []any{n, int64(id)},
 		},
 		{
