@@ -170,9 +170,10 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 // next buyer waits for the guard (within its own deadline) instead of
 // reading the stock the late write is about to change: without a fencing
 // token nothing else stops its write from following the late one, and two
-// sales would count one unit (TestCommitInFlightKeepsTheGuard). A database
-// that never answers the COMMIT keeps the guard until its connection dies:
-// no sale can be written meanwhile anyway.
+// sales would count one unit (TestCommitInFlightKeepsTheGuard). On MySQL
+// the write settles when its transaction has ended on the server
+// (Ledger.WriteComputed): until then it holds the item's row, so no other
+// write of the item's stock could land meanwhile anyway.
 func (g *guarded) exitWhenSettled(ctx context.Context, held Held, settled <-chan struct{}, o Order) {
 	<-settled
 	if err := held.Exit(ctx); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -255,7 +256,7 @@ func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock 
 		}
 		return err
 	}
-	return l.tx(ctx, func(tx *gorm.DB) error {
+	err := l.tx(ctx, func(tx *gorm.DB) error {
 		if err := l.statements.insertOrder(tx, o); err != nil {
 			return err
 		}
@@ -271,6 +272,51 @@ func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock 
 		}
 		return nil
 	})
+	if l.db.dialect == MySQL && errors.Is(err, inventory.ErrOutcomeUnknown) {
+		return l.settlesWithTheRow(err, o.ItemID)
+	}
+	return err
+}
+
+// settlesWithTheRow returns err, the unknown outcome of a computed write
+// on MySQL, as an inventory.Unsettled that settles once the write's
+// transaction has ended on the server. That the client's COMMIT call
+// returned does not say so: its connection may have broken with the
+// COMMIT already on its way (in a socket buffer, a proxy, a server waiting
+// for its log), and MySQL may commit it later. Until then the transaction
+// holds the lock its UPDATE took on the item's row, so a locking read of
+// the row gets through only once it has committed or rolled back, and the
+// section's guard is kept until then (TestBrokenCommitKeepsTheGuard).
+func (l *Ledger) settlesWithTheRow(err error, id int64) error {
+	var u *inventory.Unsettled
+	if errors.As(err, &u) {
+		err = u.Unwrap() // the COMMIT's call returning is not the end
+	}
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		l.awaitRowFree(id)
+	}()
+	return inventory.NewUnsettled(err, settled)
+}
+
+// awaitRowFree returns once a locking read of the item's row got through
+// on a connection of its own, trying again while the lock wait times out
+// or MySQL cannot be reached, until the database is closed.
+func (l *Ledger) awaitRowFree(id int64) {
+	query := fmt.Sprintf("SELECT id FROM %s WHERE id = ? FOR UPDATE", l.statements.sale().items)
+	pause := 50 * time.Millisecond
+	for {
+		err := l.db.gdb.Transaction(func(tx *gorm.DB) error {
+			var got int64
+			return tx.Raw(query, id).Scan(&got).Error
+		})
+		if err == nil || errors.Is(err, sql.ErrConnDone) || l.db.closed() {
+			return
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // Deduct inserts o and decrements the stock only if enough is left, in one

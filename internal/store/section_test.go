@@ -6,9 +6,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -509,4 +511,217 @@ func commitHoldingMySQL(t *testing.T) (*store.DB, *commitHolder) {
 	db := openMySQL(t, cfg.FormatDSN(), store.Pool{MaxConns: 4})
 	t.Cleanup(h.release) // before the database closes: cleanups run last first
 	return db, h
+}
+
+// TestBrokenCommitKeepsTheGuard: as TestCommitInFlightKeepsTheGuard, but
+// A's connection breaks for the client once its COMMIT is on its way (in
+// a socket buffer, a proxy, a server waiting for its log), with no
+// deadline involved; or A's deadline passes first and the connection
+// breaks after. Either way the client's COMMIT call returns while MySQL
+// can still commit, and the guard must stay taken until it has committed
+// or rolled back. A review found both: the first gave the guard up as A's
+// buy returned, the second as A's COMMIT call did.
+func TestBrokenCommitKeepsTheGuard(t *testing.T) {
+	for _, cutFirst := range []bool{false, true} {
+		name := "broken"
+		if cutFirst {
+			name = "cut by the deadline, then broken"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := testenv.MySQLDSN(t)
+			db, brk := commitBreakingMySQL(t, dsn)
+			l := db.Products()
+			if err := l.Reset(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			admin, _ := otherSession(t, dsn)
+			guard := &probedMutex{slot: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
+			readB := make(chan struct{})
+			section := inventory.NewGuarded(guard, l, "product", inventory.SectionOptions{
+				BetweenReadAndWrite: func(_ context.Context, o inventory.Order) {
+					if o.No == "broken-b" {
+						close(readB)
+					}
+				},
+			})
+
+			cut, hangUp := context.WithCancel(ctx)
+			defer hangUp()
+			brk.arm()
+			boughtA := make(chan error, 1)
+			if !cutFirst {
+				close(brk.cut) // the client hears of the break at once
+			}
+			go func() { boughtA <- section.Buy(cut, order("broken-a", "leaver", 1)) }()
+			<-brk.held
+			if cutFirst {
+				hangUp()
+			}
+			errA := <-boughtA
+			if !errors.Is(errA, inventory.ErrOutcomeUnknown) {
+				t.Fatalf("A, whose COMMIT was on its way, heard %v; want an unknown outcome", errA)
+			}
+			if cutFirst {
+				close(brk.cut) // now A's COMMIT call returns, broken
+				// Wait until the guard is given up (the code before) or
+				// the wait for A's transaction shows in MySQL (a locking
+				// read of the row, behind A's lock). Slower than MySQL
+				// refreshes INNODB_TRX (see waitServer).
+				for released := false; !released; time.Sleep(150 * time.Millisecond) {
+					if len(guard.slot) == 0 {
+						t.Fatal("the guard was given up when A's COMMIT call returned, with the COMMIT still on its way")
+					}
+					released = rowWaiter(t, admin) > 0
+				}
+			} else if len(guard.slot) == 0 {
+				t.Error("the guard was given up as A's buy returned, with its COMMIT still on its way")
+			}
+
+			boughtB := make(chan error, 1)
+			go func() { boughtB <- section.Buy(ctx, order("broken-b", "zed", 1)) }()
+			select {
+			case <-guard.waiting:
+			case <-readB:
+			}
+			brk.land(t)
+			errB := <-boughtB
+			a, err := l.Audit(ctx, 1)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case a.Oversold() != 0 || !a.Conserved() || a.Orders != 1:
+				t.Fatalf("Audit = %+v (oversold %d); want A's order alone. B heard: %v", a, a.Oversold(), errB)
+			case !errors.Is(errB, inventory.ErrSoldOut):
+				t.Fatalf("B, after A's COMMIT landed, heard %v; want sold out", errB)
+			}
+		})
+	}
+}
+
+// rowWaiter is lockWaiter's one look: the session of a transaction of
+// admin's database that waits for a row lock, or 0.
+func rowWaiter(t *testing.T, admin *sql.DB) int64 {
+	t.Helper()
+	var session int64
+	err := admin.QueryRow("SELECT COALESCE(MAX(t.trx_mysql_thread_id), 0) FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id " +
+		"WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()").Scan(&session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return session
+}
+
+// commitBreaker, once armed, keeps the next COMMIT a connection writes
+// and breaks that connection for the client: its reads fail with
+// ECONNRESET once cut is closed, and what it writes after is dropped. land
+// then sends the COMMIT to MySQL on the real connection, reads MySQL's
+// answer and closes it: a COMMIT that was on its way when the client's
+// connection broke.
+type commitBreaker struct {
+	armed  atomic.Bool
+	held   chan struct{} // closed when a COMMIT was kept
+	cut    chan struct{} // closed: the client's reads fail
+	mu     sync.Mutex
+	conn   net.Conn // the real connection of the kept COMMIT
+	landed bool
+}
+
+func (b *commitBreaker) arm() { b.armed.Store(true) }
+
+type commitBreakingConn struct {
+	net.Conn
+	b      *commitBreaker
+	broken atomic.Bool
+}
+
+func (c *commitBreakingConn) Write(p []byte) (int, error) {
+	if c.broken.Load() {
+		return len(p), nil // a COM_QUIT, say: lost with the connection
+	}
+	if bytes.Equal(p, commitPacket) && c.b.armed.CompareAndSwap(true, false) {
+		c.b.mu.Lock()
+		c.b.conn = c.Conn
+		c.b.mu.Unlock()
+		c.broken.Store(true)
+		close(c.b.held)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *commitBreakingConn) Read(p []byte) (int, error) {
+	if c.broken.Load() {
+		<-c.b.cut
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *commitBreakingConn) Close() error {
+	if c.broken.Load() {
+		return nil // land closes the real connection
+	}
+	return c.Conn.Close()
+}
+
+// land sends the kept COMMIT and returns once MySQL answered it OK.
+func (b *commitBreaker) land(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn == nil || b.landed {
+		t.Fatal("no COMMIT is kept")
+	}
+	b.landed = true
+	defer b.conn.Close()
+	if _, err := b.conn.Write(commitPacket); err != nil {
+		t.Fatalf("sending the kept COMMIT: %v", err)
+	}
+	var head [4]byte
+	if _, err := io.ReadFull(b.conn, head[:]); err != nil {
+		t.Fatalf("reading the COMMIT's answer: %v", err)
+	}
+	body := make([]byte, int(head[0])|int(head[1])<<8|int(head[2])<<16)
+	if _, err := io.ReadFull(b.conn, body); err != nil || len(body) == 0 || body[0] != 0 {
+		t.Fatalf("the COMMIT's answer: %x, %v; want an OK packet", body, err)
+	}
+}
+
+// commitBreakingMySQL opens a fresh test database on dsn through a dialer
+// whose connections keep a COMMIT and break when the returned breaker is
+// armed. A kept COMMIT that the test did not land is dropped with its
+// connection when the test ends, which MySQL rolls back.
+func commitBreakingMySQL(t *testing.T, dsn string) (*store.DB, *commitBreaker) {
+	t.Helper()
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Net != "tcp" {
+		t.Fatalf("the test MySQL is reached over %q; the breaking dialer wraps tcp", cfg.Net)
+	}
+	b := &commitBreaker{held: make(chan struct{}), cut: make(chan struct{})}
+	cfg.Net = fmt.Sprintf("seckill-commit-breaking-%d", countedNets.Add(1))
+	mysqldriver.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &commitBreakingConn{Conn: c, b: b}, nil
+	})
+	db := openMySQL(t, cfg.FormatDSN(), store.Pool{MaxConns: 4})
+	t.Cleanup(func() { // before the database closes: cleanups run last first
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.conn != nil && !b.landed {
+			_ = b.conn.Close()
+		}
+		select {
+		case <-b.cut:
+		default:
+			close(b.cut)
+		}
+	})
+	return db, b
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -38,7 +39,13 @@ type DB struct {
 	// wire, when set (by the tests' RecordWire), hears each statement
 	// batch sent without gorm (sale.go).
 	wire func(query string)
+	// shut is set by Close: work that retries until MySQL answers
+	// (Ledger.awaitRowFree) stops then.
+	shut atomic.Bool
 }
+
+// closed reports whether Close was called.
+func (d *DB) closed() bool { return d.shut.Load() }
 
 // record passes a statement batch to the tests' recorder.
 func (d *DB) record(query string) {
@@ -178,6 +185,7 @@ func (d *DB) Ping(ctx context.Context) error {
 
 // Close closes the pool.
 func (d *DB) Close() error {
+	d.shut.Store(true)
 	sqlDB, err := d.gdb.DB()
 	if err != nil {
 		return err
