@@ -300,6 +300,18 @@ func (l *Ledger) settlesWithTheRow(err error, id int64) error {
 	return inventory.NewUnsettled(err, settled)
 }
 
+// lockRowOnce runs the locking read query of the row id in a transaction
+// of its own, which it rolls back: it has nothing to keep.
+func (l *Ledger) lockRowOnce(query string, id int64) error {
+	tx := l.db.gdb.Begin()
+	if tx.Error != nil {
+		return tx.Error
+	}
+	defer tx.Rollback()
+	var got int64
+	return tx.Raw(query, id).Scan(&got).Error
+}
+
 // awaitRowFree returns once a locking read of the item's row got through
 // on a connection of its own, trying again while the lock wait times out
 // or MySQL cannot be reached, until the database is closed.
@@ -307,10 +319,7 @@ func (l *Ledger) awaitRowFree(id int64) {
 	query := fmt.Sprintf("SELECT id FROM %s WHERE id = ? FOR UPDATE", l.statements.sale().items)
 	pause := 50 * time.Millisecond
 	for {
-		err := l.db.gdb.Transaction(func(tx *gorm.DB) error {
-			var got int64
-			return tx.Raw(query, id).Scan(&got).Error
-		})
+		err := l.lockRowOnce(query, id)
 		if err == nil || errors.Is(err, sql.ErrConnDone) || l.db.closed() {
 			return
 		}

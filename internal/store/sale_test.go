@@ -40,23 +40,33 @@ var countedNets atomic.Int64
 // commands sent on its connections.
 func countedMySQL(t *testing.T, pool store.Pool) (*store.DB, *atomic.Int64) {
 	t.Helper()
-	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
+	writes := new(atomic.Int64)
+	db := mysqlThrough(t, testenv.MySQLDSN(t), "counted", pool,
+		func(c net.Conn) net.Conn { return &sentConn{Conn: c, writes: writes} })
+	return db, writes
+}
+
+// mysqlThrough opens the MySQL database at dsn with the store's settings
+// and pool, migrated, through a dialer (named after what) that wraps each
+// connection it makes with wrap.
+func mysqlThrough(t *testing.T, dsn, what string, pool store.Pool, wrap func(net.Conn) net.Conn) *store.DB {
+	t.Helper()
+	cfg, err := mysqldriver.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Net != "tcp" {
-		t.Fatalf("the test MySQL is reached over %q; the counting dialer wraps tcp", cfg.Net)
+		t.Fatalf("the test MySQL is reached over %q; the %s dialer wraps tcp", cfg.Net, what)
 	}
-	writes := new(atomic.Int64)
-	cfg.Net = fmt.Sprintf("seckill-counted-%d", countedNets.Add(1))
+	cfg.Net = fmt.Sprintf("seckill-%s-%d", what, countedNets.Add(1))
 	mysqldriver.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
-		return &sentConn{Conn: c, writes: writes}, nil
+		return wrap(c), nil
 	})
-	return openMySQL(t, cfg.FormatDSN(), pool), writes
+	return openMySQL(t, cfg.FormatDSN(), pool)
 }
 
 // openMySQL opens the MySQL database at dsn with the store's settings and

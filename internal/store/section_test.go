@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	mysqldriver "github.com/go-sql-driver/mysql"
-
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -492,23 +490,9 @@ func (c *commitHoldingConn) Write(b []byte) (int, error) {
 // COMMIT is let go when the test ends, at the latest.
 func commitHoldingMySQL(t *testing.T) (*store.DB, *commitHolder) {
 	t.Helper()
-	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Net != "tcp" {
-		t.Fatalf("the test MySQL is reached over %q; the holding dialer wraps tcp", cfg.Net)
-	}
 	h := &commitHolder{held: make(chan struct{}), let: make(chan struct{})}
-	cfg.Net = fmt.Sprintf("seckill-commit-holding-%d", countedNets.Add(1))
-	mysqldriver.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &commitHoldingConn{Conn: c, h: h}, nil
-	})
-	db := openMySQL(t, cfg.FormatDSN(), store.Pool{MaxConns: 4})
+	db := mysqlThrough(t, testenv.MySQLDSN(t), "commit-holding", store.Pool{MaxConns: 4},
+		func(c net.Conn) net.Conn { return &commitHoldingConn{Conn: c, h: h} })
 	t.Cleanup(h.release) // before the database closes: cleanups run last first
 	return db, h
 }
@@ -694,23 +678,9 @@ func (b *commitBreaker) land(t *testing.T) {
 // connection when the test ends, which MySQL rolls back.
 func commitBreakingMySQL(t *testing.T, dsn string) (*store.DB, *commitBreaker) {
 	t.Helper()
-	cfg, err := mysqldriver.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Net != "tcp" {
-		t.Fatalf("the test MySQL is reached over %q; the breaking dialer wraps tcp", cfg.Net)
-	}
 	b := &commitBreaker{held: make(chan struct{}), cut: make(chan struct{})}
-	cfg.Net = fmt.Sprintf("seckill-commit-breaking-%d", countedNets.Add(1))
-	mysqldriver.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &commitBreakingConn{Conn: c, b: b}, nil
-	})
-	db := openMySQL(t, cfg.FormatDSN(), store.Pool{MaxConns: 4})
+	db := mysqlThrough(t, dsn, "commit-breaking", store.Pool{MaxConns: 4},
+		func(c net.Conn) net.Conn { return &commitBreakingConn{Conn: c, b: b} })
 	t.Cleanup(func() { // before the database closes: cleanups run last first
 		b.mu.Lock()
 		defer b.mu.Unlock()
