@@ -374,15 +374,8 @@ func TestCommitInFlightKeepsTheGuard(t *testing.T) {
 			if err := l.Reset(ctx, 1, 1); err != nil {
 				t.Fatal(err)
 			}
-			guard := &probedMutex{slot: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
-			readB := make(chan struct{})
-			section := inventory.NewGuarded(guard, l, k.name, inventory.SectionOptions{
-				BetweenReadAndWrite: func(_ context.Context, o inventory.Order) {
-					if o.No == "late-b" {
-						close(readB)
-					}
-				},
-			})
+			sc := newLateCommitScene(l, k.name)
+			guard, section := sc.guard, sc.section
 
 			cut, hangUp := context.WithCancel(ctx)
 			defer hangUp()
@@ -399,28 +392,55 @@ func TestCommitInFlightKeepsTheGuard(t *testing.T) {
 				t.Errorf("the guard was given up while A's COMMIT was still on its way")
 			}
 
-			// B comes. It either waits for the guard or, on the code
-			// before, reads the unit A is about to take; then A's COMMIT
-			// goes through.
-			boughtB := make(chan error, 1)
-			go func() { boughtB <- section.Buy(ctx, order("late-b", "zed", 1)) }()
-			select {
-			case <-guard.waiting:
-			case <-readB:
-			}
-			commit.release()
-			errB := <-boughtB
-
-			a, err := l.Audit(ctx, 1)
-			switch {
-			case err != nil:
-				t.Fatal(err)
-			case a.Oversold() != 0 || !a.Conserved() || a.Orders != 1:
-				t.Fatalf("Audit = %+v (oversold %d); want A's order alone. B heard: %v", a, a.Oversold(), errB)
-			case !errors.Is(errB, inventory.ErrSoldOut):
-				t.Fatalf("B, after A's COMMIT landed, heard %v; want sold out", errB)
-			}
+			sc.thenB(t, l, commit.release)
 		})
+	}
+}
+
+// lateCommitScene is a section under a probedMutex, for a buyer A whose
+// COMMIT is still on its way and a buyer B ("late-b") who says when it has
+// read the stock.
+type lateCommitScene struct {
+	guard   *probedMutex
+	section inventory.Stage
+	readB   chan struct{}
+}
+
+func newLateCommitScene(l *store.Ledger, kind string) *lateCommitScene {
+	sc := &lateCommitScene{guard: &probedMutex{slot: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}, readB: make(chan struct{})}
+	sc.section = inventory.NewGuarded(sc.guard, l, kind, inventory.SectionOptions{
+		BetweenReadAndWrite: func(_ context.Context, o inventory.Order) {
+			if o.No == "late-b" {
+				close(sc.readB)
+			}
+		},
+	})
+	return sc
+}
+
+// thenB sends B, which either waits for the guard or, on the code before,
+// reads the unit A is about to take; then lets A's COMMIT go through
+// (land), and checks that A's order alone was written and B heard sold
+// out.
+func (sc *lateCommitScene) thenB(t *testing.T, l *store.Ledger, land func()) {
+	t.Helper()
+	ctx := context.Background()
+	boughtB := make(chan error, 1)
+	go func() { boughtB <- sc.section.Buy(ctx, order("late-b", "zed", 1)) }()
+	select {
+	case <-sc.guard.waiting:
+	case <-sc.readB:
+	}
+	land()
+	errB := <-boughtB
+	a, err := l.Audit(ctx, 1)
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case a.Oversold() != 0 || !a.Conserved() || a.Orders != 1:
+		t.Fatalf("Audit = %+v (oversold %d); want A's order alone. B heard: %v", a, a.Oversold(), errB)
+	case !errors.Is(errB, inventory.ErrSoldOut):
+		t.Fatalf("B, after A's COMMIT landed, heard %v; want sold out", errB)
 	}
 }
 
@@ -520,15 +540,8 @@ func TestBrokenCommitKeepsTheGuard(t *testing.T) {
 				t.Fatal(err)
 			}
 			admin, _ := otherSession(t, dsn)
-			guard := &probedMutex{slot: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
-			readB := make(chan struct{})
-			section := inventory.NewGuarded(guard, l, "product", inventory.SectionOptions{
-				BetweenReadAndWrite: func(_ context.Context, o inventory.Order) {
-					if o.No == "broken-b" {
-						close(readB)
-					}
-				},
-			})
+			sc := newLateCommitScene(l, "product")
+			guard, section := sc.guard, sc.section
 
 			cut, hangUp := context.WithCancel(ctx)
 			defer hangUp()
@@ -562,23 +575,7 @@ func TestBrokenCommitKeepsTheGuard(t *testing.T) {
 				t.Error("the guard was given up as A's buy returned, with its COMMIT still on its way")
 			}
 
-			boughtB := make(chan error, 1)
-			go func() { boughtB <- section.Buy(ctx, order("broken-b", "zed", 1)) }()
-			select {
-			case <-guard.waiting:
-			case <-readB:
-			}
-			brk.land(t)
-			errB := <-boughtB
-			a, err := l.Audit(ctx, 1)
-			switch {
-			case err != nil:
-				t.Fatal(err)
-			case a.Oversold() != 0 || !a.Conserved() || a.Orders != 1:
-				t.Fatalf("Audit = %+v (oversold %d); want A's order alone. B heard: %v", a, a.Oversold(), errB)
-			case !errors.Is(errB, inventory.ErrSoldOut):
-				t.Fatalf("B, after A's COMMIT landed, heard %v; want sold out", errB)
-			}
+			sc.thenB(t, l, func() { brk.land(t) })
 		})
 	}
 }
