@@ -77,7 +77,8 @@ func (u *Unsettled) Unwrap() error { return u.err }
 // Settled is closed once the write has landed or failed. Where the
 // client's call returning does not tell (a COMMIT whose connection broke
 // on its way to MySQL), the store closes it only once the transaction has
-// ended on the server (store.Ledger.WriteComputed).
+// ended on the server (store.Ledger.WriteComputed), or once the store is
+// closed.
 func (u *Unsettled) Settled() <-chan struct{} { return u.settled }
 
 // settling returns the channel that closes when err's write settles, or

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -301,9 +300,10 @@ func (l *Ledger) settlesWithTheRow(err error, id int64) error {
 }
 
 // lockRowOnce runs the locking read query of the row id in a transaction
-// of its own, which it rolls back: it has nothing to keep.
+// of its own, which it rolls back: it has nothing to keep. It runs under
+// the DB's life, so Close ends a read that still waits.
 func (l *Ledger) lockRowOnce(query string, id int64) error {
-	tx := l.db.gdb.Begin()
+	tx := l.conn(l.db.life).Begin()
 	if tx.Error != nil {
 		return tx.Error
 	}
@@ -314,16 +314,21 @@ func (l *Ledger) lockRowOnce(query string, id int64) error {
 
 // awaitRowFree returns once a locking read of the item's row got through
 // on a connection of its own, trying again while the lock wait times out
-// or MySQL cannot be reached, until the database is closed.
+// or MySQL cannot be reached, or once the database is closed (then the
+// transaction it waited for may still be open: no write of this pool can
+// follow it anyway).
 func (l *Ledger) awaitRowFree(id int64) {
 	query := fmt.Sprintf("SELECT id FROM %s WHERE id = ? FOR UPDATE", l.statements.sale().items)
 	pause := 50 * time.Millisecond
 	for {
-		err := l.lockRowOnce(query, id)
-		if err == nil || errors.Is(err, sql.ErrConnDone) || l.db.closed() {
+		if l.lockRowOnce(query, id) == nil {
 			return
 		}
-		time.Sleep(pause)
+		select {
+		case <-l.db.life.Done():
+			return
+		case <-time.After(pause):
+		}
 		pause = min(2*pause, 2*time.Second)
 	}
 }

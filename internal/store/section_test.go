@@ -369,7 +369,7 @@ func TestCommitInFlightKeepsTheGuard(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, commit := commitHoldingMySQL(t)
+			db, commit := commitHoldingMySQL(t, testenv.MySQLDSN(t))
 			l := k.ledger(db)
 			if err := l.Reset(ctx, 1, 1); err != nil {
 				t.Fatal(err)
@@ -505,13 +505,13 @@ func (c *commitHoldingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// commitHoldingMySQL opens a fresh test database through a dialer whose
+// commitHoldingMySQL opens the test database at dsn through a dialer whose
 // connections hold a COMMIT when the returned holder is armed. The held
 // COMMIT is let go when the test ends, at the latest.
-func commitHoldingMySQL(t *testing.T) (*store.DB, *commitHolder) {
+func commitHoldingMySQL(t *testing.T, dsn string) (*store.DB, *commitHolder) {
 	t.Helper()
 	h := &commitHolder{held: make(chan struct{}), let: make(chan struct{})}
-	db := mysqlThrough(t, testenv.MySQLDSN(t), "commit-holding", store.Pool{MaxConns: 4},
+	db := mysqlThrough(t, dsn, "commit-holding", store.Pool{MaxConns: 4},
 		func(c net.Conn) net.Conn { return &commitHoldingConn{Conn: c, h: h} })
 	t.Cleanup(h.release) // before the database closes: cleanups run last first
 	return db, h
@@ -564,8 +564,12 @@ func TestBrokenCommitKeepsTheGuard(t *testing.T) {
 				// Wait until the guard is given up (the code before) or
 				// the wait for A's transaction shows in MySQL (a locking
 				// read of the row, behind A's lock). Slower than MySQL
-				// refreshes INNODB_TRX (see waitServer).
+				// refreshes INNODB_TRX (see waitServer), for 30 s at most.
+				end := time.Now().Add(30 * time.Second)
 				for released := false; !released; time.Sleep(150 * time.Millisecond) {
+					if time.Now().After(end) {
+						t.Fatal("waited 30 s for the guard to be given up or a locking read of the row to wait")
+					}
 					if len(guard.slot) == 0 {
 						t.Fatal("the guard was given up when A's COMMIT call returned, with the COMMIT still on its way")
 					}
@@ -691,4 +695,43 @@ func commitBreakingMySQL(t *testing.T, dsn string) (*store.DB, *commitBreaker) {
 		}
 	})
 	return db, b
+}
+
+// TestCloseEndsTheWaitForALateCommit: a computed write's COMMIT is still
+// on its way, and its Unsettled waits, with a locking read of the item's
+// row, for the transaction to end. Closing the database ends that wait
+// (the goroutine and its connection) at once: before, it went on until
+// the server's lock wait timed out (50 s by default), long after Close had
+// returned (a review found it). MySQL itself notices the dropped
+// connection only when that wait ends, so the read's session is still
+// waiting there when Settled closes: that is what tells the two apart.
+func TestCloseEndsTheWaitForALateCommit(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.MySQLDSN(t)
+	db, commit := commitHoldingMySQL(t, dsn)
+	l := db.Products()
+	if err := l.Reset(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	admin, _ := otherSession(t, dsn)
+	cut, hangUp := context.WithCancel(ctx)
+	defer hangUp()
+	commit.arm()
+	wrote := make(chan error, 1)
+	go func() { wrote <- l.WriteComputed(cut, order("close-a", "a", 1), 0, 0) }()
+	<-commit.held
+	hangUp()
+	var u *inventory.Unsettled
+	if err := <-wrote; !errors.As(err, &u) {
+		t.Fatalf("a write cut off with its COMMIT on the way: %v; want an Unsettled", err)
+	}
+	probe := lockWaiter(t, admin, 0) // the locking read, behind A's row lock
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-u.Settled()
+	time.Sleep(150 * time.Millisecond) // past MySQL's INNODB_TRX cache (see waitServer)
+	if rowWaiter(t, admin) != probe {
+		t.Fatal("Settled closed only once MySQL's lock wait had ended, not when the database was closed")
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -39,13 +38,17 @@ type DB struct {
 	// wire, when set (by the tests' RecordWire), hears each statement
 	// batch sent without gorm (sale.go).
 	wire func(query string)
-	// shut is set by Close: work that retries until MySQL answers
-	// (Ledger.awaitRowFree) stops then.
-	shut atomic.Bool
+	// life ends when Close is called: background work that waits for
+	// MySQL (Ledger.awaitRowFree) runs under it, and stops then.
+	life context.Context
+	end  context.CancelFunc
 }
 
-// closed reports whether Close was called.
-func (d *DB) closed() bool { return d.shut.Load() }
+// newDB returns a DB on gdb, alive until Close.
+func newDB(gdb *gorm.DB, dialect Dialect) *DB {
+	life, end := context.WithCancel(context.Background())
+	return &DB{gdb: gdb, dialect: dialect, life: life, end: end}
+}
 
 // record passes a statement batch to the tests' recorder.
 func (d *DB) record(query string) {
@@ -109,7 +112,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	sqlDB.SetMaxOpenConns(pool.MaxConns)
 	sqlDB.SetMaxIdleConns(pool.MaxConns)
 	sqlDB.SetConnMaxLifetime(pool.MaxLifetime)
-	db := &DB{gdb: gdb, dialect: MySQL}
+	db := newDB(gdb, MySQL)
 	if err := db.Ping(ctx); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -130,7 +133,7 @@ func OpenSQLite(ctx context.Context, file string) (*DB, error) {
 		return nil, err
 	}
 	sqlDB.SetMaxOpenConns(1)
-	db := &DB{gdb: gdb, dialect: SQLite}
+	db := newDB(gdb, SQLite)
 	if err := db.Ping(ctx); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -185,7 +188,7 @@ func (d *DB) Ping(ctx context.Context) error {
 
 // Close closes the pool.
 func (d *DB) Close() error {
-	d.shut.Store(true)
+	d.end()
 	sqlDB, err := d.gdb.DB()
 	if err != nil {
 		return err
