@@ -55,7 +55,8 @@ var (
 
 // Unsettled is a write whose caller stopped waiting for it while it was
 // still on its way: a COMMIT with no answer by the request's deadline,
-// which goes on in the background and may yet land. Its error wraps
+// which goes on in the background, or one whose connection broke with it
+// on its way to MySQL. Either may yet land. Its error wraps
 // ErrOutcomeUnknown. A caller that holds a lock around the write must keep
 // the lock until Settled is closed (the write landed or failed): a lock
 // given up earlier lets the next holder read the stock the late write is

@@ -123,7 +123,7 @@ func (t saleTables) batch(orders []inventory.Order, total int, window, mark stri
 	if window != "" {
 		cond += " AND " + window
 	}
-	return t.write(orders, t.stock+" = "+t.stock+" - ?, fence_token = fence_token + 1", int64(total), cond, []any{int64(total)}, mark)
+	return t.write(orders, t.stock+" = "+t.stock+" - ?, fence_token = "+fenceMovedOn, int64(total), cond, []any{int64(total)}, mark)
 }
 
 // computedBatch returns the multi-statement of a lock holder's fenced write

@@ -190,16 +190,21 @@ func (couponStatements) restock(tx *gorm.DB, id int64, n int, w inventory.SaleWi
 }
 
 // fencedOff moves an item's fence one past the newest token recorded. The
-// writers of the stock that take no lock (a reset, a cancelled order's
-// units coming back, and the sales of the stages that take none: db-atomic,
-// the writes after redis-atomic's and redis-stream's buys, which meet a
-// holder when a stage switch lands mid-sale) set it with their write: a lock holder that claimed
-// the row and read the stock before them then writes nothing (its write
-// needs fence_token <= its token), instead of writing the stock it
-// computed from its read over theirs. Tokens only grow, and the lock's
-// next token is newer than the fence (its tokens are at least the Redis
-// server's time in microseconds, and one more than the last).
-var fencedOff = gorm.Expr("fence_token + 1")
+// writers of the stock outside the fleet's lock set it with their write: a
+// reset, a cancelled order's units coming back, the sales of the stages
+// that take no lock (db-atomic, the writes after redis-atomic's and
+// redis-stream's buys: sale.go's batch says it as fenceMovedOn) and a
+// computed write without a token. They meet a holder when a stage switch
+// lands mid-sale. A lock holder that claimed the row and read the stock
+// before them then writes nothing (its write needs fence_token <= its
+// token), instead of writing the stock it computed from its read over
+// theirs. Tokens only grow, and the lock's next token is newer than the
+// fence (its tokens are at least the Redis server's time in microseconds,
+// and one more than the last).
+var fencedOff = gorm.Expr(fenceMovedOn)
+
+// fenceMovedOn is the new fence of a write outside the fleet's lock.
+const fenceMovedOn = "fence_token + 1"
 
 // windowAt reads the item's stock and its window against the database's
 // clock, in one statement; gorm.ErrRecordNotFound when there is no item:
