@@ -385,7 +385,15 @@ func (t *tally) progressLine() string {
 // file descriptors. IdleConnTimeout closes a straggler that came back to
 // the pool after release.
 func newAttacker(workers, maxWorkers uint64, timeout time.Duration) (*vegeta.Attacker, func()) {
-	tr := &http.Transport{
+	tr := newAttackTransport(timeout)
+	return attackerOn(tr, workers, maxWorkers, timeout), tr.CloseIdleConnections
+}
+
+// newAttackTransport is the transport of an attacker: its connections,
+// which attackers made over it in turn (attackerOn) share, kept alive
+// between them.
+func newAttackTransport(timeout time.Duration) *http.Transport {
+	return &http.Transport{
 		// As vegeta's own: proxies from the environment, and its TLS
 		// settings for https targets.
 		Proxy:           http.ProxyFromEnvironment,
@@ -393,8 +401,13 @@ func newAttacker(workers, maxWorkers uint64, timeout time.Duration) (*vegeta.Att
 		DialContext:     (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
 		IdleConnTimeout: 10 * time.Second,
 	}
+}
+
+// attackerOn is an attacker over tr. A vegeta attacker ends with its one
+// attack; its transport can serve the next.
+func attackerOn(tr *http.Transport, workers, maxWorkers uint64, timeout time.Duration) *vegeta.Attacker {
 	// vegeta.Client goes first: the options after it tune tr.
-	atk := vegeta.NewAttacker(
+	return vegeta.NewAttacker(
 		vegeta.Client(&http.Client{Transport: tr}),
 		vegeta.Workers(workers),
 		vegeta.MaxWorkers(maxWorkers),
@@ -403,5 +416,4 @@ func newAttacker(workers, maxWorkers uint64, timeout time.Duration) (*vegeta.Att
 		vegeta.Redirects(vegeta.NoFollow),
 		vegeta.KeepAlive(true),
 	)
-	return atk, tr.CloseIdleConnections
 }

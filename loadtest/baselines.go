@@ -50,6 +50,7 @@ type ceiling struct {
 	// fields above are the median round's.
 	Runs []float64 `json:"runs,omitempty"`
 	cpuFigures
+	baselineTally
 }
 
 const (
@@ -65,42 +66,83 @@ const (
 // server's max_connections for the instances' own pools.
 const rawLoopConns = 32
 
+// baselineSlices is how many slices each HTTP baseline is sent in. The
+// slices are taken in turn (a slice of every baseline, then the next
+// slice of every one), so a drift of the machine over a round (a process
+// warming up, another program's load, a GC cycle) meets every baseline
+// alike instead of the one that ran while it lasted; each baseline's CPU
+// and answers are the sums over its slices.
+const baselineSlices = 4
+
 // measureCeilings runs the baselines at workers buyers in flight, as many
-// requests as a burst has buyers (or o.baselineRequests), each between two
-// readings of meter. The raw loop needs db (SECKILL_MYSQL_DSN). tag makes
+// requests as a burst has buyers (or o.baselineRequests): the HTTP ones in
+// interleaved slices (baselineSlices), each slice between two readings of
+// meter, then the raw loop, which needs db (SECKILL_MYSQL_DSN). tag makes
 // the sold-out buyers' ids unique to this round.
 func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, workers int, tag string, progress io.Writer) []ceiling {
 	hot := o.buyers // the raw loop sells as many units as a burst has buyers
 	if o.baselineRequests > 0 {
 		o.buyers = o.baselineRequests
 	}
-	measured := func(run func() ceiling) ceiling {
-		before := meter.read(ctx)
-		c := run()
-		c.setCPU(meter.usage(before, meter.read(ctx)))
-		return c
+	// Each baseline keeps its connections from slice to slice: a
+	// baseline in slices dials as often as one in a piece.
+	type baseline struct {
+		ceiling
+		unmeasured bool // its note says why
+		send       func(conns *http.Transport, o options, slice int) ceiling
 	}
-	out := []ceiling{
-		measured(func() ceiling { return httpCeiling(ctx, o, workers) }),
-		measured(func() ceiling { return redisRoundTrip(ctx, o, workers) }),
+	all := []*baseline{
+		{ceiling: ceiling{Name: baselineHTTP}, send: func(conns *http.Transport, o options, _ int) ceiling { return httpCeiling(ctx, conns, o, workers) }},
+		{ceiling: ceiling{Name: baselineRedis}, send: func(conns *http.Transport, o options, _ int) ceiling { return redisRoundTrip(ctx, conns, o, workers) }},
+	}
+	// The sold-out buys find the product sold out from their first slice
+	// on: one reset before any slice.
+	var soldOut string
+	if miss := f.missing(o.soldOutStage); len(miss) > 0 {
+		soldOut = "not measured: " + o.soldOutStage + " is not available on " + strings.Join(miss, ", ")
+	} else if err := f.reset(ctx, buyScenario(), o.product, 0); err != nil {
+		soldOut = "not measured: " + err.Error()
 	}
 	for _, keyed := range []bool{true, false} {
 		name := baselineSoldOutNoKey
 		if keyed {
 			name = baselineSoldOutKeyed
 		}
-		c := ceiling{Name: name, Workers: workers}
-		if miss := f.missing(o.soldOutStage); len(miss) > 0 {
-			c.Note = "not measured: " + o.soldOutStage + " is not available on " + strings.Join(miss, ", ")
-		} else if err := f.reset(ctx, buyScenario(), o.product, 0); err != nil {
-			c.Note = "not measured: " + err.Error()
-		} else {
-			c = measured(func() ceiling { return soldOutBuys(ctx, o, workers, name, keyed, tag) })
+		all = append(all, &baseline{ceiling: ceiling{Name: name, Note: soldOut}, unmeasured: soldOut != "", send: func(conns *http.Transport, o options, slice int) ceiling {
+			return soldOutBuys(ctx, conns, o, workers, name, keyed, fmt.Sprintf("%s-s%d", tag, slice))
+		}})
+	}
+	conns := make([]*http.Transport, len(all))
+	for i := range all {
+		conns[i] = newAttackTransport(o.timeout)
+		defer conns[i].CloseIdleConnections()
+	}
+	slices := min(baselineSlices, max(o.buyers, 1))
+	for k := range slices {
+		so := o
+		so.buyers = o.buyers/slices + btoi(k < o.buyers%slices)
+		for i, b := range all {
+			if b.unmeasured {
+				continue
+			}
+			before := meter.read(ctx)
+			c := b.send(conns[i], so, k)
+			b.add(c, meter.usage(before, meter.read(ctx)))
 		}
-		out = append(out, c)
+	}
+	out := make([]ceiling, 0, len(all)+1)
+	for _, b := range all {
+		b.Workers = workers
+		if !b.unmeasured {
+			b.settle()
+		}
+		out = append(out, b.ceiling)
 	}
 	if db != nil {
-		out = append(out, measured(func() ceiling { return rawHotRow(ctx, db, workers, hot) }))
+		before := meter.read(ctx)
+		c := rawHotRow(ctx, db, workers, hot)
+		c.setCPU(meter.usage(before, meter.read(ctx)))
+		out = append(out, c)
 	} else {
 		out = append(out, ceiling{Name: baselineHotRow, Workers: workers, Note: "not measured: set SECKILL_MYSQL_DSN"})
 	}
@@ -109,6 +151,40 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerMS), noteSuffix(b.Note))
 	}
 	return out
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// add counts one slice of a baseline into c: its requests, answers,
+// other statuses, time and CPU.
+func (c *ceiling) add(slice ceiling, cpu *cpuUsage) {
+	c.Requests += slice.Requests
+	c.OK += slice.OK
+	c.okStatus, c.limit = slice.okStatus, slice.limit
+	c.asked += slice.asked
+	c.capped = c.capped || slice.capped
+	c.elapsed += slice.elapsed
+	for code, n := range slice.others {
+		if c.others == nil {
+			c.others = map[int]int{}
+		}
+		c.others[code] += n
+	}
+	c.slicesCPU = sumUsage(c.slicesCPU, cpu)
+}
+
+// settle turns the sums of add into the baseline's figures.
+func (c *ceiling) settle() {
+	c.sum()
+	if c.slicesCPU != nil {
+		c.setCPU(c.slicesCPU)
+	}
 }
 
 // setCPU keeps a baseline's CPU and its CPU per OK answer.
@@ -136,23 +212,23 @@ func noteSuffix(n string) string {
 
 // httpCeiling fires buyers GETs of /healthz, spread round-robin over the
 // targets, workers at a time, with the attacker the stages get.
-func httpCeiling(ctx context.Context, o options, workers int) ceiling {
-	return getBaseline(ctx, o, workers, baselineHTTP, "/healthz", nil)
+func httpCeiling(ctx context.Context, conns *http.Transport, o options, workers int) ceiling {
+	return getBaseline(ctx, conns, o, workers, baselineHTTP, "/healthz", nil)
 }
 
 // redisRoundTrip is httpCeiling on GET /api/v1/admin/redis-ping, an admin
 // route (as the lab's buys, which name their stage, are admin requests)
 // that makes one round trip to Redis.
-func redisRoundTrip(ctx context.Context, o options, workers int) ceiling {
-	return getBaseline(ctx, o, workers, baselineRedis, "/api/v1/admin/redis-ping", http.Header{"Authorization": {"Bearer " + o.adminToken}})
+func redisRoundTrip(ctx context.Context, conns *http.Transport, o options, workers int) ceiling {
+	return getBaseline(ctx, conns, o, workers, baselineRedis, "/api/v1/admin/redis-ping", http.Header{"Authorization": {"Bearer " + o.adminToken}})
 }
 
 // getBaseline fires buyers GETs of path, spread round-robin over the
 // targets, workers at a time, and counts the 200s per second. Any other
 // answer is counted in the note: a target without Redis answers the ping
 // 404, and the baseline is then not measured.
-func getBaseline(ctx context.Context, o options, workers int, name, path string, header http.Header) ceiling {
-	return fireBaseline(ctx, o, workers, name, http.StatusOK, func(i uint64, t *vegeta.Target) {
+func getBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name, path string, header http.Header) ceiling {
+	return fireBaseline(ctx, conns, o, workers, name, http.StatusOK, func(i uint64, t *vegeta.Target) {
 		t.Method = http.MethodGet
 		t.URL = o.targets[i%uint64(len(o.targets))] + path
 		t.Header = header
@@ -162,10 +238,10 @@ func getBaseline(ctx context.Context, o options, workers int, name, path string,
 // soldOutBuys fires buyers buys of the product, already sold out, under
 // o.soldOutStage, each buyer its own, with an Idempotency-Key when keyed,
 // and counts the 409s per second.
-func soldOutBuys(ctx context.Context, o options, workers int, name string, keyed bool, tag string) ceiling {
+func soldOutBuys(ctx context.Context, conns *http.Transport, o options, workers int, name string, keyed bool, tag string) ceiling {
 	sc := buyScenario()
 	path := sc.actionPath(o.product)
-	return fireBaseline(ctx, o, workers, name, http.StatusConflict, func(i uint64, t *vegeta.Target) {
+	return fireBaseline(ctx, conns, o, workers, name, http.StatusConflict, func(i uint64, t *vegeta.Target) {
 		user := fmt.Sprintf("%s-%s-%d", tag, name, i)
 		t.Method = http.MethodPost
 		t.URL = o.targets[i%uint64(len(o.targets))] + path
@@ -182,45 +258,66 @@ func soldOutBuys(ctx context.Context, o options, workers int, name string, keyed
 }
 
 // fireBaseline fires o.buyers requests that target makes (i counts them
-// from 0), workers at a time, and counts the answers of status ok per
-// second; any other answer is counted in the note.
-func fireBaseline(ctx context.Context, o options, workers int, name string, ok int, target func(i uint64, t *vegeta.Target)) ceiling {
-	b := ceiling{Name: name, Workers: workers, Requests: o.buyers}
+// from 0), workers at a time over conns, and counts the answers of status
+// ok per second; any other answer is counted in the note.
+func fireBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name string, ok int, target func(i uint64, t *vegeta.Target)) ceiling {
+	b := ceiling{Name: name, Workers: workers, baselineTally: baselineTally{okStatus: ok, asked: o.buyers, others: map[int]int{}, limit: o.maxDuration}}
 	var next atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
 		target(next.Add(1)-1, t)
 		return nil
 	}
-	atk, release := newAttacker(uint64(workers), uint64(workers), o.timeout)
-	defer release()
+	atk := attackerOn(conns, uint64(workers), uint64(workers), o.timeout)
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
 	started := time.Now()
 	var last time.Time
-	others := map[int]int{}
-	sent := 0
 	for r := range atk.Attack(targeter, burstPacer{hits: uint64(o.buyers)}, o.maxDuration, name) {
-		sent++
+		b.Requests++
 		if int(r.Code) == ok {
 			b.OK++
 		} else {
-			others[int(r.Code)]++
+			b.others[int(r.Code)]++
 		}
 		last = r.Timestamp.Add(r.Latency)
 	}
-	if el := last.Sub(started); el > 0 && b.OK > 0 {
-		b.PerSecond = float64(b.OK) / el.Seconds()
-	}
-	if len(others) > 0 {
-		b.Note = fmt.Sprintf("not %d: %s", ok, statusCounts(&row{Statuses: others}, false))
+	if el := last.Sub(started); el > 0 {
+		b.elapsed = el
 	}
 	// A slow baseline meets the bursts' --max-duration cap too: its CPU
 	// per answer still holds (CPU over the answers it got), but say so.
-	if sent < o.buyers && ctx.Err() == nil {
-		b.Requests = sent
-		b.Note = joinNotes(b.Note, fmt.Sprintf("stopped at the --max-duration cap (%v) after %d of %d requests", o.maxDuration, sent, o.buyers))
-	}
+	b.capped = b.Requests < o.buyers && ctx.Err() == nil
+	b.sum()
 	return b
+}
+
+// baselineTally is what a baseline's requests came to before its figures
+// are set (sum), over one attack or over its slices (add).
+type baselineTally struct {
+	okStatus int
+	asked    int // requests it was to send
+	others   map[int]int
+	capped   bool // stopped at the --max-duration cap (limit)
+	limit    time.Duration
+	// The time from each attack's first request to its last answer,
+	// summed, and the CPU of the slices.
+	elapsed   time.Duration
+	slicesCPU *cpuUsage
+}
+
+// sum sets a baseline's answers per second and its note from its tally.
+func (c *ceiling) sum() {
+	if c.elapsed > 0 && c.OK > 0 {
+		c.PerSecond = float64(c.OK) / c.elapsed.Seconds()
+	}
+	var note string
+	if len(c.others) > 0 {
+		note = fmt.Sprintf("not %d: %s", c.okStatus, statusCounts(&row{Statuses: c.others}, false))
+	}
+	if c.capped {
+		note = joinNotes(note, fmt.Sprintf("stopped at the --max-duration cap (%v) after %d of %d requests", c.limit, c.Requests, c.asked))
+	}
+	c.Note = note
 }
 
 // rawHotRow sells n units of a scratch product, one transaction per sale,

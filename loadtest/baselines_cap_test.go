@@ -29,8 +29,9 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 	}))
 	defer srv.Close()
 	o := options{targets: []string{srv.URL}, buyers: 10, timeout: time.Minute, maxDuration: 50 * time.Millisecond}
+	conns := baselineConns(t, o.timeout)
 	done := make(chan ceiling, 1)
-	go func() { done <- getBaseline(context.Background(), o, 1, baselineHTTP, "/healthz", nil) }()
+	go func() { done <- getBaseline(context.Background(), conns, o, 1, baselineHTTP, "/healthz", nil) }()
 	<-entered
 	time.Sleep(o.maxDuration) // the attack began before the request came in: the cap has passed
 	close(release)
@@ -41,7 +42,15 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 	}
 	// Uncapped, it sends them all and says nothing of a cap.
 	o.maxDuration = time.Minute
-	if b := getBaseline(context.Background(), o, 1, baselineHTTP, "/healthz", nil); b.Requests != 10 || b.OK != 10 || b.Note != "" {
+	if b := getBaseline(context.Background(), conns, o, 1, baselineHTTP, "/healthz", nil); b.Requests != 10 || b.OK != 10 || b.Note != "" {
 		t.Fatalf("uncapped baseline: %+v; want 10 of 10 and no note", b)
 	}
+}
+
+// baselineConns is the connections of a baseline, closed at the test's
+// end.
+func baselineConns(t *testing.T, timeout time.Duration) *http.Transport {
+	tr := newAttackTransport(timeout)
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
 }

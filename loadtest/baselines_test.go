@@ -81,7 +81,7 @@ func TestHTTPCeilingAsksEveryTarget(t *testing.T) {
 		urls = append(urls, srv.URL)
 	}
 	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second}
-	b := httpCeiling(context.Background(), o, 16)
+	b := httpCeiling(context.Background(), baselineConns(t, o.timeout), o, 16)
 	if b.OK != 300 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 {
 		t.Fatalf("ceiling %+v, hits %d and %d; want 300 ok, 150 each", b, hits[0].Load(), hits[1].Load())
 	}
@@ -109,12 +109,12 @@ func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
 		urls = append(urls, srv.URL)
 	}
 	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second, adminToken: "lab-token"}
-	b := redisRoundTrip(context.Background(), o, 16)
+	b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16)
 	if b.Name != baselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
 		t.Fatalf("baseline %+v, hits %d and %d; want 150 ok, 150 × 404 noted", b, hits[0].Load(), hits[1].Load())
 	}
 	o.targets = urls[1:]
-	if b := redisRoundTrip(context.Background(), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
+	if b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
 		t.Fatalf("targets without Redis: %+v; want no rate, 300 × 404 noted", b)
 	}
 }

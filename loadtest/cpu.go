@@ -134,6 +134,41 @@ func (m *cpuMeter) usage(before, after cpuReading) *cpuUsage {
 	return u
 }
 
+// sumUsage adds b's CPU to a's, process by process, into a new usage; a
+// nil a is none yet. Both come from the same meter, so their parts are the
+// same processes in the same order. A part unavailable in either is
+// unavailable in the sum, and so is the total.
+func sumUsage(a, b *cpuUsage) *cpuUsage {
+	if a == nil || b == nil {
+		if a == nil {
+			return b
+		}
+		return a
+	}
+	u := &cpuUsage{}
+	total, complete := 0.0, true
+	for i, p := range a.Parts {
+		if i >= len(b.Parts) || b.Parts[i].Name != p.Name || b.Parts[i].Kind != p.Kind {
+			p.Seconds, p.Unavailable = nil, "its readings come from different meters"
+		} else if q := b.Parts[i]; p.Unavailable == "" && q.Unavailable != "" {
+			p.Seconds, p.Unavailable = nil, q.Unavailable
+		} else if p.Seconds != nil && q.Seconds != nil {
+			s := *p.Seconds + *q.Seconds
+			p.Seconds = &s
+		}
+		if p.Unavailable != "" {
+			complete = false
+		} else if p.Seconds != nil {
+			total += *p.Seconds
+		}
+		u.Parts = append(u.Parts, p)
+	}
+	if complete {
+		u.Seconds = &total
+	}
+	return u
+}
+
 // perUnit is seconds spent per unit in milliseconds; nil when the seconds
 // are unknown or there is nothing to divide by.
 func perUnit(seconds *float64, n int) *float64 {

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -452,7 +454,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	defer srv.Close()
 	o := options{targets: []string{srv.URL}, buyers: 100, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 7, soldOutStage: "db-atomic"}
 	for _, keyed := range []bool{true, false} {
-		b := soldOutBuys(context.Background(), o, 8, "x", keyed, "t")
+		b := soldOutBuys(context.Background(), baselineConns(t, o.timeout), o, 8, "x", keyed, "t")
 		if b.OK != 100 || b.Note != "" {
 			t.Errorf("keyed %v: %+v, want 100 × 409", keyed, b)
 		}
@@ -482,5 +484,107 @@ func TestSoldOutBaselines(t *testing.T) {
 		if (c.Name == baselineSoldOutKeyed || c.Name == baselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
 		}
+	}
+}
+
+// TestBaselinesAreSlicedInTurn: the HTTP baselines are sent in
+// baselineSlices slices taken in turn (a slice of each, then the next
+// slice of each), and each baseline's figures are the sums over its
+// slices: every request answered, every sold-out buyer its own, the CPU
+// of every slice counted.
+func TestBaselinesAreSlicedInTurn(t *testing.T) {
+	shop := startFakeShop(t, (*fakeShop).sell)
+	target, err := neturl.Parse(shop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	var order []string // the baseline of each request, in the order they came
+	keys := map[string]bool{}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind := ""
+		switch {
+		case r.URL.Path == "/healthz":
+			kind = baselineHTTP
+		case r.URL.Path == "/api/v1/admin/redis-ping":
+			kind = baselineRedis
+		case r.URL.Path == "/api/v1/products/1/buy" && r.Header.Get("Idempotency-Key") != "":
+			kind = baselineSoldOutKeyed
+		case r.URL.Path == "/api/v1/products/1/buy":
+			kind = baselineSoldOutNoKey
+		}
+		if kind != "" {
+			mu.Lock()
+			order = append(order, kind)
+			if k := r.Header.Get("Idempotency-Key"); k != "" {
+				keys[k] = true
+			}
+			mu.Unlock()
+		}
+		if kind == baselineRedis {
+			w.WriteHeader(http.StatusOK) // the fake shop has no Redis to ping
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	f, err := survey(context.Background(), []string{proxy.URL}, "fake-token", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const requests = 202 // not a multiple of the slices: the first slices take one more
+	o := options{targets: []string{proxy.URL}, buyers: requests, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
+	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 4, "t", io.Discard)
+
+	// Requests of one slice run together: fold the order into runs.
+	var runs []string
+	for _, k := range order {
+		if len(runs) == 0 || runs[len(runs)-1] != k {
+			runs = append(runs, k)
+		}
+	}
+	turn := []string{baselineHTTP, baselineRedis, baselineSoldOutKeyed, baselineSoldOutNoKey}
+	var want []string
+	for range baselineSlices {
+		want = append(want, turn...)
+	}
+	if !slices.Equal(runs, want) {
+		t.Errorf("the baselines ran as %v, want %d turns of %v", runs, baselineSlices, turn)
+	}
+	if len(keys) != requests {
+		t.Errorf("%d distinct Idempotency-Keys over the keyed slices, want %d: every buyer its own", len(keys), requests)
+	}
+	for _, c := range got[:4] {
+		if c.Requests != requests || c.OK != requests || c.Note != "" || c.PerSecond <= 0 {
+			t.Errorf("%s: %d of %d ok at %.0f/s, note %q; want all %d of its slices' requests answered", c.Name, c.OK, c.Requests, c.PerSecond, c.Note, requests)
+		}
+	}
+	for _, c := range got[2:4] {
+		if c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), requests*fakeCPUPerBuy) {
+			t.Errorf("%s: instance CPU %v, want every slice's (%d buys × %v s)", c.Name, c.CPU, requests, fakeCPUPerBuy)
+		}
+	}
+}
+
+// TestSumUsage: CPU usages add process by process; a process unavailable
+// in either is unavailable in the sum, and the total with it.
+func TestSumUsage(t *testing.T) {
+	a := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Seconds: f64(1)}, {Kind: cpuLab, Name: "lab", Seconds: f64(0.5)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}, Seconds: f64(1.5)}
+	b := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Seconds: f64(2)}, {Kind: cpuLab, Name: "lab", Seconds: f64(0.25)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}, Seconds: f64(2.25)}
+	s := sumUsage(sumUsage(nil, a), b)
+	if !near(s.Seconds, 3.75) || !near(s.ofKind(cpuInstance), 3) || !near(s.ofKind(cpuLab), 0.75) || s.Parts[2].Skipped != "elsewhere" {
+		t.Errorf("sum %+v, want 3 s of the instance and 0.75 s of the lab, mysql skipped", s)
+	}
+	if !near(a.Seconds, 1.5) || !near(a.Parts[0].Seconds, 1) {
+		t.Errorf("the sum changed its first term: %+v", a)
+	}
+	c := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Unavailable: "404"}, {Kind: cpuLab, Name: "lab", Seconds: f64(1)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}}
+	s = sumUsage(a, c)
+	if s.Seconds != nil || s.Parts[0].Unavailable != "404" || s.ofKind(cpuInstance) != nil {
+		t.Errorf("sum with an unreadable instance %+v, want that instance and the total unavailable", s)
+	}
+	if s = sumUsage(c, a); s.Seconds != nil || s.Parts[0].Unavailable != "404" {
+		t.Errorf("sum after an unreadable instance %+v, want it still unavailable", s)
 	}
 }

@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
+	"io"
 	"os"
 	"runtime"
 	"testing"
@@ -36,22 +35,31 @@ func settlesAt(t *testing.T, what string, limit int) {
 // transport keeps them for good, so a sweep (every stage at up to 1,024 in
 // flight) kept thousands open, and a sweep run three times over failed with
 // "too many open files". On the old code the ceiling left 64 client and 64
-// server sockets open here, and the stage attack 64 more.
+// server sockets open here (the baselines now send in slices over
+// connections they keep, and close them at their end), and the stage attack 64 more.
 func TestAttacksCloseTheirConnections(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("counts open files through /proc/self/fd")
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	defer srv.Close()
 	const slack = 8 // the test's own client and server bookkeeping
-	before := openFiles(t)
-	o := options{targets: []string{srv.URL}, buyers: 600, timeout: 5 * time.Second, maxDuration: 30 * time.Second}
-	if b := httpCeiling(context.Background(), o, 64); b.OK != 600 {
-		t.Fatalf("ceiling: %+v, want 600 ok", b)
-	}
-	settlesAt(t, "the HTTP ceiling", before+slack)
-
 	url := startFakeShop(t, (*fakeShop).sell)
+	f, err := survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := openFiles(t)
+	o := options{targets: []string{url}, buyers: 600, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
+	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 64, "t", io.Discard)[:4] {
+		if b.Name == baselineRedis { // the fake shop has no Redis to ping
+			if b.OK != 0 || b.Note != "not 200: 404 ×600" {
+				t.Fatalf("%s: %+v, want 600 × 404", b.Name, b)
+			}
+		} else if b.OK != 600 {
+			t.Fatalf("%s: %+v, want 600 ok", b.Name, b)
+		}
+	}
+	settlesAt(t, "the baselines", before+slack)
+
 	before = openFiles(t)
 	if r, err := runAgainst(t, url, "--stages", "db-atomic", "--workers", "64"); err != nil || r.Verdict != verdictPass {
 		t.Fatalf("attack: %v, %s %q", err, r.Verdict, r.Note)

@@ -27,7 +27,11 @@ import (
 //     trip too (it was three: claim, reserve, stored answer);
 //   - remembered: the buy once the instance remembers the sell-out (the
 //     crowd control, with epochs kept in memory): no round trip at all,
-//     the post-sale wave's answer, to hold against healthz.
+//     the post-sale wave's answer, to hold against healthz;
+//   - redis-ping: the admin route that makes one round trip to Redis, the
+//     lab's redis-round-trip baseline;
+//   - remembered+key: the remembered buy with an Idempotency-Key: one read
+//     of the key's record, to hold against redis-ping.
 //
 // Read the ratios of ns/op (make bench-buy runs it with benchstat-ready
 // output).
@@ -80,12 +84,22 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 	remembering := crowd.Wrap(stage)
 	h = httpapi.NewServer(httpapi.Deps{
-		Instance: "bench-2",
-		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": remembering}, "bench-2", "O"),
-		Stage:    "redis-atomic",
+		Instance:    "bench-2",
+		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": remembering}, "bench-2", "O"),
+		Stage:       "redis-atomic",
+		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: prefix + ":idem2:"}),
+		AdminToken:  "bench-token",
 	})
 	h.ServeHTTP(httptest.NewRecorder(), buy(false)()) // the stage says sold out once: remembered
 	b.Run("remembered", func(b *testing.B) { run(b, buy(false), 409) })
+	b.Run("redis-ping", func(b *testing.B) {
+		run(b, func() *http.Request {
+			r := httptest.NewRequest("GET", "/api/v1/admin/redis-ping", nil)
+			r.Header.Set("Authorization", "Bearer bench-token")
+			return r
+		}, 200)
+	})
+	b.Run("remembered+key", func(b *testing.B) { run(b, buy(true), 409) })
 }
 
 // fixedEpoch is a fleet whose stock never comes back: one epoch, in memory.
