@@ -324,9 +324,11 @@ var suites = []suite{{
 }, {
 	// The lab's crowds against fake shops: the T-0 crowd released through
 	// a barrier (and held past its opening), paced arrivals past buyers a
-	// shop holds back, scalpers racing ordinary buyers through a limit.
+	// shop holds back, scalpers racing ordinary buyers through a limit;
+	// the baselines' slices in turn, and a baseline whose request is held
+	// past its cap.
 	pkg:    "./loadtest",
-	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops"},
+	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestBaselineCappedSaysSo"},
 	budget: time.Minute,
 }, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
