@@ -192,12 +192,27 @@ func TestMySQLSource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", proc)
+	s := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc})
 	if s.read == nil || s.name != "mysql (mariadbd, pid 42)" {
 		t.Fatalf("local MariaDB: %+v, want it read", s)
 	}
 	if got, err := s.read(context.Background()); err != nil || got != 4 {
 		t.Fatalf("read %v, %v; want 4 s", got, err)
+	}
+	// Its CPU-time clock, exact to the ns, where it can be read; its
+	// stat's ticks where not.
+	clock := func(pid int) (float64, error) {
+		if pid != 42 {
+			return 0, fmt.Errorf("asked for pid %d", pid)
+		}
+		return 4.123456789, nil
+	}
+	if got, err := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc, clock: clock}).read(context.Background()); err != nil || got != 4.123456789 {
+		t.Errorf("by the clock: read %v, %v; want 4.123456789 s", got, err)
+	}
+	broken := func(int) (float64, error) { return 0, errors.New("EPERM") }
+	if got, err := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc, clock: broken}).read(context.Background()); err != nil || got != 4 {
+		t.Errorf("a clock that cannot be read: read %v, %v; want the stat's 4 s", got, err)
 	}
 	skipped := []struct{ dsn, proc, why string }{
 		{"", proc, "no SECKILL_MYSQL_DSN"},
@@ -206,7 +221,7 @@ func TestMySQLSource(t *testing.T) {
 		{"root:@unix(/run/mysqld/mysqld.sock)/lab", fakeProc(t, map[string]string{"5": "mysqld", "6": "mariadbd"}), "2 MySQL server processes"},
 	}
 	for _, tt := range skipped {
-		s := mysqlSource(tt.dsn, tt.proc)
+		s := mysqlSource(tt.dsn, hostProcs{dir: tt.proc})
 		if s.read != nil || !strings.Contains(s.skip, tt.why) {
 			t.Errorf("%q: %+v, want it skipped because %s", tt.dsn, s, tt.why)
 		}
@@ -274,6 +289,65 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 	}
 }
 
+// TestInstanceCPULeavesItsOwnReadingOut: an instance on this machine is
+// read by its process's CPU-time clock, so an attack's CPU is the
+// attack's alone. Read from /metrics, it also held what the scrape
+// before it cost after reading the counter (encoding and compressing the
+// page: about a millisecond per instance here, and a reading of every
+// instance begins every attack and every baseline's slice). The fake
+// shop's pages cost 2 ms that way. Where the clock is not trusted, the
+// lab reads /metrics, as before.
+func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
+	ctx := context.Background()
+	url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.process, s.scrapeCost = "labhost/4242", 0.002 })
+	f, err := survey(ctx, []string{url}, "fake-token", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := func(pid int) (float64, error) {
+		if pid != 4242 {
+			return 0, fmt.Errorf("no process %d here", pid)
+		}
+		return shop.clock(), nil
+	}
+	o := options{targets: []string{url}, timeout: 5 * time.Second}
+	show := func(s *float64) string {
+		if s == nil {
+			return "unavailable"
+		}
+		return fmt.Sprintf("%g", *s)
+	}
+	buys := func(t *testing.T, m *cpuMeter) *float64 {
+		t.Helper()
+		before := m.read(ctx)
+		for i := range 3 {
+			resp, err := http.Post(url+"/api/v1/products/1/buy", "application/json", strings.NewReader(fmt.Sprintf(`{"user_id":"u%d","quantity":1}`, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		return m.usage(before, m.read(ctx)).ofKind(cpuInstance)
+	}
+	if got := buys(t, newCPUMeter(ctx, f, o, hostProcs{dir: t.TempDir(), hostname: "labhost", clock: own})); !near(got, 3*fakeCPUPerBuy) {
+		t.Errorf("by the clock: %s s, want %g: the three buys alone", show(got), 3*fakeCPUPerBuy)
+	}
+	for name, procs := range map[string]hostProcs{
+		"another host": {hostname: "elsewhere", clock: own},
+		"a clock ahead of the instance's own readings": {hostname: "labhost", clock: func(int) (float64, error) { return 1e6, nil }},
+		"a clock behind them":                          {hostname: "labhost", clock: func(int) (float64, error) { return 0.1, nil }},
+		"a clock that fails":                           {hostname: "labhost", clock: func(int) (float64, error) { return 0, errors.New("EPERM") }},
+		"no clock":                                     {hostname: "labhost"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			procs.dir = t.TempDir()
+			if got := buys(t, newCPUMeter(ctx, f, o, procs)); !near(got, 3*fakeCPUPerBuy+shop.scrapeCost) {
+				t.Errorf("%s s, want %g: the buys and the page before them, read from /metrics", show(got), 3*fakeCPUPerBuy+shop.scrapeCost)
+			}
+		})
+	}
+}
+
 // TestInstanceSourcesReadEachProcessOnce: targets whose info names one
 // process (the demo's) are one source; one that names none is its own.
 func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
@@ -281,7 +355,7 @@ func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
 		{Instance: "demo-1", Process: "h/1"}, {Instance: "demo-2", Process: "h/1"}, {Instance: "serve-1", Process: "h/2"}, {Instance: "old"},
 	}}
 	var names []string
-	for _, s := range instanceSources(f) {
+	for _, s := range instanceSources(context.Background(), f, hostProcs{}) {
 		names = append(names, s.name)
 	}
 	if got := strings.Join(names, "|"); got != "instance demo-1, demo-2|instance serve-1|instance old" {
@@ -470,7 +544,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 	o = options{targets: []string{url}, buyers: 200, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
 	got := map[string]ceiling{}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 16, "t", io.Discard) {
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 16, "t", io.Discard) {
 		got[c.Name] = c
 	}
 	for _, name := range []string{baselineSoldOutKeyed, baselineSoldOutNoKey} {
@@ -480,7 +554,7 @@ func TestSoldOutBaselines(t *testing.T) {
 		}
 	}
 	f.infos[0].Stages = []string{"db-atomic"}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 16, "t", io.Discard) {
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 16, "t", io.Discard) {
 		if (c.Name == baselineSoldOutKeyed || c.Name == baselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
 		}
@@ -535,7 +609,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 	}
 	const requests = 202 // not a multiple of the slices: the first slices take one more
 	o := options{targets: []string{proxy.URL}, buyers: requests, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(f, o, t.TempDir()), 4, "t", io.Discard)
+	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 4, "t", io.Discard)
 
 	// Requests of one slice run together: fold the order into runs.
 	var runs []string

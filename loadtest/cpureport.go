@@ -203,7 +203,7 @@ func writeCPUMarkdown(w io.Writer, rep report) {
 	if !rep.hasCPU() {
 		return
 	}
-	fmt.Fprint(w, "\n## CPU per answer\n\nAround every attack and baseline the lab reads the CPU time of every process that takes part: each instance process (`process_cpu_seconds_total` from its /metrics), each Redis of `--cpu-redis` (`INFO CPU`, used_cpu_sys + used_cpu_user), MySQL when it runs on this machine (utime + stime of mariadbd or mysqld in /proc), and the lab itself (getrusage). **µs CPU/answer** is their sum over the answers (201, 202 or 409; a baseline's OK answers); **µs CPU/sale** the same over the units sold. The ratios divide it by the baseline's CPU per answer at the same buyers in flight in the same round")
+	fmt.Fprint(w, "\n## CPU per answer\n\nAround every attack and baseline the lab reads the CPU time of every process that takes part: each instance process (on this machine its process's CPU-time clock, which costs it nothing; elsewhere its /metrics, whose scrape costs it about a millisecond, mostly counted in the attack that follows), each Redis of `--cpu-redis` (`INFO CPU`, used_cpu_sys + used_cpu_user), MySQL when it runs on this machine (its process's CPU-time clock, or utime + stime of mariadbd or mysqld in /proc, in 10 ms ticks), and the lab itself (getrusage). The lab's opening lines say how it read each. **µs CPU/answer** is their sum over the answers (201, 202 or 409; a baseline's OK answers); **µs CPU/sale** the same over the units sold. The ratios divide it by the baseline's CPU per answer at the same buyers in flight in the same round")
 	if rep.rounds() > 1 {
 		fmt.Fprintf(w, ", and are the median of the %d rounds' ratios (each round in the next column)", rep.rounds())
 	}

@@ -32,9 +32,15 @@ type fakeShop struct {
 	seen    int                  // buy requests so far
 	resets  int                  // stock resets so far: the lab resets before each attack
 	buys    int                  // buy requests ever, which /metrics turns into CPU seconds
-	stages  []string
-	hangs   chan struct{} // closed at cleanup: releases hanging requests
-	hanging sync.WaitGroup
+	// process is /api/v1/info's process (host/pid); scrapeCost the CPU
+	// each /metrics costs after it read the counter, as a real page's
+	// encoding does, and scrapes the /metrics answered.
+	process    string
+	scrapeCost float64
+	scrapes    int
+	stages     []string
+	hangs      chan struct{} // closed at cleanup: releases hanging requests
+	hanging    sync.WaitGroup
 	// limit is the rate limit GET and PUT /api/v1/admin/rate-limit read
 	// and set; per address it counts each X-Forwarded-For's buys and
 	// answers 429 past the burst (the interval never refills: the fake's
@@ -112,6 +118,18 @@ func sellThen(refusal fakeAnswer) func(s *fakeShop, user string) fakeAnswer {
 // cost: process_cpu_seconds_total grows by it per buy.
 const fakeCPUPerBuy = 0.0005
 
+// cpuLocked is the CPU the fake shop has used: its buys' and its pages'.
+func (s *fakeShop) cpuLocked() float64 {
+	return 0.25 + fakeCPUPerBuy*float64(s.buys) + s.scrapeCost*float64(s.scrapes)
+}
+
+// clock is the fake shop's process's CPU-time clock.
+func (s *fakeShop) clock() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cpuLocked()
+}
+
 func startFakeShop(t *testing.T, policy func(s *fakeShop, user string) fakeAnswer) string {
 	t.Helper()
 	return startFakeShopMetrics(t, policy, true)
@@ -143,7 +161,7 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 		}
 	}
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true, LockFair: s.lockFair})
+		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true, LockFair: s.lockFair, Process: s.process})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, 200, api.Health{Status: "ok", Instance: "fake-1"})
@@ -188,7 +206,8 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 	if metrics {
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 			s.mu.Lock()
-			cpu := 0.25 + fakeCPUPerBuy*float64(s.buys)
+			cpu := s.cpuLocked()
+			s.scrapes++ // the page's cost, after the counter
 			s.mu.Unlock()
 			fmt.Fprintf(w, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", cpu)
 		})

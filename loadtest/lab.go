@@ -56,10 +56,13 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
 		plural(planned, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
 
-	meter := newCPUMeter(f, o, "/proc")
+	meter := newCPUMeter(ctx, f, o, localProcs())
 	for _, src := range meter.sources {
-		if src.read == nil {
+		switch {
+		case src.read == nil:
 			fmt.Fprintf(stderr, "lab: %s CPU: %s\n", src.name, src.skip)
+		case src.how != "":
+			fmt.Fprintf(stderr, "lab: %s CPU: read from %s\n", src.name, src.how)
 		}
 	}
 
