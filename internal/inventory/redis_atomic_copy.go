@@ -104,15 +104,22 @@ type Drift struct {
 // left for the next run: comparing it mid-purchase would "repair" a
 // difference that the purchase itself is about to settle.
 func (s *RedisAtomic) Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
-	d, err := s.repair(ctx, id, staleAfter, orderExists)
-	return d, afterRepair(ctx, id, d, err, s.restocked)
+	d, back, err := s.repair(ctx, id, staleAfter, orderExists)
+	return d, afterRepair(ctx, id, back, err, s.restocked)
 }
 
-// afterRepair tells restocked, when set, that units may have come back to
-// a Redis copy (d repaired it or settled reservations): a sell-out that an
-// instance remembers may no longer hold. It returns err with restocked's.
-func afterRepair(ctx context.Context, id int64, d Drift, err error, restocked func(ctx context.Context, id int64) error) error {
-	if (d.Repaired || d.Resolved > 0) && restocked != nil {
+// afterRepair tells restocked, when set, that units came back to a Redis
+// copy (back: a reservation given back, a copy raised to the database's
+// stock or reloaded where it was missing): a sell-out that an instance
+// remembers may no longer hold. A repair that only took units away (a
+// copy lowered to the database's stock, as a stage switch leaves the
+// copies of the stages that did not sell) or confirmed reservations tells
+// nobody: it cannot make a sold-out item buyable, and telling drops every
+// instance's memory of the item, of every stage, so the post-sale wave
+// that memory was answering rushes the stage again. It returns err with
+// restocked's.
+func afterRepair(ctx context.Context, id int64, back bool, err error, restocked func(ctx context.Context, id int64) error) error {
+	if back && restocked != nil {
 		if rerr := restocked(ctx, id); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
@@ -123,10 +130,10 @@ func afterRepair(ctx context.Context, id int64, d Drift, err error, restocked fu
 // settleStale settles the reservations of one pending hash older than
 // staleAfter by now (on the clock that stamped them): confirm (forget)
 // those whose order exists or whose record cannot be read, giveBack the
-// others. It returns how many it settled.
+// others. It returns how many it settled, and how many of those it gave
+// back.
 func settleStale(ctx context.Context, pending map[string]string, now time.Time, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error),
-	confirm func(no string) error, giveBack func(no, user string, qty int) error) (int, error) {
-	n := 0
+	confirm func(no string) error, giveBack func(no, user string, qty int) error) (n, given int, err error) {
 	for no, v := range pending {
 		qty, user, at, ok := parsePending(v)
 		if ok && now.Sub(time.UnixMilli(at)) < staleAfter {
@@ -134,42 +141,47 @@ func settleStale(ctx context.Context, pending map[string]string, now time.Time, 
 		}
 		exists, err := orderExists(ctx, no)
 		if err != nil {
-			return n, err
+			return n, given, err
 		}
 		if exists || !ok {
 			err = confirm(no)
 		} else {
 			err = giveBack(no, user, qty)
+			given++
 		}
 		if err != nil {
-			return n, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			// A give-back that failed may have landed: count it as given.
+			return n, given, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		n++
 	}
-	return n, nil
+	return n, given, nil
 }
 
-func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
+// repair is Repair before it tells anyone; back says that units came
+// back to the copy (see afterRepair).
+func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (d Drift, back bool, err error) {
 	keys := s.keys(id)
 	pending, err := s.rdb.HGetAll(ctx, keys[2]).Result()
 	if err != nil {
-		return Drift{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return Drift{}, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	var d Drift
 	var now time.Time
 	if len(pending) > 0 {
 		// reserve.lua stamps reservations with Redis's clock: age them by it.
 		if now, err = s.rdb.Time(ctx).Result(); err != nil {
-			return Drift{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return Drift{}, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
-	d.Resolved, err = settleStale(ctx, pending, now, staleAfter, orderExists,
+	var given int
+	d.Resolved, given, err = settleStale(ctx, pending, now, staleAfter, orderExists,
 		func(no string) error { return s.rdb.HDel(ctx, keys[2], no).Err() },
 		func(no, user string, qty int) error {
 			return giveBack.Run(ctx, s.rdb, s.giveBackKeys(id), no, user, qty).Err()
 		})
+	back = given > 0
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	// The copy's generation, read before the database is: a reset that
 	// reloads the copy after this point gives it a new one, and the
@@ -177,37 +189,40 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 	// reset put back the very stock seen here.
 	gen, err := s.rdb.Get(ctx, s.key(id, "gen")).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	before, err := s.snapshot(ctx, keys)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	it, err := s.store.Get(ctx, id)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	after, err := s.snapshot(ctx, keys)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	d.DBStock, d.RedisStock = it.Stock, int(before[0])
 	if before != after || before[1] > 0 {
 		d.Busy = true
-		return d, nil
+		return d, back, nil
 	}
 	if before[0] < 0 {
+		// A copy that was missing is loaded: units the buyers could
+		// not reach before.
 		d.Repaired = true
-		return d, s.loadOne(ctx, id, false)
+		return d, true, s.loadOne(ctx, id, false)
 	}
 	if d.RedisStock != d.DBStock {
 		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned"), s.key(id, "cancelling")}, before[0], it.Stock, newGen(), gen).Int()
 		if err != nil {
-			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		d.Repaired, d.Busy = n == 1, n == 0
+		back = back || d.Repaired && it.Stock > d.RedisStock
 	}
-	return d, nil
+	return d, back, nil
 }
 
 func (s *RedisAtomic) snapshot(ctx context.Context, keys []string) ([2]int64, error) {

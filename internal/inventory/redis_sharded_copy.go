@@ -195,34 +195,36 @@ func (s *RedisSharded) splitKey(id int64) string { return s.bucketKeys(id, 0)[0]
 // still holds what was read, so a buy racing the repair makes it stop
 // short (Busy), never overshoot.
 func (s *RedisSharded) Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
-	d, err := s.repair(ctx, id, staleAfter, orderExists)
-	return d, afterRepair(ctx, id, d, err, s.restocked)
+	d, back, err := s.repair(ctx, id, staleAfter, orderExists)
+	return d, afterRepair(ctx, id, back, err, s.restocked)
 }
 
-func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (Drift, error) {
-	var d Drift
+// repair is Repair before it tells anyone; back says that units came
+// back to a bucket (see afterRepair).
+func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(ctx context.Context, no string) (bool, error)) (d Drift, back bool, err error) {
 	for b := range s.buckets {
 		keys := s.bucketKeys(id, b)
 		pending, err := s.rdb.HGetAll(ctx, keys[1]).Result()
 		if err != nil {
-			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		// bucket_take.lua stamps reservations with the instance's clock.
-		n, err := settleStale(ctx, pending, time.Now(), staleAfter, orderExists,
+		n, given, err := settleStale(ctx, pending, time.Now(), staleAfter, orderExists,
 			func(no string) error { return s.rdb.HDel(ctx, keys[1], no).Err() },
 			func(no, user string, _ int) error {
 				return s.giveBack(ctx, Order{No: no, ItemID: id, UserID: user}, []int{b}, true)
 			})
 		d.Resolved += n
+		back = back || given > 0
 		if err != nil {
-			return d, err
+			return d, back, err
 		}
 	}
 	// Moves cut between their halves are finished first; a move begun
 	// while the buckets are read makes the item busy.
 	begun, err := s.settleMoves(ctx, id)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	// Each bucket's generation, read before the database is: a reset that
 	// reloads a bucket after this point gives it a new one, and the
@@ -230,24 +232,24 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 	gens := make([]string, s.buckets)
 	for b := range s.buckets {
 		if gens[b], err = s.rdb.Get(ctx, s.bucketGen(id, b)).Result(); err != nil && !errors.Is(err, redis.Nil) {
-			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
 	before, err := s.snapshot(ctx, id)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	it, err := s.store.Get(ctx, id)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	after, err := s.snapshot(ctx, id)
 	if err != nil {
-		return d, err
+		return d, back, err
 	}
 	moves, err := moveState.Run(ctx, s.rdb, s.moveKeys(id)).Slice()
 	if err != nil {
-		return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	sum, missing, inFlight := 0, 0, int64(0)
 	for _, v := range before {
@@ -264,18 +266,18 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 	}
 	if !slices.Equal(before, after) || inFlight > 0 || len(moves) != 1 || moves[0] != begun {
 		d.Busy = true
-		return d, nil
+		return d, back, nil
 	}
 	if missing == s.buckets {
 		// Every bucket is gone: split the stock the database has now.
 		d.Repaired = true
 		if err := s.rdb.Del(ctx, s.splitKey(id)).Err(); err != nil {
-			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		return d, s.loadOne(ctx, id, false)
+		return d, true, s.loadOne(ctx, id, false)
 	}
 	if sum == it.Stock && missing == 0 {
-		return d, nil
+		return d, back, nil
 	}
 	excess := max(0, sum-it.Stock)
 	for b, v := range before {
@@ -291,12 +293,15 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 		keys := s.bucketKeys(id, b)
 		n, err := adjustBucket.Run(ctx, s.rdb, []string{keys[0], keys[1], s.bucketGen(id, b)}, v[0], held+change, gens[b]).Int()
 		if err != nil {
-			return d, fmt.Errorf("%w: correct bucket %d: %w", ErrUnavailable, b, err)
+			return d, back, fmt.Errorf("%w: correct bucket %d: %w", ErrUnavailable, b, err)
 		}
 		d.Repaired = d.Repaired || n == 1
 		d.Busy = d.Busy || n == 0
+		// Units into a bucket, or a missing bucket made again: buyers
+		// can reach what they could not.
+		back = back || n == 1 && (change > 0 || v[0] < 0)
 	}
-	return d, nil
+	return d, back, nil
 }
 
 // snapshot reads each bucket's stock (-1: missing) and its reservations in
