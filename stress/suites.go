@@ -148,6 +148,7 @@ var suites = []suite{{
 		"TestCrowdAdmitsAfterTheMemoryBeforeTheLine",
 		"TestFoldedBuyPassesAFullLine",
 		"TestRepairedUnitsSellAfterAFailedBump",
+		"TestARepairThatTakesUnitsAwayKeepsTheSellOut",
 		"TestFencingRejectsPausedHolder",
 		"TestSameTokenTwiceClaimsOnce",
 		"TestWithoutFencingThePausedHolderOversells",
@@ -328,7 +329,7 @@ var suites = []suite{{
 	// the baselines' slices in turn, and a baseline whose request is held
 	// past its cap.
 	pkg:    "./loadtest",
-	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestBaselineCappedSaysSo"},
+	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestBaselineCappedSaysSo", "TestInstanceCPULeavesItsOwnReadingOut"},
 	budget: time.Minute,
 }, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
