@@ -95,6 +95,8 @@ type cpuPart struct {
 	// one that is there could not be read this time.
 	Skipped     string `json:"skipped,omitempty"`
 	Unavailable string `json:"unavailable,omitempty"`
+	// How is where the lab read it (a clock, a /metrics and why, INFO).
+	How string `json:"how,omitempty"`
 }
 
 // read reads every source. A failed read is kept as an error: it never
@@ -115,7 +117,7 @@ func (m *cpuMeter) usage(before, after cpuReading) *cpuUsage {
 	u := &cpuUsage{}
 	total, complete := 0.0, true
 	for i, s := range m.sources {
-		p := cpuPart{Kind: s.kind, Name: s.name}
+		p := cpuPart{Kind: s.kind, Name: s.name, How: s.how}
 		switch {
 		case s.read == nil:
 			p.Skipped = s.skip
@@ -338,11 +340,12 @@ func instanceSources(ctx context.Context, f *fleet, procs hostProcs) []cpuSource
 		}
 		index[key] = len(out)
 		target := f.targets[i]
-		if read, ok := localClock(ctx, f, target, in.Process, procs); ok {
+		read, why := localClock(ctx, f, target, in.Process, procs)
+		if read != nil {
 			out = append(out, cpuSource{kind: cpuInstance, name: "instance " + name, read: read, how: "its process's CPU-time clock (" + in.Process + ")"})
 			continue
 		}
-		out = append(out, cpuSource{kind: cpuInstance, name: "instance " + name, how: target + "/metrics", read: func(ctx context.Context) (float64, error) {
+		out = append(out, cpuSource{kind: cpuInstance, name: "instance " + name, how: target + "/metrics (" + why + ")", read: func(ctx context.Context) (float64, error) {
 			return f.processCPU(ctx, target)
 		}})
 	}
@@ -350,34 +353,72 @@ func instanceSources(ctx context.Context, f *fleet, procs hostProcs) []cpuSource
 }
 
 // localClock is a reading of the instance process behind target by its
-// CPU-time clock, when its info's process (host/pid) is on this machine.
-// A pid names a process only in its own pid namespace: an instance in a
-// container that shares this machine's host name names a pid of the
-// container's. So the clock is trusted only once it fell between two
-// readings of the instance's own /metrics, taken before and after it:
-// getrusage's sum, which /metrics exports, never runs ahead of the
-// process's clock, and the second scrape's work comes after the clock was
-// read. Another process's clock does not fall there but by a fluke of
-// microseconds.
-func localClock(ctx context.Context, f *fleet, target, process string, procs hostProcs) (func(context.Context) (float64, error), bool) {
+// CPU-time clock, when its info's process (host/pid) is on this machine;
+// else why it is read from /metrics instead. A pid names a process only
+// in its own pid namespace: an instance in a container that shares this
+// machine's host name names a pid of the container's. So the clock is
+// trusted only once it fell between two readings of the instance's own
+// /metrics, taken before and after it: getrusage's sum, which /metrics
+// exports, never runs ahead of the process's clock, and the second
+// scrape's work (milliseconds of it) comes after the clock was read.
+// Another process's clock falls there only by a fluke. An instance that
+// exports only process_cpu_seconds_total, in 10 ms ticks, fails the check
+// too, and is read from /metrics. And since a pid is reused once its
+// process ends, each reading also checks that the pid's process started
+// when the one checked here did (see clockOf).
+func localClock(ctx context.Context, f *fleet, target, process string, procs hostProcs) (func(context.Context) (float64, error), string) {
 	host, pidText, ok := strings.Cut(process, "/")
 	pid, err := strconv.Atoi(pidText)
-	if procs.clock == nil || !ok || err != nil || pid <= 0 || host == "" || host != procs.hostname {
-		return nil, false
+	switch {
+	case procs.clock == nil:
+		return nil, "no CPU-time clock of another process here"
+	case !ok || err != nil || pid <= 0 || host == "":
+		return nil, "its info names no process"
+	case host != procs.hostname:
+		return nil, "it runs on " + host
+	}
+	read, err := clockOf(procs, pid)
+	if err != nil {
+		return nil, err.Error()
 	}
 	first, err := f.processCPU(ctx, target)
 	if err != nil {
-		return nil, false
+		return nil, err.Error()
 	}
-	clock, err := procs.clock(pid)
+	clock, err := read(ctx)
 	if err != nil {
-		return nil, false
+		return nil, err.Error()
 	}
 	second, err := f.processCPU(ctx, target)
-	if err != nil || clock < first || clock > second {
-		return nil, false
+	if err != nil {
+		return nil, err.Error()
 	}
-	return func(context.Context) (float64, error) { return procs.clock(pid) }, true
+	if clock < first || clock > second {
+		return nil, fmt.Sprintf("the CPU-time clock of pid %d did not fall between two of its own readings (another pid namespace, or CPU counted in ticks)", pid)
+	}
+	return read, ""
+}
+
+// clockOf reads process pid by its CPU-time clock, and fails once the pid
+// names a process that started at another time than the one here now: a
+// process that ended (an instance restarted, MySQL restarted) must make
+// the reading unavailable, not read whatever process got its pid next.
+func clockOf(procs hostProcs, pid int) (func(context.Context) (float64, error), error) {
+	started, err := startOf(procs.dir, pid)
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) (float64, error) {
+		v, err := procs.clock(pid)
+		// After the clock: a pid reused in between shows here.
+		if now, serr := startOf(procs.dir, pid); serr != nil || now != started {
+			return 0, fmt.Errorf("pid %d is no longer the process the lab began with (it ended or restarted)", pid)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("pid %d: %w", pid, err)
+		}
+		return v, nil
+	}, nil
 }
 
 // processCPU reads the CPU seconds of the process behind target from its
@@ -538,12 +579,12 @@ func mysqlSource(dsn string, procs hostProcs) cpuSource {
 	s.read = func(context.Context) (float64, error) { return procCPU(procDir, pid) }
 	s.how = "its stat, in 10 ms ticks"
 	if procs.clock != nil {
-		if _, err := procs.clock(pid); err == nil {
-			// Its stat counts 10 ms ticks: a sale costs MySQL about 0.3
-			// ms, so a burst's hundred sales moved by up to two ticks,
-			// two thirds of their cost, from the rounding alone.
-			s.read = func(context.Context) (float64, error) { return procs.clock(pid) }
-			s.how = "its process's CPU-time clock"
+		if read, err := clockOf(procs, pid); err == nil {
+			if _, err := read(context.Background()); err == nil {
+				// Its stat counts 10 ms ticks: a burst's hundred sales
+				// cost MySQL about 30 ms, blurred by a tick at each end.
+				s.read, s.how = read, "its process's CPU-time clock"
+			}
 		}
 	}
 	return s
@@ -608,6 +649,26 @@ func findMySQL(procDir string) (int, string, error) {
 // 100 on every Linux the lab runs on (Go cannot ask sysconf without cgo;
 // Prometheus's procfs assumes the same).
 const clockTicks = 100
+
+// startOf is when process pid started, field 22 of its stat in procDir
+// (clock ticks since boot): with the pid, it names one process, where the
+// pid alone may name the next one to get it.
+func startOf(procDir string, pid int) (string, error) {
+	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", fmt.Errorf("pid %d: %w", pid, err)
+	}
+	stat := string(b)
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return "", fmt.Errorf("pid %d: stat: no command name", pid)
+	}
+	fields := strings.Fields(stat[end+1:]) // fields[0] is field 3
+	if len(fields) < 20 {
+		return "", fmt.Errorf("pid %d: stat: %d fields after the command name, want at least 20", pid, len(fields))
+	}
+	return fields[19], nil
+}
 
 // procCPU reads utime + stime of pid from procDir, in seconds.
 func procCPU(procDir string, pid int) (float64, error) {

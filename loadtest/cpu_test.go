@@ -329,19 +329,52 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 		}
 		return m.usage(before, m.read(ctx)).ofKind(cpuInstance)
 	}
-	if got := buys(t, newCPUMeter(ctx, f, o, hostProcs{dir: t.TempDir(), hostname: "labhost", clock: own})); !near(got, 3*fakeCPUPerBuy) {
+	// The fake process's stat: its start time, field 22, names it.
+	started := func(t *testing.T, dir, start string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, "4242"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := "4242 (seckill) S 1 4242 4242 0 -1 4194560 1 0 0 0 300 100 0 0 20 0 9 0 " + start + " 1 1 1\n"
+		if err := os.WriteFile(filepath.Join(dir, "4242", "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	started(t, dir, "777")
+	m := newCPUMeter(ctx, f, o, hostProcs{dir: dir, hostname: "labhost", clock: own})
+	if how := m.sources[0].how; !strings.Contains(how, "CPU-time clock (labhost/4242)") {
+		t.Errorf("read from %q, want its process's clock", how)
+	}
+	if got := buys(t, m); !near(got, 3*fakeCPUPerBuy) {
 		t.Errorf("by the clock: %s s, want %g: the three buys alone", show(got), 3*fakeCPUPerBuy)
 	}
-	for name, procs := range map[string]hostProcs{
-		"another host": {hostname: "elsewhere", clock: own},
-		"a clock ahead of the instance's own readings": {hostname: "labhost", clock: func(int) (float64, error) { return 1e6, nil }},
-		"a clock behind them":                          {hostname: "labhost", clock: func(int) (float64, error) { return 0.1, nil }},
-		"a clock that fails":                           {hostname: "labhost", clock: func(int) (float64, error) { return 0, errors.New("EPERM") }},
-		"no clock":                                     {hostname: "labhost"},
+	// The instance restarts and its pid goes to another process: its CPU
+	// is unavailable, not that process's.
+	started(t, dir, "912")
+	before := m.read(ctx)
+	if u := m.usage(before, m.read(ctx)); u.ofKind(cpuInstance) != nil || !strings.Contains(u.unavailable(), "no longer the process the lab began with") {
+		t.Errorf("after a restart: %+v, %q; want the instance unavailable, and why", u, u.unavailable())
+	}
+
+	for name, tt := range map[string]struct {
+		procs hostProcs
+		why   string
+	}{
+		"another host": {hostProcs{hostname: "elsewhere", clock: own}, "it runs on labhost"},
+		"a clock ahead of the instance's own readings": {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 1e6, nil }}, "did not fall between"},
+		"a clock behind them":                          {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0.1, nil }}, "did not fall between"},
+		"a clock that fails":                           {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0, errors.New("EPERM") }}, "EPERM"},
+		"no clock":                                     {hostProcs{hostname: "labhost"}, "no CPU-time clock"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			procs.dir = t.TempDir()
-			if got := buys(t, newCPUMeter(ctx, f, o, procs)); !near(got, 3*fakeCPUPerBuy+shop.scrapeCost) {
+			tt.procs.dir = t.TempDir()
+			started(t, tt.procs.dir, "777")
+			m := newCPUMeter(ctx, f, o, tt.procs)
+			if how := m.sources[0].how; !strings.HasPrefix(how, url+"/metrics (") || !strings.Contains(how, tt.why) {
+				t.Errorf("read from %q, want its /metrics, because %s", how, tt.why)
+			}
+			if got := buys(t, m); !near(got, 3*fakeCPUPerBuy+shop.scrapeCost) {
 				t.Errorf("%s s, want %g: the buys and the page before them, read from /metrics", show(got), 3*fakeCPUPerBuy+shop.scrapeCost)
 			}
 		})

@@ -147,6 +147,8 @@ func cpuCoverage(rep report) (measured, skipped []string) {
 	for _, p := range u.Parts {
 		if p.Skipped != "" {
 			skipped = append(skipped, p.Name+": "+p.Skipped)
+		} else if p.How != "" {
+			measured = append(measured, p.Name+", from "+p.How)
 		} else {
 			measured = append(measured, p.Name)
 		}
@@ -203,7 +205,7 @@ func writeCPUMarkdown(w io.Writer, rep report) {
 	if !rep.hasCPU() {
 		return
 	}
-	fmt.Fprint(w, "\n## CPU per answer\n\nAround every attack and baseline the lab reads the CPU time of every process that takes part: each instance process (on this machine its process's CPU-time clock, which costs it nothing; elsewhere its /metrics, whose scrape costs it about a millisecond, mostly counted in the attack that follows), each Redis of `--cpu-redis` (`INFO CPU`, used_cpu_sys + used_cpu_user), MySQL when it runs on this machine (its process's CPU-time clock, or utime + stime of mariadbd or mysqld in /proc, in 10 ms ticks), and the lab itself (getrusage). The lab's opening lines say how it read each. **µs CPU/answer** is their sum over the answers (201, 202 or 409; a baseline's OK answers); **µs CPU/sale** the same over the units sold. The ratios divide it by the baseline's CPU per answer at the same buyers in flight in the same round")
+	fmt.Fprint(w, "\n## CPU per answer\n\nAround every attack and baseline the lab reads the CPU time of every process that takes part: each instance process (on this machine, when its clock agrees with its own getrusage counter, its process's CPU-time clock, which costs it nothing; otherwise its /metrics, whose scrape costs it about a millisecond, mostly counted in the attack that follows), each Redis of `--cpu-redis` (`INFO CPU`, used_cpu_sys + used_cpu_user), MySQL when it runs on this machine (its process's CPU-time clock, or utime + stime of mariadbd or mysqld in /proc, in 10 ms ticks), and the lab itself (getrusage). The list under the table says how it read each. **µs CPU/answer** is their sum over the answers (201, 202 or 409; a baseline's OK answers); **µs CPU/sale** the same over the units sold. The ratios divide it by the baseline's CPU per answer at the same buyers in flight in the same round")
 	if rep.rounds() > 1 {
 		fmt.Fprintf(w, ", and are the median of the %d rounds' ratios (each round in the next column)", rep.rounds())
 	}
