@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // Answers per second on a shared machine move with whatever else the
@@ -282,6 +284,7 @@ type cpuRatio struct {
 type hostProcs struct {
 	dir      string // /proc, or a test's
 	hostname string // this machine's, as an instance's info names it
+	pidNS    string // the lab's pid namespace, as an instance's info names its own
 	// clock reads a process's CPU time by pid; nil where it cannot, and
 	// the lab reads /metrics and /proc/<pid>/stat instead.
 	clock func(pid int) (float64, error)
@@ -293,7 +296,11 @@ func localProcs() hostProcs {
 	if err != nil {
 		host = "" // no instance is then known to be here
 	}
-	return hostProcs{dir: "/proc", hostname: host, clock: processClock}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		ns = ""
+	}
+	return hostProcs{dir: "/proc", hostname: host, pidNS: ns, clock: processClock}
 }
 
 // newCPUMeter lists the processes to read: each instance process behind
@@ -329,6 +336,8 @@ func instanceSources(ctx context.Context, f *fleet, procs hostProcs) []cpuSource
 		key := in.Process
 		if key == "" {
 			key = "target " + f.targets[i] // an instance that does not say: its own process
+		} else if in.PIDNamespace != "" {
+			key += " in " + in.PIDNamespace // one host/pid in two namespaces: two processes
 		}
 		name := in.Instance
 		if name == "" {
@@ -340,7 +349,7 @@ func instanceSources(ctx context.Context, f *fleet, procs hostProcs) []cpuSource
 		}
 		index[key] = len(out)
 		target := f.targets[i]
-		read, why := localClock(ctx, f, target, in.Process, procs)
+		read, why := localClock(ctx, f, target, in, procs)
 		if read != nil {
 			out = append(out, cpuSource{kind: cpuInstance, name: "instance " + name, read: read, how: "its process's CPU-time clock (" + in.Process + ")"})
 			continue
@@ -356,8 +365,10 @@ func instanceSources(ctx context.Context, f *fleet, procs hostProcs) []cpuSource
 // CPU-time clock, when its info's process (host/pid) is on this machine;
 // else why it is read from /metrics instead. A pid names a process only
 // in its own pid namespace: an instance in a container that shares this
-// machine's host name names a pid of the container's. So the clock is
-// trusted only once it fell between two readings of the instance's own
+// machine's host name names a pid of the container's. An instance that
+// names its namespace is read by the clock only in the lab's; one that
+// does not (an older seckill) may name a pid of another. So the clock is
+// also trusted only once it fell between two readings of the instance's own
 // /metrics, taken before and after it: getrusage's sum, which /metrics
 // exports, never runs ahead of the process's clock, and the second
 // scrape's work (milliseconds of it) comes after the clock was read.
@@ -366,8 +377,8 @@ func instanceSources(ctx context.Context, f *fleet, procs hostProcs) []cpuSource
 // too, and is read from /metrics. And since a pid is reused once its
 // process ends, each reading also checks that the pid's process started
 // when the one checked here did (see clockOf).
-func localClock(ctx context.Context, f *fleet, target, process string, procs hostProcs) (func(context.Context) (float64, error), string) {
-	host, pidText, ok := strings.Cut(process, "/")
+func localClock(ctx context.Context, f *fleet, target string, in api.Info, procs hostProcs) (func(context.Context) (float64, error), string) {
+	host, pidText, ok := strings.Cut(in.Process, "/")
 	pid, err := strconv.Atoi(pidText)
 	switch {
 	case procs.clock == nil:
@@ -376,6 +387,8 @@ func localClock(ctx context.Context, f *fleet, target, process string, procs hos
 		return nil, "its info names no process"
 	case host != procs.hostname:
 		return nil, "it runs on " + host
+	case in.PIDNamespace != "" && procs.pidNS != "" && in.PIDNamespace != procs.pidNS:
+		return nil, "its pid is in another pid namespace, " + in.PIDNamespace
 	}
 	read, err := clockOf(procs, pid)
 	if err != nil {

@@ -299,7 +299,7 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 // lab reads /metrics, as before.
 func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	ctx := context.Background()
-	url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.process, s.scrapeCost = "labhost/4242", 0.002 })
+	url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.process, s.pidNS, s.scrapeCost = "labhost/4242", "pid:[2]", 0.002 })
 	f, err := survey(ctx, []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	}
 	dir := t.TempDir()
 	started(t, dir, "777")
-	m := newCPUMeter(ctx, f, o, hostProcs{dir: dir, hostname: "labhost", clock: own})
+	m := newCPUMeter(ctx, f, o, hostProcs{dir: dir, hostname: "labhost", pidNS: "pid:[2]", clock: own})
 	if how := m.sources[0].how; !strings.Contains(how, "CPU-time clock (labhost/4242)") {
 		t.Errorf("read from %q, want its process's clock", how)
 	}
@@ -366,6 +366,7 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 		"a clock behind them":                          {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0.1, nil }}, "did not fall between"},
 		"a clock that fails":                           {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0, errors.New("EPERM") }}, "EPERM"},
 		"no clock":                                     {hostProcs{hostname: "labhost"}, "no CPU-time clock"},
+		"another pid namespace":                        {hostProcs{hostname: "labhost", pidNS: "pid:[1]", clock: own}, "another pid namespace, pid:[2]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tt.procs.dir = t.TempDir()
@@ -382,16 +383,19 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 }
 
 // TestInstanceSourcesReadEachProcessOnce: targets whose info names one
-// process (the demo's) are one source; one that names none is its own.
+// process (the demo's) are one source; one that names none is its own;
+// one host/pid in two pid namespaces (containers on the host's network,
+// each seckill pid 1) is two processes.
 func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
-	f := &fleet{targets: []string{"http://a", "http://b", "http://c", "http://d"}, infos: []api.Info{
+	f := &fleet{targets: []string{"http://a", "http://b", "http://c", "http://d", "http://e", "http://f"}, infos: []api.Info{
 		{Instance: "demo-1", Process: "h/1"}, {Instance: "demo-2", Process: "h/1"}, {Instance: "serve-1", Process: "h/2"}, {Instance: "old"},
+		{Instance: "box-1", Process: "h/9", PIDNamespace: "pid:[11]"}, {Instance: "box-2", Process: "h/9", PIDNamespace: "pid:[12]"},
 	}}
 	var names []string
 	for _, s := range instanceSources(context.Background(), f, hostProcs{}) {
 		names = append(names, s.name)
 	}
-	if got := strings.Join(names, "|"); got != "instance demo-1, demo-2|instance serve-1|instance old" {
+	if got := strings.Join(names, "|"); got != "instance demo-1, demo-2|instance serve-1|instance old|instance box-1|instance box-2" {
 		t.Fatalf("sources %q", got)
 	}
 }

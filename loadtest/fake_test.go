@@ -36,6 +36,7 @@ type fakeShop struct {
 	// each /metrics costs after it read the counter, as a real page's
 	// encoding does, and scrapes the /metrics answered.
 	process    string
+	pidNS      string // /api/v1/info's pid_namespace
 	scrapeCost float64
 	scrapes    int
 	stages     []string
@@ -161,7 +162,7 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 		}
 	}
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true, LockFair: s.lockFair, Process: s.process})
+		reply(w, 200, api.Info{Instance: "fake-1", Stage: "db-atomic", Stages: s.stages, Admin: true, LockFair: s.lockFair, Process: s.process, PIDNamespace: s.pidNS})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, 200, api.Health{Status: "ok", Instance: "fake-1"})

@@ -72,6 +72,12 @@ type Info struct {
 	// instance, as host/pid: the demo's instances share one, and a
 	// client that adds up the instances' CPU (the lab) counts it once.
 	Process string `json:"process,omitempty"`
+	// PIDNamespace names the pid namespace of Process's pid (on Linux,
+	// where /proc/self/ns/pid points, such as "pid:[4026531836]"); empty
+	// where there is none to name. Two processes may share one host/pid
+	// in different namespaces: containers on the host's network, each
+	// running seckill as pid 1.
+	PIDNamespace string `json:"pid_namespace,omitempty"`
 	// LockFair reports that this instance's redis-lock runs the lock's
 	// fair mode (SECKILL_LOCK_FAIR): buyers get the lock in the order
 	// they joined its line in Redis, across the fleet. A lab labels its

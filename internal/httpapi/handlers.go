@@ -113,12 +113,13 @@ func (s *server) handleReady(ready func(context.Context) error) gin.HandlerFunc 
 func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		s.writeJSON(c, http.StatusOK, api.Info{
-			Instance: s.instance,
-			Stage:    *s.stage.Load(),
-			Stages:   products.Stages(),
-			Admin:    s.adminOn,
-			Process:  s.process,
-			LockFair: s.lockFair,
+			Instance:     s.instance,
+			Stage:        *s.stage.Load(),
+			Stages:       products.Stages(),
+			Admin:        s.adminOn,
+			Process:      s.process,
+			PIDNamespace: s.pidNamespace,
+			LockFair:     s.lockFair,
 		})
 	}
 }

@@ -92,6 +92,7 @@ type server struct {
 	// request still running is told to wait.
 	requestTimeout time.Duration
 	process        string // host/pid, for api.Info
+	pidNamespace   string // the pid's namespace, for api.Info
 	trusted        []netip.Prefix
 	lockFair       bool // for api.Info
 }
@@ -101,7 +102,7 @@ func NewServer(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{log: d.Logger, instance: d.Instance, instanceHeader: []string{d.Instance}, requestTimeout: d.RequestTimeout, process: processName(), trusted: d.TrustedProxies, lockFair: d.LockFair}
+	s := &server{log: d.Logger, instance: d.Instance, instanceHeader: []string{d.Instance}, requestTimeout: d.RequestTimeout, process: processName(), pidNamespace: pidNamespace(), trusted: d.TrustedProxies, lockFair: d.LockFair}
 	stage := d.Stage
 	s.stage.Store(&stage)
 	if d.AdminToken != "" {
@@ -379,6 +380,16 @@ func (s *server) writeJSON(c *gin.Context, status int, v any) {
 	if err := jsonEncode(c.Writer, v); err != nil {
 		s.log.Debug("writing response failed", "err", err)
 	}
+}
+
+// pidNamespace names the pid namespace this process runs in (see
+// api.Info), or "" where /proc/self/ns/pid cannot be read.
+func pidNamespace() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return ns
 }
 
 // processName is host/pid: which process serves an instance. Instances of

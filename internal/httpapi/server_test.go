@@ -473,13 +473,22 @@ func TestInfoNamesItsProcess(t *testing.T) {
 	f := newFixture(t, token, nil)
 	rec := f.do(call{method: "GET", path: "/api/v1/info"})
 	var info struct {
-		Process string `json:"process"`
+		Process      string `json:"process"`
+		PIDNamespace string `json:"pid_namespace"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("/%d", os.Getpid()); !strings.HasSuffix(info.Process, want) || len(info.Process) <= len(want) {
 		t.Fatalf("process %q, want host%s", info.Process, want)
+	}
+	// The pid's namespace: where /proc/self/ns/pid points, if anywhere.
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		ns = ""
+	}
+	if info.PIDNamespace != ns {
+		t.Errorf("pid_namespace %q, want %q", info.PIDNamespace, ns)
 	}
 }
 
