@@ -217,7 +217,8 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 	if d.RedisStock != d.DBStock {
 		n, err := setIfQuiet.Run(ctx, s.rdb, []string{keys[0], keys[2], keys[3], s.key(id, "gen"), s.key(id, "returned"), s.key(id, "cancelling")}, before[0], it.Stock, newGen(), gen).Int()
 		if err != nil {
-			return d, back, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			// The raise may have landed, its reply lost: announce it.
+			return d, back || it.Stock > d.RedisStock, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		d.Repaired, d.Busy = n == 1, n == 0
 		back = back || d.Repaired && it.Stock > d.RedisStock

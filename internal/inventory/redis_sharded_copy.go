@@ -293,7 +293,9 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 		keys := s.bucketKeys(id, b)
 		n, err := adjustBucket.Run(ctx, s.rdb, []string{keys[0], keys[1], s.bucketGen(id, b)}, v[0], held+change, gens[b]).Int()
 		if err != nil {
-			return d, back, fmt.Errorf("%w: correct bucket %d: %w", ErrUnavailable, b, err)
+			// The correction may have landed, its reply lost: announce
+			// one that would have put units in.
+			return d, back || change > 0 || v[0] < 0, fmt.Errorf("%w: correct bucket %d: %w", ErrUnavailable, b, err)
 		}
 		d.Repaired = d.Repaired || n == 1
 		d.Busy = d.Busy || n == 0
