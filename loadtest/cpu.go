@@ -671,14 +671,9 @@ func startOf(procDir string, pid int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pid %d: %w", pid, err)
 	}
-	stat := string(b)
-	end := strings.LastIndexByte(stat, ')')
-	if end < 0 {
-		return "", fmt.Errorf("pid %d: stat: no command name", pid)
-	}
-	fields := strings.Fields(stat[end+1:]) // fields[0] is field 3
-	if len(fields) < 20 {
-		return "", fmt.Errorf("pid %d: stat: %d fields after the command name, want at least 20", pid, len(fields))
+	fields, err := statFields(string(b), 22)
+	if err != nil {
+		return "", fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return fields[19], nil
 }
@@ -693,17 +688,11 @@ func procCPU(procDir string, pid int) (float64, error) {
 }
 
 // parseProcStat reads utime and stime, fields 14 and 15, of a
-// /proc/<pid>/stat line. The command name, field 2, is in parentheses and
-// may hold spaces and parentheses itself, so the fields are counted from
-// the last ')'.
+// /proc/<pid>/stat line (see statFields).
 func parseProcStat(stat string) (float64, error) {
-	end := strings.LastIndexByte(stat, ')')
-	if end < 0 {
-		return 0, errors.New("stat: no command name")
-	}
-	fields := strings.Fields(stat[end+1:]) // fields[0] is field 3, the state
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("stat: %d fields after the command name, want at least 13", len(fields))
+	fields, err := statFields(stat, 15)
+	if err != nil {
+		return 0, err
 	}
 	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
 	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
@@ -711,4 +700,20 @@ func parseProcStat(stat string) (float64, error) {
 		return 0, fmt.Errorf("stat: %w", err)
 	}
 	return float64(utime+stime) / clockTicks, nil
+}
+
+// statFields splits a /proc/<pid>/stat line into its fields from field 3
+// on (fields[0] is field 3, the state), and fails unless it reaches field
+// last. The command name, field 2, is in parentheses and may hold spaces
+// and parentheses itself, so the fields are counted from the last ')'.
+func statFields(stat string, last int) ([]string, error) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return nil, errors.New("stat: no command name")
+	}
+	fields := strings.Fields(stat[end+1:])
+	if len(fields) < last-2 {
+		return nil, fmt.Errorf("stat: %d fields after the command name, want at least %d", len(fields), last-2)
+	}
+	return fields, nil
 }

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -40,6 +43,25 @@ func (e *flakyEpochs) Bump(_ context.Context, item string) error {
 	return nil
 }
 
+// redisCopies is a test's database, its Redis and a namespace of its own
+// for the Redis copies of stock (every key under it dropped at cleanup),
+// with a context that ends within a minute.
+func redisCopies(t *testing.T, prefix string) (context.Context, *store.DB, *redis.Client, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	db := testenv.SQLite(t)
+	rdb := testenv.Redis(t)
+	ns := testenv.Name(prefix)
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), "seckill:{"+ns+"*").Result()
+		if len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+	})
+	return ctx, db, rdb, ns
+}
+
 // TestRepairedUnitsSellAfterAFailedBump: redis-atomic now remembers
 // sell-outs. The reconcile job's Repair puts units back into the Redis
 // copy (here: the database got a unit back, announced, while the copy
@@ -51,18 +73,8 @@ func (e *flakyEpochs) Bump(_ context.Context, item string) error {
 // announcement and RetryRestocks (run every lease by the composition root)
 // makes it.
 func TestRepairedUnitsSellAfterAFailedBump(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := testenv.SQLite(t)
-	rdb := testenv.Redis(t)
-	ns := testenv.Name("ca-")
+	ctx, db, rdb, ns := redisCopies(t, "ca-")
 	const id = 1
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), "seckill:{"+ns+":*").Result()
-		if len(keys) > 0 {
-			_ = rdb.Del(context.Background(), keys...).Err()
-		}
-	})
 	if err := db.Products().Reset(ctx, id, 1); err != nil {
 		t.Fatal(err)
 	}

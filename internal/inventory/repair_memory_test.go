@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
-	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // TestARepairThatTakesUnitsAwayKeepsTheSellOut: a reset loads every
@@ -25,18 +24,8 @@ import (
 // were 503 overloaded. A repair that puts units back (a reservation given
 // back, a copy raised or loaded) still tells the fleet.
 func TestARepairThatTakesUnitsAwayKeepsTheSellOut(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := testenv.SQLite(t)
-	rdb := testenv.Redis(t)
-	ns := testenv.Name("rm-")
+	ctx, db, rdb, ns := redisCopies(t, "rm-")
 	const id = 1
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), "seckill:{"+ns+"*").Result()
-		if len(keys) > 0 {
-			_ = rdb.Del(context.Background(), keys...).Err()
-		}
-	})
 	if err := db.Products().Reset(ctx, id, 0); err != nil {
 		t.Fatal(err)
 	}
