@@ -107,6 +107,12 @@ var problemTable = []problemType{
 	{errHeadersTooLarge, 431, "headers-too-large", keyStore, "Headers too large", "The request line and headers are capped at 32 KiB."},
 	{errMediaType, 415, "unsupported-media-type", keyStore, "Unsupported media type", "Send Content-Type: application/json."},
 	{idempotency.ErrMismatch, 422, "idempotency-mismatch", keyStore, "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},
+	// A write that may have landed says so, before anything else its
+	// error carries: the store's error for a write cut off on its way
+	// also wraps the deadline (or the broken connection, or the lost
+	// lock) that cut it, and a buyer whose order committed must not hear
+	// "timeout", which promises that nothing was bought.
+	{inventory.ErrOutcomeUnknown, 503, "outcome-unknown", keyUnknown, "Outcome unknown", "The write was sent but its answer did not come back (the request's deadline passed while it was on its way, the connection to the database broke during the commit, or the lock was lost while the write was on its way): it may have taken effect. GET the order, or retry with the same Idempotency-Key, which finds it first."},
 	{ratelimit.ErrLimited, 429, "rate-limited", keyRetry, "Too many requests", "This buyer (its account, or its address when the instance limits addresses) sent more than its rate allows (SECKILL_RATE_INTERVAL and SECKILL_RATE_BURST, or PUT /api/v1/admin/rate-limit); nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", keyRetry, "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},
 	{inventory.ErrOverloaded, 503, "overloaded", keyRetry, "Overloaded", "Too many buyers arrived at once for this instance or its database; nothing was written. Retry after the Retry-After delay."},
@@ -115,11 +121,7 @@ var problemTable = []problemType{
 	{idempotency.ErrUnavailable, 503, "unavailable", keyRetry, "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{errNotReady, 503, "not-ready", keyRetry, "Not ready", "A backend this instance needs is not reachable."},
 	{context.Canceled, 503, "cancelled", keyUnknown, "Request cancelled", "The server is shutting down (or the client went away) before the request finished; its outcome may be unknown. Retry with the same Idempotency-Key."},
-	{context.DeadlineExceeded, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline; its outcome may be unknown until audited."},
-	// Like a deadline, the write may have committed; unlike one, no
-	// deadline passed: the connection broke while the commit's answer
-	// was on its way.
-	{inventory.ErrOutcomeUnknown, 503, "outcome-unknown", keyUnknown, "Outcome unknown", "The write was sent but its answer was lost (the connection to the database broke during the commit, or the lock was lost while the write was on its way): it may have taken effect. GET the order, or retry with the same Idempotency-Key, which finds it first."},
+	{context.DeadlineExceeded, 503, "timeout", keyUnknown, "Timed out", "The request did not finish within its deadline. A buy or grab timed out before its sale's write could commit (it waited for a connection, a lock or its turn): it bought nothing; one whose write was already on its way is answered outcome-unknown instead. Retry with the same Idempotency-Key, which still looks first for what the earlier run did."},
 }
 
 // saysWhen reports whether answers of this type carry Retry-After: every
