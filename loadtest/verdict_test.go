@@ -47,6 +47,18 @@ func TestJudge(t *testing.T) {
 			[]string{ruleConservation}, "conservation: 37 units left the stock but 40 were sold"},
 		{"201 without an order", func(r *row) { r.BuyersWithOrder = 41 }, verdictFail,
 			[]string{ruleOrdersMatch}, "orders-match: 41 buyers were answered 201 but the audit counts 40"},
+		{"sold to buyers told outcome-unknown", func(r *row) {
+			// Three writes cut off by their deadline on the way to MySQL,
+			// which committed them: their buyers heard 503 outcome-unknown.
+			r.Created, r.BuyersWithOrder, r.Overloaded = 37, 37, 3
+			r.Problems = map[string]int{"/problems/outcome-unknown": 3}
+			r.Statuses = map[int]int{201: 37, 409: 160, 503: 3}
+		}, verdictPass, nil, "3 of the 3 buyers answered 503 outcome-unknown hold an order"},
+		{"sold beyond the 201s and the outcome-unknowns", func(r *row) {
+			r.Created, r.BuyersWithOrder, r.Overloaded = 37, 37, 3
+			r.Problems = map[string]int{"/problems/outcome-unknown": 2, "/problems/timeout": 1}
+			r.Statuses = map[int]int{201: 37, 409: 160, 503: 3}
+		}, verdictFail, []string{ruleOrdersMatch}, "orders-match: 37 buyers were answered 201 (and 2 503 outcome-unknown) but the audit counts 40 sold"},
 		{"500s beside a clean sale", func(r *row) {
 			r.SoldOut, r.ServerErrors, r.Statuses = 10, 150, map[int]int{201: 40, 409: 10, 500: 150}
 		}, verdictFail, []string{ruleServerErrors}, "server-errors: 150 of 200 requests were answered 5xx without Retry-After (500 ×150)"},
