@@ -36,6 +36,8 @@
 // finds the lock not the owner's leaves a tombstone for that owner,
 // PREFIX{key}:gone:OWNER, for 15 minutes (about as long as Linux retransmits
 // unacknowledged data), and a try that finds its tombstone grants nothing.
+// (A reentrant owner's tries work the same way with a record of each try's
+// own; see Reentrancy.)
 //
 // One lock is two Redis keys that share the Cluster hash tag {key} (a key
 // that starts with '}', which would leave that tag empty, is written
@@ -177,9 +179,21 @@
 // returns its own Lease and adds a hold, and the lock is freed when every
 // hold is released. Releasing a lease twice returns ErrNotHeld and changes
 // nothing in Redis. A reentrant owner does not line up with other waiters
-// (the line may be waiting for the lock it holds), and a try of its that
-// fails with an unknown outcome is not released by owner (that could give
-// back an earlier hold): the key then runs out at its TTL.
+// (the line may be waiting for the lock it holds).
+//
+// All of an owner's holds share its owner and token, so a try of its that
+// fails with an unknown outcome cannot be released by owner: that could
+// give back the hold of an earlier lease. Instead each try has an id of its
+// own, and a try that adds a hold (a first grant or a re-entry) writes its
+// token to PREFIX{key}:gone:ID in the same script, for 15 minutes or the
+// TTL if longer (renewed with the lease). Its clean-up, and its lease's
+// Release, give back the hold that record names and delete it; a clean-up
+// that finds no record leaves it as the try's tombstone, and a try that
+// lands after its tombstone, even on a lock its owner holds, adds no hold.
+// So an Obtain that failed with its reply lost, or its try held back in the
+// network, never leaves the lock held once the owner's other leases are
+// released. A reentrant Obtain costs one key more in Redis while its lease
+// lasts, and each renewal of its lease renews that key too.
 //
 // # Fencing
 //
@@ -245,8 +259,10 @@
 // released by owner once its call has ended when the attempt failed. A
 // release by owner that reaches an instance before the try it undoes
 // leaves a tombstone there (see above), so that a grant landing after the
-// lease's Release grants nothing. (Not for a reentrant Owner: its late
-// grant on an instance runs out at its TTL.)
+// lease's Release grants nothing. A reentrant Owner's instances are released
+// by the try's record instead (see Reentrancy): the hold that try added
+// there, or, when it has not landed yet, a tombstone, and never a hold of
+// the owner's other leases.
 // Renewals must reach a majority, or the lease is reported lost. A release
 // returns once a majority has answered and, for at most an instance timeout
 // more, the instances not known to be slow; each release call is bounded by

@@ -17,15 +17,15 @@ import (
 // benchmarks can tell the scripts' cost from the client's.
 func (c *Client) ScriptsOnly(ctx context.Context, key string, ttl time.Duration) error {
 	n := newNames(c.opts.Prefix, key)
-	owner, _ := ObtainOptions{}.owner()
-	ok, token, err := c.try(ctx, n, owner, false, false, ttl, "")
+	cl := ObtainOptions{}.claim()
+	ok, token, err := c.try(ctx, n, cl, false, ttl, "")
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return errors.New("lock: ScriptsOnly: key is held")
 	}
-	return c.release(ctx, n, owner, strconv.FormatInt(token, 10))
+	return c.release(ctx, n, cl, strconv.FormatInt(token, 10))
 }
 
 // scripts are the package's scripts by name, with the source EVAL sends.

@@ -235,8 +235,9 @@ const (
 // waitingTTLArg is waitingTTL as a script argument, boxed once.
 var waitingTTLArg any = ms(waitingTTL)
 
-// gone is the tombstone of owner's try: see release.lua.
-func (n names) gone(owner string) string { return n.lock + ":gone:" + owner }
+// gone is the record of the try id (see claim): its tombstone, or the
+// hold a reentrant try added; see obtain.lua and release.lua.
+func (n names) gone(id string) string { return n.lock + ":gone:" + id }
 
 // goneTTL is how long a tombstone keeps a late try from granting the lock:
 // as long as Linux keeps retransmitting data a peer has not acknowledged
@@ -273,16 +274,31 @@ func newOwnerToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// owner returns the owner a try writes into the record: a fresh random
-// token, or the caller's Owner behind a '=', so that no owner starts with
-// the '|' that marks a record of an older version (see obtain.lua) and none
-// can equal a random token.
-func (o ObtainOptions) owner() (owner string, reentrant bool) {
-	if o.Owner == "" {
-		return newOwnerToken(), false
-	}
-	return "=" + o.Owner, true
+// claim is whom a try claims the lock for. owner goes into the lock's
+// record: a fresh random token, or the caller's Owner behind a '=', so that
+// no owner starts with the '|' that marks a record of an older version (see
+// obtain.lua) and none can equal a random token. id names the try's own
+// record, PREFIX{key}:gone:ID (see obtain.lua and release.lua): for an owner
+// of one try the owner itself; for a reentrant owner, whose tries all write
+// the same owner, a fresh random id, so that the clean-up of a try whose
+// outcome is unknown gives back the hold that try added and no other.
+type claim struct {
+	owner, id string
+	reentrant bool
 }
+
+func (o ObtainOptions) claim() claim {
+	if o.Owner == "" {
+		token := newOwnerToken()
+		return claim{owner: token, id: token}
+	}
+	return claim{owner: "=" + o.Owner, id: newOwnerToken(), reentrant: true}
+}
+
+// entryTTL is how long a reentrant try's record (see obtain.lua) lasts: as
+// long as a tombstone, and never less than the hold it names, whose lease
+// renews it.
+func entryTTL(ttl time.Duration) any { return ms(max(goneTTL, ttl)) }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
@@ -431,8 +447,8 @@ func (c *Client) Close() error {
 // (a late or lost reply, ctx ending mid-call), Obtain releases that try by
 // owner before it returns, detached from ctx and bounded by
 // Options.ReleaseTimeout, so that the key is not left held by nobody for its
-// whole TTL. (Not for a reentrant Owner, whose earlier holds such a release
-// could give back; that key runs out at its TTL.)
+// whole TTL. For a reentrant Owner that release gives back the hold the try
+// added, if it added one, and never one of the owner's earlier leases.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, o ObtainOptions) (*Lease, error) {
 	start := time.Now()
 	l, err := c.obtain(ctx, key, ttl, o)
@@ -450,19 +466,19 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 		waiter = newOwnerToken()
 	}
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
-		owner, reentrant := o.owner()
+		cl := o.claim()
 		start := time.Now()
-		ok, val, err := c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl, waiter)
+		ok, val, err := c.try(ctx, n, cl, o.Wait > 0, ttl, waiter)
 		if err != nil {
-			if !reentrant && classify(err).mayHaveRun() && !errors.Is(err, ErrNotReplicated) {
-				c.releaseDetached(ctx, n, owner, "")
+			if classify(err).mayHaveRun() && !errors.Is(err, ErrNotReplicated) {
+				c.releaseDetached(ctx, n, cl, "")
 			}
 			return nil, 0, err
 		}
 		if !ok {
 			return nil, time.Duration(val) * time.Millisecond, nil
 		}
-		ops := &single{c: c, n: n, owner: owner, token: strconv.FormatInt(val, 10)}
+		ops := &single{c: c, n: n, cl: cl, token: strconv.FormatInt(val, 10)}
 		return newLease(ctx, n.key, val, ops, ttl, start, !o.Fixed, &c.opts), 0, nil
 	}
 	subscribe := func(ctx context.Context, wake chan struct{}) (<-chan struct{}, func(bool)) {
@@ -532,17 +548,20 @@ func (c *Client) leaveDetached(ctx context.Context, n names, waiter string) {
 // A fair try (waiter is not "") is granted only to the first in line or
 // when nobody waits; with wait, it takes or renews waiter's place in line
 // when not granted (see fair_obtain.lua).
-func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait bool, ttl time.Duration, waiter string) (bool, int64, error) {
+func (c *Client) try(ctx context.Context, n names, cl claim, wait bool, ttl time.Duration, waiter string) (bool, int64, error) {
 	var (
 		cmd       *redis.Cmd
 		confirmed bool
 	)
 	if waiter == "" {
-		cmd, confirmed = c.run(ctx, obtainScript, []string{n.lock, n.fence, n.waiting, n.gone(owner)},
-			owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg)
+		args := []any{cl.owner, ms(ttl), flag(cl.reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg}
+		if cl.reentrant {
+			args = append(args, entryTTL(ttl))
+		}
+		cmd, confirmed = c.run(ctx, obtainScript, []string{n.lock, n.fence, n.waiting, n.gone(cl.id)}, args...)
 	} else {
-		cmd, confirmed = c.run(ctx, fairObtainScript, []string{n.lock, n.fence, n.waiting, n.line, n.leases, n.gone(owner)},
-			owner, ms(ttl), flag(reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg, waiter, queueLeaseArg)
+		cmd, confirmed = c.run(ctx, fairObtainScript, []string{n.lock, n.fence, n.waiting, n.line, n.leases, n.gone(cl.id)},
+			cl.owner, ms(ttl), flag(cl.reentrant), flag(wait), c.fenceTTLArg, waitingTTLArg, waiter, queueLeaseArg, entryTTL(ttl))
 	}
 	res, err := cmd.Int64()
 	if err != nil {
@@ -553,7 +572,7 @@ func (c *Client) try(ctx context.Context, n names, owner string, reentrant, wait
 		// A failover now could promote a replica without the grant, and
 		// hand the lock to someone else: give it back. The release takes
 		// back this hold only (owner and token), a re-entry's too.
-		rerr := c.releaseDetached(ctx, n, owner, strconv.FormatInt(res, 10))
+		rerr := c.releaseDetached(ctx, n, cl, strconv.FormatInt(res, 10))
 		return false, 0, errors.Join(fmt.Errorf("%w: %w: %q was granted, but fewer than %d replicas confirmed it within %s; given back",
 			ErrNotObtained, ErrNotReplicated, n.key, c.opts.Replicas, c.opts.ReplicaTimeout), rerr)
 	case res > 0:
@@ -577,9 +596,15 @@ func flag(b bool) any {
 
 var flagOn, flagOff any = "1", "0"
 
-// refresh runs the owner-checked pexpire; token "" matches any token of owner.
-func (c *Client) refresh(ctx context.Context, n names, owner, token string, ttl time.Duration) error {
-	cmd, confirmed := c.run(ctx, refreshScript, []string{n.lock, n.fence}, owner, token, ms(ttl), ms(c.opts.FenceTTL))
+// refresh runs the owner-checked pexpire; token "" matches any token of the
+// owner. A reentrant try's record is renewed with its hold, so that the
+// release finds it however long the lease lasts.
+func (c *Client) refresh(ctx context.Context, n names, cl claim, token string, ttl time.Duration) error {
+	keys, args := []string{n.lock, n.fence}, []any{cl.owner, token, ms(ttl), ms(c.opts.FenceTTL)}
+	if cl.reentrant {
+		keys, args = append(keys, n.gone(cl.id)), append(args, entryTTL(ttl))
+	}
+	cmd, confirmed := c.run(ctx, refreshScript, keys, args...)
 	res, err := cmd.Int64()
 	if err != nil {
 		return fmt.Errorf("lock: refresh %q: %w", n.key, err)
@@ -622,15 +647,19 @@ func (c *Client) runAndWait(ctx context.Context, run func(context.Context, redis
 }
 
 // release runs the owner-checked delete; token "" matches any token of
-// owner. Such a release by owner is the clean-up of a try whose outcome is
-// unknown (or of a RedLock instance that had not granted the lease): when
-// the lock is not the owner's, it leaves a tombstone that the try, should
-// it still land, finds (see release.lua). Not for a reentrant owner, which
-// is used by more than one try.
-func (c *Client) release(ctx context.Context, n names, owner, token string) error {
-	keys, args := []string{n.lock, n.waiting}, []any{owner, token}
-	if token == "" && !strings.HasPrefix(owner, "=") {
-		keys, args = append(keys, n.gone(owner)), append(args, ms(goneTTL))
+// the owner. Such a release by owner is the clean-up of a try whose outcome
+// is unknown (or of a RedLock instance that had not granted the lease):
+// when the lock is not the owner's, it leaves a tombstone that the try,
+// should it still land, finds (see release.lua). A reentrant owner's tries
+// share it, so each of its releases goes by the try's record instead, which
+// names the hold that try added (and is the tombstone if it added none).
+func (c *Client) release(ctx context.Context, n names, cl claim, token string) error {
+	keys, args := []string{n.lock, n.waiting}, []any{cl.owner, token}
+	switch {
+	case cl.reentrant:
+		keys, args = append(keys, n.gone(cl.id)), append(args, ms(goneTTL), flagOn)
+	case token == "":
+		keys, args = append(keys, n.gone(cl.id)), append(args, ms(goneTTL))
 	}
 	res, err := releaseScript.Run(ctx, c.rdb, keys, args...).Int64()
 	if err != nil {
@@ -642,28 +671,28 @@ func (c *Client) release(ctx context.Context, n names, owner, token string) erro
 	return nil
 }
 
-// releaseDetached releases owner's hold even though ctx may have ended,
-// bounded by ReleaseTimeout; it is best effort: a key it cannot reach
-// expires at its TTL.
-func (c *Client) releaseDetached(ctx context.Context, n names, owner, token string) error {
+// releaseDetached releases the claim's hold even though ctx may have
+// ended, bounded by ReleaseTimeout; it is best effort: a key it cannot
+// reach expires at its TTL.
+func (c *Client) releaseDetached(ctx context.Context, n names, cl claim, token string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.ReleaseTimeout)
 	defer cancel()
-	return c.bounded(rctx, func(ctx context.Context) error { return c.release(ctx, n, owner, token) })
+	return c.bounded(rctx, func(ctx context.Context) error { return c.release(ctx, n, cl, token) })
 }
 
 // single is the lease backend for one Client.
 type single struct {
 	c     *Client
 	n     names
-	owner string
+	cl    claim
 	token string
 }
 
 func (s *single) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	err := s.c.bounded(ctx, func(ctx context.Context) error { return s.c.refresh(ctx, s.n, s.owner, s.token, ttl) })
+	err := s.c.bounded(ctx, func(ctx context.Context) error { return s.c.refresh(ctx, s.n, s.cl, s.token, ttl) })
 	return classify(err).mayHaveRun(), err
 }
 
 func (s *single) release(ctx context.Context) error {
-	return s.c.releaseDetached(ctx, s.n, s.owner, s.token)
+	return s.c.releaseDetached(ctx, s.n, s.cl, s.token)
 }

@@ -139,17 +139,17 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 	}
 	n := newNames(r.opts.Prefix, key)
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
-		owner, reentrant := o.owner()
+		cl := o.claim()
 		sent := time.Now()
 		b := r.gated(ctx, r.orderNow(key), func(ctx context.Context, _ int, c *Client) (bool, int64, error) {
-			return c.try(ctx, n, owner, reentrant, o.Wait > 0, ttl, "")
+			return c.try(ctx, n, cl, o.Wait > 0, ttl, "")
 		})
 		if o.Wait > 0 && b.yes() == 0 && b.gate() >= 0 {
 			// The gate refused: the other instances were not asked.
 			r.markWaiting(ctx, n, b)
 		}
 		if err := ctx.Err(); err != nil {
-			r.undo(ctx, n, owner, reentrant, b)
+			r.undo(ctx, n, cl, b)
 			return nil, 0, notObtainedCtx(ctx, key)
 		}
 		tokens := make([]string, len(r.nodes))
@@ -170,11 +170,12 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 		validity := ttl - took - drift(ttl)
 		if got >= r.quorum && validity > 0 {
 			// Instances still answering may grant it too: the lease renews
-			// and releases them by owner (their token is "").
-			q := &quorumBackend{r: r, n: n, owner: owner, tokens: tokens}
+			// and releases them by owner, or for a reentrant owner by the
+			// try's record (their token is "").
+			q := &quorumBackend{r: r, n: n, cl: cl, tokens: tokens}
 			return newLease(ctx, key, token, q, ttl, sent, !o.Fixed, &r.opts.Options), 0, nil
 		}
-		r.undo(ctx, n, owner, reentrant, b)
+		r.undo(ctx, n, cl, b)
 		if got >= r.quorum && o.Wait <= 0 {
 			// Nobody holds it: the grants came too late to be trusted.
 			// "Held" would send the caller looking for a holder.
@@ -229,21 +230,21 @@ func (r *RedLock) obtain(ctx context.Context, key string, ttl time.Duration, o O
 // undo gives back a failed attempt, in the background, so that the next
 // try or the caller's error does not wait for it. Instances that said yes
 // are released by token; instances that did not answer in time may have
-// said yes, or may yet, so they are released by owner once their call has
-// ended (except for reentrant owners, whose earlier holds such a release
-// could take away; those keys simply expire). Each try has an owner of its
-// own, so this can never release a later try.
-func (r *RedLock) undo(ctx context.Context, n names, owner string, reentrant bool, b *ballot) {
+// said yes, or may yet, so they are released by owner (a reentrant owner's
+// by the try's record, which gives back only the hold this try added) once
+// their call has ended. Each try has an owner or a record of its own, so
+// this can never release a later try.
+func (r *RedLock) undo(ctx context.Context, n names, cl claim, b *ballot) {
 	release := func(x nodeResult) {
 		token := ""
 		switch {
 		case x.ok:
 			token = strconv.FormatInt(x.val, 10)
-		case x.err == nil || reentrant || !classify(x.err).mayHaveRun():
+		case x.err == nil || !classify(x.err).mayHaveRun():
 			return
 		}
 		// Best effort: an instance we cannot reach expires the key at its TTL.
-		_ = r.nodes[x.i].releaseDetached(ctx, n, owner, token)
+		_ = r.nodes[x.i].releaseDetached(ctx, n, cl, token)
 	}
 	for _, x := range b.res {
 		go release(x)
@@ -576,7 +577,7 @@ func (r *RedLock) all(ctx context.Context, timeout time.Duration, f instanceFunc
 type quorumBackend struct {
 	r      *RedLock
 	n      names
-	owner  string
+	cl     claim
 	tokens []string // per instance; "" where the instance did not grant it
 }
 
@@ -589,7 +590,7 @@ func (q *quorumBackend) settled(b *ballot) bool {
 
 func (q *quorumBackend) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	b := q.r.all(ctx, q.r.timeout, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
-		err := c.refresh(ctx, q.n, q.owner, q.tokens[i], ttl)
+		err := c.refresh(ctx, q.n, q.cl, q.tokens[i], ttl)
 		return err == nil, 0, err
 	}, q.settled)
 	ok, lost := b.yes(), b.lost()
@@ -615,7 +616,7 @@ func (q *quorumBackend) refresh(ctx context.Context, ttl time.Duration) (bool, e
 func (q *quorumBackend) release(ctx context.Context) error {
 	start := time.Now()
 	b := q.r.all(context.WithoutCancel(ctx), q.r.opts.ReleaseTimeout, func(ctx context.Context, i int, c *Client) (bool, int64, error) {
-		err := c.release(ctx, q.n, q.owner, q.tokens[i])
+		err := c.release(ctx, q.n, q.cl, q.tokens[i])
 		return err == nil, 0, err
 	}, q.settled)
 	ok, lost := b.yes(), b.lost()

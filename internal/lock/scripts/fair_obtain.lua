@@ -3,12 +3,12 @@
 -- KEYS[1] the lock, KEYS[2] the fence, KEYS[3] the waiting record (see
 --         obtain.lua; here it names the first in line), KEYS[4] the line,
 --         KEYS[5] the leases (see fair_queue.lua), KEYS[6] the try's
---         tombstone (see obtain.lua)
+--         record (see obtain.lua)
 -- ARGV[1] owner, ARGV[2] ttl in ms, ARGV[3] '1' if the owner may re-enter,
 -- ARGV[4] '1' if the caller waits (joins the line, or renews its place,
 -- when not granted), ARGV[5] fencing TTL in ms, ARGV[6] the waiting
 -- record's TTL in ms, ARGV[7] the waiter's id (one per Obtain), ARGV[8] a
--- place's lease in ms
+-- place's lease in ms, ARGV[9] the TTL in ms of a reentrant try's record
 -- Returns the fencing token (>= 1) when obtained; otherwise -1 - the time
 -- in ms after which trying again may help (the holder's remaining TTL, or
 -- the end of the lease of the waiter first in line while the lock is
@@ -21,6 +21,13 @@ if got[3] then
   -- late try neither grants nor queues.
   return -1
 end
+-- entered records the hold a reentrant try added (see obtain.lua).
+local function entered(token)
+  if ARGV[3] == '1' then
+    redis.call('SET', KEYS[6], token, 'PX', ARGV[9])
+  end
+  return tonumber(token)
+end
 local held = not isFree(v)
 if held and ARGV[3] == '1' then
   local owner, token, holds, w = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
@@ -31,7 +38,7 @@ if held and ARGV[3] == '1' then
     -- A re-entry never queues: the line may be waiting for this hold.
     local ttl = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2]))
     if redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) + 1) .. w, 'PX', ttl, 'XX') then
-      return tonumber(token)
+      return entered(token)
     end
     return -1
   end
@@ -68,7 +75,7 @@ if not held and (not head or head == me) then
     redis.call('ZREM', leases, me)
     point(KEYS[3], (liveHead(line, leases, now)), ARGV[6])
   end
-  return tonumber(token)
+  return entered(token)
 end
 
 if ARGV[4] == '1' then

@@ -10,14 +10,18 @@
 -- KEYS[3] the waiting record: set for ARGV[6] ms by every try that will
 --         wait for a release, so that the release publishes a wake-up
 --         (see release.lua) while anyone waits, and not for ever after.
--- KEYS[4] the try's tombstone (optional): set by the clean-up of a try
---         whose outcome was unknown (see release.lua), which Redis may have
---         run before this try, arriving late on another connection. A try
---         that finds it grants nothing.
+-- KEYS[4] the try's record (optional): its tombstone, set by the clean-up
+--         of a try whose outcome was unknown (see release.lua), which Redis
+--         may have run before this try, arriving late on another
+--         connection. A try that finds it grants nothing, not even a
+--         re-entry. A reentrant owner's try (ARGV[3] '1'), whose owner its
+--         other tries share, writes its token there for ARGV[7] ms when it
+--         adds a hold, so that its clean-up or release gives back that hold
+--         and never another of the owner's.
 -- ARGV[1] owner (never starts with '|'), ARGV[2] ttl in ms, ARGV[3] '1' if
 -- the owner may re-enter, ARGV[4] '1' if the caller will wait for a release
 -- when the lock is held, ARGV[5] fencing TTL in ms, ARGV[6] the waiting
--- record's TTL in ms
+-- record's TTL in ms, ARGV[7] the TTL in ms of a reentrant try's record
 -- Returns the fencing token (>= 1) when obtained; when another owner holds
 -- the lock, -1 - its remaining ttl in ms, the ttl clamped at 0, so always
 -- <= -1. The sign alone tells the two apart, and 0 is never sent. One
@@ -29,7 +33,17 @@
 -- key back with no expiry at all.
 -- One MGET reads the lock, the fence and the tombstone (when there is one).
 local got = redis.call('MGET', KEYS[1], KEYS[2], KEYS[4] or KEYS[1])
-local v, f, gone = got[1], got[2], KEYS[4] and got[3]
+local v, f = got[1], got[2]
+if KEYS[4] and got[3] then
+  return -1 -- its owner has given up: answer "held", which nobody reads
+end
+-- entered records the hold a reentrant try added (see KEYS[4]).
+local function entered(token)
+  if ARGV[3] == '1' and KEYS[4] then
+    redis.call('SET', KEYS[4], token, 'PX', ARGV[7])
+  end
+  return tonumber(token)
+end
 if v and string.byte(v, 1) ~= 124 then -- held
   if ARGV[3] == '1' then
     local owner, token, holds, w = string.match(v, '^(.*)|(%d+)|(%d+)(w?)$')
@@ -39,7 +53,7 @@ if v and string.byte(v, 1) ~= 124 then -- held
     if owner == ARGV[1] then
       local ttl = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2]))
       if redis.call('SET', KEYS[1], owner .. '|' .. token .. '|' .. (tonumber(holds) + 1) .. w, 'PX', ttl, 'XX') then
-        return tonumber(token)
+        return entered(token)
       end
       return -1 -- the hold expired under the script: try again
     end
@@ -48,10 +62,6 @@ if v and string.byte(v, 1) ~= 124 then -- held
     redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
   end
   return -1 - math.max(redis.call('PTTL', KEYS[1]), 0)
-end
-
-if gone then
-  return -1 -- its owner has given up: answer "held", which nobody reads
 end
 
 local last = 0
@@ -79,4 +89,4 @@ end
 token = string.format('%.0f', token)
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|1', 'PX', ARGV[2])
 redis.call('SET', KEYS[2], token, 'PX', ARGV[5])
-return tonumber(token)
+return entered(token)
