@@ -40,12 +40,14 @@ var suites = []suite{{
 	// at random; a lock holder loses its lease while its write waits, a
 	// buyer's unfenced write waits while the buyer leaves, a buyer's
 	// COMMIT is still on its way when its request ends, and a reset or a
-	// cancel lands inside a holder's section.
+	// cancel lands inside a holder's section; a relay holds the end of a
+	// read's result, or a ROLLBACK's answer, past the deadline.
 	pkg: "./internal/store",
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
-		"TestStockWritersOutsideTheLockFenceTheHolderOff"},
+		"TestStockWritersOutsideTheLockFenceTheHolderOff",
+		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed

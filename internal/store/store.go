@@ -9,6 +9,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -93,13 +94,16 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	gdb, err := openGorm(mysql.Open(cfg.FormatDSN()), gormConfig())
+	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
-	sqlDB, err := gdb.DB()
+	// Every exchange of a connection ends with its caller's context
+	// (bounded.go), not only the ones the driver watches.
+	sqlDB := sql.OpenDB(boundedConnector{connector})
+	gdb, err := openGorm(mysql.New(mysql.Config{DSNConfig: cfg, Conn: sqlDB}), gormConfig())
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), sqlDB.Close())
 	}
 	if pool.MaxConns <= 0 {
 		pool.MaxConns = DefaultMaxConns

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+)
+
+// MySQL exchanges that end with the call's context.
+//
+// go-sql-driver watches a call's context only while that call waits: a
+// deadline closes the connection under a query, a statement or a BEGIN
+// still waiting for its answer. Two exchanges of every pool are not
+// watched, and the DSN sets no read timeout, so a MySQL gone silent in
+// them (a blackhole, a paused server) held the caller until the
+// connection died, long past its deadline:
+//
+//   - the rest of a result. A query returns once its first packets came;
+//     Rows.Close then reads what is left (the rows not read, the end of
+//     the result) after the driver stopped watching. gorm's Take and a
+//     Row's Scan close after the first row, so every stock, window and
+//     clock read of a buy ended in such a read
+//     (TestReadWhoseRestNeverComesEndsAtTheDeadline);
+//   - a transaction's ROLLBACK, which database/sql sends with no context
+//     after a statement was refused (a repeat buyer, an unknown item)
+//     (TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline).
+//
+// boundedConnector wraps the driver's connections so that both end with
+// the context of the call they belong to: closing rows first reads the
+// rest of the result through the driver's Next, which the query's watch
+// still covers, and a ROLLBACK runs as a statement under the context the
+// transaction began with. A ROLLBACK cut off, or due after that context
+// ended, closes the connection instead, and MySQL rolls back a
+// transaction whose connection closed.
+//
+// The COMMIT is not wrapped: runTx bounds the wait for it and keeps its
+// outcome unknown until it ends (ledger.go). DB.batch rolls a refused sale
+// batch back itself, within rollbackWait (sale.go). A read timeout in the DSN
+// would bound all of these, but by one figure for every caller, not by
+// each caller's deadline.
+type boundedConnector struct {
+	driver.Connector
+}
+
+// mysqlConn is what the driver's connections implement, and what
+// database/sql, gorm and DB.batch use of them.
+type mysqlConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+	driver.NamedValueChecker
+}
+
+// mysqlRows is what the driver's rows implement.
+type mysqlRows interface {
+	driver.Rows
+	driver.RowsNextResultSet
+	driver.RowsColumnTypeDatabaseTypeName
+	driver.RowsColumnTypeNullable
+	driver.RowsColumnTypePrecisionScale
+	driver.RowsColumnTypeScanType
+}
+
+func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mc, ok := conn.(mysqlConn)
+	if !ok {
+		return conn, nil // not go-sql-driver's: nothing known to wrap
+	}
+	return boundedConn{mc}, nil
+}
+
+// boundedConn is a connection whose rows and transactions end with their
+// call's context.
+type boundedConn struct {
+	mysqlConn
+}
+
+func (c boundedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := c.mysqlConn.QueryContext(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := rows.(mysqlRows); ok {
+		return drainedRows{r}, nil
+	}
+	return rows, nil
+}
+
+func (c boundedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.mysqlConn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return boundedTx{Tx: tx, ctx: ctx, conn: c.mysqlConn}, nil
+}
+
+// drainedRows reads the rest of its result before it closes, while the
+// query's context is still watched.
+type drainedRows struct {
+	mysqlRows
+}
+
+func (r drainedRows) Close() error {
+	err := r.drain()
+	if cerr := r.mysqlRows.Close(); cerr != nil || err == nil {
+		return cerr
+	}
+	return err
+}
+
+// drain reads the rows left, of this result and of any after it.
+func (r drainedRows) drain() error {
+	for {
+		dest := make([]driver.Value, len(r.Columns()))
+		for {
+			err := r.Next(dest)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !r.HasNextResultSet() {
+			return nil
+		}
+		if err := r.NextResultSet(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// boundedTx rolls back under the context its transaction began with.
+type boundedTx struct {
+	driver.Tx
+	ctx  context.Context
+	conn driver.ExecerContext
+}
+
+// Rollback sends ROLLBACK as a statement, which the driver watches. The
+// driver's own Tx is not used again: database/sql ends a transaction once.
+func (t boundedTx) Rollback() error {
+	if t.ctx.Err() != nil {
+		// The caller is gone: close the connection rather than wait for an
+		// answer nobody bounds. MySQL rolls the transaction back.
+		return driver.ErrBadConn
+	}
+	if _, err := t.conn.ExecContext(t.ctx, "ROLLBACK", nil); err != nil {
+		return errors.Join(driver.ErrBadConn, err)
+	}
+	return nil
+}
