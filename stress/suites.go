@@ -295,6 +295,8 @@ var suites = []suite{{
 		"TestSoldOutFromMemoryCostsNoRoundTrip",
 		"TestKeyedLateBuyerCostsOneRoundTripInRedisStages",
 		"TestRememberedSellOutOutlivesARedisRestartFromASnapshot",
+		"TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts",
+		"TestEpochReadOnAClusterCountsItsNodesDials",
 		"TestDatabaseOutOfConnectionsIsOverload",
 		"TestGracefulShutdown",
 		"TestDemoRunsAndShutsDown",
