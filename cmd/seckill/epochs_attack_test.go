@@ -110,7 +110,10 @@ func TestRememberedSellOutOutlivesARedisRestartFromASnapshot(t *testing.T) {
 	ca := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	cb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = ca.Close(); _ = cb.Close() })
-	const lease = 50 * time.Millisecond
+	// Longer than a read of the epoch takes beside CPU hogs: a read that
+	// outlives the lease is no epoch at all, and the losers below would
+	// not be answered from memory (stress runs failed so at 50ms).
+	const lease = time.Second
 	ea, eb := newRedisEpochs(ca, ca, lease), newRedisEpochs(cb, cb, lease)
 	watching(t, ea)
 	watching(t, eb)
@@ -197,7 +200,10 @@ func TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts(t *testing.T) {
 	cb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = ca.Close(); _ = cb.Close(); _ = admin.Close() })
-	const lease = 50 * time.Millisecond
+	// Longer than a read of the epoch takes beside CPU hogs: a read that
+	// outlives the lease is no epoch at all, and the losers below would
+	// not be answered from memory (stress runs failed so at 50ms).
+	const lease = time.Second
 	ea, eb := newRedisEpochs(ca, ca, lease), newRedisEpochs(cb, cb, lease)
 	ea.drop(true) // trusts its memory; its watcher never notices anything
 	ctx := context.Background()
