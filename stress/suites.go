@@ -225,6 +225,7 @@ var suites = []suite{{
 		"TestAttackRecordsOfThePreviousCode",
 		"TestCrashedClaimDoesNotBlockForever",
 		"TestLateFinishDoesNotOverwriteANewClaim",
+		"TestSettleConfirmedOnAReplica",
 		// Used's reads gathered behind one in flight (used.go).
 		"TestUsedReadsWaitingBehindOneGoInOnePipeline",
 		"TestUsedReaderWhoLeavesWhileWaitingIsNotSent",
