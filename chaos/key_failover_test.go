@@ -91,8 +91,10 @@ func TestKeyRecordsAcrossSentinelFailover(t *testing.T) {
 	for i := range stock / 2 {
 		k := &keyed{path: "/api/v1/products/1/buy", body: fmt.Sprintf(`{"user_id":"kf-%d"}`, i), key: fmt.Sprintf("kf-buy-%d", i)}
 		k.first = r.send(start, a, k)
-		if k.first.status != http.StatusAccepted {
-			t.Fatalf("buy %s with the group whole: %d %s, want 202", k.key, k.first.status, k.first.body)
+		// A replica slowed past SECKILL_STREAM_REPLICA_WAIT (CPU hogs)
+		// makes it outcome-unknown: queued all the same.
+		if k.first.status != http.StatusAccepted && problemSlug(k.first.body) != "outcome-unknown" {
+			t.Fatalf("buy %s with the group whole: %d %s, want 202 (or 503 outcome-unknown)", k.key, k.first.status, k.first.body)
 		}
 		buys = append(buys, k)
 	}
