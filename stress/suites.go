@@ -232,6 +232,7 @@ var suites = []suite{{
 		"TestAttackRecordsOfThePreviousCode",
 		"TestCrashedClaimDoesNotBlockForever",
 		"TestLateFinishDoesNotOverwriteANewClaim",
+		"TestSettleConfirmedOnAReplica",
 		// Used's reads gathered behind one in flight (used.go).
 		"TestUsedReadsWaitingBehindOneGoInOnePipeline",
 		"TestUsedReaderWhoLeavesWhileWaitingIsNotSent",
@@ -304,6 +305,8 @@ var suites = []suite{{
 		"TestSoldOutFromMemoryCostsNoRoundTrip",
 		"TestKeyedLateBuyerCostsOneRoundTripInRedisStages",
 		"TestRememberedSellOutOutlivesARedisRestartFromASnapshot",
+		"TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts",
+		"TestEpochReadOnAClusterCountsItsNodesDials",
 		"TestDatabaseOutOfConnectionsIsOverload",
 		"TestGracefulShutdown",
 		"TestDemoRunsAndShutsDown",

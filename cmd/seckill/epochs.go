@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -29,6 +30,14 @@ import (
 // lost (an instance paused, a subscription dead but not yet noticed): Settle
 // waits out the lease after a bump, so once a reset returns no instance can
 // still trust the epoch from before it.
+//
+// An epoch read carries the session it was read in (see Epoch), and the
+// session changes whenever rdb dials a connection as well as with the
+// subscription: a Redis that restarted (perhaps from a snapshot older than
+// the last bump) or a replica promoted in its place is reached only on a
+// connection dialled after, so the first read from it already differs from
+// every read before, even when the watcher has not yet noticed that the
+// subscription is gone.
 type redisEpochs struct {
 	rdb   redis.UniversalClient // reads and bumps
 	sub   redis.UniversalClient // the subscription (the same client in production)
@@ -38,9 +47,12 @@ type redisEpochs struct {
 	mu      sync.Mutex
 	live    bool   // subscribed: remembered epochs may be trusted
 	gen     uint64 // changes whenever remembered epochs are dropped
-	session uint64 // changes whenever the subscription starts or ends
+	session uint64 // changes whenever the subscription starts or ends, and on every dial
 	known   map[string]knownEpoch
 	bumped  map[string]time.Time // when this instance last bumped each item
+	// counted are the nodes of a Cluster rdb whose dials change the
+	// session (see countDials).
+	counted map[*redis.Client]bool
 }
 
 type knownEpoch struct {
@@ -54,15 +66,71 @@ const epochChannel = "seckill:epochs"
 func epochKey(item string) string { return "seckill:epoch:{" + item + "}" }
 
 func newRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *redisEpochs {
-	return &redisEpochs{rdb: rdb, sub: sub, lease: lease, known: map[string]knownEpoch{}, bumped: map[string]time.Time{}}
+	e := &redisEpochs{rdb: rdb, sub: sub, lease: lease, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
+		counted: map[*redis.Client]bool{}}
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		// A Cluster dials through its nodes' clients: each is counted
+		// when made, or, for those made before, before the first read
+		// it serves (countDials).
+		c.OnNewNode(e.count)
+	} else {
+		rdb.AddHook(dialCounter{e})
+	}
+	return e
+}
+
+// dialCounter changes the session of its epochs on every dial.
+type dialCounter struct{ e *redisEpochs }
+
+func (h dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.e.mu.Lock()
+		h.e.session++
+		h.e.mu.Unlock()
+		return next(ctx, network, addr)
+	}
+}
+
+func (dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// count makes the dials of a Cluster node's client change the session,
+// once per client.
+func (e *redisEpochs) count(node *redis.Client) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.counted[node] {
+		e.counted[node] = true
+		node.AddHook(dialCounter{e})
+	}
+}
+
+// countDials makes sure, on a Cluster, that the node serving item's epoch
+// counts its dials before the read: a connection it dialled earlier
+// reached the node as it was before this read, whose reads were counted
+// from then on, so a restart since then is still seen.
+func (e *redisEpochs) countDials(ctx context.Context, item string) error {
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	node, err := c.MasterForKey(ctx, epochKey(item))
+	if err != nil {
+		return err
+	}
+	e.count(node)
+	return nil
 }
 
 // Epoch returns the item's epoch: from memory while it can be trusted,
 // else from Redis, one read at a time per item. The value carries the
-// subscription's session, so a sell-out remembered under it (Crowd) ends
-// with the subscription too: a Redis that restarts from a snapshot may
-// bring an old epoch back, and sell-outs remembered under it must not
-// count again.
+// session it was read in, so a sell-out remembered under it (Crowd) ends
+// with the subscription, and with the connections, too: a Redis that
+// restarts from a snapshot may bring an old epoch back, and sell-outs
+// remembered under it must not count again.
 func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 	e.mu.Lock()
 	k, ok := e.known[item]
@@ -89,9 +157,12 @@ func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 // before the drop's bump).
 func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error) {
 	e.mu.Lock()
-	live, gen, session := e.live, e.gen, e.session
+	live, gen := e.live, e.gen
 	e.mu.Unlock()
 	k := knownEpoch{readAt: time.Now()}
+	if err := e.countDials(ctx, item); err != nil {
+		return knownEpoch{}, err
+	}
 	v, err := e.rdb.Get(ctx, epochKey(item)).Result()
 	if errors.Is(err, redis.Nil) {
 		// First use: agree on one value with the other instances.
@@ -102,14 +173,14 @@ func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error)
 	if err != nil {
 		return knownEpoch{}, err
 	}
-	k.value = v + "/" + strconv.FormatUint(session, 10)
-	if live {
-		e.mu.Lock()
-		if e.live && e.gen == gen {
-			e.known[item] = k
-		}
-		e.mu.Unlock()
+	// The session as it is after the read: a connection dialled for it
+	// changed the session before the read was sent.
+	e.mu.Lock()
+	k.value = v + "/" + strconv.FormatUint(e.session, 10)
+	if live && e.live && e.gen == gen {
+		e.known[item] = k
 	}
+	e.mu.Unlock()
 	return k, nil
 }
 

@@ -309,3 +309,41 @@ func soloInstance(t *testing.T, rdb *redis.Client) func(method, path, body, key 
 		return rec.Code, rec.Body.String()
 	}
 }
+
+// TestEpochReadOnAClusterCountsItsNodesDials: on a Cluster the connections
+// are dialled by the nodes' own clients, made before the epochs were (the
+// app pings the Cluster first). A read on a connection the node dialled
+// anew (here its connections are killed; a restart of the node does the
+// same) must carry a new session, as on one server.
+func TestEpochReadOnAClusterCountsItsNodesDials(t *testing.T) {
+	skipShort(t)
+	nodes := testenv.StartRedisCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	item := testenv.Name("epoch-item")
+	if err := rdb.Set(ctx, epochKey(item), "stored", 0).Err(); err != nil { // the node's client and its connection exist
+		t.Fatal(err)
+	}
+	e := newRedisEpochs(rdb, rdb, time.Minute) // not subscribed: every Epoch reads
+	first, err := e.Epoch(ctx, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := rdb.MasterForKey(ctx, epochKey(item))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: node.Options().Addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	if err := admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "a read on a new connection", 10*time.Second, func() bool {
+		v, err := e.Epoch(ctx, item)
+		if err == nil && v == first {
+			t.Fatalf("the read on a connection dialled after the first read carries the first read's session: %q", v)
+		}
+		return err == nil && strings.HasPrefix(v, "stored/")
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -186,13 +187,18 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 		// rather than deciding afresh.
 		c.Request = c.Request.WithContext(inventory.WithRetry(c.Request.Context()))
 	}
-	w := &capturingWriter{ResponseWriter: c.Writer}
+	w := &capturingWriter{ResponseWriter: c.Writer, hold: store.Replicated()}
 	c.Writer = w
+	var before http.Header
+	if w.hold {
+		before = w.Header().Clone()
+	}
 	defer func() {
 		// A panic unwinds past this middleware to the recoverer, which
 		// answers 5xx: the run may have bought, and the key must not wait
 		// out its lease as if still in flight.
 		if rec := recover(); rec != nil {
+			w.hold = false // the recoverer's answer goes out as written
 			if err := store.Unknown(c.Request.Context(), claim); err != nil {
 				s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", err)
 			}
@@ -217,6 +223,16 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 			}
 		}
 		err, how = store.Finish(c.Request.Context(), claim, resp), "storing an idempotent response failed; a retry will run again and be refused as a repeat"
+		if err != nil && w.hold {
+			// The answer is not told: a retry after a failover might not
+			// find it to replay. Its retry finds what the request did.
+			how = "storing an idempotent response failed or was not confirmed on a replica; answered outcome-unknown"
+			s.log.Warn(how, "err", err)
+			w.replace(before)
+			s.writeError(c, fmt.Errorf("%w: %w", inventory.ErrOutcomeUnknown, err))
+			s.release(w)
+			return
+		}
 	case keyLetGo:
 		err, how = store.Abandon(c.Request.Context(), claim), "abandoning an idempotency claim failed; its lease runs out instead"
 	case keyUnknown:
@@ -224,6 +240,14 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 	}
 	if err != nil {
 		s.log.Warn(how, "err", err)
+	}
+	s.release(w)
+}
+
+// release sends the answer w held, if any.
+func (s *server) release(w *capturingWriter) {
+	if err := w.release(); err != nil {
+		s.log.Debug("writing a held answer failed", "err", err)
 	}
 }
 
@@ -263,20 +287,62 @@ func userOf(body []byte) string {
 	return b.UserID
 }
 
-// capturingWriter keeps a copy of the body written through it.
+// capturingWriter keeps a copy of the body written through it. With hold
+// it keeps the answer itself until release: a store that waits for
+// replicas (Store.Replicated) has its buyer hear the answer only once the
+// record that replays it is on one, and may replace it.
 type capturingWriter struct {
 	gin.ResponseWriter
-	buf bytes.Buffer
+	buf  bytes.Buffer
+	hold bool
 }
 
 func (w *capturingWriter) Write(b []byte) (int, error) {
 	w.buf.Write(b)
+	if w.hold {
+		return len(b), nil
+	}
 	return w.ResponseWriter.Write(b)
 }
 
 func (w *capturingWriter) WriteString(s string) (int, error) {
 	w.buf.WriteString(s)
+	if w.hold {
+		return len(s), nil
+	}
 	return w.ResponseWriter.WriteString(s)
+}
+
+// WriteHeaderNow sends nothing while the answer is held.
+func (w *capturingWriter) WriteHeaderNow() {
+	if !w.hold {
+		w.ResponseWriter.WriteHeaderNow()
+	}
+}
+
+// replace drops the held answer, its headers set back to before, so that
+// another can be written in its place (and held in turn).
+func (w *capturingWriter) replace(before http.Header) {
+	h := w.Header()
+	clear(h)
+	for k, v := range before {
+		h[k] = v
+	}
+	w.buf.Reset()
+}
+
+// release sends the held answer.
+func (w *capturingWriter) release() error {
+	if !w.hold {
+		return nil
+	}
+	w.hold = false
+	w.ResponseWriter.WriteHeaderNow()
+	if w.buf.Len() == 0 {
+		return nil
+	}
+	_, err := w.ResponseWriter.Write(w.buf.Bytes())
+	return err
 }
 
 // refusalCheck is the refusal check of a buy or grab at ep: the buy's

@@ -39,6 +39,10 @@ var (
 	ErrMismatch = errors.New("Idempotency-Key reused with a different request")
 	// ErrUnavailable: Redis could not be reached, so the request was not run.
 	ErrUnavailable = errors.New("idempotency store unavailable")
+	// ErrNotReplicated: a settle was written on the primary, but fewer
+	// replicas than Options.Replicas confirmed it within
+	// Options.ReplicaWait: a failover now may lose it.
+	ErrNotReplicated = errors.New("idempotency record not confirmed on a replica")
 )
 
 // MaxKeyLen is the longest key accepted.
@@ -88,6 +92,15 @@ type Options struct {
 	Prefix    string        // default "idem:"
 	Retention time.Duration // how long a finished response is kept; default 24h
 	Lease     time.Duration // how long an in-flight claim holds the key; default 60s
+	// Replicas, when above 0, is how many replicas must confirm each
+	// settle (WAIT, on the settle's connection, right behind its script)
+	// before it returns without error: a failover to one of them keeps the
+	// record. The claim is confirmed with it, since a replica applies
+	// writes in order. Use it with one server or a Sentinel group, never a
+	// Cluster (WAIT must follow the script on its connection).
+	Replicas int
+	// ReplicaWait bounds the wait for Replicas; default 100ms.
+	ReplicaWait time.Duration
 }
 
 // Store keeps idempotency records in Redis.
@@ -111,8 +124,15 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Lease <= 0 {
 		opts.Lease = 60 * time.Second
 	}
+	if opts.ReplicaWait <= 0 {
+		opts.ReplicaWait = 100 * time.Millisecond
+	}
+	opts.ReplicaWait = max(opts.ReplicaWait, time.Millisecond) // WAIT's 0 waits for ever
 	return &Store{rdb: rdb, opts: opts}
 }
+
+// Replicated reports whether a settle waits for replicas (Options.Replicas).
+func (s *Store) Replicated() bool { return s.opts.Replicas > 0 }
 
 // Claim is the right to run one request and record its answer.
 type Claim struct {
@@ -302,7 +322,9 @@ var (
 	plainFinish = redis.NewScript("local function also() end\n" + finishSrc)
 )
 
-// Finish stores the response of a claimed request for replay.
+// Finish stores the response of a claimed request for replay. With
+// Options.Replicas it fails with ErrNotReplicated when the record is
+// stored on the primary but not confirmed on enough replicas.
 func (s *Store) Finish(ctx context.Context, c *Claim, resp Response) error {
 	val, err := json.Marshal(record{Fingerprint: c.fp, Response: &resp})
 	if err != nil {
@@ -336,7 +358,7 @@ func (s *Store) Unknown(ctx context.Context, c *Claim) error {
 }
 
 func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second+s.opts.ReplicaWait)
 	defer cancel()
 	script := plainFinish
 	if c.also.Src != "" {
@@ -348,10 +370,39 @@ func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
 	}
 	keys := append([]string{c.key}, c.also.Keys...)
 	args := append([]any{c.token, val, s.opts.Retention.Milliseconds()}, c.also.Args...)
-	if err := script.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+	if s.opts.Replicas <= 0 {
+		if err := script.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return nil
+	}
+	n, err := s.settleAndWait(ctx, script.EvalSha, keys, args)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The server does not have the script yet (a restart, a new
+		// primary): send it whole this once.
+		n, err = s.settleAndWait(ctx, script.Eval, keys, args)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if n < int64(s.opts.Replicas) {
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.Replicas, s.opts.ReplicaWait)
+	}
 	return nil
+}
+
+// settleAndWait runs a settle's script with WAIT pipelined behind it on the
+// same connection, and returns how many replicas confirmed it: WAIT counts
+// the replicas that acknowledged its connection's writes.
+func (s *Store) settleAndWait(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, keys []string, args []any) (int64, error) {
+	pipe := s.rdb.Pipeline()
+	res := run(ctx, pipe, keys, args...)
+	wait := pipe.Do(ctx, "WAIT", s.opts.Replicas, s.opts.ReplicaWait.Milliseconds())
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	if err := res.Err(); err != nil {
+		return 0, err
+	}
+	return wait.Int64()
 }
 
 // recordKey hashes the scope so that user ids and keys with any characters
