@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestStreamOrderReportsTransportErrors: a buy that the transport leaves
@@ -129,4 +133,19 @@ func (p *answerPicker) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("X-Answer", user)
 	return p.next.RoundTrip(req)
+}
+
+// awaitQueueDrained waits until product 1's queue of redis-stream orders
+// on c is empty, following its length, not the clock: it fails only once
+// the length has stood still for a minute (the bound the whole wait used
+// to have), so a machine whose cores are all taken slows it down without
+// failing it.
+func awaitQueueDrained(ctx context.Context, t *testing.T, c *redis.Client) {
+	t.Helper()
+	var n int64
+	var err error
+	testkit.WaitProgress(t, "the queue to drain into MySQL", time.Minute, func() string {
+		n, err = c.HLen(ctx, queuedKey).Result()
+		return fmt.Sprintf("%d orders queued (%v)", n, err)
+	}, func() bool { return err == nil && n == 0 })
 }
