@@ -242,10 +242,7 @@ func streamFailover(t *testing.T, level string, held bool) {
 	buys := append(append(first, during...), second...)
 	streamFigures(f, buys, w)
 
-	testkit.Eventually(t, "the queue drained into MySQL", time.Minute, func() bool {
-		n, err := g.Primary.Client().HLen(ctx, queuedKey).Result()
-		return err == nil && n == 0
-	})
+	awaitQueueDrained(ctx, t, g.Primary.Client())
 	rows := r.orderRows(ctx)
 	accepted, lostFirst := 0, 0
 	for i, b := range buys {

@@ -61,6 +61,9 @@ type rig struct {
 	mu       sync.Mutex
 	figures  []figures
 	buyKeys  bool // streamOrder sends each buy with Idempotency-Key: its user
+	// onLost, when set, hears the buys streamOrder found without an
+	// answer instead of the test failing (the harness's own tests).
+	onLost func(streamBuy)
 }
 
 type rigOptions struct {
@@ -189,6 +192,32 @@ type instance struct {
 	done chan struct{} // closed when the process has exited
 	mu   sync.Mutex
 	dead bool
+	// spans are when the test had the process paused or killed (to zero
+	// while it still is): a buy out then may lose its answer.
+	spans []span
+}
+
+// span is a stretch of time; an open one has a zero to.
+type span struct{ from, to time.Time }
+
+// disturbed reports whether the test paused or killed the process at any
+// moment from from to to.
+func (in *instance) disturbed(from, to time.Time) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, s := range in.spans {
+		if !s.from.After(to) && (s.to.IsZero() || !s.to.Before(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// disturb opens a span of a pause or a kill, before the signal.
+func (in *instance) disturb() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.spans = append(in.spans, span{from: time.Now()})
 }
 
 // baseEnv is what every instance runs with; tests override single values.
@@ -308,13 +337,24 @@ func (in *instance) signal(sig syscall.Signal) {
 
 // pause stops the process (SIGSTOP): it keeps its sockets and its leases
 // but runs nothing, like a long GC pause or a frozen VM.
-func (in *instance) pause() { in.signal(syscall.SIGSTOP) }
+func (in *instance) pause() {
+	in.disturb()
+	in.signal(syscall.SIGSTOP)
+}
 
 // resume continues a paused process.
-func (in *instance) resume() { in.signal(syscall.SIGCONT) }
+func (in *instance) resume() {
+	in.signal(syscall.SIGCONT)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if n := len(in.spans); n > 0 && in.spans[n-1].to.IsZero() && !in.dead {
+		in.spans[n-1].to = time.Now()
+	}
+}
 
 // kill ends the process at once (SIGKILL) and waits for it.
 func (in *instance) kill() {
+	in.disturb()
 	in.signal(syscall.SIGKILL)
 	in.mu.Lock()
 	in.dead = true

@@ -1,6 +1,10 @@
 package chaos
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +87,109 @@ func TestPauseHolderPastTTL(t *testing.T) {
 	if lost == 0 {
 		t.Error("the fence refused none of a's buys: the stale holder was not stopped by the fencing token")
 	}
+}
+
+// TestPauseHolderAfterItsLastLeaseCheck stops an instance after every
+// check of its lease and before its stock write reaches MySQL, keeps it
+// stopped until its lease has run out and another instance has sold, and
+// then lets it go on. TestPauseHolderPastTTL's pause lands before the
+// holder's last look at its lease, which then stops it whatever the
+// database does; this pause is the one no check can see, and only the
+// fencing token at the stock write stops the stale write.
+//
+// The pause point is forced, not hoped for: with
+// SECKILL_FREEZE_BEFORE_FENCED_WRITE, a's first fenced write stops the
+// whole process (SIGSTOP to itself) in its write of the batch to the
+// socket, after the driver's last look at the section's context, whose
+// Err and Done look at the lease's clock, and waits there for SIGCONT.
+// When the test sends it the bytes go out, whatever a's timers then say
+// (freeze.go in the store), and a's log says so.
+func TestPauseHolderAfterItsLastLeaseCheck(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ttl := pick(time.Second, 2*time.Second)
+	env := map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String()}
+	// a's request deadline is far, so that its answer after the pause is
+	// about its lease and the fence, not a timeout.
+	frozen := map[string]string{"SECKILL_STAGE": "redis-lock", "SECKILL_LOCK_TTL": ttl.String(), "SECKILL_REQUEST_TIMEOUT": "60s", "SECKILL_FREEZE_BEFORE_FENCED_WRITE": "true"}
+	a, b := r.start("a", frozen), r.start("b", env)
+	stock, requests, workers := burstSize()
+	r.reset(a, stock)
+	f := &figures{Test: t.Name(), Fault: "seckill instance SIGSTOPped after its last lease check, as its stock write went to MySQL, until its lease ran out and another instance sold, then SIGCONT", Stage: "redis-lock"}
+	r.record(f)
+
+	start := time.Now()
+	ba := r.fire(burstOptions{targets: []*instance{a}, requests: 1, workers: 1, deadline: 2 * time.Minute, prefix: "fa", start: start})
+	if !testkit.Poll(time.Minute, a.stopped) {
+		t.Fatal("a never stopped itself before its fenced write")
+	}
+	w := window{from: time.Since(start)}
+	bb := r.fire(burstOptions{targets: []*instance{b}, requests: requests, workers: workers, pace: pick[time.Duration](40, 25) * time.Millisecond, deadline: 10 * time.Second, prefix: "fb", start: start})
+	// b can sell only once a's lease has expired in Redis: a's write, when
+	// it lands, is a stale holder's.
+	if !testkit.Poll(time.Minute, func() bool { return bb.count(func(c call) bool { return c.Outcome == outOK }) > 0 }) {
+		t.Error("b sold nothing while a was stopped")
+	}
+	// The order is forced, and checked: a is still stopped, and its write
+	// has not reached MySQL (a write sent before the stop took hold would
+	// be a fresh one, which the fence rightly lets through).
+	if !a.stopped() {
+		t.Fatal("a ran again before b sold")
+	}
+	if n := r.orders("fa-%"); n != 0 {
+		t.Fatalf("a's write reached MySQL before a stopped (%d order rows): the pause came after the write", n)
+	}
+	a.resume()
+	w.to = time.Since(start)
+	callsA, err := ba.wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callsB, err := bb.wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stale write reached MySQL: a's log says the frozen batch went
+	// out. Without it, nothing here would show the fence at work.
+	if !testkit.Poll(30*time.Second, func() bool { return strings.Contains(tail(a.log, 1<<20), "the frozen fenced write went out") }) {
+		t.Fatalf("a's log does not say that its frozen write went out:\n%s", tail(a.log, 4000))
+	}
+	if line := logLine(a.log, "the frozen fenced write went out"); !strings.Contains(line, "err=<nil>") {
+		t.Errorf("a's frozen write did not go out whole: %s", line)
+	}
+	r.verify(f, append(callsA, callsB...), stock, w, expect{slugs: faultSlugs}, b)
+	for _, c := range callsA {
+		// Refused by the fence (lock-lost), or its answer cut off when a's
+		// lease ended on resuming (outcome-unknown): never an order.
+		if c.Problem != "lock-lost" && c.Problem != "outcome-unknown" {
+			t.Errorf("a's buy %d, stopped after its last lease check and written after its lease ran out, got %d %q (%s), want 503 lock-lost or outcome-unknown", c.ID, c.Status, c.Problem, c.Outcome)
+		}
+	}
+	if n := r.orders("fa-%"); n != 0 {
+		t.Errorf("a's stale write left %d order rows: the fence did not refuse it", n)
+	}
+}
+
+// stopped reports whether the process is stopped (SIGSTOP), read from
+// its state in /proc.
+func (in *instance) stopped() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", in.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows its ")".
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+}
+
+// logLine returns the last line of the log at path that holds s, or "".
+func logLine(path, s string) string {
+	lines := strings.Split(tail(path, 1<<20), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], s) {
+			return lines[i]
+		}
+	}
+	return ""
 }
 
 // TestKillInstanceMidBurst kills (SIGKILL) one of two instances in the

@@ -133,10 +133,7 @@ func failoverMidBurst(t *testing.T, stage string) {
 	streamFigures(f, buys, w)
 
 	if inventory.Queues(stage) {
-		testkit.Eventually(t, "the queue drained into MySQL", time.Minute, func() bool {
-			n, err := g.Primary.Client().HLen(ctx, queuedKey).Result()
-			return err == nil && n == 0
-		})
+		awaitQueueDrained(ctx, t, g.Primary.Client())
 	}
 	rows := r.orderRows(ctx)
 	sold := 0

@@ -26,9 +26,11 @@ const (
 // streamBuy is one buy of a redis-stream burst, as the client saw it.
 type streamBuy struct {
 	user       string
+	instance   string        // the instance asked
 	status     int           // 0: no answer
 	problem    string        // slug of a problem answer
 	orderNo    string        // of a 202
+	err        string        // why there is no answer (status 0): the transport's error
 	start, end time.Duration // since the burst started
 }
 
@@ -64,37 +66,68 @@ func (r *rig) streamBurst(start time.Time, targets []*instance, n, workers int, 
 // streamOrder sends one buy of product 1 for user and reads its answer: the
 // order of a 202 (or a 201, from the stages that answer after the commit),
 // or the problem type of a refusal. With r.buyKeys set the buy carries
-// Idempotency-Key: user.
-func (r *rig) streamOrder(start time.Time, in *instance, user string) (b streamBuy) {
-	b = streamBuy{user: user, start: time.Since(start)}
-	defer func() { b.end = time.Since(start) }()
+// Idempotency-Key: user. A buy the transport left without an answer (no
+// response, or a body that is not the answer's) has status 0 and its
+// error, and fails the test unless the test paused or killed the instance
+// while the buy was out (instance.disturbed).
+func (r *rig) streamOrder(start time.Time, in *instance, user string) streamBuy {
+	sent := time.Now()
+	b := askStream(r.client, in.url, user, r.buyKeys)
+	b.instance = in.name
+	b.start, b.end = sent.Sub(start), time.Since(start)
+	if b.err != "" && !in.disturbed(sent, time.Now()) {
+		r.lostAnswer(b)
+	}
+	return b
+}
+
+// lostAnswer fails the test for a buy the transport left without an
+// answer, through r.onLost when the rig has one (the harness's own test).
+func (r *rig) lostAnswer(b streamBuy) {
+	if r.onLost != nil {
+		r.onLost(b)
+		return
+	}
+	r.t.Errorf("buy %s on %s has no answer: %s", b.user, b.instance, b.err)
+}
+
+// askStream sends one buy of product 1 for user to the instance at url
+// (with Idempotency-Key: user when key is set) and reads its answer.
+func askStream(client *http.Client, url, user string, key bool) (b streamBuy) {
+	b.user = user
+	lost := func(format string, args ...any) streamBuy {
+		b.status, b.err = 0, fmt.Sprintf(format, args...)
+		return b
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.url+"/api/v1/products/1/buy", strings.NewReader(`{"user_id":"`+user+`"}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/products/1/buy", strings.NewReader(`{"user_id":"`+user+`"}`))
 	if err != nil {
-		return b
+		return lost("%v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if r.buyKeys {
+	if key {
 		req.Header.Set("Idempotency-Key", user)
 	}
-	resp, err := r.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return b
+		return lost("%v", err)
 	}
 	defer resp.Body.Close()
 	b.status = resp.StatusCode
 	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusCreated {
 		var o api.Order
-		if json.NewDecoder(resp.Body).Decode(&o) == nil {
-			b.orderNo = o.OrderNo
+		if err := json.NewDecoder(resp.Body).Decode(&o); err != nil || o.OrderNo == "" {
+			return lost("%d without its order (%v)", resp.StatusCode, err)
 		}
+		b.orderNo = o.OrderNo
 		return b
 	}
 	var p api.Problem
-	if json.NewDecoder(resp.Body).Decode(&p) == nil {
-		b.problem = strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || p.Type == "" {
+		return lost("%d without its problem (%v)", resp.StatusCode, err)
 	}
+	b.problem = strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
 	return b
 }
 

@@ -23,7 +23,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log := newLogger(stderr, cfg.LogLevel)
 	log.Info("starting", "config", cfg)
 
-	db, err := openMySQL(ctx, cfg.MySQLDSN, store.Pool{MaxConns: cfg.MySQLMaxConns, MaxLifetime: cfg.MySQLConnLifetime})
+	pool := store.Pool{MaxConns: cfg.MySQLMaxConns, MaxLifetime: cfg.MySQLConnLifetime}
+	if cfg.FreezeFencedWrite {
+		if pool.FreezeFencedWrite, err = freezeProcess(log); err != nil {
+			return fmt.Errorf("SECKILL_FREEZE_BEFORE_FENCED_WRITE: %w", err)
+		}
+	}
+	db, err := openMySQL(ctx, cfg.MySQLDSN, pool)
 	if err != nil {
 		return err
 	}

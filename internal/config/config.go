@@ -74,6 +74,7 @@ type Config struct {
 	StockBuckets          int            // SECKILL_STOCK_BUCKETS: buckets redis-sharded splits one item's stock over
 	StockSweepInterval    time.Duration  // SECKILL_STOCK_SWEEP_INTERVAL: period of redis-sharded's sweeper
 	StockSweepBelow       int            // SECKILL_STOCK_SWEEP_BELOW: units left at or below which the sweeper gathers them
+	FreezeFencedWrite     bool           // SECKILL_FREEZE_BEFORE_FENCED_WRITE: fault injection for the chaos suite only
 }
 
 // settings binds every variable to its field of c, with its default, its
@@ -128,6 +129,7 @@ func (c *Config) settings() []setting {
 		integer(&c.RateBurst, "SECKILL_RATE_BURST", "5", 1, 1_000_000, "buys and grabs one buyer may send at once before SECKILL_RATE_INTERVAL applies"),
 		list(&c.RateLimitBy, "SECKILL_RATE_LIMIT_BY", "account", "what the rate limit counts: account (the user_id), address (the client's IP), or account,address (each on its own)"),
 		prefixes(&c.TrustedProxies, "SECKILL_TRUSTED_PROXIES", "", "comma-separated proxies (IPs or CIDRs) whose X-Forwarded-For names the client, for SECKILL_RATE_LIMIT_BY=address; from any other peer the header is ignored"),
+		boolean(&c.FreezeFencedWrite, "SECKILL_FREEZE_BEFORE_FENCED_WRITE", "false", "fault injection for the chaos suite, never for production: serve's first fenced stock write (a lock stage with fencing on) stops the whole process (SIGSTOP to itself) after its last check of the lease, as its batch is about to go to MySQL, until something sends SIGCONT; unix only"),
 	}
 }
 

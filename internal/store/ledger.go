@@ -248,7 +248,9 @@ func (l *Ledger) WriteComputed(ctx context.Context, o inventory.Order, newStock 
 		// back: else a buyer cut off while its write waited would write
 		// its stale stock after the next buyer's, under a mutex it gave
 		// up (TestCutOffUnfencedWriteDoesNotLandLate).
-		query, args := l.statements.sale().computedBatch(o, newStock, token, saleMark())
+		mark := saleMark()
+		l.db.freeze.arm(mark) // fault injection (freeze.go); nil in production
+		query, args := l.statements.sale().computedBatch(o, newStock, token, mark)
 		err := l.runWrite(ctx, []inventory.Order{o}, query, args)
 		if errors.Is(err, errSoldOutOrMissing) {
 			return fmt.Errorf("%s %d: write with token %d fenced off: %w", l.table, o.ItemID, token, inventory.ErrLockLost)

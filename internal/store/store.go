@@ -43,6 +43,9 @@ type DB struct {
 	// MySQL (Ledger.awaitRowFree) runs under it, and stops then.
 	life context.Context
 	end  context.CancelFunc
+	// freeze, when set (Pool.FreezeFencedWrite), stops the process in the
+	// first fenced stock write (freeze.go).
+	freeze *freezer
 }
 
 // newDB returns a DB on gdb, alive until Close.
@@ -66,6 +69,14 @@ type Pool struct {
 	// MaxLifetime closes connections older than this, so a server
 	// restart or failover is picked up. Default 5 minutes.
 	MaxLifetime time.Duration
+	// FreezeFencedWrite is fault injection for the chaos suite
+	// (SECKILL_FREEZE_BEFORE_FENCED_WRITE); leave it nil. When set, the
+	// first fenced stock write of a lock stage (Ledger.WriteComputed with
+	// a token) hands it the write of its batch to the socket, after the
+	// driver's last look at the write's context (and so at the lease):
+	// it must call send, once, and return what send returned. The serve
+	// command's hook stops the whole process there (freeze.go).
+	FreezeFencedWrite func(send func() (int, error)) (int, error)
 }
 
 // DefaultMaxConns keeps three replicas (96 connections) well inside MySQL's
@@ -94,6 +105,11 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	var frozen *freezer
+	if pool.FreezeFencedWrite != nil {
+		frozen = &freezer{freeze: pool.FreezeFencedWrite}
+		cfg.DialFunc = frozen.dial // a DSN cannot carry it
+	}
 	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
@@ -117,6 +133,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	sqlDB.SetMaxIdleConns(pool.MaxConns)
 	sqlDB.SetConnMaxLifetime(pool.MaxLifetime)
 	db := newDB(gdb, MySQL)
+	db.freeze = frozen
 	if err := db.Ping(ctx); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}

@@ -56,7 +56,10 @@ func StartSentinelGroup(t testing.TB, args ...string) *SentinelGroup {
 		}, func(int) []string { return nil })
 		g.Sentinels = append(g.Sentinels, s)
 	}
-	testkit.Eventually(t, "every sentinel knows the replica and the two other sentinels", 30*time.Second, func() bool {
+	// The sentinels find each other and the replica by hello messages, a
+	// round every 2 s; the wait follows what each has found so far.
+	known := func() string {
+		var b strings.Builder
 		for _, s := range g.Sentinels {
 			c := g.client(s.Addr)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -64,13 +67,41 @@ func StartSentinelGroup(t testing.TB, args ...string) *SentinelGroup {
 			replicas, err2 := c.Do(ctx, "SENTINEL", "REPLICAS", g.Master).Slice()
 			cancel()
 			_ = c.Close()
-			if err1 != nil || err2 != nil || len(others) != 2 || len(replicas) != 1 {
-				return false
-			}
+			fmt.Fprintf(&b, "sentinel %s: %d other sentinels (%v), %d replicas (%v)\n", s.Addr, len(others), err1, len(replicas), err2)
 		}
-		return true
+		return b.String()
+	}
+	var state string
+	testkit.WaitProgress(t, "every sentinel to know the replica and the two other sentinels", stall, func() string { state = known(); return state }, func() bool {
+		return strings.Count(state, ": 2 other sentinels (<nil>), 1 replicas (<nil>)") == len(g.Sentinels)
 	})
 	return g
+}
+
+// stall is how long a wait of the group's lets its processes stand still
+// before it fails: the waits follow progress (testkit.WaitProgress), so a
+// machine whose cores are all taken slows them without failing them.
+// Longer than a failed election's retry (twice the failover timeout, 6 s).
+const stall = 30 * time.Second
+
+// ReplicationState is what the replication of the server at addr is
+// doing, for testkit.WaitProgress: its role and link, a sync's bytes and
+// the offsets, which advance while it runs, and none of the values that
+// move with the clock alone.
+func ReplicationState(addr string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(info(addr, "replication"), "\n") {
+		line = strings.TrimSpace(line)
+		switch k, _, _ := strings.Cut(line, ":"); k {
+		case "role", "master_link_status", "master_sync_in_progress", "master_sync_total_bytes", "master_sync_read_bytes",
+			"master_sync_left_bytes", "slave_read_repl_offset", "slave_repl_offset", "connected_slaves", "master_repl_offset":
+			b.WriteString(line + "\n")
+		}
+	}
+	if b.Len() == 0 {
+		return "no answer from " + addr
+	}
+	return b.String()
 }
 
 // StartReplicaPair starts a primary and a replica of it, both with args,
@@ -102,7 +133,7 @@ func StartReplicaOf(t testing.TB, primary *RedisProcess, args ...string) *RedisP
 func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
 	t.Helper()
 	var last string
-	if !testkit.Poll(30*time.Second, func() bool {
+	if !testkit.PollProgress(stall, func() string { return ReplicationState(replica.Addr) }, func() bool {
 		last = info(replica.Addr, "replication")
 		return strings.Contains(last, "master_link_status:up")
 	}) {
@@ -110,8 +141,8 @@ func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
 		if replica.cmd != nil && replica.cmd.Process != nil {
 			pid = replica.cmd.Process.Pid
 		}
-		t.Fatalf("the replica on %s (process %d) did not sync with its primary within 30s; INFO server and replication:\n%s\n%s",
-			replica.Addr, pid, info(replica.Addr, "server"), last)
+		t.Fatalf("the replica on %s (process %d) did not sync with its primary, and its sync stood still for %v; INFO server and replication:\n%s\n%s",
+			replica.Addr, pid, stall, info(replica.Addr, "server"), last)
 	}
 }
 
@@ -138,7 +169,7 @@ func (g *SentinelGroup) HoldReplication() {
 	if err := c.ClientKillByFilter(context.Background(), "TYPE", "replica").Err(); err != nil {
 		g.t.Fatalf("cut the replica's link on the primary: %v", err)
 	}
-	testkit.Eventually(g.t, "the primary has no replica connected", 10*time.Second, func() bool {
+	testkit.WaitProgress(g.t, "the primary to have no replica connected", stall, func() string { return ReplicationState(g.Primary.Addr) }, func() bool {
 		return strings.Contains(g.info(g.Primary.Addr, "replication"), "connected_slaves:0")
 	})
 }
@@ -151,7 +182,7 @@ func (g *SentinelGroup) ReleaseReplication() { g.Replica.Resume() }
 // primary first.
 func (g *SentinelGroup) WaitFailover() string {
 	g.t.Helper()
-	testkit.Eventually(g.t, "the sentinels promoted the replica", 60*time.Second, func() bool {
+	testkit.WaitProgress(g.t, "the sentinels to promote the replica", stall, g.failoverState, func() bool {
 		for _, s := range g.Sentinels {
 			c := g.client(s.Addr)
 			addr, err := c.Do(context.Background(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", g.Master).StringSlice()
@@ -163,6 +194,31 @@ func (g *SentinelGroup) WaitFailover() string {
 		return strings.Contains(g.info(g.Replica.Addr, "replication"), "role:master")
 	})
 	return g.Replica.Addr
+}
+
+// failoverState is where a failover stands, as the sentinels and the
+// replica say: each sentinel's view of the master (its address, flags
+// such as s_down, o_down and failover_in_progress, its failover state
+// and config epoch, which a new election moves on), and the replica's
+// role.
+func (g *SentinelGroup) failoverState() string {
+	var b strings.Builder
+	for _, s := range g.Sentinels {
+		c := g.client(s.Addr)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		m, err := c.Do(ctx, "SENTINEL", "MASTER", g.Master).StringSlice()
+		cancel()
+		_ = c.Close()
+		fmt.Fprintf(&b, "sentinel %s (%v):", s.Addr, err)
+		for i := 0; i+1 < len(m); i += 2 {
+			switch m[i] {
+			case "ip", "port", "flags", "failover-state", "config-epoch", "num-slaves", "role-reported":
+				fmt.Fprintf(&b, " %s=%s", m[i], m[i+1])
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String() + "replica " + ReplicationState(g.Replica.Addr)
 }
 
 // Rejoin restarts the primary WaitFailover replaced, empty, as a replica
