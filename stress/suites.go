@@ -45,7 +45,7 @@ var suites = []suite{{
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
-		"TestStockWritersOutsideTheLockFenceTheHolderOff"},
+		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
@@ -282,6 +282,7 @@ var suites = []suite{{
 		"TestAppRedisClientFollowsASentinelFailover",
 		"TestServeAtFsyncNeedsAppendfsyncAlways",
 		"TestFleetStages",
+		"TestBurstInFlightRefusesASecondBurstAndAResetFleetWide",
 		"TestFleetCoupons",
 		"TestFleetRedLockFaults",
 		"TestFleetRedisStream",
