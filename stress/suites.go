@@ -130,6 +130,8 @@ var suites = []suite{{
 	// with writes held and failures injected, jobs that race or die midway.
 	pkg: "./internal/inventory",
 	tests: []string{
+		"TestDrawPlacesTheOpeningByTheStagesOwnClock",
+		"TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset",
 		"TestContractNoOversell",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
