@@ -7,6 +7,8 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,7 +173,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		}
 	}
 	own := map[string]bool{"serve-1": true, "serve-2": true}
-	c, err := countInMySQL(ctx, db, scenarios[0], ids[0], own)
+	c, err := countInMySQL(ctx, db, scenarios[0], ids[0], own, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,63 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		t.Errorf("foreign writers %v, want %v", c.Foreign, want)
 	}
 	own["wrk-1"], own["wrk-2"] = true, true
-	if c, err = countInMySQL(ctx, db, scenarios[0], ids[0], own); err != nil || c.Foreign != nil {
+	if c, err = countInMySQL(ctx, db, scenarios[0], ids[0], own, nil); err != nil || c.Foreign != nil {
 		t.Errorf("with every writer in the fleet: foreign %v, %v; want none", c.Foreign, err)
+	}
+}
+
+// TestForeignWriterSeenThroughItsDeletedOrders: another fleet on the same
+// database sold the item and then reset it, as a second lab does between
+// its rows. Its reset deleted its own orders, so none is left to name, and
+// the lab's with them: the lab's buyers were answered 201 for orders MySQL
+// no longer holds. The row fails foreign-writer. A row whose answered
+// orders are all there (cancelled ones too: a status, not a deletion)
+// does not.
+func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
+	ctx := context.Background()
+	db := migratedMySQL(t)
+	res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('deleted foreign orders', 10, 10)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(no, instance, status string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, "INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance, status) VALUES (?, ?, ?, 1, 'redis-atomic', ?, ?)",
+			no, id, "u-"+no, instance, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := map[string]bool{"serve-1": true}
+	written := []string{"L1", "L2", "L3"} // answered 201 to the lab's buyers
+	verdict := func() *row {
+		t.Helper()
+		c, err := countInMySQL(ctx, db, scenarios[0], id, own, written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := row{Requests: 10, Buyers: 10, Created: 3, BuyersWithOrder: 3, SoldOut: 7, Sold: 3, InitialStock: 3, FinalStock: 0, Conserved: true,
+			Statuses: map[int]int{201: 3, 409: 7}, MySQL: c}
+		c.Sold, c.InitialStock, c.Stock = r.Sold, r.InitialStock, r.FinalStock // the audit agrees, whatever happened
+		judge(&r)
+		return &r
+	}
+	insert("L1", "serve-1", "confirmed")
+	insert("L2", "serve-1", "cancelled")
+	insert("L3", "serve-1", "paid")
+	if r := verdict(); slices.Contains(r.Broken, ruleForeignWriter) {
+		t.Fatalf("every answered order is in MySQL: %v: %s", r.Broken, r.Note)
+	}
+	// The other fleet sells, then resets: every order of the item goes.
+	insert("W1", "wrk-1", "confirmed")
+	if _, err := db.ExecContext(ctx, "DELETE FROM orders WHERE product_id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	r := verdict()
+	if !slices.Contains(r.Broken, ruleForeignWriter) || !strings.Contains(r.Note, "3 orders the buyers were answered 201 for are gone from MySQL") {
+		t.Fatalf("after another fleet's sale and reset deleted every order of the item: broken %v, note %q; want foreign-writer naming the 3 orders gone", r.Broken, r.Note)
 	}
 }
