@@ -317,9 +317,10 @@ var suites = []suite{{
 	tests:  []string{"TestRejoiningPrimaryIsNotPromotedBeforeItSynced"},
 	budget: 2 * time.Minute,
 }, {
-	// Three jobs try one slot at once, behind a barrier.
+	// Three jobs try one slot at once, behind a barrier; a job comes for a
+	// slot after every key of that slot has expired.
 	pkg:    "./internal/reconcile",
-	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet"},
+	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain"},
 	budget: time.Minute,
 }, {
 	// One limit shared by limiters on separate clients, at once.
