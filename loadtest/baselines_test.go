@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,13 +57,73 @@ func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
 	}
 	count()
 	before := products
-	b := rawHotRow(ctx, db, 8, 200)
+	b := rawHotRow(ctx, db, scratchRedis{}, 8, 200)
 	if b.OK != 200 || b.Requests != 200 || b.PerSecond <= 0 || b.Note != "" {
 		t.Fatalf("raw loop: %+v, want 200 sales", b)
 	}
 	count()
 	if products != before || orders != 0 {
 		t.Fatalf("the raw loop left %d products (had %d) and %d orders behind", products, before, orders)
+	}
+}
+
+// TestRawHotRowLeavesNoRedisKeysOfItsScratchProduct: while the scratch
+// product exists the fleet makes keys for it (the reconcile job loads its
+// Redis copy and buckets; a restock gives it an epoch). They are made
+// here, under the names the fleet gives them, for the id the scratch
+// product gets next. After the raw loop none is left, on the Redis the
+// lab is told the instances use, and the keys of other products (one
+// whose id starts with the scratch one's among them) are untouched.
+func TestRawHotRowLeavesNoRedisKeysOfItsScratchProduct(t *testing.T) {
+	ctx := context.Background()
+	db := migratedMySQL(t)
+	res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('before the scratch one', 0, 0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch, other := last+1, (last+1)*10 // the next id; one that starts with it
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	keysOf := func(id int64) []string {
+		n := strconv.FormatInt(id, 10)
+		return []string{"seckill:{product:" + n + "}:stock", "seckill:{product:" + n + "}:pending", "seckill:{product:" + n + "}:buyers",
+			"seckill:{product:" + n + ":b0}:stock", "seckill:{product:" + n + ":b1}:stock", "seckill:epoch:{product:" + n + "}"}
+	}
+	count := func(id int64) int64 {
+		t.Helper()
+		n, err := rdb.Exists(ctx, keysOf(id)...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, id := range []int64{scratch, other, last} {
+		for _, k := range keysOf(id) {
+			if err := rdb.Set(ctx, k, "1", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := count(scratch); n != 6 {
+		t.Fatalf("%d keys of the scratch product before the loop, want 6", n)
+	}
+	b := rawHotRow(ctx, db, scratchRedis{addrs: []string{r.Addr}, timeout: 5 * time.Second}, 4, 20)
+	if b.OK != 20 || b.Note != "" {
+		t.Fatalf("raw loop: %+v, want 20 sales", b)
+	}
+	var got int64
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM products").Scan(&got); err != nil || got != last {
+		t.Fatalf("the scratch product was not %d, or is still there (max id %d, %v)", scratch, got, err)
+	}
+	if n := count(scratch); n != 0 {
+		t.Errorf("%d Redis keys of the scratch product %d are left after the raw loop; want none", n, scratch)
+	}
+	if n, m := count(other), count(last); n != 6 || m != 6 {
+		t.Errorf("keys of other products: %d of product %d and %d of product %d are left; want 6 each", n, other, m, last)
 	}
 }
 
