@@ -48,6 +48,7 @@ type answer struct {
 	instance string // X-Seckill-Instance
 	replayed bool   // Idempotent-Replayed: true
 	accepted string // order number of a 202: accepted, to be written
+	written  string // order number of a 201: written when answered
 	// createdAt is a 201's (or 202's) order's created_at, as the
 	// database holds it.
 	createdAt time.Time
@@ -78,6 +79,8 @@ func classify(r *vegeta.Result) answer {
 			a.user, a.createdAt = order.UserID, order.CreatedAt
 			if r.Code == 202 {
 				a.accepted = order.OrderNo
+			} else {
+				a.written = order.OrderNo
 			}
 		}
 		return a
@@ -129,6 +132,7 @@ type tally struct {
 	problems  map[string]int  // problem type -> count, for the notes
 	buyers    map[string]bool // user ids that got a 201 or 202
 	accepted  map[string]bool // order numbers answered 202
+	written   map[string]bool // order numbers answered 201
 	instances map[string]bool // X-Seckill-Instance values seen
 	errors    map[string]int  // transport error texts
 	first     time.Time
@@ -151,6 +155,7 @@ func newTally(planned uint64) *tally {
 		statuses:  map[int]int{},
 		buyers:    map[string]bool{},
 		accepted:  map[string]bool{},
+		written:   map[string]bool{},
 		instances: map[string]bool{},
 		errors:    map[string]int{},
 	}
@@ -171,6 +176,9 @@ func (t *tally) add(r *vegeta.Result, a answer) {
 	}
 	if a.accepted != "" {
 		t.accepted[a.accepted] = true
+	}
+	if a.written != "" {
+		t.written[a.written] = true
 	}
 	if a.instance != "" {
 		t.instances[a.instance] = true

@@ -140,7 +140,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 	}
 	if db != nil {
 		before := meter.read(ctx)
-		c := rawHotRow(ctx, db, workers, hot)
+		c := rawHotRow(ctx, db, scratchRedis{addrs: o.cpuRedis, password: o.redisPassword, timeout: min(o.timeout, 2*time.Second)}, workers, hot)
 		c.setCPU(meter.usage(before, meter.read(ctx)))
 		out = append(out, c)
 	} else {
@@ -320,10 +320,19 @@ func (c *ceiling) sum() {
 	c.Note = note
 }
 
+// scratchRedis are the Redis servers where the fleet may have made keys
+// for a scratch product (scratch.go).
+type scratchRedis struct {
+	addrs    []string
+	password string
+	timeout  time.Duration
+}
+
 // rawHotRow sells n units of a scratch product, one transaction per sale,
-// from workers goroutines, and removes the product and its orders after.
-func rawHotRow(ctx context.Context, db *sql.DB, workers, n int) ceiling {
-	b := ceiling{Name: baselineHotRow, Workers: workers, Requests: n}
+// from workers goroutines, and removes the product and its orders after,
+// and the keys the fleet made for it in Redis meanwhile.
+func rawHotRow(ctx context.Context, db *sql.DB, rs scratchRedis, workers, n int) (b ceiling) {
+	b = ceiling{Name: baselineHotRow, Workers: workers, Requests: n}
 	db.SetMaxOpenConns(min(workers, rawLoopConns))
 	db.SetMaxIdleConns(min(workers, rawLoopConns))
 	res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('lab ceiling (scratch)', ?, ?)", n, n)
@@ -340,6 +349,10 @@ func rawHotRow(ctx context.Context, db *sql.DB, workers, n int) ceiling {
 		cctx := context.WithoutCancel(ctx)
 		_, _ = db.ExecContext(cctx, "DELETE FROM orders WHERE product_id = ?", id)
 		_, _ = db.ExecContext(cctx, "DELETE FROM products WHERE id = ?", id)
+		// After the rows: no job finds the product to make keys for again.
+		if _, err := dropScratchKeys(cctx, rs.addrs, rs.password, id, rs.timeout); err != nil {
+			b.Note = joinNotes(b.Note, "the scratch product's Redis keys: "+err.Error())
+		}
 	}()
 	tag := randomHex(4)
 	var sold atomic.Int64

@@ -116,6 +116,16 @@ func percentileMS(d []time.Duration, q float64) float64 {
 	return ms(s[max(0, min(rank, len(s)-1))])
 }
 
+// writtenOrders lists a tally's 201 order numbers, sorted.
+func (t *tally) writtenOrders() []string {
+	out := make([]string, 0, len(t.written))
+	for no := range t.written {
+		out = append(out, no)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // acceptedOrders lists a tally's 202 order numbers, sorted.
 func (t *tally) acceptedOrders() []string {
 	out := make([]string, 0, len(t.accepted))

@@ -231,7 +231,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		return r, err
 	}
 	if db != nil {
-		if r.MySQL, err = countInMySQL(ctx, db, sc, id, f.instanceNames(res.tally.instances)); err != nil {
+		if r.MySQL, err = countInMySQL(ctx, db, sc, id, f.instanceNames(res.tally.instances), res.tally.writtenOrders()); err != nil {
 			return r, err
 		}
 		if r.T0 != nil {

@@ -204,7 +204,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)")
 	expect := fs.String("expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers")
 	baselineRequests := fs.Int("baseline-requests", 0, "requests of each HTTP baseline (/healthz, redis-ping, the sold-out buys); default as many as --buyers. More make the CPU per answer of a baseline steadier: an instance's CPU counter ticks in 10 ms")
-	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
+	cpuRedis := fs.String("cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack, and where it removes the keys the fleet made for raw-hot-row's scratch product; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process")
 	soldOut := fs.String("sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)")
 	t0Buyers := fs.Int("t0-buyers", 500, "buyers of the t0 scenario, each with a connection of its own, all released at the opening")
 	t0Lead := fs.Duration("t0-lead", 3*time.Second, "how far ahead of the reference clock the t0 scenario sets the opening; the reset and every early buyer's refusal must fit in it")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -249,6 +250,10 @@ func judge(r *row) {
 		if len(r.MySQL.Foreign) > 0 {
 			fail(ruleForeignWriter, "MySQL holds orders of this item written by instances that are not among the targets (%s): another fleet shares this database, and its resets and sales void every count here",
 				countsText(r.MySQL.Foreign))
+		}
+		if r.MySQL.Gone > 0 {
+			fail(ruleForeignWriter, "%d orders the buyers were answered 201 for are gone from MySQL: a reset the lab did not send deleted them, with whatever orders its own fleet had written; another fleet shares this database, and its resets and sales void every count here",
+				r.MySQL.Gone)
 		}
 	}
 	// The window holds for every stage, the racing ones too: they read
@@ -569,6 +574,13 @@ type dbCount struct {
 	// targets: another fleet on the same database (its own Redis, its own
 	// resets) makes the lab's counts meaningless.
 	Foreign map[string]int `json:"foreign,omitempty"`
+	// Gone counts the orders the buyers were answered 201 for (written
+	// before the answer) that MySQL no longer holds, in any status. The
+	// service never deletes an order it answered 201 for; a reset does,
+	// and the lab sent none since the burst: another fleet's did, and
+	// took its own orders of the item with it, so that Foreign alone
+	// would not see it.
+	Gone int `json:"gone,omitempty"`
 }
 
 // disagreement describes how the MySQL count differs from r's audit, or
@@ -625,8 +637,9 @@ func (t *t0Figures) readMySQL(ctx context.Context, db *sql.DB, sc scenario, id i
 }
 
 // countInMySQL counts the item's orders and reads its stock straight from
-// the tables, and counts the orders written by instances outside own.
-func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64, own map[string]bool) (*dbCount, error) {
+// the tables, counts the orders written by instances outside own, and
+// those of written (order numbers answered 201) that are gone.
+func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64, own map[string]bool, written []string) (*dbCount, error) {
 	// Live orders only: a cancelled order gave its units back, a failed
 	// one never took any (sql/mysql/003_order_lifecycle.sql).
 	ordersQ := "SELECT COUNT(*), COALESCE(SUM(quantity),0) FROM orders WHERE product_id=? AND status IN ('confirmed','paid')"
@@ -647,7 +660,33 @@ func countInMySQL(ctx context.Context, db *sql.DB, sc scenario, id int64, own ma
 		return nil, err
 	}
 	c.Foreign = foreign
+	if c.Gone, err = goneOrders(ctx, db, sc, id, written); err != nil {
+		return nil, err
+	}
 	return &c, nil
+}
+
+// goneOrders counts the order numbers of written that MySQL does not hold
+// for the item, in any status.
+func goneOrders(ctx context.Context, db *sql.DB, sc scenario, id int64, written []string) (int, error) {
+	table, no, key := "orders", "order_no", "product_id"
+	if sc.coupon {
+		table, no, key = "coupon_grabs", "grab_no", "batch_id"
+	}
+	gone := 0
+	for chunk := range slices.Chunk(written, 500) {
+		q := fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = ? AND %s IN (?%s)", table, key, no, strings.Repeat(", ?", len(chunk)-1))
+		args := []any{id}
+		for _, n := range chunk {
+			args = append(args, n)
+		}
+		var held int
+		if err := db.QueryRowContext(ctx, q, args...).Scan(&held); err != nil {
+			return 0, fmt.Errorf("looking for %s %d's written orders in MySQL: %w", sc.kind(), id, err)
+		}
+		gone += len(chunk) - held
+	}
+	return gone, nil
 }
 
 // foreignOrders counts the item's orders by writing instance, for the

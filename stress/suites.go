@@ -46,7 +46,7 @@ var suites = []suite{{
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
-		"TestStockWritersOutsideTheLockFenceTheHolderOff",
+		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem",
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline"},
 	budget: 2 * time.Minute,
 }, {
@@ -137,6 +137,8 @@ var suites = []suite{{
 	// with writes held and failures injected, jobs that race or die midway.
 	pkg: "./internal/inventory",
 	tests: []string{
+		"TestDrawPlacesTheOpeningByTheStagesOwnClock",
+		"TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset",
 		"TestContractNoOversell",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
@@ -292,6 +294,7 @@ var suites = []suite{{
 		"TestAppRedisClientFollowsASentinelFailover",
 		"TestServeAtFsyncNeedsAppendfsyncAlways",
 		"TestFleetStages",
+		"TestBurstInFlightRefusesASecondBurstAndAResetFleetWide",
 		"TestFleetCoupons",
 		"TestFleetRedLockFaults",
 		"TestFleetRedisStream",
@@ -333,9 +336,10 @@ var suites = []suite{{
 	tests:  []string{"TestFailoverLosesLockAndGrantsItTwice"},
 	budget: time.Minute,
 }, {
-	// Three jobs try one slot at once, behind a barrier.
+	// Three jobs try one slot at once, behind a barrier; a job comes for a
+	// slot after every key of that slot has expired.
 	pkg:    "./internal/reconcile",
-	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet"},
+	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain"},
 	budget: time.Minute,
 }, {
 	// One limit shared by limiters on separate clients, at once.
@@ -347,8 +351,10 @@ var suites = []suite{{
 	// shop holds back, scalpers racing ordinary buyers through a limit;
 	// the baselines' slices in turn, and a baseline whose request is held
 	// past its cap.
-	pkg:    "./loadtest",
-	tests:  []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestBaselineCappedSaysSo", "TestInstanceCPULeavesItsOwnReadingOut"},
+	pkg: "./loadtest",
+	tests: []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestBaselineCappedSaysSo", "TestInstanceCPULeavesItsOwnReadingOut",
+		// Another fleet's sale and reset of the item, behind the lab's back.
+		"TestForeignWriterSeenThroughItsDeletedOrders"},
 	budget: time.Minute,
 }, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.

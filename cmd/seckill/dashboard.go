@@ -7,12 +7,15 @@ import (
 	"github.com/seckill-lab/seckill/internal/burst"
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/store"
 )
 
 // dashboardFor builds the dashboard's server side of one instance: a fleet
 // over SECKILL_PEERS (the demo sets them to its instances), or over this
-// instance alone when none are set, and the lab's reports folder.
-func dashboardFor(cfg config.Config, verdicts httpapi.Verdicts) httpapi.Dashboard {
+// instance alone when none are set, and the lab's reports folder. The
+// burst record keeps the verdicts, and the marks of bursts in flight in the
+// database every instance shares.
+func dashboardFor(cfg config.Config, bursts *store.Bursts) httpapi.Dashboard {
 	peers := cfg.Peers
 	if len(peers) == 0 {
 		peers = []string{selfURL(cfg.Addr)}
@@ -20,7 +23,8 @@ func dashboardFor(cfg config.Config, verdicts httpapi.Verdicts) httpapi.Dashboar
 	return httpapi.Dashboard{
 		Fleet:      burst.New(burstOptions(cfg, peers)),
 		LabReports: cfg.LabReports,
-		Verdicts:   verdicts,
+		Verdicts:   bursts,
+		Marks:      bursts,
 	}
 }
 

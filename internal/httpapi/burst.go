@@ -33,6 +33,9 @@ type Dashboard struct {
 	// Verdicts records each burst's verdict, and the audit lists the last
 	// ones; nil records nothing.
 	Verdicts Verdicts
+	// Marks keep one burst per item in flight across the fleet
+	// (burstmark.go); nil lets bursts and resets of an item overlap.
+	Marks BurstMarks
 }
 
 // Verdicts is the record of burst verdicts. *store.Bursts implements it.
@@ -49,7 +52,7 @@ const recentVerdicts = 20
 func addDashboardRoutes(api, admin *gin.RouterGroup, s *server, d Deps) {
 	if f := d.Dashboard.Fleet; f != nil {
 		api.GET("/fleet", s.handleFleet(f))
-		admin.POST("/burst", s.handleBurst(f, d.Products, d.Dashboard.Verdicts))
+		admin.POST("/burst", s.handleBurst(f, d.Products, d.Dashboard.Verdicts, d.Dashboard.Marks))
 		admin.PUT("/fleet/stage", s.handleFleetStage(f, d.Products))
 	}
 	if dir := d.Dashboard.LabReports; dir != "" {
@@ -76,8 +79,9 @@ type Fleet interface {
 var _ Fleet = (*burst.Fleet)(nil)
 
 // handleBurst fires a burst: admin only, since it writes orders and the
-// server does the work.
-func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verdicts) gin.HandlerFunc {
+// server does the work. A burst of an item whose burst is in flight
+// anywhere in the fleet is refused (409 burst-in-progress).
+func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verdicts, marks BurstMarks) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var in burstBody
 		if err := decodeJSON(c, &in); err != nil {
@@ -96,6 +100,21 @@ func (s *server) handleBurst(f Fleet, products *inventory.Service, verdicts Verd
 				return
 			}
 		}
+		kind := b.Kind
+		switch kind {
+		case "":
+			kind = "product"
+		case "product", "coupon":
+		default:
+			s.writeError(c, fieldError("kind must be product or coupon, got %q", b.Kind))
+			return
+		}
+		end, err := markBurst(c.Request.Context(), marks, s.log, kind, b.ItemID)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		defer end()
 		res, err := f.Burst(c.Request.Context(), b)
 		if errors.Is(err, burst.ErrInvalid) {
 			s.writeError(c, fieldError("%s", strings.TrimPrefix(err.Error(), burst.ErrInvalid.Error()+": ")))

@@ -37,6 +37,7 @@ var (
 	errNoRedis         = errors.New("no Redis keeps this instance's Idempotency-Key records")
 	errIdemMissing     = errors.New("Idempotency-Key header required")
 	errOrderNo         = errors.New("invalid order number")
+	// errBurstInProgress is in burstmark.go.
 )
 
 // problemType is one row of the error table: which error, which status,
@@ -102,6 +103,7 @@ var problemTable = []problemType{
 	{inventory.ErrOrderCancelled, 409, "order-cancelled", keyStore, "Order cancelled", "The order was not paid within the payment window (SECKILL_PAYMENT_TIMEOUT): it is cancelled and its units are back in stock."},
 	{inventory.ErrOrderFailed, 409, "order-failed", keyStore, "Order failed", "The order was accepted but could not be written (for example the database had no stock left for it): nothing was sold and its units went back. GET the order for the reason."},
 	{inventory.ErrOrderPending, 409, "order-pending", keyRetry, "Order not written yet", "The order was accepted and is waiting in the queue to be written; retry after the Retry-After delay."},
+	{errBurstInProgress, 409, "burst-in-progress", keyStore, "Burst in progress", "A burst of this item (from the dashboard or `seckill story`) is in flight on an instance of the fleet: a second burst, or a reset, of the item would mix its buyers into that burst's numbers. Nothing was fired or written; try again when it has ended (a burst whose instance died frees the item within 30 s)."},
 	{idempotency.ErrInFlight, 409, "idempotency-in-flight", keyRetry, "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
 	{errTooLarge, 413, "body-too-large", keyStore, "Body too large", "Request bodies are capped at 64 KiB."},
 	{errHeadersTooLarge, 431, "headers-too-large", keyStore, "Headers too large", "The request line and headers are capped at 32 KiB."},

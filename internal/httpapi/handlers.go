@@ -405,7 +405,10 @@ type resetBody struct {
 	ClosesAt *time.Time `json:"closes_at"`
 }
 
-func (s *server) handleReset(ep itemEndpoints) gin.HandlerFunc {
+// handleReset resets an item's sale. While a burst of the item is in
+// flight anywhere in the fleet it is refused (409 burst-in-progress): the
+// reset would empty the stock under the burst's buyers.
+func (s *server) handleReset(ep itemEndpoints, marks BurstMarks) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := s.itemID(c)
 		if !ok {
@@ -418,6 +421,10 @@ func (s *server) handleReset(ep itemEndpoints) gin.HandlerFunc {
 		}
 		if b.Stock == nil {
 			s.writeError(c, fieldError("stock is required"))
+			return
+		}
+		if err := checkNoBurst(c.Request.Context(), marks, ep.kind(), id); err != nil {
+			s.writeError(c, err)
 			return
 		}
 		var w inventory.SaleWindow

@@ -45,9 +45,9 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	addOrderRoutes(api, s, d, idem)
 
 	admin := api.Group("/admin", s.requireAdmin())
-	admin.POST("/products/:id/reset", s.handleReset(products))
+	admin.POST("/products/:id/reset", s.handleReset(products, d.Dashboard.Marks))
 	if d.Coupons != nil {
-		admin.POST("/coupons/:id/reset", s.handleReset(coupons))
+		admin.POST("/coupons/:id/reset", s.handleReset(coupons, d.Dashboard.Marks))
 	}
 	admin.PUT("/stage", s.handleSetStage(d.Products, d.Coupons))
 	admin.GET("/redis-ping", s.handleRedisPing(d.Idempotency))

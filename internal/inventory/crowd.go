@@ -156,6 +156,7 @@ type Crowd struct {
 
 	mu     sync.Mutex
 	memos  []*memo
+	clocks int                     // the stages wrapped with a window clock of their own
 	inside map[int64]int           // buyers inside a wrapped stage, per item
 	spent  map[int64]time.Duration // a moving average of the time one buyer spends inside, per item
 	gap    map[int64]time.Duration // a moving average of the time between two buyers leaving, per item
@@ -235,17 +236,31 @@ func (c *Crowd) Wrap(stage Stage) Stage {
 	c.mu.Lock()
 	c.memos = append(c.memos, m)
 	c.mu.Unlock()
-	return crowded{c: c, m: m, next: stage}
+	return crowded{c: c, m: m, next: stage, clock: c.clockOf(stage)}
 }
 
 // Bound returns stage behind the bounded queue only, without sold-out
 // memory.
-func (c *Crowd) Bound(stage Stage) Stage { return crowded{c: c, next: stage} }
+func (c *Crowd) Bound(stage Stage) Stage { return crowded{c: c, next: stage, clock: c.clockOf(stage)} }
+
+// clockOf is the reference clock the draw reads for stage's buyers: its
+// own (WindowClock), each stage's apart, or else the catalog's.
+func (c *Crowd) clockOf(stage Stage) refClock {
+	wc, ok := stage.(WindowClock)
+	if !ok {
+		return refClock{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clocks++
+	return refClock{id: c.clocks, now: wc.WindowNow}
+}
 
 type crowded struct {
-	c    *Crowd
-	m    *memo
-	next Stage
+	c     *Crowd
+	m     *memo
+	next  Stage
+	clock refClock // the one the stage checks the window against
 }
 
 // fromMemory answers a buy of item id from this instance's memory alone,
@@ -336,7 +351,7 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		}
 	}
 	if c.opts.Draw.on() {
-		if err := c.opts.Draw.hold(ctx, o.ItemID, epoch); err != nil {
+		if err := c.opts.Draw.hold(ctx, o.ItemID, epoch, w.clock); err != nil {
 			return err
 		}
 		if w.m != nil {

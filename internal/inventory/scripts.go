@@ -20,6 +20,7 @@ var (
 	beginCancel = script("begin_cancel")
 	returnUnits = script("return_units")
 	enqueue     = script("refusal", "enqueue", "answer")
+	clock       = script("clock")
 
 	// redis-sharded's, one bucket at a time.
 	take         = script("bucket_take")

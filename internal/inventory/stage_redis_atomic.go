@@ -63,6 +63,19 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log}
 }
 
+// WindowNow reads the clock the script checks item id's window against:
+// the TIME of the Redis server that holds the item (WindowClock).
+func (s *RedisAtomic) WindowNow(ctx context.Context, id int64) (time.Time, error) {
+	t, err := clock.Run(ctx, s.rdb, s.keys(id)[:1]).Int64Slice()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if len(t) != 2 {
+		return time.Time{}, fmt.Errorf("%w: TIME answered %v", ErrUnavailable, t)
+	}
+	return time.Unix(t[0], t[1]*1000), nil
+}
+
 // Buy reserves in Redis, then persists with the guarded decrement. The
 // script checks the sale window on Redis's clock; the write that follows
 // does not check it again.

@@ -83,6 +83,12 @@ func (s *RedisStream) Queues() bool { return true }
 // DurabilityReplica, with ErrOutcomeUnknown when the order was queued but
 // no replica confirmed it in time (the buyer must not hear 202: the order
 // may not survive a failover).
+// WindowNow reads the clock enqueue.lua checks the window against: the
+// one redis-atomic's copy lives on (WindowClock).
+func (s *RedisStream) WindowNow(ctx context.Context, id int64) (time.Time, error) {
+	return s.redisStock.WindowNow(ctx, id)
+}
+
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	keys, args := s.enqueueKeys(o)
 	var left, replicas int64

@@ -38,6 +38,10 @@ func TestRedisStagesDecideByRedisTime(t *testing.T) {
 			if stage == inventory.StageRedisStream {
 				st = inventory.NewRedisStream(ra, inventory.StreamOptions{})
 			}
+			// The opening draw reads the same clock for this stage's buyers.
+			if now, err := st.(inventory.WindowClock).WindowNow(ctx, id); err != nil || !now.Equal(ahead.Truncate(time.Microsecond)) {
+				t.Fatalf("the stage's window clock reads %v (%v), want Redis's, %v", now, err, ahead.Truncate(time.Microsecond))
+			}
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stage: st}, "i", "O")
 			decidesBy(t, ctx, svc, stage, id, ahead, "Redis's clock")
 		})

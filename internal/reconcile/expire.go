@@ -15,7 +15,7 @@ import (
 
 // Expiry is the fleet's payment-timeout job: every interval, one instance
 // cancels the orders whose payment window has closed and returns their
-// units, scheduled like the reconcile job (a lock and a slot marker, under
+// units, scheduled like the reconcile job (a lock and a slot claim, under
 // names of its own, so the two jobs never wait for each other).
 //
 // The schedule only keeps the fleet from doing the work many times over.

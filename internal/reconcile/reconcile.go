@@ -6,14 +6,16 @@
 //
 // "Exactly one instance" is the scheduled-job dedupe that distributed locks
 // are often used for. Time is cut into slots of one interval; an instance
-// that wakes in a slot takes the reconcile lock, and inside it sets a marker
-// for the slot unless one exists. The lock keeps two runs from overlapping;
-// the marker keeps a second instance from running the same slot after the
-// first released the lock.
+// that wakes in a slot takes the reconcile lock, and inside it claims the
+// slot unless that slot or a later one was claimed (claim_slot.lua). The
+// lock keeps two runs from overlapping; the claim keeps a second instance
+// from running the same slot after the first released the lock, however
+// late it comes.
 package reconcile
 
 import (
 	"context"
+	_ "embed" // claim_slot.lua
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,11 +151,16 @@ func (j *Job) RunSlot(ctx context.Context, slot int64) (Result, bool, error) {
 	return res, ran, err
 }
 
+//go:embed claim_slot.lua
+var claimSlotSrc string
+
+var claimSlot = redis.NewScript(claimSlotSrc)
+
 // onceInSlot runs fn for one slot of the fleet's schedule, on at most one
 // instance: under the named lock (no two runs overlap), and only if no
-// instance has left its marker for the slot (no slot runs twice). fn gets
-// the lease's context, which ends when the lease is lost. It reports
-// whether this instance ran fn.
+// instance has claimed the slot or a later one (no slot runs twice, and
+// none after a later one). fn gets the lease's context, which ends when the
+// lease is lost. It reports whether this instance ran fn.
 func onceInSlot(ctx context.Context, locker lock.Locker, rdb redis.UniversalClient, opts Options, name, marker string, slot int64, fn func(ctx context.Context) error) (bool, error) {
 	ttl := max(opts.Interval, 2*time.Second)
 	lease, err := locker.Obtain(ctx, name, ttl, lock.ObtainOptions{})
@@ -168,9 +175,9 @@ func onceInSlot(ctx context.Context, locker lock.Locker, rdb redis.UniversalClie
 			opts.Logger.Warn("releasing the job lock failed", "lock", name, "err", err)
 		}
 	}()
-	key := opts.Prefix + marker + strconv.FormatInt(slot, 10)
-	fresh, err := rdb.SetNX(lease.Context(), key, opts.Instance, 3*opts.Interval+time.Second).Result()
-	if err != nil || !fresh {
+	keep := max(24*time.Hour, 10*opts.Interval)
+	fresh, err := claimSlot.Run(lease.Context(), rdb, []string{opts.Prefix + marker + "last"}, slot, keep.Milliseconds()).Int()
+	if err != nil || fresh != 1 {
 		return false, err
 	}
 	if err := fn(lease.Context()); err != nil {

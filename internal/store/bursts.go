@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // Bursts is the record of burst verdicts (sql/*/005_burst_verdicts.sql):
@@ -56,4 +58,60 @@ func (b *Bursts) Recent(ctx context.Context, kind string, itemID int64, n int) (
 			Sold: r.Sold, Oversold: r.Oversold, ElapsedMS: r.ElapsedMS, P99MS: r.P99MS, At: time.UnixMicro(r.AtUS).UTC()}
 	}
 	return out, nil
+}
+
+// The marks of bursts in flight (sql/*/008_burst_runs.sql). Times are the
+// caller's: until_us is compared with the now of whoever reads it, so
+// instances whose clocks disagree by d see a mark lapse up to d early or
+// late; the mark's lifetime (seconds, renewed while the burst runs) is
+// chosen far above any skew a fleet runs with.
+
+// Mark marks the item's burst in flight under token until until. It
+// reports false, writing nothing, when another burst's mark is there and
+// has not lapsed by now; a lapsed mark (its burst's instance died) is
+// replaced.
+func (b *Bursts) Mark(ctx context.Context, kind string, itemID int64, token string, now, until time.Time) (bool, error) {
+	gdb := b.db.gdb.WithContext(ctx)
+	if err := gdb.Exec("DELETE FROM burst_runs WHERE kind = ? AND item_id = ? AND until_us <= ?", kind, itemID, now.UnixMicro()).Error; err != nil {
+		return false, translate(err)
+	}
+	err := gdb.Exec("INSERT INTO burst_runs (kind, item_id, token, until_us) VALUES (?, ?, ?, ?)", kind, itemID, token, until.UnixMicro()).Error
+	if err == nil {
+		return true, nil
+	}
+	if err = translate(err); errors.Is(err, inventory.ErrAlreadyPurchased) {
+		return false, nil // a duplicate key: another burst's mark
+	}
+	return false, err
+}
+
+// Extend moves the lapse of the item's mark under token to until. It
+// reports false when the mark is no longer token's (it lapsed and another
+// burst took it, or it was removed).
+func (b *Bursts) Extend(ctx context.Context, kind string, itemID int64, token string, until time.Time) (bool, error) {
+	res := b.db.gdb.WithContext(ctx).Exec("UPDATE burst_runs SET until_us = ? WHERE kind = ? AND item_id = ? AND token = ?", until.UnixMicro(), kind, itemID, token)
+	if res.Error != nil {
+		return false, translate(res.Error)
+	}
+	if res.RowsAffected > 0 {
+		return true, nil
+	}
+	// MySQL counts a row whose value did not change as unaffected: an
+	// extension to the very microsecond it had is still the mark's.
+	var n int64
+	err := b.db.gdb.WithContext(ctx).Raw("SELECT COUNT(*) FROM burst_runs WHERE kind = ? AND item_id = ? AND token = ?", kind, itemID, token).Scan(&n).Error
+	return n > 0, translate(err)
+}
+
+// Unmark removes the item's mark if it is still token's.
+func (b *Bursts) Unmark(ctx context.Context, kind string, itemID int64, token string) error {
+	return translate(b.db.gdb.WithContext(ctx).Exec("DELETE FROM burst_runs WHERE kind = ? AND item_id = ? AND token = ?", kind, itemID, token).Error)
+}
+
+// Marked reports whether a burst of the item is in flight: a mark that
+// has not lapsed by now.
+func (b *Bursts) Marked(ctx context.Context, kind string, itemID int64, now time.Time) (bool, error) {
+	var n int64
+	err := b.db.gdb.WithContext(ctx).Raw("SELECT COUNT(*) FROM burst_runs WHERE kind = ? AND item_id = ? AND until_us > ?", kind, itemID, now.UnixMicro()).Scan(&n).Error
+	return n > 0, translate(err)
 }

@@ -53,3 +53,69 @@ func TestBurstVerdictsOutliveTheirItemsReset(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstMarksHoldOneBurstPerItem: one mark per item; a second burst is
+// refused while the first's mark has not lapsed, and takes over one that
+// has (its instance died); only the mark's own token extends or removes it.
+func TestBurstMarksHoldOneBurstPerItem(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			ctx := context.Background()
+			item := time.Now().UnixNano() % 1_000_000_000
+			marks := db.Bursts()
+			now := time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
+			until := now.Add(30 * time.Second)
+			must := func(ok bool, err error) bool {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ok
+			}
+			if !must(marks.Mark(ctx, "product", item, "first", now, until)) {
+				t.Fatal("the first mark of an item was refused")
+			}
+			if must(marks.Mark(ctx, "product", item, "second", now.Add(time.Second), until.Add(time.Second))) {
+				t.Fatal("a second burst marked an item whose first burst's mark has not lapsed")
+			}
+			if !must(marks.Mark(ctx, "coupon", item, "second", now, until)) {
+				t.Fatal("a coupon batch with the product's id was refused: marks are per kind")
+			}
+			if !must(marks.Marked(ctx, "product", item, now.Add(time.Second))) {
+				t.Fatal("a live mark is not seen")
+			}
+			if must(marks.Extend(ctx, "product", item, "second", until.Add(time.Minute))) {
+				t.Fatal("another burst's token extended the mark")
+			}
+			if !must(marks.Extend(ctx, "product", item, "first", until.Add(time.Minute))) {
+				t.Fatal("the mark's own token could not extend it")
+			}
+			if !must(marks.Extend(ctx, "product", item, "first", until.Add(time.Minute))) {
+				t.Fatal("an extension to the lapse the mark already has was taken for a lost mark")
+			}
+			lapsed := until.Add(time.Minute)
+			if must(marks.Marked(ctx, "product", item, lapsed)) {
+				t.Fatal("a lapsed mark is still seen")
+			}
+			if !must(marks.Mark(ctx, "product", item, "third", lapsed, lapsed.Add(30*time.Second))) {
+				t.Fatal("a lapsed mark (its instance died) was not taken over")
+			}
+			if err := marks.Unmark(ctx, "product", item, "first"); err != nil {
+				t.Fatal(err)
+			}
+			if !must(marks.Marked(ctx, "product", item, lapsed)) {
+				t.Fatal("the lapsed burst's unmark removed the mark of the burst that took over")
+			}
+			if err := marks.Unmark(ctx, "product", item, "third"); err != nil {
+				t.Fatal(err)
+			}
+			if must(marks.Marked(ctx, "product", item, lapsed)) {
+				t.Fatal("an unmarked item is still seen marked")
+			}
+			if err := marks.Unmark(ctx, "coupon", item, "second"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

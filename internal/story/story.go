@@ -79,6 +79,13 @@ var unsafe = []string{inventory.StageUnlocked, inventory.StageLocalMutex}
 // set-up), not a lesson.
 var ErrSafeStageOversold = errors.New("a safe stage oversold or lost a unit")
 
+// ErrBurstInProgress means the fleet refused the story's reset or burst
+// because another burst of the product was in flight (409
+// burst-in-progress): another story, or the dashboard, is selling it. The
+// two would have mixed their buyers and reported numbers that are
+// neither's, so the story stops.
+var ErrBurstInProgress = errors.New("another burst of this product is running on the fleet (another `seckill story`, or the dashboard's burst), and the two would mix their numbers: run the story again when it is over, or choose another -product")
+
 // Run tells the story: for each stage, reset the product, fire the burst,
 // wait for any queued orders to be written, and read the audit. It returns
 // the rows it finished; an error stops it. Rows of safe stages that
@@ -311,6 +318,9 @@ func (c *client) call(ctx context.Context, method, path string, in, out any) err
 	}
 	if resp.StatusCode/100 != 2 {
 		var p api.Problem
+		if json.Unmarshal(raw, &p) == nil && p.Type == api.ProblemTypePrefix+"burst-in-progress" {
+			return fmt.Errorf("%s %s: %s: %w", method, path, resp.Status, ErrBurstInProgress)
+		}
 		if json.Unmarshal(raw, &p) == nil && p.Title != "" {
 			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(p.Title+". "+p.Detail))
 		}
