@@ -48,7 +48,7 @@ var suites = []suite{{
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
 		"TestStockWritersOutsideTheLockFenceTheHolderOff",
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
-		"TestCommitNotSentByTheDeadlineIsATimeout"},
+		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
