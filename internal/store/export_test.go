@@ -145,3 +145,9 @@ func ApplyFiles(ctx context.Context, db *DB, names ...string) error {
 	}
 	return nil
 }
+
+// RunTx runs fn in one transaction of l and commits it, as every computed
+// write of l does (Ledger.runTx).
+func RunTx(ctx context.Context, l *Ledger, fn func(tx *gorm.DB) error) error {
+	return l.runTx(ctx, fn)
+}

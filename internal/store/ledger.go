@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -486,6 +487,8 @@ func (l *Ledger) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 // dropped when it fails. That error is an inventory.Unsettled, which says
 // when the COMMIT has ended. An error from the COMMIT itself is
 // inventory.ErrOutcomeUnknown when the connection broke (see commitLost).
+// A context over before the COMMIT was sent is its own error: nothing was
+// written (TestCommitNotSentByTheDeadlineIsATimeout).
 func (l *Ledger) runTx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
 	tx := l.conn(ctx).Begin()
 	if tx.Error != nil {
@@ -501,6 +504,11 @@ func (l *Ledger) runTx(ctx context.Context, fn func(tx *gorm.DB) error) (err err
 	if err := fn(tx); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		// Over before the COMMIT: database/sql would not send it, and
+		// the deferred rollback ends the transaction. Nothing was written.
+		return err
+	}
 	committing = true
 	done := make(chan error, 1)
 	settled := make(chan struct{})
@@ -510,6 +518,12 @@ func (l *Ledger) runTx(ctx context.Context, fn func(tx *gorm.DB) error) (err err
 	}()
 	select {
 	case err := <-done:
+		if errors.Is(err, sql.ErrTxDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// database/sql refused the COMMIT, the context being over,
+			// and rolled back: nothing was sent (the driver does not
+			// watch a COMMIT, so no context cuts one on its way).
+			return err
+		}
 		return commitLost(err)
 	case <-ctx.Done():
 		// Said as Unsettled: a lock held around the write must outlast

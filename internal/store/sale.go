@@ -265,6 +265,12 @@ func (d *DB) batch(ctx context.Context, query string, args []driver.NamedValue) 
 			if errors.Is(err, driver.ErrSkip) {
 				return nil // the driver refused before sending anything
 			}
+			if v, ok := dc.(driver.Validator); ok && v.IsValid() && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				// The context was over before the driver sent anything: a
+				// context that ends on the way closes the connection.
+				failed = notSent{err}
+				return nil
+			}
 			d.record("ROLLBACK")
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackWait)
 			defer cancel()
