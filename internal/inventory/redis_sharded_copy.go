@@ -48,7 +48,8 @@ func (s *RedisSharded) Home(user string) int {
 // claim it records the buyer in its home bucket; a buyer recorded there
 // already is refused with ErrAlreadyPurchased (nothing taken) only when it
 // holds an order (see recordHolds), and otherwise walks on under that
-// record.
+// record, taking over a reservation of its own that an earlier run left
+// in its home bucket (bucket_take_over.lua).
 func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []int, need int, mayReturn bool, err error) {
 	first, need, loaded, recorded := s.Home(o.UserID), o.Quantity, false, false
 	for i := 0; i < s.buckets && need > 0; i++ {
@@ -57,7 +58,11 @@ func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []i
 		if i > 0 || !claim || recorded {
 			keys = keys[:2] // the buyer is recorded in its home bucket only, once
 		}
-		res, err := take.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
+		script := take
+		if recorded && i == 0 {
+			script = takeOver
+		}
+		res, err := script.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
 		if err != nil || len(res) != 2 {
 			return parts, need, false, fmt.Errorf("%w: reserve in redis (answer %v): %w", ErrUnavailable, res, err)
 		}
@@ -103,6 +108,14 @@ func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []i
 // (issue 57). Only a buyer found recorded pays this read: a repeat buyer,
 // or one whose earlier run was cut off. A store that cannot say (no
 // OrderOf) leaves the record trusted, as before.
+//
+// A run of the same buyer still in flight (another request, between its
+// bucket script and its commit) is not told apart from one cut off: both
+// go on to the database, whose unique key lets one order through and
+// refuses the other as a repeat, true either way. Where the later run took
+// the earlier one's reservation over and then lost to it, its give-back
+// leaves the bucket a unit over the database, which the guarded decrement
+// keeps from being sold and the reconcile job corrects.
 func (s *RedisSharded) recordHolds(ctx context.Context, o Order) (bool, error) {
 	bo, ok := s.store.(buyerOrders)
 	if !ok {
