@@ -132,8 +132,9 @@ func (s *RedisSharded) recordHolds(ctx context.Context, o Order) (bool, error) {
 }
 
 // giveBack returns each part of o's reservation to its bucket and, with
-// unclaim, forgets the buyer in its home bucket.
-func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, unclaim bool) error {
+// forget, forgets the buyer in its home bucket unless another reservation
+// of the buyer's is in flight there (bucket_unclaim.lua).
+func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, forget bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var errs []error
@@ -141,8 +142,9 @@ func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, uncla
 		keys := s.bucketKeys(o.ItemID, b)
 		errs = append(errs, giveBackPart.Run(ctx, s.rdb, []string{keys[0], keys[1], keys[3]}, o.No).Err())
 	}
-	if unclaim {
-		errs = append(errs, s.rdb.SRem(ctx, s.bucketKeys(o.ItemID, s.Home(o.UserID))[2], o.UserID).Err())
+	if forget {
+		home := s.bucketKeys(o.ItemID, s.Home(o.UserID))
+		errs = append(errs, unclaim.Run(ctx, s.rdb, []string{home[2], home[1]}, o.UserID).Err())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: give back order %s: %w", ErrUnavailable, o.No, err)
