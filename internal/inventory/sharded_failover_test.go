@@ -36,7 +36,8 @@ type failoverCluster struct {
 
 func newFailoverCluster(t *testing.T, ctx context.Context, stock int) *failoverCluster {
 	t.Helper()
-	c := &failoverCluster{procs: testenv.StartRedisClusterWithReplicas(t, 1), faults: &testkit.NetFaults{}, id: 1}
+	db := testenv.MySQL(t) // first: without MySQL the test skips before it starts six servers
+	c := &failoverCluster{procs: testenv.StartRedisClusterWithReplicas(t, 1), faults: &testkit.NetFaults{}, db: db, id: 1}
 	var addrs []string
 	for _, p := range c.procs {
 		addrs = append(addrs, p.Addr)
@@ -46,7 +47,6 @@ func newFailoverCluster(t *testing.T, ctx context.Context, stock int) *failoverC
 	c.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, MaxRedirects: -1,
 		ClusterStateReloadInterval: time.Second, Dialer: c.faults.Dial})
 	t.Cleanup(func() { _ = c.rdb.Close() })
-	c.db = testenv.MySQL(t)
 	c.ns, _ = spreadNamespace(t, ctx, c.rdb, c.id, shardedBuckets)
 	c.stage = inventory.NewRedisSharded(c.rdb, c.db.Products(), c.ns, shardedBuckets, nil)
 	for i := range 3 {
