@@ -37,3 +37,8 @@ func (s *RedisSharded) BucketKeysForTest(id int64, b int) []string { return s.bu
 // FoldForTest is a Fold whose claim took o's units, as the HTTP layer has
 // it once the claim answered.
 func FoldForTest(o Order) *Fold { return &Fold{order: o, took: true} }
+
+// ShardedScriptsForTest are the SHA1s of redis-sharded's bucket script
+// (bucket_take.lua) and of the script that forgets a buyer
+// (bucket_unclaim.lua), by which a test picks their requests on the wire.
+func ShardedScriptsForTest() (bucketTake, forget string) { return take.Hash(), unclaim.Hash() }

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,17 +45,24 @@ func (s *RedisSharded) Home(user string) int {
 
 // walk visits the buckets once, home first, taking up to o's units, and
 // returns the buckets that gave some and the units still wanted. With
-// claim it records the buyer in its home bucket (ErrAlreadyPurchased when
-// it is there already, nothing taken).
+// claim it records the buyer in its home bucket; a buyer recorded there
+// already is refused with ErrAlreadyPurchased (nothing taken) only when it
+// holds an order (see recordHolds), and otherwise walks on under that
+// record, taking over a reservation of its own that an earlier run left
+// in its home bucket (bucket_take_over.lua).
 func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []int, need int, mayReturn bool, err error) {
-	first, need, loaded := s.Home(o.UserID), o.Quantity, false
+	first, need, loaded, recorded := s.Home(o.UserID), o.Quantity, false, false
 	for i := 0; i < s.buckets && need > 0; i++ {
 		b := (first + i) % s.buckets
 		keys := s.bucketKeys(o.ItemID, b)[:3]
-		if i > 0 || !claim {
+		if i > 0 || !claim || recorded {
 			keys = keys[:2] // the buyer is recorded in its home bucket only, once
 		}
-		res, err := take.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
+		script := take
+		if recorded && i == 0 {
+			script = takeOver
+		}
+		res, err := script.Run(ctx, s.rdb, keys, o.UserID, need, o.No, time.Now().UnixMilli()).Int64Slice()
 		if err != nil || len(res) != 2 {
 			return parts, need, false, fmt.Errorf("%w: reserve in redis (answer %v): %w", ErrUnavailable, res, err)
 		}
@@ -68,8 +76,13 @@ func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []i
 			}
 			loaded, i = true, i-1 // visit this bucket again
 			continue
-		case -3:
-			return nil, need, false, ErrAlreadyPurchased // nothing taken
+		case -3: // nothing taken
+			bought, err := s.recordHolds(ctx, o)
+			if err != nil || bought {
+				return nil, need, false, cmp.Or(err, ErrAlreadyPurchased)
+			}
+			recorded, i = true, i-1 // visit home again, under the record found
+			continue
 		case 1:
 			mayReturn = true
 		}
@@ -83,9 +96,45 @@ func (s *RedisSharded) walk(ctx context.Context, o Order, claim bool) (parts []i
 	return parts, need, mayReturn, nil
 }
 
+// recordHolds reports whether a buyer recorded in its home bucket holds
+// an order of the item, as the database says. The record alone does not
+// tell: it is written with the reservation, before the order, and a buy
+// that ends without an order forgets the buyer only if its home bucket's
+// master is still there to hear it. A buy whose script ran on a master
+// that died before it answered (its reply lost, the buyer told 503
+// unavailable) leaves the record on the replica that takes over; so does
+// one whose SREM went to the dead master. Refused on the record, the
+// buyer's retry would hear "already purchased" with no order to show
+// (issue 57). Only a buyer found recorded pays this read: a repeat buyer,
+// or one whose earlier run was cut off. A store that cannot say (no
+// OrderOf) leaves the record trusted, as before.
+//
+// A run of the same buyer still in flight (another request, between its
+// bucket script and its commit) is not told apart from one cut off: both
+// go on to the database, whose unique key lets one order through and
+// refuses the other as a repeat, true either way. Where the later run took
+// the earlier one's reservation over and then lost to it, its give-back
+// leaves the bucket a unit over the database, which the guarded decrement
+// keeps from being sold and the reconcile job corrects.
+func (s *RedisSharded) recordHolds(ctx context.Context, o Order) (bool, error) {
+	bo, ok := s.store.(buyerOrders)
+	if !ok {
+		return true, nil
+	}
+	_, err := bo.OrderOf(ctx, o.ItemID, o.UserID)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrOrderNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
 // giveBack returns each part of o's reservation to its bucket and, with
-// unclaim, forgets the buyer in its home bucket.
-func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, unclaim bool) error {
+// forget, forgets the buyer in its home bucket unless another reservation
+// of the buyer's is in flight there (bucket_unclaim.lua).
+func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, forget bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var errs []error
@@ -93,8 +142,9 @@ func (s *RedisSharded) giveBack(ctx context.Context, o Order, parts []int, uncla
 		keys := s.bucketKeys(o.ItemID, b)
 		errs = append(errs, giveBackPart.Run(ctx, s.rdb, []string{keys[0], keys[1], keys[3]}, o.No).Err())
 	}
-	if unclaim {
-		errs = append(errs, s.rdb.SRem(ctx, s.bucketKeys(o.ItemID, s.Home(o.UserID))[2], o.UserID).Err())
+	if forget {
+		home := s.bucketKeys(o.ItemID, s.Home(o.UserID))
+		errs = append(errs, unclaim.Run(ctx, s.rdb, []string{home[2], home[1]}, o.UserID).Err())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: give back order %s: %w", ErrUnavailable, o.No, err)

@@ -24,6 +24,8 @@ var (
 
 	// redis-sharded's, one bucket at a time.
 	take         = script("bucket_take")
+	takeOver     = script("bucket_take_over", "bucket_take")
+	unclaim      = script("bucket_unclaim")
 	giveBackPart = script("giveback_log", "bucket_give_back")
 	loadBucket   = script("bucket_load")
 	adjustBucket = script("bucket_adjust")

@@ -23,8 +23,11 @@ import (
 // own reservations, a reset, the reconcile job, or a move of the sweeper,
 // after which the buyer walks again. The buyer is recorded in
 // its home bucket alone, which keeps one purchase per user across buckets;
-// the database's unique key stays the backstop, and a unit reserved for a
-// repeat buyer goes back to its bucket. The buyer hears 201 after the
+// a recorded buyer is refused as a repeat only if the database holds its
+// order (a record left by a run that ended without one, on a master that
+// died, is taken over: see recordHolds). The database's unique key stays
+// the backstop, and a unit reserved for a repeat buyer goes back to its
+// bucket. The buyer hears 201 after the
 // database commit, through redis-atomic's group commit.
 //
 // What it costs: a buyer whose home is empty pays a round trip per bucket
