@@ -314,6 +314,12 @@ var suites = []suite{{
 	tests:  []string{"TestRejoiningPrimaryIsNotPromotedBeforeItSynced"},
 	budget: 2 * time.Minute,
 }, {
+	// docker-compose.ha.yml's Redis commands, run here, turned into
+	// replicas of a paused primary.
+	pkg:    "./deploy",
+	tests:  []string{"TestComposeHARedisPromotableOnlyOnceSynced"},
+	budget: 2 * time.Minute,
+}, {
 	// Three jobs try one slot at once, behind a barrier.
 	pkg:    "./internal/reconcile",
 	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet"},
