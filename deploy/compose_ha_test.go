@@ -95,7 +95,18 @@ func startServiceCommand(t *testing.T, cmd []string) *redis.Client {
 	}
 	exited := make(chan struct{})
 	go func() { _ = c.Wait(); close(exited) }()
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() {
+		defer client.Close()
+		// redis-server refuses a SIGTERM while it writes its first
+		// append-only file after a sync ("Writing initial AOF, can't
+		// exit"), so the signal waits for that to end.
+		testkit.Poll(time.Minute, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			info, err := client.Info(ctx, "persistence").Result()
+			return err != nil || (strings.Contains(info, "aof_rewrite_in_progress:0") && strings.Contains(info, "aof_rewrite_scheduled:0"))
+		})
 		_ = c.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -107,8 +118,6 @@ func startServiceCommand(t *testing.T, cmd []string) *redis.Client {
 		// Whatever the script left behind (its polling loop) goes too.
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	})
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
-	t.Cleanup(func() { _ = client.Close() })
 	testkit.Eventually(t, fmt.Sprintf("%q answering on port %d", cmd[:2], port), time.Minute, func() bool {
 		select {
 		case <-exited:
