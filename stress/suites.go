@@ -342,6 +342,12 @@ var suites = []suite{{
 	tests:  []string{"TestFailoverLosesLockAndGrantsItTwice"},
 	budget: time.Minute,
 }, {
+	// docker-compose.ha.yml's Redis commands, run here, turned into
+	// replicas of a paused primary.
+	pkg:    "./deploy",
+	tests:  []string{"TestComposeHARedisPromotableOnlyOnceSynced"},
+	budget: 2 * time.Minute,
+}, {
 	// Three jobs try one slot at once, behind a barrier; a job comes for a
 	// slot after every key of that slot has expired.
 	pkg:    "./internal/reconcile",

@@ -111,29 +111,55 @@ var strict = &openapi3filter.Options{
 }
 
 // route finds the operation of req. A path no operation has is answered
-// by the document's RouteNotFound answer, and a path with no operation for
-// the method by MethodNotAllowed: those answers are the document's too.
+// by the document's RouteNotFound answer. A path with no operation for the
+// method is answered 405 method-not-allowed with Allow: OpenAPI 3.0 has no
+// place for an answer outside the operations, so the document lists that
+// type in ProblemType only, and the checker builds the answer from it.
 func (k *contract) route(req *http.Request) (*routers.Route, map[string]string, error) {
 	route, params, err := k.router.FindRoute(req)
 	if err == nil {
 		return route, params, nil
 	}
-	var name string
+	var answer *openapi3.ResponseRef
 	var status int
 	switch {
 	case errors.Is(err, routers.ErrMethodNotAllowed):
-		name, status = "MethodNotAllowed", http.StatusMethodNotAllowed
+		status = http.StatusMethodNotAllowed
+		answer, err = k.methodNotAllowed()
+		if err != nil {
+			return nil, nil, err
+		}
 	case errors.Is(err, routers.ErrPathNotFound):
-		name, status = "RouteNotFound", http.StatusNotFound
+		status = http.StatusNotFound
+		answer = k.doc.Components.Responses["RouteNotFound"]
+		if answer == nil {
+			return nil, nil, errors.New("the document has no RouteNotFound answer")
+		}
 	default:
 		return nil, nil, err
 	}
-	answer := k.doc.Components.Responses[name]
-	if answer == nil {
-		return nil, nil, fmt.Errorf("the document has no %s answer", name)
-	}
 	op := &openapi3.Operation{Responses: openapi3.NewResponses(openapi3.WithStatus(status, answer))}
 	return &routers.Route{Spec: k.doc, Path: req.URL.Path, Method: req.Method, Operation: op}, nil, nil
+}
+
+// methodNotAllowed is the 405 answer: a Problem of the document whose
+// type is method-not-allowed (which ProblemType must list), with Allow.
+func (k *contract) methodNotAllowed() (*openapi3.ResponseRef, error) {
+	const slug = api.ProblemTypePrefix + "method-not-allowed"
+	problem, types := k.doc.Components.Schemas["Problem"], k.doc.Components.Schemas["ProblemType"]
+	if problem == nil || types == nil || !slices.Contains(types.Value.Enum, any(slug)) {
+		return nil, fmt.Errorf("the document's ProblemType does not list %s", slug)
+	}
+	typeIs := openapi3.NewStringSchema()
+	typeIs.Enum = []any{slug}
+	statusIs := openapi3.NewIntegerSchema()
+	statusIs.Enum = []any{float64(http.StatusMethodNotAllowed)}
+	body := openapi3.NewAllOfSchema(problem.Value, openapi3.NewObjectSchema().WithProperty("type", typeIs).WithProperty("status", statusIs))
+	allow := &openapi3.Header{Parameter: openapi3.Parameter{Required: true, Schema: openapi3.NewStringSchema().WithPattern(`^[A-Z]+(, ?[A-Z]+)*$`).NewRef()}}
+	answer := openapi3.NewResponse().WithDescription("method-not-allowed").
+		WithContent(openapi3.NewContentWithSchema(body, []string{"application/problem+json"}))
+	answer.Headers = openapi3.Headers{"Allow": &openapi3.HeaderRef{Value: allow}}
+	return &openapi3.ResponseRef{Value: answer}, nil
 }
 
 // checkRequest validates a request against the document.

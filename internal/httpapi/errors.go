@@ -91,7 +91,7 @@ var problemTable = []problemType{
 	{inventory.ErrOrderNotFound, 404, "order-not-found", keyStore, "Order not found", "No order has this number (an order accepted by redis-stream is found as soon as it is accepted; one lost with a Redis that restarted empty is not)."},
 	{errNoRedis, 404, "no-redis", keyStore, "No Redis", "This instance runs without Redis (no SECKILL_REDIS_ADDR): it keeps no Idempotency-Key records, and the Redis stages are off."},
 	{errRouteNotFound, 404, "route-not-found", keyStore, "No such route", "See docs/api.md for the API."},
-	{errMethod, 405, "method-not-allowed", keyStore, "Method not allowed", "The route exists but not with this method."},
+	{errMethod, 405, "method-not-allowed", keyStore, "Method not allowed", "The route exists but not with this method; the Allow header lists its methods."},
 	// Outside the sale window: the item's state refuses the buy, as sold
 	// out does (docs/api.md says why 409). First, as the window comes
 	// before the sell-out. Nothing was taken: the key is let go, so a

@@ -297,13 +297,17 @@ func openAPIDocument() ([]byte, error) {
 	}
 	g.ref(api.Problem{}, "")
 	g.schemas["ProblemType"] = problem
+	// A path no route has, or a method its route does not have, is not an
+	// operation, and OpenAPI 3.0 has no answer outside the operations: the
+	// 404 is the one of the operations that answer route-not-found, and
+	// the 405 (method-not-allowed, with Allow) is in ProblemType alone.
 	routeNotFound, _ := g.problemResponse([]string{"route-not-found"})
-	methodNotAllowed, _ := g.problemResponse([]string{"method-not-allowed"})
-	g.responses["RouteNotFound"] = withDescription(routeNotFound, "No route has this path (any method).")
-	methodNotAllowed["headers"] = obj{"Allow": answerHeader("Allow", true)}
-	g.responses["MethodNotAllowed"] = withDescription(methodNotAllowed, "A route has this path, but not with this method (OPTIONS included; HEAD is answered on every GET route); Allow lists its methods.")
+	g.responses["RouteNotFound"] = withDescription(routeNotFound, "No route or page has this path (any method): an unknown path, problem type or lab file.")
 	headersTooLarge, _ := g.problemResponse([]string{"headers-too-large"})
 	g.responses["HeadersTooLarge"] = withDescription(headersTooLarge, "Any path: the request line and headers exceed 32 KiB.")
+	used := map[string]bool{}
+	refsIn(paths, used)
+	refsIn(g.responses, used)
 	doc := obj{
 		"openapi": "3.0.3",
 		"info": obj{
@@ -311,16 +315,23 @@ func openAPIDocument() ([]byte, error) {
 			"version": "1",
 			"description": "The HTTP API of one seckill instance (docs/api.md explains it). Errors are application/problem+json; " +
 				"clients switch on their `type`, which GET /problems/{slug} explains. Generated from the code: see internal/api/openapi.go.",
+			"license": obj{"name": "MIT", "url": "https://opensource.org/licenses/MIT"},
 		},
 		"servers": []any{obj{"url": "/"}},
 		"tags": []any{
-			obj{"name": "probes"}, obj{"name": "problems"}, obj{"name": "instance"}, obj{"name": "products"},
-			obj{"name": "coupons"}, obj{"name": "orders"}, obj{"name": "dashboard"}, obj{"name": "admin"},
+			obj{"name": "probes", "description": "Liveness and readiness, for a load balancer or an orchestrator."},
+			obj{"name": "problems", "description": "What each problem type means."},
+			obj{"name": "instance", "description": "This instance: its stages, this document, its metrics."},
+			obj{"name": "products", "description": "Products, their buys and their audits."},
+			obj{"name": "coupons", "description": "Coupon batches, their grabs and their audits."},
+			obj{"name": "orders", "description": "Orders and grabs, looked up and paid."},
+			obj{"name": "dashboard", "description": "What the dashboard reads: the fleet and the lab's reports."},
+			obj{"name": "admin", "description": "Resets, stage switches, the burst, the rate limit and the profiler: the admin token only."},
 		},
 		"paths": paths,
 		"components": obj{
 			"schemas":   g.schemas,
-			"headers":   answerHeaders(),
+			"headers":   answerHeaders(used),
 			"responses": g.responses,
 			"securitySchemes": obj{
 				"adminToken": obj{"type": "http", "scheme": "bearer", "description": "SECKILL_ADMIN_TOKEN. Admin routes answer 401 without it, 403 with a wrong one, and 404 admin-disabled when the instance has none."},
@@ -377,8 +388,16 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 	if len(params) > 0 {
 		o["parameters"] = params
 	}
-	if op.admin {
+	// Every operation states who may call it, so that a linter (and a
+	// reader) need not guess: the admin token, no credentials, or, for a
+	// request that may name its stage, either.
+	switch {
+	case op.admin:
 		o["security"] = []any{obj{"adminToken": []any{}}}
+	case op.stageHeader:
+		o["security"] = []any{obj{}, obj{"adminToken": []any{}}}
+	default:
+		o["security"] = []any{}
 	}
 	if op.body != nil {
 		var example any
@@ -415,6 +434,10 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 		if len(op.headers) == 0 {
 			// Shared by every operation that answers these types.
 			name := "Problem." + strconv.Itoa(status) + "." + strings.Join(slugs, ".")
+			if slices.Equal(slugs, []string{"route-not-found"}) {
+				responses[strconv.Itoa(status)] = obj{"$ref": "#/components/responses/RouteNotFound"}
+				continue
+			}
 			g.responses[name] = r
 			responses[strconv.Itoa(status)] = obj{"$ref": "#/components/responses/" + name}
 			continue
@@ -429,6 +452,9 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 		r["headers"] = headers
 		responses[strconv.Itoa(status)] = r
 	}
+	// Every request whose line and headers exceed MaxHeaderBytes is
+	// answered 431, whatever its route (limitHeaders).
+	responses[strconv.Itoa(http.StatusRequestHeaderFieldsTooLarge)] = obj{"$ref": "#/components/responses/HeadersTooLarge"}
 	o["responses"] = responses
 	return o, nil
 }
@@ -457,7 +483,8 @@ func (g *schemaGen) answer(op opSpec, status int, answer any) (obj, error) {
 		r["content"] = c
 		r["headers"] = obj{"Content-Security-Policy": obj{"required": true, "description": "Plots are sandboxed: their scripts run, but not as this origin.", "schema": obj{"type": "string", "enum": []any{"sandbox allow-scripts"}}}}
 	case rawOpenAPI:
-		r["content"] = obj{"application/json": obj{"schema": obj{"type": "object", "required": []any{"openapi", "info", "paths"}}}}
+		r["content"] = obj{"application/json": obj{"schema": obj{"type": "object", "required": []any{"openapi", "info", "paths"},
+			"properties": obj{"openapi": obj{"type": "string"}, "info": obj{"type": "object"}, "paths": obj{"type": "object"}}}}}
 	case rawProblemDoc:
 		r["content"] = obj{
 			"application/problem+json": obj{"schema": g.ref(api.Problem{}, "")},
@@ -503,15 +530,37 @@ func answerHeader(name string, required bool) obj {
 	return obj{"$ref": "#/components/headers/" + name}
 }
 
-// answerHeaders are the answer headers of the document, each one required
-// and optional (.ifAny).
-func answerHeaders() obj {
+// answerHeaders are the answer headers the document refers to (used lists
+// the references), each one required or optional (.ifAny): a variant no
+// answer has is left out, as an unused component.
+func answerHeaders(used map[string]bool) obj {
 	out := obj{}
-	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "Retry-After", "Allow"} {
-		out[name] = describeHeader(name, true)
-		out[name+".ifAny"] = describeHeader(name, false)
+	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "Retry-After"} {
+		for _, required := range []bool{true, false} {
+			ref := answerHeader(name, required)["$ref"].(string)
+			if used[ref] {
+				out[strings.TrimPrefix(ref, "#/components/headers/")] = describeHeader(name, required)
+			}
+		}
 	}
 	return out
+}
+
+// refsIn adds to refs every $ref found in v.
+func refsIn(v any, refs map[string]bool) {
+	switch v := v.(type) {
+	case obj:
+		for k, e := range v {
+			if s, ok := e.(string); ok && k == "$ref" {
+				refs[s] = true
+			}
+			refsIn(e, refs)
+		}
+	case []any:
+		for _, e := range v {
+			refsIn(e, refs)
+		}
+	}
 }
 
 // describeHeader describes one answer header.
@@ -533,9 +582,6 @@ func describeHeader(name string, required bool) obj {
 	case "Retry-After":
 		h["description"] = "When to come back, in whole seconds."
 		h["schema"] = obj{"type": "integer", "minimum": 1, "maximum": maxRetryAfter}
-	case "Allow":
-		h["description"] = "The methods the path has, comma-separated."
-		h["schema"] = obj{"type": "string", "pattern": "^[A-Z]+(, ?[A-Z]+)*$"}
 	default:
 		panic("no description of the header " + name)
 	}
