@@ -691,6 +691,13 @@ func TestComposeHAOverride(t *testing.T) {
 			}
 		}
 	}
+	for _, name := range []string{appRedis, "redis-replica"} {
+		// Run through a script, past the image's entrypoint, which turns
+		// protected mode off only for a bare redis-server.
+		if cmd := strings.Join(service(t, p, name).Command, " "); !strings.Contains(cmd, "--protected-mode no") {
+			t.Errorf("%s: command %q lacks --protected-mode no: the replica and the Sentinels are refused", name, cmd)
+		}
+	}
 	replicaCmd := strings.Join(service(t, p, "redis-replica").Command, " ")
 	if !strings.Contains(replicaCmd, "--replicaof "+appRedis+" 6379") {
 		t.Errorf("redis-replica: command %q does not copy %s", replicaCmd, appRedis)
