@@ -141,6 +141,11 @@ var suites = []suite{{
 		"TestDrawPlacesTheOpeningByTheStagesOwnClock",
 		"TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset",
 		"TestContractNoOversell",
+		// A redis-stream buy and a folded claim made with a context
+		// already over (nothing sent: timeout) or ended right after the
+		// script was written (outcome unknown) (issue 57).
+		"TestStreamBuyPastItsContextSendsNothingAndSaysSo",
+		"TestStreamClaimPastItsContextSendsNothingAndSaysSo",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
 		"TestRedisLockFairSellsToTheFirstComers",

@@ -126,18 +126,34 @@ func (s *RedisStream) CheckDurability(ctx context.Context) error {
 
 // mayHaveRun reports whether a call that failed with err may have run in
 // Redis: it was sent and its reply was lost (a broken connection, a read
-// timeout, a deadline mid-call). An error reply, a dial that failed and a
-// wait for a pooled connection that ran out say it was never run.
+// timeout, a deadline mid-call). An error reply, a dial that failed, a
+// wait for a pooled connection that ran out and the context's own error
+// (notSent) say it was never run.
 func mayHaveRun(err error) bool {
 	var reply redis.Error
 	var op *net.OpError
 	switch {
-	case errors.As(err, &reply), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+	case errors.As(err, &reply), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed), notSent(err):
 		return false
 	case errors.As(err, &op) && op.Op == "dial":
 		return false
 	}
 	return true
+}
+
+// notSent reports a call that failed with its context's own error
+// (context.DeadlineExceeded or context.Canceled): go-redis returns it only
+// before it writes the command, while it waits for a pooled connection
+// or dials with a context already over. Once the command is written it
+// no longer looks at the context: a deadline that falls then comes back
+// as the socket's "i/o timeout" (ContextTimeoutEnabled sets the
+// connection's deadlines from the context's), a cancel not at all. The
+// one other place go-redis returns it, the pause before a retry, comes
+// after a first try that may have run; the app's clients do not retry
+// (MaxRetries -1, see cmd/seckill/redisclients.go): a retry would run a
+// stage's script twice.
+func notSent(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // durable fills in the durability defaults of o: none, and a wait for a

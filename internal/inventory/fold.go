@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,12 +64,18 @@ func (f *Fold) Took(reply string) error {
 // ClaimFailed is the error of a buy whose claim's script failed with err
 // (see idempotency.ScriptError): when the fold queues and the script may
 // have run, ErrOutcomeUnknown, since the writers would then write the
-// order; otherwise err, as unavailable. A reservation whose claim's reply
-// was lost is given back by the reconcile job (its order is never
-// written).
+// order; when the request's context was over before the script was sent
+// (notSent), that context's error alone (a timeout that bought nothing);
+// otherwise err, as unavailable. A reservation whose claim's reply was
+// lost is given back by the reconcile job (its order is never written).
 func (f *Fold) ClaimFailed(err error) error {
-	if f.queues && mayHaveRun(err) {
+	switch {
+	case f.queues && mayHaveRun(err):
 		return fmt.Errorf("%w: order %s may be queued, the claim's reply was lost: %v", ErrOutcomeUnknown, f.order.No, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("order %s: the claim was not sent: %w", f.order.No, context.DeadlineExceeded)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("order %s: the claim was not sent: %w", f.order.No, context.Canceled)
 	}
 	return err
 }

@@ -79,7 +79,8 @@ func (s *RedisStream) Queues() bool { return true }
 // Buy takes the units in Redis and queues the order, in one script, which
 // checks the sale window on Redis's clock. It fails with a *NotOpen,
 // ErrSaleClosed, ErrSoldOut, ErrAlreadyPurchased, ErrNotFound,
-// ErrOverloaded (the queue is full) or ErrUnavailable; at
+// ErrOverloaded (the queue is full) or ErrUnavailable, or with the
+// context's error alone when it was over before the script was sent; at
 // DurabilityReplica, with ErrOutcomeUnknown when the order was queued but
 // no replica confirmed it in time (the buyer must not hear 202: the order
 // may not survive a failover).
@@ -111,6 +112,11 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 			// The script may have queued the order, which the writers will
 			// then write: "nothing was written" would be untrue.
 			return fmt.Errorf("%w: queue in redis, reply lost: %w", ErrOutcomeUnknown, err)
+		}
+		if notSent(err) {
+			// The buyer's deadline passed (or the buyer left) before the
+			// script was sent: a timeout that bought nothing.
+			return fmt.Errorf("queue in redis, not sent: %w", err)
 		}
 		return fmt.Errorf("%w: queue in redis: %w", ErrUnavailable, err)
 	}
