@@ -741,7 +741,8 @@ func TestComposeHAOverride(t *testing.T) {
 // keeping an append-only file; a one-shot service that makes the Cluster
 // with a replica per master; and the app's replicas, which wait for it,
 // listing the six nodes (so they are Cluster clients) under redis-sharded
-// with four buckets. RedLock's servers still persist nothing.
+// with four buckets and key records confirmed on a replica. RedLock's
+// servers still persist nothing.
 func TestComposeClusterOverride(t *testing.T) {
 	p, err := loadProjectErr(map[string]string{"SECKILL_ADMIN_TOKEN": testToken}, "docker-compose.yml", "docker-compose.cluster.yml")
 	if err != nil {
@@ -775,6 +776,9 @@ func TestComposeClusterOverride(t *testing.T) {
 		cfg := appConfig(t, p, name)
 		if !slices.Equal(cfg.RedisAddrs, nodes) {
 			t.Errorf("%s: SECKILL_REDIS_ADDR = %v, want the six nodes %v", name, cfg.RedisAddrs, nodes)
+		}
+		if cfg.IdempotencyReplicas != 1 {
+			t.Errorf("%s: SECKILL_IDEMPOTENCY_REPLICAS = %d, want 1: a key record lost with its master lets a retry run afresh", name, cfg.IdempotencyReplicas)
 		}
 		if cfg.Stage != "redis-sharded" || cfg.StockBuckets != 4 {
 			t.Errorf("%s: stage %q with %d buckets, want redis-sharded with 4 (product 1's tags then fall on all three masters)", name, cfg.Stage, cfg.StockBuckets)

@@ -160,10 +160,11 @@ func (p *parts) idempotency() *idempotency.Store {
 	// A claim outlives any buy (each is cut off at the request timeout),
 	// and a retry after a crash waits no longer than that for the key.
 	o := idempotency.Options{Retention: p.cfg.IdempotencyTTL, Lease: 2 * p.cfg.RequestTimeout}
+	o.Replicas, o.ReplicaWait = p.cfg.IdempotencyReplicas, p.cfg.StreamReplicaWait
 	if inventory.Durability(p.cfg.StreamDurability) == inventory.DurabilityReplica {
 		// The records that replay redis-stream's 202s (and every other
 		// keyed answer) are confirmed on a replica as its orders are.
-		o.Replicas, o.ReplicaWait = 1, p.cfg.StreamReplicaWait
+		o.Replicas = max(o.Replicas, 1)
 	}
 	return idempotency.New(rdb, o)
 }

@@ -55,6 +55,7 @@ type Config struct {
 	Fencing               bool           // SECKILL_FENCING: fencing token checked at the stock write
 	RequireIdempotencyKey bool           // SECKILL_REQUIRE_IDEMPOTENCY_KEY
 	IdempotencyTTL        time.Duration  // SECKILL_IDEMPOTENCY_TTL
+	IdempotencyReplicas   int            // SECKILL_IDEMPOTENCY_REPLICAS: replicas that must confirm each Idempotency-Key claim and settle
 	ReconcileInterval     time.Duration  // SECKILL_RECONCILE_INTERVAL: 0 turns the job off
 	PaymentTimeout        time.Duration  // SECKILL_PAYMENT_TIMEOUT: unpaid orders are cancelled after it; 0 never
 	StreamMaxLen          int            // SECKILL_STREAM_MAX_LEN: bound on redis-stream's queue per item
@@ -110,6 +111,7 @@ func (c *Config) settings() []setting {
 		boolean(&c.Fencing, "SECKILL_FENCING", "true", "check the lock's fencing token at the stock write"),
 		boolean(&c.RequireIdempotencyKey, "SECKILL_REQUIRE_IDEMPOTENCY_KEY", "false", "reject buys, grabs and payments without an Idempotency-Key"),
 		duration(&c.IdempotencyTTL, "SECKILL_IDEMPOTENCY_TTL", "24h", time.Second, 30*24*time.Hour, "how long Idempotency-Key records are kept"),
+		integer(&c.IdempotencyReplicas, "SECKILL_IDEMPOTENCY_REPLICAS", "0", 0, 16, "replicas that must confirm each Idempotency-Key claim and stored answer (WAIT, within SECKILL_STREAM_REPLICA_WAIT, on the connection to the record's master, so also on a Cluster) before the request runs or its answer is told: a claim they do not confirm is given back and answered 503 unavailable, an answer 503 outcome-unknown (0: off, unless SECKILL_STREAM_DURABILITY=replica, which sets 1)"),
 		duration(&c.ReconcileInterval, "SECKILL_RECONCILE_INTERVAL", "10s", 0, 24*time.Hour, "period of the fleet-wide reconcile job and of the payment-timeout job; 0 disables both"),
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
 		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),

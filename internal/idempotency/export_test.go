@@ -17,3 +17,6 @@ func SetUsedStall(s *Store, stall <-chan time.Time) {
 	defer s.used.mu.Unlock()
 	s.used.stall = stall
 }
+
+// RecordKey is the Redis key of (user, route, key)'s record.
+func RecordKey(s *Store, user, route, key string) string { return s.recordKey(user, route, key) }

@@ -93,11 +93,13 @@ type Options struct {
 	Retention time.Duration // how long a finished response is kept; default 24h
 	Lease     time.Duration // how long an in-flight claim holds the key; default 60s
 	// Replicas, when above 0, is how many replicas must confirm each
-	// settle (WAIT, on the settle's connection, right behind its script)
-	// before it returns without error: a failover to one of them keeps the
-	// record. The claim is confirmed with it, since a replica applies
-	// writes in order. Use it with one server or a Sentinel group, never a
-	// Cluster (WAIT must follow the script on its connection).
+	// claim and each settle (WAIT, right behind its script on the
+	// connection that ran it; on a Cluster, a connection to the master
+	// of the record's slot) before it returns without error: a failover
+	// to one of them keeps the record. A claim they do not confirm is
+	// given back and its request does not run (Begin fails with
+	// ErrUnavailable and ErrNotReplicated); a settle fails with
+	// ErrNotReplicated.
 	Replicas int
 	// ReplicaWait bounds the wait for Replicas; default 100ms.
 	ReplicaWait time.Duration
@@ -276,17 +278,24 @@ func (s *Store) begin(ctx context.Context, script *redis.Script, user, route, ke
 	c := &Claim{key: s.recordKey(user, route, key), token: newToken(), fp: fingerprint}
 	keys := append([]string{c.key}, r.Keys...)
 	args := append([]any{c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()}, r.Args...)
-	res, err := script.Run(ctx, s.rdb, keys, args...).StringSlice()
+	var res []string
+	var confirmed int64
+	var err error
+	if s.opts.Replicas <= 0 {
+		res, err = script.Run(ctx, s.rdb, keys, args...).StringSlice()
+	} else {
+		res, confirmed, err = s.beginAndWait(ctx, script, keys, args)
+	}
 	if err != nil {
 		return nil, nil, &ScriptError{Claim: c, err: err}
 	}
 	res = append(res, "", "") // a short reply falls to the default case
 	switch res[0] {
-	case "claimed":
-		c.reply = res[1]
-		return c, nil, nil
-	case "retaken":
-		c.retaken = true
+	case "claimed", "retaken":
+		c.reply, c.retaken = res[1], res[0] == "retaken"
+		if confirmed < int64(s.opts.Replicas) {
+			return nil, nil, s.unconfirmed(ctx, c, confirmed)
+		}
 		return c, nil, nil
 	case "inflight":
 		return nil, nil, ErrInFlight
@@ -350,14 +359,22 @@ func (s *Store) Abandon(ctx context.Context, c *Claim) error {
 // the next request with the key runs with Claim.Retaken set, so it can look
 // for what the earlier one did instead of deciding afresh.
 func (s *Store) Unknown(ctx context.Context, c *Claim) error {
-	val, err := json.Marshal(record{Fingerprint: c.fp, Tried: true})
-	if err != nil {
-		return err
-	}
-	return s.settle(ctx, c, string(val))
+	return s.settle(ctx, c, s.tried(c))
+}
+
+// tried is the record of a claim whose outcome is unknown.
+func (s *Store) tried(c *Claim) string {
+	val, _ := json.Marshal(record{Fingerprint: c.fp, Tried: true}) // cannot fail: strings and a bool
+	return string(val)
 }
 
 func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
+	return s.run(ctx, c, val, s.opts.Replicas > 0)
+}
+
+// run settles c with val ("" deletes the record), and with wait confirms
+// it on Options.Replicas replicas.
+func (s *Store) run(ctx context.Context, c *Claim, val string, wait bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second+s.opts.ReplicaWait)
 	defer cancel()
 	script := plainFinish
@@ -370,18 +387,13 @@ func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
 	}
 	keys := append([]string{c.key}, c.also.Keys...)
 	args := append([]any{c.token, val, s.opts.Retention.Milliseconds()}, c.also.Args...)
-	if s.opts.Replicas <= 0 {
+	if !wait {
 		if err := script.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return nil
 	}
-	n, err := s.settleAndWait(ctx, script.EvalSha, keys, args)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// The server does not have the script yet (a restart, a new
-		// primary): send it whole this once.
-		n, err = s.settleAndWait(ctx, script.Eval, keys, args)
-	}
+	_, n, err := s.runAndWait(ctx, script, keys, args)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -391,18 +403,77 @@ func (s *Store) settle(ctx context.Context, c *Claim, val string) error {
 	return nil
 }
 
-// settleAndWait runs a settle's script with WAIT pipelined behind it on the
-// same connection, and returns how many replicas confirmed it: WAIT counts
-// the replicas that acknowledged its connection's writes.
-func (s *Store) settleAndWait(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, keys []string, args []any) (int64, error) {
-	pipe := s.rdb.Pipeline()
-	res := run(ctx, pipe, keys, args...)
-	wait := pipe.Do(ctx, "WAIT", s.opts.Replicas, s.opts.ReplicaWait.Milliseconds())
-	_, _ = pipe.Exec(ctx) // each command's own error is read below
-	if err := res.Err(); err != nil {
-		return 0, err
+// beginAndWait runs a claim's script with WAIT behind it (runAndWait), and
+// returns its reply and how many replicas confirmed it.
+func (s *Store) beginAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) ([]string, int64, error) {
+	cmd, n, err := s.runAndWait(ctx, script, keys, args)
+	if err != nil {
+		return nil, 0, err
 	}
-	return wait.Int64()
+	res, err := cmd.StringSlice()
+	return res, n, err
+}
+
+// unconfirmed gives up claim c, which the primary granted but fewer than
+// Options.Replicas replicas confirmed: a failover now could lose it while
+// its request bought, and the retry would then find the key unused and
+// decide afresh. The request does not run. A claim whose Refusal took a
+// first step (its Reply) may have taken units: that is left to the caller,
+// as for a claim's lost reply (a *ScriptError with the Claim, to settle
+// with Unknown); any other is given back (a retaken one stays "tried").
+func (s *Store) unconfirmed(ctx context.Context, c *Claim, confirmed int64) error {
+	err := fmt.Errorf("%w: the claim reached %d of %d replicas within %v", ErrNotReplicated, confirmed, s.opts.Replicas, s.opts.ReplicaWait)
+	if c.reply != "" {
+		return &ScriptError{Claim: c, err: err}
+	}
+	// Given back without a wait: the replica that did not confirm the
+	// claim would not confirm this either, and a primary that keeps the
+	// claim only makes a retry wait out its lease.
+	val := ""
+	if c.retaken {
+		val = s.tried(c)
+	}
+	if aerr := s.run(ctx, c, val, false); aerr != nil {
+		// Its lease runs out instead; the next claim then looks for what
+		// this request did, which is nothing.
+		err = fmt.Errorf("%w (giving the claim back failed: %v)", err, aerr)
+	}
+	return fmt.Errorf("%w: nothing ran: %w", ErrUnavailable, err)
+}
+
+// runAndWait runs script with WAIT pipelined behind it on the same
+// connection, and returns the script's reply and how many replicas
+// confirmed it: WAIT counts the replicas that acknowledged its
+// connection's writes, so both must go down one connection. On a Cluster
+// that is a connection to the master of the record's slot (KEYS[1]):
+// the cluster client would send a keyless WAIT to any node. A server
+// that does not have the script yet (a restart, a new primary) gets it
+// whole, once.
+func (s *Store) runAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, int64, error) {
+	var node interface{ Pipeline() redis.Pipeliner } = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		node = m
+	}
+	send := func(run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) (*redis.Cmd, int64, error) {
+		pipe := node.Pipeline()
+		res := run(ctx, pipe, keys, args...)
+		wait := pipe.Do(ctx, "WAIT", s.opts.Replicas, s.opts.ReplicaWait.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		if err := res.Err(); err != nil {
+			return nil, 0, err
+		}
+		n, err := wait.Int64()
+		return res, n, err
+	}
+	res, n, err := send(script.EvalSha)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		res, n, err = send(script.Eval)
+	}
+	return res, n, err
 }
 
 // recordKey hashes the scope so that user ids and keys with any characters

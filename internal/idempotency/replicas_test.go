@@ -30,16 +30,20 @@ func TestSettleConfirmedOnAReplica(t *testing.T) {
 	short := idempotency.New(rdb, idempotency.Options{Prefix: prefix, Replicas: 1, ReplicaWait: 200 * time.Millisecond})
 	ctx := context.Background()
 	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
-	finish := func(s *idempotency.Store, key string) error {
+	claim := func(s *idempotency.Store, key string) *idempotency.Claim {
 		c, _, err := s.Begin(ctx, "u", "/p", key, fp)
 		if err != nil || c == nil {
 			t.Fatalf("claim of %s: %v", key, err)
 		}
+		return c
+	}
+	finish := func(s *idempotency.Store, c *idempotency.Claim, key string) error {
 		return s.Finish(ctx, c, idempotency.Response{Status: 202, Body: []byte(key)})
 	}
-	if err := finish(patient, "confirmed"); err != nil {
+	if err := finish(patient, claim(patient, "confirmed"), "confirmed"); err != nil {
 		t.Fatalf("Finish with a replica in sync: %v", err)
 	}
+	unconfirmed := claim(patient, "unconfirmed") // on the replica too
 
 	// The replica stops and its link is cut: nothing written from now on
 	// reaches it.
@@ -53,8 +57,15 @@ func TestSettleConfirmedOnAReplica(t *testing.T) {
 		info, err := admin.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:0")
 	})
-	if err := finish(short, "unconfirmed"); !errors.Is(err, idempotency.ErrNotReplicated) {
+	if err := finish(short, unconfirmed, "unconfirmed"); !errors.Is(err, idempotency.ErrNotReplicated) {
 		t.Fatalf("Finish that no replica holds answered %v, want ErrNotReplicated", err)
+	}
+	// A claim no replica holds is given back, and its request not run.
+	if c, _, err := short.Begin(ctx, "u", "/p", "never-run", fp); c != nil || !errors.Is(err, idempotency.ErrNotReplicated) || !errors.Is(err, idempotency.ErrUnavailable) {
+		t.Fatalf("a claim that no replica holds answered %v, %v; want no claim, ErrUnavailable and ErrNotReplicated", c != nil, err)
+	}
+	if n, err := admin.Exists(ctx, idempotency.RecordKey(short, "u", "/p", "never-run")).Result(); err != nil || n != 0 {
+		t.Fatalf("the unconfirmed claim was not given back: %d records (%v)", n, err)
 	}
 
 	// The failover: the primary dies, the replica takes over.
