@@ -17,9 +17,10 @@ import (
 // The pages name the repository's files in passing as well as in links:
 // `internal/inventory/crowd.go` in backticks, <code>internal/lock/redlock.go</code>
 // on a workshop page, "(internal/pitfalls/failover_test.go)" beside a test,
-// or a bare `stage_unlocked.go` in a table under a paragraph that places
-// the stages in `internal/inventory/`. A file moved or renamed leaves such
-// names behind, and TestDocLinksResolve sees only links.
+// loadtest/wrk/fleet.sh in a fenced command, or a bare `stage_unlocked.go`
+// in a table under a paragraph that places the stages in
+// `internal/inventory/`. A file moved or renamed leaves such names behind,
+// and TestDocLinksResolve sees only links.
 // TestDocsNameFilesThatExist reads every page and checks every such name.
 
 // namedFile matches a token that names a file the pages point readers at:
@@ -32,7 +33,7 @@ var namedFile = regexp.MustCompile(`^[\w.*/-]*[\w*]\.(go|lua|sql|ya?ml|sh|md)$`)
 var bareNamedFile = regexp.MustCompile(`^[\w.-]+\.(go|lua|sql|ya?ml|sh)$`)
 
 // mention is one file name a page writes: the token as written, whether
-// it was in code, and the directories (slash-separated, from the
+// it was in a code span, and the directories (slash-separated, from the
 // repository root) that its sentence names in code.
 type mention struct {
 	name string
@@ -130,12 +131,15 @@ var (
 	placeholder = regexp.MustCompile("\x00([0-9]+)\x00")
 )
 
-// markdownBlocks splits a markdown page into blocks: fenced code is left
-// out (commands and output, not prose), a link keeps only its text, since
-// TestDocLinksResolve checks its target, and each row of a table is a
-// block of its own.
+// markdownBlocks splits a markdown page into blocks. Fenced code reads as
+// prose: its commands name paths from the root (loadtest/wrk/fleet.sh),
+// and its backticks are the shell's, not code spans. A link keeps only its
+// text, since TestDocLinksResolve checks its target, and each row of a
+// table is a block of its own.
 func markdownBlocks(md string) []pageBlock {
-	md = mdFence.ReplaceAllString(md, "")
+	md = mdFence.ReplaceAllStringFunc(md, func(fence string) string {
+		return "\n\n" + strings.ReplaceAll(fence, "`", " ") + "\n\n"
+	})
 	md = mdInlineLink.ReplaceAllString(md, "$1")
 	var blocks []pageBlock
 	for _, b := range blankLine.Split(md, -1) {
@@ -400,7 +404,7 @@ func TestDocPathChecksCatchMissingFiles(t *testing.T) {
 			"The stages are files in `internal/shop/`:\n\n" +
 			"| stage | file |\n|---|---|\n| a | `stage_a.go` |\n| b | `stage_b.go` |\n| c | `sell.go` in `internal/other` |\n\n" +
 			"In prose internal/shop/prose_gone.go and https://example.com/internal/shop/x.go, /tmp/y.go and shop/not_from_the_root.go.\n\n" +
-			"```sh\ncat internal/shop/fenced_gone.go\n```\n",
+			"```sh\ncat internal/shop/fenced_gone.go `nowhere_either.go` tools/run.sh\n```\n",
 		"web/static/workshop/page.html": "<html><body><main>\n" +
 			"<p lang=\"en\">Read <code>internal/shop/buy.go</code> and <code>internal/shop/gone.go</code>.</p>\n" +
 			"<p class=\"file\"><code>TestX</code> <span class=\"muted\">(internal/shop/test_gone_test.go)</span></p>\n" +
@@ -428,6 +432,7 @@ func TestDocPathChecksCatchMissingFiles(t *testing.T) {
 		"docs/guide.md: nowhere.go: no file of that name in the repository",
 		"docs/guide.md: stage_b.go: not in internal/shop, where the page places it",
 		"docs/guide.md: internal/shop/prose_gone.go: no such file in the repository",
+		"docs/guide.md: internal/shop/fenced_gone.go: no such file in the repository",
 		"web/static/workshop/page.html: internal/shop/gone.go: no such file in the repository",
 		"web/static/workshop/page.html: internal/shop/test_gone_test.go: no such file in the repository",
 		"web/static/workshop/page.html: stage_z.go: not in internal/shop, where the page places it",
