@@ -16,6 +16,7 @@ import (
 // the two joined: every relative link resolves, the README stays short and
 // links every page, and the Chinese quickstart names the same commands and
 // pages. docs/workshop/ has its own tests and is left out here.
+// docpaths_test.go checks the file names the pages write outside links.
 
 // readmeWordLimit is the most words README.md may have, counted as wc -w
 // counts them.
