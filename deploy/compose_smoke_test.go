@@ -86,7 +86,7 @@ func TestComposeSmoke(t *testing.T) {
 		t.Fatalf("reset through nginx: %d %s", status, body)
 	}
 
-	res := fl.burst(t, "app-2", 0)
+	res := fl.burst(t, "app-2", 0, nil)
 	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; answered by %v; %d answers after the kill, by %v",
 		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.byInstance, res.afterKill, res.byInstanceAfterKill)
 
@@ -189,7 +189,7 @@ func TestComposeSmokeHA(t *testing.T) {
 		t.Fatalf("reset through nginx: %d %s", status, body)
 	}
 	before := fl.masterOf(t)
-	res := fl.burst(t, "redis", smokeHAPace)
+	res := fl.burst(t, "redis", smokeHAPace, nil)
 	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; %d answers after the kill",
 		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.afterKill)
 	after := fl.masterOf(t)
@@ -484,8 +484,9 @@ func (r *burstResult) users(os ...outcome) []string {
 // whenever its answer says nothing was decided (429, 503, nginx's 502/504),
 // with the same Idempotency-Key (its user id): a retry of a buy that did
 // happen gets that buy's order (or 409 already-purchased), so every buyer
-// ends knowing whether it bought.
-func (fl *fleet) burst(t *testing.T, victim string, pace time.Duration) *burstResult {
+// ends knowing whether it bought. afterKill, when set, runs right after
+// the kill while the buyers go on (an orchestrator's restart).
+func (fl *fleet) burst(t *testing.T, victim string, pace time.Duration, afterKill func(context.Context)) *burstResult {
 	t.Helper()
 	res := &burstResult{final: map[string]outcome{}, statuses: map[int]int{}, byInstance: map[string]int{}, byInstanceAfterKill: map[string]int{}}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -540,6 +541,9 @@ func (fl *fleet) burst(t *testing.T, victim string, pace time.Duration) *burstRe
 		t.Errorf("docker compose kill %s: %v\n%s", victim, err, out)
 	}
 	t.Logf("killed %s with %d of %d buyers still waiting for their answer", victim, res.pendingAtKill, smokeBuyers)
+	if afterKill != nil {
+		afterKill(ctx) // while the buyers go on
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -710,7 +714,8 @@ func lastLines(out []byte, n int) string {
 // masters, a replica each) under redis-sharded, its stock split over four
 // buckets, one of which (b3) hashes to redis-node-1's slots. 400 buyers arrive 10 ms apart through nginx; once 40 have their
 // answer, the master redis-node-1 is SIGKILLed. Its replica must take its
-// slots over, every buyer must end with a definite answer (those whose
+// slots over (redis-node-1 is then started again, and rejoins as its
+// replica), every buyer must end with a definite answer (those whose
 // bucket was on the dead master hear 503 and retry with their key), and
 // MySQL must hold exactly one order per buyer told "bought": the stock,
 // conserved.
@@ -748,7 +753,21 @@ func TestComposeSmokeCluster(t *testing.T) {
 	if owner := fl.slotOwner(t, "redis-node-2", strings.TrimSpace(string(out))); owner != id {
 		t.Fatalf("bucket b3 of product 1 (slot %s) is on %s, not on redis-node-1 (%s): the kill would miss the product's buckets", strings.TrimSpace(string(out)), owner, id)
 	}
-	res := fl.burst(t, "redis-node-1", smokeHAPace)
+	// The orchestrator's part: once the replica has taken the slots over,
+	// the killed node is started again and rejoins as its replica. Until
+	// then the new master has no replica to confirm a key record on
+	// (SECKILL_IDEMPOTENCY_REPLICAS=1), so a buyer whose record lives on
+	// its slots is told 503 unavailable, nothing written, and retries.
+	rejoin := func(ctx context.Context) {
+		testkit.Eventually(t, "the slots of the killed redis-node-1 to be served by another node", 2*time.Minute, func() bool {
+			owner := fl.slotOwner(t, "redis-node-2", strings.Fields(slots)[0])
+			return owner != "" && owner != id
+		})
+		if out, err := fl.compose(ctx, "start", "redis-node-1"); err != nil {
+			t.Errorf("docker compose start redis-node-1: %v\n%s", err, out)
+		}
+	}
+	res := fl.burst(t, "redis-node-1", smokeHAPace, rejoin)
 	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; %d answers after the kill",
 		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.afterKill)
 	if _, after := fl.clusterNode(t, "redis-node-2", "redis-node-1"); after != "" {
