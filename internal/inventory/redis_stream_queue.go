@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -13,6 +14,21 @@ import (
 // The Redis side of redis-stream's queue that is not the buy: how many
 // orders are in flight, what became of one that has no row yet, and the
 // keys and hooks its writers (internal/inventory/orderwriter) work with.
+
+// StreamOptions tune the redis-stream stage.
+type StreamOptions struct {
+	// Durability is what must hold before a buyer hears 202 (see
+	// durability.go); the zero value is DurabilityNone.
+	Durability Durability
+	// ReplicaWait bounds how long a buy at DurabilityReplica waits for a
+	// replica to confirm its order. Default 100ms.
+	ReplicaWait time.Duration
+	// MaxLen bounds the entries the stream holds; a buy that finds it
+	// full is turned away with ErrOverloaded. Writers trim what they have
+	// acknowledged, so the length is the backlog.
+	MaxLen int64
+	Logger *slog.Logger
+}
 
 // QueueKeys are the Redis keys of one item's order queue. All share the
 // item's hash tag (one Cluster slot), so one script can settle an order.
@@ -177,3 +193,17 @@ func queuedOrder(no string, id int64, rec, status string) Order {
 	q, user, at, _ := parsePending(rec)
 	return Order{No: no, ItemID: id, UserID: user, Quantity: q, Stage: StageRedisStream, CreatedAt: acceptedAt(at), Status: status}
 }
+
+// enqueueKeys are the keys and args of enqueue.lua for o.
+func (s *RedisStream) enqueueKeys(o Order) ([]string, []any) {
+	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"))
+	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
+	return keys, args
+}
+
+// stream names the item's order stream; it shares the copy's hash tag, so
+// the script that queues an order touches one Cluster slot.
+func (s *RedisStream) stream(id int64) string { return s.redisStock.key(id, "orders") }
+
+// acceptedAt reads an order's acceptance time from milliseconds.
+func acceptedAt(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -35,21 +35,6 @@ import (
 // At all times: Redis stock + reservations + queued orders = database
 // stock (for the units these two stages sold).
 
-// StreamOptions tune the redis-stream stage.
-type StreamOptions struct {
-	// Durability is what must hold before a buyer hears 202 (see
-	// durability.go); the zero value is DurabilityNone.
-	Durability Durability
-	// ReplicaWait bounds how long a buy at DurabilityReplica waits for a
-	// replica to confirm its order. Default 100ms.
-	ReplicaWait time.Duration
-	// MaxLen bounds the entries the stream holds; a buy that finds it
-	// full is turned away with ErrOverloaded. Writers trim what they have
-	// acknowledged, so the length is the backlog.
-	MaxLen int64
-	Logger *slog.Logger
-}
-
 // RedisStream is the redis-stream stage. It sells from redisStock,
 // redis-atomic's Redis copy of the stock, and shares its keys.
 type RedisStream struct {
@@ -76,6 +61,12 @@ func NewRedisStream(redisStock *RedisAtomic, opts StreamOptions) *RedisStream {
 // Queues reports that a buy only accepts the order (see Queuer).
 func (s *RedisStream) Queues() bool { return true }
 
+// WindowNow reads the clock enqueue.lua checks the window against: the
+// one redis-atomic's copy lives on (WindowClock).
+func (s *RedisStream) WindowNow(ctx context.Context, id int64) (time.Time, error) {
+	return s.redisStock.WindowNow(ctx, id)
+}
+
 // Buy takes the units in Redis and queues the order, in one script, which
 // checks the sale window on Redis's clock. It fails with a *NotOpen,
 // ErrSaleClosed, ErrSoldOut, ErrAlreadyPurchased, ErrNotFound,
@@ -84,12 +75,6 @@ func (s *RedisStream) Queues() bool { return true }
 // DurabilityReplica, with ErrOutcomeUnknown when the order was queued but
 // no replica confirmed it in time (the buyer must not hear 202: the order
 // may not survive a failover).
-// WindowNow reads the clock enqueue.lua checks the window against: the
-// one redis-atomic's copy lives on (WindowClock).
-func (s *RedisStream) WindowNow(ctx context.Context, id int64) (time.Time, error) {
-	return s.redisStock.WindowNow(ctx, id)
-}
-
 func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	keys, args := s.enqueueKeys(o)
 	var left, replicas int64
@@ -136,17 +121,3 @@ func (s *RedisStream) Buy(ctx context.Context, o Order) error {
 	}
 	return nil
 }
-
-// enqueueKeys are the keys and args of enqueue.lua for o.
-func (s *RedisStream) enqueueKeys(o Order) ([]string, []any) {
-	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"))
-	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
-	return keys, args
-}
-
-// stream names the item's order stream; it shares the copy's hash tag, so
-// the script that queues an order touches one Cluster slot.
-func (s *RedisStream) stream(id int64) string { return s.redisStock.key(id, "orders") }
-
-// acceptedAt reads an order's acceptance time from milliseconds.
-func acceptedAt(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
