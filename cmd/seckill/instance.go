@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/metrics"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -49,7 +50,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	product := p.stages(b.db.Products(), "product")
 	coupon := p.stages(b.db.Coupons(), "coupon")
-	for _, ra := range []*inventory.RedisAtomic{product.redisStock, coupon.redisStock} {
+	for _, ra := range []*redisstage.RedisAtomic{product.redisStock, coupon.redisStock} {
 		if ra == nil {
 			continue
 		}
@@ -65,9 +66,9 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	// Products wait for payment; coupons are free, so grabs never expire.
 	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(p.markReset("product")).
-		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, RedisStock: product.redisStock, Queue: product.queue})
+		WithLifecycle(product.lifecycle(cfg.PaymentTimeout))
 	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(p.markReset("coupon")).
-		WithLifecycle(inventory.Lifecycle{RedisStock: coupon.redisStock, Queue: coupon.queue})
+		WithLifecycle(coupon.lifecycle(0))
 	product.logGiveBacks(products)
 	coupon.logGiveBacks(coupons)
 	if !products.HasStage(cfg.Stage) {
@@ -160,7 +161,7 @@ func (p *parts) idempotency() *idempotency.Store {
 	// A claim outlives any buy (each is cut off at the request timeout),
 	// and a retry after a crash waits no longer than that for the key.
 	o := idempotency.Options{Retention: p.cfg.IdempotencyTTL, Lease: 2 * p.cfg.RequestTimeout}
-	if inventory.Durability(p.cfg.StreamDurability) == inventory.DurabilityReplica {
+	if redisstage.Durability(p.cfg.StreamDurability) == redisstage.DurabilityReplica {
 		// The records that replay redis-stream's 202s (and every other
 		// keyed answer) are confirmed on a replica as its orders are.
 		o.Replicas, o.ReplicaWait = 1, p.cfg.StreamReplicaWait

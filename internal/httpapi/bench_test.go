@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 		b.Fatal(err)
 	}
 	prefix := testenv.Name("bench")
-	stage := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stage := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "bench-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "bench-1", "O"),

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -31,10 +32,10 @@ func TestKeyedRefusalAcrossAResetIsNotTrusted(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("midreset")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var stage inventory.Stage = stock
 			if name == "redis-stream" {
-				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
 			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{name: crowd.Wrap(stage)}, "mid-1", "O").WithCrowd(crowd)
@@ -169,7 +170,7 @@ func TestKeyedWindowRefusalTeachesTheMemory(t *testing.T) {
 	db := testenv.SQLite(t)
 	ctx := context.Background()
 	prefix := testenv.Name("teachwin")
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
 	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
@@ -231,7 +232,7 @@ func TestKeyedMemoryOnTheDemoAndWithoutAStore(t *testing.T) {
 	db := testenv.SQLite(t)
 	ctx := context.Background()
 	prefix := testenv.Name("demo")
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
 	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},

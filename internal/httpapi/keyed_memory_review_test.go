@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -38,10 +39,10 @@ func TestKeyedRefusalOfASaleClosingFarAheadIsSoldOut(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("far")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var stage inventory.Stage = stock
 			if c.stage == "redis-stream" {
-				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
 			co := inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}}
 			if !c.fold {
@@ -188,7 +189,7 @@ func TestKeyedRefusalIsCountedWithoutAnEpoch(t *testing.T) {
 	db := testenv.SQLite(t)
 	ctx := context.Background()
 	prefix := testenv.Name("noepoch")
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
 	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: downEpochs{},

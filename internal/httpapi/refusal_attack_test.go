@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -79,7 +80,7 @@ type refusalRig struct {
 	h          http.Handler
 	rdb        *redis.Client
 	svc        *inventory.Service
-	redisStock *inventory.RedisAtomic
+	redisStock *redisstage.RedisAtomic
 	ledger     *gatedLedger
 	db         *store.DB
 	idem       *idempotency.Store
@@ -110,10 +111,10 @@ func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Du
 	gate := &claimGate{prefix: idemPrefix, entered: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(gate)
 	led := &gatedLedger{Ledger: db.Products(), entered: make(chan struct{}), release: make(chan struct{})}
-	redisStock := inventory.NewRedisAtomic(rdb, led, kind, nil)
+	redisStock := redisstage.NewRedisAtomic(rdb, led, kind, nil)
 	stage := inventory.Stage(redisStock)
 	if stageName == "redis-stream" {
-		stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+		stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 	}
 	if crowd != nil {
 		stage = crowd.Wrap(stage)

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -82,10 +83,10 @@ func TestRefusedKeyedBuyIsOneRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			prefix := testenv.Name("refuse")
-			redisStock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			redisStock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			stage := inventory.Stage(redisStock)
 			if stageName == "redis-stream" {
-				stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 			}
 			h := httpapi.NewServer(httpapi.Deps{
 				Instance:    "refuse-1",
@@ -147,7 +148,7 @@ func TestRefusalIsNotStoredWithoutTheCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := testenv.Name("nocheck")
-	stage := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stage := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "nocheck-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "nocheck-1", "O"),
@@ -195,10 +196,10 @@ func TestKeyedSaleIsTwoRoundTrips(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("trips")
-			redisStock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			redisStock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			stage := inventory.Stage(redisStock)
 			if c.stage == "redis-stream" {
-				stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 			}
 			if err := db.Products().Reset(ctx, 1, 10); err != nil {
 				t.Fatal(err)
@@ -266,7 +267,7 @@ func TestKeyedRefusalTeachesTheMemory(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("teach")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var learnt atomic.Int32
 			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
 				Refused: func(reason string) {
@@ -334,10 +335,10 @@ func TestKeyedBuySoldOutForNowIsOneRoundTrip(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("fornow")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			stage := inventory.Stage(stock)
 			if stageName == "redis-stream" {
-				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
 			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: crowd.Wrap(stage)}, "fornow-1", "O").WithCrowd(crowd)

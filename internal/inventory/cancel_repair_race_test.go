@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -37,7 +38,7 @@ func (c *cancelThen) Cancel(ctx context.Context, o inventory.Order, cutoff time.
 func TestReconcileRepairDuringCancelLosesNoUnit(t *testing.T) {
 	onEveryBackend(t, 3, func(t *testing.T, ctx context.Context, e *streamEnv) {
 		clk := newClock()
-		ra := inventory.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
+		ra := redisstage.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
 		book := &cancelThen{Ledger: e.db.Products(), n: 2, then: func() {
 			d, err := ra.Repair(ctx, e.id, time.Minute, e.db.Products().OrderExists)
 			t.Logf("reconcile repair between the generation read and the commit: %+v, %v", d, err)

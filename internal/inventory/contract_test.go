@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -91,7 +92,7 @@ var stageCases = []stageCase{
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			env.connect()
-			return inventory.NewRedisAtomic(env.rdb, st, env.ns, nil)
+			return redisstage.NewRedisAtomic(env.rdb, st, env.ns, nil)
 		},
 	},
 	{
@@ -101,7 +102,7 @@ var stageCases = []stageCase{
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			env.connect()
-			return inventory.NewRedisStream(inventory.NewRedisAtomic(env.rdb, st, env.ns, nil), inventory.StreamOptions{})
+			return redisstage.NewRedisStream(redisstage.NewRedisAtomic(env.rdb, st, env.ns, nil), redisstage.StreamOptions{})
 		},
 	},
 	{
@@ -111,7 +112,7 @@ var stageCases = []stageCase{
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			env.connect()
-			return inventory.NewRedisSharded(env.rdb, st, env.ns, 4, nil)
+			return redisstage.NewRedisSharded(env.rdb, st, env.ns, 4, nil)
 		},
 	},
 }
@@ -215,10 +216,10 @@ func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, i
 		opts.BetweenReadAndWrite = func(ctx context.Context, _ inventory.Order) { b.Wait(ctx) }
 	}
 	services := make([]*inventory.Service, instances)
-	var queues []*inventory.RedisStream
+	var queues []*redisstage.RedisStream
 	for i := range services {
 		st := sc.build(env, db.Products(), opts)
-		if q, ok := st.(*inventory.RedisStream); ok {
+		if q, ok := st.(*redisstage.RedisStream); ok {
 			queues = append(queues, q)
 			startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 		}

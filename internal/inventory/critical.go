@@ -74,12 +74,20 @@ func newGuarded(guard Guard, store SectionStore, kind string, opts SectionOption
 	return &guarded{guard: guard, store: store, opts: opts, kind: kind, queue: queue}
 }
 
-func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
+func (g *guarded) Buy(ctx context.Context, o Order) error {
+	_, err := g.BuyLast(ctx, o)
+	return err
+}
+
+// BuyLast is Buy that also says when the buy took the item's last unit
+// (LastUnitSeller): the crowd control in front then answers the next
+// buyers sold out without a turn at the lock.
+func (g *guarded) BuyLast(ctx context.Context, o Order) (soldOut error, err error) {
 	// The sale window first, on the database's clock and before the lock:
 	// a crowd that came early takes no lock and no turn (window.go).
-	win, err := checkWindow(ctx, g.store, o.ItemID)
+	win, err := CheckWindow(ctx, g.store, o.ItemID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key := fmt.Sprintf("%s:%d", g.kind, o.ItemID)
 	var by time.Time // when to stop waiting for the guard; zero: no bound
@@ -87,15 +95,15 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	if g.queue != nil {
 		if by, leave, err = g.queue.join(ctx, o, key); err != nil {
 			if errors.Is(err, ErrSoldOut) {
-				return SoldOutAt(win, err)
+				return nil, SoldOutAt(win, err)
 			}
-			return err
+			return nil, err
 		}
 		defer leave()
 	}
 	held, err := g.guard.Enter(ctx, key, by)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The turn in the queue ends with the hold, lost or given up: a holder
 	// stuck past its lease must not keep this instance's next buyer from
@@ -131,9 +139,9 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	}
 	left, unsettled, err := g.readCheckWrite(held.Context(ctx), held, o, win, token)
 	if err == nil && left == 0 {
-		soldLast(ctx, SoldOutAt(win, ErrSoldOut)) // and the next buyer would read 0
+		return SoldOutAt(win, ErrSoldOut), nil // the next buyer would read 0
 	}
-	return err
+	return nil, err
 }
 
 // readCheckWrite is the lesson of the lock stages: read the stock, check

@@ -224,10 +224,10 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 // post-sale crowd hears it by the thousand a second.
 var errRememberedSoldOut = fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
 
-// errMayReturn marks a sell-out that may not last: units are reserved by
+// ErrMayReturn marks a sell-out that may not last: units are reserved by
 // buys still in flight and may be given back (see redis-atomic). It is never
 // remembered.
-var errMayReturn = errors.New("reserved units may still be given back")
+var ErrMayReturn = errors.New("reserved units may still be given back")
 
 // Wrap returns stage behind this crowd control: sold-out memory and the
 // bounded queue.
@@ -289,7 +289,7 @@ func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
 
 // learner returns what a refusal check of req's buy (RefusalCheck) teaches
 // this memory, under the epoch read now, before the check's script runs: a
-// sell-out for good (not one "for now", errMayReturn) and the sale window,
+// sell-out for good (not one "for now", ErrMayReturn) and the sale window,
 // as Buy learns them from the stage. The refusal is counted as the
 // stage's, as Buy counts it, even where nothing can be remembered (no
 // memory, no epoch).
@@ -303,7 +303,7 @@ func (w crowded) learner(ctx context.Context, req Request) func(error) {
 		switch {
 		case errors.Is(err, ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
-			if remembered && !errors.Is(err, errMayReturn) {
+			if remembered && !errors.Is(err, ErrMayReturn) {
 				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
 			}
 		case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
@@ -322,12 +322,13 @@ func (w crowded) refusedFor(reason string) {
 	}
 }
 
+// BuyFolded passes a buy whose claim took the units (fold.go) straight
+// on: nothing to refuse, no place in the line to take; it only writes.
+func (w crowded) BuyFolded(ctx context.Context, o Order, f *Fold) error {
+	return buy(ctx, w.next, o, f)
+}
+
 func (w crowded) Buy(ctx context.Context, o Order) error {
-	if foldOf(ctx).holds(o) {
-		// Its claim took the units (fold.go): nothing to refuse, no place
-		// in the line to take; it only writes.
-		return w.next.Buy(ctx, o)
-	}
 	c := w.c
 	epoch, remembered := "", false
 	if w.m != nil {
@@ -383,23 +384,24 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
 	}
 	began := c.opts.Now()
-	var last lastUnit
-	if remembered {
-		ctx = context.WithValue(ctx, lastUnitKey{}, &last)
+	var last, err error
+	if l, ok := w.next.(LastUnitSeller); ok && remembered {
+		last, err = l.BuyLast(ctx, o)
+	} else {
+		err = w.next.Buy(ctx, o)
 	}
-	err := w.next.Buy(ctx, o)
 	end := c.opts.Now()
 	switch {
-	case err == nil && last.soldOut != nil:
+	case err == nil && last != nil:
 		// This buy took the last unit: the item is sold out from now on,
 		// under the epoch read before it ran. Remembered before exit, so
 		// the line's next buyers and the post-sale wave hear sold out at
 		// once, not 503 from a line still full of buyers who came too
 		// late (the lab's post-sale-503 rule saw that on redlock).
-		w.m.remember(o.ItemID, epoch, 1, until(began, last.soldOut))
+		w.m.remember(o.ItemID, epoch, 1, until(began, last))
 	case errors.Is(err, ErrSoldOut):
 		c.refused(RefusedSoldOut)
-		if remembered && !errors.Is(err, errMayReturn) {
+		if remembered && !errors.Is(err, ErrMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
 			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err))
 		}
@@ -411,22 +413,6 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	}
 	c.exit(o.ItemID, end.Sub(began), end)
 	return err
-}
-
-// lastUnit is where a stage behind the crowd says that its sale took the
-// item's last unit (soldLast): soldOut is the sell-out it would answer the
-// next buyer (SoldOutAt, with the window's closing).
-type lastUnit struct{ soldOut error }
-
-type lastUnitKey struct{}
-
-// soldLast tells the crowd control in front of the stage, if any, that
-// the buy of ctx left the item with no unit: soldOut is the answer the
-// next buyer would get.
-func soldLast(ctx context.Context, soldOut error) {
-	if l, ok := ctx.Value(lastUnitKey{}).(*lastUnit); ok {
-		l.soldOut = soldOut
-	}
 }
 
 // until is how long a sell-out found by a buy sent at began may be

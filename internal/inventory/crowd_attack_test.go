@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -79,8 +80,8 @@ func TestRepairedUnitsSellAfterAFailedBump(t *testing.T) {
 		t.Fatal(err)
 	}
 	epochs := &flakyEpochs{}
-	raA := inventory.NewRedisAtomic(rdb, db.Products(), ns, nil)
-	raB := inventory.NewRedisAtomic(rdb, db.Products(), ns, nil)
+	raA := redisstage.NewRedisAtomic(rdb, db.Products(), ns, nil)
+	raB := redisstage.NewRedisAtomic(rdb, db.Products(), ns, nil)
 	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: ns})
 	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: ns})
 	raB.OnRestock(crowdB.Restocked) // as the composition root wires it

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -20,14 +21,14 @@ func TestFoldedBuyPassesAFullLine(t *testing.T) {
 	l.hold("h1")
 	l.bounced("the line is full", 1)
 	o := inventory.Order{No: "O-folded", ItemID: 1, UserID: "folded", Quantity: 1, Stage: "s"}
-	ctx := inventory.WithFold(context.Background(), inventory.FoldForTest(o))
-	got, err := l.svc.Buy(ctx, "s", inventory.Request{ItemID: 1, UserID: "folded", Quantity: 1})
+	ctx, fold := context.Background(), inventory.FoldForTest(o)
+	got, err := l.svc.BuyFolded(ctx, "s", inventory.Request{ItemID: 1, UserID: "folded", Quantity: 1}, fold)
 	if err != nil || got.No != o.No {
 		t.Fatalf("a folded buy at a full line: %+v %v, want order %s", got, err, o.No)
 	}
-	// Another buyer's request carrying the fold does not take its order.
-	if got, err := l.svc.Buy(ctx, "s", inventory.Request{ItemID: 1, UserID: "other", Quantity: 1}); !errors.As(err, new(*inventory.Busy)) || got.No == o.No {
-		t.Fatalf("another buyer with the fold in its context: %+v %v, want Busy", got, err)
+	// Another buyer's request handed the fold does not take its order.
+	if got, err := l.svc.BuyFolded(ctx, "s", inventory.Request{ItemID: 1, UserID: "other", Quantity: 1}, fold); !errors.As(err, new(*inventory.Busy)) || got.No == o.No {
+		t.Fatalf("another buyer handed the fold: %+v %v, want Busy", got, err)
 	}
 	l.let("h1")
 }
@@ -41,7 +42,7 @@ func TestFoldedBuyPassesAFullLine(t *testing.T) {
 func TestNoFoldWhereTheStageMustComeLater(t *testing.T) {
 	rdb := testenv.Redis(t)
 	db := testenv.SQLite(t)
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), testenv.Name("fold"), nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), testenv.Name("fold"), nil)
 	limited := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
 	plain := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product"})
 	for _, c := range []struct {
@@ -50,12 +51,12 @@ func TestNoFoldWhereTheStageMustComeLater(t *testing.T) {
 		folds bool
 	}{
 		{"redis-atomic", stock, true},
-		{"redis-stream", inventory.NewRedisStream(stock, inventory.StreamOptions{}), true},
-		{"redis-stream at fsync", inventory.NewRedisStream(stock, inventory.StreamOptions{Durability: inventory.DurabilityFsync}), true},
+		{"redis-stream", redisstage.NewRedisStream(stock, redisstage.StreamOptions{}), true},
+		{"redis-stream at fsync", redisstage.NewRedisStream(stock, redisstage.StreamOptions{Durability: redisstage.DurabilityFsync}), true},
 		{"redis-atomic behind a crowd", plain.Wrap(stock), true},
 		{"redis-atomic behind a limiter", limited.Wrap(stock), false},
-		{"redis-stream behind a limiter", limited.Wrap(inventory.NewRedisStream(stock, inventory.StreamOptions{})), false},
-		{"redis-stream at replica", inventory.NewRedisStream(stock, inventory.StreamOptions{Durability: inventory.DurabilityReplica, ReplicaWait: time.Millisecond}), false},
+		{"redis-stream behind a limiter", limited.Wrap(redisstage.NewRedisStream(stock, redisstage.StreamOptions{})), false},
+		{"redis-stream at replica", redisstage.NewRedisStream(stock, redisstage.StreamOptions{Durability: redisstage.DurabilityReplica, ReplicaWait: time.Millisecond}), false},
 	} {
 		svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"s": c.stage}, "fold-1", "O")
 		rc, ok := svc.RefusalCheck(context.Background(), "s", inventory.Request{ItemID: 1, UserID: "u", Quantity: 1})

@@ -6,7 +6,9 @@
 // computed value back) and differ only in the Guard around it, so the diff
 // between two stage files is the whole lesson. db-atomic and redis-atomic
 // need no lock at all; redis-stream is redis-atomic with the database write
-// moved behind a queue (its writers: package orderwriter), and lifecycle.go says what
+// moved behind a queue (its writers: package orderwriter). The Redis
+// stages live in package redisstage and implement the contract declared
+// here (Stage, Folder, RefusalChecker). lifecycle.go says what
 // becomes of an order after the buy: paid, or cancelled unpaid with its
 // units returned. The same stages sell coupon batches: a Store serves
 // one kind of item, and the store package has one for products and one for
@@ -224,6 +226,26 @@ type Stage interface {
 	Buy(ctx context.Context, o Order) error
 }
 
+// The optional hooks of the stage contract: what a stage may tell the
+// crowd control in front of it, or be handed by the Idempotency-Key claim.
+
+// LastUnitSeller is a stage that says when a buy took an item's last unit
+// (the lock stages): the crowd control then remembers the sell-out at
+// once, so the buyers still in line hear it without a turn at the lock.
+type LastUnitSeller interface {
+	// BuyLast is Buy that also returns, when the buy took the item's last
+	// unit, the sell-out the next buyer would hear (see SoldOutAt); nil
+	// otherwise.
+	BuyLast(ctx context.Context, o Order) (soldOut error, err error)
+}
+
+// FoldedBuyer is a stage that can finish a buy whose units the
+// Idempotency-Key claim already took, in its own script (f.Holds(o)):
+// the buy then only writes (see Fold).
+type FoldedBuyer interface {
+	BuyFolded(ctx context.Context, o Order, f *Fold) error
+}
+
 // Request is what a buyer asks for.
 type Request struct {
 	ItemID   int64
@@ -340,6 +362,13 @@ func (s *Service) HasStage(name string) bool { _, ok := s.stages[name]; return o
 // ErrLockLost, ErrLockTimeout or ErrUnavailable (wrapped), or another error
 // from the store.
 func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, error) {
+	return s.BuyFolded(ctx, stage, req, nil)
+}
+
+// BuyFolded is Buy for a buy whose Idempotency-Key claim ran f (nil: none):
+// when the claim took the units, the order is the one it took them for,
+// and the stage only writes it (FoldedBuyer).
+func (s *Service) BuyFolded(ctx context.Context, stage string, req Request, f *Fold) (Order, error) {
 	if err := req.Validate(); err != nil {
 		return Order{}, err
 	}
@@ -348,11 +377,11 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		return Order{}, fmt.Errorf("%w: %q", ErrUnknownStage, stage)
 	}
 	o := s.newOrder(st, stage, req)
-	if f := foldOf(ctx); f != nil && f.order.Stage == stage && f.order.ItemID == req.ItemID &&
+	if f != nil && f.order.Stage == stage && f.order.ItemID == req.ItemID &&
 		f.order.UserID == req.UserID && f.order.Quantity == req.Quantity {
 		o = f.order // the order its claim took the units for
 	}
-	if err := st.Buy(ctx, o); err != nil {
+	if err := buy(ctx, st, o, f); err != nil {
 		prev, ok, qerr := s.earlierOrder(ctx, st, req, err)
 		if ok {
 			return prev, nil
@@ -366,6 +395,14 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
 	}
 	return o, nil
+}
+
+// buy runs o's buy under st, as the rest of a folded buy when f holds o.
+func buy(ctx context.Context, st Stage, o Order, f *Fold) error {
+	if fb, ok := st.(FoldedBuyer); ok && f.Holds(o) {
+		return fb.BuyFolded(ctx, o, f)
+	}
+	return st.Buy(ctx, o)
 }
 
 // newOrder is the order a buy of req under stage st makes.
@@ -416,8 +453,8 @@ func WithRetry(ctx context.Context) context.Context { return context.WithValue(c
 
 func isRetry(ctx context.Context) bool { v, _ := ctx.Value(retryKey{}).(bool); return v }
 
-// buyerOrders is a store that finds the order a buyer holds for an item.
-type buyerOrders interface {
+// BuyerOrders is a store that finds the order a buyer holds for an item.
+type BuyerOrders interface {
 	OrderOf(ctx context.Context, id int64, user string) (Order, error)
 }
 
@@ -445,7 +482,7 @@ func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err e
 	}
 	var prev Order
 	found := false
-	if bo, ok := s.store.(buyerOrders); ok {
+	if bo, ok := s.store.(BuyerOrders); ok {
 		o, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
 		prev, found = o, ferr == nil
 	}

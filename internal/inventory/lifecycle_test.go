@@ -31,19 +31,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.t.Store(&now)
 }
 
-// onEveryBackend runs test once on each SQL backend, with a minute's
-// context and a fresh env whose product has stock.
-func onEveryBackend(t *testing.T, stock int, test func(t *testing.T, ctx context.Context, e *streamEnv)) {
-	t.Helper()
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			test(t, ctx, newStreamEnv(t, b.Open(t), stock))
-		})
-	}
-}
-
 // lifecycleSale sells 30 of a stock of 40, ten under each of redis-atomic,
 // redis-stream (written by a writer) and db-atomic, and pays two of each.
 // It returns the unpaid orders.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -35,7 +36,7 @@ func TestLookalikeBuyersAreDifferentBuyers(t *testing.T) {
 						t.Fatal(err)
 					}
 					st := sc.build(newRaceEnv(t), db.Products(), inventory.SectionOptions{})
-					q, queued := st.(*inventory.RedisStream)
+					q, queued := st.(*redisstage.RedisStream)
 					if queued {
 						startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 					}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
 
 // TestARepairThatTakesUnitsAwayKeepsTheSellOut: a reset loads every
@@ -37,8 +38,8 @@ func TestARepairThatTakesUnitsAwayKeepsTheSellOut(t *testing.T) {
 		defer mu.Unlock()
 		reasons = append(reasons, r)
 	}})
-	atomic := inventory.NewRedisAtomic(rdb, db.Products(), ns, nil)
-	sharded := inventory.NewRedisSharded(rdb, db.Products(), ns+"s", 4, nil)
+	atomic := redisstage.NewRedisAtomic(rdb, db.Products(), ns, nil)
+	sharded := redisstage.NewRedisSharded(rdb, db.Products(), ns+"s", 4, nil)
 	atomic.OnRestock(crowd.Restocked) // as the composition root wires them
 	sharded.OnRestock(crowd.Restocked)
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{
@@ -69,7 +70,7 @@ func TestARepairThatTakesUnitsAwayKeepsTheSellOut(t *testing.T) {
 	before := bumps()
 
 	// The reconcile job: both copies hold 2, the database 0.
-	for name, repair := range map[string]func(context.Context, int64, time.Duration, func(context.Context, string) (bool, error)) (inventory.Drift, error){
+	for name, repair := range map[string]func(context.Context, int64, time.Duration, func(context.Context, string) (bool, error)) (redisstage.Drift, error){
 		"redis-atomic": atomic.Repair, "redis-sharded": sharded.Repair,
 	} {
 		d, err := repair(ctx, id, time.Minute, db.Products().OrderExists)
@@ -116,7 +117,7 @@ func TestARepairThatTakesUnitsAwayKeepsTheSellOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	before = bumps()
-	for name, repair := range map[string]func(context.Context, int64, time.Duration, func(context.Context, string) (bool, error)) (inventory.Drift, error){
+	for name, repair := range map[string]func(context.Context, int64, time.Duration, func(context.Context, string) (bool, error)) (redisstage.Drift, error){
 		"redis-atomic": atomic.Repair, "redis-sharded": sharded.Repair,
 	} {
 		if d, err := repair(ctx, id, time.Minute, db.Products().OrderExists); err != nil || !d.Repaired || d.DBStock != 1 {

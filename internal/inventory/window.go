@@ -148,7 +148,7 @@ func (s *Service) ServerTime(ctx context.Context) (time.Time, error) {
 // against the database's clock, before the buyer queues for the lock (or
 // takes a unit from a bucket), so a crowd that came early costs one read
 // each and takes no lock. A store that keeps no windows has none to check.
-func checkWindow(ctx context.Context, store any, id int64) (WindowAt, error) {
+func CheckWindow(ctx context.Context, store any, id int64) (WindowAt, error) {
 	wr, ok := store.(WindowReader)
 	if !ok {
 		return WindowAt{}, nil

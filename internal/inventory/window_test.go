@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -20,7 +21,7 @@ import (
 // root wraps), read that clock. The window must not care.
 type windowInstance struct {
 	svc   *inventory.Service
-	queue *inventory.RedisStream // redis-stream only
+	queue *redisstage.RedisStream // redis-stream only
 	// ref reads the stage's reference clock: Redis TIME for the Redis
 	// stages, the database's clock for the others.
 	ref func() time.Time
@@ -35,7 +36,7 @@ func newWindowInstance(t *testing.T, ctx context.Context, db *store.DB, sc stage
 	clock := func() time.Time { return time.Now().Add(skew) }
 	st := sc.build(env, db.Products(), inventory.SectionOptions{})
 	w := &windowInstance{refusals: map[string]int{}}
-	if q, ok := st.(*inventory.RedisStream); ok {
+	if q, ok := st.(*redisstage.RedisStream); ok {
 		w.queue = q
 		startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 	}
