@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/metrics"
 	"github.com/seckill-lab/seckill/internal/reconcile"
@@ -118,7 +119,7 @@ type parts struct {
 	// at runtime; nil without Redis.
 	rate   *rateSwitch
 	locks  lockClients
-	epochs *redisEpochs // nil without Redis
+	epochs *admission.RedisEpochs // nil without Redis
 	bg     background
 }
 
@@ -134,8 +135,8 @@ func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
 	}
 	p := &parts{cfg: cfg, b: b, log: log, metrics: m, rate: rate, locks: locks}
 	if b.redis != nil {
-		p.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
-		p.bg.run(p.epochs.watch)
+		p.epochs = admission.NewRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
+		p.bg.run(p.epochs.Watch)
 	}
 	return p, nil
 }

@@ -31,7 +31,7 @@ type rateSwitch struct {
 	log     *slog.Logger
 	trusted []netip.Prefix
 	cur     atomic.Pointer[rateLimit]
-	// drawSpan is the opening draw's span (inventory.Draw), 0 for none.
+	// drawSpan is the opening draw's span (admission.Draw), 0 for none.
 	drawSpan atomic.Int64
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -19,7 +20,7 @@ type kindStages struct {
 	// sharded is redis-sharded, whose buckets the reconcile job repairs;
 	// nil without Redis.
 	sharded *redisstage.RedisSharded
-	crowd   *inventory.Crowd
+	crowd   *admission.Crowd
 }
 
 // logGiveBacks makes svc's audits list the units the Redis stages gave
@@ -52,12 +53,12 @@ func (k kindStages) lifecycle(paymentTimeout time.Duration) inventory.Lifecycle 
 // queue); the teaching stages do not, since their race is the lesson.
 // With Redis, it also starts redis-stream's order writer.
 func (p *parts) stages(st *store.Ledger, kind string) kindStages {
-	co := inventory.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
+	co := admission.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
 	if p.rate != nil {
 		co.Admit, co.Admitting = p.rate.admit, p.rate.on
 		// The opening draw is switched with the rate limit: both are the
 		// sale's answer to scripts (PUT /api/v1/admin/rate-limit).
-		co.Draw = inventory.NewDraw(inventory.DrawOptions{
+		co.Draw = admission.NewDraw(admission.DrawOptions{
 			Span: p.rate.draw,
 			Opening: func(ctx context.Context, id int64) (time.Time, error) {
 				it, err := st.Get(ctx, id)
@@ -69,7 +70,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	if p.b.redis != nil {
 		co.Epochs = p.epochs
 	}
-	k := kindStages{crowd: inventory.NewCrowd(co)}
+	k := kindStages{crowd: admission.NewCrowd(co)}
 	section := inventory.SectionOptions{Delay: p.cfg.CriticalSectionDelay, Fencing: p.cfg.Fencing, Logger: p.log}
 	lockOpt := inventory.LockOptions{TTL: p.cfg.LockTTL, Wait: p.cfg.LockWait}
 	if p.epochs != nil {

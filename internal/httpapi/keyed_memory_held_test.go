@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -37,7 +38,7 @@ func TestKeyedRefusalAcrossAResetIsNotTrusted(t *testing.T) {
 			if name == "redis-stream" {
 				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{name: crowd.Wrap(stage)}, "mid-1", "O").WithCrowd(crowd)
 			if err := svc.Reset(ctx, 1, 0); err != nil {
 				t.Fatal(err)
@@ -96,7 +97,7 @@ func TestKeyedMemoryWhileTheKeysFirstBuyIsInFlight(t *testing.T) {
 			stage := &heldStage{entered: make(chan struct{}), release: make(chan struct{})}
 			var mu sync.Mutex
 			var reasons []string
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
 				Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(stage)}, "inflight-1", "O")
 			deps := httpapi.Deps{Instance: "inflight-1", Stage: "db-atomic",
@@ -173,7 +174,7 @@ func TestKeyedWindowRefusalTeachesTheMemory(t *testing.T) {
 	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "teachwin-1", "O").WithCrowd(crowd)
 	h := httpapi.NewServer(httpapi.Deps{
@@ -235,7 +236,7 @@ func TestKeyedMemoryOnTheDemoAndWithoutAStore(t *testing.T) {
 	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "demo-1", "O").WithCrowd(crowd)
 	if err := svc.Reset(ctx, 1, 1); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -269,9 +270,9 @@ func TestKeyedRefusalTeachesTheMemory(t *testing.T) {
 			prefix := testenv.Name("teach")
 			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var learnt atomic.Int32
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
 				Refused: func(reason string) {
-					if reason == inventory.RefusedSoldOut {
+					if reason == admission.RefusedSoldOut {
 						learnt.Add(1)
 					}
 				}})
@@ -340,7 +341,7 @@ func TestKeyedBuySoldOutForNowIsOneRoundTrip(t *testing.T) {
 			if stageName == "redis-stream" {
 				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: crowd.Wrap(stage)}, "fornow-1", "O").WithCrowd(crowd)
 			idem := idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}
 			h := httpapi.NewServer(httpapi.Deps{Instance: "fornow-1", Products: svc, Stage: stageName, Idempotency: idempotency.New(rdb, idem)})

@@ -248,3 +248,15 @@ func (g *guarded) pause(ctx context.Context, o Order) error {
 	}
 	return sleep(ctx, g.opts.Delay)
 }
+
+// sleep waits d, or returns ctx's error if it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

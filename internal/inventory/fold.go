@@ -20,9 +20,9 @@ import (
 //
 // A folded buy has its units before it reaches the crowd control, so the
 // crowd lets it through (it takes no place in the line: it only writes).
-// A crowd that limits buyers' rates (CrowdOptions.Admit, while Admitting)
+// A crowd that limits buyers' rates (admission.CrowdOptions.Admit, while Admitting)
 // does not fold: the limiter comes before the stage; nor does one holding
-// an opening draw (CrowdOptions.Draw), which must hold the buyer before
+// an opening draw (admission.CrowdOptions.Draw), which must hold the buyer before
 // any unit is taken. Neither does redis-stream at
 // DurabilityReplica, whose WAIT must follow the enqueue on its connection.
 
@@ -134,14 +134,4 @@ type Folder interface {
 	// Fold returns the claim's check that also takes o's units, or false
 	// when the stage cannot fold o's buy.
 	Fold(o Order) (RefusalCheck, bool)
-}
-
-// fold passes on the fold of the stage behind the crowd control, unless
-// the crowd limits buyers' rates or holds an opening draw.
-func (w crowded) Fold(o Order) (RefusalCheck, bool) {
-	f, ok := w.next.(Folder)
-	if !ok || w.c.opts.admitting() || w.c.opts.Draw.on() {
-		return RefusalCheck{}, false
-	}
-	return f.Fold(o)
 }

@@ -8,7 +8,8 @@
 // need no lock at all; redis-stream is redis-atomic with the database write
 // moved behind a queue (its writers: package orderwriter). The Redis
 // stages live in package redisstage and implement the contract declared
-// here (Stage, Folder, RefusalChecker). lifecycle.go says what
+// here (Stage and its optional hooks); the crowd control in front of the
+// safe stages is package admission. lifecycle.go says what
 // becomes of an order after the buy: paid, or cancelled unpaid with its
 // units returned. The same stages sell coupon batches: a Store serves
 // one kind of item, and the store package has one for products and one for
@@ -93,6 +94,16 @@ func settling(err error) <-chan struct{} {
 	}
 	return nil
 }
+
+// ErrRememberedSoldOut is the crowd control's answer from memory: one
+// value, since the post-sale crowd hears it by the thousand a second. It
+// matches ErrSoldOut.
+var ErrRememberedSoldOut = fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+
+// ErrMayReturn marks a sell-out that may not last: units are reserved by
+// buys still in flight and may be given back (see redis-atomic). The
+// crowd control never remembers it.
+var ErrMayReturn = errors.New("reserved units may still be given back")
 
 // Transient reports whether a failed write may succeed later unchanged:
 // the backend was unreachable or busy, its answer was lost, or the call
@@ -283,8 +294,8 @@ type Service struct {
 	store    Catalog
 	stages   map[string]Stage
 	instance string
-	prefix   string // order number prefix: "O" for orders, "C" for coupon grabs
-	crowd    *Crowd // nil: no crowd control
+	prefix   string   // order number prefix: "O" for orders, "C" for coupon grabs
+	crowd    Restocks // nil: no crowd control
 	life     Lifecycle
 	onReset  []func(ctx context.Context, id int64) error
 	// giveBacks are the stages whose logs GivenBack reads.
@@ -297,12 +308,23 @@ func NewService(store Catalog, stages map[string]Stage, instance, orderPrefix st
 	return &Service{store: store, stages: stages, instance: instance, prefix: orderPrefix}
 }
 
+// Restocks is the crowd control in front of a Service's safe stages
+// (package admission), as the Service tells it that units came back.
+type Restocks interface {
+	// Restocked tells every instance that units came back to item id, so
+	// that none answers it sold out from memory any more.
+	Restocked(ctx context.Context, id int64) error
+	// Reopened is Restocked for a reset: it also waits until no instance
+	// can answer the item sold out from memory.
+	Reopened(ctx context.Context, id int64) error
+}
+
 // WithCrowd makes Reset tell c that stock came back, so that every instance
 // stops answering the item from memory. Wrap the safe stages with the same
 // c. It returns s.
-func (s *Service) WithCrowd(c *Crowd) *Service {
+func (s *Service) WithCrowd(c Restocks) *Service {
 	s.crowd = c // the payment timeout restocks too (lifecycle.go)
-	return s.OnReset(c.reopened)
+	return s.OnReset(c.Reopened)
 }
 
 // OnReset makes Reset call f once the item's new stock is in place (and
@@ -341,17 +363,24 @@ func (s *Service) FromMemory(ctx context.Context, stage string, id int64) error 
 // PeekMemory is FromMemory for a buy that may not take the answer: a keyed
 // one, which hears it only if its key was never used (a used key is
 // replayed). count counts the answer in the refusals by reason (see
-// CrowdOptions.Refused); call it only when the buy is answered so.
+// admission.CrowdOptions.Refused); call it only when the buy is answered so.
 func (s *Service) PeekMemory(ctx context.Context, stage string, id int64) (count func(), err error) {
-	m, ok := s.stages[stage].(interface {
-		fromMemory(context.Context, int64) (string, error)
-		refusedFor(string)
-	})
+	m, ok := s.stages[stage].(Remembers)
 	if !ok {
 		return func() {}, nil
 	}
-	reason, err := m.fromMemory(ctx, id)
-	return func() { m.refusedFor(reason) }, err
+	reason, err := m.FromMemory(ctx, id)
+	return func() { m.RefusedFor(reason) }, err
+}
+
+// Remembers is a stage behind a crowd control with a memory (package
+// admission): it can answer a buy from what this instance remembers.
+type Remembers interface {
+	// FromMemory answers a buy of item id from memory alone, with the
+	// answer's reason among the refusals; nil when the buy must run.
+	FromMemory(ctx context.Context, id int64) (reason string, err error)
+	// RefusedFor counts a refusal FromMemory answered.
+	RefusedFor(reason string)
 }
 
 // HasStage reports whether the service can run the named stage.
@@ -389,7 +418,7 @@ func (s *Service) BuyFolded(ctx context.Context, stage string, req Request, f *F
 		if qerr != nil {
 			err = qerr // the earlier order is there, but not yet what its 202 must promise
 		}
-		if errors.Is(err, errRememberedSoldOut) {
+		if errors.Is(err, ErrRememberedSoldOut) {
 			return Order{}, err // the post-sale crowd's answer: no wrapping per buyer
 		}
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
@@ -432,7 +461,7 @@ func (s *Service) newOrder(st Stage, stage string, req Request) Order {
 type clientAddrKey struct{}
 
 // WithClientAddr marks ctx with the address of the buy's client, as the
-// HTTP layer knows it, for limits per address (CrowdOptions.Admit).
+// HTTP layer knows it, for limits per address (admission.CrowdOptions.Admit).
 func WithClientAddr(ctx context.Context, addr string) context.Context {
 	return context.WithValue(ctx, clientAddrKey{}, addr)
 }
@@ -458,9 +487,9 @@ type BuyerOrders interface {
 	OrderOf(ctx context.Context, id int64, user string) (Order, error)
 }
 
-// queuedOrders is a stage that finds an order it accepted and has not
+// QueuedOrders is a stage that finds an order it accepted and has not
 // written yet (redis-stream).
-type queuedOrders interface {
+type QueuedOrders interface {
 	QueuedOrderOf(ctx context.Context, id int64, user string) (Order, bool, error)
 }
 
@@ -486,7 +515,7 @@ func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err e
 		o, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
 		prev, found = o, ferr == nil
 	}
-	if qo, ok := st.(queuedOrders); ok && !found {
+	if qo, ok := st.(QueuedOrders); ok && !found {
 		o, ok, qerr := qo.QueuedOrderOf(ctx, req.ItemID, req.UserID)
 		if errors.Is(qerr, ErrOutcomeUnknown) {
 			return Order{}, false, qerr

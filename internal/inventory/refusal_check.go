@@ -68,8 +68,8 @@ func (s *Service) RefusalCheck(ctx context.Context, stage string, req Request) (
 		return RefusalCheck{}, false
 	}
 	rc, ok := s.refusalCheck(st, stage, req)
-	if l, learns := st.(refusalLearner); ok && learns {
-		rc.learn = l.learner(ctx, req)
+	if l, learns := st.(RefusalLearner); ok && learns {
+		rc.learn = l.Learner(ctx, req)
 	}
 	return rc, ok
 }
@@ -87,10 +87,12 @@ func (s *Service) refusalCheck(st Stage, stage string, req Request) (RefusalChec
 	return rc.RefusalCheck(Order{ItemID: req.ItemID, UserID: req.UserID, Quantity: req.Quantity})
 }
 
-// refusalLearner is a stage that remembers what a refusal check refused
-// (the crowd control, see crowded.learner).
-type refusalLearner interface {
-	learner(ctx context.Context, req Request) func(error)
+// RefusalLearner is a stage that remembers what a refusal check refused
+// (the crowd control, package admission).
+type RefusalLearner interface {
+	// Learner returns what a refusal check of req's buy teaches the
+	// stage's memory, under what it knows before the check's script runs.
+	Learner(ctx context.Context, req Request) func(error)
 }
 
 // RefusalError is the error of a buy its RefusalCheck refused: a
@@ -118,22 +120,10 @@ func RefusalError(refusal string) error {
 	case "sold-out":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSoldOut)
 	case "sold-out-for-now":
-		// As the stage's own -4: not remembered (crowded.learner).
+		// As the stage's own -4: not remembered (admission's Learner).
 		return fmt.Errorf("%w: %w (refused by the Idempotency-Key claim's check)", ErrSoldOut, ErrMayReturn)
 	case "already-purchased":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrAlreadyPurchased)
 	}
 	return fmt.Errorf("%w: unknown refusal %q", ErrUnavailable, refusal)
-}
-
-// refusalCheck passes on the check of the stage behind the crowd control,
-// if it has one. A keyed late buyer then costs the claim's one script,
-// where the claim, the answer from memory and giving the key up would
-// cost two.
-func (w crowded) RefusalCheck(o Order) (RefusalCheck, bool) {
-	rc, ok := w.next.(RefusalChecker)
-	if !ok {
-		return RefusalCheck{}, false
-	}
-	return rc.RefusalCheck(o)
 }

@@ -127,7 +127,7 @@ func (m *Metrics) InFlight(route string, delta int) {
 }
 
 // Refused returns the crowd's refusal counter for one item kind
-// (inventory.CrowdOptions.Refused).
+// (admission.CrowdOptions.Refused).
 func (m *Metrics) Refused(kind string) func(reason string) {
 	return func(reason string) { m.refusals.WithLabelValues(kind, reason).Inc() }
 }

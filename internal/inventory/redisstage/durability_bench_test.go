@@ -18,7 +18,7 @@ import (
 // for fsync, on this machine's disk). Compare the levels' ns/op from one
 // run: their ratios are the answer, not the absolute figures.
 //
-//	go test -run '^$' -bench BenchmarkStreamDurability -benchtime 3s ./internal/inventory/
+//	go test -run '^$' -bench BenchmarkStreamDurability -benchtime 3s ./internal/inventory/redisstage/
 func BenchmarkStreamDurability(b *testing.B) {
 	for _, tc := range []struct {
 		level redisstage.Durability

@@ -116,7 +116,7 @@ func spreadNamespace(t testing.TB, ctx context.Context, rdb *redis.ClusterClient
 // an in-memory store, so the database is not what is measured. Two cores
 // cannot show throughput scaling; this shows the work spreading.
 //
-//	go test -run '^$' -bench BenchmarkShardedBurstCPUPerShard -benchtime 1x ./internal/inventory/
+//	go test -run '^$' -bench BenchmarkShardedBurstCPUPerShard -benchtime 1x ./internal/inventory/redisstage/
 func BenchmarkShardedBurstCPUPerShard(b *testing.B) {
 	const buyers = 20000
 	ctx := context.Background()

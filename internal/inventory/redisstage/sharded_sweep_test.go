@@ -308,7 +308,7 @@ func raceTheSweeper(t *testing.T, rdb redis.UniversalClient, db *store.DB, ns st
 // one the sweeper has moved units in, it walks again. Compare the two
 // sub-benchmarks of one run (one Redis round trip each way per bucket).
 //
-//	go test -run '^$' -bench BenchmarkShardedRefusal ./internal/inventory/
+//	go test -run '^$' -bench BenchmarkShardedRefusal ./internal/inventory/redisstage/
 func BenchmarkShardedRefusal(b *testing.B) {
 	ctx := context.Background()
 	rdb := testenv.Redis(b)

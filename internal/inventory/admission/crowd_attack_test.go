@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -82,8 +83,8 @@ func TestRepairedUnitsSellAfterAFailedBump(t *testing.T) {
 	epochs := &flakyEpochs{}
 	raA := redisstage.NewRedisAtomic(rdb, db.Products(), ns, nil)
 	raB := redisstage.NewRedisAtomic(rdb, db.Products(), ns, nil)
-	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: ns})
-	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: ns})
+	crowdA := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: ns})
+	crowdB := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: ns})
 	raB.OnRestock(crowdB.Restocked) // as the composition root wires it
 	a := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisAtomic: crowdA.Wrap(raA)}, "a", "O").WithCrowd(crowdA)
 	buyA := func(user string) error {

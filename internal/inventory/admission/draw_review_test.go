@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // TestDrawSlowReferenceReadLetsNobodySkip: the reference clock is read at
@@ -25,7 +26,7 @@ func TestDrawSlowReferenceReadLetsNobodySkip(t *testing.T) {
 	ref := func() time.Time { return refBase.Add(now.Sub(base)) } // mu held
 	held := map[string]time.Duration{}
 	var sold []string
-	d := inventory.NewDraw(inventory.DrawOptions{
+	d := admission.NewDraw(admission.DrawOptions{
 		Span:    func() time.Duration { return time.Second },
 		Opening: func(context.Context, int64) (time.Time, error) { return opens, nil },
 		RefNow: func(context.Context) (time.Time, error) {
@@ -44,7 +45,7 @@ func TestDrawSlowReferenceReadLetsNobodySkip(t *testing.T) {
 			return nil
 		},
 	})
-	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d,
+	c := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d,
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	stage := c.Wrap(stageFunc(func(ctx context.Context, o inventory.Order) error {
 		mu.Lock()

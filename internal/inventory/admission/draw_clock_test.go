@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // clockedStage is a stage that checks the window by a clock of its own,
@@ -38,7 +39,7 @@ func TestDrawPlacesTheOpeningByTheStagesOwnClock(t *testing.T) {
 	held := map[string]time.Duration{}
 	var reached []string
 	elapsed := func() time.Duration { mu.Lock(); defer mu.Unlock(); return now.Sub(start) }
-	d := inventory.NewDraw(inventory.DrawOptions{
+	d := admission.NewDraw(admission.DrawOptions{
 		Span:    func() time.Duration { return time.Second },
 		Opening: func(context.Context, int64) (time.Time, error) { return opens, nil },
 		RefNow:  func(context.Context) (time.Time, error) { return dbStart.Add(elapsed()), nil },
@@ -51,7 +52,7 @@ func TestDrawPlacesTheOpeningByTheStagesOwnClock(t *testing.T) {
 			return nil
 		},
 	})
-	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d})
+	c := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d})
 	record := stageFunc(func(_ context.Context, o inventory.Order) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -96,7 +97,7 @@ func TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset(t *testing.T) {
 	var openingReads, clockReads, admitted int
 	everyone := make(chan struct{}) // closed when the whole crowd is admitted
 	holdReads := false
-	d := inventory.NewDraw(inventory.DrawOptions{
+	d := admission.NewDraw(admission.DrawOptions{
 		Span: func() time.Duration { return time.Second },
 		Opening: func(context.Context, int64) (time.Time, error) {
 			mu.Lock()
@@ -117,7 +118,7 @@ func TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset(t *testing.T) {
 		Now:   func() time.Time { return time.Unix(0, 0) },
 		Sleep: func(context.Context, time.Duration) error { return nil },
 	})
-	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: epochs, Draw: d,
+	c := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: epochs, Draw: d,
 		Admit: func(context.Context, inventory.Order) error {
 			mu.Lock()
 			defer mu.Unlock()

@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -17,17 +18,20 @@ import (
 // its units until the reconcile job gave them back. It keeps the order its
 // claim took them for. A buyer without a fold is turned away as before.
 func TestFoldedBuyPassesAFullLine(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1}, nil, "h1")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 1}, nil, "h1")
 	l.hold("h1")
 	l.bounced("the line is full", 1)
 	o := inventory.Order{No: "O-folded", ItemID: 1, UserID: "folded", Quantity: 1, Stage: "s"}
-	ctx, fold := context.Background(), inventory.FoldForTest(o)
+	ctx, fold := context.Background(), inventory.NewFold(inventory.FoldSpec{Order: o})
+	if err := fold.Took("took:0"); err != nil { // the claim took the units
+		t.Fatal(err)
+	}
 	got, err := l.svc.BuyFolded(ctx, "s", inventory.Request{ItemID: 1, UserID: "folded", Quantity: 1}, fold)
 	if err != nil || got.No != o.No {
 		t.Fatalf("a folded buy at a full line: %+v %v, want order %s", got, err, o.No)
 	}
 	// Another buyer's request handed the fold does not take its order.
-	if got, err := l.svc.BuyFolded(ctx, "s", inventory.Request{ItemID: 1, UserID: "other", Quantity: 1}, fold); !errors.As(err, new(*inventory.Busy)) || got.No == o.No {
+	if got, err := l.svc.BuyFolded(ctx, "s", inventory.Request{ItemID: 1, UserID: "other", Quantity: 1}, fold); !errors.As(err, new(*admission.Busy)) || got.No == o.No {
 		t.Fatalf("another buyer handed the fold: %+v %v, want Busy", got, err)
 	}
 	l.let("h1")
@@ -43,8 +47,8 @@ func TestNoFoldWhereTheStageMustComeLater(t *testing.T) {
 	rdb := testenv.Redis(t)
 	db := testenv.SQLite(t)
 	stock := redisstage.NewRedisAtomic(rdb, db.Products(), testenv.Name("fold"), nil)
-	limited := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
-	plain := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product"})
+	limited := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
+	plain := admission.NewCrowd(admission.CrowdOptions{Kind: "product"})
 	for _, c := range []struct {
 		name  string
 		stage inventory.Stage

@@ -1,4 +1,4 @@
-package inventory
+package admission
 
 import (
 	"context"
@@ -93,17 +93,6 @@ type Draw struct {
 type drawKey struct {
 	clock int
 	id    int64
-}
-
-// WindowClock is a stage that checks the sale window by a clock of its own
-// rather than the catalog's: the Redis stages read Redis's TIME in the
-// script that takes the units. The opening draw reads the same clock for
-// the stage's buyers.
-type WindowClock interface {
-	// WindowNow reads the clock the stage checks item id's window
-	// against: on a Redis Cluster, the clock of the node that holds the
-	// item.
-	WindowNow(ctx context.Context, id int64) (time.Time, error)
 }
 
 // refClock is the reference clock of one wrapped stage, for the draw.

@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
 
@@ -33,7 +34,7 @@ func TestARepairThatTakesUnitsAwayKeepsTheSellOut(t *testing.T) {
 	epochs := &memEpochs{}
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: ns, Refused: func(r string) {
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: ns, Refused: func(r string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reasons = append(reasons, r)
@@ -84,7 +85,7 @@ func TestARepairThatTakesUnitsAwayKeepsTheSellOut(t *testing.T) {
 	if err := buy("late-2"); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("late-2: %v, want sold out", err)
 	}
-	want := []string{inventory.RefusedSoldOut, inventory.RefusedRemembered}
+	want := []string{admission.RefusedSoldOut, admission.RefusedRemembered}
 	if !slices.Equal(reasons, want) {
 		t.Errorf("refusals %v, want %v: the buyer after the repairs still answered from memory", reasons, want)
 	}

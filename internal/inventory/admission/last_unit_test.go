@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ func TestLastUnitSoldIsRemembered(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Refused: func(r string) {
+	crowd := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Refused: func(r string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reasons = append(reasons, r)
@@ -52,7 +53,7 @@ func TestLastUnitSoldIsRemembered(t *testing.T) {
 	if err := buy("late", 1); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("the buyer after the last unit: %v; want sold out", err)
 	}
-	want := []string{inventory.RefusedSoldOut, inventory.RefusedRemembered}
+	want := []string{admission.RefusedSoldOut, admission.RefusedRemembered}
 	if !slices.Equal(reasons, want) {
 		t.Fatalf("refusals %v; want %v: the buyer of two by the stage, the late buyer from memory", reasons, want)
 	}

@@ -1,4 +1,4 @@
-package inventory
+package admission
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
 // A flash sale is a crowd: thousands of buyers for a hundred units, all in
@@ -106,7 +108,7 @@ type CrowdOptions struct {
 	// (the fleet-wide rate limiter, see internal/ratelimit). So a
 	// remembered sell-out is answered first, and a limited buyer takes no
 	// place in the line.
-	Admit func(ctx context.Context, o Order) error
+	Admit func(ctx context.Context, o inventory.Order) error
 	// Admitting, when set, says whether Admit applies right now: a limit
 	// an admin turns on and off while the instance runs. Nil means Admit
 	// applies whenever it is set.
@@ -166,52 +168,6 @@ type Crowd struct {
 	owed   map[int64]string        // items whose Bump failed: the fleet was not told
 }
 
-// Busy is the error of a buyer turned away by the per-item cap. It wraps
-// ErrOverloaded, and says how long a buyer let in now would be expected to
-// spend inside the stage (queueing included): the wait the Retry-After of
-// the answer reports.
-type Busy struct {
-	ItemID int64
-	Queue  int
-	// Wait is the moving average of the time the item's last buyers spent
-	// inside the stage on this instance; 0 before any has left it.
-	Wait time.Duration
-}
-
-func (b *Busy) Error() string {
-	return fmt.Sprintf("%v: %d buyers of item %d already queued on this instance (each spends about %v inside)", ErrOverloaded, b.Queue, b.ItemID, b.Wait.Round(time.Millisecond))
-}
-
-func (b *Busy) Unwrap() error { return ErrOverloaded }
-
-// RetryAfter is the wait a turned-away buyer is told.
-func (b *Busy) RetryAfter() time.Duration { return b.Wait }
-
-// memo is one stage's remembered sell-outs and sale windows.
-type memo struct {
-	mu      sync.Mutex
-	soldOut map[int64]soldOutMark
-	window  map[int64]windowMark
-}
-
-// soldOutMark says: under epoch, a buyer of minQty units or more cannot be
-// served, at least until until (on the Crowd's clock) when it is set: the
-// sale closes then, and the answer becomes "closed".
-type soldOutMark struct {
-	epoch  string
-	minQty int
-	until  time.Time
-}
-
-// windowMark says: under epoch, the sale is closed, or it does not open
-// before opensBy (on the Crowd's clock; a lower bound of the opening, see
-// learnWindow).
-type windowMark struct {
-	epoch   string
-	closed  bool
-	opensBy time.Time
-}
-
 // NewCrowd returns the crowd control of one item kind on one instance.
 func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.Now == nil {
@@ -220,33 +176,31 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
 }
 
-// errRememberedSoldOut is the answer from memory: one value, since the
-// post-sale crowd hears it by the thousand a second.
-var errRememberedSoldOut = fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
-
-// ErrMayReturn marks a sell-out that may not last: units are reserved by
-// buys still in flight and may be given back (see redis-atomic). It is never
-// remembered.
-var ErrMayReturn = errors.New("reserved units may still be given back")
-
 // Wrap returns stage behind this crowd control: sold-out memory and the
 // bounded queue.
-func (c *Crowd) Wrap(stage Stage) Stage {
+func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage {
 	m := &memo{soldOut: map[int64]soldOutMark{}, window: map[int64]windowMark{}}
 	c.mu.Lock()
 	c.memos = append(c.memos, m)
 	c.mu.Unlock()
-	return crowded{c: c, m: m, next: stage, clock: c.clockOf(stage)}
+	return c.wrapped(stage, m)
 }
 
 // Bound returns stage behind the bounded queue only, without sold-out
 // memory.
-func (c *Crowd) Bound(stage Stage) Stage { return crowded{c: c, next: stage, clock: c.clockOf(stage)} }
+func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(stage, nil) }
+
+// wrapped is stage behind the gates, with the memory m (nil: none).
+func (c *Crowd) wrapped(stage inventory.Stage, m *memo) crowded {
+	w := crowded{c: c, m: m, next: stage, clock: c.clockOf(stage)}
+	w.gates = gatesOf(w)
+	return w
+}
 
 // clockOf is the reference clock the draw reads for stage's buyers: its
 // own (WindowClock), each stage's apart, or else the catalog's.
-func (c *Crowd) clockOf(stage Stage) refClock {
-	wc, ok := stage.(WindowClock)
+func (c *Crowd) clockOf(stage inventory.Stage) refClock {
+	wc, ok := stage.(inventory.WindowClock)
 	if !ok {
 		return refClock{}
 	}
@@ -259,8 +213,9 @@ func (c *Crowd) clockOf(stage Stage) refClock {
 type crowded struct {
 	c     *Crowd
 	m     *memo
-	next  Stage
+	next  inventory.Stage
 	clock refClock // the one the stage checks the window against
+	gates []gate   // in the order a buyer passes them (gates.go)
 }
 
 // fromMemory answers a buy of item id from this instance's memory alone,
@@ -269,7 +224,7 @@ type crowded struct {
 // run (nothing remembered, or not this stage's memory). reason is the
 // answer's reason among the refusals (see refusedFor); it is not counted
 // here.
-func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
+func (w crowded) FromMemory(ctx context.Context, id int64) (string, error) {
 	if w.m == nil {
 		return "", nil
 	}
@@ -284,7 +239,7 @@ func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
 	if !w.m.isSoldOut(id, epoch, 1, now) {
 		return "", nil
 	}
-	return RefusedRemembered, errRememberedSoldOut
+	return RefusedRemembered, inventory.ErrRememberedSoldOut
 }
 
 // learner returns what a refusal check of req's buy (RefusalCheck) teaches
@@ -293,7 +248,7 @@ func (w crowded) fromMemory(ctx context.Context, id int64) (string, error) {
 // as Buy learns them from the stage. The refusal is counted as the
 // stage's, as Buy counts it, even where nothing can be remembered (no
 // memory, no epoch).
-func (w crowded) learner(ctx context.Context, req Request) func(error) {
+func (w crowded) Learner(ctx context.Context, req inventory.Request) func(error) {
 	epoch, remembered := "", false
 	if w.m != nil {
 		epoch, remembered = w.c.epoch(ctx, req.ItemID)
@@ -301,12 +256,12 @@ func (w crowded) learner(ctx context.Context, req Request) func(error) {
 	began := w.c.opts.Now()
 	return func(err error) {
 		switch {
-		case errors.Is(err, ErrSoldOut):
+		case errors.Is(err, inventory.ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
-			if remembered && !errors.Is(err, ErrMayReturn) {
+			if remembered && !errors.Is(err, inventory.ErrMayReturn) {
 				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
 			}
-		case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
+		case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 			w.c.refused(RefusedWindow)
 			if remembered {
 				w.m.learnWindow(req.ItemID, epoch, began, err)
@@ -315,77 +270,43 @@ func (w crowded) learner(ctx context.Context, req Request) func(error) {
 	}
 }
 
-// refusedFor counts a refusal that fromMemory answered.
-func (w crowded) refusedFor(reason string) {
+// RefusedFor counts a refusal that FromMemory answered.
+func (w crowded) RefusedFor(reason string) {
 	if reason != "" {
 		w.c.refused(reason)
 	}
 }
 
-// BuyFolded passes a buy whose claim took the units (fold.go) straight
-// on: nothing to refuse, no place in the line to take; it only writes.
-func (w crowded) BuyFolded(ctx context.Context, o Order, f *Fold) error {
-	return buy(ctx, w.next, o, f)
+// BuyFolded passes a buy whose claim took the units (inventory's fold.go)
+// straight on: nothing to refuse, no place in the line to take; it only
+// writes.
+func (w crowded) BuyFolded(ctx context.Context, o inventory.Order, f *inventory.Fold) error {
+	if fb, ok := w.next.(inventory.FoldedBuyer); ok {
+		return fb.BuyFolded(ctx, o, f)
+	}
+	return w.next.Buy(ctx, o)
 }
 
-func (w crowded) Buy(ctx context.Context, o Order) error {
-	c := w.c
-	epoch, remembered := "", false
+func (w crowded) Buy(ctx context.Context, o inventory.Order) error {
+	b := &buyer{o: o}
 	if w.m != nil {
-		epoch, remembered = c.epoch(ctx, o.ItemID)
+		b.epoch, b.remembered = w.c.epoch(ctx, o.ItemID)
 	}
-	if remembered {
-		if err := w.m.outsideWindow(o.ItemID, epoch, c.opts.Now()); err != nil {
-			c.refused(RefusedWindowRemembered)
+	for _, g := range w.gates {
+		if err := g.pass(ctx, b); err != nil {
 			return err
 		}
 	}
-	soldOut := func() bool { return remembered && w.m.isSoldOut(o.ItemID, epoch, o.Quantity, c.opts.Now()) }
-	if soldOut() {
-		c.refused(RefusedRemembered)
-		return errRememberedSoldOut
-	}
-	if c.opts.admitting() {
-		if err := c.opts.Admit(ctx, o); err != nil {
-			c.refused(RefusedLimited)
-			return err
-		}
-	}
-	if c.opts.Draw.on() {
-		if err := c.opts.Draw.hold(ctx, o.ItemID, epoch, w.clock); err != nil {
-			return err
-		}
-		if w.m != nil {
-			// A reset may have come while this buyer was held: judge
-			// (and remember) by the epoch of now, not of its arrival.
-			epoch, remembered = c.epoch(ctx, o.ItemID)
-		}
-		if soldOut() {
-			// Sold out while this buyer was held.
-			c.refused(RefusedRemembered)
-			return errRememberedSoldOut
-		}
-	}
-	fromDoor := c.door(ctx, o.ItemID)
-	if fromDoor {
-		if c.afterDoor != nil {
-			c.afterDoor()
-		}
-		if soldOut() {
-			// The first buyer out of the line found it sold out while
-			// this one waited at the door.
-			c.leaveDoor(o.ItemID)
-			c.refused(RefusedRemembered)
-			return errRememberedSoldOut
-		}
-	}
-	if n, wait, ok := c.enter(o.ItemID, fromDoor); !ok {
-		c.refused(RefusedBounced)
-		return &Busy{ItemID: o.ItemID, Queue: n, Wait: wait}
-	}
+	return w.run(ctx, b)
+}
+
+// run runs the stage for a buyer the gates let into the line, learns
+// what its answer says about the item, and lets the buyer out.
+func (w crowded) run(ctx context.Context, b *buyer) error {
+	c, o, epoch, remembered := w.c, b.o, b.epoch, b.remembered
 	began := c.opts.Now()
 	var last, err error
-	if l, ok := w.next.(LastUnitSeller); ok && remembered {
+	if l, ok := w.next.(inventory.LastUnitSeller); ok && remembered {
 		last, err = l.BuyLast(ctx, o)
 	} else {
 		err = w.next.Buy(ctx, o)
@@ -399,13 +320,13 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 		// once, not 503 from a line still full of buyers who came too
 		// late (the lab's post-sale-503 rule saw that on redlock).
 		w.m.remember(o.ItemID, epoch, 1, until(began, last))
-	case errors.Is(err, ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		c.refused(RefusedSoldOut)
-		if remembered && !errors.Is(err, ErrMayReturn) {
+		if remembered && !errors.Is(err, inventory.ErrMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
 			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err))
 		}
-	case errors.Is(err, ErrSaleNotOpen), errors.Is(err, ErrSaleClosed):
+	case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 		c.refused(RefusedWindow)
 		if remembered {
 			w.m.learnWindow(o.ItemID, epoch, began, err)
@@ -413,65 +334,6 @@ func (w crowded) Buy(ctx context.Context, o Order) error {
 	}
 	c.exit(o.ItemID, end.Sub(began), end)
 	return err
-}
-
-// until is how long a sell-out found by a buy sent at began may be
-// trusted: the zero time (for good) unless the sale closes. The stage
-// measured the time left until the closing on its reference clock at some
-// moment after began, so the closing comes no earlier than began plus
-// that time, on any clock that measures durations right (the Crowd's is
-// monotonic, whatever its wall reading).
-func until(began time.Time, err error) time.Time {
-	var left closesIn
-	if errors.As(err, &left) {
-		return began.Add(time.Duration(left) - refGrain)
-	}
-	return time.Time{}
-}
-
-// refGrain bounds the error of the stages' reference clocks: the scripts
-// read Redis's TIME in whole milliseconds, and SQLite's 'now' has no finer
-// grain, with its time left worked out from floating-point day numbers
-// (julianday, about 50 µs off at most). A clock that reads a moment early
-// reports the time left until the closing (or the opening) that much too
-// long, so what is learnt from it is trusted that much less: never past
-// the real moment.
-const refGrain = 2 * time.Millisecond
-
-// learnWindow remembers a stage's window refusal of a buy sent at began.
-// The stage read its reference clock after began, so the opening it
-// reported comes no earlier than began plus the wait it reported: until
-// then this instance may say "not open yet" itself, and never after.
-func (m *memo) learnWindow(id int64, epoch string, began time.Time, err error) {
-	mark := windowMark{epoch: epoch, closed: errors.Is(err, ErrSaleClosed)}
-	var no *NotOpen
-	if !mark.closed {
-		if !errors.As(err, &no) || no.Wait <= 0 {
-			return
-		}
-		mark.opensBy = began.Add(no.Wait - refGrain)
-	}
-	m.mu.Lock()
-	m.window[id] = mark
-	m.mu.Unlock()
-}
-
-// outsideWindow answers a buy at now from memory when the sale is known
-// to be closed, or known not to be open yet (with the least wait left);
-// nil when the stage must decide.
-func (m *memo) outsideWindow(id int64, epoch string, now time.Time) error {
-	m.mu.Lock()
-	mark, ok := m.window[id]
-	m.mu.Unlock()
-	switch {
-	case !ok || mark.epoch != epoch:
-		return nil
-	case mark.closed:
-		return fmt.Errorf("item %d: %w (remembered on this instance)", id, ErrSaleClosed)
-	case now.Before(mark.opensBy):
-		return &NotOpen{ItemID: id, Wait: mark.opensBy.Sub(now)}
-	}
-	return nil
 }
 
 func (c *Crowd) refused(reason string) {
@@ -509,164 +371,6 @@ type epochKey struct {
 	name string
 }
 
-func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	mark, ok := m.soldOut[id]
-	return ok && mark.epoch == epoch && qty >= mark.minQty && (mark.until.IsZero() || now.Before(mark.until))
-}
-
-func (m *memo) remember(id int64, epoch string, qty int, until time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if mark, ok := m.soldOut[id]; ok && mark.epoch == epoch {
-		qty = min(qty, mark.minQty)
-	}
-	m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty, until: until}
-}
-
-func (m *memo) forget(id int64) {
-	m.mu.Lock()
-	delete(m.soldOut, id)
-	delete(m.window, id)
-	m.mu.Unlock()
-}
-
-// door makes a buyer who finds the line of item id full before anyone
-// has left it wait at its door for the first to leave, at most half of
-// Within, and reports whether it did: a fresh line is about to show its
-// pace, and a buyer sent away now would only come straight back. A buyer
-// that waited counts at the door until it joins the line (enter) or goes
-// away (leaveDoor): the pace its wait showed must last until then, even
-// if the line empties meanwhile.
-func (c *Crowd) door(ctx context.Context, id int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.inside[id]
-	if _, known := c.spent[id]; known || c.opts.Queue <= 0 || n < c.opts.Queue || c.opts.Within <= 0 || n+c.atDoor[id] >= c.opts.QueueMax {
-		return false
-	}
-	door, ok := c.doors[id]
-	if !ok {
-		door = make(chan struct{})
-		c.doors[id] = door
-	}
-	c.atDoor[id]++
-	c.mu.Unlock()
-	t := time.NewTimer(c.opts.Within / 2)
-	select {
-	case <-door:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	t.Stop()
-	c.mu.Lock()
-	return true
-}
-
-// offDoor stops counting a buyer of item id at its door; c.mu is held.
-func (c *Crowd) offDoor(id int64) {
-	if c.atDoor[id]--; c.atDoor[id] <= 0 {
-		delete(c.atDoor, id)
-	}
-}
-
-// leaveDoor is the answer of a buyer from the door that does not join
-// the line: the line forgets its pace if nobody else needs it.
-func (c *Crowd) leaveDoor(id int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offDoor(id)
-	if c.inside[id] == 0 && c.atDoor[id] == 0 {
-		c.forget(id)
-	}
-}
-
-// enter admits a buyer of item id, or says how many are inside and how
-// long one spends there when the line is full; fromDoor says that the
-// buyer comes from the door (see door).
-func (c *Crowd) enter(id int64, fromDoor bool) (int, time.Duration, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if fromDoor {
-		c.offDoor(id)
-	}
-	n := c.inside[id]
-	if c.opts.Queue > 0 && n >= c.opts.Queue && !c.servedInTime(id, n) {
-		return n, c.spent[id], false
-	}
-	c.inside[id]++
-	return n, 0, true
-}
-
-// servedInTime says whether the line of item id may grow past n, up to
-// opts.QueueMax: while its last buyers got through it (queueing included)
-// in at most half of opts.Within, or while buyers leave it so fast that
-// n+1 of them would be out in that time. Counting the line alone would not
-// do: in a flash sale most of it only hears "sold out", which takes no
-// turn at the lock, so a long line can be served in moments. The first
-// measure lags (it counts the whole wait of whoever leaves); the second
-// sees at once a line that started to move, as one does when the last
-// unit is sold and the rest of the line hears "sold out". The half leaves
-// room for the line to lengthen before either catches up. Before anyone
-// has left, nothing is known: the line stays at Queue.
-func (c *Crowd) servedInTime(id int64, n int) bool {
-	if n+1 > c.opts.QueueMax || c.opts.Within <= 0 {
-		return false
-	}
-	if spent, ok := c.spent[id]; ok && spent <= c.opts.Within/2 {
-		return true
-	}
-	gap, ok := c.gap[id]
-	return ok && time.Duration(n+1)*gap <= c.opts.Within/2
-}
-
-// exit lets a buyer out after d inside, at end. It folds d into the item's
-// moving average of the time inside, and the time since the buyer before
-// left into that of the gap between leavers (an eighth per buyer: a
-// sale's last few dozen buyers); both last while anyone is inside or at
-// the door. It opens the door to whoever waits there.
-func (c *Crowd) exit(id int64, d time.Duration, end time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.spent[id] = movingAverage(c.spent, id, d)
-	if prev, ok := c.left[id]; ok {
-		c.gap[id] = movingAverage(c.gap, id, max(end.Sub(prev), 0))
-	}
-	c.left[id] = end
-	if door, ok := c.doors[id]; ok {
-		close(door)
-		delete(c.doors, id)
-	}
-	if c.inside[id]--; c.inside[id] <= 0 {
-		// Nobody waits: the averages are only read while the line is
-		// full, and ids of items that do not exist must not pile up.
-		// Buyers at the door, or let out of it and not yet in the
-		// line, still need them: they are forgotten once the last of
-		// those has joined and the line empties again (or the last
-		// goes away, see leaveDoor).
-		delete(c.inside, id)
-		if c.atDoor[id] == 0 {
-			c.forget(id)
-		}
-	}
-}
-
-// forget drops what the line of item id has measured; c.mu is held.
-func (c *Crowd) forget(id int64) {
-	delete(c.spent, id)
-	delete(c.gap, id)
-	delete(c.left, id)
-}
-
-// movingAverage moves m[id] an eighth of the way to d, or starts it at d.
-func movingAverage(m map[int64]time.Duration, id int64, d time.Duration) time.Duration {
-	if avg, ok := m[id]; ok {
-		return avg + (d-avg)/8
-	}
-	return d
-}
-
 // Restocked tells the fleet that units came back to the item: every
 // instance stops answering it from memory. Call it after the new stock is
 // committed, never before: a buyer in between would see the old stock
@@ -687,7 +391,7 @@ func (c *Crowd) Restocked(ctx context.Context, id int64) error {
 		c.mu.Lock()
 		c.owed[id] = err.Error()
 		c.mu.Unlock()
-		return fmt.Errorf("%w: new restock epoch for %s (retried by RetryRestocks): %w", ErrUnavailable, c.key(id), err)
+		return fmt.Errorf("%w: new restock epoch for %s (retried by RetryRestocks): %w", inventory.ErrUnavailable, c.key(id), err)
 	}
 	c.mu.Lock()
 	delete(c.owed, id)
@@ -715,15 +419,15 @@ func (c *Crowd) RetryRestocks(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// reopened is Restocked for a reset: it also waits until no instance can
+// Reopened is Restocked for a reset: it also waits until no instance can
 // answer the item sold out from memory (see settler).
-func (c *Crowd) reopened(ctx context.Context, id int64) error {
+func (c *Crowd) Reopened(ctx context.Context, id int64) error {
 	if err := c.Restocked(ctx, id); err != nil {
 		return err
 	}
 	if s, ok := c.opts.Epochs.(settler); ok {
 		if err := s.Settle(ctx, c.key(id)); err != nil {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", inventory.ErrUnavailable, err)
 		}
 	}
 	return nil
@@ -731,7 +435,7 @@ func (c *Crowd) reopened(ctx context.Context, id int64) error {
 
 // Reset passes a reset on to a stage that keeps its own copy of the stock.
 func (w crowded) Reset(ctx context.Context, id int64, n int) error {
-	if r, ok := w.next.(Resetter); ok {
+	if r, ok := w.next.(inventory.Resetter); ok {
 		return r.Reset(ctx, id, n)
 	}
 	return nil
@@ -739,15 +443,15 @@ func (w crowded) Reset(ctx context.Context, id int64, n int) error {
 
 // Queues passes on whether the stage only queues its orders (Queuer).
 func (w crowded) Queues() bool {
-	q, ok := w.next.(Queuer)
+	q, ok := w.next.(inventory.Queuer)
 	return ok && q.Queues()
 }
 
 // QueuedOrderOf passes the lookup of a queued order on to a stage that
 // queues its orders (see Service.Buy's retries).
-func (w crowded) QueuedOrderOf(ctx context.Context, id int64, user string) (Order, bool, error) {
-	if q, ok := w.next.(queuedOrders); ok {
+func (w crowded) QueuedOrderOf(ctx context.Context, id int64, user string) (inventory.Order, bool, error) {
+	if q, ok := w.next.(inventory.QueuedOrders); ok {
 		return q.QueuedOrderOf(ctx, id, user)
 	}
-	return Order{}, false, nil
+	return inventory.Order{}, false, nil
 }

@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // memEpochs is a fleet's shared epoch store, in memory.
@@ -79,8 +80,8 @@ func TestCrowdRemembersSellOutUntilAnyInstanceResets(t *testing.T) {
 		}
 		return nil
 	}}
-	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
-	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
+	crowdA := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: "product"})
+	crowdB := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: "product"})
 	a := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowdA.Wrap(stage)}, "a", "O").WithCrowd(crowdA)
 	b := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowdB.Wrap(&stubStage{next: func(inventory.Order) error { return nil }})}, "b", "O").WithCrowd(crowdB)
 
@@ -123,8 +124,8 @@ func TestCrowdSellOutSeenDuringResetIsNotRemembered(t *testing.T) {
 		}
 		return nil
 	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
-	other := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product"})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: "product"})
+	other := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: "product"})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 	peer := inventory.NewService(resetStore{}, nil, "b", "O").WithCrowd(other)
 
@@ -147,9 +148,9 @@ func TestCrowdSellOutSeenDuringResetIsNotRemembered(t *testing.T) {
 // may still come back" (redis-atomic with buys in flight) is passed on but
 // never remembered.
 func TestCrowdDoesNotRememberTemporarySellOut(t *testing.T) {
-	temporary := fmt.Errorf("%w: %w", inventory.ErrSoldOut, inventory.ErrMayReturnForTest)
+	temporary := fmt.Errorf("%w: %w", inventory.ErrSoldOut, inventory.ErrMayReturn)
 	stage := &stubStage{next: func(inventory.Order) error { return temporary }}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product"})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: &memEpochs{}, Kind: "product"})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 	for i := 0; i < 3; i++ {
 		if err := buy(t, svc, fmt.Sprint("u", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
@@ -171,7 +172,7 @@ func TestCrowdRemembersPerQuantity(t *testing.T) {
 		}
 		return nil
 	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product"})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: &memEpochs{}, Kind: "product"})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 	if err := buy(t, svc, "big", 5); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatal(err)
@@ -189,9 +190,9 @@ func TestCrowdRemembersPerQuantity(t *testing.T) {
 func TestCrowdWithoutEpochsRemembersNothing(t *testing.T) {
 	stage := &stubStage{next: func(inventory.Order) error { return inventory.ErrSoldOut }}
 	epochs := &memEpochs{fail: true}
-	for _, opts := range []inventory.CrowdOptions{{Kind: "product"}, {Epochs: epochs, Kind: "product"}} {
+	for _, opts := range []admission.CrowdOptions{{Kind: "product"}, {Epochs: epochs, Kind: "product"}} {
 		stage.calls.Store(0)
-		crowd := inventory.NewCrowd(opts)
+		crowd := admission.NewCrowd(opts)
 		svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 		for i := 0; i < 3; i++ {
 			if err := buy(t, svc, fmt.Sprint("u", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
@@ -219,7 +220,7 @@ func TestCrowdAdmission(t *testing.T) {
 		}
 		return nil
 	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: queue, Kind: "product"})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: queue, Kind: "product"})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -257,7 +258,7 @@ func TestCrowdAdmission(t *testing.T) {
 func TestCrowdBoundRemembersNothing(t *testing.T) {
 	stage := &stubStage{next: func(inventory.Order) error { return inventory.ErrSoldOut }}
 	epochs := &memEpochs{}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs, Kind: "product", Queue: 1})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: epochs, Kind: "product", Queue: 1})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Bound(stage)}, "a", "O")
 	for i := 0; i < 3; i++ {
 		if err := buy(t, svc, fmt.Sprint("u", i), 1); !errors.Is(err, inventory.ErrSoldOut) {
@@ -288,7 +289,7 @@ func TestCrowdCountsRefusalsByReason(t *testing.T) {
 		}
 		return nil
 	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, Kind: "product", Epochs: &memEpochs{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 1, Kind: "product", Epochs: &memEpochs{},
 		Refused: func(reason string) { mu.Lock(); heard[reason]++; mu.Unlock() }})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 
@@ -315,7 +316,7 @@ func TestCrowdCountsRefusalsByReason(t *testing.T) {
 	if stage.calls.Load() != calls {
 		t.Fatalf("late buyers reached the stage: %d calls, want %d", stage.calls.Load(), calls)
 	}
-	want := map[string]int{inventory.RefusedBounced: 1, inventory.RefusedSoldOut: 1, inventory.RefusedRemembered: 3}
+	want := map[string]int{admission.RefusedBounced: 1, admission.RefusedSoldOut: 1, admission.RefusedRemembered: 3}
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(heard) != fmt.Sprint(want) {
@@ -348,7 +349,7 @@ func TestBusyBuyerIsToldHowLongOneSpendsInside(t *testing.T) {
 		}
 		return nil
 	}}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 2, Kind: "product", Now: clock})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 2, Kind: "product", Now: clock})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 	done := make(chan error, len(gates))
 	hold := func(user string) {
@@ -364,7 +365,7 @@ func TestBusyBuyerIsToldHowLongOneSpendsInside(t *testing.T) {
 	bounced := func() time.Duration {
 		t.Helper()
 		err := buy(t, svc, "turned-away", 1)
-		var busy *inventory.Busy
+		var busy *admission.Busy
 		if !errors.As(err, &busy) || !errors.Is(err, inventory.ErrOverloaded) || busy.Queue != 2 || busy.ItemID != 1 {
 			t.Fatalf("a buyer past the cap: %v, want a Busy of item 1, queue 2, wrapping ErrOverloaded", err)
 		}
@@ -406,13 +407,13 @@ type gatedLine struct {
 	entered chan string
 	done    chan error
 	stage   *stubStage
-	crowd   *inventory.Crowd
+	crowd   *admission.Crowd
 	svc     *inventory.Service
 }
 
 // newGatedLine wraps a stage that answers answer (nil: a sale) in a crowd
 // with opts, whose clock becomes the line's.
-func newGatedLine(t *testing.T, opts inventory.CrowdOptions, answer error, gated ...string) *gatedLine {
+func newGatedLine(t *testing.T, opts admission.CrowdOptions, answer error, gated ...string) *gatedLine {
 	l := &gatedLine{t: t, now: time.Unix(1_800_000_000, 0), gates: map[string]chan struct{}{}, entered: make(chan string), done: make(chan error, len(gated))}
 	for _, u := range gated {
 		l.gates[u] = make(chan struct{})
@@ -425,7 +426,7 @@ func newGatedLine(t *testing.T, opts inventory.CrowdOptions, answer error, gated
 		return answer
 	}}
 	opts.Kind, opts.Now = "product", l.clock
-	l.crowd = inventory.NewCrowd(opts)
+	l.crowd = admission.NewCrowd(opts)
 	l.svc = inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": l.crowd.Wrap(l.stage)}, "a", "O")
 	return l
 }
@@ -466,7 +467,7 @@ func (l *gatedLine) let(user string) {
 // the line.
 func (l *gatedLine) bounced(why string, inside int) {
 	l.t.Helper()
-	var busy *inventory.Busy
+	var busy *admission.Busy
 	if err := buy(l.t, l.svc, "turned-away", 1); !errors.As(err, &busy) || busy.Queue != inside {
 		l.t.Fatalf("%s: %v, want Busy with %d inside", why, err, inside)
 	}
@@ -495,7 +496,7 @@ func (l *gatedLine) atTheDoor(n int) <-chan error {
 // wait (half of Within) runs on the real clock, and with a second, a
 // starved machine let h3 out of the door, and bounced, before h2 left.
 func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Hour}, nil, "h1", "h2", "h3", "h4", "h5")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 2, QueueMax: 4, Within: time.Hour}, nil, "h1", "h2", "h3", "h4", "h5")
 	l.hold("h1")
 	l.hold("h2")
 	// Nobody has left yet: h3 waits at the door for the first to leave.
@@ -525,9 +526,9 @@ func TestCrowdLineGrowsWhileItIsServedInTime(t *testing.T) {
 // TestCrowdDoorClosesWhenNobodyLeaves: a buyer at the door of a fresh, full
 // line is turned away once half of Within passes with nobody leaving it.
 func TestCrowdDoorClosesWhenNobodyLeaves(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: 2 * time.Millisecond}, nil, "holder")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 1, QueueMax: 8, Within: 2 * time.Millisecond}, nil, "holder")
 	l.hold("holder")
-	var busy *inventory.Busy
+	var busy *admission.Busy
 	if err := buy(t, l.svc, "at-the-door", 1); !errors.As(err, &busy) || busy.Queue != 1 {
 		t.Fatalf("a buyer at the door of a line nobody leaves: %v, want Busy with 1 inside", err)
 	}
@@ -541,7 +542,7 @@ func TestCrowdDoorClosesWhenNobodyLeaves(t *testing.T) {
 // when its first buyer finds the item sold out are answered from memory,
 // without reaching the stage.
 func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Epochs: &memEpochs{}}, inventory.ErrSoldOut, "first")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour, Epochs: &memEpochs{}}, inventory.ErrSoldOut, "first")
 	l.hold("first")
 	const waiting = 3
 	errs := l.atTheDoor(waiting)
@@ -562,7 +563,7 @@ func TestCrowdDoorLearnsTheSellOut(t *testing.T) {
 // line leaves it quickly, every buyer at the door is let in, even though
 // the line was empty for a moment (the pace it showed is kept for them).
 func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first")
 	l.hold("first")
 	const waiting = 4
 	errs := l.atTheDoor(waiting)
@@ -585,7 +586,7 @@ func TestCrowdDoorLetsInWhenThePaceIsKnown(t *testing.T) {
 // the last buyer met a line of one, of unknown pace, and bounced (CI, stop
 // 47: "overloaded: 1 buyers ... want let in").
 func TestCrowdDoorBuyersKeepThePaceWhenTheLineEmpties(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first")
 	gated := l.stage.next
 	var entries atomic.Int32
 	secondInside, secondGo := make(chan struct{}), make(chan struct{})
@@ -640,7 +641,7 @@ func TestCrowdDoorBuyersKeepThePaceWhenTheLineEmpties(t *testing.T) {
 // pace the first leaver showed still holds for the last to join, who used
 // to meet a full line of unknown pace and bounce (once in 20 stress runs).
 func TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first", "d1", "d2")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 1, QueueMax: 8, Within: time.Hour}, nil, "first", "d1", "d2")
 	var left sync.WaitGroup
 	left.Add(2)
 	l.crowd.SetAfterDoor(func() { left.Done(); left.Wait() })
@@ -668,7 +669,7 @@ func TestCrowdDoorBuyersJoinAfterTheLastLeftTheDoor(t *testing.T) {
 // buyers leave it fast enough for the whole line to be out in half of
 // Within, as the rest of a line does when the last unit is sold.
 func TestCrowdLineGrowsWhenBuyersLeaveQuickly(t *testing.T) {
-	l := newGatedLine(t, inventory.CrowdOptions{Queue: 2, QueueMax: 8, Within: time.Second}, nil, "a", "b", "c", "e", "f")
+	l := newGatedLine(t, admission.CrowdOptions{Queue: 2, QueueMax: 8, Within: time.Second}, nil, "a", "b", "c", "e", "f")
 	l.hold("a")
 	l.hold("b")
 	l.advance(2 * time.Second)
@@ -704,7 +705,7 @@ func TestCrowdAdmitsAfterTheMemoryBeforeTheLine(t *testing.T) {
 	}}
 	var reasons []string
 	var mu sync.Mutex
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 1, Epochs: &memEpochs{}, Kind: "product",
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 1, Epochs: &memEpochs{}, Kind: "product",
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() },
 		Admit: func(_ context.Context, o inventory.Order) error {
 			asked.Add(1)
@@ -736,7 +737,7 @@ func TestCrowdAdmitsAfterTheMemoryBeforeTheLine(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(reasons) == 0 || reasons[0] != inventory.RefusedLimited || reasons[len(reasons)-1] != inventory.RefusedRemembered {
+	if len(reasons) == 0 || reasons[0] != admission.RefusedLimited || reasons[len(reasons)-1] != admission.RefusedRemembered {
 		t.Errorf("refusal reasons %v; want rate_limited first and sold_out_remembered last", reasons)
 	}
 }
@@ -775,7 +776,7 @@ func TestCrowdMemoryEndsByAMillisecondClock(t *testing.T) {
 				}
 				return c.after
 			}}
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product", Now: clock})
+			crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: &memEpochs{}, Kind: "product", Now: clock})
 			svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O")
 			set(900 * time.Microsecond)
 			if err := buy(t, svc, "early", 1); err == nil {

@@ -1,9 +1,8 @@
-package main
+package admission
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,59 +15,16 @@ import (
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// TestKeyedLateBuyerCostsOneRoundTripInRedisStages: docs/api.md promises
-// that under redis-atomic and redis-stream, with the Idempotency-Key
-// records on the stage's own Redis, a sold-out refusal of a keyed buyer
-// "costs one round trip, as without a key": the claim's script runs the
-// stage's read-only check and claims nothing. Wrapping those stages in the
-// sold-out memory (Crowd.Wrap) removed their refusal check
-// (crowded.refusalCheck answers false when w.m != nil), so a keyed late
-// buyer now claims the key and then abandons it: two scripts that write,
-// where there was one that reads. The memory only helps buyers without a
-// key, and a flash crowd's buyers send one.
-func TestKeyedLateBuyerCostsOneRoundTripInRedisStages(t *testing.T) {
-	skipShort(t)
-	rdb := newCountingClient(t, testenv.StartRedis(t).Addr)
-	call := soloInstance(t, rdb.Client)
-	for _, stage := range []string{inventory.StageRedisAtomic, inventory.StageRedisStream} {
-		t.Run(stage, func(t *testing.T) {
-			if code, body := call("PUT", "/api/v1/admin/stage", fmt.Sprintf(`{"stage":%q}`, stage), ""); code != 200 {
-				t.Fatalf("stage switch: %d %s", code, body)
-			}
-			if code, body := call("POST", "/api/v1/admin/products/2/reset", `{"stock":1}`, ""); code != 200 {
-				t.Fatalf("reset: %d %s", code, body)
-			}
-			if code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, stage+"-winner"), ""); code != 201 && code != 202 {
-				t.Fatalf("the one unit: %d %s", code, body)
-			}
-			// Until the unit is written (redis-stream) the refusal is "for
-			// now"; once it is "for good", the instance remembers it.
-			testkit.Eventually(t, "the sell-out is remembered", 10*time.Second, func() bool {
-				code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, testenv.Name(stage+"-learner")), "")
-				if code != 409 {
-					t.Fatalf("learner: %d %s", code, body)
-				}
-				rdb.names()
-				code, _ = call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":%q}`, testenv.Name(stage+"-probe")), "")
-				return code == 409 && len(rdb.names()) == 0
-			})
-			// A first keyed buyer loads the scripts (NOSCRIPT, then EVAL):
-			// not counted.
-			if code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"%s-warm"}`, stage), testenv.Name("key")); code != 409 {
-				t.Fatalf("keyed warm-up buyer: %d %s", code, body)
-			}
-			for i := range 5 {
-				rdb.names()
-				code, body := call("POST", "/api/v1/products/2/buy", fmt.Sprintf(`{"user_id":"%s-late-%d"}`, stage, i), testenv.Name("key"))
-				if code != 409 {
-					t.Fatalf("keyed late buyer %d: %d %s, want 409", i, code, body)
-				}
-				if sent := rdb.names(); len(sent) > 1 {
-					t.Fatalf("a keyed late buyer sent %d commands to Redis (%q); docs/api.md promises one round trip, as without a key", len(sent), sent)
-				}
-			}
-		})
-	}
+// The sold-out memory against a Redis that restarts from an older snapshot.
+
+// watching starts e's subscription for the test and waits until it is up.
+func watching(t *testing.T, e *RedisEpochs) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Watch(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testkit.Eventually(t, "the epoch subscription is up", 10*time.Second, e.Subscribed)
 }
 
 // fakeStock is a durable store's stock of one item (MySQL's row), sold by
@@ -91,7 +47,7 @@ func (s *fakeStock) Buy(_ context.Context, o inventory.Order) error {
 	}
 }
 
-// TestRememberedSellOutOutlivesARedisRestartFromASnapshot: redisEpochs
+// TestRememberedSellOutOutlivesARedisRestartFromASnapshot: RedisEpochs
 // says that "memory never outlives the data it was checked against", and
 // a lost subscription drops every remembered epoch. But Crowd's sold-out
 // marks are not epochs: they live forever, keyed by the epoch value. A
@@ -114,14 +70,14 @@ func TestRememberedSellOutOutlivesARedisRestartFromASnapshot(t *testing.T) {
 	// outlives the lease is no epoch at all, and the losers below would
 	// not be answered from memory (stress runs failed so at 50ms).
 	const lease = time.Second
-	ea, eb := newRedisEpochs(ca, ca, lease), newRedisEpochs(cb, cb, lease)
+	ea, eb := NewRedisEpochs(ca, ca, lease), NewRedisEpochs(cb, cb, lease)
 	watching(t, ea)
 	watching(t, eb)
 	ctx := context.Background()
 
 	db := &fakeStock{} // sold out
-	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: ea, Kind: "product"})
-	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: eb, Kind: "product"})
+	crowdA := NewCrowd(CrowdOptions{Epochs: ea, Kind: "product"})
+	crowdB := NewCrowd(CrowdOptions{Epochs: eb, Kind: "product"})
 	a := crowdA.Wrap(db)
 	order := func(user string) inventory.Order {
 		return inventory.Order{No: testenv.Name("o"), ItemID: 1, UserID: user, Quantity: 1}
@@ -163,7 +119,7 @@ func TestRememberedSellOutOutlivesARedisRestartFromASnapshot(t *testing.T) {
 	// test covers; TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts
 	// covers a read on a fresh connection before the watcher notices).
 	srv.Kill()
-	testkit.Eventually(t, "A notices its subscription is gone", 20*time.Second, func() bool { return !ea.trusting() })
+	testkit.Eventually(t, "A notices its subscription is gone", 20*time.Second, func() bool { return !ea.Subscribed() })
 	srv.Restart()
 	// The stored value is the one before the reset again (Epoch adds the
 	// subscription's session after a '/').
@@ -204,13 +160,13 @@ func TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts(t *testing.T) {
 	// outlives the lease is no epoch at all, and the losers below would
 	// not be answered from memory (stress runs failed so at 50ms).
 	const lease = time.Second
-	ea, eb := newRedisEpochs(ca, ca, lease), newRedisEpochs(cb, cb, lease)
+	ea, eb := NewRedisEpochs(ca, ca, lease), NewRedisEpochs(cb, cb, lease)
 	ea.drop(true) // trusts its memory; its watcher never notices anything
 	ctx := context.Background()
 
 	db := &fakeStock{} // sold out
-	crowdA := inventory.NewCrowd(inventory.CrowdOptions{Epochs: ea, Kind: "product"})
-	crowdB := inventory.NewCrowd(inventory.CrowdOptions{Epochs: eb, Kind: "product"})
+	crowdA := NewCrowd(CrowdOptions{Epochs: ea, Kind: "product"})
+	crowdB := NewCrowd(CrowdOptions{Epochs: eb, Kind: "product"})
 	a := crowdA.Wrap(db)
 	order := func(user string) inventory.Order {
 		return inventory.Order{No: testenv.Name("o"), ItemID: 1, UserID: user, Quantity: 1}

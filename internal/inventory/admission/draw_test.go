@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // drawRig is a crowd with an opening draw over a stage that records who
@@ -33,7 +34,7 @@ func newDrawRig() *drawRig {
 	r.now = time.Unix(1_000, 0)
 	r.ref = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	r.opens = r.ref.Add(10 * time.Second)
-	d := inventory.NewDraw(inventory.DrawOptions{
+	d := admission.NewDraw(admission.DrawOptions{
 		Span: func() time.Duration { r.mu.Lock(); defer r.mu.Unlock(); return r.span },
 		Opening: func(context.Context, int64) (time.Time, error) {
 			r.mu.Lock()
@@ -55,7 +56,7 @@ func newDrawRig() *drawRig {
 			return ctx.Err()
 		},
 	})
-	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d})
+	c := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d})
 	r.stage = c.Wrap(stageFunc(func(_ context.Context, o inventory.Order) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -166,7 +167,7 @@ func TestDrawOrderIsIndependentOfArrival(t *testing.T) {
 	var releases [n]time.Duration
 	now := time.Unix(0, 0)
 	var mu sync.Mutex
-	d := inventory.NewDraw(inventory.DrawOptions{
+	d := admission.NewDraw(admission.DrawOptions{
 		Span:    func() time.Duration { return span },
 		Opening: func(context.Context, int64) (time.Time, error) { return time.Unix(100, 0), nil },
 		RefNow:  func(context.Context) (time.Time, error) { return time.Unix(100, 0), nil }, // read at the opening
@@ -177,7 +178,7 @@ func TestDrawOrderIsIndependentOfArrival(t *testing.T) {
 			return nil
 		},
 	})
-	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d})
+	c := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: &memEpochs{}, Draw: d})
 	stage := c.Wrap(stageFunc(func(context.Context, inventory.Order) error { return nil }))
 	start := time.Unix(0, 0) // the opening on this clock (read when the reference said it was the opening)
 	for i := range n {
@@ -215,7 +216,7 @@ func TestDrawHeldBuyerJudgedByTheEpochOfItsRelease(t *testing.T) {
 	var reached []string
 	opens := time.Unix(100, 0)
 	now := opens.Add(200 * time.Millisecond) // in the draw's first span
-	d := inventory.NewDraw(inventory.DrawOptions{
+	d := admission.NewDraw(admission.DrawOptions{
 		Span:    func() time.Duration { return time.Second },
 		Opening: func(context.Context, int64) (time.Time, error) { return opens, nil },
 		RefNow:  func(context.Context) (time.Time, error) { return now, nil },
@@ -231,7 +232,7 @@ func TestDrawHeldBuyerJudgedByTheEpochOfItsRelease(t *testing.T) {
 			return epochs.Bump(ctx, "product:1")
 		},
 	})
-	c := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Epochs: epochs, Draw: d})
+	c := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Epochs: epochs, Draw: d})
 	stage = c.Wrap(stageFunc(func(_ context.Context, o inventory.Order) error {
 		reached = append(reached, o.UserID)
 		if o.UserID == "finder" {

@@ -1,7 +1,9 @@
-package main
+package admission
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// redisEpochs keeps the fleet's restock epochs (inventory.Epochs) in Redis:
+// RedisEpochs keeps the fleet's restock epochs (Epochs) in Redis:
 // one key per item holding a random value, replaced on every restock. A
 // key that is missing (first use, or a Redis that lost its data) gets a
 // new value, so memory never outlives the data it was checked against.
@@ -38,7 +40,7 @@ import (
 // connection dialled after, so the first read from it already differs from
 // every read before, even when the watcher has not yet noticed that the
 // subscription is gone.
-type redisEpochs struct {
+type RedisEpochs struct {
 	rdb   redis.UniversalClient // reads and bumps
 	sub   redis.UniversalClient // the subscription (the same client in production)
 	lease time.Duration
@@ -63,10 +65,14 @@ type knownEpoch struct {
 // epochChannel carries the name of every item whose epoch changed.
 const epochChannel = "seckill:epochs"
 
-func epochKey(item string) string { return "seckill:epoch:{" + item + "}" }
+// EpochKey names item's epoch key in Redis.
+func EpochKey(item string) string { return "seckill:epoch:{" + item + "}" }
 
-func newRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *redisEpochs {
-	e := &redisEpochs{rdb: rdb, sub: sub, lease: lease, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
+// NewRedisEpochs returns the epochs kept on rdb, announced on sub (the
+// same client in production), each remembered for at most lease. Run
+// Watch for its subscription: until it is up, every read goes to Redis.
+func NewRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *RedisEpochs {
+	e := &RedisEpochs{rdb: rdb, sub: sub, lease: lease, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
 		counted: map[*redis.Client]bool{}}
 	if c, ok := rdb.(*redis.ClusterClient); ok {
 		// A Cluster dials through its nodes' clients: each is counted
@@ -80,7 +86,7 @@ func newRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *redisE
 }
 
 // dialCounter changes the session of its epochs on every dial.
-type dialCounter struct{ e *redisEpochs }
+type dialCounter struct{ e *RedisEpochs }
 
 func (h dialCounter) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -99,7 +105,7 @@ func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 // count makes the dials of a Cluster node's client change the session,
 // once per client.
-func (e *redisEpochs) count(node *redis.Client) {
+func (e *RedisEpochs) count(node *redis.Client) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.counted[node] {
@@ -112,12 +118,12 @@ func (e *redisEpochs) count(node *redis.Client) {
 // counts its dials before the read: a connection it dialled earlier
 // reached the node as it was before this read, whose reads were counted
 // from then on, so a restart since then is still seen.
-func (e *redisEpochs) countDials(ctx context.Context, item string) error {
+func (e *RedisEpochs) countDials(ctx context.Context, item string) error {
 	c, ok := e.rdb.(*redis.ClusterClient)
 	if !ok {
 		return nil
 	}
-	node, err := c.MasterForKey(ctx, epochKey(item))
+	node, err := c.MasterForKey(ctx, EpochKey(item))
 	if err != nil {
 		return err
 	}
@@ -131,7 +137,7 @@ func (e *redisEpochs) countDials(ctx context.Context, item string) error {
 // with the subscription, and with the connections, too: a Redis that
 // restarts from a snapshot may bring an old epoch back, and sell-outs
 // remembered under it must not count again.
-func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
+func (e *RedisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 	e.mu.Lock()
 	k, ok := e.known[item]
 	ok = ok && e.live && time.Since(k.readAt) < e.lease
@@ -155,7 +161,7 @@ func (e *redisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 // read fetches the item's epoch from Redis and remembers it, unless the
 // memory was dropped while the read was under way (its value may be from
 // before the drop's bump).
-func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error) {
+func (e *RedisEpochs) read(ctx context.Context, item string) (knownEpoch, error) {
 	e.mu.Lock()
 	live, gen := e.live, e.gen
 	e.mu.Unlock()
@@ -163,11 +169,11 @@ func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error)
 	if err := e.countDials(ctx, item); err != nil {
 		return knownEpoch{}, err
 	}
-	v, err := e.rdb.Get(ctx, epochKey(item)).Result()
+	v, err := e.rdb.Get(ctx, EpochKey(item)).Result()
 	if errors.Is(err, redis.Nil) {
 		// First use: agree on one value with the other instances.
-		if err = e.rdb.SetNX(ctx, epochKey(item), randomToken(), 0).Err(); err == nil {
-			v, err = e.rdb.Get(ctx, epochKey(item)).Result()
+		if err = e.rdb.SetNX(ctx, EpochKey(item), randomToken(), 0).Err(); err == nil {
+			v, err = e.rdb.Get(ctx, EpochKey(item)).Result()
 		}
 	}
 	if err != nil {
@@ -185,8 +191,8 @@ func (e *redisEpochs) read(ctx context.Context, item string) (knownEpoch, error)
 }
 
 // Bump gives the item a new epoch and announces it to every instance.
-func (e *redisEpochs) Bump(ctx context.Context, item string) error {
-	if err := e.rdb.Set(ctx, epochKey(item), randomToken(), 0).Err(); err != nil {
+func (e *RedisEpochs) Bump(ctx context.Context, item string) error {
+	if err := e.rdb.Set(ctx, EpochKey(item), randomToken(), 0).Err(); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -200,7 +206,7 @@ func (e *redisEpochs) Bump(ctx context.Context, item string) error {
 // Settle returns once no instance can trust an epoch of the item from
 // before this instance's last Bump of it: a lease after the bump, or when
 // ctx ends (with its error).
-func (e *redisEpochs) Settle(ctx context.Context, item string) error {
+func (e *RedisEpochs) Settle(ctx context.Context, item string) error {
 	e.mu.Lock()
 	at, ok := e.bumped[item]
 	e.mu.Unlock()
@@ -221,9 +227,9 @@ func (e *redisEpochs) Settle(ctx context.Context, item string) error {
 	}
 }
 
-// watch keeps the subscription to epochChannel until ctx ends, and drops
+// Watch keeps the subscription to epochChannel until ctx ends, and drops
 // every remembered epoch whenever the subscription is down.
-func (e *redisEpochs) watch(ctx context.Context) {
+func (e *RedisEpochs) Watch(ctx context.Context) {
 	for ctx.Err() == nil {
 		_ = e.listen(ctx) // the error is the subscription's end; memory is dropped either way
 		e.drop(false)
@@ -239,7 +245,7 @@ func (e *redisEpochs) watch(ctx context.Context) {
 // listen subscribes, trusts memory from the subscription's confirmation
 // on, and drops the epoch of every item announced, until the subscription
 // fails.
-func (e *redisEpochs) listen(ctx context.Context) error {
+func (e *RedisEpochs) listen(ctx context.Context) error {
 	ps := e.sub.Subscribe(ctx, epochChannel)
 	defer ps.Close()
 	// A blocked Receive does not watch ctx: closing the subscription
@@ -267,11 +273,28 @@ func (e *redisEpochs) listen(ctx context.Context) error {
 
 // drop forgets every remembered epoch; live says whether new ones may be
 // remembered from now on.
-func (e *redisEpochs) drop(live bool) {
+func (e *RedisEpochs) drop(live bool) {
 	e.mu.Lock()
 	clear(e.known)
 	e.gen++
 	e.session++
 	e.live = live
 	e.mu.Unlock()
+}
+
+// Subscribed reports whether the subscription is up, so that remembered
+// epochs are trusted.
+func (e *RedisEpochs) Subscribed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live
+}
+
+// randomToken returns a fresh epoch value: 128 random bits in hex.
+func randomToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
 }

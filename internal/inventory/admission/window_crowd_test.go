@@ -1,4 +1,4 @@
-package inventory_test
+package admission_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid walks the
@@ -27,7 +28,7 @@ func TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	var answer error
 	stage := &stubStage{next: func(inventory.Order) error { return answer }}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: "product", Now: clock})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: &memEpochs{}, Kind: "product", Now: clock})
 	svc := inventory.NewService(resetStore{}, map[string]inventory.Stage{"s": crowd.Wrap(stage)}, "a", "O").WithCrowd(crowd)
 	n := 0
 	expect := func(what string, want error, calls int64) error {
