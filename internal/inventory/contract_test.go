@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -221,7 +222,7 @@ func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, i
 		st := sc.build(env, db.Products(), opts)
 		if q, ok := st.(*redisstage.RedisStream); ok {
 			queues = append(queues, q)
-			startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
+			streamtest.StartWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 		}
 		services[i] = inventory.NewService(db.Products(), map[string]inventory.Stage{sc.stage: st}, fmt.Sprintf("i%d", i), "O")
 	}
@@ -253,7 +254,7 @@ func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, i
 		t.Errorf("unexpected error: %v", err)
 	}
 	for _, q := range queues {
-		waitDrained(t, ctx, q, id)
+		streamtest.WaitDrained(t, ctx, q, id)
 	}
 
 	a, err := db.Products().Audit(ctx, id)

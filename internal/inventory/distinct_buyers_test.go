@@ -10,6 +10,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -38,7 +39,7 @@ func TestLookalikeBuyersAreDifferentBuyers(t *testing.T) {
 					st := sc.build(newRaceEnv(t), db.Products(), inventory.SectionOptions{})
 					q, queued := st.(*redisstage.RedisStream)
 					if queued {
-						startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
+						streamtest.StartWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 					}
 					svc := inventory.NewService(db.Products(), map[string]inventory.Stage{sc.stage: st}, "i0", "O")
 					for _, u := range buyers {
@@ -47,7 +48,7 @@ func TestLookalikeBuyersAreDifferentBuyers(t *testing.T) {
 						}
 					}
 					if queued {
-						waitDrained(t, ctx, q, id)
+						streamtest.WaitDrained(t, ctx, q, id)
 					}
 					if _, err := svc.Buy(ctx, sc.stage, inventory.Request{ItemID: id, UserID: "ALICE", Quantity: 1}); !errors.Is(err, inventory.ErrAlreadyPurchased) {
 						t.Fatalf("a second buy by ALICE: %v, want ErrAlreadyPurchased", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -40,7 +41,7 @@ func newWindowInstance(t *testing.T, ctx context.Context, db *store.DB, sc stage
 	w := &windowInstance{refusals: map[string]int{}}
 	if q, ok := st.(*redisstage.RedisStream); ok {
 		w.queue = q
-		startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
+		streamtest.StartWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 	}
 	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: &memEpochs{}, Kind: env.ns, Now: clock,
 		Refused: func(reason string) { w.mu.Lock(); w.refusals[reason]++; w.mu.Unlock() }})
@@ -94,7 +95,7 @@ func (w *windowInstance) untilRef(t *testing.T, ctx context.Context, at time.Tim
 func (w *windowInstance) sold(t *testing.T, ctx context.Context, db *store.DB, id int64) int {
 	t.Helper()
 	if w.queue != nil {
-		waitDrained(t, ctx, w.queue, id)
+		streamtest.WaitDrained(t, ctx, w.queue, id)
 	}
 	a, err := db.Products().Audit(ctx, id)
 	if err != nil {

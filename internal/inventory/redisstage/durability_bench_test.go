@@ -32,7 +32,7 @@ func BenchmarkStreamDurability(b *testing.B) {
 	} {
 		b.Run(string(tc.level), func(b *testing.B) {
 			_, in := durableEnvTB(b, tc.start(b), tc.level)
-			if err := in.stream.CheckDurability(context.Background()); err != nil {
+			if err := in.Stream.CheckDurability(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			var users atomic.Int64
@@ -44,7 +44,7 @@ func BenchmarkStreamDurability(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					u := fmt.Sprintf("u%d", users.Add(1))
-					if _, err := in.service.Buy(context.Background(), inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: u, Quantity: 1}); err != nil {
+					if _, err := in.Service.Buy(context.Background(), inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: u, Quantity: 1}); err != nil {
 						b.Error(err)
 						return
 					}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -21,23 +22,23 @@ const replicaWait = 2 * time.Second
 
 // durableEnv is redis-stream at durability d on a Redis server of the
 // test's own (p), with the SQL file as the database.
-func durableEnv(t *testing.T, p *testenv.RedisProcess, d redisstage.Durability) (*streamEnv, instance) {
+func durableEnv(t *testing.T, p *testenv.RedisProcess, d redisstage.Durability) (*streamtest.Env, streamtest.Instance) {
 	t.Helper()
 	return durableEnvTB(t, p, d)
 }
 
 // durableEnvTB is durableEnv for a test or a benchmark, with stock enough
 // for any benchmark.
-func durableEnvTB(t testing.TB, p *testenv.RedisProcess, d redisstage.Durability) (*streamEnv, instance) {
+func durableEnvTB(t testing.TB, p *testenv.RedisProcess, d redisstage.Durability) (*streamtest.Env, streamtest.Instance) {
 	t.Helper()
 	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: p.Addr}))
 	t.Cleanup(func() { _ = rdb.Close() })
-	e := &streamEnv{db: testenv.SQLite(t), rdb: rdb, ns: testenv.Name("d-"), id: 1,
-		opts: redisstage.StreamOptions{Durability: d, ReplicaWait: replicaWait, MaxLen: 100_000_000}}
-	if err := e.db.Products().Reset(context.Background(), e.id, 10_000_000); err != nil {
+	e := &streamtest.Env{DB: testenv.SQLite(t), RDB: rdb, NS: testenv.Name("d-"), ID: 1,
+		Opts: redisstage.StreamOptions{Durability: d, ReplicaWait: replicaWait, MaxLen: 100_000_000}}
+	if err := e.DB.Products().Reset(context.Background(), e.ID, 10_000_000); err != nil {
 		t.Fatal(err)
 	}
-	return e, e.instance("i1", inventory.Lifecycle{})
+	return e, e.Instance("i1", inventory.Lifecycle{})
 }
 
 // At durability replica a buy is accepted only once WAIT, pipelined behind
@@ -53,17 +54,17 @@ func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
 	primary, replica := testenv.StartReplicaPair(t)
 	e, in := durableEnv(t, primary, redisstage.DurabilityReplica)
 	ctx := context.Background()
-	if err := in.stream.CheckDurability(ctx); err != nil {
+	if err := in.Stream.CheckDurability(ctx); err != nil {
 		t.Fatalf("a server with WAIT must pass the check: %v", err)
 	}
 	onReplica := func(o inventory.Order) bool {
-		ok, err := replica.Client().HExists(ctx, e.key("queued"), o.No).Result()
+		ok, err := replica.Client().HExists(ctx, e.Key("queued"), o.No).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
-	o, err := in.service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "before", Quantity: 1})
+	o, err := in.Service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "before", Quantity: 1})
 	if err != nil {
 		t.Fatalf("with the replica up: %v", err)
 	}
@@ -73,10 +74,10 @@ func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
 
 	replica.Pause()
 	held := inventory.Request{ItemID: 1, UserID: "held", Quantity: 1}
-	_, err = in.service.Buy(ctx, inventory.StageRedisStream, held)
+	_, err = in.Service.Buy(ctx, inventory.StageRedisStream, held)
 	// The buyer retries with the same Idempotency-Key, whose outcome is
 	// unknown: the order is queued, but still on no replica.
-	_, rerr := in.service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, held)
+	_, rerr := in.Service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, held)
 	replica.Resume()
 	if err == nil {
 		t.Fatal("a buy no replica confirmed was accepted")
@@ -87,16 +88,16 @@ func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
 	if !errors.Is(rerr, inventory.ErrOutcomeUnknown) {
 		t.Fatalf("the retry of an unconfirmed order: want ErrOutcomeUnknown, got %v", rerr)
 	}
-	if n, _, err := in.stream.Backlog(ctx, 1); err != nil || n != 2 {
+	if n, _, err := in.Stream.Backlog(ctx, 1); err != nil || n != 2 {
 		t.Fatalf("the unconfirmed order must still be queued on the primary (the writers serve it): backlog %d, %v", n, err)
 	}
 
 	testenv.WaitReplicaSynced(t, replica)
-	o, err = in.service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, held)
+	o, err = in.Service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, held)
 	if err != nil || o.Status != inventory.StatusPending || !onReplica(o) {
 		t.Fatalf("the retry once the replica has the order: %+v, %v", o, err)
 	}
-	o, err = in.service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "after", Quantity: 1})
+	o, err = in.Service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "after", Quantity: 1})
 	if err != nil {
 		t.Fatalf("with the replica back: %v", err)
 	}
@@ -113,10 +114,10 @@ func TestStreamReplicaDurabilityAfterScriptFlush(t *testing.T) {
 	primary, _ := testenv.StartReplicaPair(t)
 	e, in := durableEnv(t, primary, redisstage.DurabilityReplica)
 	ctx := context.Background()
-	if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
+	if err := e.RDB.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := in.service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "u", Quantity: 1}); err != nil {
+	if _, err := in.Service.Buy(ctx, inventory.StageRedisStream, inventory.Request{ItemID: 1, UserID: "u", Quantity: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -137,7 +138,7 @@ func TestStreamFsyncDurabilityNeedsAppendfsyncAlways(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, in := durableEnv(t, testenv.StartRedis(t, tc.args...), redisstage.DurabilityFsync)
-			err := in.stream.CheckDurability(context.Background())
+			err := in.Stream.CheckDurability(context.Background())
 			if tc.ok && err != nil {
 				t.Fatalf("refused: %v", err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
@@ -65,15 +66,15 @@ func TestRedisAtomicCrowdCommitsInGroups(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			const stock, crowd = 20, 10
-			e := newStreamEnv(t, b.Open(t), stock)
-			h := &heldLedger{Ledger: e.db.Products(), entered: make(chan struct{}), release: make(chan struct{})}
-			ra := redisstage.NewRedisAtomic(e.rdb, h, e.ns, nil)
-			svc := inventory.NewService(e.db.Products(), map[string]inventory.Stage{inventory.StageRedisAtomic: ra}, "a", "O").
+			e := streamtest.NewEnv(t, b.Open(t), stock)
+			h := &heldLedger{Ledger: e.DB.Products(), entered: make(chan struct{}), release: make(chan struct{})}
+			ra := redisstage.NewRedisAtomic(e.RDB, h, e.NS, nil)
+			svc := inventory.NewService(e.DB.Products(), map[string]inventory.Stage{inventory.StageRedisAtomic: ra}, "a", "O").
 				WithLifecycle(inventory.Lifecycle{RedisStock: ra})
 
 			errs := make(chan error, crowd+1)
 			buy := func(user string) {
-				_, err := svc.Buy(ctx, inventory.StageRedisAtomic, inventory.Request{ItemID: e.id, UserID: user, Quantity: 1})
+				_, err := svc.Buy(ctx, inventory.StageRedisAtomic, inventory.Request{ItemID: e.ID, UserID: user, Quantity: 1})
 				errs <- err
 			}
 			go buy("first")
@@ -82,7 +83,7 @@ func TestRedisAtomicCrowdCommitsInGroups(t *testing.T) {
 				go buy(fmt.Sprintf("c%d", i))
 			}
 			testkit.Eventually(t, fmt.Sprintf("%d sales to wait behind the first write", crowd), 30*time.Second, func() bool {
-				return ra.WaitingToWrite(e.id) == crowd
+				return ra.WaitingToWrite(e.ID) == crowd
 			})
 			close(h.release)
 			for range crowd + 1 {
@@ -96,14 +97,14 @@ func TestRedisAtomicCrowdCommitsInGroups(t *testing.T) {
 			if single != 1 || len(groups) != 1 || groups[0] != crowd {
 				t.Errorf("%d single writes and groups %v; want the first alone and one group of %d", single, groups, crowd)
 			}
-			a, err := svc.Audit(ctx, e.id)
+			a, err := svc.Audit(ctx, e.ID)
 			if err != nil || a.Sold != crowd+1 || a.Stock != stock-crowd-1 || !a.Conserved() || a.Pending != 0 {
 				t.Errorf("audit %+v, %v; want %d sold, %d left, conserved, nothing pending", a, err, crowd+1, stock-crowd-1)
 			}
-			if n, err := e.rdb.HLen(ctx, e.key("pending")).Result(); err != nil || n != 0 {
+			if n, err := e.RDB.HLen(ctx, e.Key("pending")).Result(); err != nil || n != 0 {
 				t.Errorf("%d reservations still pending (%v), want every sale confirmed", n, err)
 			}
-			if s := e.redisStock(t); s != stock-crowd-1 {
+			if s := e.RedisStock(t); s != stock-crowd-1 {
 				t.Errorf("Redis copy holds %d, want %d", s, stock-crowd-1)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -47,18 +48,18 @@ type repairer interface {
 func TestRepairLeavesACopyResetDuringItsRead(t *testing.T) {
 	for _, sc := range []struct {
 		name  string
-		stage func(e *streamEnv, book *getThen) repairer
-		copy  func(t *testing.T, e *streamEnv, ns string) int
+		stage func(e *streamtest.Env, book *getThen) repairer
+		copy  func(t *testing.T, e *streamtest.Env, ns string) int
 	}{
-		{inventory.StageRedisAtomic, func(e *streamEnv, book *getThen) repairer {
-			return redisstage.NewRedisAtomic(e.rdb, book, e.ns, nil)
-		}, func(t *testing.T, e *streamEnv, _ string) int { return e.redisStock(t) }},
-		{inventory.StageRedisSharded, func(e *streamEnv, book *getThen) repairer {
-			return redisstage.NewRedisSharded(e.rdb, book, e.ns, 4, nil)
-		}, func(t *testing.T, e *streamEnv, ns string) int {
+		{inventory.StageRedisAtomic, func(e *streamtest.Env, book *getThen) repairer {
+			return redisstage.NewRedisAtomic(e.RDB, book, e.NS, nil)
+		}, func(t *testing.T, e *streamtest.Env, _ string) int { return e.RedisStock(t) }},
+		{inventory.StageRedisSharded, func(e *streamtest.Env, book *getThen) repairer {
+			return redisstage.NewRedisSharded(e.RDB, book, e.NS, 4, nil)
+		}, func(t *testing.T, e *streamtest.Env, ns string) int {
 			sum := 0
 			for b := range 4 {
-				n, err := e.rdb.Get(context.Background(), fmt.Sprintf("seckill:{%s:%d:b%d}:stock", ns, e.id, b)).Int()
+				n, err := e.RDB.Get(context.Background(), fmt.Sprintf("seckill:{%s:%d:b%d}:stock", ns, e.ID, b)).Int()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,41 +69,41 @@ func TestRepairLeavesACopyResetDuringItsRead(t *testing.T) {
 		}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			onEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamEnv) {
-				book := &getThen{Ledger: e.db.Products()}
+			streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+				book := &getThen{Ledger: e.DB.Products()}
 				st := sc.stage(e, book)
 				svc := inventory.NewService(book, map[string]inventory.Stage{
 					sc.name:                 st,
-					inventory.StageDBAtomic: inventory.NewDBAtomic(e.db.Products()),
+					inventory.StageDBAtomic: inventory.NewDBAtomic(e.DB.Products()),
 				}, "a", "O")
-				if err := svc.ResetSale(ctx, e.id, 40, inventory.SaleWindow{}); err != nil {
+				if err := svc.ResetSale(ctx, e.ID, 40, inventory.SaleWindow{}); err != nil {
 					t.Fatal(err)
 				}
-				buyN(t, svc, inventory.StageDBAtomic, "db", 3)
-				if n := sc.copy(t, e, e.ns); n != 40 {
+				streamtest.BuyN(t, svc, inventory.StageDBAtomic, "db", 3)
+				if n := sc.copy(t, e, e.NS); n != 40 {
 					t.Fatalf("the copy holds %d before the repair, want 40", n)
 				}
 				book.armed, book.then = true, func() {
-					if err := svc.ResetSale(ctx, e.id, 40, inventory.SaleWindow{}); err != nil {
+					if err := svc.ResetSale(ctx, e.ID, 40, inventory.SaleWindow{}); err != nil {
 						t.Errorf("reset during the repair's read: %v", err)
 					}
 				}
-				d, err := st.Repair(ctx, e.id, time.Minute, e.db.Products().OrderExists)
+				d, err := st.Repair(ctx, e.ID, time.Minute, e.DB.Products().OrderExists)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if book.armed {
 					t.Fatal("the repair never read the database")
 				}
-				a, err := e.db.Products().Audit(ctx, e.id)
+				a, err := e.DB.Products().Audit(ctx, e.ID)
 				if err != nil || a.Stock != 40 {
 					t.Fatalf("audit %+v, %v; want the reset's 40 in the database", a, err)
 				}
-				if n := sc.copy(t, e, e.ns); n != 40 {
+				if n := sc.copy(t, e, e.NS); n != 40 {
 					t.Errorf("the copy holds %d after a repair overtaken by a reset, the database 40: the repair wrote its stale read over the fresh copy (drift %+v)", n, d)
 				}
 				// The next repair, with nothing in its way, finds the copy right.
-				if d, err = st.Repair(ctx, e.id, time.Minute, e.db.Products().OrderExists); err != nil || d.Repaired || d.Busy {
+				if d, err = st.Repair(ctx, e.ID, time.Minute, e.DB.Products().OrderExists); err != nil || d.Repaired || d.Busy {
 					t.Errorf("repair after the reset: %+v, %v; want nothing to correct", d, err)
 				}
 			})

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -14,15 +15,15 @@ import (
 // refused (sold out: the stock is checked first) and must answer with the
 // pending order, as the lost 202 would have.
 func TestRetryOfAQueuedBuyGetsThePendingOrder(t *testing.T) {
-	e := newStreamEnv(t, testenv.SQLite(t), 1)
-	in := e.instance("atk", inventory.Lifecycle{}) // no writer: the queue is behind
+	e := streamtest.NewEnv(t, testenv.SQLite(t), 1)
+	in := e.Instance("atk", inventory.Lifecycle{}) // no writer: the queue is behind
 	ctx := context.Background()
 	req := inventory.Request{ItemID: 1, UserID: "queued-buyer", Quantity: 1}
-	first, err := in.service.Buy(ctx, inventory.StageRedisStream, req)
+	first, err := in.Service.Buy(ctx, inventory.StageRedisStream, req)
 	if err != nil || first.Status != inventory.StatusPending {
 		t.Fatalf("first run: %+v, %v; want pending", first, err)
 	}
-	got, err := in.service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, req)
+	got, err := in.Service.Buy(inventory.WithRetry(ctx), inventory.StageRedisStream, req)
 	if err != nil || got.No != first.No {
 		t.Fatalf("the retry: %+v, %v; want the pending order %s", got, err, first.No)
 	}

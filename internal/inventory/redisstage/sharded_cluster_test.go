@@ -262,3 +262,10 @@ func (m *memStore) Reset(_ context.Context, _ int64, n int) error {
 func (m *memStore) FindOrder(context.Context, string) (inventory.Order, error) {
 	return inventory.Order{}, inventory.ErrOrderNotFound
 }
+
+// The contract race's stock and crowd (contract_test.go in package
+// inventory).
+const (
+	raceStock  = 50
+	raceBuyers = 200
+)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -92,14 +93,14 @@ func (c *overCtx) Err() error {
 func TestStreamBuyPastItsContextSendsNothingAndSaysSo(t *testing.T) {
 	r := newContextRig(t)
 	// A first buy loads the item's copy, caches the script and dials.
-	if err := r.in.stream.Buy(r.bg, r.order("warm")); err != nil {
+	if err := r.in.Stream.Buy(r.bg, r.order("warm")); err != nil {
 		t.Fatalf("first buy: %v", err)
 	}
 	r.checkPastContexts(t, 1, func(ctx context.Context, user string) error {
-		return r.in.stream.Buy(ctx, r.order(user))
+		return r.in.Stream.Buy(ctx, r.order(user))
 	})
 	held := r.hold()
-	err := r.in.stream.Buy(held, r.order("held"))
+	err := r.in.Stream.Buy(held, r.order("held"))
 	r.checkHeld(t, held, err, 2)
 }
 
@@ -111,10 +112,10 @@ func TestStreamBuyPastItsContextSendsNothingAndSaysSo(t *testing.T) {
 // sent may have queued the order, and is answered ErrOutcomeUnknown.
 func TestStreamClaimPastItsContextSendsNothingAndSaysSo(t *testing.T) {
 	r := newContextRig(t)
-	store := idempotency.New(r.rdb, idempotency.Options{Prefix: r.e.ns + ":idem:", Retention: time.Minute})
+	store := idempotency.New(r.rdb, idempotency.Options{Prefix: r.e.NS + ":idem:", Retention: time.Minute})
 	claim := func(ctx context.Context, user string) error {
-		rc, ok := r.in.service.RefusalCheck(r.bg, inventory.StageRedisStream,
-			inventory.Request{ItemID: r.e.id, UserID: user, Quantity: 1})
+		rc, ok := r.in.Service.RefusalCheck(r.bg, inventory.StageRedisStream,
+			inventory.Request{ItemID: r.e.ID, UserID: user, Quantity: 1})
 		if !ok || rc.Fold == nil || !store.Checks(rc.Client) {
 			t.Fatalf("redis-stream offers no fold for %s", user)
 		}
@@ -126,7 +127,7 @@ func TestStreamClaimPastItsContextSendsNothingAndSaysSo(t *testing.T) {
 		return rc.Fold.ClaimFailed(err)
 	}
 	// A first buy loads the item's copy; a first claim caches the script.
-	if err := r.in.stream.Buy(r.bg, r.order("warm")); err != nil {
+	if err := r.in.Stream.Buy(r.bg, r.order("warm")); err != nil {
 		t.Fatalf("first buy: %v", err)
 	}
 	if err := claim(r.bg, "warm-claim"); err != nil {
@@ -141,8 +142,8 @@ func TestStreamClaimPastItsContextSendsNothingAndSaysSo(t *testing.T) {
 // contextRig is redis-stream on the shared Redis through a client whose
 // connections count the script calls they write (scriptConn).
 type contextRig struct {
-	e    *streamEnv
-	in   instance
+	e    *streamtest.Env
+	in   streamtest.Instance
 	rdb  *redis.Client
 	bg   context.Context
 	sent atomic.Int32
@@ -162,20 +163,20 @@ func newContextRig(t *testing.T) *contextRig {
 	}
 	r.rdb = redis.NewClient(o)
 	t.Cleanup(func() { _ = r.rdb.Close() })
-	r.e = newStreamEnv(t, testenv.SQLite(t), 10)
-	r.e.rdb = r.rdb
-	r.in = r.e.instance("i1", inventory.Lifecycle{})
+	r.e = streamtest.NewEnv(t, testenv.SQLite(t), 10)
+	r.e.RDB = r.rdb
+	r.in = r.e.Instance("i1", inventory.Lifecycle{})
 	return r
 }
 
 func (r *contextRig) order(user string) inventory.Order {
-	return inventory.Order{No: "O-" + user, ItemID: r.e.id, UserID: user, Quantity: 1,
+	return inventory.Order{No: "O-" + user, ItemID: r.e.ID, UserID: user, Quantity: 1,
 		Stage: inventory.StageRedisStream, Instance: "i1", CreatedAt: time.Now()}
 }
 
 func (r *contextRig) queued(t *testing.T) int {
 	t.Helper()
-	n, _, err := r.in.stream.Backlog(r.bg, r.e.id)
+	n, _, err := r.in.Stream.Backlog(r.bg, r.e.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,18 +9,19 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
-// instanceQueue is instance with a bound on the order stream (MaxLen).
-func (e *streamEnv) instanceQueue(name string, maxLen int64) instance {
-	ra := redisstage.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
+// instanceQueue is e.Instance with a bound on the order stream (MaxLen).
+func instanceQueue(e *streamtest.Env, name string, maxLen int64) streamtest.Instance {
+	ra := redisstage.NewRedisAtomic(e.RDB, e.DB.Products(), e.NS, nil)
 	rs := redisstage.NewRedisStream(ra, redisstage.StreamOptions{MaxLen: maxLen})
 	stages := map[string]inventory.Stage{inventory.StageRedisStream: rs}
-	svc := inventory.NewService(e.db.Products(), stages, name, "O").
+	svc := inventory.NewService(e.DB.Products(), stages, name, "O").
 		WithLifecycle(inventory.Lifecycle{RedisStock: ra, Queue: rs})
-	return instance{redisStock: ra, stream: rs, service: svc}
+	return streamtest.Instance{RedisStock: ra, Stream: rs, Service: svc}
 }
 
 // TestFullQueueTurnsBuyersAwayWithNothingTaken: the order stream holds at
@@ -37,51 +38,51 @@ func TestFullQueueTurnsBuyersAwayWithNothingTaken(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			const stock, maxLen = 10, 3
-			e := newStreamEnv(t, b.Open(t), stock)
-			in := e.instanceQueue("a", maxLen)
-			buyN(t, in.service, inventory.StageRedisStream, "f", maxLen)
+			e := streamtest.NewEnv(t, b.Open(t), stock)
+			in := instanceQueue(e, "a", maxLen)
+			streamtest.BuyN(t, in.Service, inventory.StageRedisStream, "f", maxLen)
 
-			late := inventory.Request{ItemID: e.id, UserID: "late", Quantity: 1}
-			_, err := in.service.Buy(ctx, inventory.StageRedisStream, late)
+			late := inventory.Request{ItemID: e.ID, UserID: "late", Quantity: 1}
+			_, err := in.Service.Buy(ctx, inventory.StageRedisStream, late)
 			if !errors.Is(err, inventory.ErrOverloaded) || errors.Is(err, inventory.ErrSoldOut) {
 				t.Fatalf("a buy with the queue full: %v; want ErrOverloaded", err)
 			}
-			if s := e.redisStock(t); s != stock-maxLen {
+			if s := e.RedisStock(t); s != stock-maxLen {
 				t.Errorf("Redis stock %d after the refused buy, want %d: the refused buyer took a unit", s, stock-maxLen)
 			}
-			if bought, err := e.rdb.SIsMember(ctx, e.key("buyers"), late.UserID).Result(); err != nil || bought {
+			if bought, err := e.RDB.SIsMember(ctx, e.Key("buyers"), late.UserID).Result(); err != nil || bought {
 				t.Errorf("the refused buyer is recorded as having bought: %v, %v", bought, err)
 			}
-			if n, err := e.rdb.XLen(ctx, e.key("orders")).Result(); err != nil || n != maxLen {
+			if n, err := e.RDB.XLen(ctx, e.Key("orders")).Result(); err != nil || n != maxLen {
 				t.Errorf("order stream holds %d entries (%v), want the %d accepted", n, err, maxLen)
 			}
-			orders, units, err := in.stream.Backlog(ctx, e.id)
+			orders, units, err := in.Stream.Backlog(ctx, e.ID)
 			if err != nil || orders != maxLen || units != maxLen {
 				t.Errorf("backlog %d orders, %d units (%v); want the %d accepted", orders, units, err, maxLen)
 			}
-			a, err := in.service.Audit(ctx, e.id)
+			a, err := in.Service.Audit(ctx, e.ID)
 			if err != nil || a.Stock != stock || a.Sold != 0 || a.PendingOrders != maxLen || !a.Conserved() {
 				t.Errorf("audit %+v, %v; want the database untouched (%d in stock, none sold), %d pending, conserved", a, err, stock, maxLen)
 			}
 
 			// A writer drains the queue and trims what it acknowledged;
 			// the queue has room again.
-			startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Consumer: "a", Poll: 10 * time.Millisecond})
-			waitDrained(t, ctx, in.stream, e.id)
+			streamtest.StartWriter(t, ctx, in.Stream, e.DB.Products(), orderwriter.Options{Consumer: "a", Poll: 10 * time.Millisecond})
+			streamtest.WaitDrained(t, ctx, in.Stream, e.ID)
 			testkit.Eventually(t, "the writer to trim the stream it acknowledged", 30*time.Second, func() bool {
-				n, err := e.rdb.XLen(ctx, e.key("orders")).Result()
+				n, err := e.RDB.XLen(ctx, e.Key("orders")).Result()
 				return err == nil && n < maxLen
 			})
-			o, err := in.service.Buy(ctx, inventory.StageRedisStream, late)
+			o, err := in.Service.Buy(ctx, inventory.StageRedisStream, late)
 			if err != nil || o.Status != inventory.StatusPending {
 				t.Fatalf("the refused buyer again, with room in the queue: %+v, %v; want accepted", o, err)
 			}
-			waitDrained(t, ctx, in.stream, e.id)
-			a, err = in.service.Audit(ctx, e.id)
+			streamtest.WaitDrained(t, ctx, in.Stream, e.ID)
+			a, err = in.Service.Audit(ctx, e.ID)
 			if err != nil || a.Sold != maxLen+1 || a.Stock != stock-maxLen-1 || a.PendingOrders != 0 || !a.Conserved() {
 				t.Errorf("audit %+v, %v; want %d sold, %d left, conserved", a, err, maxLen+1, stock-maxLen-1)
 			}
-			if s := e.redisStock(t); s != stock-maxLen-1 {
+			if s := e.RedisStock(t); s != stock-maxLen-1 {
 				t.Errorf("Redis stock %d, want %d", s, stock-maxLen-1)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -27,9 +28,9 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			const accepted = 30
-			e := newStreamEnv(t, b.Open(t), accepted)
-			in := e.instance("a", inventory.Lifecycle{})
-			orders := buyN(t, in.service, inventory.StageRedisStream, "k", accepted)
+			e := streamtest.NewEnv(t, b.Open(t), accepted)
+			in := e.Instance("a", inventory.Lifecycle{})
+			orders := streamtest.BuyN(t, in.Service, inventory.StageRedisStream, "k", accepted)
 			for _, o := range orders {
 				if o.Status != inventory.StatusPending {
 					t.Fatalf("a redis-stream buy answered %s, want pending", o.Status)
@@ -41,7 +42,7 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			var writes atomic.Int64
 			crash := errors.New("killed")
 			var diedOn string
-			stopA := startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{
+			stopA := streamtest.StartWriter(t, ctx, in.Stream, e.DB.Products(), orderwriter.Options{
 				Consumer: "a", Batch: 10, Hooks: hooks,
 				AfterWrite: func(o inventory.Order) error {
 					if writes.Add(1) == 4 {
@@ -67,18 +68,18 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 				t.Fatalf("writer a settled %d orders before it died, want none", n)
 			}
 			var rows int
-			if err := e.db.Raw(ctx, "SELECT COUNT(*) FROM orders WHERE product_id = 1").Scan(&rows); err != nil || rows != 10 {
+			if err := e.DB.Raw(ctx, "SELECT COUNT(*) FROM orders WHERE product_id = 1").Scan(&rows); err != nil || rows != 10 {
 				t.Fatalf("rows written by the dead writer: %d, %v; want its batch of 10", rows, err)
 			}
-			pending, err := e.rdb.XPending(ctx, e.key("orders"), orderwriter.GroupName).Result()
+			pending, err := e.RDB.XPending(ctx, e.Key("orders"), orderwriter.GroupName).Result()
 			if err != nil || pending.Count != 10 {
 				t.Fatalf("entries left pending by the dead writer: %+v, %v; want its batch of 10", pending, err)
 			}
 
 			// The second instance's writer, with a short claim idle time.
-			other := e.instance("b", inventory.Lifecycle{})
-			stopB := startWriter(t, ctx, other.stream, e.db.Products(), orderwriter.Options{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
-			waitDrained(t, ctx, other.stream, e.id)
+			other := e.Instance("b", inventory.Lifecycle{})
+			stopB := streamtest.StartWriter(t, ctx, other.Stream, e.DB.Products(), orderwriter.Options{Consumer: "b", ClaimIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Hooks: hooks})
+			streamtest.WaitDrained(t, ctx, other.Stream, e.ID)
 			// The settle empties the queue before its writer counts the
 			// orders confirmed (the hook runs after the script): stop b,
 			// whose Run returns after its last hook, before counting.
@@ -87,13 +88,13 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			}
 
 			for _, o := range orders {
-				got, err := in.service.Order(ctx, o.No)
+				got, err := in.Service.Order(ctx, o.No)
 				if err != nil || got.Status != inventory.StatusConfirmed {
 					t.Errorf("order %s: %+v, %v; want confirmed", o.No, got, err)
 				}
 			}
 			var distinct int
-			if err := e.db.Raw(ctx, "SELECT COUNT(*), COUNT(DISTINCT order_no) FROM orders WHERE product_id = 1").Scan(&rows, &distinct); err != nil {
+			if err := e.DB.Raw(ctx, "SELECT COUNT(*), COUNT(DISTINCT order_no) FROM orders WHERE product_id = 1").Scan(&rows, &distinct); err != nil {
 				t.Fatal(err)
 			}
 			if rows != accepted || distinct != accepted {
@@ -102,18 +103,18 @@ func TestWriterKilledMidBatchEveryOrderConfirmedOnce(t *testing.T) {
 			if n := confirmed.Load(); n != accepted {
 				t.Errorf("orders counted confirmed: %d, want %d (those written by the dead writer, such as %s, once)", n, accepted, diedOn)
 			}
-			a, err := e.db.Products().Audit(ctx, e.id)
+			a, err := e.DB.Products().Audit(ctx, e.ID)
 			if err != nil || a.Sold != accepted || a.Stock != 0 || !a.Conserved() || a.Failed != 0 {
 				t.Errorf("audit %+v, %v; want %d sold, 0 left, conserved, none failed", a, err, accepted)
 			}
-			if s := e.redisStock(t); s != 0 {
+			if s := e.RedisStock(t); s != 0 {
 				t.Errorf("Redis stock %d, want 0", s)
 			}
-			pending, err = e.rdb.XPending(ctx, e.key("orders"), orderwriter.GroupName).Result()
+			pending, err = e.RDB.XPending(ctx, e.Key("orders"), orderwriter.GroupName).Result()
 			if err != nil || pending.Count != 0 {
 				t.Errorf("entries still pending: %+v, %v", pending, err)
 			}
-			if n, _ := e.rdb.XLen(ctx, e.key("dead")).Result(); n != 0 {
+			if n, _ := e.RDB.XLen(ctx, e.Key("dead")).Result(); n != 0 {
 				t.Errorf("%d dead letters, want none", n)
 			}
 		})
@@ -130,20 +131,20 @@ func TestWriterFailsWhatTheDatabaseCannotHold(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			e := newStreamEnv(t, b.Open(t), 5)
-			in := e.instance("a", inventory.Lifecycle{})
-			if err := in.redisStock.LoadAll(ctx); err != nil {
+			e := streamtest.NewEnv(t, b.Open(t), 5)
+			in := e.Instance("a", inventory.Lifecycle{})
+			if err := in.RedisStock.LoadAll(ctx); err != nil {
 				t.Fatal(err)
 			}
-			buyN(t, in.service, inventory.StageDBAtomic, "db", 2) // the copy does not see these
-			orders := buyN(t, in.service, inventory.StageRedisStream, "q", 5)
+			streamtest.BuyN(t, in.Service, inventory.StageDBAtomic, "db", 2) // the copy does not see these
+			orders := streamtest.BuyN(t, in.Service, inventory.StageRedisStream, "q", 5)
 			var dead []string
-			startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Hooks: orderwriter.Hooks{DeadLettered: func(r string) { dead = append(dead, r) }}})
-			waitDrained(t, ctx, in.stream, e.id)
+			streamtest.StartWriter(t, ctx, in.Stream, e.DB.Products(), orderwriter.Options{Hooks: orderwriter.Hooks{DeadLettered: func(r string) { dead = append(dead, r) }}})
+			streamtest.WaitDrained(t, ctx, in.Stream, e.ID)
 
 			var confirmed, failed int
 			for _, o := range orders {
-				got, err := in.service.Order(ctx, o.No)
+				got, err := in.Service.Order(ctx, o.No)
 				switch {
 				case err != nil:
 					t.Fatalf("order %s: %v", o.No, err)
@@ -158,18 +159,18 @@ func TestWriterFailsWhatTheDatabaseCannotHold(t *testing.T) {
 			if confirmed != 3 || failed != 2 || !slices.Equal(dead, []string{"sold-out", "sold-out"}) {
 				t.Fatalf("confirmed %d, failed %d, dead letters %v; want 3, 2, two sold-out", confirmed, failed, dead)
 			}
-			if n, err := e.rdb.XLen(ctx, e.key("dead")).Result(); err != nil || n != 2 {
+			if n, err := e.RDB.XLen(ctx, e.Key("dead")).Result(); err != nil || n != 2 {
 				t.Fatalf("dead-letter stream holds %d, %v; want 2", n, err)
 			}
-			if s := e.redisStock(t); s != 2 {
+			if s := e.RedisStock(t); s != 2 {
 				t.Fatalf("Redis stock %d, want the 2 failed units back", s)
 			}
-			a, err := e.db.Products().Audit(ctx, e.id)
+			a, err := e.DB.Products().Audit(ctx, e.ID)
 			if err != nil || a.Sold != 5 || a.Stock != 0 || a.Failed != 2 || !a.Conserved() {
 				t.Fatalf("audit %+v, %v; want 5 sold (2 db-atomic, 3 redis-stream), 2 failed, conserved", a, err)
 			}
 			// The writers trimmed what they acknowledged.
-			if n, err := e.rdb.XLen(ctx, e.key("orders")).Result(); err != nil || n > 1 {
+			if n, err := e.RDB.XLen(ctx, e.Key("orders")).Result(); err != nil || n > 1 {
 				t.Fatalf("order stream holds %d entries after all were acknowledged, %v; want at most the last delivered one", n, err)
 			}
 		})
@@ -203,16 +204,16 @@ func TestAuditNeverShowsTheQueueDrainedEarly(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			const accepted = 5
-			e := newStreamEnv(t, b.Open(t), accepted)
-			in := e.instance("a", inventory.Lifecycle{})
-			buyN(t, in.service, inventory.StageRedisStream, "d", accepted)
-			cat := &catalogThen{Catalog: e.db.Products(), then: func() {
-				startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Consumer: "a", Poll: 10 * time.Millisecond})
-				waitDrained(t, ctx, in.stream, e.id)
+			e := streamtest.NewEnv(t, b.Open(t), accepted)
+			in := e.Instance("a", inventory.Lifecycle{})
+			streamtest.BuyN(t, in.Service, inventory.StageRedisStream, "d", accepted)
+			cat := &catalogThen{Catalog: e.DB.Products(), then: func() {
+				streamtest.StartWriter(t, ctx, in.Stream, e.DB.Products(), orderwriter.Options{Consumer: "a", Poll: 10 * time.Millisecond})
+				streamtest.WaitDrained(t, ctx, in.Stream, e.ID)
 			}}
-			svc := inventory.NewService(cat, map[string]inventory.Stage{inventory.StageRedisStream: in.stream}, "a", "O").
-				WithLifecycle(inventory.Lifecycle{RedisStock: in.redisStock, Queue: in.stream})
-			a, err := svc.Audit(ctx, e.id)
+			svc := inventory.NewService(cat, map[string]inventory.Stage{inventory.StageRedisStream: in.Stream}, "a", "O").
+				WithLifecycle(inventory.Lifecycle{RedisStock: in.RedisStock, Queue: in.Stream})
+			a, err := svc.Audit(ctx, e.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
