@@ -61,7 +61,7 @@ bench-buy:
 
 ## bench-sales: redis-atomic sales of one hot product, 16 buyers at once per core, with group commit and with one transaction per sale (SQLite, and MySQL at SECKILL_TEST_MYSQL_DSN)
 bench-sales:
-	$(GO) test -run '^$$' -bench '^BenchmarkRedisAtomicSales$$' -benchtime 2000x -count 3 ./internal/inventory/
+	$(GO) test -run '^$$' -bench '^BenchmarkRedisAtomicSales$$' -benchtime 2000x -count 3 ./internal/inventory/redisstage/
 
 # Targets of the lock package, the lab, the browser tests, the chaos suite
 # and the stress run.

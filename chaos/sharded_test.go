@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -181,7 +181,7 @@ func TestShardedLinearizableSlotMigration(t *testing.T) {
 	// The burst's phases: a quarter before the migration, then buys up to
 	// the third buyer homed in bucket 1 while the slot migrates, then the
 	// rest after the handover, which must still hold buyers homed there.
-	homes := inventory.NewRedisSharded(nil, nil, "product", shardedBuckets, nil)
+	homes := redisstage.NewRedisSharded(nil, nil, "product", shardedBuckets, nil)
 	const prefix = "mig"
 	homedAt1 := func(from, to int) (n int, end int) {
 		for i := from; i < to; i++ {
@@ -330,7 +330,7 @@ func TestShardedLinearizableFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	homes := inventory.NewRedisSharded(nil, nil, "product", shardedBuckets, nil)
+	homes := redisstage.NewRedisSharded(nil, nil, "product", shardedBuckets, nil)
 	routed, refused := 0, 0
 	for _, c := range calls {
 		if c.Op != "buy" || !dead[homes.Home(c.User)] || c.Start < w.from || c.End > masterless {

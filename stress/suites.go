@@ -134,21 +134,39 @@ var suites = []suite{{
 	pkg:    "./internal/pitfalls",
 	budget: 2 * time.Minute,
 }, {
-	// Crowds released by a barrier, paused lock holders, group commits
-	// with writes held and failures injected, jobs that race or die midway.
+	// Crowds released by a barrier, paused lock holders, jobs that race or
+	// die midway.
 	pkg: "./internal/inventory",
 	tests: []string{
-		"TestDrawPlacesTheOpeningByTheStagesOwnClock",
-		"TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset",
 		"TestContractNoOversell",
-		// A redis-stream buy and a folded claim made with a context
-		// already over (nothing sent: timeout) or ended right after the
-		// script was written (outcome unknown) (issue 57).
-		"TestStreamBuyPastItsContextSendsNothingAndSaysSo",
-		"TestStreamClaimPastItsContextSendsNothingAndSaysSo",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
 		"TestRedisLockFairSellsToTheFirstComers",
+		"TestFencingRejectsPausedHolder",
+		"TestSameTokenTwiceClaimsOnce",
+		"TestWithoutFencingThePausedHolderOversells",
+		"TestLostLeaseStopsTheSection",
+		"TestLostLeaseCancelsTheSectionContext",
+		"TestReconcileRepairDuringCancelLosesNoUnit",
+		"TestTwoCancelJobsRaceUnitsReturnOnce",
+		"TestCancelJobCrashMidwayUnitsReturnOnce",
+		// The sale window on instances whose clocks are off, and where
+		// the window and a remembered sell-out meet.
+		"TestWindowOnTheReferenceClock",
+		"TestWindowPrecedence",
+		"TestEarlyCrowdSellsNothing",
+		"TestSQLStagesDecideByTheDatabaseClock",
+		"TestRedisStagesDecideByRedisTime",
+	},
+	budget: 4 * time.Minute,
+}, {
+	// Crowd control: crowds at the line and its door released by a
+	// barrier, the opening draw's holds, sell-outs remembered across
+	// resets, restocks and a Redis restarted from an older snapshot.
+	pkg: "./internal/inventory/admission",
+	tests: []string{
+		"TestDrawPlacesTheOpeningByTheStagesOwnClock",
+		"TestDrawReadsTheOpeningOnceForTheCrowdAfterAReset",
 		"TestCrowdSellOutSeenDuringResetIsNotRemembered",
 		"TestCrowdAdmission",
 		"TestCrowdCountsRefusalsByReason",
@@ -164,11 +182,28 @@ var suites = []suite{{
 		"TestFoldedBuyPassesAFullLine",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestARepairThatTakesUnitsAwayKeepsTheSellOut",
-		"TestFencingRejectsPausedHolder",
-		"TestSameTokenTwiceClaimsOnce",
-		"TestWithoutFencingThePausedHolderOversells",
-		"TestLostLeaseStopsTheSection",
-		"TestLostLeaseCancelsTheSectionContext",
+		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",
+		"TestCrowdMemoryEndsByAMillisecondClock",
+		"TestDrawHoldsTheOpeningsBuyersForARandomPlace",
+		"TestDrawOrderIsIndependentOfArrival",
+		"TestDrawBuyerWhoLeavesWhileHeldIsNotServed",
+		"TestDrawHeldBuyerJudgedByTheEpochOfItsRelease",
+		"TestDrawSlowReferenceReadLetsNobodySkip",
+		"TestLastUnitSoldIsRemembered",
+		"TestResetWaitsOutTheLease",
+		"TestRememberedSellOutOutlivesARedisRestartFromASnapshot",
+		"TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts",
+	},
+	budget: 3 * time.Minute,
+}, {
+	// The Redis stages: group commits with writes held and failures
+	// injected, redis-stream's writers killed mid-batch and durability
+	// against a stopped replica, redis-sharded's buckets, sweeper and
+	// Cluster masters killed mid-burst, retries and repairs that race.
+	pkg: "./internal/inventory/redisstage",
+	tests: []string{
+		"TestStreamBuyPastItsContextSendsNothingAndSaysSo",
+		"TestStreamClaimPastItsContextSendsNothingAndSaysSo",
 		"TestGroupAttackLoneSalesAreWrittenAlone",
 		"TestGroupAttackRepeatBuyerInGroup",
 		"TestGroupAttackCaseFoldedTwinsInOneGroup",
@@ -183,59 +218,31 @@ var suites = []suite{{
 		"TestGroupThatMayPassFailsEveryMember",
 		"TestWaitingSaleLeavesWhenItsRequestEnds",
 		"TestTakenSaleWaitsForItsAnswer",
-		"TestReconcileRepairDuringCancelLosesNoUnit",
 		"TestRepairLeavesACopyResetDuringItsRead",
-		"TestTwoCancelJobsRaceUnitsReturnOnce",
-		"TestCancelJobCrashMidwayUnitsReturnOnce",
 		"TestAttackRetryNeverBuysTwice",
 		"TestRetryOfAQueuedBuyGetsThePendingOrder",
 		"TestWriterKilledMidBatchEveryOrderConfirmedOnce",
 		"TestAuditNeverShowsTheQueueDrainedEarly",
-		// The sale window on instances whose clocks are off, and where
-		// the window and a remembered sell-out meet.
-		"TestWindowOnTheReferenceClock",
-		"TestWindowPrecedence",
-		"TestEarlyCrowdSellsNothing",
-		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",
-		"TestCrowdMemoryEndsByAMillisecondClock",
-		"TestSQLStagesDecideByTheDatabaseClock",
-		"TestRedisStagesDecideByRedisTime",
-		// Durability levels against a stopped replica (issue 34).
 		"TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas",
 		"TestStreamReplicaDurabilityAfterScriptFlush",
 		"TestRedisLockStageAnswersAnUnreplicatedGrantUnavailable",
 		"TestShardedBuyersFallBackUntilEveryBucketIsEmpty",
 		"TestShardedSoldOutWaitsForUnitsInFlight",
 		"TestShardedRepeatBuyerGivesTheUnitBack",
-		// A refusal forced while a reserved unit is in flight, then given
-		// back: the audit's log of it (issue 35 point 3).
 		"TestRedisAtomicLogsTheUnitsItGivesBack",
-		// The opening draw's holds, and the sell-out known from the sale
-		// of the last unit (issue 33, #29's post-sale wave).
-		"TestDrawHoldsTheOpeningsBuyersForARandomPlace",
-		"TestDrawOrderIsIndependentOfArrival",
-		"TestDrawBuyerWhoLeavesWhileHeldIsNotServed",
-		"TestDrawHeldBuyerJudgedByTheEpochOfItsRelease",
-		"TestDrawSlowReferenceReadLetsNobodySkip",
-		"TestLastUnitSoldIsRemembered",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",
 		"TestShardedCancelledUnitsComeBackThroughTheRepair",
 		"TestShardedRepairLeavesABusyItemAlone",
-		// redis-sharded's sweeper: moves cut, finished twice, run behind
-		// a walk, raced by a crowd (issue 35 point 1).
 		"TestShardedMoveCutBetweenItsHalves",
 		"TestShardedMoveFinishedTwiceAtOnce",
 		"TestShardedRefusalWaitsForAMoveBehindTheWalk",
 		"TestShardedCrowdRacesTheSweeper",
 		"TestShardedCrowdRacesTheSweeperOnACluster",
-		// A master of a real Cluster killed with a bucket script's reply
-		// lost, alone and mid-burst: every answer against MySQL's rows
-		// (issue 57 point 2).
 		"TestShardedLostReplyOnAMasterThatDies",
 		"TestShardedMasterKilledMidBurst",
 	},
-	budget: 9 * time.Minute,
+	budget: 6 * time.Minute,
 }, {
 	// Runs paused past their lease, late settles, crashed claims.
 	pkg: "./internal/idempotency",
@@ -318,11 +325,8 @@ var suites = []suite{{
 		"TestResetReachesEveryInstance",
 		"TestEpochsAnswerFromMemoryUntilAnnounced",
 		"TestEpochsDroppedWithTheSubscription",
-		"TestResetWaitsOutTheLease",
 		"TestSoldOutFromMemoryCostsNoRoundTrip",
 		"TestKeyedLateBuyerCostsOneRoundTripInRedisStages",
-		"TestRememberedSellOutOutlivesARedisRestartFromASnapshot",
-		"TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts",
 		"TestEpochReadOnAClusterCountsItsNodesDials",
 		"TestDatabaseOutOfConnectionsIsOverload",
 		"TestGracefulShutdown",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -108,16 +109,14 @@ func (h counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 }
 
 // watching starts e's subscription for the test and waits until it is up.
-func watching(t *testing.T, e *redisEpochs) {
+func watching(t *testing.T, e *admission.RedisEpochs) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); e.watch(ctx) }()
+	go func() { defer close(done); e.Watch(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	testkit.Eventually(t, "the epoch subscription is up", 10*time.Second, e.trusting)
+	testkit.Eventually(t, "the epoch subscription is up", 10*time.Second, e.Subscribed)
 }
-
-func (e *redisEpochs) trusting() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.live }
 
 // TestEpochsAnswerFromMemoryUntilAnnounced: once an instance has read an
 // item's epoch, asking again costs no round trip; a bump on another
@@ -126,7 +125,7 @@ func (e *redisEpochs) trusting() bool { e.mu.Lock(); defer e.mu.Unlock(); return
 func TestEpochsAnswerFromMemoryUntilAnnounced(t *testing.T) {
 	addr := testenv.StartRedis(t).Addr
 	a, b := newCountingClient(t, addr), newCountingClient(t, addr)
-	ea, eb := newRedisEpochs(a, a, time.Minute), newRedisEpochs(b, b, time.Minute)
+	ea, eb := admission.NewRedisEpochs(a, a, time.Minute), admission.NewRedisEpochs(b, b, time.Minute)
 	watching(t, ea)
 	ctx := context.Background()
 	item := testenv.Name("epoch-item")
@@ -160,7 +159,7 @@ func TestEpochsAnswerFromMemoryUntilAnnounced(t *testing.T) {
 func TestEpochsDroppedWithTheSubscription(t *testing.T) {
 	addr := testenv.StartRedis(t).Addr
 	a, sub, admin := newCountingClient(t, addr), newCountingClient(t, addr), newCountingClient(t, addr)
-	e := newRedisEpochs(a, sub, time.Minute)
+	e := admission.NewRedisEpochs(a, sub, time.Minute)
 	watching(t, e)
 	ctx := context.Background()
 	item := testenv.Name("epoch-item")
@@ -171,44 +170,13 @@ func TestEpochsDroppedWithTheSubscription(t *testing.T) {
 	if err := admin.ClientKillByFilter(ctx, "ID", strconv.FormatInt(sub.lastID(), 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Set(ctx, epochKey(item), "changed-unannounced", 0).Err(); err != nil {
+	if err := admin.Set(ctx, admission.EpochKey(item), "changed-unannounced", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, "the instance reads the epoch changed while it was not subscribed", 10*time.Second, func() bool {
 		v, err := e.Epoch(ctx, item)
 		return err == nil && strings.HasPrefix(v, "changed-unannounced/") && v != first
 	})
-}
-
-// TestResetWaitsOutTheLease: an instance that remembers an epoch and never
-// hears the bump (paused, or its subscription dead and not yet noticed:
-// here it is marked subscribed with no subscription at all) still reads
-// the new epoch once the bumping instance's Settle has returned.
-func TestResetWaitsOutTheLease(t *testing.T) {
-	addr := testenv.StartRedis(t).Addr
-	a, b := newCountingClient(t, addr), newCountingClient(t, addr)
-	const lease = 300 * time.Millisecond
-	deaf, bumper := newRedisEpochs(a, a, lease), newRedisEpochs(b, b, lease)
-	deaf.drop(true) // trusts its memory, hears nothing
-	ctx := context.Background()
-	item := testenv.Name("epoch-item")
-	old, err := deaf.Epoch(ctx, item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bumper.Bump(ctx, item); err != nil {
-		t.Fatal(err)
-	}
-	if err := bumper.Settle(ctx, item); err != nil {
-		t.Fatal(err)
-	}
-	v, err := deaf.Epoch(ctx, item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v == old {
-		t.Fatalf("after the reset settled, an instance that missed its announcement still trusts the old epoch %q", old)
-	}
 }
 
 // TestSoldOutFromMemoryCostsNoRoundTrip: once an instance has seen an item
@@ -260,7 +228,7 @@ func TestSoldOutFromMemoryCostsNoRoundTrip(t *testing.T) {
 			allowed := 1 + int(time.Since(start)/lease)
 			sent := rdb.names()
 			for _, name := range sent {
-				if name != "get "+epochKey("product:2") {
+				if name != "get "+admission.EpochKey("product:2") {
 					t.Fatalf("late buyers sent %q to Redis; want nothing but a reread of the epoch", sent)
 				}
 			}
@@ -322,15 +290,15 @@ func TestEpochReadOnAClusterCountsItsNodesDials(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	item := testenv.Name("epoch-item")
-	if err := rdb.Set(ctx, epochKey(item), "stored", 0).Err(); err != nil { // the node's client and its connection exist
+	if err := rdb.Set(ctx, admission.EpochKey(item), "stored", 0).Err(); err != nil { // the node's client and its connection exist
 		t.Fatal(err)
 	}
-	e := newRedisEpochs(rdb, rdb, time.Minute) // not subscribed: every Epoch reads
+	e := admission.NewRedisEpochs(rdb, rdb, time.Minute) // not subscribed: every Epoch reads
 	first, err := e.Epoch(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := rdb.MasterForKey(ctx, epochKey(item))
+	node, err := rdb.MasterForKey(ctx, admission.EpochKey(item))
 	if err != nil {
 		t.Fatal(err)
 	}

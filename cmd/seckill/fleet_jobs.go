@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
 
@@ -79,7 +79,7 @@ func (p *parts) markReset(kind string) func(context.Context, int64) error {
 }
 
 // repairer avoids handing reconcile a typed nil.
-func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
+func repairer(ra *redisstage.RedisAtomic) reconcile.Repairer {
 	if ra == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ func repairer(ra *inventory.RedisAtomic) reconcile.Repairer {
 }
 
 // buckets is repairer for redis-sharded's buckets.
-func buckets(rs *inventory.RedisSharded) reconcile.Repairer {
+func buckets(rs *redisstage.RedisSharded) reconcile.Repairer {
 	if rs == nil {
 		return nil
 	}

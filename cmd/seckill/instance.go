@@ -14,6 +14,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/metrics"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -49,7 +51,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	product := p.stages(b.db.Products(), "product")
 	coupon := p.stages(b.db.Coupons(), "coupon")
-	for _, ra := range []*inventory.RedisAtomic{product.redisStock, coupon.redisStock} {
+	for _, ra := range []*redisstage.RedisAtomic{product.redisStock, coupon.redisStock} {
 		if ra == nil {
 			continue
 		}
@@ -65,9 +67,9 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	// Products wait for payment; coupons are free, so grabs never expire.
 	products := inventory.NewService(b.db.Products(), product.stages, cfg.Instance, "O").WithCrowd(product.crowd).OnReset(p.markReset("product")).
-		WithLifecycle(inventory.Lifecycle{PaymentTimeout: cfg.PaymentTimeout, RedisStock: product.redisStock, Queue: product.queue})
+		WithLifecycle(product.lifecycle(cfg.PaymentTimeout))
 	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(p.markReset("coupon")).
-		WithLifecycle(inventory.Lifecycle{RedisStock: coupon.redisStock, Queue: coupon.queue})
+		WithLifecycle(coupon.lifecycle(0))
 	product.logGiveBacks(products)
 	coupon.logGiveBacks(coupons)
 	if !products.HasStage(cfg.Stage) {
@@ -117,7 +119,7 @@ type parts struct {
 	// at runtime; nil without Redis.
 	rate   *rateSwitch
 	locks  lockClients
-	epochs *redisEpochs // nil without Redis
+	epochs *admission.RedisEpochs // nil without Redis
 	bg     background
 }
 
@@ -133,8 +135,8 @@ func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
 	}
 	p := &parts{cfg: cfg, b: b, log: log, metrics: m, rate: rate, locks: locks}
 	if b.redis != nil {
-		p.epochs = newRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
-		p.bg.run(p.epochs.watch)
+		p.epochs = admission.NewRedisEpochs(b.redis, b.redis, cfg.SoldOutLease)
+		p.bg.run(p.epochs.Watch)
 	}
 	return p, nil
 }
@@ -161,7 +163,7 @@ func (p *parts) idempotency() *idempotency.Store {
 	// and a retry after a crash waits no longer than that for the key.
 	o := idempotency.Options{Retention: p.cfg.IdempotencyTTL, Lease: 2 * p.cfg.RequestTimeout}
 	o.Replicas, o.ReplicaWait = p.cfg.IdempotencyReplicas, p.cfg.StreamReplicaWait
-	if inventory.Durability(p.cfg.StreamDurability) == inventory.DurabilityReplica {
+	if redisstage.Durability(p.cfg.StreamDurability) == redisstage.DurabilityReplica {
 		// The records that replay redis-stream's 202s (and every other
 		// keyed answer) are confirmed on a replica as its orders are.
 		o.Replicas = max(o.Replicas, 1)

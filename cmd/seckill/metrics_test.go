@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -104,7 +104,7 @@ func TestMetricsMoveWithBuys(t *testing.T) {
 	if sample(text, "seckill_sharded_fallbacks_total", `kind="product"`) != 0 {
 		t.Errorf("fallbacks before any redis-sharded buy: %v", sample(text, "seckill_sharded_fallbacks_total", `kind="product"`))
 	}
-	homes := inventory.NewRedisSharded(nil, nil, "product", 4, nil)
+	homes := redisstage.NewRedisSharded(nil, nil, "product", 4, nil)
 	away := ""
 	for i := 0; away == ""; i++ {
 		if u := fmt.Sprintf("f%d", i); homes.Home(u) != 0 {

@@ -19,7 +19,7 @@ import (
 )
 
 // rateSwitch is an instance's rate limit of the safe stages' buys and
-// grabs (CrowdOptions.Admit and Admitting). It starts as the settings say,
+// grabs (admission.CrowdOptions.Admit and Admitting). It starts as the settings say,
 // off when SECKILL_RATE_INTERVAL is 0, and GET and PUT
 // /api/v1/admin/rate-limit read and change it while the instance runs. Each
 // buyer is counted by account, by client address, or by both (each on its
@@ -31,7 +31,7 @@ type rateSwitch struct {
 	log     *slog.Logger
 	trusted []netip.Prefix
 	cur     atomic.Pointer[rateLimit]
-	// drawSpan is the opening draw's span (inventory.Draw), 0 for none.
+	// drawSpan is the opening draw's span (admission.Draw), 0 for none.
 	drawSpan atomic.Int64
 }
 
@@ -59,7 +59,7 @@ func newRateSwitch(cfg config.Config, rdb redis.UniversalClient, log *slog.Logge
 	return s, nil
 }
 
-// draw is the opening draw's span now (DrawOptions.Span).
+// draw is the opening draw's span now (admission.DrawOptions.Span).
 func (s *rateSwitch) draw() time.Duration { return time.Duration(s.drawSpan.Load()) }
 
 // SetOpeningDraw sets the opening draw's span; 0 turns it off.
@@ -68,10 +68,10 @@ func (s *rateSwitch) SetOpeningDraw(d time.Duration) api.RateLimit {
 	return s.RateLimit()
 }
 
-// on reports whether the limit applies now (CrowdOptions.Admitting).
+// on reports whether the limit applies now (admission.CrowdOptions.Admitting).
 func (s *rateSwitch) on() bool { return s.cur.Load().l != nil }
 
-// admit counts one buyer against the limit (CrowdOptions.Admit).
+// admit counts one buyer against the limit (admission.CrowdOptions.Admit).
 func (s *rateSwitch) admit(ctx context.Context, o inventory.Order) error {
 	r := s.cur.Load()
 	if r.l == nil {

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -13,12 +15,12 @@ import (
 // pieces the rest of the instance needs.
 type kindStages struct {
 	stages     map[string]inventory.Stage
-	redisStock *inventory.RedisAtomic // redis-atomic, over the Redis copy of the stock; nil without Redis
-	queue      *inventory.RedisStream // redis-stream; nil without Redis
+	redisStock *redisstage.RedisAtomic // redis-atomic, over the Redis copy of the stock; nil without Redis
+	queue      *redisstage.RedisStream // redis-stream; nil without Redis
 	// sharded is redis-sharded, whose buckets the reconcile job repairs;
 	// nil without Redis.
-	sharded *inventory.RedisSharded
-	crowd   *inventory.Crowd
+	sharded *redisstage.RedisSharded
+	crowd   *admission.Crowd
 }
 
 // logGiveBacks makes svc's audits list the units the Redis stages gave
@@ -32,17 +34,31 @@ func (k kindStages) logGiveBacks(svc *inventory.Service) {
 	}
 }
 
+// lifecycle is what the service of this kind does with its orders after
+// the buy; without Redis, no copy and no queue (nil interfaces, not nil
+// pointers in them).
+func (k kindStages) lifecycle(paymentTimeout time.Duration) inventory.Lifecycle {
+	l := inventory.Lifecycle{PaymentTimeout: paymentTimeout}
+	if k.redisStock != nil {
+		l.RedisStock = k.redisStock
+	}
+	if k.queue != nil {
+		l.Queue = k.queue
+	}
+	return l
+}
+
 // stages builds every stage the backends allow for one kind of item. The
 // safe stages sit behind one crowd control (sold-out memory, bounded
 // queue); the teaching stages do not, since their race is the lesson.
 // With Redis, it also starts redis-stream's order writer.
 func (p *parts) stages(st *store.Ledger, kind string) kindStages {
-	co := inventory.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
+	co := admission.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
 	if p.rate != nil {
 		co.Admit, co.Admitting = p.rate.admit, p.rate.on
 		// The opening draw is switched with the rate limit: both are the
 		// sale's answer to scripts (PUT /api/v1/admin/rate-limit).
-		co.Draw = inventory.NewDraw(inventory.DrawOptions{
+		co.Draw = admission.NewDraw(admission.DrawOptions{
 			Span: p.rate.draw,
 			Opening: func(ctx context.Context, id int64) (time.Time, error) {
 				it, err := st.Get(ctx, id)
@@ -54,7 +70,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	if p.b.redis != nil {
 		co.Epochs = p.epochs
 	}
-	k := kindStages{crowd: inventory.NewCrowd(co)}
+	k := kindStages{crowd: admission.NewCrowd(co)}
 	section := inventory.SectionOptions{Delay: p.cfg.CriticalSectionDelay, Fencing: p.cfg.Fencing, Logger: p.log}
 	lockOpt := inventory.LockOptions{TTL: p.cfg.LockTTL, Wait: p.cfg.LockWait}
 	if p.epochs != nil {
@@ -75,15 +91,15 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		fairOpt := lockOpt
 		fairOpt.Fair = p.cfg.LockFair
 		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
-		k.redisStock = inventory.NewRedisAtomic(p.b.redis, st, kind, p.log)
+		k.redisStock = redisstage.NewRedisAtomic(p.b.redis, st, kind, p.log)
 		k.redisStock.OnRestock(k.crowd.Restocked)
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
 		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.redisStock)
-		k.queue = inventory.NewRedisStream(k.redisStock, inventory.StreamOptions{MaxLen: int64(p.cfg.StreamMaxLen), Logger: p.log,
-			Durability: inventory.Durability(p.cfg.StreamDurability), ReplicaWait: p.cfg.StreamReplicaWait})
+		k.queue = redisstage.NewRedisStream(k.redisStock, redisstage.StreamOptions{MaxLen: int64(p.cfg.StreamMaxLen), Logger: p.log,
+			Durability: redisstage.Durability(p.cfg.StreamDurability), ReplicaWait: p.cfg.StreamReplicaWait})
 		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
-		k.sharded = inventory.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
+		k.sharded = redisstage.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
 		k.sharded.OnRestock(k.crowd.Restocked)
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
 		p.metrics.CountSweeps(kind, k.sharded.Sweeps, k.sharded.UnitsMoved)

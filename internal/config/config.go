@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
 
 // DefaultDemoDB is the demo's SQL file unless SECKILL_DEMO_DB says
@@ -116,7 +117,7 @@ func (c *Config) settings() []setting {
 		duration(&c.PaymentTimeout, "SECKILL_PAYMENT_TIMEOUT", "15m", 0, 30*24*time.Hour, "how long a buyer has to pay an order before it is cancelled and its units return to stock; 0: orders never expire"),
 		integer(&c.StreamMaxLen, "SECKILL_STREAM_MAX_LEN", "100000", 1, 100_000_000, "most orders redis-stream keeps queued per item; a buy that finds the queue full gets 503 overloaded"),
 		duration(&c.StreamClaimIdle, "SECKILL_STREAM_CLAIM_IDLE", "10s", 100*time.Millisecond, time.Hour, "how long a queued order may wait unacknowledged by its writer before another instance's writer takes it over"),
-		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(inventory.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 outcome-unknown)"),
+		text(&c.StreamDurability, "SECKILL_STREAM_DURABILITY", string(redisstage.DurabilityNone), "what must hold before redis-stream answers 202: none (Redis has the order in memory), fsync (Redis runs appendonly yes and appendfsync always; checked at start) or replica (WAIT confirms a replica has it; otherwise 503 outcome-unknown)"),
 		duration(&c.StreamReplicaWait, "SECKILL_STREAM_REPLICA_WAIT", "100ms", time.Millisecond, 10*time.Second, "how long a redis-stream buy at durability replica waits for a replica to confirm its order"),
 		integer(&c.StockBuckets, "SECKILL_STOCK_BUCKETS", "4", 1, 1024, "buckets redis-sharded splits one item's stock over, each a Redis key with its own hash tag (on a Cluster, spread over the shards); a buyer whose bucket is empty tries the others"),
 		duration(&c.StockSweepInterval, "SECKILL_STOCK_SWEEP_INTERVAL", "1s", 0, time.Hour, "period of redis-sharded's sweeper, which gathers an item's last units into its fullest bucket (each move written down first, so a cut one is finished by the next sweep, the reconcile job or a buyer); 0: no sweeper"),
@@ -197,10 +198,10 @@ func Load(getenv func(string) string) (Config, error) {
 			fail("SECKILL_RATE_LIMIT_BY", fmt.Errorf("%q: want account, address, or both", by))
 		}
 	}
-	if !slices.Contains(inventory.Durabilities, c.StreamDurability) {
-		fail("SECKILL_STREAM_DURABILITY", fmt.Errorf("unknown level %q; want one of %s", c.StreamDurability, strings.Join(inventory.Durabilities, ", ")))
+	if !slices.Contains(redisstage.Durabilities, c.StreamDurability) {
+		fail("SECKILL_STREAM_DURABILITY", fmt.Errorf("unknown level %q; want one of %s", c.StreamDurability, strings.Join(redisstage.Durabilities, ", ")))
 	}
-	if c.StreamDurability == string(inventory.DurabilityReplica) && len(c.RedisAddrs) > 1 {
+	if c.StreamDurability == string(redisstage.DurabilityReplica) && len(c.RedisAddrs) > 1 {
 		fail("SECKILL_STREAM_DURABILITY", errors.New("replica needs one server or a Sentinel group, not a Cluster: WAIT must follow the enqueue on its connection, which a Cluster client splits by slot"))
 	}
 	if c.LockReplicas > 0 && len(c.RedisAddrs) > 1 {

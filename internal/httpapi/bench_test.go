@@ -12,6 +12,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -43,7 +45,7 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 		b.Fatal(err)
 	}
 	prefix := testenv.Name("bench")
-	stage := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stage := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "bench-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "bench-1", "O"),
@@ -81,7 +83,7 @@ func BenchmarkSoldOutBuy(b *testing.B) {
 	b.Run("redis-atomic", func(b *testing.B) { run(b, buy(false), 409) })
 	b.Run("redis-atomic+key", func(b *testing.B) { run(b, buy(true), 409) })
 
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 	remembering := crowd.Wrap(stage)
 	h = httpapi.NewServer(httpapi.Deps{
 		Instance:    "bench-2",

@@ -239,7 +239,7 @@ const maxRetryAfter = 30
 // (at least 1, at most maxRetryAfter):
 //   - a buyer turned away by the per-item cap: the time one buyer of the
 //     item has lately spent inside the stage, queueing included
-//     (inventory.Busy), which is when a place is expected to free up;
+//     (admission.Busy), which is when a place is expected to free up;
 //   - a duplicate of an Idempotency-Key whose first request still runs:
 //     the request timeout, within which that request has its answer;
 //   - anything else (a lock wait that ran out, a backend that failed or

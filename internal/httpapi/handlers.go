@@ -272,6 +272,9 @@ type buyInput struct {
 	bodyErr     error  // the body could not be read (too large, cut off)
 	req         inventory.Request
 	reqErr      error // not a valid buy: the path, the body or a field (bodyErr included)
+	// fold is the Idempotency-Key claim's fold of the buy, set once the
+	// claim ran it (claimKey); nil for a buy without one.
+	fold *inventory.Fold
 }
 
 // buyInputKey is where readBuy leaves the buyInput.
@@ -335,7 +338,7 @@ func (s *server) handleBuy(ep itemEndpoints) gin.HandlerFunc {
 			s.writeError(c, in.reqErr)
 			return
 		}
-		o, err := ep.svc.Buy(c.Request.Context(), in.stage, in.req)
+		o, err := ep.svc.BuyFolded(c.Request.Context(), in.stage, in.req, in.fold)
 		if err != nil {
 			s.writeError(c, err)
 			return

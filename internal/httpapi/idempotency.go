@@ -102,8 +102,7 @@ func (s *server) answeredFromMemory(c *gin.Context, store *idempotency.Store, ke
 // it. It answers the request itself, and returns false, when the key
 // cannot be claimed: the body is unreadable, the check refused the buy, or
 // the key is in flight, mismatched or unreachable. A claim whose check
-// took the buy's units comes with its Fold, which the request's context
-// carries to the buy.
+// took the buy's units comes with its Fold, which the buy is handed.
 func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, check refusalCheckFunc) (*idempotency.Claim, *idempotency.Response, *inventory.Fold, bool) {
 	body, user, err := s.keyedBody(c)
 	if err != nil {
@@ -139,7 +138,9 @@ func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, 
 			}
 			break
 		}
-		c.Request = c.Request.WithContext(inventory.WithFold(ctx, fold))
+		if in := buyOf(c); in != nil {
+			in.fold = fold // handed to the buy (Service.BuyFolded)
+		}
 	}
 	if err != nil {
 		s.writeError(c, err)

@@ -14,6 +14,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -31,12 +33,12 @@ func TestKeyedRefusalAcrossAResetIsNotTrusted(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("midreset")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var stage inventory.Stage = stock
 			if name == "redis-stream" {
-				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{name: crowd.Wrap(stage)}, "mid-1", "O").WithCrowd(crowd)
 			if err := svc.Reset(ctx, 1, 0); err != nil {
 				t.Fatal(err)
@@ -95,7 +97,7 @@ func TestKeyedMemoryWhileTheKeysFirstBuyIsInFlight(t *testing.T) {
 			stage := &heldStage{entered: make(chan struct{}), release: make(chan struct{})}
 			var mu sync.Mutex
 			var reasons []string
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
 				Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(stage)}, "inflight-1", "O")
 			deps := httpapi.Deps{Instance: "inflight-1", Stage: "db-atomic",
@@ -169,10 +171,10 @@ func TestKeyedWindowRefusalTeachesTheMemory(t *testing.T) {
 	db := testenv.SQLite(t)
 	ctx := context.Background()
 	prefix := testenv.Name("teachwin")
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "teachwin-1", "O").WithCrowd(crowd)
 	h := httpapi.NewServer(httpapi.Deps{
@@ -231,10 +233,10 @@ func TestKeyedMemoryOnTheDemoAndWithoutAStore(t *testing.T) {
 	db := testenv.SQLite(t)
 	ctx := context.Background()
 	prefix := testenv.Name("demo")
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{},
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "demo-1", "O").WithCrowd(crowd)
 	if err := svc.Reset(ctx, 1, 1); err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -38,16 +40,16 @@ func TestKeyedRefusalOfASaleClosingFarAheadIsSoldOut(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("far")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var stage inventory.Stage = stock
 			if c.stage == "redis-stream" {
-				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
-			co := inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}}
+			co := admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}}
 			if !c.fold {
 				co.Admit = func(context.Context, inventory.Order) error { return nil }
 			}
-			crowd := inventory.NewCrowd(co)
+			crowd := admission.NewCrowd(co)
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{c.stage: crowd.Wrap(stage)}, "far-1", "O").WithCrowd(crowd)
 			never := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 			if err := svc.ResetSale(ctx, 1, 0, inventory.SaleWindow{ClosesAt: never}); err != nil {
@@ -142,7 +144,7 @@ func TestKeyedMemoryAnswerFollowsAResetDuringTheKeyRead(t *testing.T) {
 	rdb.AddHook(held)
 	db := testenv.SQLite(t)
 	ctx := context.Background()
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: &stepEpochs{}})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(inventory.NewDBAtomic(db.Products()))}, "mid-read", "O").WithCrowd(crowd)
 	if err := svc.Reset(ctx, 1, 1); err != nil {
 		t.Fatal(err)
@@ -188,10 +190,10 @@ func TestKeyedRefusalIsCountedWithoutAnEpoch(t *testing.T) {
 	db := testenv.SQLite(t)
 	ctx := context.Background()
 	prefix := testenv.Name("noepoch")
-	stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: downEpochs{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: downEpochs{},
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": crowd.Wrap(stock)}, "noepoch-1", "O")
 	if err := db.Products().Reset(ctx, 1, 0); err != nil {
@@ -227,7 +229,7 @@ func TestKeylessBuyRefusedForItsMissingKeyIsNotCountedSoldOut(t *testing.T) {
 	var runs atomic.Int32
 	var mu sync.Mutex
 	var reasons []string
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
 		Refused: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:              "required-1",

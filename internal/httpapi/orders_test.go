@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ import (
 type streamFixture struct {
 	*fixture
 	products, coupons *inventory.Service
-	queue             *inventory.RedisStream
+	queue             *redisstage.RedisStream
 	now               atomic.Pointer[time.Time]
 	startWriter       func()
 }
@@ -37,16 +38,16 @@ func newStreamFixture(t *testing.T) *streamFixture {
 	start := time.Now()
 	f.now.Store(&start)
 	clock := func() time.Time { return *f.now.Load() }
-	build := func(st inventory.Store, kind string) (*inventory.Service, *inventory.RedisStream) {
-		ra := inventory.NewRedisAtomic(rdb, st, ns+kind, nil)
-		rs := inventory.NewRedisStream(ra, inventory.StreamOptions{})
+	build := func(st inventory.Store, kind string) (*inventory.Service, *redisstage.RedisStream) {
+		ra := redisstage.NewRedisAtomic(rdb, st, ns+kind, nil)
+		rs := redisstage.NewRedisStream(ra, redisstage.StreamOptions{})
 		stages := map[string]inventory.Stage{inventory.StageDBAtomic: inventory.NewDBAtomic(st), inventory.StageRedisStream: rs}
 		svc := inventory.NewService(st, stages, "test-1", map[string]string{"product": "O", "coupon": "C"}[kind]).
 			WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, RedisStock: ra, Queue: rs, Now: clock})
 		return svc, rs
 	}
 	f.products, f.queue = build(db.Products(), "product")
-	var couponQueue *inventory.RedisStream
+	var couponQueue *redisstage.RedisStream
 	f.coupons, couponQueue = build(db.Coupons(), "coupon")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

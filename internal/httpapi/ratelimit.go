@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/seckill/internal/api"
-	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // RateLimits is an instance's rate limit of the safe stages' buys and
@@ -30,7 +30,7 @@ const (
 	maxRateIntervalMS = 3_600_000 // an hour
 	maxRateBurst      = 1_000_000
 	// maxOpeningDrawMS bounds the opening draw: a buyer may be held for
-	// up to twice it and a hair (inventory.DrawHoldMax), within the
+	// up to twice it and a hair (admission.DrawHoldMax), within the
 	// request's deadline.
 	maxOpeningDrawMS = 10_000
 )
@@ -103,7 +103,7 @@ func (s *server) handleSetRateLimit(rl RateLimits) gin.HandlerFunc {
 				return
 			}
 			draw = time.Duration(ms * float64(time.Millisecond))
-			if hold := inventory.DrawHoldMax(draw); s.requestTimeout > 0 && hold >= s.requestTimeout {
+			if hold := admission.DrawHoldMax(draw); s.requestTimeout > 0 && hold >= s.requestTimeout {
 				s.writeError(c, fieldError("opening_draw_ms %v: a buyer may be held %v (twice that, and one who came a hair early), past this instance's request deadline (%v)", ms, hold, s.requestTimeout))
 				return
 			}

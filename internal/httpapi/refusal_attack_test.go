@@ -20,6 +20,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -79,7 +81,7 @@ type refusalRig struct {
 	h          http.Handler
 	rdb        *redis.Client
 	svc        *inventory.Service
-	redisStock *inventory.RedisAtomic
+	redisStock *redisstage.RedisAtomic
 	ledger     *gatedLedger
 	db         *store.DB
 	idem       *idempotency.Store
@@ -97,7 +99,7 @@ func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duratio
 
 // newRefusalRigCrowd is newRefusalRig with the stage behind crowd, when
 // not nil.
-func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Duration, crowd *inventory.Crowd) *refusalRig {
+func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Duration, crowd *admission.Crowd) *refusalRig {
 	t.Helper()
 	ctx := context.Background()
 	db := testenv.SQLite(t)
@@ -110,10 +112,10 @@ func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Du
 	gate := &claimGate{prefix: idemPrefix, entered: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(gate)
 	led := &gatedLedger{Ledger: db.Products(), entered: make(chan struct{}), release: make(chan struct{})}
-	redisStock := inventory.NewRedisAtomic(rdb, led, kind, nil)
+	redisStock := redisstage.NewRedisAtomic(rdb, led, kind, nil)
 	stage := inventory.Stage(redisStock)
 	if stageName == "redis-stream" {
-		stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+		stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 	}
 	if crowd != nil {
 		stage = crowd.Wrap(stage)
@@ -266,7 +268,7 @@ func TestRefusalAttackDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
 func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
-			limited := inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
+			limited := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
 			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, limited)
 			// Load the copy and the scripts first.
 			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
@@ -304,7 +306,7 @@ func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
 func TestRefusalAttackFoldHoldsItsUnitThroughThePause(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
-			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, inventory.NewCrowd(inventory.CrowdOptions{Kind: "product", Queue: 1}))
+			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, admission.NewCrowd(admission.CrowdOptions{Kind: "product", Queue: 1}))
 			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
 			body := `{"user_id":"late","quantity":1}`
 			r.gate.armed.Store(true)

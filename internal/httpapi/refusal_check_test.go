@@ -16,6 +16,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -82,10 +84,10 @@ func TestRefusedKeyedBuyIsOneRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			prefix := testenv.Name("refuse")
-			redisStock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			redisStock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			stage := inventory.Stage(redisStock)
 			if stageName == "redis-stream" {
-				stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 			}
 			h := httpapi.NewServer(httpapi.Deps{
 				Instance:    "refuse-1",
@@ -147,7 +149,7 @@ func TestRefusalIsNotStoredWithoutTheCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := testenv.Name("nocheck")
-	stage := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+	stage := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance:    "nocheck-1",
 		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stage}, "nocheck-1", "O"),
@@ -195,10 +197,10 @@ func TestKeyedSaleIsTwoRoundTrips(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("trips")
-			redisStock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			redisStock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			stage := inventory.Stage(redisStock)
 			if c.stage == "redis-stream" {
-				stage = inventory.NewRedisStream(redisStock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 			}
 			if err := db.Products().Reset(ctx, 1, 10); err != nil {
 				t.Fatal(err)
@@ -266,11 +268,11 @@ func TestKeyedRefusalTeachesTheMemory(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("teach")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			var learnt atomic.Int32
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
 				Refused: func(reason string) {
-					if reason == inventory.RefusedSoldOut {
+					if reason == admission.RefusedSoldOut {
 						learnt.Add(1)
 					}
 				}})
@@ -334,12 +336,12 @@ func TestKeyedBuySoldOutForNowIsOneRoundTrip(t *testing.T) {
 			db := testenv.SQLite(t)
 			ctx := context.Background()
 			prefix := testenv.Name("fornow")
-			stock := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+			stock := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 			stage := inventory.Stage(stock)
 			if stageName == "redis-stream" {
-				stage = inventory.NewRedisStream(stock, inventory.StreamOptions{})
+				stage = redisstage.NewRedisStream(stock, redisstage.StreamOptions{})
 			}
-			crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+			crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 			svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: crowd.Wrap(stage)}, "fornow-1", "O").WithCrowd(crowd)
 			idem := idempotency.Options{Prefix: prefix + ":idem:", Lease: time.Hour}
 			h := httpapi.NewServer(httpapi.Deps{Instance: "fornow-1", Products: svc, Stage: stageName, Idempotency: idempotency.New(rdb, idem)})

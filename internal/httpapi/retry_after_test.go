@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -29,11 +30,11 @@ func TestRetryAfterSaysHowLongToWait(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&inventory.Busy{ItemID: 1, Queue: 64, Wait: 2200 * time.Millisecond}, "3"},
-		{&inventory.Busy{ItemID: 1, Queue: 64, Wait: 2 * time.Second}, "2"},
-		{&inventory.Busy{ItemID: 1, Queue: 64, Wait: 40 * time.Millisecond}, "1"},
-		{&inventory.Busy{ItemID: 1, Queue: 64}, "1"},
-		{&inventory.Busy{ItemID: 1, Queue: 64, Wait: 10 * time.Minute}, "30"},
+		{&admission.Busy{ItemID: 1, Queue: 64, Wait: 2200 * time.Millisecond}, "3"},
+		{&admission.Busy{ItemID: 1, Queue: 64, Wait: 2 * time.Second}, "2"},
+		{&admission.Busy{ItemID: 1, Queue: 64, Wait: 40 * time.Millisecond}, "1"},
+		{&admission.Busy{ItemID: 1, Queue: 64}, "1"},
+		{&admission.Busy{ItemID: 1, Queue: 64, Wait: 10 * time.Minute}, "30"},
 		{fmt.Errorf("%w: no connection free", inventory.ErrOverloaded), "1"},
 		{inventory.ErrLockTimeout, "1"},
 		{inventory.ErrUnavailable, "1"},

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/ratelimit"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -33,7 +34,7 @@ func (s soldOutStage) Buy(context.Context, inventory.Order) error {
 func TestRememberedSoldOutIsAnsweredBeforeTheBodyIsRead(t *testing.T) {
 	db := testenv.SQLite(t)
 	var runs atomic.Int32
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance: "memo-1",
 		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(soldOutStage{&runs})}, "memo-1", "O"),
@@ -76,7 +77,7 @@ func TestRememberedSoldOutIsAnsweredBeforeTheBodyIsRead(t *testing.T) {
 func TestRateLimitedBuyIs429WithItsWait(t *testing.T) {
 	db := testenv.SQLite(t)
 	var runs atomic.Int32
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
 		Admit: func(context.Context, inventory.Order) error {
 			return &ratelimit.Limited{Key: "acct:x", Wait: 2500 * time.Millisecond}
 		}})
@@ -110,7 +111,7 @@ func (s notOpenStage) Buy(_ context.Context, o inventory.Order) error {
 func TestEarlyCrowdIsAnsweredFromMemoryBeforeTheBodyIsRead(t *testing.T) {
 	db := testenv.SQLite(t)
 	var runs atomic.Int32
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}})
 	h := httpapi.NewServer(httpapi.Deps{
 		Instance: "early-1",
 		Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": crowd.Wrap(notOpenStage{&runs})}, "early-1", "O"),
@@ -153,9 +154,9 @@ func TestKeyedBuyOfARememberedSellOutIsOneRead(t *testing.T) {
 	rdb.AddHook(trips)
 	db := testenv.SQLite(t)
 	var runs, remembered atomic.Int32
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
+	crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{},
 		Refused: func(reason string) {
-			if reason == inventory.RefusedRemembered {
+			if reason == admission.RefusedRemembered {
 				remembered.Add(1)
 			}
 		}})

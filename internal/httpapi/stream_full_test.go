@@ -8,6 +8,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -19,8 +20,8 @@ import (
 func TestFullOrderQueueIsOverloaded(t *testing.T) {
 	db := testenv.SQLite(t)
 	rdb := testenv.Redis(t)
-	ra := inventory.NewRedisAtomic(rdb, db.Products(), testenv.Name("hq-"), nil)
-	rs := inventory.NewRedisStream(ra, inventory.StreamOptions{MaxLen: 1})
+	ra := redisstage.NewRedisAtomic(rdb, db.Products(), testenv.Name("hq-"), nil)
+	rs := redisstage.NewRedisStream(ra, redisstage.StreamOptions{MaxLen: 1})
 	products := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisStream: rs}, "test-1", "O").
 		WithLifecycle(inventory.Lifecycle{RedisStock: ra, Queue: rs})
 	coupons := inventory.NewService(db.Coupons(), map[string]inventory.Stage{inventory.StageDBAtomic: inventory.NewDBAtomic(db.Coupons())}, "test-1", "C")

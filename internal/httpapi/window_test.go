@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestSaleWindowAnswers(t *testing.T) {
 			st := db.Products()
 			stages := map[string]inventory.Stage{
 				inventory.StageDBAtomic:    inventory.NewDBAtomic(st),
-				inventory.StageRedisAtomic: inventory.NewRedisAtomic(rdb, st, ns+stage, nil),
+				inventory.StageRedisAtomic: redisstage.NewRedisAtomic(rdb, st, ns+stage, nil),
 			}
 			svc := inventory.NewService(st, stages, "test-1", "O")
 			f := &fixture{t: t, db: db, srv: httpapi.NewServer(httpapi.Deps{

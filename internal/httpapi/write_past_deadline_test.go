@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -161,14 +162,14 @@ var stagesWithAWriteThatCanOutliveTheDeadline = []stageUnderTest{
 		return inventory.NewDBAtomic(db.Products())
 	}},
 	{"redis-atomic", holdRow, false, func(t *testing.T, db *store.DB, rdb *redis.Client, prefix string, _ func()) inventory.Stage {
-		s := inventory.NewRedisAtomic(rdb, db.Products(), prefix, nil)
+		s := redisstage.NewRedisAtomic(rdb, db.Products(), prefix, nil)
 		if err := s.Reset(context.Background(), 1, 0); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}},
 	{"redis-sharded", holdRow, false, func(t *testing.T, db *store.DB, rdb *redis.Client, prefix string, _ func()) inventory.Stage {
-		s := inventory.NewRedisSharded(rdb, db.Products(), prefix, 4, nil)
+		s := redisstage.NewRedisSharded(rdb, db.Products(), prefix, 4, nil)
 		if err := s.Reset(context.Background(), 1, 0); err != nil {
 			t.Fatal(err)
 		}

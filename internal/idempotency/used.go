@@ -16,7 +16,7 @@ import (
 // one pipeline, as soon as it ends: one write and one read on the
 // connection, here and in Redis, for all of them, with no timer to gather
 // them and no wait beyond the read in flight. This is the same group commit
-// as the sale's (internal/inventory/group_commit.go), for a read.
+// as the sale's (internal/inventory/redisstage/group_commit.go), for a read.
 
 // maxUsedBatch bounds one pipeline; more wait for the next.
 const maxUsedBatch = 256

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -35,27 +37,27 @@ func (c *cancelThen) Cancel(ctx context.Context, o inventory.Order, cutoff time.
 // database read did not include it either. Every unit must come back to
 // the copy: Redis stock = database stock = 3.
 func TestReconcileRepairDuringCancelLosesNoUnit(t *testing.T) {
-	onEveryBackend(t, 3, func(t *testing.T, ctx context.Context, e *streamEnv) {
+	streamtest.OnEveryBackend(t, 3, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
 		clk := newClock()
-		ra := inventory.NewRedisAtomic(e.rdb, e.db.Products(), e.ns, nil)
-		book := &cancelThen{Ledger: e.db.Products(), n: 2, then: func() {
-			d, err := ra.Repair(ctx, e.id, time.Minute, e.db.Products().OrderExists)
+		ra := redisstage.NewRedisAtomic(e.RDB, e.DB.Products(), e.NS, nil)
+		book := &cancelThen{Ledger: e.DB.Products(), n: 2, then: func() {
+			d, err := ra.Repair(ctx, e.ID, time.Minute, e.DB.Products().OrderExists)
 			t.Logf("reconcile repair between the generation read and the commit: %+v, %v", d, err)
 		}}
 		svc := inventory.NewService(book, map[string]inventory.Stage{inventory.StageRedisAtomic: ra}, "a", "O").
 			WithLifecycle(inventory.Lifecycle{PaymentTimeout: time.Minute, RedisStock: ra, Now: clk.Now})
-		buyN(t, svc, inventory.StageRedisAtomic, "r", 3)
+		streamtest.BuyN(t, svc, inventory.StageRedisAtomic, "r", 3)
 
 		clk.Advance(2 * time.Minute)
 		rep, err := svc.CancelUnpaid(ctx)
 		if err != nil || rep.Cancelled != 3 {
 			t.Fatalf("cancel job: %+v, %v; want 3 cancelled", rep, err)
 		}
-		a, err := e.db.Products().Audit(ctx, e.id)
+		a, err := e.DB.Products().Audit(ctx, e.ID)
 		if err != nil || a.Stock != 3 {
 			t.Fatalf("audit %+v, %v; want the 3 units back in the database", a, err)
 		}
-		if s := e.redisStock(t); s != 3 {
+		if s := e.RedisStock(t); s != 3 {
 			t.Errorf("Redis stock %d, database stock 3: %d cancelled unit(s) never came back to the copy (report %+v)", s, 3-s, rep)
 		}
 	})

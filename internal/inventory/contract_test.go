@@ -13,6 +13,8 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -91,7 +93,7 @@ var stageCases = []stageCase{
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			env.connect()
-			return inventory.NewRedisAtomic(env.rdb, st, env.ns, nil)
+			return redisstage.NewRedisAtomic(env.rdb, st, env.ns, nil)
 		},
 	},
 	{
@@ -101,7 +103,7 @@ var stageCases = []stageCase{
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			env.connect()
-			return inventory.NewRedisStream(inventory.NewRedisAtomic(env.rdb, st, env.ns, nil), inventory.StreamOptions{})
+			return redisstage.NewRedisStream(redisstage.NewRedisAtomic(env.rdb, st, env.ns, nil), redisstage.StreamOptions{})
 		},
 	},
 	{
@@ -111,7 +113,7 @@ var stageCases = []stageCase{
 		safe:  func(int) bool { return true },
 		build: func(env *raceEnv, st inventory.Store, _ inventory.SectionOptions) inventory.Stage {
 			env.connect()
-			return inventory.NewRedisSharded(env.rdb, st, env.ns, 4, nil)
+			return redisstage.NewRedisSharded(env.rdb, st, env.ns, 4, nil)
 		},
 	},
 }
@@ -215,12 +217,12 @@ func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, i
 		opts.BetweenReadAndWrite = func(ctx context.Context, _ inventory.Order) { b.Wait(ctx) }
 	}
 	services := make([]*inventory.Service, instances)
-	var queues []*inventory.RedisStream
+	var queues []*redisstage.RedisStream
 	for i := range services {
 		st := sc.build(env, db.Products(), opts)
-		if q, ok := st.(*inventory.RedisStream); ok {
+		if q, ok := st.(*redisstage.RedisStream); ok {
 			queues = append(queues, q)
-			startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
+			streamtest.StartWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 		}
 		services[i] = inventory.NewService(db.Products(), map[string]inventory.Stage{sc.stage: st}, fmt.Sprintf("i%d", i), "O")
 	}
@@ -252,7 +254,7 @@ func runRace(t *testing.T, db *store.DB, env *raceEnv, id int64, sc stageCase, i
 		t.Errorf("unexpected error: %v", err)
 	}
 	for _, q := range queues {
-		waitDrained(t, ctx, q, id)
+		streamtest.WaitDrained(t, ctx, q, id)
 	}
 
 	a, err := db.Products().Audit(ctx, id)

@@ -74,12 +74,20 @@ func newGuarded(guard Guard, store SectionStore, kind string, opts SectionOption
 	return &guarded{guard: guard, store: store, opts: opts, kind: kind, queue: queue}
 }
 
-func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
+func (g *guarded) Buy(ctx context.Context, o Order) error {
+	_, err := g.BuyLast(ctx, o)
+	return err
+}
+
+// BuyLast is Buy that also says when the buy took the item's last unit
+// (LastUnitSeller): the crowd control in front then answers the next
+// buyers sold out without a turn at the lock.
+func (g *guarded) BuyLast(ctx context.Context, o Order) (soldOut error, err error) {
 	// The sale window first, on the database's clock and before the lock:
 	// a crowd that came early takes no lock and no turn (window.go).
-	win, err := checkWindow(ctx, g.store, o.ItemID)
+	win, err := CheckWindow(ctx, g.store, o.ItemID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key := fmt.Sprintf("%s:%d", g.kind, o.ItemID)
 	var by time.Time // when to stop waiting for the guard; zero: no bound
@@ -87,15 +95,15 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	if g.queue != nil {
 		if by, leave, err = g.queue.join(ctx, o, key); err != nil {
 			if errors.Is(err, ErrSoldOut) {
-				return SoldOutAt(win, err)
+				return nil, SoldOutAt(win, err)
 			}
-			return err
+			return nil, err
 		}
 		defer leave()
 	}
 	held, err := g.guard.Enter(ctx, key, by)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The turn in the queue ends with the hold, lost or given up: a holder
 	// stuck past its lease must not keep this instance's next buyer from
@@ -125,29 +133,38 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	// cancels the work in flight, so its holder stops instead of writing
 	// late. The fencing token stays the backstop for what a cancel cannot
 	// reach (a write already on the wire when the lease ran out).
-	sctx := held.Context(ctx)
 	token := int64(0)
 	if g.opts.Fencing {
 		token = held.Token()
 	}
-	// With a token, claim the row with it before reading it. Fencing only
-	// the final write is not enough: a holder whose lease ran out could
-	// still write between a newer holder's read and that holder's write,
-	// and the newer write would then silently overwrite it.
-	stock, err := g.read(sctx, o.ItemID, token)
+	left, unsettled, err := g.readCheckWrite(held.Context(ctx), held, o, win, token)
+	if err == nil && left == 0 {
+		return SoldOutAt(win, ErrSoldOut), nil // the next buyer would read 0
+	}
+	return nil, err
+}
+
+// readCheckWrite is the lesson of the lock stages: read the stock, check
+// that it covers the order, write back the stock computed from the read.
+// It is only as safe as the guard held around it. It returns the units
+// left, or, for a write that may still land (see Unsettled), the channel
+// that closes when it has.
+func (g *guarded) readCheckWrite(ctx context.Context, held Held, o Order, win WindowAt, token int64) (left int, unsettled <-chan struct{}, err error) {
+	// With a token, the read claims the row first (see read).
+	stock, err := g.read(ctx, o.ItemID, token)
 	if err != nil {
-		return lostOr(held, err)
+		return 0, nil, lostOr(held, err)
 	}
 	if stock < o.Quantity {
-		return SoldOutAt(win, ErrSoldOut)
+		return 0, nil, SoldOutAt(win, ErrSoldOut)
 	}
-	if err := g.pause(sctx, o); err != nil {
-		return lostOr(held, err)
+	if err := g.pause(ctx, o); err != nil { // where a workshop sees the race
+		return 0, nil, lostOr(held, err)
 	}
 	// Check the lock just before the write: a holder that was paused past
 	// its lease learns it here rather than from the fence.
 	if err := held.Err(); err != nil {
-		return err
+		return 0, nil, err
 	}
 	if g.opts.BeforeWrite != nil {
 		g.opts.BeforeWrite(o)
@@ -155,14 +172,10 @@ func (g *guarded) Buy(ctx context.Context, o Order) (err error) {
 	// The lost update lives here: stock-o.Quantity was computed from a read
 	// that another buyer may have acted on too. The CHECK (stock >= 0)
 	// constraint cannot see it, since the value written is never negative.
-	if err := g.store.WriteComputed(sctx, o, stock-o.Quantity, token); err != nil {
-		unsettled = settling(err)
-		return writeFailed(held, err)
+	if err := g.store.WriteComputed(ctx, o, stock-o.Quantity, token); err != nil {
+		return 0, settling(err), writeFailed(held, err)
 	}
-	if stock == o.Quantity {
-		soldLast(ctx, SoldOutAt(win, ErrSoldOut)) // and the next buyer would read 0
-	}
-	return nil
+	return stock - o.Quantity, nil, nil
 }
 
 // exitWhenSettled gives the guard up once the write that was still on its
@@ -182,7 +195,10 @@ func (g *guarded) exitWhenSettled(ctx context.Context, held Held, settled <-chan
 }
 
 // read reads the stock under the guard, having claimed the row first when
-// token > 0: in one round trip when the store can (FenceReader).
+// token > 0: in one round trip when the store can (FenceReader). Fencing
+// only the final write is not enough: a holder whose lease ran out could
+// still write between a newer holder's read and that holder's write, and
+// the newer write would then silently overwrite it.
 func (g *guarded) read(ctx context.Context, id, token int64) (int, error) {
 	if token <= 0 {
 		return g.store.ReadStock(ctx, id)
@@ -231,4 +247,16 @@ func (g *guarded) pause(ctx context.Context, o Order) error {
 		return nil
 	}
 	return sleep(ctx, g.opts.Delay)
+}
+
+// sleep waits d, or returns ctx's error if it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

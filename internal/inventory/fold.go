@@ -20,26 +20,48 @@ import (
 //
 // A folded buy has its units before it reaches the crowd control, so the
 // crowd lets it through (it takes no place in the line: it only writes).
-// A crowd that limits buyers' rates (CrowdOptions.Admit, while Admitting)
+// A crowd that limits buyers' rates (admission.CrowdOptions.Admit, while Admitting)
 // does not fold: the limiter comes before the stage; nor does one holding
-// an opening draw (CrowdOptions.Draw), which must hold the buyer before
+// an opening draw (admission.CrowdOptions.Draw), which must hold the buyer before
 // any unit is taken. Neither does redis-stream at
 // DurabilityReplica, whose WAIT must follow the enqueue on its connection.
 
 // Fold is a buy whose stage's script runs inside the Idempotency-Key
 // claim's: RefusalCheck returns one, in its Fold field, where the stage can.
-// The HTTP layer tells it what the claim answered (Took), passes it to the
-// buy in the request's context (WithFold), and, once the buy is answered,
+// The HTTP layer tells it what the claim answered (Took), hands it to the
+// buy (Service.BuyFolded), and, once the buy is answered,
 // has the settle run its Confirm.
 type Fold struct {
 	order Order
 	// pending is the reservations hash a committed order is confirmed
-	// in; "" for redis-stream, whose writers confirm.
-	pending string
-	queues  bool
-	took    bool  // the claim took the units
-	left    int64 // the stock it left
-	confirm bool  // the order is committed; the settle confirms it
+	// in, by confirmSrc; "" for redis-stream, whose writers confirm.
+	pending    string
+	confirmSrc string
+	// mayHaveQueued is set when the claim queues the order (see FoldSpec).
+	mayHaveQueued func(err error) bool
+	took          bool  // the claim took the units
+	left          int64 // the stock it left
+	confirm       bool  // the order is committed; the settle confirms it
+}
+
+// FoldSpec is what a stage's claim script does with a buy's units (see
+// NewFold).
+type FoldSpec struct {
+	// Order is the order the claim takes the units for.
+	Order Order
+	// Pending is the reservations hash a committed order is confirmed in,
+	// and ConfirmSrc the Lua that confirms it there in the settle's script
+	// (see Confirm); "" when the stage's writers confirm.
+	Pending, ConfirmSrc string
+	// MayHaveQueued, set when the claim also queues the order, reports
+	// whether a claim whose script failed with err may have run (the
+	// writers would then write the order).
+	MayHaveQueued func(err error) bool
+}
+
+// NewFold returns the Fold of a claim that does what spec says.
+func NewFold(spec FoldSpec) *Fold {
+	return &Fold{order: spec.Order, pending: spec.Pending, confirmSrc: spec.ConfirmSrc, mayHaveQueued: spec.MayHaveQueued}
 }
 
 // Took records what the claim's script answered of the fold (the claim's
@@ -70,7 +92,7 @@ func (f *Fold) Took(reply string) error {
 // lost is given back by the reconcile job (its order is never written).
 func (f *Fold) ClaimFailed(err error) error {
 	switch {
-	case f.queues && mayHaveRun(err):
+	case f.mayHaveQueued != nil && f.mayHaveQueued(err):
 		return fmt.Errorf("%w: order %s may be queued, the claim's reply was lost: %v", ErrOutcomeUnknown, f.order.No, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("order %s: the claim was not sent: %w", f.order.No, context.DeadlineExceeded)
@@ -87,62 +109,29 @@ func (f *Fold) Confirm() (src string, keys []string, args []any, ok bool) {
 	if !f.confirm {
 		return "", nil, nil, false
 	}
-	return confirmSrc, []string{f.pending}, []any{f.order.No}, true
+	return f.confirmSrc, []string{f.pending}, []any{f.order.No}, true
 }
 
-// holds reports whether f took o's units in the claim.
-func (f *Fold) holds(o Order) bool { return f != nil && f.took && f.order.No == o.No }
+// Holds reports whether f took o's units in the claim.
+func (f *Fold) Holds(o Order) bool { return f != nil && f.took && f.order.No == o.No }
 
-// confirmLater leaves the confirm of o's reservation, whose order is
+// Left is the stock the claim left when it took the units.
+func (f *Fold) Left() int64 { return f.left }
+
+// ConfirmLater leaves the confirm of o's reservation, whose order is
 // committed, to the settle of its key, if f holds o; it reports whether
 // it did.
-func (f *Fold) confirmLater(o Order) bool {
-	if !f.holds(o) || f.pending == "" {
+func (f *Fold) ConfirmLater(o Order) bool {
+	if !f.Holds(o) || f.pending == "" {
 		return false
 	}
 	f.confirm = true
 	return true
 }
 
-// foldKey marks a context with a buy's Fold.
-type foldKey struct{}
-
-// WithFold marks ctx as the context of the buy whose claim ran f.
-func WithFold(ctx context.Context, f *Fold) context.Context {
-	return context.WithValue(ctx, foldKey{}, f)
-}
-
-func foldOf(ctx context.Context) *Fold { f, _ := ctx.Value(foldKey{}).(*Fold); return f }
-
-// folder is a stage whose script can run inside the claim's.
-type folder interface {
-	fold(o Order) (RefusalCheck, bool)
-}
-
-// fold: the claim takes the units as reserve.lua would.
-func (s *RedisAtomic) fold(o Order) (RefusalCheck, bool) {
-	keys := append(s.keys(o.ItemID), s.key(o.ItemID, "window"))
-	return RefusalCheck{Client: s.rdb, Src: foldReserveSrc, Keys: keys, Args: []any{o.UserID, o.Quantity, o.No},
-		Fold: &Fold{order: o, pending: keys[2]}}, true
-}
-
-// fold: the claim takes the units and queues the order, as enqueue.lua
-// would; not at DurabilityReplica.
-func (s *RedisStream) fold(o Order) (RefusalCheck, bool) {
-	if s.opts.Durability == DurabilityReplica {
-		return RefusalCheck{}, false
-	}
-	keys, args := s.enqueueKeys(o)
-	return RefusalCheck{Client: s.rdb, Src: foldEnqueueSrc, Keys: keys, Args: args,
-		Fold: &Fold{order: o, queues: true}}, true
-}
-
-// fold passes on the fold of the stage behind the crowd control, unless
-// the crowd limits buyers' rates or holds an opening draw.
-func (w crowded) fold(o Order) (RefusalCheck, bool) {
-	f, ok := w.next.(folder)
-	if !ok || w.c.opts.admitting() || w.c.opts.Draw.on() {
-		return RefusalCheck{}, false
-	}
-	return f.fold(o)
+// Folder is a stage whose script can run inside the claim's.
+type Folder interface {
+	// Fold returns the claim's check that also takes o's units, or false
+	// when the stage cannot fold o's buy.
+	Fold(o Order) (RefusalCheck, bool)
 }

@@ -6,7 +6,10 @@
 // computed value back) and differ only in the Guard around it, so the diff
 // between two stage files is the whole lesson. db-atomic and redis-atomic
 // need no lock at all; redis-stream is redis-atomic with the database write
-// moved behind a queue (its writers: package orderwriter), and lifecycle.go says what
+// moved behind a queue (its writers: package orderwriter). The Redis
+// stages live in package redisstage and implement the contract declared
+// here (Stage and its optional hooks); the crowd control in front of the
+// safe stages is package admission. lifecycle.go says what
 // becomes of an order after the buy: paid, or cancelled unpaid with its
 // units returned. The same stages sell coupon batches: a Store serves
 // one kind of item, and the store package has one for products and one for
@@ -91,6 +94,16 @@ func settling(err error) <-chan struct{} {
 	}
 	return nil
 }
+
+// ErrRememberedSoldOut is the crowd control's answer from memory: one
+// value, since the post-sale crowd hears it by the thousand a second. It
+// matches ErrSoldOut.
+var ErrRememberedSoldOut = fmt.Errorf("%w (remembered on this instance)", ErrSoldOut)
+
+// ErrMayReturn marks a sell-out that may not last: units are reserved by
+// buys still in flight and may be given back (see redis-atomic). The
+// crowd control never remembers it.
+var ErrMayReturn = errors.New("reserved units may still be given back")
 
 // Transient reports whether a failed write may succeed later unchanged:
 // the backend was unreachable or busy, its answer was lost, or the call
@@ -224,6 +237,26 @@ type Stage interface {
 	Buy(ctx context.Context, o Order) error
 }
 
+// The optional hooks of the stage contract: what a stage may tell the
+// crowd control in front of it, or be handed by the Idempotency-Key claim.
+
+// LastUnitSeller is a stage that says when a buy took an item's last unit
+// (the lock stages): the crowd control then remembers the sell-out at
+// once, so the buyers still in line hear it without a turn at the lock.
+type LastUnitSeller interface {
+	// BuyLast is Buy that also returns, when the buy took the item's last
+	// unit, the sell-out the next buyer would hear (see SoldOutAt); nil
+	// otherwise.
+	BuyLast(ctx context.Context, o Order) (soldOut error, err error)
+}
+
+// FoldedBuyer is a stage that can finish a buy whose units the
+// Idempotency-Key claim already took, in its own script (f.Holds(o)):
+// the buy then only writes (see Fold).
+type FoldedBuyer interface {
+	BuyFolded(ctx context.Context, o Order, f *Fold) error
+}
+
 // Request is what a buyer asks for.
 type Request struct {
 	ItemID   int64
@@ -261,8 +294,8 @@ type Service struct {
 	store    Catalog
 	stages   map[string]Stage
 	instance string
-	prefix   string // order number prefix: "O" for orders, "C" for coupon grabs
-	crowd    *Crowd // nil: no crowd control
+	prefix   string   // order number prefix: "O" for orders, "C" for coupon grabs
+	crowd    Restocks // nil: no crowd control
 	life     Lifecycle
 	onReset  []func(ctx context.Context, id int64) error
 	// giveBacks are the stages whose logs GivenBack reads.
@@ -275,12 +308,23 @@ func NewService(store Catalog, stages map[string]Stage, instance, orderPrefix st
 	return &Service{store: store, stages: stages, instance: instance, prefix: orderPrefix}
 }
 
+// Restocks is the crowd control in front of a Service's safe stages
+// (package admission), as the Service tells it that units came back.
+type Restocks interface {
+	// Restocked tells every instance that units came back to item id, so
+	// that none answers it sold out from memory any more.
+	Restocked(ctx context.Context, id int64) error
+	// Reopened is Restocked for a reset: it also waits until no instance
+	// can answer the item sold out from memory.
+	Reopened(ctx context.Context, id int64) error
+}
+
 // WithCrowd makes Reset tell c that stock came back, so that every instance
 // stops answering the item from memory. Wrap the safe stages with the same
 // c. It returns s.
-func (s *Service) WithCrowd(c *Crowd) *Service {
+func (s *Service) WithCrowd(c Restocks) *Service {
 	s.crowd = c // the payment timeout restocks too (lifecycle.go)
-	return s.OnReset(c.reopened)
+	return s.OnReset(c.Reopened)
 }
 
 // OnReset makes Reset call f once the item's new stock is in place (and
@@ -319,17 +363,24 @@ func (s *Service) FromMemory(ctx context.Context, stage string, id int64) error 
 // PeekMemory is FromMemory for a buy that may not take the answer: a keyed
 // one, which hears it only if its key was never used (a used key is
 // replayed). count counts the answer in the refusals by reason (see
-// CrowdOptions.Refused); call it only when the buy is answered so.
+// admission.CrowdOptions.Refused); call it only when the buy is answered so.
 func (s *Service) PeekMemory(ctx context.Context, stage string, id int64) (count func(), err error) {
-	m, ok := s.stages[stage].(interface {
-		fromMemory(context.Context, int64) (string, error)
-		refusedFor(string)
-	})
+	m, ok := s.stages[stage].(Remembers)
 	if !ok {
 		return func() {}, nil
 	}
-	reason, err := m.fromMemory(ctx, id)
-	return func() { m.refusedFor(reason) }, err
+	reason, err := m.FromMemory(ctx, id)
+	return func() { m.RefusedFor(reason) }, err
+}
+
+// Remembers is a stage behind a crowd control with a memory (package
+// admission): it can answer a buy from what this instance remembers.
+type Remembers interface {
+	// FromMemory answers a buy of item id from memory alone, with the
+	// answer's reason among the refusals; nil when the buy must run.
+	FromMemory(ctx context.Context, id int64) (reason string, err error)
+	// RefusedFor counts a refusal FromMemory answered.
+	RefusedFor(reason string)
 }
 
 // HasStage reports whether the service can run the named stage.
@@ -340,6 +391,13 @@ func (s *Service) HasStage(name string) bool { _, ok := s.stages[name]; return o
 // ErrLockLost, ErrLockTimeout or ErrUnavailable (wrapped), or another error
 // from the store.
 func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, error) {
+	return s.BuyFolded(ctx, stage, req, nil)
+}
+
+// BuyFolded is Buy for a buy whose Idempotency-Key claim ran f (nil: none):
+// when the claim took the units, the order is the one it took them for,
+// and the stage only writes it (FoldedBuyer).
+func (s *Service) BuyFolded(ctx context.Context, stage string, req Request, f *Fold) (Order, error) {
 	if err := req.Validate(); err != nil {
 		return Order{}, err
 	}
@@ -348,11 +406,11 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		return Order{}, fmt.Errorf("%w: %q", ErrUnknownStage, stage)
 	}
 	o := s.newOrder(st, stage, req)
-	if f := foldOf(ctx); f != nil && f.order.Stage == stage && f.order.ItemID == req.ItemID &&
+	if f != nil && f.order.Stage == stage && f.order.ItemID == req.ItemID &&
 		f.order.UserID == req.UserID && f.order.Quantity == req.Quantity {
 		o = f.order // the order its claim took the units for
 	}
-	if err := st.Buy(ctx, o); err != nil {
+	if err := buy(ctx, st, o, f); err != nil {
 		prev, ok, qerr := s.earlierOrder(ctx, st, req, err)
 		if ok {
 			return prev, nil
@@ -360,12 +418,20 @@ func (s *Service) Buy(ctx context.Context, stage string, req Request) (Order, er
 		if qerr != nil {
 			err = qerr // the earlier order is there, but not yet what its 202 must promise
 		}
-		if errors.Is(err, errRememberedSoldOut) {
+		if errors.Is(err, ErrRememberedSoldOut) {
 			return Order{}, err // the post-sale crowd's answer: no wrapping per buyer
 		}
 		return Order{}, fmt.Errorf("%s item %d: %w", stage, req.ItemID, err)
 	}
 	return o, nil
+}
+
+// buy runs o's buy under st, as the rest of a folded buy when f holds o.
+func buy(ctx context.Context, st Stage, o Order, f *Fold) error {
+	if fb, ok := st.(FoldedBuyer); ok && f.Holds(o) {
+		return fb.BuyFolded(ctx, o, f)
+	}
+	return st.Buy(ctx, o)
 }
 
 // newOrder is the order a buy of req under stage st makes.
@@ -395,7 +461,7 @@ func (s *Service) newOrder(st Stage, stage string, req Request) Order {
 type clientAddrKey struct{}
 
 // WithClientAddr marks ctx with the address of the buy's client, as the
-// HTTP layer knows it, for limits per address (CrowdOptions.Admit).
+// HTTP layer knows it, for limits per address (admission.CrowdOptions.Admit).
 func WithClientAddr(ctx context.Context, addr string) context.Context {
 	return context.WithValue(ctx, clientAddrKey{}, addr)
 }
@@ -416,14 +482,14 @@ func WithRetry(ctx context.Context) context.Context { return context.WithValue(c
 
 func isRetry(ctx context.Context) bool { v, _ := ctx.Value(retryKey{}).(bool); return v }
 
-// buyerOrders is a store that finds the order a buyer holds for an item.
-type buyerOrders interface {
+// BuyerOrders is a store that finds the order a buyer holds for an item.
+type BuyerOrders interface {
 	OrderOf(ctx context.Context, id int64, user string) (Order, error)
 }
 
-// queuedOrders is a stage that finds an order it accepted and has not
+// QueuedOrders is a stage that finds an order it accepted and has not
 // written yet (redis-stream).
-type queuedOrders interface {
+type QueuedOrders interface {
 	QueuedOrderOf(ctx context.Context, id int64, user string) (Order, bool, error)
 }
 
@@ -445,11 +511,11 @@ func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err e
 	}
 	var prev Order
 	found := false
-	if bo, ok := s.store.(buyerOrders); ok {
+	if bo, ok := s.store.(BuyerOrders); ok {
 		o, ferr := bo.OrderOf(ctx, req.ItemID, req.UserID)
 		prev, found = o, ferr == nil
 	}
-	if qo, ok := st.(queuedOrders); ok && !found {
+	if qo, ok := st.(QueuedOrders); ok && !found {
 		o, ok, qerr := qo.QueuedOrderOf(ctx, req.ItemID, req.UserID)
 		if errors.Is(qerr, ErrOutcomeUnknown) {
 			return Order{}, false, qerr

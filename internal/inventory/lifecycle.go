@@ -67,6 +67,32 @@ type PaymentBook interface {
 	ClearOwed(ctx context.Context, no, gen string) error
 }
 
+// StockCopy is the Redis copy of the stock the Redis stages sell from
+// (package redisstage), as the payment timeout returns units to it.
+type StockCopy interface {
+	// BeginCancel marks order no of item id as being cancelled and
+	// returns the generation of the copy the units are owed to.
+	BeginCancel(ctx context.Context, id int64, no string) (string, error)
+	// EndCancel drops the mark BeginCancel set.
+	EndCancel(ctx context.Context, id int64, no string) error
+	// ReturnUnits gives o's units back to generation gen of the copy, once;
+	// it reports whether they went back.
+	ReturnUnits(ctx context.Context, o Order, gen string) (bool, error)
+}
+
+// OrderQueue is redis-stream's queue (package redisstage): the orders
+// accepted and not yet written.
+type OrderQueue interface {
+	// Lookup finds an order accepted and not yet written, or one given up
+	// on without a row.
+	Lookup(ctx context.Context, no string) (o Order, found bool, err error)
+	// Backlog counts the item's orders accepted and not yet written, and
+	// their units.
+	Backlog(ctx context.Context, id int64) (orders, units int, err error)
+	// Drain waits a while until no order of the item is queued.
+	Drain(ctx context.Context, id int64)
+}
+
 // Lifecycle configures what a Service does with its orders after the buy.
 type Lifecycle struct {
 	// PaymentTimeout is how long a buyer has to pay; an order unpaid for
@@ -75,10 +101,10 @@ type Lifecycle struct {
 	// RedisStock is the Redis copy of the stock that redis-atomic and
 	// redis-stream sell from: units of their cancelled orders go back there
 	// too. nil without Redis.
-	RedisStock *RedisAtomic
+	RedisStock StockCopy
 	// Queue is redis-stream, which knows the orders accepted and not yet
 	// written. nil without it.
-	Queue *RedisStream
+	Queue OrderQueue
 	// Now is the clock; time.Now when nil. Tests move it.
 	Now func() time.Time
 	// AfterCancel, when set, runs after the database committed a

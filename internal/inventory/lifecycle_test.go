@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -31,33 +32,20 @@ func (c *clock) Advance(d time.Duration) {
 	c.t.Store(&now)
 }
 
-// onEveryBackend runs test once on each SQL backend, with a minute's
-// context and a fresh env whose product has stock.
-func onEveryBackend(t *testing.T, stock int, test func(t *testing.T, ctx context.Context, e *streamEnv)) {
-	t.Helper()
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			test(t, ctx, newStreamEnv(t, b.Open(t), stock))
-		})
-	}
-}
-
 // lifecycleSale sells 30 of a stock of 40, ten under each of redis-atomic,
 // redis-stream (written by a writer) and db-atomic, and pays two of each.
 // It returns the unpaid orders.
-func lifecycleSale(t *testing.T, ctx context.Context, e *streamEnv, in instance) (unpaid []inventory.Order) {
+func lifecycleSale(t *testing.T, ctx context.Context, e *streamtest.Env, in streamtest.Instance) (unpaid []inventory.Order) {
 	t.Helper()
-	startWriter(t, ctx, in.stream, e.db.Products(), orderwriter.Options{Poll: 20 * time.Millisecond})
+	streamtest.StartWriter(t, ctx, in.Stream, e.DB.Products(), orderwriter.Options{Poll: 20 * time.Millisecond})
 	var all []inventory.Order
 	for _, st := range []string{inventory.StageRedisAtomic, inventory.StageRedisStream, inventory.StageDBAtomic} {
-		all = append(all, buyN(t, in.service, st, st+"-", 10)...)
+		all = append(all, streamtest.BuyN(t, in.Service, st, st+"-", 10)...)
 	}
-	waitDrained(t, ctx, in.stream, e.id)
+	streamtest.WaitDrained(t, ctx, in.Stream, e.ID)
 	for i, o := range all {
 		if i%10 < 2 {
-			if got, err := in.service.Pay(ctx, o.No); err != nil || got.Status != inventory.StatusPaid {
+			if got, err := in.Service.Pay(ctx, o.No); err != nil || got.Status != inventory.StatusPaid {
 				t.Fatalf("pay %s: %+v, %v", o.No, got, err)
 			}
 			continue
@@ -72,26 +60,26 @@ func lifecycleSale(t *testing.T, ctx context.Context, e *streamEnv, in instance)
 // the Redis copy the 16 it had sold (8 of redis-atomic, 8 of
 // redis-stream; db-atomic never took from it), every unpaid order is
 // cancelled, and paying one answers ErrOrderCancelled.
-func checkCancelled(t *testing.T, ctx context.Context, e *streamEnv, in instance, unpaid []inventory.Order) {
+func checkCancelled(t *testing.T, ctx context.Context, e *streamtest.Env, in streamtest.Instance, unpaid []inventory.Order) {
 	t.Helper()
-	a, err := e.db.Products().Audit(ctx, e.id)
+	a, err := e.DB.Products().Audit(ctx, e.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := inventory.Audit{ItemID: e.id, InitialStock: 40, Stock: 34, Sold: 6, Orders: 6, Paid: 6, Cancelled: 24, CancelledOrders: 24}
+	want := inventory.Audit{ItemID: e.ID, InitialStock: 40, Stock: 34, Sold: 6, Orders: 6, Paid: 6, Cancelled: 24, CancelledOrders: 24}
 	if a != want || !a.Conserved() {
 		t.Errorf("audit %+v, want %+v, conserved", a, want)
 	}
-	if s := e.redisStock(t); s != 40-20+16 {
+	if s := e.RedisStock(t); s != 40-20+16 {
 		t.Errorf("Redis stock %d, want %d: 20 sold from the copy, 16 of them cancelled and returned once", s, 40-20+16)
 	}
 	for _, o := range unpaid {
-		got, err := in.service.Order(ctx, o.No)
+		got, err := in.Service.Order(ctx, o.No)
 		if err != nil || got.Status != inventory.StatusCancelled {
 			t.Errorf("order %s: %+v, %v; want cancelled", o.No, got.Status, err)
 		}
 	}
-	if _, err := in.service.Pay(ctx, unpaid[0].No); !errors.Is(err, inventory.ErrOrderCancelled) {
+	if _, err := in.Service.Pay(ctx, unpaid[0].No); !errors.Is(err, inventory.ErrOrderCancelled) {
 		t.Errorf("paying a cancelled order: %v, want ErrOrderCancelled", err)
 	}
 }
@@ -102,22 +90,22 @@ func checkCancelled(t *testing.T, ctx context.Context, e *streamEnv, in instance
 // fleet's job lock failed them. Every unit comes back once, in the
 // database and in the Redis copy.
 func TestTwoCancelJobsRaceUnitsReturnOnce(t *testing.T) {
-	onEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamEnv) {
+	streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
 		clk := newClock()
 		listed := testkit.NewBarrier(2, 10*time.Second)
 		life := inventory.Lifecycle{PaymentTimeout: time.Minute, Now: clk.Now, BeforeCancel: func([]inventory.Order) { listed.Wait(ctx) }}
-		a, bb := e.instance("a", life), e.instance("b", life)
+		a, bb := e.Instance("a", life), e.Instance("b", life)
 		unpaid := lifecycleSale(t, ctx, e, a)
 
 		clk.Advance(2 * time.Minute)
 		reports := make([]inventory.CancelReport, 2)
 		var wg sync.WaitGroup
-		for i, in := range []instance{a, bb} {
+		for i, in := range []streamtest.Instance{a, bb} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				var err error
-				if reports[i], err = in.service.CancelUnpaid(ctx); err != nil {
+				if reports[i], err = in.Service.CancelUnpaid(ctx); err != nil {
 					t.Errorf("cancel job %d: %v", i, err)
 				}
 			}()
@@ -144,7 +132,7 @@ func TestTwoCancelJobsRaceUnitsReturnOnce(t *testing.T) {
 // gave the units back but before the database heard of it is covered too:
 // the script remembers the order, so the repeat gives nothing.
 func TestCancelJobCrashMidwayUnitsReturnOnce(t *testing.T) {
-	onEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamEnv) {
+	streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
 		clk := newClock()
 		crash := errors.New("killed")
 		var crashed atomic.Bool
@@ -154,31 +142,31 @@ func TestCancelJobCrashMidwayUnitsReturnOnce(t *testing.T) {
 			}
 			return nil
 		}}
-		in := e.instance("a", life)
+		in := e.Instance("a", life)
 		unpaid := lifecycleSale(t, ctx, e, in)
 		clk.Advance(2 * time.Minute)
 
-		before := e.redisStock(t)
-		rep, err := in.service.CancelUnpaid(ctx)
+		before := e.RedisStock(t)
+		rep, err := in.Service.CancelUnpaid(ctx)
 		if !errors.Is(err, crash) || rep.Cancelled != 1 {
 			t.Fatalf("first run: %+v, %v; want it dead after one cancellation", rep, err)
 		}
-		if s := e.redisStock(t); s != before {
+		if s := e.RedisStock(t); s != before {
 			t.Fatalf("Redis stock moved from %d to %d before the crash point", before, s)
 		}
 		// Another crash shape: the script ran, the database never heard.
-		owed, err := e.db.Products().Owed(ctx, 10)
+		owed, err := e.DB.Products().Owed(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range owed {
-			if _, err := in.redisStock.ReturnUnits(ctx, w.Order, w.Gen); err != nil {
+			if _, err := in.RedisStock.ReturnUnits(ctx, w.Order, w.Gen); err != nil {
 				t.Fatal(err)
 			}
 		}
 
 		for run := 2; run <= 3; run++ {
-			rep, err := in.service.CancelUnpaid(ctx)
+			rep, err := in.Service.CancelUnpaid(ctx)
 			if err != nil {
 				t.Fatalf("run %d: %v", run, err)
 			}
@@ -198,41 +186,41 @@ func TestCancelJobCrashMidwayUnitsReturnOnce(t *testing.T) {
 func TestPaymentTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := newStreamEnv(t, testenv.SQLite(t), 10)
+	e := streamtest.NewEnv(t, testenv.SQLite(t), 10)
 	clk := newClock()
-	in := e.instance("a", inventory.Lifecycle{PaymentTimeout: 5 * time.Second, Now: clk.Now})
-	orders := buyN(t, in.service, inventory.StageDBAtomic, "u", 10)
+	in := e.Instance("a", inventory.Lifecycle{PaymentTimeout: 5 * time.Second, Now: clk.Now})
+	orders := streamtest.BuyN(t, in.Service, inventory.StageDBAtomic, "u", 10)
 	for _, o := range orders[:4] {
-		if _, err := in.service.Pay(ctx, o.No); err != nil {
+		if _, err := in.Service.Pay(ctx, o.No); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.Advance(4 * time.Second)
-	if rep, err := in.service.CancelUnpaid(ctx); err != nil || rep.Cancelled != 0 {
+	if rep, err := in.Service.CancelUnpaid(ctx); err != nil || rep.Cancelled != 0 {
 		t.Fatalf("inside the window: %+v, %v; want nothing cancelled", rep, err)
 	}
 	clk.Advance(2 * time.Second)
-	if _, err := in.service.Pay(ctx, orders[4].No); !errors.Is(err, inventory.ErrOrderCancelled) {
+	if _, err := in.Service.Pay(ctx, orders[4].No); !errors.Is(err, inventory.ErrOrderCancelled) {
 		t.Fatalf("paying after the window closed: %v, want ErrOrderCancelled", err)
 	}
-	rep, err := in.service.CancelUnpaid(ctx)
+	rep, err := in.Service.CancelUnpaid(ctx)
 	if err != nil || rep.Cancelled != 6 || rep.Units != 6 {
 		t.Fatalf("after the window: %+v, %v; want 6 cancelled", rep, err)
 	}
-	a, err := e.db.Products().Audit(ctx, e.id)
+	a, err := e.DB.Products().Audit(ctx, e.ID)
 	if err != nil || a.Stock != 6 || a.Sold != 4 || a.Paid != 4 || a.Cancelled != 6 || !a.Conserved() {
 		t.Fatalf("audit %+v, %v; want 6 units back in stock, 4 sold and paid, conserved", a, err)
 	}
 
 	// Accepted by redis-stream, no writer running: pending.
-	q := buyN(t, in.service, inventory.StageRedisStream, "p", 1)[0]
-	if got, err := in.service.Order(ctx, q.No); err != nil || got.Status != inventory.StatusPending {
+	q := streamtest.BuyN(t, in.Service, inventory.StageRedisStream, "p", 1)[0]
+	if got, err := in.Service.Order(ctx, q.No); err != nil || got.Status != inventory.StatusPending {
 		t.Fatalf("queued order: %+v, %v; want pending", got, err)
 	}
-	if _, err := in.service.Pay(ctx, q.No); !errors.Is(err, inventory.ErrOrderPending) {
+	if _, err := in.Service.Pay(ctx, q.No); !errors.Is(err, inventory.ErrOrderPending) {
 		t.Fatalf("paying a pending order: %v, want ErrOrderPending", err)
 	}
-	if _, err := in.service.Order(ctx, "O-none"); !errors.Is(err, inventory.ErrOrderNotFound) {
+	if _, err := in.Service.Order(ctx, "O-none"); !errors.Is(err, inventory.ErrOrderNotFound) {
 		t.Fatalf("unknown order: %v, want ErrOrderNotFound", err)
 	}
 }

@@ -50,10 +50,12 @@ func (rc RefusalCheck) Refused(refusal string) error {
 	return err
 }
 
-// refusalChecker is a stage that can check in Redis, before a buy runs,
+// RefusalChecker is a stage that can check in Redis, before a buy runs,
 // whether it would be refused.
-type refusalChecker interface {
-	refusalCheck(o Order) (RefusalCheck, bool)
+type RefusalChecker interface {
+	// RefusalCheck returns the check of o's buy, or false when there is
+	// none.
+	RefusalCheck(o Order) (RefusalCheck, bool)
 }
 
 // RefusalCheck returns the refusal check of a buy under the named stage, or
@@ -66,29 +68,31 @@ func (s *Service) RefusalCheck(ctx context.Context, stage string, req Request) (
 		return RefusalCheck{}, false
 	}
 	rc, ok := s.refusalCheck(st, stage, req)
-	if l, learns := st.(refusalLearner); ok && learns {
-		rc.learn = l.learner(ctx, req)
+	if l, learns := st.(RefusalLearner); ok && learns {
+		rc.learn = l.Learner(ctx, req)
 	}
 	return rc, ok
 }
 
 func (s *Service) refusalCheck(st Stage, stage string, req Request) (RefusalCheck, bool) {
-	if f, ok := st.(folder); ok {
-		if rc, ok := f.fold(s.newOrder(st, stage, req)); ok {
+	if f, ok := st.(Folder); ok {
+		if rc, ok := f.Fold(s.newOrder(st, stage, req)); ok {
 			return rc, true
 		}
 	}
-	rc, ok := st.(refusalChecker)
+	rc, ok := st.(RefusalChecker)
 	if !ok {
 		return RefusalCheck{}, false
 	}
-	return rc.refusalCheck(Order{ItemID: req.ItemID, UserID: req.UserID, Quantity: req.Quantity})
+	return rc.RefusalCheck(Order{ItemID: req.ItemID, UserID: req.UserID, Quantity: req.Quantity})
 }
 
-// refusalLearner is a stage that remembers what a refusal check refused
-// (the crowd control, see crowded.learner).
-type refusalLearner interface {
-	learner(ctx context.Context, req Request) func(error)
+// RefusalLearner is a stage that remembers what a refusal check refused
+// (the crowd control, package admission).
+type RefusalLearner interface {
+	// Learner returns what a refusal check of req's buy teaches the
+	// stage's memory, under what it knows before the check's script runs.
+	Learner(ctx context.Context, req Request) func(error)
 }
 
 // RefusalError is the error of a buy its RefusalCheck refused: a
@@ -116,33 +120,10 @@ func RefusalError(refusal string) error {
 	case "sold-out":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrSoldOut)
 	case "sold-out-for-now":
-		// As the stage's own -4: not remembered (crowded.learner).
-		return fmt.Errorf("%w: %w (refused by the Idempotency-Key claim's check)", ErrSoldOut, errMayReturn)
+		// As the stage's own -4: not remembered (admission's Learner).
+		return fmt.Errorf("%w: %w (refused by the Idempotency-Key claim's check)", ErrSoldOut, ErrMayReturn)
 	case "already-purchased":
 		return fmt.Errorf("%w (refused by the Idempotency-Key claim's check)", ErrAlreadyPurchased)
 	}
 	return fmt.Errorf("%w: unknown refusal %q", ErrUnavailable, refusal)
-}
-
-// refusalCheck checks the Redis copy the way reserve.lua does before it
-// takes units.
-func (s *RedisAtomic) refusalCheck(o Order) (RefusalCheck, bool) {
-	keys := append(s.keys(o.ItemID), s.key(o.ItemID, "window"))
-	return RefusalCheck{Client: s.rdb, Src: refuseSrc, Keys: keys, Args: []any{o.UserID, o.Quantity}}, true
-}
-
-// refusalCheck: redis-stream sells from redis-atomic's copy, with the same
-// checks (enqueue.lua).
-func (s *RedisStream) refusalCheck(o Order) (RefusalCheck, bool) { return s.redisStock.refusalCheck(o) }
-
-// refusalCheck passes on the check of the stage behind the crowd control,
-// if it has one. A keyed late buyer then costs the claim's one script,
-// where the claim, the answer from memory and giving the key up would
-// cost two.
-func (w crowded) refusalCheck(o Order) (RefusalCheck, bool) {
-	rc, ok := w.next.(refusalChecker)
-	if !ok {
-		return RefusalCheck{}, false
-	}
-	return rc.refusalCheck(o)
 }

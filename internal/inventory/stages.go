@@ -9,9 +9,9 @@ const (
 	StageRedisLock    = "redis-lock"    // stage_redis_lock.go: one Redis, lease, fence
 	StageRedLock      = "redlock"       // stage_redlock.go: a quorum of Redis servers
 	StageDBAtomic     = "db-atomic"     // stage_db_atomic.go: one guarded UPDATE
-	StageRedisAtomic  = "redis-atomic"  // stage_redis_atomic.go: a Lua script in front of it
-	StageRedisStream  = "redis-stream"  // stage_redis_stream.go: the database write behind a queue
-	StageRedisSharded = "redis-sharded" // stage_redis_sharded.go: one item's stock over N buckets
+	StageRedisAtomic  = "redis-atomic"  // redisstage/stage_redis_atomic.go: a Lua script in front of it
+	StageRedisStream  = "redis-stream"  // redisstage/stage_redis_stream.go: the database write behind a queue
+	StageRedisSharded = "redis-sharded" // redisstage/stage_redis_sharded.go: one item's stock over N buckets
 )
 
 // Stages lists every stage name in teaching order.

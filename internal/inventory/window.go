@@ -20,7 +20,7 @@ import (
 // redis-stream's writers) do not check again: the buy was in the window
 // when it was decided.
 //
-// An instance may still answer from memory (crowd.go), but only with what
+// An instance may still answer from memory (admission/crowd.go), but only with what
 // a reference clock told it, aged by its own monotonic clock: never by its
 // wall clock, and only to refuse, never to sell.
 
@@ -68,12 +68,31 @@ func (e *NotOpen) RetryAfter() time.Duration { return e.Wait }
 // closesIn marks a sell-out of an item whose window closes: the time that
 // was left until the closing, by the reference clock, when the stage found
 // the item sold out. The sold-out memory trusts its mark only that long
-// (crowd.go): after the closing the answer is "closed", not "sold out".
+// (admission/crowd.go): after the closing the answer is "closed", not "sold out".
 type closesIn time.Duration
 
 func (c closesIn) Error() string {
 	return fmt.Sprintf("the sale closes in %v", time.Duration(c).Round(time.Millisecond))
 }
+
+// ClosesIn returns the time left until the closing that err, a sell-out,
+// is marked with (see SoldOutAt), if any.
+func ClosesIn(err error) (time.Duration, bool) {
+	var left closesIn
+	if errors.As(err, &left) {
+		return time.Duration(left), true
+	}
+	return 0, false
+}
+
+// RefGrain bounds the error of the stages' reference clocks: the scripts
+// read Redis's TIME in whole milliseconds, and SQLite's 'now' has no finer
+// grain, with its time left worked out from floating-point day numbers
+// (julianday, about 50 µs off at most). A clock that reads a moment early
+// reports the time left until the closing (or the opening) that much too
+// long, so what is learnt from it is trusted that much less: never past
+// the real moment.
+const RefGrain = 2 * time.Millisecond
 
 // WindowAt is an item's window as a reference clock saw it at one moment:
 // how far the opening and the closing were from that clock's now.
@@ -96,7 +115,7 @@ func (w WindowAt) Err(id int64) error {
 
 // SoldOutAt is err, a sell-out found at the moment w was read, marked
 // with the time left until the closing when the window closes: the
-// sold-out memory trusts it no longer than that (crowd.go).
+// sold-out memory trusts it no longer than that (admission/crowd.go).
 func SoldOutAt(w WindowAt, err error) error {
 	if w.Closes {
 		return fmt.Errorf("%w (%w)", err, closesIn(w.ClosesIn))
@@ -148,7 +167,7 @@ func (s *Service) ServerTime(ctx context.Context) (time.Time, error) {
 // against the database's clock, before the buyer queues for the lock (or
 // takes a unit from a bucket), so a crowd that came early costs one read
 // each and takes no lock. A store that keeps no windows has none to check.
-func checkWindow(ctx context.Context, store any, id int64) (WindowAt, error) {
+func CheckWindow(ctx context.Context, store any, id int64) (WindowAt, error) {
 	wr, ok := store.(WindowReader)
 	if !ok {
 		return WindowAt{}, nil
@@ -158,4 +177,15 @@ func checkWindow(ctx context.Context, store any, id int64) (WindowAt, error) {
 		return w, err
 	}
 	return w, w.Err(id)
+}
+
+// WindowClock is a stage that checks the sale window by a clock of its own
+// rather than the catalog's: the Redis stages read Redis's TIME in the
+// script that takes the units. The opening draw reads the same clock for
+// the stage's buyers.
+type WindowClock interface {
+	// WindowNow reads the clock the stage checks item id's window
+	// against: on a Redis Cluster, the clock of the node that holds the
+	// item.
+	WindowNow(ctx context.Context, id int64) (time.Time, error)
 }

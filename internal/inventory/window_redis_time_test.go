@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -33,10 +34,10 @@ func TestRedisStagesDecideByRedisTime(t *testing.T) {
 			if err := db.Exec(ctx, "INSERT INTO products (id, name, initial_stock, stock) VALUES (?, 'redis-time', 5, 5)", id); err != nil {
 				t.Fatal(err)
 			}
-			ra := inventory.NewRedisAtomic(rdb, db.Products(), testenv.Name("rt-"), nil)
+			ra := redisstage.NewRedisAtomic(rdb, db.Products(), testenv.Name("rt-"), nil)
 			var st inventory.Stage = ra
 			if stage == inventory.StageRedisStream {
-				st = inventory.NewRedisStream(ra, inventory.StreamOptions{})
+				st = redisstage.NewRedisStream(ra, redisstage.StreamOptions{})
 			}
 			// The opening draw reads the same clock for this stage's buyers.
 			if now, err := st.(inventory.WindowClock).WindowNow(ctx, id); err != nil || !now.Equal(ahead.Truncate(time.Microsecond)) {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/orderwriter"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -20,7 +24,7 @@ import (
 // root wraps), read that clock. The window must not care.
 type windowInstance struct {
 	svc   *inventory.Service
-	queue *inventory.RedisStream // redis-stream only
+	queue *redisstage.RedisStream // redis-stream only
 	// ref reads the stage's reference clock: Redis TIME for the Redis
 	// stages, the database's clock for the others.
 	ref func() time.Time
@@ -35,11 +39,11 @@ func newWindowInstance(t *testing.T, ctx context.Context, db *store.DB, sc stage
 	clock := func() time.Time { return time.Now().Add(skew) }
 	st := sc.build(env, db.Products(), inventory.SectionOptions{})
 	w := &windowInstance{refusals: map[string]int{}}
-	if q, ok := st.(*inventory.RedisStream); ok {
+	if q, ok := st.(*redisstage.RedisStream); ok {
 		w.queue = q
-		startWriter(t, ctx, q, db.Products(), orderwriter.Options{})
+		streamtest.StartWriter(t, ctx, q, db.Products(), orderwriter.Options{})
 	}
-	crowd := inventory.NewCrowd(inventory.CrowdOptions{Epochs: &memEpochs{}, Kind: env.ns, Now: clock,
+	crowd := admission.NewCrowd(admission.CrowdOptions{Epochs: &memEpochs{}, Kind: env.ns, Now: clock,
 		Refused: func(reason string) { w.mu.Lock(); w.refusals[reason]++; w.mu.Unlock() }})
 	if !inventory.Oversells(sc.stage, 2) {
 		st = crowd.Wrap(st) // as the composition root does
@@ -91,7 +95,7 @@ func (w *windowInstance) untilRef(t *testing.T, ctx context.Context, at time.Tim
 func (w *windowInstance) sold(t *testing.T, ctx context.Context, db *store.DB, id int64) int {
 	t.Helper()
 	if w.queue != nil {
-		waitDrained(t, ctx, w.queue, id)
+		streamtest.WaitDrained(t, ctx, w.queue, id)
 	}
 	a, err := db.Products().Audit(ctx, id)
 	if err != nil {
@@ -315,20 +319,49 @@ func TestEarlyCrowdSellsNothing(t *testing.T) {
 						t.Fatalf("sold %d units an hour before the opening", got)
 					}
 					wrapped := !inventory.Oversells(sc.stage, 2)
-					stage := w.refused(inventory.RefusedWindow)
+					stage := w.refused(admission.RefusedWindow)
 					if err := w.buy(ctx, sc.stage, id, "after-the-crowd"); !errors.Is(err, inventory.ErrSaleNotOpen) {
 						t.Fatalf("after the crowd: %v, want not open yet", err)
 					}
-					if wrapped && w.refused(inventory.RefusedWindow) != stage {
+					if wrapped && w.refused(admission.RefusedWindow) != stage {
 						t.Errorf("after the crowd, a buyer reached the stage: the memory should have answered")
 					}
 					if !wrapped {
 						t.Logf("%s: %d early buyers, each refused by one read of the window (no crowd control)", sc.stage, raceBuyers+1)
 						return
 					}
-					t.Logf("%s: %d early buyers, %d answered by the stage, %d from memory", sc.stage, raceBuyers+1, w.refused(inventory.RefusedWindow), w.refused(inventory.RefusedWindowRemembered))
+					t.Logf("%s: %d early buyers, %d answered by the stage, %d from memory", sc.stage, raceBuyers+1, w.refused(admission.RefusedWindow), w.refused(admission.RefusedWindowRemembered))
 				})
 			}
 		})
 	}
+}
+
+// memEpochs is a fleet's shared epoch store, in memory (as in
+// admission's tests).
+type memEpochs struct {
+	mu    sync.Mutex
+	n     map[string]int
+	fail  bool
+	reads int
+}
+
+func (e *memEpochs) Epoch(_ context.Context, item string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.reads++
+	if e.fail {
+		return "", errors.New("epoch store unreachable")
+	}
+	return strconv.Itoa(e.n[item]), nil
+}
+
+func (e *memEpochs) Bump(_ context.Context, item string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[item]++
+	return nil
 }

@@ -127,14 +127,14 @@ func (m *Metrics) InFlight(route string, delta int) {
 }
 
 // Refused returns the crowd's refusal counter for one item kind
-// (inventory.CrowdOptions.Refused).
+// (admission.CrowdOptions.Refused).
 func (m *Metrics) Refused(kind string) func(reason string) {
 	return func(reason string) { m.refusals.WithLabelValues(kind, reason).Inc() }
 }
 
 // CountFallbacks exports, for one item kind, how many redis-sharded buys
 // found their home bucket short and visited another (count is
-// inventory.RedisSharded.Fallbacks).
+// redisstage.RedisSharded.Fallbacks).
 func (m *Metrics) CountFallbacks(kind string, count func() int64) {
 	labels := prometheus.Labels{"kind": kind}
 	for k, v := range m.labels {
@@ -146,7 +146,7 @@ func (m *Metrics) CountFallbacks(kind string, count func() int64) {
 }
 
 // CountSweeps exports, for one item kind, the redis-sharded sweeps that
-// moved units and the units they moved (inventory.RedisSharded.Sweeps and
+// moved units and the units they moved (redisstage.RedisSharded.Sweeps and
 // UnitsMoved).
 func (m *Metrics) CountSweeps(kind string, sweeps, units func() int64) {
 	labels := prometheus.Labels{"kind": kind}

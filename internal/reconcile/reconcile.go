@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/lock"
 )
 
@@ -36,9 +37,9 @@ type Auditor interface {
 	Audit(ctx context.Context, id int64) (inventory.Audit, error)
 }
 
-// Repairer fixes a stage's own copy of the stock (inventory.RedisAtomic).
+// Repairer fixes a stage's own copy of the stock (redisstage.RedisAtomic).
 type Repairer interface {
-	Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(context.Context, string) (bool, error)) (inventory.Drift, error)
+	Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(context.Context, string) (bool, error)) (redisstage.Drift, error)
 }
 
 // Target is one kind of item to reconcile.
@@ -52,14 +53,14 @@ type Target struct {
 
 // ItemResult is the finding for one item.
 type ItemResult struct {
-	Kind      string           `json:"kind"`
-	ID        int64            `json:"id"`
-	Oversold  int              `json:"oversold"`
-	Conserved bool             `json:"conserved"`
-	Drift     *inventory.Drift `json:"redis_drift,omitempty"`
+	Kind      string            `json:"kind"`
+	ID        int64             `json:"id"`
+	Oversold  int               `json:"oversold"`
+	Conserved bool              `json:"conserved"`
+	Drift     *redisstage.Drift `json:"redis_drift,omitempty"`
 	// BucketDrift is how redis-sharded's buckets, summed, compared.
-	BucketDrift *inventory.Drift `json:"bucket_drift,omitempty"`
-	Error       string           `json:"error,omitempty"`
+	BucketDrift *redisstage.Drift `json:"bucket_drift,omitempty"`
+	Error       string            `json:"error,omitempty"`
 	// Note says what the run found and could not repair.
 	Note string `json:"note,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 	"github.com/seckill-lab/seckill/internal/testenv"
@@ -176,7 +177,7 @@ func TestRepairsRedisAtomicDrift(t *testing.T) {
 	db := testenv.SQLite(t)
 	ns := testenv.Name("p")
 	prefix := testenv.Name("rec") + ":"
-	ra := inventory.NewRedisAtomic(rdb, db.Products(), ns, nil)
+	ra := redisstage.NewRedisAtomic(rdb, db.Products(), ns, nil)
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": ra}, "x", "O")
 	if err := svc.Reset(ctx, 1, 10); err != nil {
 		t.Fatal(err)
@@ -315,7 +316,7 @@ func TestRepairsRedisShardedBuckets(t *testing.T) {
 	db := testenv.SQLite(t)
 	ns := testenv.Name("p")
 	prefix := testenv.Name("rec") + ":"
-	rs := inventory.NewRedisSharded(rdb, db.Products(), ns, 4, nil)
+	rs := redisstage.NewRedisSharded(rdb, db.Products(), ns, 4, nil)
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisSharded: rs}, "x", "O")
 	if err := svc.Reset(ctx, 1, 8); err != nil {
 		t.Fatal(err)

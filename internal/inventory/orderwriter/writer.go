@@ -1,5 +1,5 @@
 // Package orderwriter writes the orders that the redis-stream stage
-// (inventory.RedisStream) queued: redis-stream's consumer. Every instance runs one, in
+// (redisstage.RedisStream) queued: redis-stream's consumer. Every instance runs one, in
 // one consumer group per item stream, so each entry goes to one writer at
 // a time; an entry left unacknowledged by a writer that died is claimed by
 // another after ClaimIdle (XAUTOCLAIM). Delivery is therefore at least
@@ -20,10 +20,10 @@
 //
 // The stage's own side of the queue stays in package inventory, as methods
 // of the stage: the enqueue script and the durability levels a 202 waits
-// for (durability.go), and the reads of what is queued (Backlog, Lookup,
-// QueuedOrderOf in redis_stream_queue.go), which the stage's buys and the
+// for (redisstage/durability.go), and the reads of what is queued (Backlog, Lookup,
+// QueuedOrderOf in redisstage/redis_stream_queue.go), which the stage's buys and the
 // lifecycle jobs use. So does redis-atomic's group commit
-// (group_commit.go): it writes the 201 path's sales, inside Buy.
+// (redisstage/group_commit.go): it writes the 201 path's sales, inside Buy.
 package orderwriter
 
 import (
@@ -42,6 +42,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
 
 // The writer's scripts, one file each in scripts/: settle.lua marks
@@ -127,7 +128,7 @@ type Options struct {
 
 // Writer writes the orders of one kind of item that redis-stream queued.
 type Writer struct {
-	q     *inventory.RedisStream
+	q     *redisstage.RedisStream
 	rdb   redis.UniversalClient
 	store Store
 	opts  Options
@@ -143,7 +144,7 @@ type Writer struct {
 // wake-ups: an order this instance accepts is written by this writer
 // without waiting for its poll. Build it before q serves its first buy
 // (the wake-up is set here, unguarded).
-func New(q *inventory.RedisStream, store Store, opts Options) *Writer {
+func New(q *redisstage.RedisStream, store Store, opts Options) *Writer {
 	if opts.Batch <= 0 {
 		opts.Batch = 64
 	}

@@ -1,0 +1,128 @@
+package redisstage
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// Stage "redis-atomic": no lock. A Lua script checks and decrements a copy
+// of the stock held in Redis, and records the buyer, in one atomic step;
+// only buyers that got a unit go on to the database.
+//
+// Redis runs one script at a time, so the check and the decrement cannot
+// interleave, and the hot row in MySQL sees only as many writers as there
+// are units, not as many as there are buyers. The database write is the
+// guarded decrement of db-atomic, so even a Redis copy that is wrong (after
+// a flush or a failover) cannot oversell; it can only turn buyers away.
+//
+// When is an order confirmed? When the database transaction commits and the
+// buyer gets 201. Until then the unit is a reservation, listed in a pending
+// hash in Redis; if persisting fails, the reservation is given back. If the
+// process dies in between, the reconcile job finds the stale reservation,
+// looks for its order in the database, and either confirms or returns it.
+// At all times: Redis stock + pending reservations = database stock.
+
+// copyStore is what redis-atomic needs: the guarded write, and the items to
+// load its Redis copy from (see redis_atomic_copy.go). A store that also
+// lists an item's buyers (Buyers) lets the copy turn repeat buyers away.
+type copyStore interface {
+	inventory.Deducter
+	List(ctx context.Context) ([]inventory.Item, error)
+	Get(ctx context.Context, id int64) (inventory.Item, error)
+}
+
+// RedisAtomic is the redis-atomic stage. It also implements Resetter and
+// the repair hooks of the reconcile job.
+type RedisAtomic struct {
+	rdb   redis.UniversalClient
+	store copyStore
+	// sales writes the orders of the buyers Redis gave a unit: through a
+	// group commit (group_commit.go) when the store can write many orders
+	// in one transaction.
+	sales inventory.Deducter
+	kind  string
+	log   *slog.Logger
+	// restocked, when set, hears of units that came back to Redis (see
+	// Repair), so that remembered sell-outs are dropped.
+	restocked func(ctx context.Context, id int64) error
+}
+
+// OnRestock makes Repair call f after it returned units to the Redis copy
+// (a Crowd's Restocked).
+func (s *RedisAtomic) OnRestock(f func(ctx context.Context, id int64) error) { s.restocked = f }
+
+// NewRedisAtomic returns the redis-atomic stage for one kind of item.
+func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log *slog.Logger) *RedisAtomic {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log}
+}
+
+// WindowNow reads the clock the script checks item id's window against:
+// the TIME of the Redis server that holds the item (WindowClock).
+func (s *RedisAtomic) WindowNow(ctx context.Context, id int64) (time.Time, error) {
+	t, err := clock.Run(ctx, s.rdb, s.keys(id)[:1]).Int64Slice()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", inventory.ErrUnavailable, err)
+	}
+	if len(t) != 2 {
+		return time.Time{}, fmt.Errorf("%w: TIME answered %v", inventory.ErrUnavailable, t)
+	}
+	return time.Unix(t[0], t[1]*1000), nil
+}
+
+// Buy reserves in Redis, then persists with the guarded decrement. The
+// script checks the sale window on Redis's clock; the write that follows
+// does not check it again.
+func (s *RedisAtomic) Buy(ctx context.Context, o inventory.Order) error { return s.buy(ctx, o, nil) }
+
+// buy is Buy, or the rest of a folded buy when fold holds o (claim.go).
+func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventory.Fold) error {
+	keys := append(s.keys(o.ItemID), s.key(o.ItemID, "window"))
+	args := []any{o.UserID, o.Quantity, o.No}
+	var left int64
+	var ms time.Duration
+	var err error
+	if fold.Holds(o) {
+		left = fold.Left() // the Idempotency-Key claim reserved (claim.go)
+	} else {
+		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+	}
+	if err == nil && left == -2 {
+		// Not loaded (first use, or Redis lost its data): load from the
+		// database, without overwriting a copy another instance loaded.
+		if err = s.loadOne(ctx, o.ItemID, false); err != nil {
+			return err
+		}
+		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+	}
+	if err != nil {
+		return fmt.Errorf("%w: reserve in redis: %w", inventory.ErrUnavailable, err)
+	}
+	if left < 0 {
+		return s.refusal(o.ItemID, left, ms)
+	}
+	if err := s.sales.Deduct(ctx, o); err != nil {
+		if gerr := s.giveBack(context.WithoutCancel(ctx), o); gerr != nil {
+			// The reconcile job returns it later.
+			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
+		}
+		return err
+	}
+	if fold.ConfirmLater(o) {
+		return nil // the key's settle confirms it, in the same script
+	}
+	if err := s.rdb.HDel(context.WithoutCancel(ctx), keys[2], o.No).Err(); err != nil {
+		// The order is committed; the stale reservation is confirmed by
+		// the reconcile job, which finds the order in the database.
+		s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
+	}
+	return nil
+}
