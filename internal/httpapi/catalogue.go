@@ -139,6 +139,8 @@ func readListing(c *gin.Context, ep itemEndpoints, id int64) (inventory.Listing,
 			return l, fieldError("name is required")
 		case b.Total == nil:
 			return l, fieldError("total is required")
+		case *b.Total < 0 || *b.Total > inventory.MaxStock:
+			return l, fieldError("total must be between 0 and %d", inventory.MaxStock)
 		}
 		l.Name, l.Stock = *b.Name, *b.Total
 		return l, l.Validate()
