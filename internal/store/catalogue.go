@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
@@ -200,13 +199,22 @@ const loadBatch = 1000
 // in multi-row INSERTs of loadBatch rows: a test catalogue for the lab and
 // for trying the service. Existing and archived ids are left as they are.
 // It returns how many items it created.
-func (l *Ledger) LoadCatalogue(ctx context.Context, n, stock int) (int, error) {
+func (l *Ledger) LoadCatalogue(ctx context.Context, n, stock int) (created int, err error) {
+	// One transaction: SQLite syncs its file once, not once per batch.
+	err = l.conn(ctx).Transaction(func(tx *gorm.DB) error {
+		created, err = l.loadCatalogue(tx, n, stock)
+		return err
+	})
+	return created, err
+}
+
+func (l *Ledger) loadCatalogue(tx *gorm.DB, n, stock int) (int, error) {
 	c := l.columns()
 	created := 0
 	for first := 1; first <= n; first += loadBatch {
 		last := min(first+loadBatch-1, n)
 		var taken []int64
-		err := l.conn(ctx).Raw("SELECT id FROM "+c.table+" WHERE id BETWEEN ? AND ? UNION SELECT id FROM "+c.archive+" WHERE id BETWEEN ? AND ?",
+		err := tx.Raw("SELECT id FROM "+c.table+" WHERE id BETWEEN ? AND ? UNION SELECT id FROM "+c.archive+" WHERE id BETWEEN ? AND ?",
 			first, last, first, last).Scan(&taken).Error
 		if err != nil {
 			return created, translate(fmt.Errorf("load %s: %w", c.table, err))
@@ -215,30 +223,22 @@ func (l *Ledger) LoadCatalogue(ctx context.Context, n, stock int) (int, error) {
 		for _, id := range taken {
 			skip[id] = true
 		}
-		var res *gorm.DB
-		if c.price {
-			var rows []Product
-			for id := int64(first); id <= int64(last); id++ {
-				if !skip[id] {
-					rows = append(rows, Product{ID: id, Name: "item " + strconv.FormatInt(id, 10), PriceCents: 100, InitialStock: stock, Stock: stock})
-				}
-			}
-			if len(rows) == 0 {
+		var rows []string
+		var args []any
+		for id := int64(first); id <= int64(last); id++ {
+			if skip[id] {
 				continue
 			}
-			res = l.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rows)
-		} else {
-			var rows []CouponBatch
-			for id := int64(first); id <= int64(last); id++ {
-				if !skip[id] {
-					rows = append(rows, CouponBatch{ID: id, Name: "batch " + strconv.FormatInt(id, 10), Total: stock, Remaining: stock})
-				}
+			if c.price {
+				rows, args = append(rows, "(?, ?, ?, ?, ?)"), append(args, id, "item "+strconv.FormatInt(id, 10), 100, stock, stock)
+			} else {
+				rows, args = append(rows, "(?, ?, ?, ?)"), append(args, id, "batch "+strconv.FormatInt(id, 10), stock, stock)
 			}
-			if len(rows) == 0 {
-				continue
-			}
-			res = l.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rows)
 		}
+		if len(rows) == 0 {
+			continue
+		}
+		res := tx.Exec("INSERT INTO "+c.table+" (id, "+c.described()+") VALUES "+strings.Join(rows, ", "), args...)
 		if res.Error != nil {
 			return created, translate(fmt.Errorf("load %s: %w", c.table, res.Error))
 		}
