@@ -191,6 +191,7 @@ func (s *server) handlePut(ep itemEndpoints, marks BurstMarks) gin.HandlerFunc {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
+			c.Header("Location", "/api/v1/"+ep.kind()+"s/"+strconv.FormatInt(id, 10))
 		}
 		s.writeJSON(c, status, ep.item(it, now))
 	}

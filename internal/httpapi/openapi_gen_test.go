@@ -557,6 +557,9 @@ func (g *schemaGen) answer(op opSpec, status int, answer any) (obj, error) {
 	}
 	if status == http.StatusCreated || status == http.StatusAccepted {
 		headers["Location"] = answerHeader("Location", true)
+		if op.tag == "admin" { // an item created by id, not an order
+			headers["Location"] = answerHeader("ItemLocation", true)
+		}
 	}
 	if len(headers) > 0 {
 		r["headers"] = headers
@@ -587,7 +590,7 @@ func answerHeader(name string, required bool) obj {
 // answer has is left out, as an unused component.
 func answerHeaders(used map[string]bool) obj {
 	out := obj{}
-	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "Retry-After"} {
+	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "ItemLocation", "Retry-After"} {
 		for _, required := range []bool{true, false} {
 			ref := answerHeader(name, required)["$ref"].(string)
 			if used[ref] {
@@ -631,6 +634,9 @@ func describeHeader(name string, required bool) obj {
 	case "Location":
 		h["description"] = "Where the order is looked up (GET)."
 		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/orders/[A-Za-z0-9_-]+$"}
+	case "ItemLocation": // the Location of a created item
+		h["description"] = "Where the item is read (GET)."
+		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/(products|coupons)/[0-9]+$"}
 	case "Retry-After":
 		h["description"] = "When to come back, in whole seconds."
 		h["schema"] = obj{"type": "integer", "minimum": 1, "maximum": maxRetryAfter}
