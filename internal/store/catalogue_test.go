@@ -280,3 +280,59 @@ func TestLoadCatalogueCreatesTheMissingItemsOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestFilteredWalkMeetsNoItemTwice walks the open items three a page while
+// items change state between the fetches (one behind the cursor closes and
+// opens again, one ahead sells out): no item is met twice, and the items
+// that stayed open throughout are met once.
+func TestFilteredWalkMeetsNoItemTwice(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			p := db.Products()
+			if _, err := p.LoadCatalogue(ctx, 20, 5); err != nil {
+				t.Fatal(err)
+			}
+			past := inventory.SaleWindow{OpensAt: time.Now().Add(-2 * time.Hour), ClosesAt: time.Now().Add(-time.Hour)}
+			touched := map[int64]bool{}
+			seen := map[int64]int{}
+			var after int64
+			for fetch := 0; fetch < 50; fetch++ {
+				page, err := p.Page(ctx, inventory.PageQuery{After: after, Limit: 3, State: inventory.StateOpen})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) == 0 {
+					break
+				}
+				for _, it := range page {
+					seen[it.ID]++
+					after = it.ID
+				}
+				behind, ahead := after-1, after+2
+				for _, step := range []struct {
+					id    int64
+					stock int
+					w     inventory.SaleWindow
+				}{{behind, 5, past}, {behind, 5, inventory.SaleWindow{}}, {ahead, 0, inventory.SaleWindow{}}} {
+					if step.id < 1 || step.id > 20 {
+						continue
+					}
+					if err := p.ResetSale(ctx, step.id, step.stock, step.w); err != nil {
+						t.Fatal(err)
+					}
+					touched[step.id] = true
+				}
+			}
+			for id := int64(1); id <= 20; id++ {
+				switch {
+				case seen[id] > 1:
+					t.Errorf("item %d met %d times, want at most once", id, seen[id])
+				case !touched[id] && seen[id] != 1:
+					t.Errorf("item %d, open throughout, met %d times, want once", id, seen[id])
+				}
+			}
+		})
+	}
+}
