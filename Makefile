@@ -8,7 +8,7 @@ BIN := bin/seckill
 # that tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
-.PHONY: run story prep build test test-short vet fmt-check clean bench-buy bench-sales
+.PHONY: run story catalogue prep build test test-short vet fmt-check clean bench-buy bench-sales
 
 ## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080;
 ## other ports: make run DEMO_FLAGS='-addr :9080 -instances :9081,:9082,:9083')
@@ -23,6 +23,11 @@ export SECKILL_COMMIT := $(COMMIT)
 ## story: see it oversell, then see it stop: one burst per stage against the demo, started if none runs (STORY_FLAGS='-buyers 500' passes flags on)
 story: build
 	./$(BIN) story $(STORY_FLAGS)
+
+## catalogue: a test catalogue of N products (ids 1 to N, bulk insert) in the demo's SQLite, or in SECKILL_MYSQL_DSN when set (make catalogue N=100000)
+N ?= 10000
+catalogue: build
+	./$(BIN) catalogue -items $(N)
 
 ## prep: before a workshop, on good Wi-Fi: download every module (tests included) and build the demo once; make run and make story then need no network
 prep:

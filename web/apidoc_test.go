@@ -120,6 +120,37 @@ func codeRoutes(t *testing.T) []string {
 	return code
 }
 
+// takesBody reports whether the OpenAPI document gives the route a request
+// body (an archive has none).
+func takesBody(t *testing.T, r apiDocRoute) bool {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody json.RawMessage `json:"requestBody"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	op, ok := doc.Paths[r.path][strings.ToLower(r.method)]
+	return !ok || len(op.RequestBody) > 0
+}
+
+// archivable creates an item to archive for the archive route path (its
+// {id} left in), through send, and returns the path with its id.
+func archivable(t *testing.T, path string, send func(method, path, body string) int) string {
+	t.Helper()
+	const id = "900"
+	put, body := "/api/v1/admin/products/"+id, `{"name":"to archive","price_cents":1,"stock":1}`
+	if strings.Contains(path, "/coupons/") {
+		put, body = "/api/v1/admin/coupons/"+id, `{"name":"to archive","total":1}`
+	}
+	if status := send(http.MethodPut, put, body); status/100 != 2 {
+		t.Fatalf("PUT %s: %d", put, status)
+	}
+	return strings.ReplaceAll(path, "{id}", id)
+}
+
 // TestAPIDocRoutesAnswer sends every route of the API table of docs/api.md, with
 // the example body written next to it, to an instance of `seckill demo`,
 // and expects a 2xx; then checks what the table says of the two stage
@@ -173,7 +204,7 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 	for _, r := range apiDocRoutes(t) {
 		fill := strings.NewReplacer("{id}", "1", "{slug}", "sold-out", "{run}", run, "{file}", "results.json", "{name}", "", "{order_no}", orderNo)
 		body := strings.ReplaceAll(r.body, "…", buyer)
-		if r.method != http.MethodGet && body == "" {
+		if r.method != http.MethodGet && body == "" && takesBody(t, r) {
 			t.Errorf("%s: docs/api.md gives no example body", r)
 			continue
 		}
@@ -181,7 +212,16 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 			t.Errorf("%s: no order to ask about: the table must list the buy route before it", r)
 			continue
 		}
-		resp, answer := send(r.method, inst+fill.Replace(r.path), body)
+		path := fill.Replace(r.path)
+		if strings.HasSuffix(r.path, "/archive") {
+			// Not item 1, which the examples after it (and other tests)
+			// still sell: an item of its own, made for it.
+			path = archivable(t, r.path, func(method, path, body string) int {
+				resp, _ := send(method, inst+path, body)
+				return resp.StatusCode
+			})
+		}
+		resp, answer := send(r.method, inst+path, body)
 		if resp.StatusCode/100 != 2 {
 			t.Errorf("%s %s: %d %s", r, body, resp.StatusCode, answer)
 			continue

@@ -202,6 +202,50 @@ func TestDashboardInBrowser(t *testing.T) {
 	run("reset the phone", chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="reset"]`)))
 	until("the sale on again", phone+`.dataset.window === 'open'`)
 
+	// 3d. The catalogue a page at a time: twelve more products make a
+	// second page (12 a page); Next shows it and Previous the first again;
+	// a state with no item empties the page and says so. Archiving the
+	// twelve takes their cards away.
+	adminCall := func(method, path, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, front+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+		}
+	}
+	for id := 3; id <= 14; id++ {
+		adminCall("PUT", fmt.Sprintf("/api/v1/admin/products/%d", id), fmt.Sprintf(`{"name":"Item %d","price_cents":100,"stock":5}`, id))
+	}
+	const card = `!!document.querySelector('[data-item="product-%d"]')`
+	until("a second page", `!document.getElementById('page-next').disabled && `+fmt.Sprintf(card, 12))
+	run("next page", chromedp.Click(chromedp.CSS(`#page-next`)))
+	until("the second page", fmt.Sprintf(card, 13)+` && `+fmt.Sprintf(card, 14)+` && !`+fmt.Sprintf(card, 1)+` && document.getElementById('page-n').textContent === 'Page 2'`)
+	check("1,400 px, English, the second page", true)
+	run("previous page", chromedp.Click(chromedp.CSS(`#page-prev`)))
+	until("the first page again", fmt.Sprintf(card, 1)+` && !`+fmt.Sprintf(card, 13)+` && document.getElementById('page-prev').disabled`)
+	run("only the scheduled sales", chromedp.SetValue(chromedp.CSS(`#page-state`), "scheduled"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('page-state').dispatchEvent(new Event('change'))`))
+	until("an empty page that says so", `!`+fmt.Sprintf(card, 1)+` && !document.getElementById('items-empty').hidden`)
+	run("every sale", chromedp.SetValue(chromedp.CSS(`#page-state`), ""),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('page-state').dispatchEvent(new Event('change'))`))
+	until("the phone back", `!!`+phone+` && document.getElementById('items-empty').hidden`)
+	for id := 3; id <= 14; id++ {
+		adminCall("POST", fmt.Sprintf("/api/v1/admin/products/%d/archive", id), "")
+	}
+	until("the archived cards gone", `!`+fmt.Sprintf(card, 3)+` && !`+fmt.Sprintf(card, 12)+` && document.getElementById('page-next').disabled`)
+
 	// 4. The same page on a phone, then in large type at both widths.
 	width(390)
 	check("390 px, English", true)

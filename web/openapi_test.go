@@ -264,7 +264,14 @@ func TestOpenAPIAnswersMatch(t *testing.T) {
 	for _, r := range apiDocRoutes(t) {
 		fill := strings.NewReplacer("{id}", "1", "{slug}", "sold-out", "{run}", run, "{file}", "results.json", "{name}", "cmdline", "{order_no}", orderNo)
 		body := strings.ReplaceAll(r.body, "…", buyer)
-		resp, answer := send(true, r.method, fill.Replace(r.path), nil, body)
+		path := fill.Replace(r.path)
+		if strings.HasSuffix(r.path, "/archive") {
+			path = archivable(t, r.path, func(method, path, body string) int {
+				resp, _ := send(true, method, path, nil, body)
+				return resp.StatusCode
+			})
+		}
+		resp, answer := send(true, r.method, path, nil, body)
 		if strings.HasSuffix(r.path, "/products/{id}/buy") && resp.StatusCode == http.StatusCreated {
 			var o api.Order
 			if err := json.Unmarshal(answer, &o); err != nil {
@@ -352,6 +359,11 @@ func TestOpenAPIAnswersMatch(t *testing.T) {
 		{"POST", "/api/v1/coupons/1/grab", nil, `{"user_id":"a","quantity":1}`, http.StatusBadRequest},         // grabs have no quantity
 		{"POST", "/api/v1/products/1/buy", nil, `{"user_id":"` + strings.Repeat("x", 70<<10) + `"}`, 413},      // too large
 		{"GET", "/api/v1/products/999", nil, "", http.StatusNotFound},                                          // no such product
+		{"GET", "/api/v1/products?limit=0", nil, "", http.StatusBadRequest},                                    // a page of nothing
+		{"GET", "/api/v1/coupons?state=gone", nil, "", http.StatusBadRequest},                                  // no such state
+		{"PUT", "/api/v1/admin/products/901", nil, `{"name":"x","price_cents":-1,"stock":1}`, 400},             // a negative price
+		{"PUT", "/api/v1/admin/products/900", nil, `{"name":"x","price_cents":1,"stock":1}`, 409},              // archived by the table's example
+		{"POST", "/api/v1/admin/sessions", nil, `{"items":[{"id":1,"stock":-1}]}`, http.StatusBadRequest},      // a negative stock
 		{"GET", "/api/v1/coupons/999/audit", nil, "", http.StatusNotFound},                                     // no such batch
 		{"GET", "/api/v1/orders/O-nope", nil, "", http.StatusNotFound},                                         // no such order
 		{"GET", "/api/v1/orders/bad!number", nil, "", http.StatusBadRequest},                                   // not an order number

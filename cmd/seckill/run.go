@@ -17,6 +17,7 @@ commands:
   story     one burst per stage against the demo (started if none runs): who oversells
   serve     one instance on MySQL (SECKILL_MYSQL_DSN) and Redis (SECKILL_REDIS_ADDR)
   migrate   apply sql/mysql to SECKILL_MYSQL_DSN and exit
+  catalogue load a test catalogue of -items N items in bulk (MySQL, or the demo's SQLite)
   probe URL exit 0 when URL answers 2xx (container healthchecks)
   token     print the admin token of -file, making one if there is none (compose)
   version   the module version and the commit this binary was built from
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "catalogue":
+		err = runCatalogue(ctx, rest, getenv, stdout, stderr)
 	case "probe":
 		err = runProbe(ctx, rest, stdout, stderr)
 	case "token":

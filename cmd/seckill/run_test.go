@@ -159,10 +159,11 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 // for every command.
 func TestCommandHelp(t *testing.T) {
 	for cmd, want := range map[string][]string{
-		"serve":   {"usage: seckill serve", "SECKILL_MYSQL_DSN", "SECKILL_ITEM_QUEUE"},
-		"migrate": {"usage: seckill migrate", "SECKILL_MYSQL_DSN"},
-		"demo":    {"usage: seckill demo [flags]", "-instances", "-addr", ".demo/"},
-		"probe":   {"usage: seckill probe [flags] URL", "-timeout"},
+		"serve":     {"usage: seckill serve", "SECKILL_MYSQL_DSN", "SECKILL_ITEM_QUEUE"},
+		"migrate":   {"usage: seckill migrate", "SECKILL_MYSQL_DSN"},
+		"demo":      {"usage: seckill demo [flags]", "-instances", "-addr", ".demo/"},
+		"probe":     {"usage: seckill probe [flags] URL", "-timeout"},
+		"catalogue": {"usage: seckill catalogue [flags]", "-items", "SECKILL_DEMO_DB"},
 	} {
 		for _, flag := range []string{"-h", "--help"} {
 			var out, errOut bytes.Buffer

@@ -107,9 +107,13 @@ type Product struct {
 	ServerTime time.Time `json:"server_time"`
 }
 
-// Products is the answer of GET /api/v1/products.
+// Products is the answer of GET /api/v1/products: one page of products,
+// by id.
 type Products struct {
 	Products []Product `json:"products"`
+	// NextCursor, when set, asks for the next page (?cursor=); left out
+	// on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Coupon is one coupon batch. Total and Remaining are the coupon words for
@@ -136,9 +140,38 @@ type Coupon struct {
 	ServerTime time.Time `json:"server_time"`
 }
 
-// Coupons is the answer of GET /api/v1/coupons.
+// Coupons is the answer of GET /api/v1/coupons: one page of coupon
+// batches, by id.
 type Coupons struct {
 	Coupons []Coupon `json:"coupons"`
+	// NextCursor, when set, asks for the next page (?cursor=); left out
+	// on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Archived is the answer of an archive: the item is out of the catalogue
+// (buyers get 404 not-found), and its orders are kept.
+type Archived struct {
+	Kind     string `json:"kind"`
+	ID       int64  `json:"id"`
+	Archived bool   `json:"archived"`
+}
+
+// SessionItem is one item of a session and the stock it was given.
+type SessionItem struct {
+	ID    int64 `json:"id"`
+	Stock int   `json:"stock"`
+}
+
+// Session is the answer of POST /api/v1/admin/sessions: every item of the
+// session, restocked with its orders deleted and on sale in its window.
+type Session struct {
+	Kind  string        `json:"kind"`
+	Items []SessionItem `json:"items"`
+	// OpensAt and ClosesAt are the session's window (RFC 3339, UTC); null
+	// for no bound on that side.
+	OpensAt  *time.Time `json:"opens_at"`
+	ClosesAt *time.Time `json:"closes_at"`
 }
 
 // Order is the answer of a buy: 201 with the order confirmed (written), or,

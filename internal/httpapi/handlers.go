@@ -124,30 +124,6 @@ func (s *server) handleInfo(products *inventory.Service) gin.HandlerFunc {
 	}
 }
 
-func (s *server) handleList(ep itemEndpoints) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		ctx := c.Request.Context()
-		items, now, err := ep.items(ctx, func() ([]inventory.Item, error) { return ep.svc.List(ctx) })
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		if ep.coupon {
-			out := api.Coupons{Coupons: []api.Coupon{}}
-			for _, it := range items {
-				out.Coupons = append(out.Coupons, ep.item(it, now).(api.Coupon))
-			}
-			s.writeJSON(c, http.StatusOK, out)
-			return
-		}
-		out := api.Products{Products: []api.Product{}}
-		for _, it := range items {
-			out.Products = append(out.Products, ep.item(it, now).(api.Product))
-		}
-		s.writeJSON(c, http.StatusOK, out)
-	}
-}
-
 func (s *server) handleGet(ep itemEndpoints) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := s.itemID(c)

@@ -99,6 +99,25 @@ type opSpec struct {
 	// stageHeader says the request may name its stage with
 	// X-Seckill-Stage; idempotencyKey that it honours an Idempotency-Key.
 	stageHeader, idempotencyKey bool
+	// query are the query parameters of the operation (see pageParams).
+	query []obj
+}
+
+// pageParams are the query parameters of a list: a page at a time, by id.
+func pageParams() []obj {
+	var states []any
+	for _, s := range inventory.SaleStates {
+		states = append(states, s)
+	}
+	return []obj{
+		{"name": "limit", "in": "query", "required": false, "description": "How many items the page holds at most.",
+			"schema": obj{"type": "integer", "minimum": 1, "maximum": maxPageLimit, "default": defaultPageLimit}},
+		{"name": "cursor", "in": "query", "required": false, "description": "The next_cursor of the previous page; left out for the first page. Opaque.",
+			"schema": obj{"type": "string"}},
+		{"name": "state", "in": "query", "required": false,
+			"description": "Only the items in this sale state by the reference clock: scheduled (before the window), open (in it, with stock), sold-out (in it, without), closed (past it). An item that changes state during a walk may be missed by it.",
+			"schema":      obj{"type": "string", "enum": states}},
+	}
 }
 
 // Problem types grouped the way operations share them.
@@ -146,8 +165,8 @@ func openAPIOps() []opSpec {
 			answers: map[int]any{200: api.Info{}}, problems: []string{"internal"}},
 		{method: "GET", path: "/api/v1/openapi.json", id: "openapi", tag: "instance", summary: "This document.",
 			answers: map[int]any{200: rawOpenAPI}, problems: []string{"internal"}},
-		{method: "GET", path: "/api/v1/products", id: "listProducts", tag: "products", summary: "Every product.",
-			answers: map[int]any{200: api.Products{}}, problems: join(backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/products", id: "listProducts", tag: "products", summary: "One page of the products, by id; next_cursor asks for the next.",
+			query: pageParams(), answers: map[int]any{200: api.Products{}}, problems: join([]string{"invalid-request"}, backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/products/{id}", id: "getProduct", tag: "products", summary: "One product.",
 			answers: map[int]any{200: api.Product{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
 		{method: "POST", path: "/api/v1/products/{id}/buy", id: "buy", tag: "products",
@@ -166,8 +185,8 @@ func openAPIOps() []opSpec {
 			body:    payBody{}, bodyName: "PayRequest", bodyOptional: true, bodyExample: `{"user_id":"alice"}`,
 			answers: map[int]any{200: api.OrderStatus{}}, headers: []string{"X-Seckill-Instance", "Idempotent-Replayed"}, idempotencyKey: true,
 			problems: join(bodyProblems, keyProblems, []string{"invalid-order-number", "order-not-found", "order-cancelled", "order-failed", "order-pending"}, backendProblems, commitProblems, []string{"internal"})},
-		{method: "GET", path: "/api/v1/coupons", id: "listCoupons", tag: "coupons", summary: "Every coupon batch.",
-			answers: map[int]any{200: api.Coupons{}}, problems: join(backendProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/coupons", id: "listCoupons", tag: "coupons", summary: "One page of the coupon batches, by id; next_cursor asks for the next.",
+			query: pageParams(), answers: map[int]any{200: api.Coupons{}}, problems: join([]string{"invalid-request"}, backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/coupons/{id}", id: "getCoupon", tag: "coupons", summary: "One coupon batch.",
 			answers: map[int]any{200: api.Coupon{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
 		{method: "POST", path: "/api/v1/coupons/{id}/grab", id: "grab", tag: "coupons",
@@ -188,6 +207,24 @@ func openAPIOps() []opSpec {
 			summary: "Delete the batch's grabs and set its total and remaining.",
 			body:    resetBody{}, bodyName: "ResetRequest", bodyExample: `{"stock":100}`,
 			answers: map[int]any{200: api.Coupon{}}, problems: join(adminProblems, bodyProblems, []string{"not-found", "burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/products/{id}", id: "putProduct", tag: "admin", admin: true,
+			summary: "Create (201) or replace (200) a product by id; the same body twice leaves the same product. A replaced product keeps its orders and window.",
+			body:    productBody{}, bodyName: "ProductRequest", bodyExample: `{"name":"Kettle","price_cents":2500,"stock":100}`,
+			answers: map[int]any{200: api.Product{}, 201: api.Product{}}, problems: join(adminProblems, bodyProblems, []string{"archived", "burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/admin/products/{id}/archive", id: "archiveProduct", tag: "admin", admin: true,
+			summary: "Archive a product: buyers get 404 from then on, its orders are kept. Again: the same answer.",
+			answers: map[int]any{200: api.Archived{}}, problems: join(adminProblems, []string{"invalid-request", "not-found", "burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/coupons/{id}", id: "putCoupon", tag: "admin", admin: true,
+			summary: "Create (201) or replace (200) a coupon batch by id; the same body twice leaves the same batch. A replaced batch keeps its grabs and window.",
+			body:    couponBody{}, bodyName: "CouponRequest", bodyExample: `{"name":"10 off 100","total":500}`,
+			answers: map[int]any{200: api.Coupon{}, 201: api.Coupon{}}, problems: join(adminProblems, bodyProblems, []string{"archived", "burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/admin/coupons/{id}/archive", id: "archiveCoupon", tag: "admin", admin: true,
+			summary: "Archive a coupon batch: grabbers get 404 from then on, its grabs are kept. Again: the same answer.",
+			answers: map[int]any{200: api.Archived{}}, problems: join(adminProblems, []string{"invalid-request", "not-found", "burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/admin/sessions", id: "scheduleSession", tag: "admin", admin: true,
+			summary: "Schedule a session: up to 1000 items of one kind, each restocked with its orders deleted, all on sale in one window; all or none. Answers once every instance sells them.",
+			body:    sessionBody{}, bodyName: "SessionRequest", bodyExample: `{"kind":"product","opens_at":"2030-01-01T10:00:00Z","closes_at":"2030-01-01T11:00:00Z","items":[{"id":1,"stock":100},{"id":2,"stock":50}]}`,
+			answers: map[int]any{200: api.Session{}}, problems: join(adminProblems, bodyProblems, []string{"burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
 		{method: "PUT", path: "/api/v1/admin/stage", id: "setStage", tag: "admin", admin: true,
 			summary: "The default stage of this instance only.",
 			body:    stageRequest{}, bodyName: "StageRequest", bodyExample: `{"stage":"redis-lock"}`,
@@ -239,6 +276,7 @@ func fieldRules() map[string]map[string]obj {
 	userID := obj{"minLength": 1, "maxLength": inventory.MaxUserID, "description": "The buyer: 1 to 64 characters of text without control characters, compared byte for byte."}
 	kind := obj{"enum": []any{"product", "coupon"}}
 	orderNo := obj{"minLength": 1, "maxLength": maxOrderNo, "pattern": "^[A-Za-z0-9_-]+$"}
+	name := obj{"minLength": 1, "maxLength": inventory.MaxName, "description": "1 to 128 characters of text without control characters."}
 	return map[string]map[string]obj{
 		"Health":           {"status": {"enum": []any{"ok", "ready"}}},
 		"Info":             {"stage": stage, "stages": stages},
@@ -260,6 +298,17 @@ func fieldRules() map[string]map[string]obj {
 			"opens_at":  {"description": "When the sale opens (RFC 3339); left out or null: at once."},
 			"closes_at": {"description": "When the sale closes (RFC 3339), after opens_at; left out or null: never."}},
 		"StageRequest": {"stage": stage, "required": {"list": []any{"stage"}}},
+		"ProductRequest": {"name": name, "price_cents": {"minimum": 0, "maximum": inventory.MaxPriceCents}, "stock": {"minimum": 0, "maximum": inventory.MaxStock},
+			"required": {"list": []any{"name", "price_cents", "stock"}}},
+		"CouponRequest": {"name": name, "total": {"minimum": 0, "maximum": inventory.MaxStock}, "required": {"list": []any{"name", "total"}}},
+		"SessionRequest": {"kind": {"enum": []any{"product", "coupon"}, "default": "product"}, "items": {"minItems": 1, "maxItems": inventory.MaxSessionItems},
+			"opens_at":  {"description": "When every item's sale opens (RFC 3339); left out or null: at once."},
+			"closes_at": {"description": "When every item's sale closes (RFC 3339), after opens_at; left out or null: never."},
+			"required":  {"list": []any{"items"}}},
+		"SessionItemRequest": {"id": {"minimum": 1, "description": "An item of the session's kind; an id twice, or one that is no item, refuses the session."}, "stock": {"minimum": 0, "maximum": inventory.MaxStock},
+			"required": {"list": []any{"id", "stock"}}},
+		"Session":  {"kind": kind},
+		"Archived": {"kind": kind},
 		"RateLimitRequest": {"interval_ms": {"minimum": 0, "maximum": maxRateIntervalMS, "description": "The time between two buys of one buyer at the sustained rate; 0 turns the limit off, else at least 0.001."},
 			"burst": {"minimum": 1, "maximum": maxRateBurst, "description": "How many buys one buyer may send at once."},
 			"by":    {"items": obj{"type": "string", "enum": []any{"account", "address"}}, "minItems": 1, "uniqueItems": true, "description": "What counts as one buyer: the account (user_id), the client's address, or both."}},
@@ -374,6 +423,9 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 			return nil, fmt.Errorf("no description of the path parameter %q", m[1])
 		}
 		params = append(params, obj{"name": m[1], "in": "path", "required": true, "description": p["description"], "schema": p["schema"]})
+	}
+	for _, q := range op.query {
+		params = append(params, q)
 	}
 	if op.stageHeader {
 		params = append(params, obj{"name": api.StageHeader, "in": "header", "required": false,
@@ -505,6 +557,9 @@ func (g *schemaGen) answer(op opSpec, status int, answer any) (obj, error) {
 	}
 	if status == http.StatusCreated || status == http.StatusAccepted {
 		headers["Location"] = answerHeader("Location", true)
+		if op.tag == "admin" { // an item created by id, not an order
+			headers["Location"] = answerHeader("ItemLocation", true)
+		}
 	}
 	if len(headers) > 0 {
 		r["headers"] = headers
@@ -535,7 +590,7 @@ func answerHeader(name string, required bool) obj {
 // answer has is left out, as an unused component.
 func answerHeaders(used map[string]bool) obj {
 	out := obj{}
-	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "Retry-After"} {
+	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "ItemLocation", "Retry-After"} {
 		for _, required := range []bool{true, false} {
 			ref := answerHeader(name, required)["$ref"].(string)
 			if used[ref] {
@@ -579,6 +634,9 @@ func describeHeader(name string, required bool) obj {
 	case "Location":
 		h["description"] = "Where the order is looked up (GET)."
 		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/orders/[A-Za-z0-9_-]+$"}
+	case "ItemLocation": // the Location of a created item
+		h["description"] = "Where the item is read (GET)."
+		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/(products|coupons)/[0-9]+$"}
 	case "Retry-After":
 		h["description"] = "When to come back, in whole seconds."
 		h["schema"] = obj{"type": "integer", "minimum": 1, "maximum": maxRetryAfter}
@@ -675,12 +733,19 @@ func (g *schemaGen) requestRef(v any, name string) obj {
 	return g.refType(reflect.TypeOf(v), name, true)
 }
 
+// nestedRequestNames name the schemas of request types met inside a
+// request body, which has its own name (opSpec.bodyName).
+var nestedRequestNames = map[reflect.Type]string{reflect.TypeOf(sessionItemBody{}): "SessionItemRequest"}
+
 var timeType = reflect.TypeOf(time.Time{})
 var rawType = reflect.TypeOf(json.RawMessage{})
 
 func (g *schemaGen) refType(t reflect.Type, name string, request bool) obj {
 	if name == "" {
 		name = t.Name()
+	}
+	if n, ok := nestedRequestNames[t]; ok {
+		name = n
 	}
 	if _, done := g.schemas[name]; !done {
 		g.schemas[name] = obj{} // placeholder against recursion

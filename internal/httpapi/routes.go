@@ -49,6 +49,15 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 	if d.Coupons != nil {
 		admin.POST("/coupons/:id/reset", s.handleReset(coupons, d.Dashboard.Marks))
 	}
+	// The catalogue (catalogue.go): create or replace by id, archive, and
+	// schedule a session of many items.
+	admin.PUT("/products/:id", s.handlePut(products, d.Dashboard.Marks))
+	admin.POST("/products/:id/archive", s.handleArchive(products, d.Dashboard.Marks))
+	if d.Coupons != nil {
+		admin.PUT("/coupons/:id", s.handlePut(coupons, d.Dashboard.Marks))
+		admin.POST("/coupons/:id/archive", s.handleArchive(coupons, d.Dashboard.Marks))
+	}
+	admin.POST("/sessions", s.handleSession(products, coupons, d.Dashboard.Marks))
 	admin.PUT("/stage", s.handleSetStage(d.Products, d.Coupons))
 	admin.GET("/redis-ping", s.handleRedisPing(d.Idempotency))
 	admin.GET("/rate-limit", s.handleGetRateLimit(d.RateLimits))

@@ -119,22 +119,74 @@ async function loadFleet() {
   }
 }
 
+// The cards show one page of the catalogue (docs/api.md#pages): PAGE
+// products from pager.cursor, and the first PAGE coupon batches, both in
+// pager.state when one is chosen. back holds the cursors of the pages
+// before; gen changes with the page, so that an answer for another page
+// is not drawn.
+const PAGE = 12;
+const pager = { state: '', cursor: '', back: [], next: '', gen: 0 };
+
+function listURL(kind) {
+  const q = new URLSearchParams({ limit: String(PAGE) });
+  if (kind === 'product' && pager.cursor) q.set('cursor', pager.cursor);
+  if (pager.state) q.set('state', pager.state);
+  return `/api/v1/${kind}s?${q}`;
+}
+
+function turnPage(cursor, back) {
+  pager.cursor = cursor;
+  pager.back = back;
+  pager.next = '';
+  pager.gen++;
+  renderPager();
+  refresh1();
+}
+
+function renderPager() {
+  $('#page-prev').disabled = pager.back.length === 0;
+  $('#page-next').disabled = !pager.next;
+  const n = pager.back.length + 1;
+  $('#page-n').textContent = T(`Page ${n}`, `第 ${n} 页`);
+}
+
+{
+  const sel = $('#page-state');
+  for (const [v, en, zh] of [['', 'All', '全部'], ['scheduled', 'Scheduled', '未开售'], ['open', 'On sale', '在售'], ['sold-out', 'Sold out', '已售罄'], ['closed', 'Closed', '已停售']]) {
+    sel.append(el('option', { value: v, text: T(en, zh) }));
+  }
+  sel.addEventListener('change', () => { pager.state = sel.value; turnPage('', []); });
+  $('#page-next').addEventListener('click', () => { if (pager.next) turnPage(pager.next, [...pager.back, pager.cursor]); });
+  $('#page-prev').addEventListener('click', () => { if (pager.back.length) turnPage(pager.back.at(-1), pager.back.slice(0, -1)); });
+  renderPager();
+}
+
 async function loadItems() {
   const out = [];
+  const gen = pager.gen;
+  out.gen = gen;
   // The sale window, and the server's clock minus this page's, measured
   // when the answer came: the countdown runs on the server's clock.
   const item = (kind, x) => ({ kind, id: x.id, name: x.name, opens_at: x.opens_at, closes_at: x.closes_at,
     skew: Date.parse(x.server_time) - Date.now() });
-  const { products } = await getJSON('/api/v1/products');
+  const { products, next_cursor } = await getJSON(listURL('product'));
   for (const p of products) out.push(item('product', p));
+  if (gen === pager.gen) { pager.next = next_cursor || ''; renderPager(); }
   try {
-    const { coupons } = await getJSON('/api/v1/coupons');
+    const { coupons } = await getJSON(listURL('coupon'));
     for (const c of coupons) out.push(item('coupon', c));
   } catch { /* coupons are optional */ }
   await Promise.all(out.map(async it => {
-    it.audit = await getJSON(`/api/v1/${it.kind}s/${it.id}/audit`);
+    try {
+      it.audit = await getJSON(`/api/v1/${it.kind}s/${it.id}/audit`);
+    } catch (e) {
+      if (!e.message.endsWith(': 404')) throw e;
+      it.gone = true; // archived since the list was read
+    }
   }));
-  return out;
+  const kept = out.filter(it => !it.gone);
+  kept.gen = gen;
+  return kept;
 }
 
 async function refresh() {
@@ -275,8 +327,18 @@ async function openItemIn(kind, id, n) {
 }
 
 function renderItems(items) {
+  if (items.gen !== pager.gen) return; // an answer for another page
   const box = $('#items');
   const sel = $('#burst-item');
+  // Cards of items no longer on the page go, with their burst choice.
+  const shown = new Set(items.map(it => `${it.kind}-${it.id}`));
+  for (const c of [...box.querySelectorAll('[data-item]')]) {
+    if (shown.has(c.dataset.item)) continue;
+    c.remove();
+    state.items.delete(c.dataset.item);
+    for (const o of [...sel.options]) if (o.value === c.dataset.item) o.remove();
+  }
+  $('#items-empty').hidden = items.length > 0;
   for (const it of items) {
     const key = `${it.kind}-${it.id}`;
     let c = box.querySelector(`[data-item="${key}"]`);

@@ -45,9 +45,18 @@
     return r.json();
   };
 
+  // The items of the page the stock cards show (dashboard.js pages the
+  // catalogue): their rows, and no other.
   async function items() {
-    const [p, c] = await Promise.all([getJSON('/api/v1/products'), getJSON('/api/v1/coupons').catch(() => ({ coupons: [] }))]);
-    return [...p.products.map(x => ({ kind: 'product', ...x })), ...c.coupons.map(x => ({ kind: 'coupon', ...x }))];
+    const out = [];
+    for (const c of document.querySelectorAll('#items [data-item]')) {
+      const [kind, id] = c.dataset.item.split('-');
+      const name = c.querySelector('[data-field="name"]');
+      out.push({ kind, id, name: name ? name.textContent : c.dataset.item });
+    }
+    const keep = new Set(out.map(it => `${it.kind}-${it.id}`));
+    for (const r of [...list.querySelectorAll('[data-stream]')]) if (!keep.has(r.dataset.stream)) r.remove();
+    return out;
   }
 
   function row(key, name) {

@@ -1,0 +1,124 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// A session (场次) opens many sales together: each item with its stock,
+// all under one window. It is the bulk form of ResetSale: one transaction
+// for every item, and one wait for the sold-out memory's lease, not one
+// per item (a reset waits it out so that no instance answers the item sold
+// out from memory once the reset has answered).
+
+// MaxSessionItems bounds the items of one session.
+const MaxSessionItems = 1000
+
+// SessionItem is one item of a session and its new stock.
+type SessionItem struct {
+	ID    int64
+	Stock int
+}
+
+// SessionStore is a catalog that resets many items in one transaction.
+type SessionStore interface {
+	// ResetSession is ResetSale of every item, all or none: an unknown
+	// item fails it with ErrNotFound and nothing is written.
+	ResetSession(ctx context.Context, items []SessionItem, w SaleWindow) error
+}
+
+// ValidateSession checks a session's items and window, naming the first
+// bad field; it returns ErrInvalid.
+func ValidateSession(items []SessionItem, w SaleWindow) error {
+	if len(items) == 0 || len(items) > MaxSessionItems {
+		return fmt.Errorf("%w: items must hold 1 to %d items (it has %d)", ErrInvalid, MaxSessionItems, len(items))
+	}
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	seen := make(map[int64]bool, len(items))
+	for i, it := range items {
+		switch {
+		case it.ID <= 0:
+			return fmt.Errorf("%w: items[%d].id must be a positive integer", ErrInvalid, i)
+		case seen[it.ID]:
+			return fmt.Errorf("%w: items[%d].id %d is in the session twice", ErrInvalid, i, it.ID)
+		}
+		seen[it.ID] = true
+		if err := validStock(fmt.Sprintf("items[%d].stock", i), it.Stock); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ScheduleSession deletes the orders of every item of the session and
+// restocks each with its stock, on sale in window w (the zero window: at
+// once and for good), in one transaction. It returns once every instance
+// sells them, having waited out the sold-out memory's lease once. It
+// returns ErrInvalid (nothing written) for a bad session, ErrNotFound
+// (nothing written) when an item does not exist.
+func (s *Service) ScheduleSession(ctx context.Context, items []SessionItem, w SaleWindow) error {
+	if err := ValidateSession(items, w); err != nil {
+		return err
+	}
+	cs, err := s.catalogue()
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, len(items))
+	stock := make(map[int64]int, len(items))
+	for i, it := range items {
+		ids[i], stock[it.ID] = it.ID, it.Stock
+	}
+	if s.life.Queue != nil {
+		for _, id := range ids {
+			s.life.Queue.Drain(ctx, id)
+		}
+	}
+	if err := cs.ResetSession(ctx, items, w); err != nil {
+		return err
+	}
+	return s.restocked(ctx, ids, func(r Resetter, id int64) error { return r.Reset(ctx, id, stock[id]) })
+}
+
+// restocked tells the stages that keep a copy (reset) and then the reset
+// hooks that the items' new stock is in place, as ResetSale does for one.
+func (s *Service) restocked(ctx context.Context, ids []int64, reset func(Resetter, int64) error) error {
+	for _, id := range ids {
+		for _, st := range s.stages {
+			if r, ok := st.(Resetter); ok {
+				if err := reset(r, id); err != nil {
+					return fmt.Errorf("reset %d: %w", id, err)
+				}
+			}
+		}
+	}
+	return s.hooks(ctx, ids)
+}
+
+// hooks runs the reset hooks of every item (OnReset), the items side by
+// side and each item's hooks in order: the crowd's hook waits out the
+// sold-out memory's lease after it announces the restock, so that the
+// waits of a session's items overlap into one. It returns their errors
+// joined.
+func (s *Service) hooks(ctx context.Context, ids []int64) error {
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, f := range s.onReset {
+				if err := f(ctx, id); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

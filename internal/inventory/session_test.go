@@ -1,0 +1,160 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
+
+// catalogueFake is a catalog the admin API can write, in memory: it
+// records the sessions it was asked to apply.
+type catalogueFake struct {
+	inventory.Catalog // not called
+	mu                sync.Mutex
+	sessions          [][]inventory.SessionItem
+	puts              []inventory.Listing
+}
+
+func (f *catalogueFake) Put(_ context.Context, l inventory.Listing) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.puts = append(f.puts, l)
+	return len(f.puts) == 1, nil
+}
+func (f *catalogueFake) Archive(context.Context, int64) error { return nil }
+func (f *catalogueFake) Page(context.Context, inventory.PageQuery) ([]inventory.Item, error) {
+	return nil, nil
+}
+func (f *catalogueFake) ResetSession(_ context.Context, items []inventory.SessionItem, _ inventory.SaleWindow) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sessions = append(f.sessions, items)
+	return nil
+}
+
+// leaseEpochs are epochs whose Settle, like a lease's wait, returns only
+// once every item of the session waits in it: a session that waited out
+// one item's lease before the next item's would wait forever.
+type leaseEpochs struct {
+	mu      sync.Mutex
+	bumped  map[string]bool
+	waiting int
+	all     int
+	full    chan struct{}
+}
+
+func (e *leaseEpochs) Epoch(context.Context, string) (string, error) { return "e", nil }
+func (e *leaseEpochs) Bump(_ context.Context, item string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.bumped[item] = true
+	return nil
+}
+func (e *leaseEpochs) Settle(ctx context.Context, item string) error {
+	e.mu.Lock()
+	if !e.bumped[item] {
+		e.mu.Unlock()
+		return errors.New("settled before its bump")
+	}
+	if e.waiting++; e.waiting == e.all {
+		close(e.full)
+	}
+	e.mu.Unlock()
+	select {
+	case <-e.full:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestSessionWaitsOutTheLeaseOnceForAllItsItems(t *testing.T) {
+	const n = 200
+	epochs := &leaseEpochs{bumped: map[string]bool{}, all: n, full: make(chan struct{})}
+	store := &catalogueFake{}
+	svc := inventory.NewService(store, nil, "i1", "O").WithCrowd(inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs}))
+	items := make([]inventory.SessionItem, n)
+	for i := range items {
+		items[i] = inventory.SessionItem{ID: int64(i + 1), Stock: 10}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opens := time.Now().Add(time.Hour)
+	if err := svc.ScheduleSession(ctx, items, inventory.SaleWindow{OpensAt: opens, ClosesAt: opens.Add(time.Hour)}); err != nil {
+		t.Fatalf("the session's waits did not overlap: %v", err)
+	}
+	if len(store.sessions) != 1 || len(store.sessions[0]) != n {
+		t.Fatalf("the store got %d sessions, want one of %d items", len(store.sessions), n)
+	}
+	if len(epochs.bumped) != n {
+		t.Fatalf("%d items announced restocked, want %d", len(epochs.bumped), n)
+	}
+}
+
+func TestBadSessionIsRefusedNamingTheFieldWithNothingApplied(t *testing.T) {
+	opens := time.Now().Add(time.Hour)
+	good := inventory.SaleWindow{OpensAt: opens, ClosesAt: opens.Add(time.Hour)}
+	many := make([]inventory.SessionItem, inventory.MaxSessionItems+1)
+	for i := range many {
+		many[i] = inventory.SessionItem{ID: int64(i + 1), Stock: 1}
+	}
+	for _, tc := range []struct {
+		name  string
+		items []inventory.SessionItem
+		w     inventory.SaleWindow
+		field string
+	}{
+		{"no items", nil, good, "items"},
+		{"too many items", many, good, "items"},
+		{"negative stock of one item", []inventory.SessionItem{{ID: 1, Stock: 5}, {ID: 2, Stock: -1}}, good, "items[1].stock"},
+		{"a bad id", []inventory.SessionItem{{ID: 0, Stock: 5}}, good, "items[0].id"},
+		{"an item twice", []inventory.SessionItem{{ID: 3, Stock: 5}, {ID: 3, Stock: 5}}, good, "items[1].id"},
+		{"close before open", []inventory.SessionItem{{ID: 1, Stock: 5}}, inventory.SaleWindow{OpensAt: opens, ClosesAt: opens.Add(-time.Minute)}, "closes_at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &catalogueFake{}
+			svc := inventory.NewService(store, nil, "i1", "O")
+			err := svc.ScheduleSession(context.Background(), tc.items, tc.w)
+			if !errors.Is(err, inventory.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, want ErrInvalid naming %s", err, tc.field)
+			}
+			if len(store.sessions) != 0 {
+				t.Fatal("a refused session reached the store")
+			}
+		})
+	}
+}
+
+func TestBadListingIsRefusedNamingTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		l     inventory.Listing
+		field string
+	}{
+		{"negative stock", inventory.Listing{ID: 1, Name: "a", Stock: -1}, "stock"},
+		{"negative price", inventory.Listing{ID: 1, Name: "a", PriceCents: -1}, "price_cents"},
+		{"empty name", inventory.Listing{ID: 1, Name: "", Stock: 1}, "name"},
+		{"name over 128 characters", inventory.Listing{ID: 1, Name: strings.Repeat("é", 129), Stock: 1}, "name"},
+		{"control character in the name", inventory.Listing{ID: 1, Name: "a\x07b", Stock: 1}, "name"},
+		{"bad id", inventory.Listing{ID: -4, Name: "a", Stock: 1}, "id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &catalogueFake{}
+			_, err := inventory.NewService(store, nil, "i1", "O").Put(context.Background(), tc.l)
+			if !errors.Is(err, inventory.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, want ErrInvalid naming %s", err, tc.field)
+			}
+			if len(store.puts) != 0 {
+				t.Fatal("a refused listing reached the store")
+			}
+		})
+	}
+	if err := (inventory.Listing{ID: 1, Name: strings.Repeat("é", 128), Stock: 0}).Validate(); err != nil {
+		t.Fatalf("128 characters (256 bytes) is a valid name: %v", err)
+	}
+}
