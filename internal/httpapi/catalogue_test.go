@@ -12,6 +12,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
@@ -22,11 +24,11 @@ func catalogueFixture(t *testing.T, db *store.DB) *fixture {
 	t.Helper()
 	rdb := testenv.Redis(t)
 	prefix := testenv.Name("catalogue")
-	stages := func(st *store.Ledger, kind string) (map[string]inventory.Stage, *inventory.Crowd) {
-		crowd := inventory.NewCrowd(inventory.CrowdOptions{Queue: 64, Kind: kind})
+	stages := func(st *store.Ledger, kind string) (map[string]inventory.Stage, *admission.Crowd) {
+		crowd := admission.NewCrowd(admission.CrowdOptions{Queue: 64, Kind: kind})
 		return map[string]inventory.Stage{
 			"db-atomic":    inventory.NewDBAtomic(st),
-			"redis-atomic": crowd.Wrap(inventory.NewRedisAtomic(rdb, st, prefix+kind, nil)),
+			"redis-atomic": crowd.Wrap(redisstage.NewRedisAtomic(rdb, st, prefix+kind, nil)),
 		}, crowd
 	}
 	ps, pc := stages(db.Products(), "product")

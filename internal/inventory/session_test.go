@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
 )
 
 // catalogueFake is a catalog the admin API can write, in memory: it
@@ -77,7 +78,7 @@ func TestSessionWaitsOutTheLeaseOnceForAllItsItems(t *testing.T) {
 	const n = 200
 	epochs := &leaseEpochs{bumped: map[string]bool{}, all: n, full: make(chan struct{})}
 	store := &catalogueFake{}
-	svc := inventory.NewService(store, nil, "i1", "O").WithCrowd(inventory.NewCrowd(inventory.CrowdOptions{Epochs: epochs}))
+	svc := inventory.NewService(store, nil, "i1", "O").WithCrowd(admission.NewCrowd(admission.CrowdOptions{Epochs: epochs}))
 	items := make([]inventory.SessionItem, n)
 	for i := range items {
 		items[i] = inventory.SessionItem{ID: int64(i + 1), Stock: 10}
