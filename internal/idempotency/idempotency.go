@@ -134,7 +134,9 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	return &Store{rdb: rdb, opts: opts}
 }
 
-// Replicated reports whether a settle waits for replicas (Options.Replicas).
+// Replicated reports whether a claim and a settle wait for replicas
+// (Options.Replicas). A claim that waits must take nothing (a Refusal
+// that takes units): one no replica confirms does not run.
 func (s *Store) Replicated() bool { return s.opts.Replicas > 0 }
 
 // Claim is the right to run one request and record its answer.
