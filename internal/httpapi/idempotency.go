@@ -125,6 +125,11 @@ func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, 
 	switch {
 	case errors.As(err, &refusedErr):
 		err = refused(refusedErr.Reason)
+	case errors.Is(err, idempotency.ErrTried):
+		// The claim was given back without running, but the run before
+		// it may have bought: "nothing was written" would be untrue of
+		// the buyer's key.
+		err = fmt.Errorf("%w: %w", inventory.ErrOutcomeUnknown, err)
 	case fold != nil && errors.As(err, &failed):
 		// The claim may have taken the units, and the key: a retry must
 		// look for what it did, not wait out the claim's lease.

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
@@ -26,6 +27,78 @@ import (
 // already-purchased, with nothing bought, and so was every retry until
 // the reconcile job gave the unit back. The retry must buy.
 func TestUnconfirmedClaimOfAFoldTakesNothing(t *testing.T) {
+	r := newReplicaRig(t)
+	ctx := context.Background()
+	r.cutOff(t)
+	body := `{"user_id":"alice","quantity":1}`
+	first := post(r.h, "alice-key", body)
+	if first.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a keyed buy whose claim no replica confirmed: %d %s, want 503", first.Code, first.Body)
+	}
+	if _, err := r.db.Products().OrderOf(ctx, 1, "alice"); err == nil {
+		t.Fatalf("the buy ran under a claim no replica confirmed (answered %s)", first.Body)
+	}
+
+	r.restore(t)
+	retry := post(r.h, "alice-key", body)
+	if retry.Code != http.StatusCreated {
+		t.Fatalf("the retry once the replica is back: %d %s, want the unit bought (201); the first try heard %d %s", retry.Code, retry.Body, first.Code, first.Body)
+	}
+	if o := orderOf(t, retry); o.UserID != "alice" {
+		t.Fatalf("the retry's order: %+v", o)
+	}
+	r.conserved(t, 1)
+}
+
+// TestUnconfirmedRetakenClaimIsNotNothingWritten: the first run with a
+// key bought and its answer was lost (the key says "tried"). Its retry's
+// claim no replica confirms does not run, so it cannot look for that
+// order; it must not be told 503 unavailable, "nothing was written",
+// while the buyer holds an order, but that the outcome is still unknown.
+// Once the replica is back, the retry gets the order.
+func TestUnconfirmedRetakenClaimIsNotNothingWritten(t *testing.T) {
+	r := newReplicaRig(t)
+	ctx := context.Background()
+	body := `{"user_id":"bob","quantity":1}`
+	// The first run: its buy committed, its answer was lost.
+	const path = "/api/v1/products/1/buy"
+	c, _, err := r.idem.Begin(ctx, "bob", path, "bob-key", idempotency.Fingerprint("POST", path, []byte(body)))
+	if err != nil || c == nil {
+		t.Fatalf("the first run's claim: %v", err)
+	}
+	bought := orderOf(t, post(r.h, "", body))
+	if err := r.idem.Unknown(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	r.cutOff(t)
+	retry := post(r.h, "bob-key", body)
+	if retry.Code != http.StatusServiceUnavailable || problemType(t, retry) != "outcome-unknown" {
+		t.Fatalf("the retry of a buy that bought, its claim unconfirmed: %d %s; want 503 outcome-unknown (the buyer holds order %s)", retry.Code, retry.Body, bought.OrderNo)
+	}
+
+	r.restore(t)
+	again := post(r.h, "bob-key", body)
+	if o := orderOf(t, again); o.OrderNo != bought.OrderNo {
+		t.Fatalf("the retry once the replica is back got %+v, want order %s", o, bought.OrderNo)
+	}
+	r.conserved(t, 1)
+}
+
+// replicaRig sells product 1 (one unit) under redis-atomic on a primary
+// with a replica, its Idempotency-Key records on the same Redis,
+// confirmed on the replica (idempotency.Options.Replicas): a keyed buy's
+// claim could take its unit (inventory.Fold).
+type replicaRig struct {
+	h                http.Handler
+	db               *store.DB
+	svc              *inventory.Service
+	idem             *idempotency.Store
+	primary, replica *testenv.RedisProcess
+}
+
+func newReplicaRig(t *testing.T) *replicaRig {
+	t.Helper()
 	ctx := context.Background()
 	db := testenv.SQLite(t)
 	if err := db.Products().Reset(ctx, 1, 1); err != nil {
@@ -44,46 +117,46 @@ func TestUnconfirmedClaimOfAFoldTakesNothing(t *testing.T) {
 		t.Fatal("the store must keep its records on the stage's Redis, where the claim can take the unit")
 	}
 	h := httpapi.NewServer(httpapi.Deps{Instance: "repl-1", Products: svc, Stage: "redis-atomic", Idempotency: idem, RequestTimeout: time.Minute})
-
 	// The Redis copy is loaded (a buy of more than the stock).
 	want409(t, "warm", post(h, "warm", `{"user_id":"warm","quantity":2}`), "sold-out")
+	return &replicaRig{h: h, db: db, svc: svc, idem: idem, primary: primary, replica: replica}
+}
 
-	replica.Pause()
-	if err := primary.Client().ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
+// replicas is whether the primary has n replicas connected (and online).
+func (r *replicaRig) replicas(n string) func() bool {
+	return func() bool {
+		info, err := r.primary.Client().Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:"+n) && (n == "0" || strings.Contains(info, "state=online"))
+	}
+}
+
+// cutOff stops the replica and cuts its link: nothing written from now
+// on is confirmed.
+func (r *replicaRig) cutOff(t *testing.T) {
+	t.Helper()
+	r.replica.Pause()
+	if err := r.primary.Client().ClientKillByFilter(context.Background(), "TYPE", "replica").Err(); err != nil {
 		t.Fatal(err)
 	}
-	replicas := func(n string) func() bool {
-		return func() bool {
-			info, err := primary.Client().Info(ctx, "replication").Result()
-			return err == nil && strings.Contains(info, "connected_slaves:"+n) && (n == "0" || strings.Contains(info, "state=online"))
-		}
-	}
-	testkit.Eventually(t, "the primary has no replica connected", 30*time.Second, replicas("0"))
+	testkit.Eventually(t, "the primary has no replica connected", 30*time.Second, r.replicas("0"))
+}
 
-	body := `{"user_id":"alice","quantity":1}`
-	first := post(h, "alice-key", body)
-	if first.Code != http.StatusServiceUnavailable {
-		t.Fatalf("a keyed buy whose claim no replica confirmed: %d %s, want 503", first.Code, first.Body)
-	}
-	if _, err := db.Products().OrderOf(ctx, 1, "alice"); err == nil {
-		t.Fatalf("the buy ran under a claim no replica confirmed (answered %s)", first.Body)
-	}
+// restore lets the replica run and waits until it is linked again.
+func (r *replicaRig) restore(t *testing.T) {
+	t.Helper()
+	r.replica.Resume()
+	testkit.Eventually(t, "the replica is back", time.Minute, r.replicas("1"))
+}
 
-	replica.Resume()
-	testkit.Eventually(t, "the replica is back", time.Minute, replicas("1"))
-	retry := post(h, "alice-key", body)
-	if retry.Code != http.StatusCreated {
-		t.Fatalf("the retry once the replica is back: %d %s, want the unit bought (201); the first try heard %d %s", retry.Code, retry.Body, first.Code, first.Body)
-	}
-	o := orderOf(t, retry)
-	if o.UserID != "alice" {
-		t.Fatalf("the retry's order: %+v", o)
-	}
-	a, err := svc.Audit(ctx, 1)
+// conserved fails unless the audit of product 1 counts orders orders,
+// none oversold.
+func (r *replicaRig) conserved(t *testing.T, orders int) {
+	t.Helper()
+	a, err := r.svc.Audit(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Orders != 1 || a.Oversold() > 0 || !a.Conserved() {
-		t.Fatalf("audit: %+v", a)
+	if a.Orders != orders || a.Oversold() > 0 || !a.Conserved() {
+		t.Fatalf("audit: %+v, want %d orders", a, orders)
 	}
 }

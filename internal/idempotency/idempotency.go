@@ -44,6 +44,11 @@ var (
 	// Options.ReplicaWait (or WAIT's answer did not come back): a
 	// failover now may lose it.
 	ErrNotReplicated = errors.New("idempotency record not confirmed on a replica")
+	// ErrTried comes with ErrUnavailable from a claim of a key whose
+	// earlier request left its outcome unknown (Claim.Retaken), given
+	// back unconfirmed: this request did nothing, but that one may have
+	// bought, and it is still unknown.
+	ErrTried = errors.New("an earlier request with this Idempotency-Key may have run")
 )
 
 // MaxKeyLen is the longest key accepted.
@@ -99,8 +104,8 @@ type Options struct {
 	// of the record's slot) before it returns without error: a failover
 	// to one of them keeps the record. A claim they do not confirm is
 	// given back and its request does not run (Begin fails with
-	// ErrUnavailable and ErrNotReplicated); a settle fails with
-	// ErrNotReplicated.
+	// ErrUnavailable and ErrNotReplicated, and ErrTried for a key tried
+	// before); a settle fails with ErrNotReplicated.
 	Replicas int
 	// ReplicaWait bounds the wait for Replicas; default 100ms.
 	ReplicaWait time.Duration
@@ -444,7 +449,8 @@ func (w waited) short(o Options) error {
 // decide afresh. The request does not run. A claim whose Refusal took a
 // first step (its Reply) may have taken units: that is left to the caller,
 // as for a claim's lost reply (a *ScriptError with the Claim, to settle
-// with Unknown); any other is given back (a retaken one stays "tried").
+// with Unknown); any other is given back (a retaken one stays "tried",
+// and says so with ErrTried: the run before it may have bought).
 func (s *Store) unconfirmed(ctx context.Context, c *Claim, short error) error {
 	err := fmt.Errorf("the claim: %w", short)
 	if c.reply != "" {
@@ -456,6 +462,7 @@ func (s *Store) unconfirmed(ctx context.Context, c *Claim, short error) error {
 	val := ""
 	if c.retaken {
 		val = s.tried(c)
+		err = fmt.Errorf("%w (%w)", err, ErrTried)
 	}
 	if aerr := s.run(ctx, c, val, false); aerr != nil {
 		// Its lease runs out instead; the next claim then looks for what

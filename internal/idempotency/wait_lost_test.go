@@ -165,6 +165,9 @@ func TestWaitAnswerLostAfterTheScript(t *testing.T) {
 	t.Run("a fresh claim is given back", func(t *testing.T) {
 		c, _, err := cutBegin(t, "fresh")
 		givenBack(t, "fresh", c, err)
+		if errors.Is(err, idempotency.ErrTried) {
+			t.Fatalf("a key never tried: %v; want no ErrTried", err)
+		}
 		again, _, err := plain.Begin(ctx, "u", "/p", "fresh", fp)
 		if err != nil || again == nil || again.Retaken() {
 			t.Fatalf("the retry of fresh: claim %v (retaken %v), %v; want the key free at once", again != nil, again != nil && again.Retaken(), err)
@@ -177,6 +180,9 @@ func TestWaitAnswerLostAfterTheScript(t *testing.T) {
 		}
 		c, _, err := cutBegin(t, "tried")
 		givenBack(t, "tried", c, err)
+		if !errors.Is(err, idempotency.ErrTried) {
+			t.Fatalf("a key tried before: %v; want ErrTried (its earlier run may have bought)", err)
+		}
 		again, _, err := plain.Begin(ctx, "u", "/p", "tried", fp)
 		if err != nil || again == nil || !again.Retaken() {
 			t.Fatalf("the retry of tried: claim %v (retaken %v), %v; want it retaken, still looking for what the first run did", again != nil, again != nil && again.Retaken(), err)
