@@ -216,3 +216,92 @@ func TestWaitAnswerLostAfterTheScript(t *testing.T) {
 		}
 	})
 }
+
+// giveBackGate is a Redis hook: while armed, a script sent alone (not in a
+// pipeline: the give-back of an unconfirmed claim) says so on entered and
+// waits for release before it goes.
+type giveBackGate struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *giveBackGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *giveBackGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (g *giveBackGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && g.armed.CompareAndSwap(true, false) {
+			g.entered <- struct{}{}
+			<-g.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestGiveBackSparesTheNextClaim: an unconfirmed claim is given back, but
+// the give-back is held until the claim's lease has run out and another
+// request has taken the key over. The give-back must leave that claim be:
+// it owns the record now, and its answer is stored and replayed.
+func TestGiveBackSparesTheNextClaim(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	cutter := &waitCutter{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, Dialer: cutter.Dial})
+	t.Cleanup(func() { _ = rdb.Close() })
+	gate := &giveBackGate{entered: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(gate)
+	plainRDB := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = plainRDB.Close() })
+	prefix := testenv.Name("idem") + ":"
+	// A lease of a millisecond: it has run out by the time the other
+	// request comes.
+	waits := idempotency.New(rdb, idempotency.Options{Prefix: prefix, Replicas: 1, ReplicaWait: time.Minute, Lease: time.Millisecond})
+	plain := idempotency.New(plainRDB, idempotency.Options{Prefix: prefix, Lease: time.Hour})
+	ctx := context.Background()
+	fp := idempotency.Fingerprint("POST", "/p", []byte(`{}`))
+	warm, _, err := plain.Begin(ctx, "u", "/p", "warm", fp)
+	if err != nil || warm == nil {
+		t.Fatal(err)
+	}
+	if err := plain.Finish(ctx, warm, idempotency.Response{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+
+	gate.armed.Store(true)
+	cutter.arm()
+	first := make(chan error, 1)
+	go func() {
+		c, _, err := waits.Begin(ctx, "u", "/p", "k", fp)
+		if c != nil {
+			err = errors.New("granted")
+		}
+		first <- err
+	}()
+	<-gate.entered // the claim ran, its WAIT answer was lost, its give-back waits
+	var next *idempotency.Claim
+	for next == nil {
+		c, _, err := plain.Begin(ctx, "u", "/p", "k", fp)
+		switch {
+		case errors.Is(err, idempotency.ErrInFlight): // the lease has not run out yet
+		case err != nil:
+			t.Fatalf("the next claim: %v", err)
+		default:
+			next = c
+		}
+	}
+	if !next.Retaken() {
+		t.Fatal("the next claim took a key that looked never used")
+	}
+	close(gate.release)
+	if err := <-first; !errors.Is(err, idempotency.ErrNotReplicated) {
+		t.Fatalf("the first claim: %v, want it given back unconfirmed", err)
+	}
+	if err := plain.Finish(ctx, next, idempotency.Response{Status: 201, Body: []byte("next")}); err != nil {
+		t.Fatal(err)
+	}
+	_, stored, err := plain.Begin(ctx, "u", "/p", "k", fp)
+	if err != nil || stored == nil || string(stored.Body) != "next" {
+		t.Fatalf("after the late give-back: stored %v, %v; want the next claim's answer replayed", stored, err)
+	}
+}
