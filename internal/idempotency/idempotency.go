@@ -478,13 +478,15 @@ func (s *Store) unconfirmed(ctx context.Context, c *Claim, short error) error {
 // both must go down one connection. On a Cluster that is a connection to
 // the master of the record's slot (KEYS[1]): the cluster client would
 // send a keyless WAIT to any node. A server that does not have the
-// script yet (a restart, a new primary) gets it whole, once. It fails
-// only when the script did; a WAIT whose answer did not come back after
-// the script's did (the request's deadline fell while it waited for a
-// lagging replica) is a waited with its err.
+// script yet (a restart, a new primary) gets it whole, once; a MOVED
+// makes the cluster client reread its slot map, for the next call. It
+// fails only when the script did; a WAIT whose answer did not come back
+// after the script's did (the request's deadline fell while it waited
+// for a lagging replica) is a waited with its err.
 func (s *Store) runAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, waited, error) {
 	var node interface{ Pipeline() redis.Pipeliner } = s.rdb
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+	cc, cluster := s.rdb.(*redis.ClusterClient)
+	if cluster {
 		m, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
 			return nil, waited{}, err
@@ -511,6 +513,12 @@ func (s *Store) runAndWait(ctx context.Context, script *redis.Script, keys []str
 	res, w, err := send(script.EvalSha)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		res, w, err = send(script.Eval)
+	}
+	if cluster && err != nil && redis.HasErrorPrefix(err, "MOVED") {
+		// The slot has moved (a resharding, a failover): the script ran
+		// nowhere. The cluster client rereads its map on a MOVED it gets
+		// itself, not on one its node's connection got.
+		cc.ReloadState(ctx)
 	}
 	return res, w, err
 }
