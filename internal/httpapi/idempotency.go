@@ -124,6 +124,11 @@ func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, 
 	switch {
 	case errors.As(err, &refusedErr):
 		err = refused(refusedErr.Reason)
+	case errors.Is(err, idempotency.ErrTried):
+		// The claim was given back without running, but the run before
+		// it may have bought: "nothing was written" would be untrue of
+		// the buyer's key.
+		err = fmt.Errorf("%w: %w", inventory.ErrOutcomeUnknown, err)
 	case fold != nil && errors.As(err, &failed):
 		// The claim may have taken the units, and the key: a retry must
 		// look for what it did, not wait out the claim's lease.
@@ -351,6 +356,13 @@ func (w *capturingWriter) release() error {
 // its records on that same Redis, and takes the units there too where it
 // can (a Fold). A request the handler would refuse for other reasons (a
 // bad body, an unknown stage) has no check and runs.
+//
+// A store that waits for replicas (Store.Replicated) gets no Fold, and so
+// no check where the stage's is one: its claim must take nothing. A claim
+// no replica confirms does not run its buy, and a Fold's units taken in
+// it would stay reserved, the buyer listed as one, with no order: its
+// retry would hear "already purchased" until the reconcile job gave them
+// back.
 func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
 	return func(c *gin.Context, store *idempotency.Store) (idempotency.Refusal, *inventory.Fold, refusedFunc) {
 		in := buyOf(c)
@@ -358,7 +370,7 @@ func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
 			return idempotency.Refusal{}, nil, inventory.RefusalError
 		}
 		rc, ok := ep.svc.RefusalCheck(c.Request.Context(), in.stage, in.req)
-		if !ok || !store.Checks(rc.Client) {
+		if !ok || !store.Checks(rc.Client) || rc.Fold != nil && store.Replicated() {
 			return idempotency.Refusal{}, nil, inventory.RefusalError
 		}
 		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, rc.Fold, rc.Refused

@@ -39,10 +39,16 @@ var (
 	ErrMismatch = errors.New("Idempotency-Key reused with a different request")
 	// ErrUnavailable: Redis could not be reached, so the request was not run.
 	ErrUnavailable = errors.New("idempotency store unavailable")
-	// ErrNotReplicated: a settle was written on the primary, but fewer
-	// replicas than Options.Replicas confirmed it within
-	// Options.ReplicaWait: a failover now may lose it.
+	// ErrNotReplicated: a claim or a settle was written on the primary,
+	// but fewer replicas than Options.Replicas confirmed it within
+	// Options.ReplicaWait (or WAIT's answer did not come back): a
+	// failover now may lose it.
 	ErrNotReplicated = errors.New("idempotency record not confirmed on a replica")
+	// ErrTried comes with ErrUnavailable from a claim of a key whose
+	// earlier request left its outcome unknown (Claim.Retaken), given
+	// back unconfirmed: this request did nothing, but that one may have
+	// bought, and it is still unknown.
+	ErrTried = errors.New("an earlier request with this Idempotency-Key may have run")
 )
 
 // MaxKeyLen is the longest key accepted.
@@ -98,8 +104,8 @@ type Options struct {
 	// of the record's slot) before it returns without error: a failover
 	// to one of them keeps the record. A claim they do not confirm is
 	// given back and its request does not run (Begin fails with
-	// ErrUnavailable and ErrNotReplicated); a settle fails with
-	// ErrNotReplicated.
+	// ErrUnavailable and ErrNotReplicated, and ErrTried for a key tried
+	// before); a settle fails with ErrNotReplicated.
 	Replicas int
 	// ReplicaWait bounds the wait for Replicas; default 100ms.
 	ReplicaWait time.Duration
@@ -133,7 +139,9 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	return &Store{rdb: rdb, opts: opts}
 }
 
-// Replicated reports whether a settle waits for replicas (Options.Replicas).
+// Replicated reports whether a claim and a settle wait for replicas
+// (Options.Replicas). A claim that waits must take nothing (a Refusal
+// that takes units): one no replica confirms does not run.
 func (s *Store) Replicated() bool { return s.opts.Replicas > 0 }
 
 // Claim is the right to run one request and record its answer.
@@ -279,12 +287,12 @@ func (s *Store) begin(ctx context.Context, script *redis.Script, user, route, ke
 	keys := append([]string{c.key}, r.Keys...)
 	args := append([]any{c.token, fingerprint, s.opts.Lease.Milliseconds(), s.opts.Retention.Milliseconds()}, r.Args...)
 	var res []string
-	var confirmed int64
+	var w waited
 	var err error
 	if s.opts.Replicas <= 0 {
 		res, err = script.Run(ctx, s.rdb, keys, args...).StringSlice()
 	} else {
-		res, confirmed, err = s.beginAndWait(ctx, script, keys, args)
+		res, w, err = s.beginAndWait(ctx, script, keys, args)
 	}
 	if err != nil {
 		return nil, nil, &ScriptError{Claim: c, err: err}
@@ -293,8 +301,8 @@ func (s *Store) begin(ctx context.Context, script *redis.Script, user, route, ke
 	switch res[0] {
 	case "claimed", "retaken":
 		c.reply, c.retaken = res[1], res[0] == "retaken"
-		if confirmed < int64(s.opts.Replicas) {
-			return nil, nil, s.unconfirmed(ctx, c, confirmed)
+		if short := w.short(s.opts); short != nil {
+			return nil, nil, s.unconfirmed(ctx, c, short)
 		}
 		return c, nil, nil
 	case "inflight":
@@ -393,25 +401,46 @@ func (s *Store) run(ctx context.Context, c *Claim, val string, wait bool) error 
 		}
 		return nil
 	}
-	_, n, err := s.runAndWait(ctx, script, keys, args)
+	_, w, err := s.runAndWait(ctx, script, keys, args)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if n < int64(s.opts.Replicas) {
-		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.opts.Replicas, s.opts.ReplicaWait)
-	}
-	return nil
+	return w.short(s.opts)
 }
 
 // beginAndWait runs a claim's script with WAIT behind it (runAndWait), and
-// returns its reply and how many replicas confirmed it.
-func (s *Store) beginAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) ([]string, int64, error) {
-	cmd, n, err := s.runAndWait(ctx, script, keys, args)
+// returns its reply and what WAIT said of it.
+func (s *Store) beginAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) ([]string, waited, error) {
+	cmd, w, err := s.runAndWait(ctx, script, keys, args)
 	if err != nil {
-		return nil, 0, err
+		return nil, waited{}, err
 	}
 	res, err := cmd.StringSlice()
-	return res, n, err
+	return res, w, err
+}
+
+// waited is what WAIT said of a script's writes: how many replicas
+// confirmed them, or why its answer did not come back (err), in which
+// case none did, as far as anyone knows. The script's own reply came back
+// either way, so its caller knows what the script did: a claim that ran
+// then is given back, not left in flight with its buyer told that
+// nothing ran.
+type waited struct {
+	n   int64
+	err error
+}
+
+// short is ErrNotReplicated when fewer than o.Replicas confirmed, else
+// nil. The cause of a lost answer is kept as text only: a deadline that
+// fell while WAIT waited must not read as a call never sent.
+func (w waited) short(o Options) error {
+	switch {
+	case w.err != nil:
+		return fmt.Errorf("%w: WAIT for %d replicas did not answer: %v", ErrNotReplicated, o.Replicas, w.err)
+	case w.n < int64(o.Replicas):
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, w.n, o.Replicas, o.ReplicaWait)
+	}
+	return nil
 }
 
 // unconfirmed gives up claim c, which the primary granted but fewer than
@@ -420,9 +449,10 @@ func (s *Store) beginAndWait(ctx context.Context, script *redis.Script, keys []s
 // decide afresh. The request does not run. A claim whose Refusal took a
 // first step (its Reply) may have taken units: that is left to the caller,
 // as for a claim's lost reply (a *ScriptError with the Claim, to settle
-// with Unknown); any other is given back (a retaken one stays "tried").
-func (s *Store) unconfirmed(ctx context.Context, c *Claim, confirmed int64) error {
-	err := fmt.Errorf("%w: the claim reached %d of %d replicas within %v", ErrNotReplicated, confirmed, s.opts.Replicas, s.opts.ReplicaWait)
+// with Unknown); any other is given back (a retaken one stays "tried",
+// and says so with ErrTried: the run before it may have bought).
+func (s *Store) unconfirmed(ctx context.Context, c *Claim, short error) error {
+	err := fmt.Errorf("the claim: %w", short)
 	if c.reply != "" {
 		return &ScriptError{Claim: c, err: err}
 	}
@@ -432,6 +462,7 @@ func (s *Store) unconfirmed(ctx context.Context, c *Claim, confirmed int64) erro
 	val := ""
 	if c.retaken {
 		val = s.tried(c)
+		err = fmt.Errorf("%w (%w)", err, ErrTried)
 	}
 	if aerr := s.run(ctx, c, val, false); aerr != nil {
 		// Its lease runs out instead; the next claim then looks for what
@@ -442,38 +473,54 @@ func (s *Store) unconfirmed(ctx context.Context, c *Claim, confirmed int64) erro
 }
 
 // runAndWait runs script with WAIT pipelined behind it on the same
-// connection, and returns the script's reply and how many replicas
-// confirmed it: WAIT counts the replicas that acknowledged its
-// connection's writes, so both must go down one connection. On a Cluster
-// that is a connection to the master of the record's slot (KEYS[1]):
-// the cluster client would send a keyless WAIT to any node. A server
-// that does not have the script yet (a restart, a new primary) gets it
-// whole, once.
-func (s *Store) runAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, int64, error) {
+// connection, and returns the script's reply and what WAIT said of it:
+// WAIT counts the replicas that acknowledged its connection's writes, so
+// both must go down one connection. On a Cluster that is a connection to
+// the master of the record's slot (KEYS[1]): the cluster client would
+// send a keyless WAIT to any node. A server that does not have the
+// script yet (a restart, a new primary) gets it whole, once; a MOVED
+// makes the cluster client reread its slot map, for the next call. It
+// fails only when the script did; a WAIT whose answer did not come back
+// after the script's did (the request's deadline fell while it waited
+// for a lagging replica) is a waited with its err.
+func (s *Store) runAndWait(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, waited, error) {
 	var node interface{ Pipeline() redis.Pipeliner } = s.rdb
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+	cc, cluster := s.rdb.(*redis.ClusterClient)
+	if cluster {
 		m, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
-			return nil, 0, err
+			return nil, waited{}, err
 		}
 		node = m
 	}
-	send := func(run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) (*redis.Cmd, int64, error) {
+	send := func(run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) (*redis.Cmd, waited, error) {
 		pipe := node.Pipeline()
 		res := run(ctx, pipe, keys, args...)
 		wait := pipe.Do(ctx, "WAIT", s.opts.Replicas, s.opts.ReplicaWait.Milliseconds())
 		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		n, werr := wait.Int64()
 		if err := res.Err(); err != nil {
-			return nil, 0, err
+			// go-redis stamps a read's failure on every command of the
+			// pipeline, those whose replies it had read too: a script
+			// whose reply came back has its value.
+			if werr == nil || res.Val() == nil {
+				return nil, waited{}, err
+			}
+			res = redis.NewCmdResult(res.Val(), nil)
 		}
-		n, err := wait.Int64()
-		return res, n, err
+		return res, waited{n: n, err: werr}, nil
 	}
-	res, n, err := send(script.EvalSha)
+	res, w, err := send(script.EvalSha)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		res, n, err = send(script.Eval)
+		res, w, err = send(script.Eval)
 	}
-	return res, n, err
+	if cluster && err != nil && redis.HasErrorPrefix(err, "MOVED") {
+		// The slot has moved (a resharding, a failover): the script ran
+		// nowhere. The cluster client rereads its map on a MOVED it gets
+		// itself, not on one its node's connection got.
+		cc.ReloadState(ctx)
+	}
+	return res, w, err
 }
 
 // recordKey hashes the scope so that user ids and keys with any characters
