@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill-lab/seckill/internal/api"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // outcome is what one request came to, as the table counts it.

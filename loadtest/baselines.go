@@ -1,6 +1,10 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/resp"
+
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -35,7 +39,7 @@ import (
 //     Idempotency-Key and without: what the crowd that comes after a
 //     sell-out costs, the bulk of a flash sale's requests.
 //
-// Each baseline's CPU per answer is measured too (cpu.go); the CPU targets
+// Each baseline's CPU per answer is measured too (package cpu); the CPU targets
 // (cpucompare.go) compare them within the same round.
 
 // ceiling is one baseline measured at one level of buyers in flight.
@@ -49,7 +53,7 @@ type ceiling struct {
 	// With --repeat: the per-second figure of every round, in order; the
 	// fields above are the median round's.
 	Runs []float64 `json:"runs,omitempty"`
-	cpuFigures
+	cpu.Figures
 	baselineTally
 }
 
@@ -79,7 +83,7 @@ const baselineSlices = 4
 // interleaved slices (baselineSlices), each slice between two readings of
 // meter, then the raw loop, which needs db (SECKILL_MYSQL_DSN). tag makes
 // the sold-out buyers' ids unique to this round.
-func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, workers int, tag string, progress io.Writer) []ceiling {
+func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, workers int, tag string, progress io.Writer) []ceiling {
 	hot := o.buyers // the raw loop sells as many units as a burst has buyers
 	if o.baselineRequests > 0 {
 		o.buyers = o.baselineRequests
@@ -125,9 +129,9 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 			if b.unmeasured {
 				continue
 			}
-			before := meter.read(ctx)
+			before := meter.Read(ctx)
 			c := b.send(conns[i], so, k)
-			b.add(c, meter.usage(before, meter.read(ctx)))
+			b.add(c, meter.Usage(before, meter.Read(ctx)))
 		}
 	}
 	out := make([]ceiling, 0, len(all)+1)
@@ -139,16 +143,16 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 		out = append(out, b.ceiling)
 	}
 	if db != nil {
-		before := meter.read(ctx)
+		before := meter.Read(ctx)
 		c := rawHotRow(ctx, db, scratchRedis{addrs: o.cpuRedis, password: o.redisPassword, timeout: min(o.timeout, 2*time.Second)}, workers, hot)
-		c.setCPU(meter.usage(before, meter.read(ctx)))
+		c.setCPU(meter.Usage(before, meter.Read(ctx)))
 		out = append(out, c)
 	} else {
 		out = append(out, ceiling{Name: baselineHotRow, Workers: workers, Note: "not measured: set SECKILL_MYSQL_DSN"})
 	}
 	for _, b := range out {
 		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok), CPU %s µs per answer%s\n",
-			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerMS), noteSuffix(b.Note))
+			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.Figures, b.CPUPerAnswerMS), noteSuffix(b.Note))
 	}
 	return out
 }
@@ -163,7 +167,7 @@ func btoi(b bool) int {
 
 // add counts one slice of a baseline into c: its requests, answers,
 // other statuses, time and CPU.
-func (c *ceiling) add(slice ceiling, cpu *cpuUsage) {
+func (c *ceiling) add(slice ceiling, used *cpu.Usage) {
 	c.Requests += slice.Requests
 	c.OK += slice.OK
 	c.okStatus, c.limit = slice.okStatus, slice.limit
@@ -176,7 +180,7 @@ func (c *ceiling) add(slice ceiling, cpu *cpuUsage) {
 		}
 		c.others[code] += n
 	}
-	c.slicesCPU = sumUsage(c.slicesCPU, cpu)
+	c.slicesCPU = cpu.Sum(c.slicesCPU, used)
 }
 
 // settle turns the sums of add into the baseline's figures.
@@ -188,10 +192,10 @@ func (c *ceiling) settle() {
 }
 
 // setCPU keeps a baseline's CPU and its CPU per OK answer.
-func (c *ceiling) setCPU(u *cpuUsage) {
+func (c *ceiling) setCPU(u *cpu.Usage) {
 	c.CPU = u
-	c.CPUPerAnswerMS, c.ServersPerAnswerMS = perUnit(u.Seconds, c.OK), perUnit(u.servers(), c.OK)
-	if n := u.unavailable(); n != "" {
+	c.CPUPerAnswerMS, c.ServersPerAnswerMS = cpu.PerUnit(u.Seconds, c.OK), cpu.PerUnit(u.Servers(), c.OK)
+	if n := u.Unavailable(); n != "" {
 		c.Note = joinNotes(c.Note, n)
 	}
 }
@@ -302,7 +306,7 @@ type baselineTally struct {
 	// The time from each attack's first request to its last answer,
 	// summed, and the CPU of the slices.
 	elapsed   time.Duration
-	slicesCPU *cpuUsage
+	slicesCPU *cpu.Usage
 }
 
 // sum sets a baseline's answers per second and its note from its tally.
@@ -321,7 +325,7 @@ func (c *ceiling) sum() {
 }
 
 // scratchRedis are the Redis servers where the fleet may have made keys
-// for a scratch product (scratch.go).
+// for a scratch product (resp.DropProductKeys).
 type scratchRedis struct {
 	addrs    []string
 	password string
@@ -350,7 +354,7 @@ func rawHotRow(ctx context.Context, db *sql.DB, rs scratchRedis, workers, n int)
 		_, _ = db.ExecContext(cctx, "DELETE FROM orders WHERE product_id = ?", id)
 		_, _ = db.ExecContext(cctx, "DELETE FROM products WHERE id = ?", id)
 		// After the rows: no job finds the product to make keys for again.
-		if _, err := dropScratchKeys(cctx, rs.addrs, rs.password, id, rs.timeout); err != nil {
+		if _, err := resp.DropProductKeys(cctx, rs.addrs, rs.password, id, rs.timeout); err != nil {
 			b.Note = joinNotes(b.Note, "the scratch product's Redis keys: "+err.Error())
 		}
 	}()

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,106 +20,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/seckill-lab/seckill/internal/api"
 )
 
 func f64(v float64) *float64 { return &v }
 
 // near compares CPU figures computed from floats.
 func near(got *float64, want float64) bool { return got != nil && math.Abs(*got-want) < 1e-6 }
-
-// TestParseRedisCPU: INFO CPU's used_cpu_sys and used_cpu_user are added;
-// an answer without them, or with a bad number, is an error, never 0.
-func TestParseRedisCPU(t *testing.T) {
-	info := "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.000000\r\nused_cpu_sys_main_thread:1.000000\r\n"
-	if got, err := parseRedisCPU(info); err != nil || got != 3.75 {
-		t.Fatalf("got %v, %v; want 3.75 s", got, err)
-	}
-	for name, bad := range map[string]string{
-		"no user":    "# CPU\r\nused_cpu_sys:1.0\r\n",
-		"empty":      "",
-		"bad number": "used_cpu_sys:x\r\nused_cpu_user:1\r\n",
-	} {
-		if got, err := parseRedisCPU(bad); err == nil {
-			t.Errorf("%s: got %v, want an error", name, got)
-		}
-	}
-}
-
-// fakeRedis answers each command a connection sends with the next reply
-// of replies, and records the commands.
-func fakeRedis(t *testing.T, replies ...string) (string, *[]string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var got []string
-	done := make(chan struct{})
-	t.Cleanup(func() { <-done })
-	go func() {
-		defer close(done)
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		rd := bufio.NewReader(conn)
-		for _, reply := range replies {
-			cmd, err := readCommand(rd)
-			if err != nil {
-				return
-			}
-			got = append(got, cmd)
-			if _, err := conn.Write([]byte(reply)); err != nil {
-				return
-			}
-		}
-	}()
-	return ln.Addr().String(), &got
-}
-
-// readCommand reads one RESP array of bulk strings, joined by spaces.
-func readCommand(rd *bufio.Reader) (string, error) {
-	var n int
-	if _, err := fmt.Fscanf(rd, "*%d\r\n", &n); err != nil {
-		return "", err
-	}
-	var args []string
-	for range n {
-		var l int
-		if _, err := fmt.Fscanf(rd, "$%d\r\n", &l); err != nil {
-			return "", err
-		}
-		buf := make([]byte, l+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		args = append(args, string(buf[:l]))
-	}
-	return strings.Join(args, " "), nil
-}
-
-// TestRedisCPUOverRESP: the lab authenticates when given a password, asks
-// INFO cpu, and reads the bulk answer; an error reply is an error.
-func TestRedisCPUOverRESP(t *testing.T) {
-	body := "# CPU\r\nused_cpu_sys:0.5\r\nused_cpu_user:0.25\r\n"
-	addr, cmds := fakeRedis(t, "+OK\r\n", fmt.Sprintf("$%d\r\n%s\r\n", len(body), body))
-	got, err := redisCPU(context.Background(), addr, "s3cret", 5*time.Second)
-	if err != nil || got != 0.75 {
-		t.Fatalf("got %v, %v; want 0.75 s", got, err)
-	}
-	if strings.Join(*cmds, "|") != "AUTH s3cret|INFO cpu" {
-		t.Errorf("commands %q, want AUTH then INFO cpu", *cmds)
-	}
-
-	addr, _ = fakeRedis(t, "-NOAUTH Authentication required.\r\n")
-	if got, err := redisCPU(context.Background(), addr, "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
-		t.Fatalf("got %v, %v; want the NOAUTH error", got, err)
-	}
-}
 
 // TestProcessCPUFromMetrics: an instance's CPU is
 // seckill_process_cpu_rusage_seconds_total of its /metrics, or
@@ -154,80 +60,6 @@ func TestProcessCPUFromMetrics(t *testing.T) {
 	}
 }
 
-// TestParseProcStat: utime and stime are fields 14 and 15, in clock ticks,
-// counted from the command name's last ')', which may hold spaces.
-func TestParseProcStat(t *testing.T) {
-	stat := "3846 (my (odd) d) S 1 3846 3846 0 -1 4194560 24541 0 12 0 250 125 0 0 20 0 42 0 1283 1860124672 24969 18446744073709551615\n"
-	if got, err := parseProcStat(stat); err != nil || got != 3.75 {
-		t.Fatalf("got %v, %v; want (250+125)/100 = 3.75 s", got, err)
-	}
-	for _, bad := range []string{"3846 mariadbd S 1", "3846 (mariadbd) S 1 2 3", "3846 (m) S 1 3846 3846 0 -1 4194560 24541 0 12 0 x 125 0"} {
-		if got, err := parseProcStat(bad); err == nil {
-			t.Errorf("%q: got %v, want an error", bad, got)
-		}
-	}
-}
-
-// fakeProc writes a /proc with one comm per pid.
-func fakeProc(t *testing.T, comms map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for pid, comm := range comms {
-		if err := os.MkdirAll(filepath.Join(dir, pid), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, pid, "comm"), []byte(comm+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// TestMySQLSource: MySQL is read when the DSN is local and one mariadbd
-// or mysqld runs, from its /proc/<pid>/stat; otherwise it is skipped with
-// the reason, not read as 0.
-func TestMySQLSource(t *testing.T) {
-	proc := fakeProc(t, map[string]string{"1": "systemd", "42": "mariadbd", "self": "x", "77": "redis-server"})
-	stat := "42 (mariadbd) S 1 42 42 0 -1 4194560 1 0 0 0 300 100 0 0 20 0 42 0 1 1 1 1\n"
-	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte(stat), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc})
-	if s.read == nil || s.name != "mysql (mariadbd, pid 42)" {
-		t.Fatalf("local MariaDB: %+v, want it read", s)
-	}
-	if got, err := s.read(context.Background()); err != nil || got != 4 {
-		t.Fatalf("read %v, %v; want 4 s", got, err)
-	}
-	// Its CPU-time clock, exact to the ns, where it can be read; its
-	// stat's ticks where not.
-	clock := func(pid int) (float64, error) {
-		if pid != 42 {
-			return 0, fmt.Errorf("asked for pid %d", pid)
-		}
-		return 4.123456789, nil
-	}
-	if got, err := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc, clock: clock}).read(context.Background()); err != nil || got != 4.123456789 {
-		t.Errorf("by the clock: read %v, %v; want 4.123456789 s", got, err)
-	}
-	broken := func(int) (float64, error) { return 0, errors.New("EPERM") }
-	if got, err := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc, clock: broken}).read(context.Background()); err != nil || got != 4 {
-		t.Errorf("a clock that cannot be read: read %v, %v; want the stat's 4 s", got, err)
-	}
-	skipped := []struct{ dsn, proc, why string }{
-		{"", proc, "no SECKILL_MYSQL_DSN"},
-		{"root:@tcp(db.example.com:3306)/lab", proc, "db.example.com:3306 is not this machine"},
-		{"root:@tcp(localhost:3306)/lab", fakeProc(t, map[string]string{"1": "init"}), "no mariadbd or mysqld process"},
-		{"root:@unix(/run/mysqld/mysqld.sock)/lab", fakeProc(t, map[string]string{"5": "mysqld", "6": "mariadbd"}), "2 MySQL server processes"},
-	}
-	for _, tt := range skipped {
-		s := mysqlSource(tt.dsn, hostProcs{dir: tt.proc})
-		if s.read != nil || !strings.Contains(s.skip, tt.why) {
-			t.Errorf("%q: %+v, want it skipped because %s", tt.dsn, s, tt.why)
-		}
-	}
-}
-
 // readings is a fake source: it returns its values one read after another,
 // and an error where the value is NaN.
 func readings(vals ...float64) func(context.Context) (float64, error) {
@@ -247,27 +79,27 @@ func readings(vals ...float64) func(context.Context) (float64, error) {
 // failed, or whose counter went back, makes the total unavailable, not
 // smaller.
 func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
-	meter := func(redis func(context.Context) (float64, error)) *cpuMeter {
-		return &cpuMeter{sources: []cpuSource{
-			{kind: cpuInstance, name: "instance a", read: readings(10, 10.5)},
-			{kind: cpuInstance, name: "instance b", read: readings(3, 3.25)},
-			{kind: cpuRedis, name: "redis r", read: redis},
-			{kind: cpuMySQL, name: "mysql", skip: "not measured: not local"},
-			{kind: cpuLab, name: "lab", read: readings(1, 1.125)},
+	meter := func(redis func(context.Context) (float64, error)) *cpu.Meter {
+		return &cpu.Meter{Sources: []cpu.Source{
+			{Kind: cpu.Instance, Name: "instance a", Read: readings(10, 10.5)},
+			{Kind: cpu.Instance, Name: "instance b", Read: readings(3, 3.25)},
+			{Kind: cpu.Redis, Name: "redis r", Read: redis},
+			{Kind: cpu.MySQL, Name: "mysql", Skip: "not measured: not local"},
+			{Kind: cpu.Lab, Name: "lab", Read: readings(1, 1.125)},
 		}}
 	}
 	m := meter(readings(7, 7.125))
-	u := m.usage(m.read(context.Background()), m.read(context.Background()))
-	if !near(u.Seconds, 1) || !near(u.ofKind(cpuInstance), 0.75) || !near(u.ofKind(cpuRedis), 0.125) || u.ofKind(cpuMySQL) != nil {
+	u := m.Usage(m.Read(context.Background()), m.Read(context.Background()))
+	if !near(u.Seconds, 1) || !near(u.OfKind(cpu.Instance), 0.75) || !near(u.OfKind(cpu.Redis), 0.125) || u.OfKind(cpu.MySQL) != nil {
 		t.Fatalf("usage %+v: want 1 s in all, 0.75 instances, 0.125 redis, mysql unknown", u)
 	}
-	if !near(u.servers(), 0.875) {
-		t.Errorf("servers alone %s s, want 0.875 (all but the lab's 0.125)", ratioOrNA(u.servers()))
+	if !near(u.Servers(), 0.875) {
+		t.Errorf("servers alone %s s, want 0.875 (all but the lab's 0.125)", ratioOrNA(u.Servers()))
 	}
-	if u.Parts[3].Skipped != "not measured: not local" || u.unavailable() != "" {
-		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.unavailable())
+	if u.Parts[3].Skipped != "not measured: not local" || u.Unavailable() != "" {
+		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.Unavailable())
 	}
-	if !near(perUnit(u.Seconds, 2000), 0.5) || perUnit(u.Seconds, 0) != nil || perUnit(nil, 10) != nil {
+	if !near(cpu.PerUnit(u.Seconds, 2000), 0.5) || cpu.PerUnit(u.Seconds, 0) != nil || cpu.PerUnit(nil, 10) != nil {
 		t.Errorf("per unit: 1 s over 2,000 answers is 0.5 ms; over none, or unknown, nothing")
 	}
 
@@ -276,14 +108,14 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 		"went back":    readings(7, 2),
 	} {
 		m := meter(redis)
-		u := m.usage(m.read(context.Background()), m.read(context.Background()))
-		if u.Seconds != nil || u.servers() != nil || u.ofKind(cpuRedis) != nil || !near(u.ofKind(cpuInstance), 0.75) {
+		u := m.Usage(m.Read(context.Background()), m.Read(context.Background()))
+		if u.Seconds != nil || u.Servers() != nil || u.OfKind(cpu.Redis) != nil || !near(u.OfKind(cpu.Instance), 0.75) {
 			t.Errorf("%s: usage %+v, want the total and redis unavailable, the instances still known", name, u)
 		}
-		if !strings.HasPrefix(u.unavailable(), "redis r CPU: unavailable (") {
-			t.Errorf("%s: %q, want redis named unavailable", name, u.unavailable())
+		if !strings.HasPrefix(u.Unavailable(), "redis r CPU: unavailable (") {
+			t.Errorf("%s: %q, want redis named unavailable", name, u.Unavailable())
 		}
-		if got := kindCell(u, cpuRedis, 100); got != "n/a" {
+		if got := kindCell(u, cpu.Redis, 100); got != "n/a" {
 			t.Errorf("%s: redis cell %q, want n/a", name, got)
 		}
 	}
@@ -317,9 +149,9 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 		}
 		return fmt.Sprintf("%g", *s)
 	}
-	buys := func(t *testing.T, m *cpuMeter) *float64 {
+	buys := func(t *testing.T, m *cpu.Meter) *float64 {
 		t.Helper()
-		before := m.read(ctx)
+		before := m.Read(ctx)
 		for i := range 3 {
 			resp, err := http.Post(url+"/api/v1/products/1/buy", "application/json", strings.NewReader(fmt.Sprintf(`{"user_id":"u%d","quantity":1}`, i)))
 			if err != nil {
@@ -327,7 +159,7 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		return m.usage(before, m.read(ctx)).ofKind(cpuInstance)
+		return m.Usage(before, m.Read(ctx)).OfKind(cpu.Instance)
 	}
 	// The fake process's stat: its start time, field 22, names it.
 	started := func(t *testing.T, dir, start string) {
@@ -342,8 +174,8 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	}
 	dir := t.TempDir()
 	started(t, dir, "777")
-	m := newCPUMeter(ctx, f, o, hostProcs{dir: dir, hostname: "labhost", pidNS: "pid:[2]", clock: own})
-	if how := m.sources[0].how; !strings.Contains(how, "CPU-time clock (labhost/4242)") {
+	m := newCPUMeter(ctx, f, o, cpu.Procs{Dir: dir, Hostname: "labhost", PIDNS: "pid:[2]", Clock: own})
+	if how := m.Sources[0].How; !strings.Contains(how, "CPU-time clock (labhost/4242)") {
 		t.Errorf("read from %q, want its process's clock", how)
 	}
 	if got := buys(t, m); !near(got, 3*fakeCPUPerBuy) {
@@ -352,51 +184,33 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	// The instance restarts and its pid goes to another process: its CPU
 	// is unavailable, not that process's.
 	started(t, dir, "912")
-	before := m.read(ctx)
-	if u := m.usage(before, m.read(ctx)); u.ofKind(cpuInstance) != nil || !strings.Contains(u.unavailable(), "no longer the process the lab began with") {
-		t.Errorf("after a restart: %+v, %q; want the instance unavailable, and why", u, u.unavailable())
+	before := m.Read(ctx)
+	if u := m.Usage(before, m.Read(ctx)); u.OfKind(cpu.Instance) != nil || !strings.Contains(u.Unavailable(), "no longer the process the lab began with") {
+		t.Errorf("after a restart: %+v, %q; want the instance unavailable, and why", u, u.Unavailable())
 	}
 
 	for name, tt := range map[string]struct {
-		procs hostProcs
+		procs cpu.Procs
 		why   string
 	}{
-		"another host": {hostProcs{hostname: "elsewhere", clock: own}, "it runs on labhost"},
-		"a clock ahead of the instance's own readings": {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 1e6, nil }}, "did not fall between"},
-		"a clock behind them":                          {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0.1, nil }}, "did not fall between"},
-		"a clock that fails":                           {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0, errors.New("EPERM") }}, "EPERM"},
-		"no clock":                                     {hostProcs{hostname: "labhost"}, "no CPU-time clock"},
-		"another pid namespace":                        {hostProcs{hostname: "labhost", pidNS: "pid:[1]", clock: own}, "another pid namespace, pid:[2]"},
+		"another host": {cpu.Procs{Hostname: "elsewhere", Clock: own}, "it runs on labhost"},
+		"a clock ahead of the instance's own readings": {cpu.Procs{Hostname: "labhost", Clock: func(int) (float64, error) { return 1e6, nil }}, "did not fall between"},
+		"a clock behind them":                          {cpu.Procs{Hostname: "labhost", Clock: func(int) (float64, error) { return 0.1, nil }}, "did not fall between"},
+		"a clock that fails":                           {cpu.Procs{Hostname: "labhost", Clock: func(int) (float64, error) { return 0, errors.New("EPERM") }}, "EPERM"},
+		"no clock":                                     {cpu.Procs{Hostname: "labhost"}, "no CPU-time clock"},
+		"another pid namespace":                        {cpu.Procs{Hostname: "labhost", PIDNS: "pid:[1]", Clock: own}, "another pid namespace, pid:[2]"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tt.procs.dir = t.TempDir()
-			started(t, tt.procs.dir, "777")
+			tt.procs.Dir = t.TempDir()
+			started(t, tt.procs.Dir, "777")
 			m := newCPUMeter(ctx, f, o, tt.procs)
-			if how := m.sources[0].how; !strings.HasPrefix(how, url+"/metrics (") || !strings.Contains(how, tt.why) {
+			if how := m.Sources[0].How; !strings.HasPrefix(how, url+"/metrics (") || !strings.Contains(how, tt.why) {
 				t.Errorf("read from %q, want its /metrics, because %s", how, tt.why)
 			}
 			if got := buys(t, m); !near(got, 3*fakeCPUPerBuy+shop.scrapeCost) {
 				t.Errorf("%s s, want %g: the buys and the page before them, read from /metrics", show(got), 3*fakeCPUPerBuy+shop.scrapeCost)
 			}
 		})
-	}
-}
-
-// TestInstanceSourcesReadEachProcessOnce: targets whose info names one
-// process (the demo's) are one source; one that names none is its own;
-// one host/pid in two pid namespaces (containers on the host's network,
-// each seckill pid 1) is two processes.
-func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
-	f := &fleet{targets: []string{"http://a", "http://b", "http://c", "http://d", "http://e", "http://f"}, infos: []api.Info{
-		{Instance: "demo-1", Process: "h/1"}, {Instance: "demo-2", Process: "h/1"}, {Instance: "serve-1", Process: "h/2"}, {Instance: "old"},
-		{Instance: "box-1", Process: "h/9", PIDNamespace: "pid:[11]"}, {Instance: "box-2", Process: "h/9", PIDNamespace: "pid:[12]"},
-	}}
-	var names []string
-	for _, s := range instanceSources(context.Background(), f, hostProcs{}) {
-		names = append(names, s.name)
-	}
-	if got := strings.Join(names, "|"); got != "instance demo-1, demo-2|instance serve-1|instance old|instance box-1|instance box-2" {
-		t.Fatalf("sources %q", got)
 	}
 }
 
@@ -407,18 +221,18 @@ func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
 func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
 	base := func(http, redis float64) []ceiling {
 		return []ceiling{
-			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
-			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
-			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(redis * 1.1)}},
+			{Name: baselineHTTP, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
+			{Name: baselineRedis, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
+			{Name: baselineSoldOutKeyed, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis * 1.1)}},
 		}
 	}
 	ceilingRounds := [][]ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
 	burst := func(us *float64) row {
-		f := cpuFigures{CPUPerAnswerMS: us}
+		f := cpu.Figures{CPUPerAnswerMS: us}
 		if us != nil {
 			f.ServersPerAnswerMS = f64(*us - 50) // the lab spent 50 per answer (the unit cancels in the ratios)
 		}
-		return row{Stage: "redis-atomic", Workers: 16, cpuFigures: f}
+		return row{Stage: "redis-atomic", Workers: 16, Figures: f}
 	}
 	rowRounds := [][]row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
 	rows := medianRows(rowRounds, ceilingRounds)
@@ -454,20 +268,20 @@ func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
 // answers were measured, against its own baseline, and says met (at the
 // limit included), not met, or unavailable; other levels are left out.
 func TestCheckCPUTargets(t *testing.T) {
-	fig := func(xHTTP, xRedis *float64) cpuFigures {
-		return cpuFigures{CPU: &cpuUsage{}, CPUxHTTP: cpuRatio{Median: xHTTP}, CPUxRedis: cpuRatio{Median: xRedis}}
+	fig := func(xHTTP, xRedis *float64) cpu.Figures {
+		return cpu.Figures{CPU: &cpu.Usage{}, CPUxHTTP: cpu.Ratio{Median: xHTTP}, CPUxRedis: cpu.Ratio{Median: xRedis}}
 	}
 	rep := report{
 		Ceilings: []ceiling{
-			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: fig(f64(2), f64(1.2))},
-			{Name: baselineSoldOutNoKey, Workers: 16, cpuFigures: fig(f64(1.3), f64(0.7))},
-			{Name: baselineSoldOutNoKey, Workers: 64, cpuFigures: fig(f64(1), f64(0.5))},
+			{Name: baselineSoldOutKeyed, Workers: 16, Figures: fig(f64(2), f64(1.2))},
+			{Name: baselineSoldOutNoKey, Workers: 16, Figures: fig(f64(1.3), f64(0.7))},
+			{Name: baselineSoldOutNoKey, Workers: 64, Figures: fig(f64(1), f64(0.5))},
 			{Name: baselineHotRow, Workers: 16},
 		},
 		Rows: []row{
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, cpuFigures: fig(nil, nil)},
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: verdictPass, cpuFigures: fig(f64(1.5), f64(1))},
-			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, cpuFigures: fig(f64(9), f64(9))},
+			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, Figures: fig(nil, nil)},
+			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: verdictPass, Figures: fig(f64(1.5), f64(1))},
+			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, Figures: fig(f64(9), f64(9))},
 		},
 	}
 	got := checkCPUTargets(rep, "redis-atomic")
@@ -500,15 +314,15 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 	if err != nil || r.Verdict != verdictPass || r.CPU == nil {
 		t.Fatalf("sound shop: %v, %s %q, CPU %+v", err, r.Verdict, r.Note, r.CPU)
 	}
-	lab := r.CPU.ofKind(cpuLab)
-	if !near(r.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || lab == nil || !near(r.CPU.Seconds, 200*fakeCPUPerBuy+*lab) {
+	lab := r.CPU.OfKind(cpu.Lab)
+	if !near(r.CPU.OfKind(cpu.Instance), 200*fakeCPUPerBuy) || lab == nil || !near(r.CPU.Seconds, 200*fakeCPUPerBuy+*lab) {
 		t.Fatalf("CPU %+v: want the shop's 0.1 s and the lab's", r.CPU)
 	}
 	if !near(r.CPUPerAnswerMS, *r.CPU.Seconds*1e3/200) || !near(r.CPUPerSaleMS, *r.CPU.Seconds*1e3/40) {
 		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", usOrNA(r.CPUPerAnswerMS), usOrNA(r.CPUPerSaleMS))
 	}
 	for _, p := range r.CPU.Parts {
-		if p.Kind == cpuRedis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpuMySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
+		if p.Kind == cpu.Redis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpu.MySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
 			t.Errorf("part %+v: want it skipped with the reason", p)
 		}
 	}
@@ -581,17 +395,17 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 	o = options{targets: []string{url}, buyers: 200, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
 	got := map[string]ceiling{}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 16, "t", io.Discard) {
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		got[c.Name] = c
 	}
 	for _, name := range []string{baselineSoldOutKeyed, baselineSoldOutNoKey} {
 		c := got[name]
-		if c.OK != 200 || c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerMS, *c.CPU.Seconds*1e3/200) {
+		if c.OK != 200 || c.CPU == nil || !near(c.CPU.OfKind(cpu.Instance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerMS, *c.CPU.Seconds*1e3/200) {
 			t.Errorf("%s: %+v, want 200 sold-out answers and their CPU", name, c)
 		}
 	}
 	f.infos[0].Stages = []string{"db-atomic"}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 16, "t", io.Discard) {
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		if (c.Name == baselineSoldOutKeyed || c.Name == baselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
 		}
@@ -646,7 +460,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 	}
 	const requests = 202 // not a multiple of the slices: the first slices take one more
 	o := options{targets: []string{proxy.URL}, buyers: requests, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 4, "t", io.Discard)
+	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 4, "t", io.Discard)
 
 	// Requests of one slice run together: fold the order into runs.
 	var runs []string
@@ -672,30 +486,8 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 		}
 	}
 	for _, c := range got[2:4] {
-		if c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), requests*fakeCPUPerBuy) {
+		if c.CPU == nil || !near(c.CPU.OfKind(cpu.Instance), requests*fakeCPUPerBuy) {
 			t.Errorf("%s: instance CPU %v, want every slice's (%d buys × %v s)", c.Name, c.CPU, requests, fakeCPUPerBuy)
 		}
-	}
-}
-
-// TestSumUsage: CPU usages add process by process; a process unavailable
-// in either is unavailable in the sum, and the total with it.
-func TestSumUsage(t *testing.T) {
-	a := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Seconds: f64(1)}, {Kind: cpuLab, Name: "lab", Seconds: f64(0.5)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}, Seconds: f64(1.5)}
-	b := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Seconds: f64(2)}, {Kind: cpuLab, Name: "lab", Seconds: f64(0.25)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}, Seconds: f64(2.25)}
-	s := sumUsage(sumUsage(nil, a), b)
-	if !near(s.Seconds, 3.75) || !near(s.ofKind(cpuInstance), 3) || !near(s.ofKind(cpuLab), 0.75) || s.Parts[2].Skipped != "elsewhere" {
-		t.Errorf("sum %+v, want 3 s of the instance and 0.75 s of the lab, mysql skipped", s)
-	}
-	if !near(a.Seconds, 1.5) || !near(a.Parts[0].Seconds, 1) {
-		t.Errorf("the sum changed its first term: %+v", a)
-	}
-	c := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Unavailable: "404"}, {Kind: cpuLab, Name: "lab", Seconds: f64(1)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}}
-	s = sumUsage(a, c)
-	if s.Seconds != nil || s.Parts[0].Unavailable != "404" || s.ofKind(cpuInstance) != nil {
-		t.Errorf("sum with an unreadable instance %+v, want that instance and the total unavailable", s)
-	}
-	if s = sumUsage(c, a); s.Seconds != nil || s.Parts[0].Unavailable != "404" {
-		t.Errorf("sum after an unreadable instance %+v, want it still unavailable", s)
 	}
 }

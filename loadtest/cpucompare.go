@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"fmt"
 	"slices"
 
@@ -20,31 +22,31 @@ import (
 // round in the same order as rows and ceils.
 func compareCPU(rows []row, rowRounds [][]row, ceils []ceiling, ceilingRounds [][]ceiling) {
 	for i := range rows {
-		var perRound []cpuFigures
+		var perRound []cpu.Figures
 		for _, round := range rowRounds {
 			if i < len(round) {
-				perRound = append(perRound, round[i].cpuFigures)
+				perRound = append(perRound, round[i].Figures)
 			}
 		}
-		rows[i].compare(perRound, rows[i].Workers, ceilingRounds)
+		compareFigures(&rows[i].Figures, perRound, rows[i].Workers, ceilingRounds)
 	}
 	for i := range ceils {
-		var perRound []cpuFigures
+		var perRound []cpu.Figures
 		for _, round := range ceilingRounds {
 			if i < len(round) {
-				perRound = append(perRound, round[i].cpuFigures)
+				perRound = append(perRound, round[i].Figures)
 			}
 		}
-		ceils[i].compare(perRound, ceils[i].Workers, ceilingRounds)
+		compareFigures(&ceils[i].Figures, perRound, ceils[i].Workers, ceilingRounds)
 	}
 }
 
-func wholeCPU(c cpuFigures) *float64   { return c.CPUPerAnswerMS }
-func serversCPU(c cpuFigures) *float64 { return c.ServersPerAnswerMS }
+func wholeCPU(c cpu.Figures) *float64   { return c.CPUPerAnswerMS }
+func serversCPU(c cpu.Figures) *float64 { return c.ServersPerAnswerMS }
 
-// compare sets c's ratios from its figures in each round.
-func (c *cpuFigures) compare(perRound []cpuFigures, workers int, ceilingRounds [][]ceiling) {
-	ratio := func(of func(cpuFigures) *float64, baseline string) cpuRatio {
+// compareFigures sets c's ratios from its figures in each round.
+func compareFigures(c *cpu.Figures, perRound []cpu.Figures, workers int, ceilingRounds [][]ceiling) {
+	ratio := func(of func(cpu.Figures) *float64, baseline string) cpu.Ratio {
 		xs := make([]*float64, len(perRound))
 		for k, f := range perRound {
 			xs[k] = of(f)
@@ -52,9 +54,9 @@ func (c *cpuFigures) compare(perRound []cpuFigures, workers int, ceilingRounds [
 		runs := ratios(xs, baselineCPU(ceilingRounds, baseline, workers, of))
 		m := medianOf(runs)
 		if m == nil {
-			return cpuRatio{}
+			return cpu.Ratio{}
 		}
-		return cpuRatio{Median: m, Runs: runs}
+		return cpu.Ratio{Median: m, Runs: runs}
 	}
 	c.CPUxHTTP, c.CPUxRedis = ratio(wholeCPU, baselineHTTP), ratio(wholeCPU, baselineRedis)
 	c.ServersxHTTP, c.ServersxRedis = ratio(serversCPU, baselineHTTP), ratio(serversCPU, baselineRedis)
@@ -62,12 +64,12 @@ func (c *cpuFigures) compare(perRound []cpuFigures, workers int, ceilingRounds [
 
 // baselineCPU is a CPU figure (of) of the named baseline at workers in
 // every round, nil where it was not measured.
-func baselineCPU(rounds [][]ceiling, name string, workers int, of func(cpuFigures) *float64) []*float64 {
+func baselineCPU(rounds [][]ceiling, name string, workers int, of func(cpu.Figures) *float64) []*float64 {
 	out := make([]*float64, len(rounds))
 	for k, round := range rounds {
 		for _, c := range round {
 			if c.Name == name && c.Workers == workers {
-				out[k] = of(c.cpuFigures)
+				out[k] = of(c.Figures)
 			}
 		}
 	}
@@ -139,10 +141,10 @@ type cpuTargetResult struct {
 	// Ratio is the machine's CPU per answer over the baseline's, the
 	// figure the target is held to; Servers the same without the lab's
 	// own CPU, for reading.
-	Ratio   cpuRatio `json:"ratio"`
-	Servers cpuRatio `json:"servers"`
-	Met     *bool    `json:"met,omitempty"`  // nil when the ratio is unavailable
-	Note    string   `json:"note,omitempty"` // why it is unavailable
+	Ratio   cpu.Ratio `json:"ratio"`
+	Servers cpu.Ratio `json:"servers"`
+	Met     *bool     `json:"met,omitempty"`  // nil when the ratio is unavailable
+	Note    string    `json:"note,omitempty"` // why it is unavailable
 }
 
 // checkCPUTargets checks every target whose answers were measured at
@@ -151,18 +153,18 @@ type cpuTargetResult struct {
 func checkCPUTargets(rep report, soldOutStage string) []cpuTargetResult {
 	var out []cpuTargetResult
 	for _, t := range cpuTargets(soldOutStage) {
-		var subjects []cpuFigures
+		var subjects []cpu.Figures
 		var workers []int
 		if t.baseline != "" {
 			for _, c := range rep.Ceilings {
 				if c.Name == t.baseline && c.Workers == cpuTargetWorkers && c.CPU != nil {
-					subjects, workers = append(subjects, c.cpuFigures), append(workers, c.Workers)
+					subjects, workers = append(subjects, c.Figures), append(workers, c.Workers)
 				}
 			}
 		} else {
 			for _, r := range rep.Rows {
 				if r.Scenario == t.scenario && r.Stage == t.stage && r.Shape == "burst" && r.Workers == cpuTargetWorkers && r.Verdict != verdictSkipped && r.CPU != nil {
-					subjects, workers = append(subjects, r.cpuFigures), append(workers, r.Workers)
+					subjects, workers = append(subjects, r.Figures), append(workers, r.Workers)
 				}
 			}
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"fmt"
 	"io"
 	"strings"
@@ -26,7 +28,7 @@ func ratioOrNA(v *float64) string {
 
 // cpuCell is a CPU figure of a row in the main table: "–" when the row's
 // CPU was not read at all, "n/a" when it could not be.
-func cpuCell(c cpuFigures, v *float64) string {
+func cpuCell(c cpu.Figures, v *float64) string {
 	if c.CPU == nil {
 		return "–"
 	}
@@ -73,16 +75,16 @@ func cpuTable(rep report) ([]string, [][]string) {
 		head = append(head, "× http-ceiling, each round")
 	}
 	head = append(head, "servers µs/answer", "servers × http-ceiling", "servers × redis-round-trip")
-	for _, k := range cpuKinds {
+	for _, k := range cpu.Kinds {
 		head = append(head, "µs "+k)
 	}
-	line := func(name string, workers int, perSecond float64, c cpuFigures, perSale string, answers int) []string {
+	line := func(name string, workers int, perSecond float64, c cpu.Figures, perSale string, answers int) []string {
 		l := []string{name, itoa(workers), fmt.Sprintf("%.0f", perSecond), usOrNA(c.CPUPerAnswerMS), perSale, ratioOrNA(c.CPUxHTTP.Median), ratioOrNA(c.CPUxRedis.Median)}
 		if repeated {
 			l = append(l, orDash(ratiosText(c.CPUxHTTP.Runs)))
 		}
 		l = append(l, usOrNA(c.ServersPerAnswerMS), ratioOrNA(c.ServersxHTTP.Median), ratioOrNA(c.ServersxRedis.Median))
-		for _, k := range cpuKinds {
+		for _, k := range cpu.Kinds {
 			l = append(l, kindCell(c.CPU, k, answers))
 		}
 		return l
@@ -90,12 +92,12 @@ func cpuTable(rep report) ([]string, [][]string) {
 	var lines [][]string
 	for _, c := range rep.Ceilings {
 		if c.CPU != nil {
-			lines = append(lines, line(c.Name, c.Workers, c.PerSecond, c.cpuFigures, "–", c.OK))
+			lines = append(lines, line(c.Name, c.Workers, c.PerSecond, c.Figures, "–", c.OK))
 		}
 	}
 	for _, r := range rep.Rows {
 		if r.CPU != nil && r.Verdict != verdictSkipped {
-			lines = append(lines, line(r.Scenario+" / "+r.Stage, r.Workers, r.Throughput, r.cpuFigures, usOrNA(r.CPUPerSaleMS), r.Created+r.SoldOut+r.Conflicts))
+			lines = append(lines, line(r.Scenario+" / "+r.Stage, r.Workers, r.Throughput, r.Figures, usOrNA(r.CPUPerSaleMS), r.Created+r.SoldOut+r.Conflicts))
 		}
 	}
 	return head, lines
@@ -103,7 +105,7 @@ func cpuTable(rep report) ([]string, [][]string) {
 
 // kindCell is the CPU of one kind of process per answer: "–" when none of
 // that kind is measured, "n/a" when one could not be read.
-func kindCell(u *cpuUsage, kind string, answers int) string {
+func kindCell(u *cpu.Usage, kind string, answers int) string {
 	measured, failed := false, false
 	for _, p := range u.Parts {
 		if p.Kind == kind {
@@ -117,7 +119,7 @@ func kindCell(u *cpuUsage, kind string, answers int) string {
 	case !measured:
 		return "–"
 	}
-	return usOrNA(perUnit(u.ofKind(kind), answers))
+	return usOrNA(cpu.PerUnit(u.OfKind(kind), answers))
 }
 
 func orDash(s string) string {
@@ -130,7 +132,7 @@ func orDash(s string) string {
 // cpuCoverage says which processes the CPU figures add up, and which are
 // not measured and why, from the first reading of the run.
 func cpuCoverage(rep report) (measured, skipped []string) {
-	var u *cpuUsage
+	var u *cpu.Usage
 	for _, c := range rep.Ceilings {
 		if u == nil && c.CPU != nil {
 			u = c.CPU

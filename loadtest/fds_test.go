@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"context"
 	"io"
 	"os"
@@ -49,7 +51,7 @@ func TestAttacksCloseTheirConnections(t *testing.T) {
 	}
 	before := openFiles(t)
 	o := options{targets: []string{url}, buyers: 600, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
+	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
 		if b.Name == baselineRedis { // the fake shop has no Redis to ping
 			if b.OK != 0 || b.Note != "not 200: 404 ×600" {
 				t.Fatalf("%s: %+v, want 600 × 404", b.Name, b)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -56,13 +58,13 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
 		plural(planned, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
 
-	meter := newCPUMeter(ctx, f, o, localProcs())
-	for _, src := range meter.sources {
+	meter := newCPUMeter(ctx, f, o, cpu.LocalProcs())
+	for _, src := range meter.Sources {
 		switch {
-		case src.read == nil:
-			fmt.Fprintf(stderr, "lab: %s CPU: %s\n", src.name, src.skip)
-		case src.how != "":
-			fmt.Fprintf(stderr, "lab: %s CPU: read from %s\n", src.name, src.how)
+		case src.Read == nil:
+			fmt.Fprintf(stderr, "lab: %s CPU: %s\n", src.Name, src.Skip)
+		case src.How != "":
+			fmt.Fprintf(stderr, "lab: %s CPU: read from %s\n", src.Name, src.How)
 		}
 	}
 
@@ -143,7 +145,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 }
 
 // runRow resets the item, attacks it under stage, and judges the audit.
-func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
+func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
 	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers, Round: o.round}
 	if miss := f.missing(stage); len(miss) > 0 {
 		r.Verdict, r.Note = verdictSkipped, "skipped: not available on target"
@@ -173,7 +175,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		series += fmt.Sprintf(" run %d", o.round)
 	}
 	plan := attackPlan{scenario: sc, stage: stage, targets: o.targets, token: o.adminToken, itemID: id, tag: tag, series: series}
-	cpuBefore := meter.read(ctx)
+	cpuBefore := meter.Read(ctx)
 	var res attackResult
 	var err error
 	switch sc.crowd {
@@ -206,7 +208,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMete
 		conf = &c
 	}
 	// After the queue drained, so a queued stage's order writes count.
-	cpu := meter.usage(cpuBefore, meter.read(ctx))
+	cpu := meter.Usage(cpuBefore, meter.Read(ctx))
 	if n := len(res.tally.instances); n > 0 {
 		r.Instances = n // what answered, which a load balancer in front can hide from /info
 	}

@@ -54,7 +54,7 @@ func main() {
 
 // profileCPU writes a CPU profile of the lab itself to path, when set,
 // until the returned function is called: the lab's own share is part of
-// the CPU per answer it reports (cpu.go), and this shows where it goes.
+// the CPU per answer it reports (package cpu), and this shows where it goes.
 func profileCPU(path string) func() {
 	if path == "" {
 		return func() {}
@@ -126,7 +126,7 @@ type options struct {
 	coupon      int64
 	mysqlDSN    string
 	// cpuRedis are the Redis servers whose CPU (INFO CPU) the lab reads
-	// around each attack (cpu.go), with redisPassword.
+	// around each attack (package cpu), with redisPassword.
 	cpuRedis      []string
 	redisPassword string
 	// soldOutStage is the stage of the sold-out baselines.

@@ -89,7 +89,7 @@ func sceneNotes(r *row, failed bool) []string {
 	if p := otherProblems(r.Problems); p != "" {
 		notes = append(notes, p)
 	}
-	if u := r.CPU.unavailable(); u != "" {
+	if u := r.CPU.Unavailable(); u != "" {
 		notes = append(notes, u)
 	}
 	return notes

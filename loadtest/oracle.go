@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 
 	// The MySQL driver for the direct check; gorm stays in internal/store.
 	_ "github.com/go-sql-driver/mysql"
+
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
@@ -110,18 +113,18 @@ type row struct {
 	// Scalper are the scalper scenarios' figures (scalper.go).
 	Scalper *scalperFigures `json:"scalper,omitempty"`
 
-	// The CPU the processes spent on the attack (cpu.go), per answer
+	// The CPU the processes spent on the attack (package cpu), per answer
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
-	cpuFigures
+	cpu.Figures
 	CPUPerSaleMS *float64 `json:"cpu_per_sale_ms,omitempty"`
 }
 
 // setCPU keeps the CPU an attack cost, and what it comes to per answer
 // and per unit sold.
-func (r *row) setCPU(u *cpuUsage, answers int) {
+func (r *row) setCPU(u *cpu.Usage, answers int) {
 	r.CPU = u
-	r.CPUPerAnswerMS, r.ServersPerAnswerMS = perUnit(u.Seconds, answers), perUnit(u.servers(), answers)
-	r.CPUPerSaleMS = perUnit(u.Seconds, r.Sold)
+	r.CPUPerAnswerMS, r.ServersPerAnswerMS = cpu.PerUnit(u.Seconds, answers), cpu.PerUnit(u.Servers(), answers)
+	r.CPUPerSaleMS = cpu.PerUnit(u.Seconds, r.Sold)
 }
 
 // fillConfirmation copies what became of a queued stage's accepted orders

@@ -279,7 +279,7 @@ func cells(r row, base float64) []string {
 	}
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
 		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
-		fmt.Sprintf("%.0f", r.Throughput), ratio, cpuCell(r.cpuFigures, r.CPUPerAnswerMS), cpuCell(r.cpuFigures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
+		fmt.Sprintf("%.0f", r.Throughput), ratio, cpuCell(r.Figures, r.CPUPerAnswerMS), cpuCell(r.Figures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
 }
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }

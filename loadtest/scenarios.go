@@ -145,7 +145,7 @@ func (sc scenario) actionPath(id int64) string {
 
 // body is a buyer's request body. It is built by hand, not marshalled
 // from a map: the lab's own CPU per request is part of the CPU per answer
-// it reports (cpu.go), and one body is built for every request.
+// it reports (package cpu), and one body is built for every request.
 func (sc scenario) body(user string) []byte {
 	id, err := json.Marshal(user) // the user id, quoted and escaped as JSON
 	if err != nil {

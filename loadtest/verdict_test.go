@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-lab/seckill/internal/api"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill-lab/seckill/internal/api"
 )
 
 // TestJudge checks each verdict rule on its own: a row that keeps every

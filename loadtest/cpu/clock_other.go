@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package cpu
 
 // processClock is nil where another process's CPU-time clock cannot be
 // read: the lab reads /proc/<pid>/stat and /metrics instead.

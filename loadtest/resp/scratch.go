@@ -1,14 +1,12 @@
-package main
+package resp
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -20,23 +18,23 @@ import (
 // lists), so the lab removes them too, from every Redis named by
 // --cpu-redis (the servers the instances use).
 
-// scratchPatterns are the SCAN patterns of a product's keys: every key of
+// productPatterns are the SCAN patterns of a product's keys: every key of
 // the item's hash tag, {product:<id>}, and of its buckets',
 // {product:<id>:b<n>}.
-func scratchPatterns(id int64) []string {
+func productPatterns(id int64) []string {
 	tag := "product:" + strconv.FormatInt(id, 10)
 	return []string{"*{" + tag + "}*", "*{" + tag + ":*"}
 }
 
-// dropScratchKeys deletes, on each Redis at addrs, the keys of product id
+// DropProductKeys deletes, on each Redis at addrs, the keys of product id
 // and returns how many it deleted. It scans every server: on a Cluster
 // each node holds its own slots' keys, and deletes them one by one, which
 // a node accepts for the keys it holds.
-func dropScratchKeys(ctx context.Context, addrs []string, password string, id int64, timeout time.Duration) (int, error) {
+func DropProductKeys(ctx context.Context, addrs []string, password string, id int64, timeout time.Duration) (int, error) {
 	deleted := 0
 	var errs []error
 	for _, addr := range addrs {
-		n, err := dropKeysOn(ctx, addr, password, scratchPatterns(id), timeout)
+		n, err := dropKeysOn(ctx, addr, password, productPatterns(id), timeout)
 		deleted += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
@@ -57,10 +55,10 @@ func dropKeysOn(ctx context.Context, addr, password string, patterns []string, t
 		if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 			return nil, err
 		}
-		if _, err := conn.Write(respCommand(args...)); err != nil {
+		if _, err := conn.Write(Command(args...)); err != nil {
 			return nil, err
 		}
-		return readReply(rd)
+		return read(rd)
 	}
 	if password != "" {
 		if _, err := do("AUTH", password); err != nil {
@@ -97,53 +95,4 @@ func dropKeysOn(ctx context.Context, addr, password string, patterns []string, t
 		}
 	}
 	return deleted, nil
-}
-
-// readReply reads one RESP reply: a simple string, an error, an integer,
-// a bulk string (nil when null) or an array of them.
-func readReply(rd *bufio.Reader) (any, error) {
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
-		return nil, errors.New("empty reply")
-	}
-	switch line[0] {
-	case '+':
-		return line[1:], nil
-	case '-':
-		return nil, errors.New(line[1:])
-	case ':':
-		return strconv.ParseInt(line[1:], 10, 64)
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return nil, fmt.Errorf("bad bulk length %q", line)
-		}
-		if n < 0 {
-			return nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return nil, fmt.Errorf("bad array length %q", line)
-		}
-		out := make([]any, 0, max(n, 0))
-		for range n {
-			v, err := readReply(rd)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unexpected reply %q", line)
 }
