@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // TestBaselineCappedSaysSo: a baseline slower than --max-duration is cut
@@ -30,8 +32,8 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 	defer srv.Close()
 	o := options{targets: []string{srv.URL}, buyers: 10, timeout: time.Minute, maxDuration: 50 * time.Millisecond}
 	conns := baselineConns(t, o.timeout)
-	done := make(chan ceiling, 1)
-	go func() { done <- getBaseline(context.Background(), conns, o, 1, baselineHTTP, "/healthz", nil) }()
+	done := make(chan results.Ceiling, 1)
+	go func() { done <- getBaseline(context.Background(), conns, o, 1, results.BaselineHTTP, "/healthz", nil) }()
 	<-entered
 	time.Sleep(o.maxDuration) // the attack began before the request came in: the cap has passed
 	close(release)
@@ -42,7 +44,7 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 	}
 	// Uncapped, it sends them all and says nothing of a cap.
 	o.maxDuration = time.Minute
-	if b := getBaseline(context.Background(), conns, o, 1, baselineHTTP, "/healthz", nil); b.Requests != 10 || b.OK != 10 || b.Note != "" {
+	if b := getBaseline(context.Background(), conns, o, 1, results.BaselineHTTP, "/healthz", nil); b.Requests != 10 || b.OK != 10 || b.Note != "" {
 		t.Fatalf("uncapped baseline: %+v; want 10 of 10 and no note", b)
 	}
 }

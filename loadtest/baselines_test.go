@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // migratedMySQL is a fresh MySQL database with the service's schema, opened
@@ -173,7 +174,7 @@ func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
 	}
 	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second, adminToken: "lab-token"}
 	b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16)
-	if b.Name != baselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
+	if b.Name != results.BaselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
 		t.Fatalf("baseline %+v, hits %d and %d; want 150 ok, 150 × 404 noted", b, hits[0].Load(), hits[1].Load())
 	}
 	o.targets = urls[1:]
@@ -274,13 +275,13 @@ func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
 	}
 	own := map[string]bool{"serve-1": true}
 	written := []string{"L1", "L2", "L3"} // answered 201 to the lab's buyers
-	verdict := func() *row {
+	verdict := func() *results.Row {
 		t.Helper()
 		c, err := countInMySQL(ctx, db, scenarios[0], id, own, written)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := row{Requests: 10, Buyers: 10, Created: 3, BuyersWithOrder: 3, SoldOut: 7, Sold: 3, InitialStock: 3, FinalStock: 0, Conserved: true,
+		r := results.Row{Requests: 10, Buyers: 10, Created: 3, BuyersWithOrder: 3, SoldOut: 7, Sold: 3, InitialStock: 3, FinalStock: 0, Conserved: true,
 			Statuses: map[int]int{201: 3, 409: 7}, MySQL: c}
 		c.Sold, c.InitialStock, c.Stock = r.Sold, r.InitialStock, r.FinalStock // the audit agrees, whatever happened
 		judge(&r)

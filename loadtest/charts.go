@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // The charts are SVG drawn with gonum/plot: they scale to any width on the
@@ -67,15 +69,15 @@ func stageStyle(stage string) (color.Color, draw.GlyphDrawer) {
 var answerClasses = []struct {
 	label string
 	color color.Color
-	count func(r row) int
+	count func(r results.Row) int
 }{
-	{"201", color.RGBA{R: 0x0a, G: 0x6b, B: 0x2e, A: 0xff}, func(r row) int { return r.Created }},
-	{"409", color.RGBA{R: 0x8d, G: 0x99, B: 0xae, A: 0xff}, func(r row) int { return r.SoldOut + r.Conflicts }},
-	{"429", color.RGBA{R: 0xf2, G: 0xb7, B: 0x01, A: 0xff}, func(r row) int { return r.TooMany }},
-	{"503", color.RGBA{R: 0xe6, G: 0x83, B: 0x10, A: 0xff}, func(r row) int { return r.Overloaded }},
-	{"5xx", colorOversold, func(r row) int { return r.ServerErrors }},
-	{"other 4xx", color.RGBA{R: 0x7f, G: 0x3c, B: 0x8d, A: 0xff}, func(r row) int { return r.Other4xx }},
-	{"no answer", color.RGBA{R: 0x22, G: 0x22, B: 0x22, A: 0xff}, func(r row) int { return r.Timeouts + r.NetErrors }},
+	{"201", color.RGBA{R: 0x0a, G: 0x6b, B: 0x2e, A: 0xff}, func(r results.Row) int { return r.Created }},
+	{"409", color.RGBA{R: 0x8d, G: 0x99, B: 0xae, A: 0xff}, func(r results.Row) int { return r.SoldOut + r.Conflicts }},
+	{"429", color.RGBA{R: 0xf2, G: 0xb7, B: 0x01, A: 0xff}, func(r results.Row) int { return r.TooMany }},
+	{"503", color.RGBA{R: 0xe6, G: 0x83, B: 0x10, A: 0xff}, func(r results.Row) int { return r.Overloaded }},
+	{"5xx", colorOversold, func(r results.Row) int { return r.ServerErrors }},
+	{"other 4xx", color.RGBA{R: 0x7f, G: 0x3c, B: 0x8d, A: 0xff}, func(r results.Row) int { return r.Other4xx }},
+	{"no answer", color.RGBA{R: 0x22, G: 0x22, B: 0x22, A: 0xff}, func(r results.Row) int { return r.Timeouts + r.NetErrors }},
 }
 
 // newPlot is plot.New in the pages' sans-serif face, at sizes that stay
@@ -124,7 +126,7 @@ func renderSVG(w, h vg.Length, paint func(dc draw.Canvas)) ([]byte, error) {
 }
 
 // groupLabel names a table in a chart's legend.
-func groupLabel(g []row, sweeping bool) string {
+func groupLabel(g []results.Row, sweeping bool) string {
 	if sweeping {
 		return fmt.Sprintf("%s @%d", g[0].Scenario, g[0].Workers)
 	}
@@ -132,7 +134,7 @@ func groupLabel(g []row, sweeping bool) string {
 }
 
 // stagesOf lists the stages of rows in run order.
-func stagesOf(rows []row) []string {
+func stagesOf(rows []results.Row) []string {
 	var out []string
 	for _, r := range rows {
 		if !slices.Contains(out, r.Stage) {
@@ -182,12 +184,12 @@ func summaryChart(rep report) ([]byte, error) {
 	rate.Y.Tick.Marker = plainTicks{}
 
 	top, topRate := float64(rep.Settings.Stock), 0.0
-	oversold := slices.ContainsFunc(rep.Rows, func(r row) bool { return r.Oversold > 0 })
+	oversold := slices.ContainsFunc(rep.Rows, func(r results.Row) bool { return r.Oversold > 0 })
 	for gi, g := range groups {
 		base, over, thr := make(plotter.Values, len(stages)), make(plotter.Values, len(stages)), make(plotter.Values, len(stages))
 		for _, r := range g {
 			i := slices.Index(stages, r.Stage)
-			if r.Verdict == verdictSkipped {
+			if r.Verdict == results.Skipped {
 				continue
 			}
 			base[i] = float64(min(r.Sold, r.InitialStock))
@@ -268,7 +270,7 @@ func concurrencyAxis(p *plot.Plot, levels []int) {
 }
 
 // lineChart draws one line per stage of value over the sweep's levels.
-func lineChart(title, yLabel string, logY bool, levels []int, byStage map[string][]row, stages []string, value func(r row) float64) ([]byte, error) {
+func lineChart(title, yLabel string, logY bool, levels []int, byStage map[string][]results.Row, stages []string, value func(r results.Row) float64) ([]byte, error) {
 	p := newPlot(title)
 	concurrencyAxis(p, levels)
 	p.Y.Label.Text = yLabel
@@ -276,7 +278,7 @@ func lineChart(title, yLabel string, logY bool, levels []int, byStage map[string
 	for _, stage := range stages {
 		var xys plotter.XYs
 		for _, r := range byStage[stage] {
-			if v := value(r); r.Verdict != verdictSkipped && r.Requests > 0 && (!logY || v > 0) {
+			if v := value(r); r.Verdict != results.Skipped && r.Requests > 0 && (!logY || v > 0) {
 				xys = append(xys, plotter.XY{X: float64(r.Workers), Y: v})
 				top, bottom = max(top, v), min(bottom, v)
 			}
@@ -310,7 +312,7 @@ func lineChart(title, yLabel string, logY bool, levels []int, byStage map[string
 // answersChart stacks the answers of each stage at each level: one small
 // panel per stage, one bar per level, so a stage's drift from 201/409 to
 // 429/503/5xx as the crowd grows reads left to right.
-func answersChart(title string, levels []int, byStage map[string][]row, stages []string) ([]byte, error) {
+func answersChart(title string, levels []int, byStage map[string][]results.Row, stages []string) ([]byte, error) {
 	var plots []*plot.Plot
 	top := 1.0
 	// One legend for all panels, drawn beside them.
@@ -330,7 +332,7 @@ func answersChart(title string, levels []int, byStage map[string][]row, stages [
 		for ci, class := range answerClasses {
 			vs := make(plotter.Values, len(levels))
 			for _, r := range byStage[stage] {
-				if i := slices.Index(levels, r.Workers); i >= 0 && r.Verdict != verdictSkipped {
+				if i := slices.Index(levels, r.Workers); i >= 0 && r.Verdict != results.Skipped {
 					vs[i] = float64(class.count(r))
 				}
 			}
@@ -401,7 +403,7 @@ func writeCharts(dir string, rep *report) error {
 		return nil
 	}
 	rep.Charts = nil
-	if ran := slices.ContainsFunc(rep.Rows, func(r row) bool { return r.Verdict != verdictSkipped }); !ran {
+	if ran := slices.ContainsFunc(rep.Rows, func(r results.Row) bool { return r.Verdict != results.Skipped }); !ran {
 		return nil
 	}
 	svg, err := summaryChart(*rep)
@@ -417,12 +419,12 @@ func writeCharts(dir string, rep *report) error {
 		stages := stagesOf(rep.Rows)
 		file := func(kind string) string { return "sweep-" + sc + "-" + kind + ".svg" }
 		svg, err := lineChart(sc+": answered requests per second vs buyers in flight", "answered/s (201, 202, 409)", false,
-			levels, byStage, stages, func(r row) float64 { return r.Throughput })
+			levels, byStage, stages, func(r results.Row) float64 { return r.Throughput })
 		if err := write(chart{File: file(chartThroughput), Kind: chartThroughput, Scenario: sc, Title: sc + ": answered/s vs in flight"}, svg, err); err != nil {
 			return err
 		}
 		svg, err = lineChart(sc+": p99 latency vs buyers in flight", "p99 (ms, log scale)", true,
-			levels, byStage, stages, func(r row) float64 { return r.P99ms })
+			levels, byStage, stages, func(r results.Row) float64 { return r.P99ms })
 		if err := write(chart{File: file(chartP99), Kind: chartP99, Scenario: sc, Title: sc + ": p99 vs in flight"}, svg, err); err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/plot/vg"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // sweepReport is a made-up sweep: two scenarios, every stage at four
@@ -31,14 +33,14 @@ func sweepReport(oversell bool) report {
 	for _, sc := range []string{"buy", "grab"} {
 		for li, w := range levels {
 			for _, stage := range allStages {
-				r := row{Scenario: sc, Shape: "burst", Stage: stage, Workers: w, Requests: 2000, Buyers: 2000,
+				r := results.Row{Scenario: sc, Shape: "burst", Stage: stage, Workers: w, Requests: 2000, Buyers: 2000,
 					Created: 100, SoldOut: 1900, Sold: 100, InitialStock: 100, Conserved: true,
-					Throughput: thr[stage][li], P99ms: float64(10 * w), Verdict: verdictPass}
+					Throughput: thr[stage][li], P99ms: float64(10 * w), Verdict: results.Pass}
 				if stage == "unlocked" && oversell {
 					r.Created, r.SoldOut, r.Sold, r.Oversold, r.Conserved = 700, 1300, 700, 600, false
 				}
 				if stage == "db-atomic" && w == 1024 {
-					r.SoldOut, r.ServerErrors, r.Verdict, r.Broken = 1400, 500, verdictFail, []string{ruleServerErrors}
+					r.SoldOut, r.ServerErrors, r.Verdict, r.Broken = 1400, 500, results.Fail, []string{ruleServerErrors}
 				}
 				rep.Rows = append(rep.Rows, r)
 			}
@@ -130,16 +132,16 @@ func TestCharts(t *testing.T) {
 }
 
 func TestFindKnee(t *testing.T) {
-	series := func(thr ...float64) []row {
-		var rs []row
+	series := func(thr ...float64) []results.Row {
+		var rs []results.Row
 		for i, v := range thr {
-			rs = append(rs, row{Workers: 16 << (2 * i), Throughput: v, P99ms: float64(int(10) << (2 * i)), Requests: 100, Verdict: verdictPass})
+			rs = append(rs, results.Row{Workers: 16 << (2 * i), Throughput: v, P99ms: float64(int(10) << (2 * i)), Requests: 100, Verdict: results.Pass})
 		}
 		return rs
 	}
 	tests := []struct {
 		name    string
-		rows    []row
+		rows    []results.Row
 		workers int
 		text    string
 	}{
@@ -148,7 +150,7 @@ func TestFindKnee(t *testing.T) {
 		{"keeps scaling", series(800, 2000, 3500, 5000), 0, "no knee up to 1024 in flight: answered/s still rose +43% from 256"},
 		{"flat", series(800, 799), 16, "at 64 in flight, ±0% answered/s"},
 		{"one level", series(800), 0, "too few levels"},
-		{"skipped levels do not count", append(series(800, 2000), row{Workers: 256, Verdict: verdictSkipped}), 0, "no knee up to 64"},
+		{"skipped levels do not count", append(series(800, 2000), results.Row{Workers: 256, Verdict: results.Skipped}), 0, "no knee up to 64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

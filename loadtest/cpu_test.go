@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/cpu"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -219,22 +220,22 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 // those ratios is reported; a round whose CPU could not be read is null
 // and left out of the median.
 func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
-	base := func(http, redis float64) []ceiling {
-		return []ceiling{
-			{Name: baselineHTTP, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
-			{Name: baselineRedis, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
-			{Name: baselineSoldOutKeyed, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis * 1.1)}},
+	base := func(http, redis float64) []results.Ceiling {
+		return []results.Ceiling{
+			{Name: results.BaselineHTTP, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
+			{Name: results.BaselineRedis, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
+			{Name: results.BaselineSoldOutKeyed, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis * 1.1)}},
 		}
 	}
-	ceilingRounds := [][]ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
-	burst := func(us *float64) row {
+	ceilingRounds := [][]results.Ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
+	burst := func(us *float64) results.Row {
 		f := cpu.Figures{CPUPerAnswerMS: us}
 		if us != nil {
 			f.ServersPerAnswerMS = f64(*us - 50) // the lab spent 50 per answer (the unit cancels in the ratios)
 		}
-		return row{Stage: "redis-atomic", Workers: 16, Figures: f}
+		return results.Row{Stage: "redis-atomic", Workers: 16, Figures: f}
 	}
-	rowRounds := [][]row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
+	rowRounds := [][]results.Row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
 	rows := medianRows(rowRounds, ceilingRounds)
 	ceils := medianCeilings(ceilingRounds)
 	compareCPU(rows, rowRounds, ceils, ceilingRounds)
@@ -272,16 +273,16 @@ func TestCheckCPUTargets(t *testing.T) {
 		return cpu.Figures{CPU: &cpu.Usage{}, CPUxHTTP: cpu.Ratio{Median: xHTTP}, CPUxRedis: cpu.Ratio{Median: xRedis}}
 	}
 	rep := report{
-		Ceilings: []ceiling{
-			{Name: baselineSoldOutKeyed, Workers: 16, Figures: fig(f64(2), f64(1.2))},
-			{Name: baselineSoldOutNoKey, Workers: 16, Figures: fig(f64(1.3), f64(0.7))},
-			{Name: baselineSoldOutNoKey, Workers: 64, Figures: fig(f64(1), f64(0.5))},
-			{Name: baselineHotRow, Workers: 16},
+		Ceilings: []results.Ceiling{
+			{Name: results.BaselineSoldOutKeyed, Workers: 16, Figures: fig(f64(2), f64(1.2))},
+			{Name: results.BaselineSoldOutNoKey, Workers: 16, Figures: fig(f64(1.3), f64(0.7))},
+			{Name: results.BaselineSoldOutNoKey, Workers: 64, Figures: fig(f64(1), f64(0.5))},
+			{Name: results.BaselineHotRow, Workers: 16},
 		},
-		Rows: []row{
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, Figures: fig(nil, nil)},
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: verdictPass, Figures: fig(f64(1.5), f64(1))},
-			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, Figures: fig(f64(9), f64(9))},
+		Rows: []results.Row{
+			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: results.Pass, Figures: fig(nil, nil)},
+			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: results.Pass, Figures: fig(f64(1.5), f64(1))},
+			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: results.Pass, Figures: fig(f64(9), f64(9))},
 		},
 	}
 	got := checkCPUTargets(rep, "redis-atomic")
@@ -311,7 +312,7 @@ func TestCheckCPUTargets(t *testing.T) {
 // verdict; its CPU is unavailable, said so, and shown as n/a, never 0.
 func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 	r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), "--stages", "db-atomic")
-	if err != nil || r.Verdict != verdictPass || r.CPU == nil {
+	if err != nil || r.Verdict != results.Pass || r.CPU == nil {
 		t.Fatalf("sound shop: %v, %s %q, CPU %+v", err, r.Verdict, r.Note, r.CPU)
 	}
 	lab := r.CPU.OfKind(cpu.Lab)
@@ -333,7 +334,7 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 		t.Fatalf("shop without metrics: %v, %d rows", err, len(rep.Rows))
 	}
 	r = rep.Rows[0]
-	if r.Verdict != verdictPass || r.CPUPerAnswerMS != nil || r.CPUPerSaleMS != nil || r.CPU == nil || r.CPU.Seconds != nil {
+	if r.Verdict != results.Pass || r.CPUPerAnswerMS != nil || r.CPUPerSaleMS != nil || r.CPU == nil || r.CPU.Seconds != nil {
 		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, usOrNA(r.CPUPerAnswerMS), r.CPU)
 	}
 	if !strings.Contains(r.Note, "instance fake-1 CPU: unavailable (") || !strings.Contains(r.Note, "404") {
@@ -394,11 +395,11 @@ func TestSoldOutBaselines(t *testing.T) {
 		t.Fatal(err)
 	}
 	o = options{targets: []string{url}, buyers: 200, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	got := map[string]ceiling{}
+	got := map[string]results.Ceiling{}
 	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		got[c.Name] = c
 	}
-	for _, name := range []string{baselineSoldOutKeyed, baselineSoldOutNoKey} {
+	for _, name := range []string{results.BaselineSoldOutKeyed, results.BaselineSoldOutNoKey} {
 		c := got[name]
 		if c.OK != 200 || c.CPU == nil || !near(c.CPU.OfKind(cpu.Instance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerMS, *c.CPU.Seconds*1e3/200) {
 			t.Errorf("%s: %+v, want 200 sold-out answers and their CPU", name, c)
@@ -406,7 +407,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 	f.infos[0].Stages = []string{"db-atomic"}
 	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
-		if (c.Name == baselineSoldOutKeyed || c.Name == baselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
+		if (c.Name == results.BaselineSoldOutKeyed || c.Name == results.BaselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
 		}
 	}
@@ -431,13 +432,13 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 		kind := ""
 		switch {
 		case r.URL.Path == "/healthz":
-			kind = baselineHTTP
+			kind = results.BaselineHTTP
 		case r.URL.Path == "/api/v1/admin/redis-ping":
-			kind = baselineRedis
+			kind = results.BaselineRedis
 		case r.URL.Path == "/api/v1/products/1/buy" && r.Header.Get("Idempotency-Key") != "":
-			kind = baselineSoldOutKeyed
+			kind = results.BaselineSoldOutKeyed
 		case r.URL.Path == "/api/v1/products/1/buy":
-			kind = baselineSoldOutNoKey
+			kind = results.BaselineSoldOutNoKey
 		}
 		if kind != "" {
 			mu.Lock()
@@ -447,7 +448,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 			}
 			mu.Unlock()
 		}
-		if kind == baselineRedis {
+		if kind == results.BaselineRedis {
 			w.WriteHeader(http.StatusOK) // the fake shop has no Redis to ping
 			return
 		}
@@ -469,7 +470,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 			runs = append(runs, k)
 		}
 	}
-	turn := []string{baselineHTTP, baselineRedis, baselineSoldOutKeyed, baselineSoldOutNoKey}
+	turn := []string{results.BaselineHTTP, results.BaselineRedis, results.BaselineSoldOutKeyed, results.BaselineSoldOutNoKey}
 	var want []string
 	for range baselineSlices {
 		want = append(want, turn...)

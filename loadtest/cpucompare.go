@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/cpu"
-
 	"fmt"
 	"slices"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // CPU per answer is read as a ratio: an attack's over a baseline's at the
@@ -20,7 +20,7 @@ import (
 // the median of those, for the whole machine and for the servers alone.
 // rowRounds and ceilingRounds hold every round's rows and baselines, each
 // round in the same order as rows and ceils.
-func compareCPU(rows []row, rowRounds [][]row, ceils []ceiling, ceilingRounds [][]ceiling) {
+func compareCPU(rows []results.Row, rowRounds [][]results.Row, ceils []results.Ceiling, ceilingRounds [][]results.Ceiling) {
 	for i := range rows {
 		var perRound []cpu.Figures
 		for _, round := range rowRounds {
@@ -45,7 +45,7 @@ func wholeCPU(c cpu.Figures) *float64   { return c.CPUPerAnswerMS }
 func serversCPU(c cpu.Figures) *float64 { return c.ServersPerAnswerMS }
 
 // compareFigures sets c's ratios from its figures in each round.
-func compareFigures(c *cpu.Figures, perRound []cpu.Figures, workers int, ceilingRounds [][]ceiling) {
+func compareFigures(c *cpu.Figures, perRound []cpu.Figures, workers int, ceilingRounds [][]results.Ceiling) {
 	ratio := func(of func(cpu.Figures) *float64, baseline string) cpu.Ratio {
 		xs := make([]*float64, len(perRound))
 		for k, f := range perRound {
@@ -58,13 +58,13 @@ func compareFigures(c *cpu.Figures, perRound []cpu.Figures, workers int, ceiling
 		}
 		return cpu.Ratio{Median: m, Runs: runs}
 	}
-	c.CPUxHTTP, c.CPUxRedis = ratio(wholeCPU, baselineHTTP), ratio(wholeCPU, baselineRedis)
-	c.ServersxHTTP, c.ServersxRedis = ratio(serversCPU, baselineHTTP), ratio(serversCPU, baselineRedis)
+	c.CPUxHTTP, c.CPUxRedis = ratio(wholeCPU, results.BaselineHTTP), ratio(wholeCPU, results.BaselineRedis)
+	c.ServersxHTTP, c.ServersxRedis = ratio(serversCPU, results.BaselineHTTP), ratio(serversCPU, results.BaselineRedis)
 }
 
 // baselineCPU is a CPU figure (of) of the named baseline at workers in
 // every round, nil where it was not measured.
-func baselineCPU(rounds [][]ceiling, name string, workers int, of func(cpu.Figures) *float64) []*float64 {
+func baselineCPU(rounds [][]results.Ceiling, name string, workers int, of func(cpu.Figures) *float64) []*float64 {
 	out := make([]*float64, len(rounds))
 	for k, round := range rounds {
 		for _, c := range round {
@@ -128,9 +128,9 @@ const cpuTargetWorkers = 16
 
 func cpuTargets(soldOutStage string) []cpuTarget {
 	return []cpuTarget{
-		{What: "keyed sold-out buy (" + soldOutStage + ")", Against: baselineRedis, Limit: 1.2, baseline: baselineSoldOutKeyed},
-		{What: "keyless sold-out buy (" + soldOutStage + ")", Against: baselineHTTP, Limit: 1.2, baseline: baselineSoldOutNoKey},
-		{What: "whole buy burst, redis-atomic", Against: baselineHTTP, Limit: 2.0, scenario: "buy", stage: inventory.StageRedisAtomic},
+		{What: "keyed sold-out buy (" + soldOutStage + ")", Against: results.BaselineRedis, Limit: 1.2, baseline: results.BaselineSoldOutKeyed},
+		{What: "keyless sold-out buy (" + soldOutStage + ")", Against: results.BaselineHTTP, Limit: 1.2, baseline: results.BaselineSoldOutNoKey},
+		{What: "whole buy burst, redis-atomic", Against: results.BaselineHTTP, Limit: 2.0, scenario: "buy", stage: inventory.StageRedisAtomic},
 	}
 }
 
@@ -163,14 +163,14 @@ func checkCPUTargets(rep report, soldOutStage string) []cpuTargetResult {
 			}
 		} else {
 			for _, r := range rep.Rows {
-				if r.Scenario == t.scenario && r.Stage == t.stage && r.Shape == "burst" && r.Workers == cpuTargetWorkers && r.Verdict != verdictSkipped && r.CPU != nil {
+				if r.Scenario == t.scenario && r.Stage == t.stage && r.Shape == "burst" && r.Workers == cpuTargetWorkers && r.Verdict != results.Skipped && r.CPU != nil {
 					subjects, workers = append(subjects, r.Figures), append(workers, r.Workers)
 				}
 			}
 		}
 		for i, s := range subjects {
 			res := cpuTargetResult{cpuTarget: t, Workers: workers[i], Ratio: s.CPUxHTTP, Servers: s.ServersxHTTP}
-			if t.Against == baselineRedis {
+			if t.Against == results.BaselineRedis {
 				res.Ratio, res.Servers = s.CPUxRedis, s.ServersxRedis
 			}
 			if res.Ratio.Median == nil {

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/cpu"
-
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // usOrNA formats a figure in milliseconds as whole microseconds, the
@@ -96,7 +97,7 @@ func cpuTable(rep report) ([]string, [][]string) {
 		}
 	}
 	for _, r := range rep.Rows {
-		if r.CPU != nil && r.Verdict != verdictSkipped {
+		if r.CPU != nil && r.Verdict != results.Skipped {
 			lines = append(lines, line(r.Scenario+" / "+r.Stage, r.Workers, r.Throughput, r.Figures, usOrNA(r.CPUPerSaleMS), r.Created+r.SoldOut+r.Conflicts))
 		}
 	}

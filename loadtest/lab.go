@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/cpu"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -20,6 +18,8 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // runLab runs every selected scenario under every selected stage, writes
@@ -75,16 +75,16 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	if len(levels) == 0 {
 		levels = []int{o.workers}
 	}
-	var rowRounds [][]row
-	var ceilingRounds [][]ceiling
+	var rowRounds [][]results.Row
+	var ceilingRounds [][]results.Ceiling
 	for round := 1; round <= o.repeat; round++ {
 		ro := o
 		if o.repeat > 1 {
 			ro.round = round
 			fmt.Fprintf(stderr, "lab: round %d of %d\n", round, o.repeat)
 		}
-		var rows []row
-		var ceilings []ceiling
+		var rows []results.Row
+		var ceilings []results.Ceiling
 		if o.baselines {
 			for _, workers := range levels {
 				lo := ro
@@ -107,7 +107,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 							return fmt.Errorf("interrupted: %w", err)
 						}
 						// One broken stage must not hide the others' verdicts.
-						r.Verdict, r.Note, r.Broken = verdictFail, ruleLabError+": "+err.Error(), []string{ruleLabError}
+						r.Verdict, r.Note, r.Broken = results.Fail, ruleLabError+": "+err.Error(), []string{ruleLabError}
 					}
 					rows = append(rows, r)
 				}
@@ -145,10 +145,10 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 }
 
 // runRow resets the item, attacks it under stage, and judges the audit.
-func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (row, error) {
-	r := row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers, Round: o.round}
+func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (results.Row, error) {
+	r := results.Row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers, Round: o.round}
 	if miss := f.missing(stage); len(miss) > 0 {
-		r.Verdict, r.Note = verdictSkipped, "skipped: not available on target"
+		r.Verdict, r.Note = results.Skipped, "skipped: not available on target"
 		if len(miss) < len(o.targets) {
 			r.Note += " " + strings.Join(miss, ", ")
 		}
@@ -180,15 +180,15 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	var err error
 	switch sc.crowd {
 	case crowdT0:
-		var fig t0Figures
+		var fig results.T0
 		res, fig, err = t0Leads(ctx, o, f, plan, o.stock, pl, stderr)
 		r.T0 = &fig
 	case crowdPaced:
-		var fig pacedFigures
+		var fig results.Paced
 		res, fig, err = pacedAttack(ctx, o, plan, o.stock, pl, stderr)
 		r.Paced = &fig
 	case crowdScalper:
-		var fig scalperFigures
+		var fig results.Scalper
 		res, fig, err = scalperAttack(ctx, o, f, plan, sc.limited, pl, stderr)
 		r.Scalper = &fig
 	default:
@@ -222,10 +222,10 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	if err != nil {
 		return r, err
 	}
-	r.fill(res, a)
-	r.setCPU(cpu, res.tally.served())
+	fillRow(&r, res, a)
+	r.SetCPU(cpu, res.tally.served())
 	if conf != nil {
-		r.fillConfirmation(*conf)
+		fillConfirmation(&r, *conf)
 	}
 	r.RSSMB = f.residentMiB(ctx)
 	r.HDR = hdrFile(r, len(o.sweep) > 0)
@@ -237,7 +237,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 			return r, err
 		}
 		if r.T0 != nil {
-			if err := r.T0.readMySQL(ctx, db, sc, id); err != nil {
+			if err := readT0MySQL(ctx, db, r.T0, sc, id); err != nil {
 				return r, err
 			}
 		}
@@ -279,7 +279,7 @@ func crowd(o options, sc scenario) int {
 
 // inFlight is how many buyers of the row could race: the T-0 crowd all at
 // once, paced arrivals as many as were in flight together.
-func inFlight(o options, r row) int {
+func inFlight(o options, r results.Row) int {
 	switch {
 	case r.T0 != nil:
 		return o.t0Buyers

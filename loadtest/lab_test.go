@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/testkit"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // TestLabShort is the lab's own end-to-end check, and the short lab run of
@@ -41,12 +42,12 @@ func TestLabShort(t *testing.T) {
 					continue
 				}
 				if !slices.Contains(available, stage) {
-					if r.Verdict != verdictSkipped {
+					if r.Verdict != results.Skipped {
 						t.Errorf("%s/%s: the demo lacks the stage, want skipped, got %s", sc, stage, r.Verdict)
 					}
 					continue
 				}
-				if r.Verdict != verdictPass {
+				if r.Verdict != results.Pass {
 					t.Errorf("%s/%s: verdict %s: %s", sc, stage, r.Verdict, r.Note)
 				}
 				if r.Instances != 3 {
@@ -88,7 +89,7 @@ func TestLabShort(t *testing.T) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		r, _ := findRow(rep, "buy", "local-mutex")
-		if r.ExpectOversell || r.Verdict != verdictPass || r.Oversold != 0 || !r.Conserved || r.Instances != 1 {
+		if r.ExpectOversell || r.Verdict != results.Pass || r.Oversold != 0 || !r.Conserved || r.Instances != 1 {
 			t.Errorf("got %+v, want a safe pass on one instance", r)
 		}
 	})
@@ -99,7 +100,7 @@ func TestLabShort(t *testing.T) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		for _, r := range rep.Rows {
-			if r.Shape != "constant" || r.Verdict != verdictPass || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 {
+			if r.Shape != "constant" || r.Verdict != results.Pass || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 {
 				t.Errorf("%s: got %+v, want a constant attack of at most 60 requests that passes", r.Scenario, r)
 			}
 		}
@@ -110,7 +111,7 @@ func TestLabShort(t *testing.T) {
 		if !errors.Is(err, errVerdict) {
 			t.Fatalf("run returned %v, want errVerdict", err)
 		}
-		if r, _ := findRow(rep, "buy", "db-atomic"); r.Verdict != verdictFail || r.Oversold != 0 {
+		if r, _ := findRow(rep, "buy", "db-atomic"); r.Verdict != results.Fail || r.Oversold != 0 {
 			t.Errorf("got %+v, want a failed verdict with nothing oversold", r)
 		}
 	})
@@ -161,13 +162,13 @@ func runShortEnv(t *testing.T, env map[string]string, targets []string, args ...
 	return rep, err
 }
 
-func findRow(rep shortReport, scenario, stage string) (row, bool) {
+func findRow(rep shortReport, scenario, stage string) (results.Row, bool) {
 	for _, r := range rep.Rows {
 		if r.Scenario == scenario && r.Stage == stage {
 			return r, true
 		}
 	}
-	return row{}, false
+	return results.Row{}, false
 }
 
 func assertFile(t *testing.T, path, contains string) {

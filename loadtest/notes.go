@@ -1,11 +1,15 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
+)
 
 // notesOf is what a row's note says beyond the rules it broke: what the
 // racing stage showed, or that the safe one was safe, then the figures
 // every row reports.
-func notesOf(r *row, judged scope, failed bool) []string {
+func notesOf(r *results.Row, judged scope, failed bool) []string {
 	var notes []string
 	switch judged {
 	case racingRows:
@@ -17,7 +21,7 @@ func notesOf(r *row, judged scope, failed bool) []string {
 }
 
 // racingNotes: a racing stage's errors are noted, not judged.
-func racingNotes(r *row) []string {
+func racingNotes(r *results.Row) []string {
 	var notes []string
 	if r.Oversold > 0 {
 		notes = append(notes, fmt.Sprintf("oversold by %d as expected (%d sold of %d)", r.Oversold, r.Sold, r.InitialStock))
@@ -26,7 +30,7 @@ func racingNotes(r *row) []string {
 		notes = append(notes, fmt.Sprintf("stock not conserved: %d left the stock, %d were sold", r.InitialStock-r.FinalStock, r.Sold))
 	}
 	if r.ServerErrors > 0 {
-		notes = append(notes, fmt.Sprintf("%d answers were 5xx (%s)", r.ServerErrors, statusCounts(r, true)))
+		notes = append(notes, fmt.Sprintf("%d answers were 5xx (%s)", r.ServerErrors, results.StatusCounts(r, true)))
 	}
 	if n := noAnswer(r); n > 0 {
 		notes = append(notes, fmt.Sprintf("%d requests got no answer (%d timeouts, %d network errors)", n, r.Timeouts, r.NetErrors))
@@ -36,7 +40,7 @@ func racingNotes(r *row) []string {
 
 // safeNotes says which outcome-unknown buyers hold an order (the
 // orders-match rule lets them), and that a stage broke no rule.
-func safeNotes(r *row, failed bool) []string {
+func safeNotes(r *results.Row, failed bool) []string {
 	var notes []string
 	if unknown := unknownOutcomes(r); noAnswer(r) == 0 && r.Sold > r.BuyersWithOrder && r.Sold <= r.BuyersWithOrder+unknown {
 		notes = append(notes, fmt.Sprintf("%d of the %d buyers answered 503 outcome-unknown hold an order (a retry with the same Idempotency-Key is answered with it)", r.Sold-r.BuyersWithOrder, unknown))
@@ -48,7 +52,7 @@ func safeNotes(r *row, failed bool) []string {
 }
 
 // figureNotes are the figures every row reports, judged or not.
-func figureNotes(r *row, failed bool) []string {
+func figureNotes(r *results.Row, failed bool) []string {
 	var notes []string
 	add := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 	if r.Overloaded > 0 && r.Requests > 0 {
@@ -68,16 +72,16 @@ func figureNotes(r *row, failed bool) []string {
 }
 
 // sceneNotes are the figures of a scenario or a stage that has them.
-func sceneNotes(r *row, failed bool) []string {
+func sceneNotes(r *results.Row, failed bool) []string {
 	var notes []string
 	if t := r.T0; t != nil {
-		notes = append(notes, t.note())
+		notes = append(notes, t.Note())
 	}
 	if p := r.Paced; p != nil {
-		notes = append(notes, p.note())
+		notes = append(notes, p.Note())
 	}
 	if sp := r.Scalper; sp != nil {
-		notes = append(notes, sp.note())
+		notes = append(notes, sp.Note())
 	}
 	if r.Accepted > 0 {
 		notes = append(notes, fmt.Sprintf("%d accepted (202), %d confirmed; time to confirm p50 %.1f ms, p99 %.1f ms; peak lag %d orders",
@@ -86,7 +90,7 @@ func sceneNotes(r *row, failed bool) []string {
 	if r.MySQL != nil && !failed {
 		notes = append(notes, "MySQL agrees with the audit")
 	}
-	if p := otherProblems(r.Problems); p != "" {
+	if p := results.OtherProblems(r.Problems); p != "" {
 		notes = append(notes, p)
 	}
 	if u := r.CPU.Unavailable(); u != "" {

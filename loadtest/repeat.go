@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // A machine that also runs other work (two cores shared by the load, the
@@ -19,16 +21,16 @@ import (
 // medianRows folds the rows of every round (each in the same order) into
 // one row per attack. ceilings are the baselines of each round, when
 // measured, for each run's ratio to its own round's HTTP ceiling.
-func medianRows(rounds [][]row, ceilings [][]ceiling) []row {
+func medianRows(rounds [][]results.Row, ceilings [][]results.Ceiling) []results.Row {
 	if len(rounds) == 0 {
 		return nil
 	}
 	if len(rounds) == 1 {
 		return rounds[0]
 	}
-	out := make([]row, len(rounds[0]))
+	out := make([]results.Row, len(rounds[0]))
 	for i := range rounds[0] {
-		runs := make([]row, len(rounds))
+		runs := make([]results.Row, len(rounds))
 		for k := range rounds {
 			runs[k] = rounds[k][i]
 		}
@@ -36,7 +38,7 @@ func medianRows(rounds [][]row, ceilings [][]ceiling) []row {
 		r.Runs, r.RunsPerCeiling = nil, nil
 		for k, run := range runs {
 			r.Runs = append(r.Runs, run.Throughput)
-			if c, ok := ceilingOf(ceilings, k, baselineHTTP, run.Workers); ok && c > 0 {
+			if c, ok := ceilingOf(ceilings, k, results.BaselineHTTP, run.Workers); ok && c > 0 {
 				r.RunsPerCeiling = append(r.RunsPerCeiling, run.Throughput/c)
 			}
 		}
@@ -51,9 +53,9 @@ func medianRows(rounds [][]row, ceilings [][]ceiling) []row {
 // pickRun is the row that stands for an attack's runs: the first failed
 // run, with a note saying which it was, or else the run of median
 // answered/s (the lower of the two middle ones for an even count).
-func pickRun(runs []row) row {
+func pickRun(runs []results.Row) results.Row {
 	for k, r := range runs {
-		if r.Verdict == verdictFail {
+		if r.Verdict == results.Fail {
 			r.Note = fmt.Sprintf("run %d of %d: %s", k+1, len(runs), r.Note)
 			return r
 		}
@@ -69,21 +71,21 @@ func pickRun(runs []row) row {
 // medianCeilings folds the baselines of every round into one per baseline
 // and level: the round of median per-second figure, with every round's
 // figure in Runs.
-func medianCeilings(rounds [][]ceiling) []ceiling {
+func medianCeilings(rounds [][]results.Ceiling) []results.Ceiling {
 	if len(rounds) == 0 {
 		return nil
 	}
 	if len(rounds) == 1 {
 		return rounds[0]
 	}
-	out := make([]ceiling, len(rounds[0]))
+	out := make([]results.Ceiling, len(rounds[0]))
 	for i := range rounds[0] {
-		runs := make([]ceiling, len(rounds))
+		runs := make([]results.Ceiling, len(rounds))
 		for k := range rounds {
 			runs[k] = rounds[k][i]
 		}
 		sorted := slices.Clone(runs)
-		slices.SortStableFunc(sorted, func(a, b ceiling) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
+		slices.SortStableFunc(sorted, func(a, b results.Ceiling) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
 		c := sorted[(len(sorted)-1)/2]
 		c.Runs = nil
 		for _, run := range runs {
@@ -96,7 +98,7 @@ func medianCeilings(rounds [][]ceiling) []ceiling {
 
 // ceilingOf is the per-second figure of the named baseline at workers in
 // round k.
-func ceilingOf(rounds [][]ceiling, k int, name string, workers int) (float64, bool) {
+func ceilingOf(rounds [][]results.Ceiling, k int, name string, workers int) (float64, bool) {
 	if k >= len(rounds) {
 		return 0, false
 	}

@@ -18,17 +18,18 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // report is results.json. The dashboard reads started_at, targets and rows;
 // the lab page also charts and knees.
 type report struct {
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at"`
-	Targets    []string  `json:"targets"`
-	Settings   settings  `json:"settings"`
-	Rows       []row     `json:"rows"`
-	Charts     []chart   `json:"charts,omitempty"`
+	StartedAt  time.Time     `json:"started_at"`
+	FinishedAt time.Time     `json:"finished_at"`
+	Targets    []string      `json:"targets"`
+	Settings   settings      `json:"settings"`
+	Rows       []results.Row `json:"rows"`
+	Charts     []chart       `json:"charts,omitempty"`
 	// Knees name, per scenario and stage of a sweep, where more buyers in
 	// flight stopped buying more answers per second.
 	Knees []knee `json:"knees,omitempty"`
@@ -36,7 +37,7 @@ type report struct {
 	// at least three levels.
 	Models []uslFit `json:"models,omitempty"`
 	// Ceilings are the baselines measured with --baselines.
-	Ceilings []ceiling `json:"baselines,omitempty"`
+	Ceilings []results.Ceiling `json:"baselines,omitempty"`
 	// CPUTargets are the CPU targets (cpucompare.go) checked on the
 	// baselines and rows that measure them.
 	CPUTargets []cpuTargetResult `json:"cpu_targets,omitempty"`
@@ -110,7 +111,7 @@ func settingsOf(o options) settings {
 func (rep report) failed() []string {
 	var out []string
 	for _, r := range rep.Rows {
-		if r.Verdict == verdictFail {
+		if r.Verdict == results.Fail {
 			name := r.Scenario + "/" + r.Stage
 			if len(rep.Settings.Sweep) > 0 {
 				name += fmt.Sprintf("@%d", r.Workers)
@@ -123,8 +124,8 @@ func (rep report) failed() []string {
 
 // tableGroups splits the rows into one table per scenario and number of
 // buyers in flight, in run order.
-func (rep report) tableGroups() [][]row {
-	var groups [][]row
+func (rep report) tableGroups() [][]results.Row {
+	var groups [][]results.Row
 	type key struct {
 		scenario string
 		workers  int
@@ -210,7 +211,7 @@ func plotFile(stage string) string { return "latency-" + stage + ".html" }
 
 // hdrFile names the HDR histogram of one row: per scenario and stage, and
 // per concurrency in a sweep.
-func hdrFile(r row, sweeping bool) string {
+func hdrFile(r results.Row, sweeping bool) string {
 	name := "hdr-" + r.Scenario + "-" + r.Stage
 	if sweeping {
 		name += fmt.Sprintf("-%d", r.Workers)
@@ -223,7 +224,7 @@ func hdrFile(r row, sweeping bool) string {
 
 // writePlots writes one HTML latency plot per stage that ran, and names it
 // in that stage's rows.
-func writePlots(dir string, plots map[string]*plot.Plot, rows []row) error {
+func writePlots(dir string, plots map[string]*plot.Plot, rows []results.Row) error {
 	for stage, pl := range plots {
 		pl.Close()
 		var buf bytes.Buffer
@@ -235,7 +236,7 @@ func writePlots(dir string, plots map[string]*plot.Plot, rows []row) error {
 		}
 	}
 	for i := range rows {
-		if _, ok := plots[rows[i].Stage]; ok && rows[i].Verdict != verdictSkipped {
+		if _, ok := plots[rows[i].Stage]; ok && rows[i].Verdict != results.Skipped {
 			rows[i].Plot = plotFile(rows[i].Stage)
 		}
 	}
@@ -264,7 +265,7 @@ var columns = []string{"stage", "instances", "requests", "201", "409", "429", "5
 
 // cells renders r under columns; base is db-atomic's throughput in the same
 // table (0 when it did not run).
-func cells(r row, base float64) []string {
+func cells(r results.Row, base float64) []string {
 	ratio := "–"
 	if base > 0 {
 		ratio = fmt.Sprintf("%.2f", r.Throughput/base)
@@ -274,7 +275,7 @@ func cells(r row, base float64) []string {
 		conserved = "NO"
 	}
 	requests := itoa(r.Requests)
-	if r.capped() {
+	if r.Capped() {
 		requests += "*"
 	}
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
@@ -284,13 +285,10 @@ func cells(r row, base float64) []string {
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }
 
-// capped reports whether the burst was stopped before its whole crowd.
-func (r row) capped() bool { return r.Planned > r.Requests }
-
 // capNote is the footnote of a table with capped rows, or "".
-func capNote(rows []row, s settings) string {
+func capNote(rows []results.Row, s settings) string {
 	for _, r := range rows {
-		if r.capped() {
+		if r.Capped() {
 			return fmt.Sprintf("* stopped at the %gs --max-duration cap before the whole crowd was sent", s.MaxMS/1000)
 		}
 	}
@@ -298,16 +296,16 @@ func capNote(rows []row, s settings) string {
 }
 
 // baseline is db-atomic's throughput among rows, or 0.
-func baseline(rows []row) float64 {
+func baseline(rows []results.Row) float64 {
 	for _, r := range rows {
-		if r.Stage == inventory.StageDBAtomic && r.Verdict != verdictSkipped {
+		if r.Stage == inventory.StageDBAtomic && r.Verdict != results.Skipped {
 			return r.Throughput
 		}
 	}
 	return 0
 }
 
-func heading(r row, s settings) string {
+func heading(r results.Row, s settings) string {
 	sc, _ := lookupScenario(r.Scenario)
 	switch sc.crowd {
 	case crowdT0:
@@ -326,9 +324,9 @@ func heading(r row, s settings) string {
 
 // verdictLine is one stage's verdict in words: PASS or FAIL, what was
 // expected, and the note, which names any broken rule first.
-func verdictLine(r row) (mark, expect, note string) {
+func verdictLine(r results.Row) (mark, expect, note string) {
 	mark = strings.ToUpper(r.Verdict)
-	if r.Verdict == verdictSkipped {
+	if r.Verdict == results.Skipped {
 		return "SKIP", "", r.Note
 	}
 	expect = "expected safe"
@@ -353,7 +351,7 @@ func printTables(w io.Writer, rep report, color bool) {
 		base := baseline(group)
 		var lines [][]string
 		for _, r := range group {
-			if r.Verdict == verdictSkipped {
+			if r.Verdict == results.Skipped {
 				lines = append(lines, []string{r.Stage, "skipped: not available on target"})
 				continue
 			}
@@ -366,7 +364,7 @@ func printTables(w io.Writer, rep report, color bool) {
 		for _, r := range group {
 			mark, expect, note := verdictLine(r)
 			mark = map[string]string{"PASS": paint("32", "PASS"), "FAIL": paint("31;1", "FAIL"), "SKIP": paint("33", "SKIP")}[mark]
-			if r.Verdict == verdictSkipped {
+			if r.Verdict == results.Skipped {
 				fmt.Fprintf(w, "  %s  %-12s %s\n", mark, r.Stage, note)
 				continue
 			}
@@ -506,7 +504,7 @@ func writeMarkdown(w io.Writer, rep report) {
 		base := baseline(group)
 		var lines [][]string
 		for _, r := range group {
-			if r.Verdict == verdictSkipped {
+			if r.Verdict == results.Skipped {
 				l := make([]string, len(columns)+1)
 				l[0], l[1], l[len(l)-1] = r.Stage, "skipped: not available on target", "SKIPPED"
 				lines = append(lines, l)
@@ -523,7 +521,7 @@ func writeMarkdown(w io.Writer, rep report) {
 		fmt.Fprintln(w)
 		for _, r := range group {
 			mark, expect, note := verdictLine(r)
-			if r.Verdict == verdictSkipped {
+			if r.Verdict == results.Skipped {
 				fmt.Fprintf(w, "- **SKIPPED** `%s`: %s\n", r.Stage, strings.TrimPrefix(note, "skipped: "))
 				continue
 			}
@@ -579,7 +577,7 @@ func writeMarkdown(w io.Writer, rep report) {
 		head := []string{"stage", "p50", "p90", "p95", "p99", "p99.9", "max", "HDR histogram"}
 		var lines [][]string
 		for _, r := range group {
-			if r.Verdict == verdictSkipped || r.Requests == 0 {
+			if r.Verdict == results.Skipped || r.Requests == 0 {
 				continue
 			}
 			lines = append(lines, []string{r.Stage, ms1(r.P50ms), ms1(r.P90ms), ms1(r.P95ms), ms1(r.P99ms), ms1(r.P999ms), ms1(r.MaxMs),
@@ -619,7 +617,7 @@ func writeMarkdown(w io.Writer, rep report) {
 
 // saleTable is the table of a T-0 or paced group's own figures, one line
 // per stage that ran, or no lines for the other scenarios.
-func saleTable(group []row) (title string, head []string, lines [][]string) {
+func saleTable(group []results.Row) (title string, head []string, lines [][]string) {
 	opt := func(v *float64, format string) string {
 		if v == nil {
 			return "–"
@@ -628,7 +626,7 @@ func saleTable(group []row) (title string, head []string, lines [][]string) {
 	}
 	for _, r := range group {
 		switch {
-		case r.T0 != nil && r.Verdict != verdictSkipped:
+		case r.T0 != nil && r.Verdict != results.Skipped:
 			t := r.T0
 			title = "T-0 · the opening, by the reference clock"
 			head = []string{"stage", "buyers", "refused early", "sold early", "sold", "T-0 → last unit ms", "by", "T-0 → last sale answer ms", "1st s p50 ms", "1st s p99 ms", "verdict"}
@@ -639,7 +637,7 @@ func saleTable(group []row) (title string, head []string, lines [][]string) {
 			lines = append(lines, []string{r.Stage, itoa(t.Buyers), itoa(t.RefusedEarly), early, fmt.Sprintf("%d/%d", r.Sold, r.InitialStock),
 				opt(t.ToLastOrderMS, "%.0f"), orDefault(t.LastOrderBy, "–"), opt(t.ToLastSaleAnswerMS, "%.0f"),
 				ms1(t.FirstSecondP50ms), ms1(t.FirstSecondP99ms), strings.ToUpper(r.Verdict)})
-		case r.Scalper != nil && r.Verdict != verdictSkipped:
+		case r.Scalper != nil && r.Verdict != results.Skipped:
 			sp := r.Scalper
 			title = "scalpers · who won, by kind of buyer"
 			head = []string{"stage", "limit", "people", "scalpers", "scalper requests", "429 to scalpers", "units to scalpers", "units to others", "share of units", "share of people", "gain", "target", "verdict"}
@@ -662,7 +660,7 @@ func saleTable(group []row) (title string, head []string, lines [][]string) {
 			}
 			lines = append(lines, []string{r.Stage, limit, itoa(sp.People), itoa(sp.Scalpers), itoa(sp.ScalperRequests), itoa(sp.ScalperLimited),
 				itoa(sp.ScalperWon), itoa(sp.NormalWon), share, fmt.Sprintf("%.0f%%", 100*sp.ShareOfPeople), gain, target, strings.ToUpper(r.Verdict)})
-		case r.Paced != nil && r.Verdict != verdictSkipped:
+		case r.Paced != nil && r.Verdict != results.Skipped:
 			p := r.Paced
 			title = "fairness · who won, by the order the buyers asked in"
 			head = []string{"stage", "arrivals", "pace ms", "peak in flight", "first won / won", "first-come score", "target", "first-come", "jitter p50 ms", "jitter p99 ms", "jitter max ms", "swapped", "wins past jitter", "verdict"}
@@ -742,7 +740,7 @@ func writeCeilings(w io.Writer, rep report) {
 	markdownTable(w, append(head, "note"), lines)
 	lines = nil
 	for _, r := range rep.Rows {
-		if r.Verdict == verdictSkipped || r.Throughput == 0 {
+		if r.Verdict == results.Skipped || r.Throughput == 0 {
 			continue
 		}
 		ratio := func(name string) string {
@@ -751,7 +749,7 @@ func writeCeilings(w io.Writer, rep report) {
 			}
 			return "–"
 		}
-		line := []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(baselineHTTP), ratio(baselineRedis), ratio(baselineHotRow)}
+		line := []string{r.Scenario, r.Stage, itoa(r.Workers), fmt.Sprintf("%.0f", r.Throughput), ratio(results.BaselineHTTP), ratio(results.BaselineRedis), ratio(results.BaselineHotRow)}
 		if repeated {
 			line = append(line, joinFloats(r.RunsPerCeiling, "%.2f"))
 		}

@@ -13,6 +13,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // The T-0 and paced scenarios: their computations on made-up arrivals and
@@ -164,8 +165,8 @@ func TestT0FiguresReadTheOrdersCreatedAt(t *testing.T) {
 		result(409, problemNotOpen, "", time.Time{}, at(3000), 3*time.Millisecond),
 		result(409, "/problems/sold-out", "", time.Time{}, at(4200), 100*time.Millisecond), // sent after the first second
 	}
-	fig := t0Figures{OpensAt: opens, Buyers: 4, EarlyOther: map[string]int{}}
-	fig.fill(early, buys, t0)
+	fig := results.T0{OpensAt: opens, Buyers: 4, EarlyOther: map[string]int{}}
+	fillT0(&fig, early, buys, t0)
 	if fig.RefusedEarly != 2 || fig.SoldEarly != 2 || fig.RefusedAtT0 != 1 {
 		t.Errorf("refused early %d, sold early %d, refused at T-0 %d; want 2, 2 (b0 and b3), 1", fig.RefusedEarly, fig.SoldEarly, fig.RefusedAtT0)
 	}
@@ -187,65 +188,65 @@ func TestT0FiguresReadTheOrdersCreatedAt(t *testing.T) {
 // TestJudge does the others: a row that keeps them passes, and each edit
 // breaks exactly the rule it names.
 func TestJudgeT0AndFirstCome(t *testing.T) {
-	sound := row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
+	sound := results.Row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
 		FinalStock: 0, Conserved: true, Statuses: map[int]int{201: 40, 409: 160}}
-	withT0 := func(edit func(*t0Figures)) func(*row) {
-		return func(r *row) {
-			f := t0Figures{OpensAt: at(3000), Buyers: 200, RefusedEarly: 200, EarlyOther: map[string]int{}}
+	withT0 := func(edit func(*results.T0)) func(*results.Row) {
+		return func(r *results.Row) {
+			f := results.T0{OpensAt: at(3000), Buyers: 200, RefusedEarly: 200, EarlyOther: map[string]int{}}
 			edit(&f)
 			r.T0 = &f
 		}
 	}
 	score := func(v float64) *float64 { return &v }
-	withPaced := func(s, target *float64, firstWon int) func(*row) {
-		return func(r *row) {
-			r.Paced = &pacedFigures{PaceMS: 2, Arrivals: 120, Score: s, Target: target, FirstWon: firstWon, Won: 40, Stock: 40}
+	withPaced := func(s, target *float64, firstWon int) func(*results.Row) {
+		return func(r *results.Row) {
+			r.Paced = &results.Paced{PaceMS: 2, Arrivals: 120, Score: s, Target: target, FirstWon: firstWon, Won: 40, Stock: 40}
 		}
 	}
 	tests := []struct {
 		name    string
-		edit    func(*row)
+		edit    func(*results.Row)
 		verdict string
 		broken  []string
 		note    string
 	}{
-		{"T-0 kept", withT0(func(*t0Figures) {}), verdictPass, nil, "T-0: 200 buyers connected early, 200 refused sale-not-open"},
-		{"sold before the opening", withT0(func(f *t0Figures) { f.SoldEarly = 1 }), verdictFail, []string{ruleSoldEarly},
+		{"T-0 kept", withT0(func(*results.T0) {}), results.Pass, nil, "T-0: 200 buyers connected early, 200 refused sale-not-open"},
+		{"sold before the opening", withT0(func(f *results.T0) { f.SoldEarly = 1 }), results.Fail, []string{ruleSoldEarly},
 			"sold-early: 1 orders were created before opens_at 00:00:03.000"},
-		{"MySQL holds an early order", withT0(func(f *t0Figures) { n := 2; f.SoldEarlyMySQL = &n }), verdictFail, []string{ruleSoldEarly},
+		{"MySQL holds an early order", withT0(func(f *results.T0) { n := 2; f.SoldEarlyMySQL = &n }), results.Fail, []string{ruleSoldEarly},
 			"(0 by the answers' created_at, 2 in MySQL)"},
-		{"an early buyer not refused", withT0(func(f *t0Figures) { f.RefusedEarly, f.EarlyOther["409 /problems/sold-out"] = 199, 1 }),
-			verdictFail, []string{ruleEarlyNotRefused}, "1 of 200 buyers who asked before the opening were answered otherwise than 409 sale-not-open (409 /problems/sold-out ×1)"},
-		{"a safe stage short of its stock at T-0", func(r *row) {
+		{"an early buyer not refused", withT0(func(f *results.T0) { f.RefusedEarly, f.EarlyOther["409 /problems/sold-out"] = 199, 1 }),
+			results.Fail, []string{ruleEarlyNotRefused}, "1 of 200 buyers who asked before the opening were answered otherwise than 409 sale-not-open (409 /problems/sold-out ×1)"},
+		{"a safe stage short of its stock at T-0", func(r *results.Row) {
 			// The buyers who did not get the last unit heard
 			// sale-not-open at T-0: no rule but this one sees it.
-			withT0(func(*t0Figures) {})(r)
+			withT0(func(*results.T0) {})(r)
 			r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 161, 39, 39, 39, 1
-		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 39 at T-0, want exactly 40 (stock 40, 200 buyers)"},
-		{"a crowd smaller than the stock, each served", func(r *row) {
-			withT0(func(f *t0Figures) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
+		}, results.Fail, []string{ruleExactSale}, "exact-sale: sold 39 at T-0, want exactly 40 (stock 40, 200 buyers)"},
+		{"a crowd smaller than the stock, each served", func(r *results.Row) {
+			withT0(func(f *results.T0) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
 			r.Requests, r.Buyers, r.SoldOut, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 30, 30, 30, 10
-		}, verdictPass, nil, "safe: 30 sold of 40, 10 left"},
-		{"a crowd smaller than the stock, one left out", func(r *row) {
-			withT0(func(f *t0Figures) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
+		}, results.Pass, nil, "safe: 30 sold of 40, 10 left"},
+		{"a crowd smaller than the stock, one left out", func(r *results.Row) {
+			withT0(func(f *results.T0) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
 			r.Requests, r.Buyers, r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 1, 29, 29, 29, 11
-		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 29 at T-0, want exactly 30 (stock 40, 30 buyers)"},
-		{"a racing stage sells early too", func(r *row) {
-			withT0(func(f *t0Figures) { f.SoldEarly = 3 })(r)
+		}, results.Fail, []string{ruleExactSale}, "exact-sale: sold 29 at T-0, want exactly 30 (stock 40, 30 buyers)"},
+		{"a racing stage sells early too", func(r *results.Row) {
+			withT0(func(f *results.T0) { f.SoldEarly = 3 })(r)
 			r.ExpectOversell, r.Sold, r.Oversold = true, 90, 50
-		}, verdictFail, []string{ruleSoldEarly}, "sold-early: 3 orders"},
-		{"first come met", withPaced(score(0.95), score(0.95), 38), verdictPass, nil, "first-come score 0.95 (38 of 40 units to the first 40 arrivals)"},
-		{"first come missed", func(r *row) {
+		}, results.Fail, []string{ruleSoldEarly}, "sold-early: 3 orders"},
+		{"first come met", withPaced(score(0.95), score(0.95), 38), results.Pass, nil, "first-come score 0.95 (38 of 40 units to the first 40 arrivals)"},
+		{"first come missed", func(r *results.Row) {
 			withPaced(score(0.9), score(0.95), 36)(r)
 			r.Paced.LateWins, r.Paced.JitterWindow = 3, 2
-		}, verdictFail, []string{ruleFirstCome},
+		}, results.Fail, []string{ruleFirstCome},
 			"first-come: first-come score 0.90, below 0.95: the first 40 arrivals won 36 of the 40 units sold; of the 4 units later arrivals won, 3 went to arrivals more than 2 places late"},
-		{"first come missed within the jitter", func(r *row) {
+		{"first come missed within the jitter", func(r *results.Row) {
 			withPaced(score(0.9), score(0.95), 36)(r)
 			r.Paced.JitterWindow = 30
-		}, verdictFail, []string{ruleFirstCome},
+		}, results.Fail, []string{ruleFirstCome},
 			"the 4 units later arrivals won all went within 30 places, the lab's p99 jitter: the machine's scheduling decided them"},
-		{"no target: shown as it is", withPaced(score(0.5), nil, 20), verdictPass, nil, "first-come score 0.50 (20 of 40 units to the first 40 arrivals), no target for this stage"},
+		{"no target: shown as it is", withPaced(score(0.5), nil, 20), results.Pass, nil, "first-come score 0.50 (20 of 40 units to the first 40 arrivals), no target for this stage"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,7 +268,7 @@ func TestT0AgainstFakeShops(t *testing.T) {
 	args := []string{"--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "50", "--t0-lead", "3s"}
 	t.Run("keeps the window", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sellInWindow), args...)
-		if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+		if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 			t.Fatalf("want a pass with T-0 figures, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		if f := r.T0; f.RefusedEarly != 50 || f.SoldEarly != 0 || r.Sold != 40 || f.ToLastOrderMS == nil || *f.ToLastOrderMS < 0 {
@@ -277,7 +278,7 @@ func TestT0AgainstFakeShops(t *testing.T) {
 	})
 	t.Run("sells before the opening", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), args...)
-		if !errors.Is(err, errVerdict) || r.Verdict != verdictFail {
+		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail {
 			t.Fatalf("want a failed verdict, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		if !slices.Equal(r.Broken, []string{ruleSoldEarly, ruleEarlyNotRefused}) || r.T0.SoldEarly != 40 {
@@ -308,7 +309,7 @@ func TestT0BuyersComeBackWhenToldTo(t *testing.T) {
 		return s.sell(user)
 	}
 	r, err := runAgainst(t, startFakeShop(t, onceAway), "--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "50", "--t0-lead", "3s")
-	if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+	if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 		t.Fatalf("want a pass, got %v: %s %q", err, r.Verdict, r.Note)
 	}
 	mu.Lock()
@@ -336,7 +337,7 @@ func TestT0RaisesALeadTheEarlyCrowdOverran(t *testing.T) {
 		return s.sellInWindow(user)
 	}
 	r, err := runAgainst(t, startFakeShop(t, overrunFirst), "--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "20", "--t0-lead", "1s")
-	if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+	if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 		t.Fatalf("want a pass on the second try, got %v: %s %q", err, r.Verdict, r.Note)
 	}
 	if f := r.T0; f.Tries != 2 || f.LeadMS != 2000 || f.RefusedEarly != 20 || f.SoldEarly != 0 || r.Sold != 20 {
@@ -382,7 +383,7 @@ func TestPacedAgainstFakeShops(t *testing.T) {
 	args := []string{"--scenarios", "paced", "--pace", "2ms", "--paced-buyers", "200"}
 	t.Run("as they come", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), append(args, "--stages", inventory.StageRedisLock)...)
-		if err != nil || r.Verdict != verdictPass || r.Paced == nil || r.Paced.Score == nil {
+		if err != nil || r.Verdict != results.Pass || r.Paced == nil || r.Paced.Score == nil {
 			t.Fatalf("want a pass with a score, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		p := r.Paced
@@ -396,7 +397,7 @@ func TestPacedAgainstFakeShops(t *testing.T) {
 	})
 	t.Run("barging", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, barging(20)), append(args, "--stages", inventory.StageDBAtomic)...)
-		if !errors.Is(err, errVerdict) || r.Verdict != verdictFail || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
+		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
 			t.Fatalf("want a failed verdict naming %s alone, got %v: %s %v %q", ruleFirstCome, err, r.Verdict, r.Broken, r.Note)
 		}
 		if p := r.Paced; p.Score == nil || *p.Score >= 0.95 || p.Won != 40 || p.Target == nil || *p.Target != 0.95 {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // The scalper scenarios: the people of a sale are ordinary buyers (90%),
@@ -47,53 +47,6 @@ const (
 	// scalperGiveUp ends a scalper's account that has not won by then.
 	scalperGiveUp = 10 * time.Second
 )
-
-// scalperFigures are a scalper row's own figures.
-type scalperFigures struct {
-	People   int  `json:"people"`
-	Scalpers int  `json:"scalpers"`
-	Accounts int  `json:"accounts_per_scalper"`
-	Limited  bool `json:"limited"`
-	// LimitIntervalMS and LimitBurst are the per-address limit of a
-	// limited row.
-	LimitIntervalMS float64 `json:"limit_interval_ms,omitempty"`
-	LimitBurst      int     `json:"limit_burst,omitempty"`
-	// Requests, units won and 429 answers of each group.
-	NormalRequests  int `json:"normal_requests"`
-	ScalperRequests int `json:"scalper_requests"`
-	NormalWon       int `json:"normal_won"`
-	ScalperWon      int `json:"scalper_won"`
-	ScalpersWhoWon  int `json:"scalpers_who_won"` // scalpers with at least one unit
-	NormalLimited   int `json:"normal_limited"`
-	ScalperLimited  int `json:"scalper_limited"`
-	// ShareOfPeople is the scalpers' share of the people; ShareOfUnits
-	// their share of the units won, and Gain the ratio of the two (nil
-	// when nobody won). Target is the most Gain may be (limited rows).
-	ShareOfPeople float64  `json:"share_of_people"`
-	ShareOfUnits  *float64 `json:"share_of_units"`
-	Gain          *float64 `json:"gain"`
-	Target        *float64 `json:"target,omitempty"`
-	TargetMet     *bool    `json:"target_met,omitempty"`
-	// TargetVerdict says that the row fails when the target is surely
-	// missed (--scalper-target-verdict); otherwise the target is reported.
-	TargetVerdict bool `json:"target_verdict,omitempty"`
-	// MissedP is the chance that the scalpers would win as many units as
-	// they did if their true gain were the target (a one-sided binomial
-	// tail over the units won): below missedAt, the target is surely
-	// missed, not just by the luck of one draw of 100 units.
-	MissedP *float64 `json:"missed_p,omitempty"`
-	// DrawMS is the opening draw a limited row set beside the limit
-	// (--scalper-draw; 0: none), and OpensAt the opening it drew for.
-	DrawMS  float64    `json:"draw_ms,omitempty"`
-	OpensAt *time.Time `json:"opens_at,omitempty"`
-	// LimitAllows is the most units the scalpers' addresses could win
-	// through the limit (a limited row): their burst, and one per interval
-	// they kept firing. More is a limit that did not hold.
-	LimitAllows int `json:"limit_allows,omitempty"`
-	// lastScalperAnswer is when, after T-0, the last scalper request was
-	// answered: the instance checked the limit at some point before.
-	lastScalperAnswer time.Duration
-}
 
 // scalperCrowd is the people of one scalper row.
 type scalperCrowd struct {
@@ -188,9 +141,9 @@ func (rl *rateLimits) restore(ctx context.Context) error {
 
 // scalperAttack runs one scalper row of plan: the limit set (limited) or
 // off, the crowd, and each target's own limit restored.
-func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limited bool, pl *plot.Plot, progress io.Writer) (res attackResult, fig scalperFigures, err error) {
+func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limited bool, pl *plot.Plot, progress io.Writer) (res attackResult, fig results.Scalper, err error) {
 	crowd := newScalperCrowd(o.scalperPeople)
-	fig = scalperFigures{People: o.scalperPeople, Scalpers: crowd.scalpers, Accounts: scalperAccounts, Limited: limited,
+	fig = results.Scalper{People: o.scalperPeople, Scalpers: crowd.scalpers, Accounts: scalperAccounts, Limited: limited,
 		ShareOfPeople: float64(crowd.scalpers) / float64(o.scalperPeople)}
 	rl, err := takeRateLimits(ctx, f)
 	if err != nil {
@@ -233,9 +186,9 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 	}
 
 	t := newTally(0)
-	var mu sync.Mutex // guards t, m, results and the figures' counts
+	var mu sync.Mutex // guards t, m, answers and the figures' counts
 	var m vegeta.Metrics
-	var results []sent
+	var answers []sent
 	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-15s %-12s %d people", p.scenario.name, p.stage, o.scalperPeople), func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -254,10 +207,10 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		defer mu.Unlock()
 		t.add(s.result, a)
 		m.Add(s.result)
-		results = append(results, s)
+		answers = append(answers, s)
 		won, limitedAnswer := a.outcome == outCreated, a.outcome == outTooMany && a.problem == "/problems/rate-limited"
 		if scalper {
-			fig.lastScalperAnswer = max(fig.lastScalperAnswer, s.result.Timestamp.Add(s.result.Latency).Sub(t0))
+			fig.LastScalperAnswer = max(fig.LastScalperAnswer, s.result.Timestamp.Add(s.result.Latency).Sub(t0))
 			fig.ScalperRequests++
 			fig.ScalperWon += b2i(won)
 			fig.ScalperLimited += b2i(limitedAnswer)
@@ -320,7 +273,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 	if err := ctx.Err(); err != nil {
 		return res, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
 	}
-	if err := plotInOrder(pl, results); err != nil {
+	if err := plotInOrder(pl, answers); err != nil {
 		return res, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
 	}
 	whoWon.Range(func(any, any) bool { fig.ScalpersWhoWon++; return true })
@@ -332,12 +285,12 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 	if limited {
 		// What the limit lets through: a burst per address, and one more
 		// per interval the scalpers kept firing.
-		refills := int(fig.lastScalperAnswer / o.scalperLimitInterval)
+		refills := int(fig.LastScalperAnswer / o.scalperLimitInterval)
 		fig.LimitAllows = fig.Scalpers * (o.scalperLimitBurst + refills)
 		met := fig.Gain != nil && *fig.Gain <= o.scalperTarget
 		fig.TargetMet = &met
 		if won := fig.NormalWon + fig.ScalperWon; won > 0 {
-			pv := binomialTail(won, fig.ScalperWon, min(1, o.scalperTarget*fig.ShareOfPeople))
+			pv := results.BinomialTail(won, fig.ScalperWon, min(1, o.scalperTarget*fig.ShareOfPeople))
 			fig.MissedP = &pv
 		}
 	}
@@ -351,73 +304,10 @@ func b2i(b bool) int {
 	return 0
 }
 
-// note sums the scalper figures up for the row's note.
-func (s *scalperFigures) note() string {
-	limit := "rate limit off"
-	if s.Limited {
-		limit = fmt.Sprintf("per-address rate limit on (burst %d, then one per %g ms)", s.LimitBurst, s.LimitIntervalMS)
-		if s.DrawMS > 0 {
-			limit += fmt.Sprintf(" and an opening draw of %g ms", s.DrawMS)
-		}
-	}
-	gain := "n/a (nobody won)"
-	if s.Gain != nil {
-		gain = fmt.Sprintf("%.0f%% of the units to %.0f%% of the people: %.2f× their share", 100**s.ShareOfUnits, 100*s.ShareOfPeople, *s.Gain)
-	}
-	if s.TargetMet != nil {
-		met := "met"
-		if !*s.TargetMet {
-			met = "NOT MET"
-		}
-		gain += fmt.Sprintf(" (target ≤ %.2f×: %s", *s.Target, met)
-		if s.MissedP != nil && !*s.TargetMet {
-			gain += fmt.Sprintf("; a true gain of %.2f× would win this many %.2g of the time", *s.Target, *s.MissedP)
-		}
-		if !s.TargetVerdict {
-			gain += ", reported, not a verdict: see --scalper-target-verdict"
-		}
-		gain += fmt.Sprintf("); the limit lets their addresses win at most %d", s.LimitAllows)
-	}
-	return fmt.Sprintf("scalpers, %s: %d people, %d of them scalpers with %d accounts each; scalpers won %d units (%d of them at least one) with %d requests (%d × 429), ordinary buyers %d with %d requests (%d × 429); %s",
-		limit, s.People, s.Scalpers, s.Accounts, s.ScalperWon, s.ScalpersWhoWon, s.ScalperRequests, s.ScalperLimited, s.NormalWon, s.NormalRequests, s.NormalLimited, gain)
-}
-
-// missedAt is the one-sided binomial tail below which a scalper row's
-// target counts as surely missed (scalperFigures.MissedP).
-const missedAt = 0.01
-
-// missed reports whether the row's scalpers surely won more than the
-// target lets them: more units than a true gain at the target would give
-// them but once in a hundred draws.
-func (s *scalperFigures) missed() bool {
-	return s.TargetMet != nil && !*s.TargetMet && s.MissedP != nil && *s.MissedP < missedAt
-}
-
-// binomialTail is P(X ≥ k) for X binomial over n draws of chance p.
-func binomialTail(n, k int, p float64) float64 {
-	if k <= 0 {
-		return 1
-	}
-	if p <= 0 {
-		return 0
-	}
-	if p >= 1 {
-		return 1
-	}
-	// The terms from k up, each from the last: C(n,i+1)/C(n,i) = (n-i)/(i+1).
-	lp, lq := math.Log(p), math.Log1p(-p)
-	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
-	sum := 0.0
-	for i := k; i <= n; i++ {
-		sum += math.Exp(lg(n) - lg(i) - lg(n-i) + float64(i)*lp + float64(n-i)*lq)
-	}
-	return min(1, sum)
-}
-
 // openAhead resets the row's item with its sale opening ahead on the
 // reference clock (the reset must answer before it) and returns the
 // opening on the lab's clock.
-func openAhead(ctx context.Context, o options, f *fleet, p attackPlan, fig *scalperFigures) (time.Time, error) {
+func openAhead(ctx context.Context, o options, f *fleet, p attackPlan, fig *results.Scalper) (time.Time, error) {
 	offset, err := f.clockOffset(ctx, p.scenario, p.itemID)
 	if err != nil {
 		return time.Time{}, err

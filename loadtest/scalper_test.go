@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // TestScalperAgainstFakeShops runs the scalper scenarios against a fake
@@ -36,7 +37,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		url, shop := startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper")...)
-		if err != nil || r.Verdict != verdictPass || r.Scalper == nil || r.Scalper.Gain == nil {
+		if err != nil || r.Verdict != results.Pass || r.Scalper == nil || r.Scalper.Gain == nil {
 			t.Fatalf("want a pass with a gain, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		sp := r.Scalper
@@ -52,7 +53,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("limited", func(t *testing.T) {
 		url, shop := startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited")...)
-		if err != nil || r.Verdict != verdictPass || r.Scalper == nil || r.Scalper.TargetMet == nil || r.Scalper.MissedP == nil {
+		if err != nil || r.Verdict != results.Pass || r.Scalper == nil || r.Scalper.TargetMet == nil || r.Scalper.MissedP == nil {
 			t.Fatalf("want a pass with the target reported, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		sp := r.Scalper
@@ -61,7 +62,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 		// of the 40): the target may be met or not, but its verdict must
 		// follow the gain, and a miss must not be sure.
 		met := *sp.Gain <= *sp.Target
-		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet != met || (!met && *sp.MissedP < missedAt) {
+		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet != met || (!met && *sp.MissedP < results.MissedAt) {
 			t.Errorf("figures %+v (gain %.2f, target %.2f); want at most one unit per scalper address, 429s to scalpers, the target's verdict following the gain, and a miss not sure", *sp, *sp.Gain, *sp.Target)
 		}
 		verdict := "met"
@@ -88,7 +89,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 		}
 		url, _ = startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err = runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--stock", "20", "--scalper-target-verdict=false")...)
-		if err != nil || r.Verdict != verdictPass || !strings.Contains(r.Note, "--scalper-target-verdict") {
+		if err != nil || r.Verdict != results.Pass || !strings.Contains(r.Note, "--scalper-target-verdict") {
 			t.Fatalf("want a pass that reports the target only, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 	})
@@ -148,7 +149,7 @@ func TestFairLockTargetFromInfo(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || r.Verdict != verdictPass {
+			if err != nil || r.Verdict != results.Pass {
 				t.Fatalf("got %v: %s %q", err, r.Verdict, r.Note)
 			}
 		})
@@ -171,7 +172,7 @@ func TestBinomialTail(t *testing.T) {
 		{100, 10, 0, 0},
 		{100, 10, 1, 1},
 	} {
-		if got := binomialTail(c.n, c.k, c.p); math.Abs(got-c.want) > 1e-9 {
+		if got := results.BinomialTail(c.n, c.k, c.p); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("P(X ≥ %d | n=%d, p=%v) = %v, want %v", c.k, c.n, c.p, got, c.want)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // A sweep runs the same crowd at several numbers of buyers in flight. By
@@ -30,26 +32,26 @@ type knee struct {
 
 // sweepSeries returns, per stage, the rows of scenario sc in ascending
 // order of buyers in flight.
-func (rep report) sweepSeries(sc string) map[string][]row {
-	out := map[string][]row{}
+func (rep report) sweepSeries(sc string) map[string][]results.Row {
+	out := map[string][]results.Row{}
 	for _, r := range rep.Rows {
 		if r.Scenario == sc {
 			out[r.Stage] = append(out[r.Stage], r)
 		}
 	}
 	for _, rs := range out {
-		slices.SortStableFunc(rs, func(a, b row) int { return a.Workers - b.Workers })
+		slices.SortStableFunc(rs, func(a, b results.Row) int { return a.Workers - b.Workers })
 	}
 	return out
 }
 
 // findKnee names the knee of one stage's series: the first level whose
 // next level added less than kneeGain in answered/s.
-func findKnee(sc, stage string, series []row) knee {
+func findKnee(sc, stage string, series []results.Row) knee {
 	k := knee{Scenario: sc, Stage: stage}
-	var pts []row
+	var pts []results.Row
 	for _, r := range series {
-		if r.Verdict != verdictSkipped && r.Requests > 0 {
+		if r.Verdict != results.Skipped && r.Requests > 0 {
 			pts = append(pts, r)
 		}
 	}
@@ -120,12 +122,12 @@ func scalingTable(rep report, sc string) (head []string, lines [][]string) {
 		for _, l := range levels {
 			cell := "–"
 			for _, r := range series[stage] {
-				if r.Workers == l && r.Verdict != verdictSkipped {
+				if r.Workers == l && r.Verdict != results.Skipped {
 					cell = fmt.Sprintf("%.0f/s · p99 %.0f ms", r.Throughput, r.P99ms)
 					if len(r.RSSMB) > 0 {
 						cell += fmt.Sprintf(" · %.0f MiB", slices.Max(r.RSSMB))
 					}
-					if r.Verdict == verdictFail {
+					if r.Verdict == results.Fail {
 						cell += " ✗"
 					}
 				}
@@ -157,7 +159,7 @@ func answersTable(rep report, sc string) (head []string, lines [][]string) {
 	series := rep.sweepSeries(sc)
 	for _, stage := range stagesOf(rep.Rows) {
 		for _, r := range series[stage] {
-			if r.Verdict == verdictSkipped {
+			if r.Verdict == results.Skipped {
 				continue
 			}
 			line := []string{stage, strconv.Itoa(r.Workers)}
@@ -165,7 +167,7 @@ func answersTable(rep report, sc string) (head []string, lines [][]string) {
 				line = append(line, strconv.Itoa(c.count(r)))
 			}
 			verdict := "PASS"
-			if r.Verdict == verdictFail {
+			if r.Verdict == results.Fail {
 				verdict = "FAIL " + strings.Join(r.Broken, ", ")
 			}
 			lines = append(lines, append(line, fmt.Sprintf("%.0f", r.Throughput), ms1(r.P99ms), verdict))

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // The capacity model of a sweep: the universal scalability law (Gunther),
@@ -156,11 +158,11 @@ func solve(a [][]float64, b []float64) ([]float64, bool) {
 
 // modelStage fits the law to one stage's sweep series; ok is false with
 // fewer than three levels that ran.
-func modelStage(sc, stage string, series []row) (uslFit, bool) {
+func modelStage(sc, stage string, series []results.Row) (uslFit, bool) {
 	var ns, xs []float64
 	var levels []int
 	for _, r := range series {
-		if r.Verdict != verdictSkipped && r.Requests > 0 && r.Throughput > 0 {
+		if r.Verdict != results.Skipped && r.Requests > 0 && r.Throughput > 0 {
 			ns, xs, levels = append(ns, float64(r.Workers)), append(xs, r.Throughput), append(levels, r.Workers)
 		}
 	}

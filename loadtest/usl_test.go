@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 	"testing"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // TestFitUSLRecoversTheLaw: points made by the law itself, with a known
@@ -47,9 +49,9 @@ func TestFitUSLRecoversTheLaw(t *testing.T) {
 // others stay close.
 func TestModelStageLeavesEachLevelOut(t *testing.T) {
 	law := uslParams{lambda: 200, sigma: 0.02, kappa: 0.00005}
-	var series []row
+	var series []results.Row
 	for _, n := range []int{16, 32, 64, 128, 256, 512, 1024} {
-		series = append(series, row{Workers: n, Requests: 2000, Throughput: law.at(float64(n)), Verdict: verdictPass})
+		series = append(series, results.Row{Workers: n, Requests: 2000, Throughput: law.at(float64(n)), Verdict: results.Pass})
 	}
 	f, ok := modelStage("buy", "redis-sharded", series)
 	if !ok || len(f.Points) != 7 {

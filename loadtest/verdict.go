@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // The rules a verdict checks. A failed verdict names each rule it broke,
@@ -54,7 +55,7 @@ const (
 type rule struct {
 	name  string
 	scope scope
-	broke func(r *row) []string
+	broke func(r *results.Row) []string
 }
 
 // rules is the verdict, in the order a failed note explains them.
@@ -92,9 +93,9 @@ var rules = []rule{
 // timeout, and no stock left on the shelf while buyers were turned away.
 // Disagreement between the audit and MySQL fails any stage: the lab cannot
 // vouch for an oracle that lies.
-func judge(r *row) {
+func judge(r *results.Row) {
 	judged := scopeOf(r)
-	r.Verdict, r.Broken = verdictPass, nil
+	r.Verdict, r.Broken = results.Pass, nil
 	var parts []string
 	for _, ru := range rules {
 		if ru.scope != everyRow && ru.scope != judged {
@@ -106,14 +107,14 @@ func judge(r *row) {
 		}
 	}
 	if len(r.Broken) > 0 {
-		r.Verdict = verdictFail
+		r.Verdict = results.Fail
 	}
 	r.Note = strings.Join(append(parts, notesOf(r, judged, len(r.Broken) > 0)...), "; ")
 }
 
 // scopeOf says which rules judge r beyond those of every row: none when
 // it sent nothing.
-func scopeOf(r *row) scope {
+func scopeOf(r *results.Row) scope {
 	switch {
 	case r.Requests == 0:
 		return everyRow
@@ -128,31 +129,31 @@ func because(format string, args ...any) []string {
 	return []string{fmt.Sprintf(format, args...)}
 }
 
-func noAnswer(r *row) int   { return r.Timeouts + r.NetErrors }
-func turnedAway(r *row) int { return r.SoldOut + r.TooMany + r.Overloaded }
+func noAnswer(r *results.Row) int   { return r.Timeouts + r.NetErrors }
+func turnedAway(r *results.Row) int { return r.SoldOut + r.TooMany + r.Overloaded }
 
 // unknownOutcomes counts the buyers told 503 outcome-unknown: a write
 // their deadline cut off on its way, which MySQL may then have committed.
-func unknownOutcomes(r *row) int { return r.Problems[api.ProblemTypePrefix+"outcome-unknown"] }
+func unknownOutcomes(r *results.Row) int { return r.Problems[api.ProblemTypePrefix+"outcome-unknown"] }
 
-func mysqlAgrees(r *row) []string {
+func mysqlAgrees(r *results.Row) []string {
 	if r.MySQL == nil {
 		return nil
 	}
-	if d := r.MySQL.disagreement(r); d != "" {
+	if d := r.MySQL.Disagreement(r); d != "" {
 		return []string{d}
 	}
 	return nil
 }
 
-func foreignWriter(r *row) []string {
+func foreignWriter(r *results.Row) []string {
 	if r.MySQL == nil {
 		return nil
 	}
 	var why []string
 	if len(r.MySQL.Foreign) > 0 {
 		why = append(why, because("MySQL holds orders of this item written by instances that are not among the targets (%s): another fleet shares this database, and its resets and sales void every count here",
-			countsText(r.MySQL.Foreign))...)
+			results.CountsText(r.MySQL.Foreign))...)
 	}
 	if r.MySQL.Gone > 0 {
 		why = append(why, because("%d orders the buyers were answered 201 for are gone from MySQL: a reset the lab did not send deleted them, with whatever orders its own fleet had written; another fleet shares this database, and its resets and sales void every count here",
@@ -161,7 +162,7 @@ func foreignWriter(r *row) []string {
 	return why
 }
 
-func soldEarly(r *row) []string {
+func soldEarly(r *results.Row) []string {
 	t := r.T0
 	if t == nil {
 		return nil
@@ -173,23 +174,23 @@ func soldEarly(r *row) []string {
 	return nil
 }
 
-func earlyNotRefused(r *row) []string {
+func earlyNotRefused(r *results.Row) []string {
 	t := r.T0
 	if t == nil || t.RefusedEarly == t.Buyers {
 		return nil
 	}
 	return because("%d of %d buyers who asked before the opening were answered otherwise than 409 sale-not-open (%s)",
-		t.Buyers-t.RefusedEarly, t.Buyers, countsText(t.EarlyOther))
+		t.Buyers-t.RefusedEarly, t.Buyers, results.CountsText(t.EarlyOther))
 }
 
-func nothingSent(r *row) []string {
+func nothingSent(r *results.Row) []string {
 	if r.Requests == 0 {
 		return because("no request was sent")
 	}
 	return nil
 }
 
-func expectedOversell(r *row) []string {
+func expectedOversell(r *results.Row) []string {
 	if r.Oversold > 0 {
 		return nil
 	}
@@ -200,14 +201,14 @@ func expectedOversell(r *row) []string {
 	return because("expected overselling but saw none (%d sold of %d); %s", r.Sold, r.InitialStock, why)
 }
 
-func oversold(r *row) []string {
+func oversold(r *results.Row) []string {
 	if r.Oversold > 0 {
 		return because("oversold by %d (%d sold of %d)", r.Oversold, r.Sold, r.InitialStock)
 	}
 	return nil
 }
 
-func conservation(r *row) []string {
+func conservation(r *results.Row) []string {
 	if !r.Conserved {
 		return because("%d units left the stock but %d were sold", r.InitialStock-r.FinalStock, r.Sold)
 	}
@@ -218,7 +219,7 @@ func conservation(r *row) []string {
 // order, so the count of 201s only has to match the audit when every
 // request got an answer. So may a buyer told 503 outcome-unknown: the
 // audit may count up to that many more.
-func ordersMatch(r *row) []string {
+func ordersMatch(r *results.Row) []string {
 	unknown := unknownOutcomes(r)
 	if noAnswer(r) > 0 || (r.Sold >= r.BuyersWithOrder && r.Sold <= r.BuyersWithOrder+unknown) {
 		return nil
@@ -232,18 +233,18 @@ func ordersMatch(r *row) []string {
 
 // serverErrors: overload is a 503 with Retry-After; any other 5xx is a
 // bug.
-func serverErrors(r *row) []string {
+func serverErrors(r *results.Row) []string {
 	if r.ServerErrors > 0 {
 		return because("%d of %d requests were answered 5xx without Retry-After (%s)",
-			r.ServerErrors, r.Requests, statusCounts(r, true))
+			r.ServerErrors, r.Requests, results.StatusCounts(r, true))
 	}
 	return nil
 }
 
-func transportErrors(r *row) []string {
+func transportErrors(r *results.Row) []string {
 	if n := noAnswer(r); n > 0 {
 		return because("%d of %d requests got no answer (%d timeouts, %d network errors%s); their buyers' outcome is known only to the audit",
-			n, r.Requests, r.Timeouts, r.NetErrors, commonError(r.TransportErrors))
+			n, r.Requests, r.Timeouts, r.NetErrors, results.CommonError(r.TransportErrors))
 	}
 	return nil
 }
@@ -251,17 +252,17 @@ func transportErrors(r *row) []string {
 // soldNothing: refusing everyone is safe but not a sale; a stage that
 // sold nothing from a full stock is broken, and calling it safe would
 // hide that.
-func soldNothing(r *row) []string {
+func soldNothing(r *results.Row) []string {
 	if r.Sold == 0 && r.InitialStock > 0 {
 		return because("sold nothing although %d units were in stock; the %d requests were answered %s",
-			r.InitialStock, r.Requests, statusCounts(r, false))
+			r.InitialStock, r.Requests, results.StatusCounts(r, false))
 	}
 	return nil
 }
 
 // unconfirmed: a 202 promised an order, and each must end written. A
 // failed one gave its unit back (no oversell), but the buyer was told yes.
-func unconfirmed(r *row) []string {
+func unconfirmed(r *results.Row) []string {
 	if n := r.FailedOrders + r.Unconfirmed; n > 0 {
 		return because("%d of %d accepted orders were not confirmed (%d failed, %d pending or lost)",
 			n, r.Accepted, r.FailedOrders, r.Unconfirmed)
@@ -272,10 +273,10 @@ func unconfirmed(r *row) []string {
 // liveness: stock on the shelf while buyers leave empty-handed means the
 // stage refused buyers it could have served. A crowd no larger than the
 // stock leaves stock behind honestly: every buyer got one.
-func liveness(r *row) []string {
+func liveness(r *results.Row) []string {
 	if r.FinalStock > 0 && r.Conserved && turnedAway(r) > 0 && r.Buyers > r.BuyersWithOrder {
 		return because("%d units unsold while %d buyers went without one (%s)",
-			r.FinalStock, r.Buyers-r.BuyersWithOrder, turnedAwayCounts(r))
+			r.FinalStock, r.Buyers-r.BuyersWithOrder, results.TurnedAwayCounts(r))
 	}
 	return nil
 }
@@ -283,7 +284,7 @@ func liveness(r *row) []string {
 // capped: a burst the cap cut short with stock on the shelf. The buyers
 // never sent would have bought, so the stage was too slow for this crowd,
 // even if nobody it did serve was turned away.
-func capped(r *row) []string {
+func capped(r *results.Row) []string {
 	if r.Planned > r.Requests && r.FinalStock > 0 && r.Conserved {
 		return because("the --max-duration cap stopped the burst after %d of %d requests with %d units unsold: too slow for this crowd",
 			r.Requests, r.Planned, r.FinalStock)
@@ -294,7 +295,7 @@ func capped(r *row) []string {
 // postSale503: after the sell-out, "sold out" is the answer, and the
 // cheapest one; a 503 with Retry-After invites a buyer to come back for
 // nothing, and a crowd of them to storm the service.
-func postSale503(r *row) []string {
+func postSale503(r *results.Row) []string {
 	if r.PostSale503 > 0 {
 		return because("%d requests sent after the last sale was answered got 503 instead of 409 sold-out", r.PostSale503)
 	}
@@ -306,7 +307,7 @@ func postSale503(r *row) []string {
 // stock remained: the liveness rule misses it once the stock is gone (a
 // bucketed stage that refused a buyer from an empty bucket while others
 // held units), this rule does not.
-func refusedWithStock(r *row) []string {
+func refusedWithStock(r *results.Row) []string {
 	if r.RefusedWithStock > 0 {
 		return because("%d sold-out answers were received before the last order was created: buyers refused while stock remained (%d of them while no reservation the server gave back later held units)",
 			r.RefusedWithStock, r.RefusedWithStockNet)
@@ -317,14 +318,14 @@ func refusedWithStock(r *row) []string {
 // exactSale: at T-0 the whole crowd meets the whole stock at once, and a
 // safe stage sells exactly the stock, or one unit to each buyer of a
 // crowd smaller than the stock.
-func exactSale(r *row) []string {
+func exactSale(r *results.Row) []string {
 	if want := min(r.InitialStock, r.T0Buyers()); r.T0 != nil && r.Sold != want {
 		return because("sold %d at T-0, want exactly %d (stock %d, %d buyers)", r.Sold, want, r.InitialStock, r.T0.Buyers)
 	}
 	return nil
 }
 
-func firstComeRule(r *row) []string {
+func firstComeRule(r *results.Row) []string {
 	p := r.Paced
 	if p == nil || p.Target == nil || p.Score == nil || *p.Score >= *p.Target {
 		return nil
@@ -339,7 +340,7 @@ func firstComeRule(r *row) []string {
 		*p.Score, *p.Target, p.Stock, p.FirstWon, p.Won, why)
 }
 
-func scalperLimit(r *row) []string {
+func scalperLimit(r *results.Row) []string {
 	if sp := r.Scalper; sp != nil && sp.Limited && sp.ScalperWon > sp.LimitAllows {
 		return because("with the per-address limit on, the %d scalpers' addresses won %d units, more than the %d the limit lets through",
 			sp.Scalpers, sp.ScalperWon, sp.LimitAllows)
@@ -347,8 +348,8 @@ func scalperLimit(r *row) []string {
 	return nil
 }
 
-func scalpers(r *row) []string {
-	if sp := r.Scalper; sp != nil && sp.TargetVerdict && sp.missed() {
+func scalpers(r *results.Row) []string {
+	if sp := r.Scalper; sp != nil && sp.TargetVerdict && sp.Missed() {
 		return because("with the per-address limit on, scalpers won %.0f%% of the units as %.0f%% of the people: %.2f× their share, above %.2f× (a true %.2f× would win this many %.2g of the time)",
 			100**sp.ShareOfUnits, 100*sp.ShareOfPeople, *sp.Gain, *sp.Target, *sp.Target, *sp.MissedP)
 	}

@@ -18,6 +18,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // TestJudge checks each verdict rule on its own: a row that keeps every
@@ -25,107 +26,107 @@ import (
 // counts), and the edits that are no fault must still pass.
 func TestJudge(t *testing.T) {
 	// 200 buyers on stock 40: 40 sold, 160 told sold-out.
-	safe := row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
+	safe := results.Row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
 		FinalStock: 0, Conserved: true, Statuses: map[int]int{201: 40, 409: 160}}
 	tests := []struct {
 		name    string
-		edit    func(*row)
+		edit    func(*results.Row)
 		verdict string
 		broken  []string // the rules named, in order
 		note    string
 	}{
-		{"safe and sound", func(*row) {}, verdictPass, nil, "safe: 40 sold of 40"},
-		{"capped with stock unsold", func(r *row) {
+		{"safe and sound", func(*results.Row) {}, results.Pass, nil, "safe: 40 sold of 40"},
+		{"capped with stock unsold", func(r *results.Row) {
 			// Every buyer served got a unit, so no other rule sees a fault.
 			r.Planned, r.Requests, r.Buyers, r.SoldOut, r.BuyersWithOrder, r.Sold, r.Created, r.FinalStock = 200, 30, 30, 0, 30, 30, 30, 10
 			r.Statuses = map[int]int{201: 30}
-		}, verdictFail, []string{ruleCapped}, "capped: the --max-duration cap stopped the burst after 30 of 200 requests with 10 units unsold"},
-		{"capped after the sell-out", func(r *row) { r.Planned = 400 }, verdictPass, nil, "stopped at the --max-duration cap after 200 of 400 requests"},
-		{"nothing sent", func(r *row) { r.Requests = 0 }, verdictFail, []string{ruleNothingSent}, "no request was sent"},
-		{"oversold", func(r *row) { r.Sold, r.Oversold, r.BuyersWithOrder = 45, 5, 45 }, verdictFail,
+		}, results.Fail, []string{ruleCapped}, "capped: the --max-duration cap stopped the burst after 30 of 200 requests with 10 units unsold"},
+		{"capped after the sell-out", func(r *results.Row) { r.Planned = 400 }, results.Pass, nil, "stopped at the --max-duration cap after 200 of 400 requests"},
+		{"nothing sent", func(r *results.Row) { r.Requests = 0 }, results.Fail, []string{ruleNothingSent}, "no request was sent"},
+		{"oversold", func(r *results.Row) { r.Sold, r.Oversold, r.BuyersWithOrder = 45, 5, 45 }, results.Fail,
 			[]string{ruleOversold}, "oversold: oversold by 5 (45 sold of 40)"},
-		{"stock not conserved", func(r *row) { r.FinalStock, r.Conserved = 3, false }, verdictFail,
+		{"stock not conserved", func(r *results.Row) { r.FinalStock, r.Conserved = 3, false }, results.Fail,
 			[]string{ruleConservation}, "conservation: 37 units left the stock but 40 were sold"},
-		{"201 without an order", func(r *row) { r.BuyersWithOrder = 41 }, verdictFail,
+		{"201 without an order", func(r *results.Row) { r.BuyersWithOrder = 41 }, results.Fail,
 			[]string{ruleOrdersMatch}, "orders-match: 41 buyers were answered 201 but the audit counts 40"},
-		{"sold to buyers told outcome-unknown", func(r *row) {
+		{"sold to buyers told outcome-unknown", func(r *results.Row) {
 			// Three writes cut off by their deadline on the way to MySQL,
 			// which committed them: their buyers heard 503 outcome-unknown.
 			r.Created, r.BuyersWithOrder, r.Overloaded = 37, 37, 3
 			r.Problems = map[string]int{"/problems/outcome-unknown": 3}
 			r.Statuses = map[int]int{201: 37, 409: 160, 503: 3}
-		}, verdictPass, nil, "3 of the 3 buyers answered 503 outcome-unknown hold an order"},
-		{"sold beyond the 201s and the outcome-unknowns", func(r *row) {
+		}, results.Pass, nil, "3 of the 3 buyers answered 503 outcome-unknown hold an order"},
+		{"sold beyond the 201s and the outcome-unknowns", func(r *results.Row) {
 			r.Created, r.BuyersWithOrder, r.Overloaded = 37, 37, 3
 			r.Problems = map[string]int{"/problems/outcome-unknown": 2, "/problems/timeout": 1}
 			r.Statuses = map[int]int{201: 37, 409: 160, 503: 3}
-		}, verdictFail, []string{ruleOrdersMatch}, "orders-match: 37 buyers were answered 201 (and 2 503 outcome-unknown) but the audit counts 40 sold"},
-		{"500s beside a clean sale", func(r *row) {
+		}, results.Fail, []string{ruleOrdersMatch}, "orders-match: 37 buyers were answered 201 (and 2 503 outcome-unknown) but the audit counts 40 sold"},
+		{"500s beside a clean sale", func(r *results.Row) {
 			r.SoldOut, r.ServerErrors, r.Statuses = 10, 150, map[int]int{201: 40, 409: 10, 500: 150}
-		}, verdictFail, []string{ruleServerErrors}, "server-errors: 150 of 200 requests were answered 5xx without Retry-After (500 ×150)"},
-		{"503 without Retry-After is an error", func(r *row) {
+		}, results.Fail, []string{ruleServerErrors}, "server-errors: 150 of 200 requests were answered 5xx without Retry-After (500 ×150)"},
+		{"503 without Retry-After is an error", func(r *results.Row) {
 			r.SoldOut, r.Overloaded, r.ServerErrors, r.Statuses = 100, 40, 20, map[int]int{201: 40, 409: 100, 503: 60}
-		}, verdictFail, []string{ruleServerErrors}, "20 of 200 requests were answered 5xx without Retry-After (503 ×20)"},
-		{"503 with Retry-After is overload", func(r *row) {
+		}, results.Fail, []string{ruleServerErrors}, "20 of 200 requests were answered 5xx without Retry-After (503 ×20)"},
+		{"503 with Retry-After is overload", func(r *results.Row) {
 			r.SoldOut, r.Overloaded, r.Statuses = 100, 60, map[int]int{201: 40, 409: 100, 503: 60}
-		}, verdictPass, nil, "safe: 40 sold of 40"},
-		{"503 during the sale is overload, noted with its share", func(r *row) {
+		}, results.Pass, nil, "safe: 40 sold of 40"},
+		{"503 during the sale is overload, noted with its share", func(r *results.Row) {
 			r.SoldOut, r.Overloaded, r.Statuses = 100, 60, map[int]int{201: 40, 409: 100, 503: 60}
-		}, verdictPass, nil, "503 share 30.0% (60 of 200; 0 after the last sale)"},
-		{"503 after the sell-out", func(r *row) {
+		}, results.Pass, nil, "503 share 30.0% (60 of 200; 0 after the last sale)"},
+		{"503 after the sell-out", func(r *results.Row) {
 			r.SoldOut, r.Overloaded, r.PostSale503, r.Statuses = 100, 60, 7, map[int]int{201: 40, 409: 100, 503: 60}
-		}, verdictFail, []string{rulePostSale503}, "post-sale-503: 7 requests sent after the last sale was answered got 503 instead of 409 sold-out"},
-		{"timeouts", func(r *row) {
+		}, results.Fail, []string{rulePostSale503}, "post-sale-503: 7 requests sent after the last sale was answered got 503 instead of 409 sold-out"},
+		{"timeouts", func(r *results.Row) {
 			r.SoldOut, r.Timeouts, r.BuyersWithOrder, r.Statuses = 159, 1, 39, map[int]int{201: 39, 409: 159, 0: 1}
 			r.TransportErrors = map[string]int{"Client.Timeout exceeded": 1}
-		}, verdictFail, []string{ruleTransportErrors}, `transport-errors: 1 of 200 requests got no answer (1 timeouts, 0 network errors; most often "Client.Timeout exceeded")`},
-		{"refused connections", func(r *row) { r.SoldOut, r.NetErrors = 150, 10 }, verdictFail,
+		}, results.Fail, []string{ruleTransportErrors}, `transport-errors: 1 of 200 requests got no answer (1 timeouts, 0 network errors; most often "Client.Timeout exceeded")`},
+		{"refused connections", func(r *results.Row) { r.SoldOut, r.NetErrors = 150, 10 }, results.Fail,
 			[]string{ruleTransportErrors}, "10 of 200 requests got no answer (0 timeouts, 10 network errors"},
-		{"sold nothing", func(r *row) {
+		{"sold nothing", func(r *results.Row) {
 			r.Created, r.SoldOut, r.Overloaded, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 0, 200, 0, 0, 40
 			r.Statuses = map[int]int{503: 200}
-		}, verdictFail, []string{ruleSoldNothing, ruleLiveness}, "sold-nothing: sold nothing although 40 units were in stock; the 200 requests were answered 503 ×200"},
-		{"stock left while buyers were turned away", func(r *row) {
+		}, results.Fail, []string{ruleSoldNothing, ruleLiveness}, "sold-nothing: sold nothing although 40 units were in stock; the 200 requests were answered 503 ×200"},
+		{"stock left while buyers were turned away", func(r *results.Row) {
 			r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock, r.SoldOut, r.TooMany, r.Overloaded = 30, 30, 30, 10, 0, 100, 70
-		}, verdictFail, []string{ruleLiveness}, "liveness: 10 units unsold while 170 buyers went without one (429 ×100, 503 ×70)"},
-		{"sold-out while stock remained", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 39, 39, 39, 1 }, verdictFail,
+		}, results.Fail, []string{ruleLiveness}, "liveness: 10 units unsold while 170 buyers went without one (429 ×100, 503 ×70)"},
+		{"sold-out while stock remained", func(r *results.Row) { r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 39, 39, 39, 1 }, results.Fail,
 			[]string{ruleLiveness}, "liveness: 1 units unsold while 161 buyers went without one (409 sold-out ×160)"},
-		{"a small crowd turned away with stock left", func(r *row) {
+		{"a small crowd turned away with stock left", func(r *results.Row) {
 			r.Requests, r.Buyers, r.Created, r.BuyersWithOrder, r.Sold, r.SoldOut, r.FinalStock, r.TooMany = 30, 30, 28, 28, 28, 0, 12, 2
-		}, verdictFail, []string{ruleLiveness}, "liveness: 12 units unsold while 2 buyers went without one (429 ×2)"},
-		{"sold out before the last sale, stock now gone", func(r *row) { r.RefusedWithStock = 3 }, verdictFail,
+		}, results.Fail, []string{ruleLiveness}, "liveness: 12 units unsold while 2 buyers went without one (429 ×2)"},
+		{"sold out before the last sale, stock now gone", func(r *results.Row) { r.RefusedWithStock = 3 }, results.Fail,
 			[]string{ruleRefusedWithStock}, "refused-with-stock: 3 sold-out answers were received before the last order was created"},
-		{"every buyer served, stock to spare", func(r *row) {
+		{"every buyer served, stock to spare", func(r *results.Row) {
 			r.Requests, r.Buyers, r.Created, r.BuyersWithOrder, r.Sold, r.SoldOut, r.FinalStock = 30, 30, 30, 30, 30, 0, 10
-		}, verdictPass, nil, "safe: 30 sold of 40, 10 left"},
-		{"several rules at once", func(r *row) {
+		}, results.Pass, nil, "safe: 30 sold of 40, 10 left"},
+		{"several rules at once", func(r *results.Row) {
 			r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock, r.SoldOut, r.ServerErrors, r.TooMany = 20, 20, 20, 20, 0, 100, 80
 			r.Statuses = map[int]int{201: 20, 429: 80, 500: 100}
-		}, verdictFail, []string{ruleServerErrors, ruleLiveness}, "server-errors: 100 of 200"},
-		{"every accepted order confirmed", func(r *row) {
+		}, results.Fail, []string{ruleServerErrors, ruleLiveness}, "server-errors: 100 of 200"},
+		{"every accepted order confirmed", func(r *results.Row) {
 			r.Accepted, r.Confirmed, r.ConfirmP50ms, r.ConfirmP99ms, r.PeakLag = 40, 40, 3.5, 20, 12
 			r.Statuses = map[int]int{202: 40, 409: 160}
-		}, verdictPass, nil, "40 accepted (202), 40 confirmed; time to confirm p50 3.5 ms, p99 20.0 ms; peak lag 12 orders"},
-		{"accepted orders not confirmed", func(r *row) {
+		}, results.Pass, nil, "40 accepted (202), 40 confirmed; time to confirm p50 3.5 ms, p99 20.0 ms; peak lag 12 orders"},
+		{"accepted orders not confirmed", func(r *results.Row) {
 			r.Accepted, r.Confirmed, r.FailedOrders, r.Unconfirmed, r.Sold, r.FinalStock, r.SoldOut = 40, 37, 2, 1, 37, 3, 157
 			r.Statuses = map[int]int{202: 40, 409: 160}
-		}, verdictFail, []string{ruleOrdersMatch, ruleUnconfirmed, ruleLiveness}, "unconfirmed: 3 of 40 accepted orders were not confirmed (2 failed, 1 pending or lost)"},
-		{"expected oversell seen", func(r *row) { r.ExpectOversell, r.Sold, r.Oversold, r.Conserved = true, 90, 50, false }, verdictPass, nil,
+		}, results.Fail, []string{ruleOrdersMatch, ruleUnconfirmed, ruleLiveness}, "unconfirmed: 3 of 40 accepted orders were not confirmed (2 failed, 1 pending or lost)"},
+		{"expected oversell seen", func(r *results.Row) { r.ExpectOversell, r.Sold, r.Oversold, r.Conserved = true, 90, 50, false }, results.Pass, nil,
 			"oversold by 50 as expected"},
-		{"oversold by design with errors", func(r *row) {
+		{"oversold by design with errors", func(r *results.Row) {
 			r.ExpectOversell, r.Sold, r.Oversold, r.ServerErrors, r.Timeouts = true, 90, 50, 20, 3
 			r.Statuses = map[int]int{201: 90, 500: 20, 0: 3}
-		}, verdictPass, nil, "20 answers were 5xx (500 ×20); 3 requests got no answer"},
-		{"expected oversell missing", func(r *row) { r.ExpectOversell = true }, verdictFail, []string{ruleExpectedOversell}, "widens the race"},
-		{"too few buyers to oversell", func(r *row) { r.ExpectOversell, r.Buyers = true, 40 }, verdictFail, []string{ruleExpectedOversell}, "only 40 buyers were sent"},
-		{"MySQL disagrees", func(r *row) { r.MySQL = &dbCount{Orders: 41, Sold: 41, InitialStock: 40} }, verdictFail,
+		}, results.Pass, nil, "20 answers were 5xx (500 ×20); 3 requests got no answer"},
+		{"expected oversell missing", func(r *results.Row) { r.ExpectOversell = true }, results.Fail, []string{ruleExpectedOversell}, "widens the race"},
+		{"too few buyers to oversell", func(r *results.Row) { r.ExpectOversell, r.Buyers = true, 40 }, results.Fail, []string{ruleExpectedOversell}, "only 40 buyers were sent"},
+		{"MySQL disagrees", func(r *results.Row) { r.MySQL = &results.DBCount{Orders: 41, Sold: 41, InitialStock: 40} }, results.Fail,
 			[]string{ruleMySQLAgrees}, "mysql-agrees: MySQL disagrees"},
-		{"MySQL agrees", func(r *row) { r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40} }, verdictPass, nil, "MySQL agrees"},
-		{"another fleet wrote the item", func(r *row) {
-			r.MySQL = &dbCount{Orders: 40, Sold: 40, InitialStock: 40, Foreign: map[string]int{"wrk-1": 33, "wrk-2": 2}}
-		}, verdictFail, []string{ruleForeignWriter}, "not among the targets (wrk-1 ×33, wrk-2 ×2): another fleet shares this database"},
-		{"capped burst", func(r *row) { r.Planned = 600 }, verdictPass, nil, "cap after 200 of 600"},
-		{"nothing to sell", func(r *row) { r.Created, r.BuyersWithOrder, r.Sold, r.InitialStock = 0, 0, 0, 0 }, verdictPass, nil, "safe: 0 sold of 0"},
+		{"MySQL agrees", func(r *results.Row) { r.MySQL = &results.DBCount{Orders: 40, Sold: 40, InitialStock: 40} }, results.Pass, nil, "MySQL agrees"},
+		{"another fleet wrote the item", func(r *results.Row) {
+			r.MySQL = &results.DBCount{Orders: 40, Sold: 40, InitialStock: 40, Foreign: map[string]int{"wrk-1": 33, "wrk-2": 2}}
+		}, results.Fail, []string{ruleForeignWriter}, "not among the targets (wrk-1 ×33, wrk-2 ×2): another fleet shares this database"},
+		{"capped burst", func(r *results.Row) { r.Planned = 600 }, results.Pass, nil, "cap after 200 of 600"},
+		{"nothing to sell", func(r *results.Row) { r.Created, r.BuyersWithOrder, r.Sold, r.InitialStock = 0, 0, 0, 0 }, results.Pass, nil, "safe: 0 sold of 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
