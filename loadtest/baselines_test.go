@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // migratedMySQL is a fresh MySQL database with the service's schema, opened
@@ -35,7 +36,7 @@ func migratedMySQL(t *testing.T) *sql.DB {
 	if err := sdb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := openMySQL(ctx, dsn)
+	db, err := verdict.OpenMySQL(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		}
 	}
 	own := map[string]bool{"serve-1": true, "serve-2": true}
-	c, err := countInMySQL(ctx, db, scenarios[0], ids[0], own, nil)
+	c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenarios[0].coupon, ID: ids[0]}, own, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		t.Errorf("foreign writers %v, want %v", c.Foreign, want)
 	}
 	own["wrk-1"], own["wrk-2"] = true, true
-	if c, err = countInMySQL(ctx, db, scenarios[0], ids[0], own, nil); err != nil || c.Foreign != nil {
+	if c, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenarios[0].coupon, ID: ids[0]}, own, nil); err != nil || c.Foreign != nil {
 		t.Errorf("with every writer in the fleet: foreign %v, %v; want none", c.Foreign, err)
 	}
 }
@@ -275,22 +276,22 @@ func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
 	}
 	own := map[string]bool{"serve-1": true}
 	written := []string{"L1", "L2", "L3"} // answered 201 to the lab's buyers
-	verdict := func() *results.Row {
+	judged := func() *results.Row {
 		t.Helper()
-		c, err := countInMySQL(ctx, db, scenarios[0], id, own, written)
+		c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenarios[0].coupon, ID: id}, own, written)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := results.Row{Requests: 10, Buyers: 10, Created: 3, BuyersWithOrder: 3, SoldOut: 7, Sold: 3, InitialStock: 3, FinalStock: 0, Conserved: true,
 			Statuses: map[int]int{201: 3, 409: 7}, MySQL: c}
 		c.Sold, c.InitialStock, c.Stock = r.Sold, r.InitialStock, r.FinalStock // the audit agrees, whatever happened
-		judge(&r)
+		verdict.Judge(&r)
 		return &r
 	}
 	insert("L1", "serve-1", "confirmed")
 	insert("L2", "serve-1", "cancelled")
 	insert("L3", "serve-1", "paid")
-	if r := verdict(); slices.Contains(r.Broken, ruleForeignWriter) {
+	if r := judged(); slices.Contains(r.Broken, verdict.RuleForeignWriter) {
 		t.Fatalf("every answered order is in MySQL: %v: %s", r.Broken, r.Note)
 	}
 	// The other fleet sells, then resets: every order of the item goes.
@@ -298,8 +299,8 @@ func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "DELETE FROM orders WHERE product_id = ?", id); err != nil {
 		t.Fatal(err)
 	}
-	r := verdict()
-	if !slices.Contains(r.Broken, ruleForeignWriter) || !strings.Contains(r.Note, "3 orders the buyers were answered 201 for are gone from MySQL") {
+	r := judged()
+	if !slices.Contains(r.Broken, verdict.RuleForeignWriter) || !strings.Contains(r.Note, "3 orders the buyers were answered 201 for are gone from MySQL") {
 		t.Fatalf("after another fleet's sale and reset deleted every order of the item: broken %v, note %q; want foreign-writer naming the 3 orders gone", r.Broken, r.Note)
 	}
 }

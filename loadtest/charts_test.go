@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // sweepReport is a made-up sweep: two scenarios, every stage at four
@@ -40,7 +41,7 @@ func sweepReport(oversell bool) report {
 					r.Created, r.SoldOut, r.Sold, r.Oversold, r.Conserved = 700, 1300, 700, 600, false
 				}
 				if stage == "db-atomic" && w == 1024 {
-					r.SoldOut, r.ServerErrors, r.Verdict, r.Broken = 1400, 500, results.Fail, []string{ruleServerErrors}
+					r.SoldOut, r.ServerErrors, r.Verdict, r.Broken = 1400, 500, results.Fail, []string{verdict.RuleServerErrors}
 				}
 				rep.Rows = append(rep.Rows, r)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // fakeShop is a stand-in for seckill instances that shares one stock and
@@ -475,7 +476,7 @@ func TestVerdictWhenTheLabCannotReset(t *testing.T) {
 		t.Fatalf("got %v with %d rows, want errVerdict with 2 rows", err, len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
-		if r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{ruleLabError}) || !strings.Contains(r.Note, "lab-error: reset products 1") || !strings.Contains(r.Note, "403") {
+		if r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{verdict.RuleLabError}) || !strings.Contains(r.Note, "lab-error: reset products 1") || !strings.Contains(r.Note, "403") {
 			t.Errorf("%s: %s %v %q, want a lab-error naming the 403", r.Stage, r.Verdict, r.Broken, r.Note)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/cpu"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // runLab runs every selected scenario under every selected stage, writes
@@ -36,7 +37,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 	}
 	var db *sql.DB
 	if o.mysqlDSN != "" {
-		if db, err = openMySQL(ctx, o.mysqlDSN); err != nil {
+		if db, err = verdict.OpenMySQL(ctx, o.mysqlDSN); err != nil {
 			return err
 		}
 		defer func() {
@@ -107,7 +108,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 							return fmt.Errorf("interrupted: %w", err)
 						}
 						// One broken stage must not hide the others' verdicts.
-						r.Verdict, r.Note, r.Broken = results.Fail, ruleLabError+": "+err.Error(), []string{ruleLabError}
+						r.Verdict, r.Note, r.Broken = results.Fail, verdict.RuleLabError+": "+err.Error(), []string{verdict.RuleLabError}
 					}
 					rows = append(rows, r)
 				}
@@ -233,18 +234,18 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 		return r, err
 	}
 	if db != nil {
-		if r.MySQL, err = countInMySQL(ctx, db, sc, id, f.instanceNames(res.tally.instances), res.tally.writtenOrders()); err != nil {
+		if r.MySQL, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: sc.coupon, ID: id}, f.instanceNames(res.tally.instances), res.tally.writtenOrders()); err != nil {
 			return r, err
 		}
 		if r.T0 != nil {
-			if err := readT0MySQL(ctx, db, r.T0, sc, id); err != nil {
+			if err := verdict.ReadT0MySQL(ctx, db, r.T0, verdict.Item{Coupon: sc.coupon, ID: id}); err != nil {
 				return r, err
 			}
 		}
 	}
 	r.Buyers = ceilDiv(r.Requests, max(1, sc.copies))
-	r.ExpectOversell = expectsOversell(o.expectOversell, stage, r.Instances, inFlight(o, r), crowd(o, sc), o.stock)
-	judge(&r)
+	r.ExpectOversell = verdict.ExpectsOversell(o.expectOversell, stage, r.Instances, inFlight(o, r), crowd(o, sc), o.stock)
+	verdict.Judge(&r)
 	return r, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // The T-0 and paced scenarios: their computations on made-up arrivals and
@@ -184,82 +185,6 @@ func TestT0FiguresReadTheOrdersCreatedAt(t *testing.T) {
 	}
 }
 
-// TestJudgeT0AndFirstCome checks the rules of the T-0 and paced rows, as
-// TestJudge does the others: a row that keeps them passes, and each edit
-// breaks exactly the rule it names.
-func TestJudgeT0AndFirstCome(t *testing.T) {
-	sound := results.Row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
-		FinalStock: 0, Conserved: true, Statuses: map[int]int{201: 40, 409: 160}}
-	withT0 := func(edit func(*results.T0)) func(*results.Row) {
-		return func(r *results.Row) {
-			f := results.T0{OpensAt: at(3000), Buyers: 200, RefusedEarly: 200, EarlyOther: map[string]int{}}
-			edit(&f)
-			r.T0 = &f
-		}
-	}
-	score := func(v float64) *float64 { return &v }
-	withPaced := func(s, target *float64, firstWon int) func(*results.Row) {
-		return func(r *results.Row) {
-			r.Paced = &results.Paced{PaceMS: 2, Arrivals: 120, Score: s, Target: target, FirstWon: firstWon, Won: 40, Stock: 40}
-		}
-	}
-	tests := []struct {
-		name    string
-		edit    func(*results.Row)
-		verdict string
-		broken  []string
-		note    string
-	}{
-		{"T-0 kept", withT0(func(*results.T0) {}), results.Pass, nil, "T-0: 200 buyers connected early, 200 refused sale-not-open"},
-		{"sold before the opening", withT0(func(f *results.T0) { f.SoldEarly = 1 }), results.Fail, []string{ruleSoldEarly},
-			"sold-early: 1 orders were created before opens_at 00:00:03.000"},
-		{"MySQL holds an early order", withT0(func(f *results.T0) { n := 2; f.SoldEarlyMySQL = &n }), results.Fail, []string{ruleSoldEarly},
-			"(0 by the answers' created_at, 2 in MySQL)"},
-		{"an early buyer not refused", withT0(func(f *results.T0) { f.RefusedEarly, f.EarlyOther["409 /problems/sold-out"] = 199, 1 }),
-			results.Fail, []string{ruleEarlyNotRefused}, "1 of 200 buyers who asked before the opening were answered otherwise than 409 sale-not-open (409 /problems/sold-out ×1)"},
-		{"a safe stage short of its stock at T-0", func(r *results.Row) {
-			// The buyers who did not get the last unit heard
-			// sale-not-open at T-0: no rule but this one sees it.
-			withT0(func(*results.T0) {})(r)
-			r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 161, 39, 39, 39, 1
-		}, results.Fail, []string{ruleExactSale}, "exact-sale: sold 39 at T-0, want exactly 40 (stock 40, 200 buyers)"},
-		{"a crowd smaller than the stock, each served", func(r *results.Row) {
-			withT0(func(f *results.T0) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
-			r.Requests, r.Buyers, r.SoldOut, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 30, 30, 30, 10
-		}, results.Pass, nil, "safe: 30 sold of 40, 10 left"},
-		{"a crowd smaller than the stock, one left out", func(r *results.Row) {
-			withT0(func(f *results.T0) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
-			r.Requests, r.Buyers, r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 1, 29, 29, 29, 11
-		}, results.Fail, []string{ruleExactSale}, "exact-sale: sold 29 at T-0, want exactly 30 (stock 40, 30 buyers)"},
-		{"a racing stage sells early too", func(r *results.Row) {
-			withT0(func(f *results.T0) { f.SoldEarly = 3 })(r)
-			r.ExpectOversell, r.Sold, r.Oversold = true, 90, 50
-		}, results.Fail, []string{ruleSoldEarly}, "sold-early: 3 orders"},
-		{"first come met", withPaced(score(0.95), score(0.95), 38), results.Pass, nil, "first-come score 0.95 (38 of 40 units to the first 40 arrivals)"},
-		{"first come missed", func(r *results.Row) {
-			withPaced(score(0.9), score(0.95), 36)(r)
-			r.Paced.LateWins, r.Paced.JitterWindow = 3, 2
-		}, results.Fail, []string{ruleFirstCome},
-			"first-come: first-come score 0.90, below 0.95: the first 40 arrivals won 36 of the 40 units sold; of the 4 units later arrivals won, 3 went to arrivals more than 2 places late"},
-		{"first come missed within the jitter", func(r *results.Row) {
-			withPaced(score(0.9), score(0.95), 36)(r)
-			r.Paced.JitterWindow = 30
-		}, results.Fail, []string{ruleFirstCome},
-			"the 4 units later arrivals won all went within 30 places, the lab's p99 jitter: the machine's scheduling decided them"},
-		{"no target: shown as it is", withPaced(score(0.5), nil, 20), results.Pass, nil, "first-come score 0.50 (20 of 40 units to the first 40 arrivals), no target for this stage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := sound
-			tt.edit(&r)
-			judge(&r)
-			if r.Verdict != tt.verdict || !strings.Contains(r.Note, tt.note) || !slices.Equal(r.Broken, tt.broken) {
-				t.Errorf("got %s %v %q, want %s %v containing %q", r.Verdict, r.Broken, r.Note, tt.verdict, tt.broken, tt.note)
-			}
-		})
-	}
-}
-
 // TestT0AgainstFakeShops runs the T-0 scenario against a fake shop that
 // keeps the sale window and one that sells whoever asks: the first
 // passes with every early buyer refused and the stock sold exactly, the
@@ -281,8 +206,8 @@ func TestT0AgainstFakeShops(t *testing.T) {
 		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail {
 			t.Fatalf("want a failed verdict, got %v: %s %q", err, r.Verdict, r.Note)
 		}
-		if !slices.Equal(r.Broken, []string{ruleSoldEarly, ruleEarlyNotRefused}) || r.T0.SoldEarly != 40 {
-			t.Errorf("broken %v with %d sold early, want [%s %s] with 40: %q", r.Broken, r.T0.SoldEarly, ruleSoldEarly, ruleEarlyNotRefused, r.Note)
+		if !slices.Equal(r.Broken, []string{verdict.RuleSoldEarly, verdict.RuleEarlyNotRefused}) || r.T0.SoldEarly != 40 {
+			t.Errorf("broken %v with %d sold early, want [%s %s] with 40: %q", r.Broken, r.T0.SoldEarly, verdict.RuleSoldEarly, verdict.RuleEarlyNotRefused, r.Note)
 		}
 	})
 }
@@ -397,8 +322,8 @@ func TestPacedAgainstFakeShops(t *testing.T) {
 	})
 	t.Run("barging", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, barging(20)), append(args, "--stages", inventory.StageDBAtomic)...)
-		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
-			t.Fatalf("want a failed verdict naming %s alone, got %v: %s %v %q", ruleFirstCome, err, r.Verdict, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{verdict.RuleFirstCome}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %s %v %q", verdict.RuleFirstCome, err, r.Verdict, r.Broken, r.Note)
 		}
 		if p := r.Paced; p.Score == nil || *p.Score >= 0.95 || p.Won != 40 || p.Target == nil || *p.Target != 0.95 {
 			t.Errorf("score %v with %d won, target %v; want below 0.95 with 40 won, target 0.95: %q", p.Score, p.Won, p.Target, r.Note)

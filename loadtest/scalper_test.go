@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // TestScalperAgainstFakeShops runs the scalper scenarios against a fake
@@ -84,8 +85,8 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("target as verdict", func(t *testing.T) {
 		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--stock", "20")...)
-		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleScalpers}) {
-			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", ruleScalpers, err, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleScalpers}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", verdict.RuleScalpers, err, r.Broken, r.Note)
 		}
 		url, _ = startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err = runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--stock", "20", "--scalper-target-verdict=false")...)
@@ -96,15 +97,15 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("a limit that leaks", func(t *testing.T) {
 		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.limitLeaks = true })
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--scalper-target-verdict=false")...)
-		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleScalperLimit}) {
-			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", ruleScalperLimit, err, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleScalperLimit}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", verdict.RuleScalperLimit, err, r.Broken, r.Note)
 		}
 	})
 	t.Run("untrusted", func(t *testing.T) {
 		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.limit.TrustedProxies = []string{} })
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper")...)
-		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleLabError}) || !strings.Contains(r.Note, "SECKILL_TRUSTED_PROXIES") {
-			t.Fatalf("want the row failed as %s, naming SECKILL_TRUSTED_PROXIES; got %v: %v %q", ruleLabError, err, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleLabError}) || !strings.Contains(r.Note, "SECKILL_TRUSTED_PROXIES") {
+			t.Fatalf("want the row failed as %s, naming SECKILL_TRUSTED_PROXIES; got %v: %v %q", verdict.RuleLabError, err, r.Broken, r.Note)
 		}
 	})
 }
@@ -144,8 +145,8 @@ func TestFairLockTargetFromInfo(t *testing.T) {
 				t.Errorf("target %v, want %v", got, c.want)
 			}
 			if c.want != 0 && r.Paced.Score != nil && *r.Paced.Score < c.want {
-				if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
-					t.Fatalf("score %.2f below the target %.2f: got %v, broken %v; want the row failed on %s alone", *r.Paced.Score, c.want, err, r.Broken, ruleFirstCome)
+				if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleFirstCome}) {
+					t.Fatalf("score %.2f below the target %.2f: got %v, broken %v; want the row failed on %s alone", *r.Paced.Score, c.want, err, r.Broken, verdict.RuleFirstCome)
 				}
 				return
 			}

@@ -1,38 +1,39 @@
-package main
+package verdict
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // The rules a verdict checks. A failed verdict names each rule it broke,
 // with the counts that broke it.
 const (
-	ruleNothingSent      = "nothing-sent"       // the attack sent no request
-	ruleOversold         = "oversold"           // a safe stage sold beyond its stock
-	ruleConservation     = "conservation"       // units left the stock without an order, or the reverse
-	ruleOrdersMatch      = "orders-match"       // buyers told 201 differ from the orders the audit counts
-	ruleServerErrors     = "server-errors"      // a 5xx other than a 503 with Retry-After
-	ruleTransportErrors  = "transport-errors"   // a request timed out or got no answer
-	ruleLiveness         = "liveness"           // stock left unsold while buyers were turned away
-	ruleSoldNothing      = "sold-nothing"       // stock to sell, nothing sold
-	ruleMySQLAgrees      = "mysql-agrees"       // MySQL and the audit disagree
-	ruleForeignWriter    = "foreign-writer"     // MySQL holds orders of the item by instances outside the targets
-	ruleExpectedOversell = "expected-oversell"  // a stage meant to show the race did not
-	ruleLabError         = "lab-error"          // the lab could not reset, attack or audit the stage
-	ruleUnconfirmed      = "unconfirmed"        // an accepted (202) order was never confirmed: failed, lost, or still pending
-	ruleCapped           = "capped"             // the --max-duration cap stopped the burst with stock unsold
-	rulePostSale503      = "post-sale-503"      // a buyer who came after the sell-out was told 503, not sold out
-	ruleRefusedWithStock = "refused-with-stock" // a buyer was told sold out before the last unit was sold
-	ruleSoldEarly        = "sold-early"         // t0: an order created before the sale's opening
-	ruleEarlyNotRefused  = "early-not-refused"  // t0: an early buyer was answered other than 409 sale-not-open
-	ruleExactSale        = "exact-sale"         // t0: a safe stage sold other than its whole stock
-	ruleFirstCome        = "first-come"         // paced: the first arrivals won a smaller share of the units than the stage's target
-	ruleScalpers         = "scalpers"           // scalper-limited, with --scalper-target-verdict: the scalpers surely won more than their target share
-	ruleScalperLimit     = "scalper-limit"      // scalper-limited: the scalpers' addresses won more units than the per-address limit lets through
+	RuleNothingSent      = "nothing-sent"       // the attack sent no request
+	RuleOversold         = "oversold"           // a safe stage sold beyond its stock
+	RuleConservation     = "conservation"       // units left the stock without an order, or the reverse
+	RuleOrdersMatch      = "orders-match"       // buyers told 201 differ from the orders the audit counts
+	RuleServerErrors     = "server-errors"      // a 5xx other than a 503 with Retry-After
+	RuleTransportErrors  = "transport-errors"   // a request timed out or got no answer
+	RuleLiveness         = "liveness"           // stock left unsold while buyers were turned away
+	RuleSoldNothing      = "sold-nothing"       // stock to sell, nothing sold
+	RuleMySQLAgrees      = "mysql-agrees"       // MySQL and the audit disagree
+	RuleForeignWriter    = "foreign-writer"     // MySQL holds orders of the item by instances outside the targets
+	RuleExpectedOversell = "expected-oversell"  // a stage meant to show the race did not
+	RuleLabError         = "lab-error"          // the lab could not reset, attack or audit the stage
+	RuleUnconfirmed      = "unconfirmed"        // an accepted (202) order was never confirmed: failed, lost, or still pending
+	RuleCapped           = "capped"             // the --max-duration cap stopped the burst with stock unsold
+	RulePostSale503      = "post-sale-503"      // a buyer who came after the sell-out was told 503, not sold out
+	RuleRefusedWithStock = "refused-with-stock" // a buyer was told sold out before the last unit was sold
+	RuleSoldEarly        = "sold-early"         // t0: an order created before the sale's opening
+	RuleEarlyNotRefused  = "early-not-refused"  // t0: an early buyer was answered other than 409 sale-not-open
+	RuleExactSale        = "exact-sale"         // t0: a safe stage sold other than its whole stock
+	RuleFirstCome        = "first-come"         // paced: the first arrivals won a smaller share of the units than the stage's target
+	RuleScalpers         = "scalpers"           // scalper-limited, with --scalper-target-verdict: the scalpers surely won more than their target share
+	RuleScalperLimit     = "scalper-limit"      // scalper-limited: the scalpers' addresses won more units than the per-address limit lets through
 )
 
 // scope says which rows a rule judges.
@@ -60,30 +61,30 @@ type rule struct {
 
 // rules is the verdict, in the order a failed note explains them.
 var rules = []rule{
-	{ruleMySQLAgrees, everyRow, mysqlAgrees},
-	{ruleForeignWriter, everyRow, foreignWriter},
-	{ruleSoldEarly, everyRow, soldEarly},
-	{ruleEarlyNotRefused, everyRow, earlyNotRefused},
-	{ruleNothingSent, everyRow, nothingSent},
-	{ruleExpectedOversell, racingRows, expectedOversell},
-	{ruleOversold, safeRows, oversold},
-	{ruleConservation, safeRows, conservation},
-	{ruleOrdersMatch, safeRows, ordersMatch},
-	{ruleServerErrors, safeRows, serverErrors},
-	{ruleTransportErrors, safeRows, transportErrors},
-	{ruleSoldNothing, safeRows, soldNothing},
-	{ruleUnconfirmed, safeRows, unconfirmed},
-	{ruleLiveness, safeRows, liveness},
-	{ruleCapped, safeRows, capped},
-	{rulePostSale503, safeRows, postSale503},
-	{ruleRefusedWithStock, safeRows, refusedWithStock},
-	{ruleExactSale, safeRows, exactSale},
-	{ruleFirstCome, safeRows, firstComeRule},
-	{ruleScalperLimit, safeRows, scalperLimit},
-	{ruleScalpers, safeRows, scalpers},
+	{RuleMySQLAgrees, everyRow, mysqlAgrees},
+	{RuleForeignWriter, everyRow, foreignWriter},
+	{RuleSoldEarly, everyRow, soldEarly},
+	{RuleEarlyNotRefused, everyRow, earlyNotRefused},
+	{RuleNothingSent, everyRow, nothingSent},
+	{RuleExpectedOversell, racingRows, expectedOversell},
+	{RuleOversold, safeRows, oversold},
+	{RuleConservation, safeRows, conservation},
+	{RuleOrdersMatch, safeRows, ordersMatch},
+	{RuleServerErrors, safeRows, serverErrors},
+	{RuleTransportErrors, safeRows, transportErrors},
+	{RuleSoldNothing, safeRows, soldNothing},
+	{RuleUnconfirmed, safeRows, unconfirmed},
+	{RuleLiveness, safeRows, liveness},
+	{RuleCapped, safeRows, capped},
+	{RulePostSale503, safeRows, postSale503},
+	{RuleRefusedWithStock, safeRows, refusedWithStock},
+	{RuleExactSale, safeRows, exactSale},
+	{RuleFirstCome, safeRows, firstComeRule},
+	{RuleScalperLimit, safeRows, scalperLimit},
+	{RuleScalpers, safeRows, scalpers},
 }
 
-// judge sets r's verdict, the rules it broke, and its note from its counts.
+// Judge sets r's verdict, the rules it broke, and its note from its counts.
 //
 // A stage expected to oversell passes when it did; its errors are noted,
 // not judged, since a racing stage is there to show the race. A stage
@@ -93,7 +94,7 @@ var rules = []rule{
 // timeout, and no stock left on the shelf while buyers were turned away.
 // Disagreement between the audit and MySQL fails any stage: the lab cannot
 // vouch for an oracle that lies.
-func judge(r *results.Row) {
+func Judge(r *results.Row) {
 	judged := scopeOf(r)
 	r.Verdict, r.Broken = results.Pass, nil
 	var parts []string
@@ -354,4 +355,33 @@ func scalpers(r *results.Row) []string {
 			100**sp.ShareOfUnits, 100*sp.ShareOfPeople, *sp.Gain, *sp.Target, *sp.Target, *sp.MissedP)
 	}
 	return nil
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func mysqlEarly(t *results.T0) string {
+	if t.SoldEarlyMySQL == nil {
+		return ""
+	}
+	return fmt.Sprintf(", %d in MySQL", *t.SoldEarlyMySQL)
+}
+
+// ExpectsOversell says whether stage should oversell in this run. An
+// explicit --expect-oversell list decides alone. Otherwise: unlocked races
+// whenever two buyers overlap; local-mutex only when they reach different
+// instances, each with its own mutex; every other stage must be safe. No
+// stage can oversell a crowd smaller than the stock.
+func ExpectsOversell(explicit map[string]bool, stage string, instances, workers, crowd, stock int) bool {
+	if explicit != nil {
+		return explicit[stage]
+	}
+	if workers < 2 || crowd <= stock {
+		return false
+	}
+	return inventory.Oversells(stage, instances)
 }
