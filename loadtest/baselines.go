@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/report"
+
 	"github.com/seckill-lab/seckill/loadtest/resp"
 	"github.com/seckill-lab/seckill/loadtest/results"
 
@@ -48,17 +50,9 @@ import (
 // server's max_connections for the instances' own pools.
 const rawLoopConns = 32
 
-// baselineSlices is how many slices each HTTP baseline is sent in. The
-// slices are taken in turn (a slice of every baseline, then the next
-// slice of every one), so a drift of the machine over a round (a process
-// warming up, another program's load, a GC cycle) meets every baseline
-// alike instead of the one that ran while it lasted; each baseline's CPU
-// and answers are the sums over its slices.
-const baselineSlices = 4
-
 // measureCeilings runs the baselines at workers buyers in flight, as many
 // requests as a burst has buyers (or o.baselineRequests): the HTTP ones in
-// interleaved slices (baselineSlices), each slice between two readings of
+// interleaved slices (results.BaselineSlices), each slice between two readings of
 // meter, then the raw loop, which needs db (SECKILL_MYSQL_DSN). tag makes
 // the sold-out buyers' ids unique to this round.
 func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, workers int, tag string, progress io.Writer) []results.Ceiling {
@@ -103,7 +97,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 		conns[i] = newAttackTransport(o.timeout)
 		defer conns[i].CloseIdleConnections()
 	}
-	slices := min(baselineSlices, max(o.buyers, 1))
+	slices := min(results.BaselineSlices, max(o.buyers, 1))
 	for k := range slices {
 		so := o
 		so.buyers = o.buyers/slices + btoi(k < o.buyers%slices)
@@ -134,7 +128,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 	}
 	for _, b := range out {
 		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok), CPU %s µs per answer%s\n",
-			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.Figures, b.CPUPerAnswerMS), noteSuffix(b.Note))
+			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, report.CPUCell(b.Figures, b.CPUPerAnswerMS), noteSuffix(b.Note))
 	}
 	return out
 }

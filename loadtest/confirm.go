@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // A stage that queues its orders (redis-stream) answers 202 as soon as
@@ -113,7 +114,7 @@ func percentileMS(d []time.Duration, q float64) float64 {
 	s := slices.Clone(d)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	rank := int(q*float64(len(s))+0.999999) - 1
-	return ms(s[max(0, min(rank, len(s)-1))])
+	return results.MS(s[max(0, min(rank, len(s)-1))])
 }
 
 // writtenOrders lists a tally's 201 order numbers, sorted.

@@ -61,67 +61,6 @@ func TestProcessCPUFromMetrics(t *testing.T) {
 	}
 }
 
-// readings is a fake source: it returns its values one read after another,
-// and an error where the value is NaN.
-func readings(vals ...float64) func(context.Context) (float64, error) {
-	i := 0
-	return func(context.Context) (float64, error) {
-		v := vals[i]
-		i++
-		if math.IsNaN(v) {
-			return 0, errors.New("connection refused")
-		}
-		return v, nil
-	}
-}
-
-// TestCPUUsageAddsWhatWasMeasured: the parts are the differences between
-// two readings; a skipped source is listed and not counted; a source that
-// failed, or whose counter went back, makes the total unavailable, not
-// smaller.
-func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
-	meter := func(redis func(context.Context) (float64, error)) *cpu.Meter {
-		return &cpu.Meter{Sources: []cpu.Source{
-			{Kind: cpu.Instance, Name: "instance a", Read: readings(10, 10.5)},
-			{Kind: cpu.Instance, Name: "instance b", Read: readings(3, 3.25)},
-			{Kind: cpu.Redis, Name: "redis r", Read: redis},
-			{Kind: cpu.MySQL, Name: "mysql", Skip: "not measured: not local"},
-			{Kind: cpu.Lab, Name: "lab", Read: readings(1, 1.125)},
-		}}
-	}
-	m := meter(readings(7, 7.125))
-	u := m.Usage(m.Read(context.Background()), m.Read(context.Background()))
-	if !near(u.Seconds, 1) || !near(u.OfKind(cpu.Instance), 0.75) || !near(u.OfKind(cpu.Redis), 0.125) || u.OfKind(cpu.MySQL) != nil {
-		t.Fatalf("usage %+v: want 1 s in all, 0.75 instances, 0.125 redis, mysql unknown", u)
-	}
-	if !near(u.Servers(), 0.875) {
-		t.Errorf("servers alone %s s, want 0.875 (all but the lab's 0.125)", ratioOrNA(u.Servers()))
-	}
-	if u.Parts[3].Skipped != "not measured: not local" || u.Unavailable() != "" {
-		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.Unavailable())
-	}
-	if !near(cpu.PerUnit(u.Seconds, 2000), 0.5) || cpu.PerUnit(u.Seconds, 0) != nil || cpu.PerUnit(nil, 10) != nil {
-		t.Errorf("per unit: 1 s over 2,000 answers is 0.5 ms; over none, or unknown, nothing")
-	}
-
-	for name, redis := range map[string]func(context.Context) (float64, error){
-		"failed after": readings(7, math.NaN()),
-		"went back":    readings(7, 2),
-	} {
-		m := meter(redis)
-		u := m.Usage(m.Read(context.Background()), m.Read(context.Background()))
-		if u.Seconds != nil || u.Servers() != nil || u.OfKind(cpu.Redis) != nil || !near(u.OfKind(cpu.Instance), 0.75) {
-			t.Errorf("%s: usage %+v, want the total and redis unavailable, the instances still known", name, u)
-		}
-		if !strings.HasPrefix(u.Unavailable(), "redis r CPU: unavailable (") {
-			t.Errorf("%s: %q, want redis named unavailable", name, u.Unavailable())
-		}
-		if got := kindCell(u, cpu.Redis, 100); got != "n/a" {
-			t.Errorf("%s: redis cell %q, want n/a", name, got)
-		}
-	}
-}
-
 // TestInstanceCPULeavesItsOwnReadingOut: an instance on this machine is
 // read by its process's CPU-time clock, so an attack's CPU is the
 // attack's alone. Read from /metrics, it also held what the scrape
@@ -215,97 +154,6 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	}
 }
 
-// TestCompareCPUTakesTheMedianOfEachRoundsRatio: each round's CPU per
-// answer is divided by the baseline's of the same round, and the median of
-// those ratios is reported; a round whose CPU could not be read is null
-// and left out of the median.
-func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
-	base := func(http, redis float64) []results.Ceiling {
-		return []results.Ceiling{
-			{Name: results.BaselineHTTP, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
-			{Name: results.BaselineRedis, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
-			{Name: results.BaselineSoldOutKeyed, Workers: 16, Figures: cpu.Figures{CPUPerAnswerMS: f64(redis * 1.1)}},
-		}
-	}
-	ceilingRounds := [][]results.Ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
-	burst := func(us *float64) results.Row {
-		f := cpu.Figures{CPUPerAnswerMS: us}
-		if us != nil {
-			f.ServersPerAnswerMS = f64(*us - 50) // the lab spent 50 per answer (the unit cancels in the ratios)
-		}
-		return results.Row{Stage: "redis-atomic", Workers: 16, Figures: f}
-	}
-	rowRounds := [][]results.Row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
-	rows := medianRows(rowRounds, ceilingRounds)
-	ceils := medianCeilings(ceilingRounds)
-	compareCPU(rows, rowRounds, ceils, ceilingRounds)
-
-	r := rows[0]
-	want := []string{"2.50", "3.00", "n/a", "1.80"}
-	for k, x := range r.CPUxHTTP.Runs {
-		if ratioOrNA(x) != want[k] {
-			t.Errorf("round %d: × http-ceiling %s, want %s", k+1, ratioOrNA(x), want[k])
-		}
-	}
-	if !near(r.CPUxHTTP.Median, 2.5) || !near(r.CPUxRedis.Median, 1.25) {
-		t.Errorf("median × http-ceiling %s, × redis-round-trip %s; want 2.50 (of 1.8, 2.5, 3) and 1.25", ratioOrNA(r.CPUxHTTP.Median), ratioOrNA(r.CPUxRedis.Median))
-	}
-	// Servers alone: 200/50, 100/25, –, 130/50.
-	if !near(r.ServersxHTTP.Median, 4) || ratiosText(r.ServersxHTTP.Runs) != "4.00 · 4.00 · n/a · 2.60" {
-		t.Errorf("servers × http-ceiling %s (%s), want 4.00 of 4, 4, n/a, 2.6", ratioOrNA(r.ServersxHTTP.Median), ratiosText(r.ServersxHTTP.Runs))
-	}
-	if keyed := ceils[2]; !near(keyed.CPUxRedis.Median, 1.1) || len(keyed.CPUxRedis.Runs) != 4 || keyed.ServersxRedis.Median != nil {
-		t.Errorf("keyed sold-out × redis-round-trip %+v, servers %+v; want 1.10 over 4 rounds, servers unknown", keyed.CPUxRedis, keyed.ServersxRedis)
-	}
-	if m := medianOf([]*float64{f64(4), f64(1), f64(3), f64(2)}); !near(m, 2) {
-		t.Errorf("median of an even count: %s, want the lower middle one, 2", ratioOrNA(m))
-	}
-	if medianOf([]*float64{nil, nil}) != nil {
-		t.Error("median of nothing known must be unknown")
-	}
-}
-
-// TestCheckCPUTargets: each target is checked at 16 in flight, where its
-// answers were measured, against its own baseline, and says met (at the
-// limit included), not met, or unavailable; other levels are left out.
-func TestCheckCPUTargets(t *testing.T) {
-	fig := func(xHTTP, xRedis *float64) cpu.Figures {
-		return cpu.Figures{CPU: &cpu.Usage{}, CPUxHTTP: cpu.Ratio{Median: xHTTP}, CPUxRedis: cpu.Ratio{Median: xRedis}}
-	}
-	rep := report{
-		Ceilings: []results.Ceiling{
-			{Name: results.BaselineSoldOutKeyed, Workers: 16, Figures: fig(f64(2), f64(1.2))},
-			{Name: results.BaselineSoldOutNoKey, Workers: 16, Figures: fig(f64(1.3), f64(0.7))},
-			{Name: results.BaselineSoldOutNoKey, Workers: 64, Figures: fig(f64(1), f64(0.5))},
-			{Name: results.BaselineHotRow, Workers: 16},
-		},
-		Rows: []results.Row{
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: results.Pass, Figures: fig(nil, nil)},
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: results.Pass, Figures: fig(f64(1.5), f64(1))},
-			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: results.Pass, Figures: fig(f64(9), f64(9))},
-		},
-	}
-	got := checkCPUTargets(rep, "redis-atomic")
-	var lines []string
-	for _, r := range got {
-		mark, text := targetLine(r, 1)
-		lines = append(lines, mark+" "+text)
-	}
-	want := []string{
-		"MET keyed sold-out buy (redis-atomic) at 16 in flight: ≤ 1.2× redis-round-trip CPU per answer; measured 1.20×",
-		"NOT MET keyless sold-out buy (redis-atomic) at 16 in flight: ≤ 1.2× http-ceiling CPU per answer; measured 1.30×",
-		"n/a whole buy burst, redis-atomic at 16 in flight: ≤ 2.0× http-ceiling CPU per answer; unavailable: no round measured both its CPU and http-ceiling's",
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("targets:\n%s\nwant %d", strings.Join(lines, "\n"), len(want))
-	}
-	for i := range want {
-		if !strings.HasPrefix(lines[i], want[i]) {
-			t.Errorf("target %d:\n got %s\nwant %s", i, lines[i], want[i])
-		}
-	}
-}
-
 // TestCPUPerAnswerAgainstAFakeShop: the lab reads the shop's CPU around
 // the attack (200 buys at 0.5 ms each) and its own, and divides by the
 // answers and the units sold. A shop without /metrics still gets its
@@ -320,7 +168,7 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 		t.Fatalf("CPU %+v: want the shop's 0.1 s and the lab's", r.CPU)
 	}
 	if !near(r.CPUPerAnswerMS, *r.CPU.Seconds*1e3/200) || !near(r.CPUPerSaleMS, *r.CPU.Seconds*1e3/40) {
-		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", usOrNA(r.CPUPerAnswerMS), usOrNA(r.CPUPerSaleMS))
+		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", orNA(r.CPUPerAnswerMS), orNA(r.CPUPerSaleMS))
 	}
 	for _, p := range r.CPU.Parts {
 		if p.Kind == cpu.Redis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpu.MySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
@@ -335,14 +183,10 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 	}
 	r = rep.Rows[0]
 	if r.Verdict != results.Pass || r.CPUPerAnswerMS != nil || r.CPUPerSaleMS != nil || r.CPU == nil || r.CPU.Seconds != nil {
-		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, usOrNA(r.CPUPerAnswerMS), r.CPU)
+		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, orNA(r.CPUPerAnswerMS), r.CPU)
 	}
 	if !strings.Contains(r.Note, "instance fake-1 CPU: unavailable (") || !strings.Contains(r.Note, "404") {
 		t.Errorf("note %q does not say the instance's CPU is unavailable, and why", r.Note)
-	}
-	c, at := cells(r, 0), slices.Index(columns, "µs CPU/answer")
-	if c[at] != "n/a" || c[at+1] != "n/a" {
-		t.Errorf("CPU cells %q, %q; want n/a", c[at], c[at+1])
 	}
 }
 
@@ -414,7 +258,7 @@ func TestSoldOutBaselines(t *testing.T) {
 }
 
 // TestBaselinesAreSlicedInTurn: the HTTP baselines are sent in
-// baselineSlices slices taken in turn (a slice of each, then the next
+// results.BaselineSlices slices taken in turn (a slice of each, then the next
 // slice of each), and each baseline's figures are the sums over its
 // slices: every request answered, every sold-out buyer its own, the CPU
 // of every slice counted.
@@ -472,11 +316,11 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 	}
 	turn := []string{results.BaselineHTTP, results.BaselineRedis, results.BaselineSoldOutKeyed, results.BaselineSoldOutNoKey}
 	var want []string
-	for range baselineSlices {
+	for range results.BaselineSlices {
 		want = append(want, turn...)
 	}
 	if !slices.Equal(runs, want) {
-		t.Errorf("the baselines ran as %v, want %d turns of %v", runs, baselineSlices, turn)
+		t.Errorf("the baselines ran as %v, want %d turns of %v", runs, results.BaselineSlices, turn)
 	}
 	if len(keys) != requests {
 		t.Errorf("%d distinct Idempotency-Keys over the keyed slices, want %d: every buyer its own", len(keys), requests)
@@ -491,4 +335,12 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 			t.Errorf("%s: instance CPU %v, want every slice's (%d buys × %v s)", c.Name, c.CPU, requests, fakeCPUPerBuy)
 		}
 	}
+}
+
+// orNA prints a CPU figure that may be missing.
+func orNA(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", *v)
 }

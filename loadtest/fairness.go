@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // Who won. A flash sale's buyers judge it by whether the first to ask were
@@ -139,7 +140,7 @@ func schedulingJitter(arrivals []arrival) jitter {
 	j.Measured = len(late)
 	if len(late) > 0 {
 		j.P50ms, j.P99ms = percentileMS(late, 0.50), percentileMS(late, 0.99)
-		j.MaxMs = ms(slices.Max(late))
+		j.MaxMs = results.MS(slices.Max(late))
 	}
 	return j
 }

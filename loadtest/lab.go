@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/report"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -46,7 +48,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 			}
 		}()
 	}
-	dir, err := newReportDir(o.reportDir, started)
+	dir, err := report.NewDir(o.reportDir, started)
 	if err != nil {
 		return err
 	}
@@ -69,7 +71,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 		}
 	}
 
-	rep := report{StartedAt: started, Targets: o.targets, Settings: settingsOf(o)}
+	rep := report.Report{StartedAt: started, Targets: o.targets, Settings: settingsOf(o), Scenes: scenes()}
 	attacks := 0 // attacks so far, which makes each one's buyers its own
 	plots := map[string]*plot.Plot{}
 	levels := o.sweep
@@ -116,30 +118,30 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 		}
 		rowRounds, ceilingRounds = append(rowRounds, rows), append(ceilingRounds, ceilings)
 	}
-	rep.Ceilings = medianCeilings(ceilingRounds)
-	rep.Rows = medianRows(rowRounds, ceilingRounds)
-	compareCPU(rep.Rows, rowRounds, rep.Ceilings, ceilingRounds)
-	rep.CPUTargets = checkCPUTargets(rep, o.soldOutStage)
+	rep.Ceilings = report.MedianCeilings(ceilingRounds)
+	rep.Rows = report.MedianRows(rowRounds, ceilingRounds)
+	report.CompareCPU(rep.Rows, rowRounds, rep.Ceilings, ceilingRounds)
+	rep.CPUTargets = report.CheckCPUTargets(rep, o.soldOutStage)
 	rep.FinishedAt = time.Now()
 
-	if err := writePlots(dir, plots, rep.Rows); err != nil {
+	if err := report.WritePlots(dir, plots, rep.Rows); err != nil {
 		return err
 	}
-	rep.Knees = findKnees(rep)
-	rep.Models = modelSweep(rep)
-	if err := writeCharts(dir, &rep); err != nil {
+	rep.Knees = report.FindKnees(rep)
+	rep.Models = report.ModelSweep(rep)
+	if err := report.WriteCharts(dir, &rep); err != nil {
 		return err
 	}
-	if err := writeReport(dir, rep); err != nil {
+	if err := report.WriteReport(dir, rep); err != nil {
 		return err
 	}
-	if err := pointLatest(o.reportDir, dir); err != nil {
+	if err := report.PointLatest(o.reportDir, dir); err != nil {
 		fmt.Fprintf(stderr, "lab: warning: %v\n", err)
 	}
-	printTables(stdout, rep, !o.noColor && isTerminal(stdout))
+	report.PrintTables(stdout, rep, !o.noColor && report.IsTerminal(stdout))
 	fmt.Fprintf(stdout, "\nreport: %s (%s)\n", dir, rep.FinishedAt.Sub(rep.StartedAt).Round(100*time.Millisecond))
 
-	if failed := rep.failed(); len(failed) > 0 {
+	if failed := rep.Failed(); len(failed) > 0 {
 		return fmt.Errorf("%w: %s", errVerdict, strings.Join(failed, ", "))
 	}
 	return nil
@@ -156,7 +158,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 		return r, nil
 	}
 	id := sc.itemID(o)
-	if sc.crowd != crowdT0 { // the T-0 crowd resets with the sale's opening
+	if sc.crowd != results.CrowdT0 { // the T-0 crowd resets with the sale's opening
 		if err := f.reset(ctx, sc, id, o.stock); err != nil {
 			return r, err
 		}
@@ -180,15 +182,15 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	var res attackResult
 	var err error
 	switch sc.crowd {
-	case crowdT0:
+	case results.CrowdT0:
 		var fig results.T0
 		res, fig, err = t0Leads(ctx, o, f, plan, o.stock, pl, stderr)
 		r.T0 = &fig
-	case crowdPaced:
+	case results.CrowdPaced:
 		var fig results.Paced
 		res, fig, err = pacedAttack(ctx, o, plan, o.stock, pl, stderr)
 		r.Paced = &fig
-	case crowdScalper:
+	case results.CrowdScalper:
 		var fig results.Scalper
 		res, fig, err = scalperAttack(ctx, o, f, plan, sc.limited, pl, stderr)
 		r.Scalper = &fig
@@ -229,7 +231,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 		fillConfirmation(&r, *conf)
 	}
 	r.RSSMB = f.residentMiB(ctx)
-	r.HDR = hdrFile(r, len(o.sweep) > 0)
+	r.HDR = report.HDRFile(r, len(o.sweep) > 0)
 	if err := writeHDR(filepath.Join(dir, r.HDR), &res.metrics); err != nil {
 		return r, err
 	}
@@ -265,11 +267,11 @@ func writeHDR(path string, m *vegeta.Metrics) error {
 // crowd is the number of distinct buyers an attack means to bring.
 func crowd(o options, sc scenario) int {
 	switch sc.crowd {
-	case crowdT0:
+	case results.CrowdT0:
 		return o.t0Buyers
-	case crowdPaced:
+	case results.CrowdPaced:
 		return o.pacedBuyers
-	case crowdScalper:
+	case results.CrowdScalper:
 		return newScalperCrowd(o.scalperPeople).normals + newScalperCrowd(o.scalperPeople).scalpers*scalperAccounts
 	}
 	if o.shape == "burst" {
@@ -287,7 +289,7 @@ func inFlight(o options, r results.Row) int {
 	case r.Paced != nil:
 		return r.Paced.PeakInFlight
 	case r.Scalper != nil:
-		return crowd(o, scenario{crowd: crowdScalper})
+		return crowd(o, scenario{crowd: results.CrowdScalper})
 	}
 	return o.workers
 }
@@ -296,7 +298,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 func describeLoad(o options) string {
 	if o.shape == "burst" && len(o.sweep) > 0 {
-		return fmt.Sprintf("bursts of %d buyers at %s in flight, stock %d", o.buyers, joinInts(o.sweep), o.stock)
+		return fmt.Sprintf("bursts of %d buyers at %s in flight, stock %d", o.buyers, report.JoinInts(o.sweep), o.stock)
 	}
 	if o.shape == "burst" {
 		return fmt.Sprintf("burst of %d buyers, %d in flight, stock %d", o.buyers, o.workers, o.stock)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/report"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -124,7 +126,7 @@ func TestLabShort(t *testing.T) {
 var shortArgs = []string{"--scenarios", strings.Join(attackScenarioNames(), ","), "--stock", "40", "--buyers", "200", "--workers", "16", "--max-duration", "2s", "--timeout", "5s"}
 
 type shortReport struct {
-	report
+	report.Report
 	dir string
 }
 
@@ -156,7 +158,7 @@ func runShortEnv(t *testing.T, env map[string]string, targets []string, args ...
 		t.Fatalf("results.json: %v", rerr)
 	}
 	rep := shortReport{dir: dir}
-	if jerr := json.Unmarshal(raw, &rep.report); jerr != nil {
+	if jerr := json.Unmarshal(raw, &rep.Report); jerr != nil {
 		t.Fatalf("results.json: %v", jerr)
 	}
 	return rep, err

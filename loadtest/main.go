@@ -13,6 +13,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/report"
+
 	"context"
 	"errors"
 	"flag"
@@ -175,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	opts.progressTTY = isTerminal(stderr)
+	opts.progressTTY = report.IsTerminal(stderr)
 	return runLab(ctx, opts, stdout, stderr)
 }
 

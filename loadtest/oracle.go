@@ -1,11 +1,6 @@
 package main
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
-	"time"
-
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
@@ -44,54 +39,20 @@ func fillRow(r *results.Row, res attackResult, a api.Audit) {
 	r.Replayed = t.replayed
 	r.BuyersWithOrder = len(t.buyers)
 	r.Problems = t.problems
-	r.DurationMS = ms(t.elapsed())
+	r.DurationMS = results.MS(t.elapsed())
 	if s := t.elapsed().Seconds(); s > 0 {
 		r.Throughput = float64(t.served()) / s
 	}
-	r.P50ms = ms(res.metrics.Latencies.P50)
-	r.P95ms = ms(res.metrics.Latencies.P95)
-	r.P99ms = ms(res.metrics.Latencies.P99)
-	r.P90ms = ms(res.metrics.Latencies.P90)
-	r.P999ms = ms(res.metrics.Latencies.Quantile(0.999))
-	r.MaxMs = ms(res.metrics.Latencies.Max)
+	r.P50ms = results.MS(res.metrics.Latencies.P50)
+	r.P95ms = results.MS(res.metrics.Latencies.P95)
+	r.P99ms = results.MS(res.metrics.Latencies.P99)
+	r.P90ms = results.MS(res.metrics.Latencies.P90)
+	r.P999ms = results.MS(res.metrics.Latencies.Quantile(0.999))
+	r.MaxMs = results.MS(res.metrics.Latencies.Max)
 
 	r.InitialStock = a.InitialStock
 	r.Sold = a.Sold
 	r.FinalStock = a.Stock
 	r.Oversold = a.Oversold
 	r.Conserved = a.Conserved
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// foreignOrders counts the item's orders by writing instance, for the
-// instances not in own; nil when there are none.
-func foreignOrders(ctx context.Context, db *sql.DB, sc scenario, id int64, own map[string]bool) (map[string]int, error) {
-	q := "SELECT instance, COUNT(*) FROM orders WHERE product_id=? GROUP BY instance"
-	if sc.coupon {
-		q = "SELECT instance, COUNT(*) FROM coupon_grabs WHERE batch_id=? GROUP BY instance"
-	}
-	rows, err := db.QueryContext(ctx, q, id)
-	if err != nil {
-		return nil, fmt.Errorf("counting %s %d's orders by instance in MySQL: %w", sc.kind(), id, err)
-	}
-	defer rows.Close()
-	var foreign map[string]int
-	for rows.Next() {
-		var in string
-		var n int
-		if err := rows.Scan(&in, &n); err != nil {
-			return nil, fmt.Errorf("counting %s %d's orders by instance in MySQL: %w", sc.kind(), id, err)
-		}
-		if !own[in] {
-			if foreign == nil {
-				foreign = map[string]int{}
-			}
-			foreign[in] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("counting %s %d's orders by instance in MySQL: %w", sc.kind(), id, err)
-	}
-	return foreign, nil
 }

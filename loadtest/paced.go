@@ -27,7 +27,7 @@ import (
 // pacedAttack sends the paced arrivals of plan and returns what they came
 // to, with the paced figures.
 func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.Paced, error) {
-	fig := results.Paced{PaceMS: ms(o.pace), Planned: o.pacedBuyers, Stock: stock}
+	fig := results.Paced{PaceMS: results.MS(o.pace), Planned: o.pacedBuyers, Stock: stock}
 	// Connections are opened before the first arrival (as many as
 	// --workers), so that the first buyers do not pay for a dial that
 	// later ones skip.

@@ -158,9 +158,9 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		}
 	}()
 	if limited {
-		fig.LimitIntervalMS, fig.LimitBurst = ms(o.scalperLimitInterval), o.scalperLimitBurst
+		fig.LimitIntervalMS, fig.LimitBurst = results.MS(o.scalperLimitInterval), o.scalperLimitBurst
 		fig.Target, fig.TargetVerdict = &o.scalperTarget, o.scalperTargetVerdict
-		fig.DrawMS = ms(o.scalperDraw)
+		fig.DrawMS = results.MS(o.scalperDraw)
 		err = rl.set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
 	} else {
 		err = rl.set(ctx, 0, 1, []string{"account"}, 0)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/report"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // scenario is one kind of crowd: what each buyer sends, to which item, and
@@ -27,7 +30,7 @@ type scenario struct {
 	// crowd is how the buyers arrive: through vegeta's attacker in the
 	// --shape of the run, all at T-0 (t0.go), or one after another
 	// (paced.go).
-	crowd crowdKind
+	crowd results.Crowd
 	// safeStages runs the scenario only on the stages that are safe in a
 	// fleet when --stages is all: its verdicts are about the sale (the
 	// window, who won), which a stage that oversells by design has
@@ -44,25 +47,15 @@ type scenario struct {
 	about   string
 }
 
-// crowdKind is how a scenario's buyers arrive.
-type crowdKind int
-
-const (
-	crowdAttack  crowdKind = iota // vegeta's attacker, in the run's --shape
-	crowdT0                       // connected early, released together at the opening (t0.go)
-	crowdPaced                    // one arrival every --pace, in a recorded order (paced.go)
-	crowdScalper                  // ordinary buyers in the first second, scalpers from T-0 (scalper.go)
-)
-
 var scenarios = []scenario{
 	{name: "buy", copies: 1, about: "hot product: every buyer buys one unit, once"},
 	{name: "grab", coupon: true, copies: 1, about: "coupon grab: every buyer grabs one coupon, once"},
 	{name: "retry-storm", copies: 3, about: "hot product, but every buyer sends the same request 3 times at once with one Idempotency-Key"},
-	{name: "t0", copies: 1, crowd: crowdT0, safeStages: true, about: "T-0: the sale opens a moment ahead; every buyer connects and is refused sale-not-open first, then all fire at the opening"},
-	{name: "paced", copies: 1, crowd: crowdPaced, safeStages: true, about: "paced arrivals: one buyer every --pace, in a recorded order, until the stock is sold; first-come score"},
-	{name: "scalper", copies: 1, crowd: crowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic},
+	{name: "t0", copies: 1, crowd: results.CrowdT0, safeStages: true, about: "T-0: the sale opens a moment ahead; every buyer connects and is refused sale-not-open first, then all fire at the opening"},
+	{name: "paced", copies: 1, crowd: results.CrowdPaced, safeStages: true, about: "paced arrivals: one buyer every --pace, in a recorded order, until the stock is sold; first-come score"},
+	{name: "scalper", copies: 1, crowd: results.CrowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic},
 		about: "scalpers, rate limit off: 10% of the people, each with 10 accounts behind one address firing every 50 ms from T-0; the others one request each in the first second"},
-	{name: "scalper-limited", copies: 1, crowd: crowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic}, limited: true,
+	{name: "scalper-limited", copies: 1, crowd: results.CrowdScalper, safeStages: true, only: []string{inventory.StageRedisAtomic}, limited: true,
 		about: "the same crowd with a per-address rate limit and an opening draw (--scalper-draw) on every instance, the sale opening at T-0: no address wins more than the limit lets through, and the scalpers surely winning more than --scalper-target times their share fails the row"},
 }
 
@@ -82,6 +75,15 @@ func buyScenario() scenario {
 	return sc
 }
 
+// scenes is what the report's headings say of every scenario.
+func scenes() map[string]report.Scene {
+	out := make(map[string]report.Scene, len(scenarios))
+	for _, sc := range scenarios {
+		out[sc.name] = report.Scene{Crowd: sc.crowd, About: sc.about}
+	}
+	return out
+}
+
 func scenarioNames() []string {
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {
@@ -97,7 +99,7 @@ func scenarioNames() []string {
 func attackScenarioNames() []string {
 	var names []string
 	for _, sc := range scenarios {
-		if sc.crowd == crowdAttack {
+		if sc.crowd == results.CrowdAttack {
 			names = append(names, sc.name)
 		}
 	}

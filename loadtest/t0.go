@@ -85,12 +85,12 @@ func t0Leads(ctx context.Context, o options, f *fleet, p attackPlan, stock int, 
 // t0Attack resets the item with its sale opening --t0-lead ahead, sends
 // the early crowd, and releases it at T-0.
 func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
-	fig := results.T0{LeadMS: ms(o.t0Lead), Buyers: o.t0Buyers, EarlyOther: map[string]int{}}
+	fig := results.T0{LeadMS: results.MS(o.t0Lead), Buyers: o.t0Buyers, EarlyOther: map[string]int{}}
 	offset, err := f.clockOffset(ctx, p.scenario, p.itemID)
 	if err != nil {
 		return attackResult{}, fig, err
 	}
-	fig.ClockOffsetMS = ms(offset)
+	fig.ClockOffsetMS = results.MS(offset)
 	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
 	reply, err := f.resetSale(ctx, p.scenario, p.itemID, stock, want)
 	if err != nil {
@@ -156,7 +156,7 @@ func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int,
 		})
 	}
 	answeredEarly.Wait()
-	fig.MarginMS = ms(time.Until(t0))
+	fig.MarginMS = results.MS(time.Until(t0))
 	if fig.MarginMS <= 0 || ctx.Err() != nil {
 		close(abort)
 		done.Wait()
@@ -166,7 +166,7 @@ func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int,
 		return attackResult{}, fig, fmt.Errorf("%w: the last early answer came %.0f ms after it, %v after the reset; raise --t0-lead", errT0Late, -fig.MarginMS, o.t0Lead)
 	}
 	sleepCtx(ctx, time.Until(t0))
-	fig.ReleaseLateMS = ms(time.Since(t0))
+	fig.ReleaseLateMS = results.MS(time.Since(t0))
 	close(open)
 	done.Wait()
 	m.Close()
@@ -224,11 +224,11 @@ func fillT0(fig *results.T0, early, buys []sent, t0 time.Time) {
 	}
 	fig.SoldEarly = len(soldEarly)
 	if !lastOrder.IsZero() {
-		d := ms(lastOrder.Sub(fig.OpensAt))
+		d := results.MS(lastOrder.Sub(fig.OpensAt))
 		fig.ToLastOrderMS, fig.LastOrderBy = &d, "answers"
 	}
 	if !lastAnswer.IsZero() {
-		d := ms(lastAnswer.Sub(t0))
+		d := results.MS(lastAnswer.Sub(t0))
 		fig.ToLastSaleAnswerMS = &d
 	}
 	fig.FirstSecond = len(first)

@@ -18,6 +18,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -41,9 +42,9 @@ func TestParseOptions(t *testing.T) {
 	for _, sc := range o.scenarios {
 		want := allStages
 		switch sc.crowd {
-		case crowdScalper:
+		case results.CrowdScalper:
 			want = []string{"redis-atomic"}
-		case crowdT0, crowdPaced:
+		case results.CrowdT0, results.CrowdPaced:
 			want = safe
 		}
 		if got := sc.stagesOf(o); !slices.Equal(got, want) {
@@ -286,21 +287,6 @@ func TestBurstPacerStopsAfterTheCrowd(t *testing.T) {
 	}
 	if _, stop := p.Pace(time.Second, 3); !stop {
 		t.Fatal("Pace did not stop after the last hit")
-	}
-}
-
-func TestRenderTextAligns(t *testing.T) {
-	var b bytes.Buffer
-	renderText(&b, []string{"stage", "n", "ok"}, [][]string{{"unlocked", "1200", "NO"}, {"redis-atomic", "skipped: not available on target"}})
-	got := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	want := []string{
-		"stage            n  ok",
-		"────────────  ────  ──",
-		"unlocked      1200  NO",
-		"redis-atomic  skipped: not available on target",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

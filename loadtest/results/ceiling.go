@@ -100,3 +100,11 @@ func (c *Ceiling) Sum() {
 	}
 	c.Note = note
 }
+
+// BaselineSlices is how many slices each HTTP baseline is sent in. The
+// slices are taken in turn (a slice of every baseline, then the next
+// slice of every one), so a drift of the machine over a round (a process
+// warming up, another program's load, a GC cycle) meets every baseline
+// alike instead of the one that ran while it lasted; each baseline's CPU
+// and answers are the sums over its slices.
+const BaselineSlices = 4

@@ -5,7 +5,11 @@
 // it, the report prints it.
 package results
 
-import "github.com/seckill-lab/seckill/loadtest/cpu"
+import (
+	"time"
+
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+)
 
 // Row is one line of the report: one scenario under one stage. The JSON
 // names are read by the dashboard; keep them.
@@ -132,3 +136,16 @@ func (r *Row) T0Buyers() int {
 
 // Capped reports whether the burst was stopped before its whole crowd.
 func (r Row) Capped() bool { return r.Planned > r.Requests }
+
+// MS is d in milliseconds, as the rows and settings keep durations.
+func MS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Crowd is how a scenario's buyers arrive.
+type Crowd int
+
+const (
+	CrowdAttack  Crowd = iota // vegeta's attacker, in the run's --shape
+	CrowdT0                   // connected early, released together at the opening
+	CrowdPaced                // one arrival every --pace, in a recorded order
+	CrowdScalper              // ordinary buyers in the first second, scalpers from T-0
+)

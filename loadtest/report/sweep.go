@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ type knee struct {
 
 // sweepSeries returns, per stage, the rows of scenario sc in ascending
 // order of buyers in flight.
-func (rep report) sweepSeries(sc string) map[string][]results.Row {
+func (rep Report) sweepSeries(sc string) map[string][]results.Row {
 	out := map[string][]results.Row{}
 	for _, r := range rep.Rows {
 		if r.Scenario == sc {
@@ -86,8 +86,8 @@ func change(a, b float64) string {
 	return fmt.Sprintf("%+.0f%%", pct)
 }
 
-// findKnees finds the knee of every stage of every scenario of a sweep.
-func findKnees(rep report) []knee {
+// FindKnees finds the knee of every stage of every scenario of a sweep.
+func FindKnees(rep Report) []knee {
 	if len(rep.Settings.Sweep) < 2 {
 		return nil
 	}
@@ -106,7 +106,7 @@ func findKnees(rep report) []knee {
 // scalingTable is one scenario's scaling table: a line per stage, a column
 // per level of the sweep with answered/s and p99, and the knee. It is
 // empty without a sweep.
-func scalingTable(rep report, sc string) (head []string, lines [][]string) {
+func scalingTable(rep Report, sc string) (head []string, lines [][]string) {
 	levels := rep.Settings.Sweep
 	if len(levels) < 2 {
 		return nil, nil
@@ -150,7 +150,7 @@ func scalingTable(rep report, sc string) (head []string, lines [][]string) {
 
 // answersTable lists one scenario's answers by stage and level: the counts
 // behind the stacked answers chart.
-func answersTable(rep report, sc string) (head []string, lines [][]string) {
+func answersTable(rep Report, sc string) (head []string, lines [][]string) {
 	head = []string{"stage", "in flight"}
 	for _, c := range answerClasses {
 		head = append(head, c.label)

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"cmp"
@@ -18,10 +18,10 @@ import (
 // several. Safety is judged on every run: an attack whose runs did not all
 // pass shows its first failed run instead.
 
-// medianRows folds the rows of every round (each in the same order) into
+// MedianRows folds the rows of every round (each in the same order) into
 // one row per attack. ceilings are the baselines of each round, when
 // measured, for each run's ratio to its own round's HTTP ceiling.
-func medianRows(rounds [][]results.Row, ceilings [][]results.Ceiling) []results.Row {
+func MedianRows(rounds [][]results.Row, ceilings [][]results.Ceiling) []results.Row {
 	if len(rounds) == 0 {
 		return nil
 	}
@@ -68,10 +68,10 @@ func pickRun(runs []results.Row) results.Row {
 	return runs[order[(len(order)-1)/2]]
 }
 
-// medianCeilings folds the baselines of every round into one per baseline
+// MedianCeilings folds the baselines of every round into one per baseline
 // and level: the round of median per-second figure, with every round's
 // figure in Runs.
-func medianCeilings(rounds [][]results.Ceiling) []results.Ceiling {
+func MedianCeilings(rounds [][]results.Ceiling) []results.Ceiling {
 	if len(rounds) == 0 {
 		return nil
 	}

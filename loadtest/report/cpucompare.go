@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -15,12 +15,12 @@ import (
 // kept and the median of them is reported, never a ratio of medians taken
 // in different rounds.
 
-// compareCPU sets, on each folded row and baseline, its CPU per answer
+// CompareCPU sets, on each folded row and baseline, its CPU per answer
 // over the http-ceiling's and the redis-round-trip's, round by round, and
 // the median of those, for the whole machine and for the servers alone.
 // rowRounds and ceilingRounds hold every round's rows and baselines, each
 // round in the same order as rows and ceils.
-func compareCPU(rows []results.Row, rowRounds [][]results.Row, ceils []results.Ceiling, ceilingRounds [][]results.Ceiling) {
+func CompareCPU(rows []results.Row, rowRounds [][]results.Row, ceils []results.Ceiling, ceilingRounds [][]results.Ceiling) {
 	for i := range rows {
 		var perRound []cpu.Figures
 		for _, round := range rowRounds {
@@ -147,10 +147,10 @@ type cpuTargetResult struct {
 	Note    string    `json:"note,omitempty"` // why it is unavailable
 }
 
-// checkCPUTargets checks every target whose answers were measured at
+// CheckCPUTargets checks every target whose answers were measured at
 // cpuTargetWorkers in flight; a target whose answers were not measured
 // there (the stage did not run, no --baselines, another level) is left out.
-func checkCPUTargets(rep report, soldOutStage string) []cpuTargetResult {
+func CheckCPUTargets(rep Report, soldOutStage string) []cpuTargetResult {
 	var out []cpuTargetResult
 	for _, t := range cpuTargets(soldOutStage) {
 		var subjects []cpu.Figures

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -27,9 +27,9 @@ func ratioOrNA(v *float64) string {
 	return fmt.Sprintf("%.2f", *v)
 }
 
-// cpuCell is a CPU figure of a row in the main table: "–" when the row's
+// CPUCell is a CPU figure of a row in the main table: "–" when the row's
 // CPU was not read at all, "n/a" when it could not be.
-func cpuCell(c cpu.Figures, v *float64) string {
+func CPUCell(c cpu.Figures, v *float64) string {
 	if c.CPU == nil {
 		return "–"
 	}
@@ -49,7 +49,7 @@ func ratiosText(xs []*float64) string {
 }
 
 // hasCPU reports whether any row or baseline had its CPU read.
-func (rep report) hasCPU() bool {
+func (rep Report) hasCPU() bool {
 	for _, r := range rep.Rows {
 		if r.CPU != nil {
 			return true
@@ -64,12 +64,12 @@ func (rep report) hasCPU() bool {
 }
 
 // rounds is the number of rounds of the run.
-func (rep report) rounds() int { return max(1, rep.Settings.Repeat) }
+func (rep Report) rounds() int { return max(1, rep.Settings.Repeat) }
 
 // cpuTable is the CPU per answer of every baseline and row that had its
 // CPU read: the total, per unit sold, as ratios of the baselines, and split
 // by kind of process.
-func cpuTable(rep report) ([]string, [][]string) {
+func cpuTable(rep Report) ([]string, [][]string) {
 	head := []string{"answers of", "in flight", "answered/s", "µs CPU/answer", "µs CPU/sale", "× http-ceiling", "× redis-round-trip"}
 	repeated := rep.rounds() > 1
 	if repeated {
@@ -132,7 +132,7 @@ func orDash(s string) string {
 
 // cpuCoverage says which processes the CPU figures add up, and which are
 // not measured and why, from the first reading of the run.
-func cpuCoverage(rep report) (measured, skipped []string) {
+func cpuCoverage(rep Report) (measured, skipped []string) {
 	var u *cpu.Usage
 	for _, c := range rep.Ceilings {
 		if u == nil && c.CPU != nil {
@@ -181,8 +181,8 @@ func targetLine(t cpuTargetResult, rounds int) (mark, text string) {
 	return mark, text
 }
 
-// printCPU writes the CPU table, what it covers, and the CPU targets.
-func printCPU(w io.Writer, rep report, paint func(code, s string) string) {
+// PrintCPU writes the CPU table, what it covers, and the CPU targets.
+func PrintCPU(w io.Writer, rep Report, paint func(code, s string) string) {
 	if !rep.hasCPU() {
 		return
 	}
@@ -204,7 +204,7 @@ func printCPU(w io.Writer, rep report, paint func(code, s string) string) {
 }
 
 // writeCPUMarkdown is printCPU for report.md.
-func writeCPUMarkdown(w io.Writer, rep report) {
+func writeCPUMarkdown(w io.Writer, rep Report) {
 	if !rep.hasCPU() {
 		return
 	}

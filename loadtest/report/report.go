@@ -1,7 +1,9 @@
-package main
+package report
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,13 +23,13 @@ import (
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
-// report is results.json. The dashboard reads started_at, targets and rows;
+// Report is results.json. The dashboard reads started_at, targets and rows;
 // the lab page also charts and knees.
-type report struct {
+type Report struct {
 	StartedAt  time.Time     `json:"started_at"`
 	FinishedAt time.Time     `json:"finished_at"`
 	Targets    []string      `json:"targets"`
-	Settings   settings      `json:"settings"`
+	Settings   Settings      `json:"settings"`
 	Rows       []results.Row `json:"rows"`
 	Charts     []chart       `json:"charts,omitempty"`
 	// Knees name, per scenario and stage of a sweep, where more buyers in
@@ -41,11 +43,20 @@ type report struct {
 	// CPUTargets are the CPU targets (cpucompare.go) checked on the
 	// baselines and rows that measure them.
 	CPUTargets []cpuTargetResult `json:"cpu_targets,omitempty"`
+	// Scenes say, for the headings, how each scenario's crowd arrives
+	// and what it is about; not part of results.json.
+	Scenes map[string]Scene `json:"-"`
 }
 
-// settings records how the run was configured, so a report can be read
+// Scene is what a heading says of a scenario.
+type Scene struct {
+	Crowd results.Crowd
+	About string
+}
+
+// Settings records how the run was configured, so a report can be read
 // (and rerun) without its command line.
-type settings struct {
+type Settings struct {
 	Shape      string  `json:"shape"`
 	Buyers     int     `json:"buyers,omitempty"`
 	Rate       int     `json:"rate,omitempty"`
@@ -79,36 +90,8 @@ type settings struct {
 	ScalperTarget          float64 `json:"scalper_target,omitempty"`
 }
 
-func settingsOf(o options) settings {
-	s := settings{Shape: o.shape, Stock: o.stock, Workers: o.workers, Sweep: o.sweep, TimeoutMS: ms(o.timeout),
-		Product: o.product, Coupon: o.coupon, MySQLCheck: o.mysqlDSN != ""}
-	if o.repeat > 1 {
-		s.Repeat = o.repeat
-	}
-	if o.baselines {
-		s.BaselineRequests, s.SoldOutStage = o.baselineRequests, o.soldOutStage
-	}
-	s.CPURedis = o.cpuRedis
-	for _, sc := range o.scenarios {
-		switch sc.crowd {
-		case crowdT0:
-			s.T0Buyers, s.T0LeadMS = o.t0Buyers, ms(o.t0Lead)
-		case crowdPaced:
-			s.PaceMS, s.PacedBuyers, s.FirstComeTargets = ms(o.pace), o.pacedBuyers, o.firstComeTargets
-		case crowdScalper:
-			s.ScalperPeople, s.ScalperLimitIntervalMS, s.ScalperLimitBurst, s.ScalperTarget = o.scalperPeople, ms(o.scalperLimitInterval), o.scalperLimitBurst, o.scalperTarget
-		}
-	}
-	if o.shape == "burst" {
-		s.Buyers, s.MaxMS = o.buyers, ms(o.maxDuration)
-	} else {
-		s.Rate, s.DurationMS = o.rate, ms(o.duration)
-	}
-	return s
-}
-
 // failed names the rows that failed their verdict.
-func (rep report) failed() []string {
+func (rep Report) Failed() []string {
 	var out []string
 	for _, r := range rep.Rows {
 		if r.Verdict == results.Fail {
@@ -124,7 +107,7 @@ func (rep report) failed() []string {
 
 // tableGroups splits the rows into one table per scenario and number of
 // buyers in flight, in run order.
-func (rep report) tableGroups() [][]results.Row {
+func (rep Report) tableGroups() [][]results.Row {
 	var groups [][]results.Row
 	type key struct {
 		scenario string
@@ -145,7 +128,7 @@ func (rep report) tableGroups() [][]results.Row {
 }
 
 // scenarios lists the scenarios of the rows in run order.
-func (rep report) scenarios() []string {
+func (rep Report) scenarios() []string {
 	var out []string
 	for _, r := range rep.Rows {
 		if !slices.Contains(out, r.Scenario) {
@@ -155,9 +138,9 @@ func (rep report) scenarios() []string {
 	return out
 }
 
-// newReportDir creates <parent>/<timestamp>/, with a suffix when a run in
+// NewDir creates <parent>/<timestamp>/, with a suffix when a run in
 // the same second already took the name.
-func newReportDir(parent string, started time.Time) (string, error) {
+func NewDir(parent string, started time.Time) (string, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", fmt.Errorf("report folder: %w", err)
 	}
@@ -178,10 +161,10 @@ func newReportDir(parent string, started time.Time) (string, error) {
 	}
 }
 
-// pointLatest makes <parent>/latest a symlink to dir, and writes
+// PointLatest makes <parent>/latest a symlink to dir, and writes
 // <parent>/latest.txt naming it for readers that cannot follow links.
 // Both are replaced by rename, so a reader never sees a half-written one.
-func pointLatest(parent, dir string) error {
+func PointLatest(parent, dir string) error {
 	name := filepath.Base(dir)
 	if err := writeFileAtomic(filepath.Join(parent, "latest.txt"), []byte(name+"\n")); err != nil {
 		return fmt.Errorf("latest.txt: %w", err)
@@ -207,11 +190,11 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-func plotFile(stage string) string { return "latency-" + stage + ".html" }
+func PlotFile(stage string) string { return "latency-" + stage + ".html" }
 
-// hdrFile names the HDR histogram of one row: per scenario and stage, and
+// HDRFile names the HDR histogram of one row: per scenario and stage, and
 // per concurrency in a sweep.
-func hdrFile(r results.Row, sweeping bool) string {
+func HDRFile(r results.Row, sweeping bool) string {
 	name := "hdr-" + r.Scenario + "-" + r.Stage
 	if sweeping {
 		name += fmt.Sprintf("-%d", r.Workers)
@@ -222,28 +205,28 @@ func hdrFile(r results.Row, sweeping bool) string {
 	return name + ".txt"
 }
 
-// writePlots writes one HTML latency plot per stage that ran, and names it
+// WritePlots writes one HTML latency plot per stage that ran, and names it
 // in that stage's rows.
-func writePlots(dir string, plots map[string]*plot.Plot, rows []results.Row) error {
+func WritePlots(dir string, plots map[string]*plot.Plot, rows []results.Row) error {
 	for stage, pl := range plots {
 		pl.Close()
 		var buf bytes.Buffer
 		if _, err := pl.WriteTo(&buf); err != nil {
 			return fmt.Errorf("plot of %s: %w", stage, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, plotFile(stage)), buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, PlotFile(stage)), buf.Bytes(), 0o644); err != nil {
 			return fmt.Errorf("plot of %s: %w", stage, err)
 		}
 	}
 	for i := range rows {
 		if _, ok := plots[rows[i].Stage]; ok && rows[i].Verdict != results.Skipped {
-			rows[i].Plot = plotFile(rows[i].Stage)
+			rows[i].Plot = PlotFile(rows[i].Stage)
 		}
 	}
 	return nil
 }
 
-func writeReport(dir string, rep report) error {
+func WriteReport(dir string, rep Report) error {
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -280,13 +263,13 @@ func cells(r results.Row, base float64) []string {
 	}
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
 		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
-		fmt.Sprintf("%.0f", r.Throughput), ratio, cpuCell(r.Figures, r.CPUPerAnswerMS), cpuCell(r.Figures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
+		fmt.Sprintf("%.0f", r.Throughput), ratio, CPUCell(r.Figures, r.CPUPerAnswerMS), CPUCell(r.Figures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
 }
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }
 
 // capNote is the footnote of a table with capped rows, or "".
-func capNote(rows []results.Row, s settings) string {
+func capNote(rows []results.Row, s Settings) string {
 	for _, r := range rows {
 		if r.Capped() {
 			return fmt.Sprintf("* stopped at the %gs --max-duration cap before the whole crowd was sent", s.MaxMS/1000)
@@ -305,21 +288,21 @@ func baseline(rows []results.Row) float64 {
 	return 0
 }
 
-func heading(r results.Row, s settings) string {
-	sc, _ := lookupScenario(r.Scenario)
-	switch sc.crowd {
-	case crowdT0:
-		return fmt.Sprintf("%s · %d buyers connected early, the opening %gs ahead · stock %d — %s", r.Scenario, s.T0Buyers, s.T0LeadMS/1000, s.Stock, sc.about)
-	case crowdPaced:
-		return fmt.Sprintf("%s · one arrival every %g ms, at most %d · stock %d — %s", r.Scenario, s.PaceMS, s.PacedBuyers, s.Stock, sc.about)
-	case crowdScalper:
-		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.about)
+func heading(r results.Row, s Settings, scenes map[string]Scene) string {
+	sc := scenes[r.Scenario]
+	switch sc.Crowd {
+	case results.CrowdT0:
+		return fmt.Sprintf("%s · %d buyers connected early, the opening %gs ahead · stock %d — %s", r.Scenario, s.T0Buyers, s.T0LeadMS/1000, s.Stock, sc.About)
+	case results.CrowdPaced:
+		return fmt.Sprintf("%s · one arrival every %g ms, at most %d · stock %d — %s", r.Scenario, s.PaceMS, s.PacedBuyers, s.Stock, sc.About)
+	case results.CrowdScalper:
+		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.About)
 	}
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
 		load = fmt.Sprintf("%d req/s for %gs", s.Rate, s.DurationMS/1000)
 	}
-	return fmt.Sprintf("%s · %s · %s · stock %d — %s", r.Scenario, s.Shape, load, s.Stock, sc.about)
+	return fmt.Sprintf("%s · %s · %s · stock %d — %s", r.Scenario, s.Shape, load, s.Stock, sc.About)
 }
 
 // verdictLine is one stage's verdict in words: PASS or FAIL, what was
@@ -336,10 +319,10 @@ func verdictLine(r results.Row) (mark, expect, note string) {
 	return mark, expect, r.Note
 }
 
-// printTables writes one table per scenario (and concurrency), one row per
+// PrintTables writes one table per scenario (and concurrency), one row per
 // stage, a verdict line per stage under it, and with a sweep the scaling
 // table.
-func printTables(w io.Writer, rep report, color bool) {
+func PrintTables(w io.Writer, rep Report, color bool) {
 	paint := func(code, s string) string {
 		if !color {
 			return s
@@ -347,7 +330,7 @@ func printTables(w io.Writer, rep report, color bool) {
 		return "\x1b[" + code + "m" + s + "\x1b[0m"
 	}
 	for _, group := range rep.tableGroups() {
-		fmt.Fprintf(w, "\n%s\n", paint("1", heading(group[0], rep.Settings)))
+		fmt.Fprintf(w, "\n%s\n", paint("1", heading(group[0], rep.Settings, rep.Scenes)))
 		base := baseline(group)
 		var lines [][]string
 		for _, r := range group {
@@ -375,7 +358,7 @@ func printTables(w io.Writer, rep report, color bool) {
 			renderText(w, head, lines)
 		}
 	}
-	printCPU(w, rep, paint)
+	PrintCPU(w, rep, paint)
 	for _, sc := range rep.scenarios() {
 		head, lines := scalingTable(rep, sc)
 		if len(lines) == 0 {
@@ -467,14 +450,14 @@ func ms1(v float64) string { return fmt.Sprintf("%.1f", v) }
 // writeMarkdown renders report.md: the summary chart, the tables, the
 // verdicts, the scaling table and charts of a sweep, the latency
 // percentiles with their HDR files, links to the plots, and how to read it.
-func writeMarkdown(w io.Writer, rep report) {
+func writeMarkdown(w io.Writer, rep Report) {
 	s := rep.Settings
 	fmt.Fprintf(w, "# seckill lab, %s\n\n", rep.StartedAt.Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(w, "- targets: %s\n", strings.Join(rep.Targets, ", "))
 	switch {
 	case s.Shape == "burst" && len(s.Sweep) > 0:
 		fmt.Fprintf(w, "- load: bursts of %d buyers at each of %s buyers in flight, per-request timeout %gs, each burst capped at %gs\n",
-			s.Buyers, joinInts(s.Sweep), s.TimeoutMS/1000, s.MaxMS/1000)
+			s.Buyers, JoinInts(s.Sweep), s.TimeoutMS/1000, s.MaxMS/1000)
 	case s.Shape == "burst":
 		fmt.Fprintf(w, "- load: burst of %d buyers, %d in flight, per-request timeout %gs, each burst capped at %gs\n", s.Buyers, s.Workers, s.TimeoutMS/1000, s.MaxMS/1000)
 	default:
@@ -488,7 +471,7 @@ func writeMarkdown(w io.Writer, rep report) {
 		fmt.Fprintf(w, "- %d rounds: every attack ran once per round; each row is its median run, and passes only if every run passed\n", s.Repeat)
 	}
 	fmt.Fprintf(w, "- wall time %s\n", rep.FinishedAt.Sub(rep.StartedAt).Round(100*time.Millisecond))
-	if failed := rep.failed(); len(failed) > 0 {
+	if failed := rep.Failed(); len(failed) > 0 {
 		fmt.Fprintf(w, "\n**FAILED: %s**\n", strings.Join(failed, ", "))
 	} else {
 		fmt.Fprintln(w, "\n**Every verdict passed.**")
@@ -500,7 +483,7 @@ func writeMarkdown(w io.Writer, rep report) {
 	}
 
 	for _, group := range rep.tableGroups() {
-		fmt.Fprintf(w, "\n## %s\n\n", heading(group[0], s))
+		fmt.Fprintf(w, "\n## %s\n\n", heading(group[0], s, rep.Scenes))
 		base := baseline(group)
 		var lines [][]string
 		for _, r := range group {
@@ -549,7 +532,7 @@ func writeMarkdown(w io.Writer, rep report) {
 		}
 		fmt.Fprintln(w)
 		if head, lines := uslTable(rep.Models, sc); len(lines) > 0 {
-			fmt.Fprintf(w, "Capacity model: the universal scalability law, X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted to each stage's answered/s; each level is also predicted by a fit of the other levels alone (loadtest/usl.go).\n\n")
+			fmt.Fprintf(w, "Capacity model: the universal scalability law, X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted to each stage's answered/s; each level is also predicted by a fit of the other levels alone (loadtest/report/usl.go).\n\n")
 			for _, f := range rep.Models {
 				if f.Scenario == sc {
 					fmt.Fprintf(w, "- `%s`: %s\n", f.Stage, f.text())
@@ -586,7 +569,7 @@ func writeMarkdown(w io.Writer, rep report) {
 		if len(lines) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n### %s\n\n", heading(group[0], s))
+		fmt.Fprintf(w, "\n### %s\n\n", heading(group[0], s, rep.Scenes))
 		markdownTable(w, head, lines)
 	}
 
@@ -635,7 +618,7 @@ func saleTable(group []results.Row) (title string, head []string, lines [][]stri
 				early += fmt.Sprintf(" (MySQL %d)", *t.SoldEarlyMySQL)
 			}
 			lines = append(lines, []string{r.Stage, itoa(t.Buyers), itoa(t.RefusedEarly), early, fmt.Sprintf("%d/%d", r.Sold, r.InitialStock),
-				opt(t.ToLastOrderMS, "%.0f"), orDefault(t.LastOrderBy, "–"), opt(t.ToLastSaleAnswerMS, "%.0f"),
+				opt(t.ToLastOrderMS, "%.0f"), or(t.LastOrderBy, "–"), opt(t.ToLastSaleAnswerMS, "%.0f"),
 				ms1(t.FirstSecondP50ms), ms1(t.FirstSecondP99ms), strings.ToUpper(r.Verdict)})
 		case r.Scalper != nil && r.Verdict != results.Skipped:
 			sp := r.Scalper
@@ -681,7 +664,7 @@ func saleTable(group []results.Row) (title string, head []string, lines [][]stri
 	return title, head, lines
 }
 
-func joinInts(ns []int) string {
+func JoinInts(ns []int) string {
 	parts := make([]string, len(ns))
 	for i, n := range ns {
 		parts[i] = strconv.Itoa(n)
@@ -689,9 +672,9 @@ func joinInts(ns []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// isTerminal reports whether w is a terminal, which gets colour and a
+// IsTerminal reports whether w is a terminal, which gets colour and a
 // progress line redrawn in place.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -716,11 +699,11 @@ func joinFloats(xs []float64, format string) string {
 // writeCeilings adds the baselines of --baselines, and every row as a ratio
 // of the ceilings that bound it: every stage by the HTTP ceiling and by the
 // Redis round trip, db-atomic also by its own transaction straight on MySQL.
-func writeCeilings(w io.Writer, rep report) {
+func writeCeilings(w io.Writer, rep Report) {
 	if len(rep.Ceilings) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `sold-out-keyed` and `sold-out-keyless` are buys of the product after a reset to 0, under %s, each buyer its own, with an Idempotency-Key and without (their OK answer is 409 sold-out); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product. The HTTP baselines are sent in %d slices taken in turn, and each one's figures are the sums over its slices.%s\n\n", orDefault(rep.Settings.SoldOutStage, "the --sold-out-stage"), baselineSlices, baselineRequestsNote(rep.Settings))
+	fmt.Fprintf(w, "\n## Baselines\n\nMeasured in this run, with the same buyers in flight: `http-ceiling` is GET /healthz on the same targets (everything but a buy's work); `redis-round-trip` is GET /api/v1/admin/redis-ping on them (the same, plus the one Redis round trip a keyed buy makes first, so no stage can beat it); `sold-out-keyed` and `sold-out-keyless` are buys of the product after a reset to 0, under %s, each buyer its own, with an Idempotency-Key and without (their OK answer is 409 sold-out); `raw-hot-row` is db-atomic's transaction (guarded UPDATE of the hot row, order INSERT) straight on MySQL with no HTTP, on a scratch product. The HTTP baselines are sent in %d slices taken in turn, and each one's figures are the sums over its slices.%s\n\n", or(rep.Settings.SoldOutStage, "the --sold-out-stage"), results.BaselineSlices, baselineRequestsNote(rep.Settings))
 	repeated := len(rep.Ceilings[0].Runs) > 1
 	var lines [][]string
 	at := map[string]float64{} // name@workers -> per second
@@ -766,9 +749,26 @@ func writeCeilings(w io.Writer, rep report) {
 
 // baselineRequestsNote says how many requests each HTTP baseline sent when
 // that was not one per buyer, or "".
-func baselineRequestsNote(s settings) string {
+func baselineRequestsNote(s Settings) string {
 	if s.BaselineRequests <= 0 {
 		return ""
 	}
 	return fmt.Sprintf(" Each HTTP baseline sent %d requests (--baseline-requests); the raw loop sold %d units.", s.BaselineRequests, s.Buyers)
+}
+
+// or is s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// randomHex is n random bytes in hex, for a temporary file's name.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b)
 }

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -59,7 +60,7 @@ var (
 // by its place in the evolution; the marker tells lines apart without
 // colour.
 func stageStyle(stage string) (color.Color, draw.GlyphDrawer) {
-	i := max(0, slices.Index(allStages, stage))
+	i := max(0, slices.Index(inventory.Stages, stage))
 	glyphs := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{},
 		draw.RingGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.PlusGlyph{}}
 	return groupColors[i%len(groupColors)], glyphs[i%len(glyphs)]
@@ -160,7 +161,7 @@ func slantTickLabels(p *plot.Plot) {
 // sold against the stock, the oversold part in red, beside the answered
 // buyers per second. Each table of the report (a scenario, or a scenario at
 // one concurrency) is one bar in every stage's cluster.
-func summaryChart(rep report) ([]byte, error) {
+func summaryChart(rep Report) ([]byte, error) {
 	groups := rep.tableGroups()
 	stages := stagesOf(rep.Rows)
 	if len(groups) == 0 || len(stages) == 0 {
@@ -388,10 +389,10 @@ func answersChart(title string, levels []int, byStage map[string][]results.Row, 
 	})
 }
 
-// writeCharts draws the report's charts into dir and lists them in rep:
+// WriteCharts draws the report's charts into dir and lists them in rep:
 // the summary always; with a sweep, per scenario, answered/s and p99
 // against buyers in flight and the stacked answers.
-func writeCharts(dir string, rep *report) error {
+func WriteCharts(dir string, rep *Report) error {
 	write := func(c chart, svg []byte, err error) error {
 		if err != nil {
 			return fmt.Errorf("%s chart: %w", c.Kind, err)

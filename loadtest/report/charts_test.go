@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/results"
 	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
@@ -23,9 +24,9 @@ import (
 // sweepReport is a made-up sweep: two scenarios, every stage at four
 // levels. unlocked oversells; db-atomic saturates at 64 in flight and
 // answers 500s at 1024; redis-atomic keeps scaling.
-func sweepReport(oversell bool) report {
+func sweepReport(oversell bool) Report {
 	levels := []int{16, 64, 256, 1024}
-	rep := report{Settings: settings{Shape: "burst", Buyers: 2000, Stock: 100, Workers: 256, Sweep: levels}}
+	rep := Report{Settings: Settings{Shape: "burst", Buyers: 2000, Stock: 100, Workers: 256, Sweep: levels}}
 	thr := map[string][]float64{
 		"unlocked": {400, 900, 1500, 1600}, "local-mutex": {300, 700, 900, 950}, "redis-lock": {200, 260, 270, 250},
 		"redlock": {100, 120, 125, 90}, "db-atomic": {450, 1800, 1850, 1700}, "redis-atomic": {800, 2000, 3500, 5000},
@@ -33,7 +34,7 @@ func sweepReport(oversell bool) report {
 	}
 	for _, sc := range []string{"buy", "grab"} {
 		for li, w := range levels {
-			for _, stage := range allStages {
+			for _, stage := range inventory.Stages {
 				r := results.Row{Scenario: sc, Shape: "burst", Stage: stage, Workers: w, Requests: 2000, Buyers: 2000,
 					Created: 100, SoldOut: 1900, Sold: 100, InitialStock: 100, Conserved: true,
 					Throughput: thr[stage][li], P99ms: float64(10 * w), Verdict: results.Pass}
@@ -47,7 +48,7 @@ func sweepReport(oversell bool) report {
 			}
 		}
 	}
-	rep.Knees = findKnees(rep)
+	rep.Knees = FindKnees(rep)
 	return rep
 }
 
@@ -74,7 +75,7 @@ func TestCharts(t *testing.T) {
 	for _, oversell := range []bool{true, false} {
 		dir := t.TempDir()
 		rep := sweepReport(oversell)
-		if err := writeCharts(dir, &rep); err != nil {
+		if err := WriteCharts(dir, &rep); err != nil {
 			t.Fatal(err)
 		}
 		var kinds []string
@@ -85,7 +86,7 @@ func TestCharts(t *testing.T) {
 				t.Fatal(err)
 			}
 			wellFormed(t, c.File, svg)
-			for _, stage := range allStages {
+			for _, stage := range inventory.Stages {
 				if !bytes.Contains(svg, []byte(">"+stage+"<")) {
 					t.Errorf("%s does not name stage %s", c.File, stage)
 				}
@@ -124,7 +125,7 @@ func TestCharts(t *testing.T) {
 	rep := sweepReport(true)
 	rep.Settings.Sweep = nil
 	rep.Rows = rep.Rows[:6]
-	if err := writeCharts(t.TempDir(), &rep); err != nil {
+	if err := WriteCharts(t.TempDir(), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Charts) != 1 || rep.Charts[0].Kind != chartSummary {
@@ -169,9 +170,9 @@ func TestFindKnee(t *testing.T) {
 func TestMarkdownReport(t *testing.T) {
 	rep := sweepReport(true)
 	for i := range rep.Rows {
-		rep.Rows[i].HDR = hdrFile(rep.Rows[i], true)
+		rep.Rows[i].HDR = HDRFile(rep.Rows[i], true)
 	}
-	if err := writeCharts(t.TempDir(), &rep); err != nil {
+	if err := WriteCharts(t.TempDir(), &rep); err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
@@ -215,7 +216,7 @@ func TestSummaryStageNamesDoNotOverlap(t *testing.T) {
 		rep := sweepReport(true)
 		if !sweep {
 			rep.Settings.Sweep = nil
-			rep.Rows = rep.Rows[:len(allStages)]
+			rep.Rows = rep.Rows[:len(inventory.Stages)]
 		}
 		svg, err := summaryChart(rep)
 		if err != nil {
@@ -224,15 +225,15 @@ func TestSummaryStageNamesDoNotOverlap(t *testing.T) {
 		width, height, texts := svgTexts(t, svg)
 		var names []placedText
 		for _, tx := range texts {
-			if slices.Contains(allStages, tx.s) {
+			if slices.Contains(inventory.Stages, tx.s) {
 				if tx.size != sty.Font.Size.Points() {
 					t.Fatalf("%q is drawn at %gpx, the test measures at %gpt", tx.s, tx.size, sty.Font.Size.Points())
 				}
 				names = append(names, tx)
 			}
 		}
-		if len(names) != 2*len(allStages) {
-			t.Fatalf("sweep=%v: %d stage names in the summary, want %d (one per stage in each panel)", sweep, len(names), 2*len(allStages))
+		if len(names) != 2*len(inventory.Stages) {
+			t.Fatalf("sweep=%v: %d stage names in the summary, want %d (one per stage in each panel)", sweep, len(names), 2*len(inventory.Stages))
 		}
 		boxes := make([][4]vg.Point, len(names))
 		for i, n := range names {

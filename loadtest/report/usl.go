@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -188,8 +188,8 @@ func modelStage(sc, stage string, series []results.Row) (uslFit, bool) {
 	return f, true
 }
 
-// modelSweep fits every stage of every scenario of a sweep.
-func modelSweep(rep report) []uslFit {
+// ModelSweep fits every stage of every scenario of a sweep.
+func ModelSweep(rep Report) []uslFit {
 	if len(rep.Settings.Sweep) < 3 {
 		return nil
 	}
