@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/report"
 
 	"github.com/seckill-lab/seckill/loadtest/resp"
@@ -55,7 +56,7 @@ const rawLoopConns = 32
 // interleaved slices (results.BaselineSlices), each slice between two readings of
 // meter, then the raw loop, which needs db (SECKILL_MYSQL_DSN). tag makes
 // the sold-out buyers' ids unique to this round.
-func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, workers int, tag string, progress io.Writer) []results.Ceiling {
+func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB, meter *cpu.Meter, workers int, tag string, progress io.Writer) []results.Ceiling {
 	hot := o.buyers // the raw loop sells as many units as a burst has buyers
 	if o.baselineRequests > 0 {
 		o.buyers = o.baselineRequests
@@ -78,9 +79,9 @@ func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter
 	// The sold-out buys find the product sold out from their first slice
 	// on: one reset before any slice.
 	var soldOut string
-	if miss := f.missing(o.soldOutStage); len(miss) > 0 {
+	if miss := f.Missing(o.soldOutStage); len(miss) > 0 {
 		soldOut = "not measured: " + o.soldOutStage + " is not available on " + strings.Join(miss, ", ")
-	} else if err := f.reset(ctx, buyScenario(), o.product, 0); err != nil {
+	} else if err := f.Reset(ctx, buyScenario().item(o.product), 0); err != nil {
 		soldOut = "not measured: " + err.Error()
 	}
 	for _, keyed := range []bool{true, false} {

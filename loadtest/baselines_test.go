@@ -184,26 +184,6 @@ func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
 	}
 }
 
-// TestResidentMemoryFromMetrics: the lab reads each target's resident
-// memory from the process collector of its /metrics, and nothing when a
-// target has no metrics.
-func TestResidentMemoryFromMetrics(t *testing.T) {
-	with := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 5.24288e+07\nprocess_virtual_memory_bytes 9e+09\n"))
-	}))
-	defer with.Close()
-	without := httptest.NewServer(http.NotFoundHandler())
-	defer without.Close()
-	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}, targets: []string{with.URL, with.URL}}
-	if got := f.residentMiB(context.Background()); len(got) != 2 || got[0] != 50 || got[1] != 50 {
-		t.Fatalf("resident memory %v, want [50 50] MiB", got)
-	}
-	f.targets = append(f.targets, without.URL)
-	if got := f.residentMiB(context.Background()); got != nil {
-		t.Fatalf("a target without metrics: got %v, want nothing", got)
-	}
-}
-
 // TestCountInMySQLNamesForeignWriters: orders of the item written by an
 // instance outside the fleet (another fleet sharing the database) are
 // counted by instance, whatever their status; the fleet's own are not, nor

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -27,39 +28,6 @@ func f64(v float64) *float64 { return &v }
 
 // near compares CPU figures computed from floats.
 func near(got *float64, want float64) bool { return got != nil && math.Abs(*got-want) < 1e-6 }
-
-// TestProcessCPUFromMetrics: an instance's CPU is
-// seckill_process_cpu_rusage_seconds_total of its /metrics, or
-// process_cpu_seconds_total where it has not that; a target without
-// either, or without metrics, is an error.
-func TestProcessCPUFromMetrics(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			fmt.Fprint(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\nprocess_resident_memory_bytes 1e+07\n")
-		case "/rusage/metrics":
-			fmt.Fprint(w, "process_cpu_seconds_total 12.34\n# TYPE seckill_process_cpu_rusage_seconds_total counter\nseckill_process_cpu_rusage_seconds_total 12.345678\n")
-		case "/other/metrics":
-			fmt.Fprint(w, "process_resident_memory_bytes 1e+07\n")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}}
-	if got, err := f.processCPU(context.Background(), srv.URL); err != nil || got != 12.34 {
-		t.Fatalf("got %v, %v; want 12.34 s", got, err)
-	}
-	if got, err := f.processCPU(context.Background(), srv.URL+"/rusage"); err != nil || got != 12.345678 {
-		t.Fatalf("with getrusage's counter: got %v, %v; want 12.345678 s, not the 10 ms ticks", got, err)
-	}
-	if _, err := f.processCPU(context.Background(), srv.URL+"/other"); err == nil || !strings.Contains(err.Error(), "no process_cpu_seconds_total") {
-		t.Errorf("metrics without the counter: %v", err)
-	}
-	if _, err := f.processCPU(context.Background(), srv.URL+"/none"); err == nil || !strings.Contains(err.Error(), "404") {
-		t.Errorf("no metrics: %v", err)
-	}
-}
 
 // TestInstanceCPULeavesItsOwnReadingOut: an instance on this machine is
 // read by its process's CPU-time clock, so an attack's CPU is the
@@ -72,7 +40,7 @@ func TestProcessCPUFromMetrics(t *testing.T) {
 func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	ctx := context.Background()
 	url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.process, s.pidNS, s.scrapeCost = "labhost/4242", "pid:[2]", 0.002 })
-	f, err := survey(ctx, []string{url}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(ctx, []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +202,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 
 	url := startFakeShop(t, (*fakeShop).sell)
-	f, err := survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +217,7 @@ func TestSoldOutBaselines(t *testing.T) {
 			t.Errorf("%s: %+v, want 200 sold-out answers and their CPU", name, c)
 		}
 	}
-	f.infos[0].Stages = []string{"db-atomic"}
+	f.Infos[0].Stages = []string{"db-atomic"}
 	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		if (c.Name == results.BaselineSoldOutKeyed || c.Name == results.BaselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
@@ -299,7 +267,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 		forward.ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
-	f, err := survey(context.Background(), []string{proxy.URL}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(context.Background(), []string{proxy.URL}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

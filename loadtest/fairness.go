@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -160,11 +161,11 @@ func describeTargets(targets map[string]float64) string {
 // when every target says its redis-lock runs the fair lock (lock_fair in
 // /api/v1/info), unless --first-come-target named redis-lock. It reports
 // whether it did.
-func fairLockTarget(o *options, f *fleet) bool {
-	if o.firstComeNamed[inventory.StageRedisLock] || len(f.infos) == 0 {
+func fairLockTarget(o *options, f *fleet.Fleet) bool {
+	if o.firstComeNamed[inventory.StageRedisLock] || len(f.Infos) == 0 {
 		return false
 	}
-	for _, in := range f.infos {
+	for _, in := range f.Infos {
 		if !in.LockFair {
 			return false
 		}

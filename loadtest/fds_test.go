@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/testkit"
 	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -45,7 +46,7 @@ func TestAttacksCloseTheirConnections(t *testing.T) {
 	}
 	const slack = 8 // the test's own client and server bookkeeping
 	url := startFakeShop(t, (*fakeShop).sell)
-	f, err := survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

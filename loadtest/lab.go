@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/report"
 
 	"bytes"
@@ -30,7 +31,7 @@ import (
 // failed its verdict.
 func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	started := time.Now()
-	f, err := survey(ctx, o.targets, o.adminToken, o.timeout)
+	f, err := fleet.Survey(ctx, o.targets, o.adminToken, o.timeout)
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 		planned += len(sc.stagesOf(o)) * max(1, len(o.sweep)) * o.repeat
 	}
 	fmt.Fprintf(stderr, "lab: %s against %s (%d instance(s)); %s\n",
-		plural(planned, "attack"), strings.Join(o.targets, ", "), f.instanceCount(), describeLoad(o))
+		plural(planned, "attack"), strings.Join(o.targets, ", "), f.InstanceCount(), describeLoad(o))
 
 	meter := newCPUMeter(ctx, f, o, cpu.LocalProcs())
 	for _, src := range meter.Sources {
@@ -148,9 +149,9 @@ func runLab(ctx context.Context, o options, stdout, stderr io.Writer) (err error
 }
 
 // runRow resets the item, attacks it under stage, and judges the audit.
-func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Meter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (results.Row, error) {
-	r := results.Row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.instanceCount(), Workers: o.workers, Round: o.round}
-	if miss := f.missing(stage); len(miss) > 0 {
+func runRow(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB, meter *cpu.Meter, dir string, sc scenario, stage, tag string, plots map[string]*plot.Plot, stderr io.Writer) (results.Row, error) {
+	r := results.Row{Scenario: sc.name, Shape: o.shape, Stage: stage, Instances: f.InstanceCount(), Workers: o.workers, Round: o.round}
+	if miss := f.Missing(stage); len(miss) > 0 {
 		r.Verdict, r.Note = results.Skipped, "skipped: not available on target"
 		if len(miss) < len(o.targets) {
 			r.Note += " " + strings.Join(miss, ", ")
@@ -159,7 +160,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	}
 	id := sc.itemID(o)
 	if sc.crowd != results.CrowdT0 { // the T-0 crowd resets with the sale's opening
-		if err := f.reset(ctx, sc, id, o.stock); err != nil {
+		if err := f.Reset(ctx, sc.item(id), o.stock); err != nil {
 			return r, err
 		}
 	}
@@ -200,11 +201,11 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	if err != nil {
 		return r, err
 	}
-	var conf *confirmation
+	var conf *fleet.Confirmation
 	if inventory.Queues(stage) {
 		// The orders the 202s accepted are written behind a queue: judge
 		// the stage once they all are, or the wait is over.
-		c, err := f.confirm(ctx, sc, id, res.tally.acceptedOrders(), o.confirmWait)
+		c, err := f.Confirm(ctx, sc.item(id), res.tally.acceptedOrders(), o.confirmWait)
 		if err != nil {
 			return r, err
 		}
@@ -221,7 +222,7 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	if res.tally.outcomes[outTimeout]+res.tally.outcomes[outNetError] > 0 {
 		settle = 2 * o.timeout
 	}
-	a, err := f.settledAudit(ctx, sc, id, settle)
+	a, err := f.SettledAudit(ctx, sc.item(id), settle)
 	if err != nil {
 		return r, err
 	}
@@ -230,13 +231,13 @@ func runRow(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpu.Met
 	if conf != nil {
 		fillConfirmation(&r, *conf)
 	}
-	r.RSSMB = f.residentMiB(ctx)
+	r.RSSMB = f.ResidentMiB(ctx)
 	r.HDR = report.HDRFile(r, len(o.sweep) > 0)
 	if err := writeHDR(filepath.Join(dir, r.HDR), &res.metrics); err != nil {
 		return r, err
 	}
 	if db != nil {
-		if r.MySQL, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: sc.coupon, ID: id}, f.instanceNames(res.tally.instances), res.tally.writtenOrders()); err != nil {
+		if r.MySQL, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: sc.coupon, ID: id}, f.InstanceNames(res.tally.instances), res.tally.writtenOrders()); err != nil {
 			return r, err
 		}
 		if r.T0 != nil {

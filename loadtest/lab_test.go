@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/report"
 
 	"bytes"
@@ -215,11 +216,11 @@ type demo struct {
 // stages asks the first instance which stages it has.
 func (d *demo) stages(t *testing.T) []string {
 	t.Helper()
-	f, err := survey(t.Context(), d.instances[:1], d.token, 5*time.Second)
+	f, err := fleet.Survey(t.Context(), d.instances[:1], d.token, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.infos[0].Stages
+	return f.Infos[0].Stages
 }
 
 // startDemo builds cmd/seckill, starts `seckill demo` on free loopback

@@ -2,16 +2,17 @@ package main
 
 import (
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // fillConfirmation copies what became of a queued stage's accepted orders
 // into r.
-func fillConfirmation(r *results.Row, c confirmation) {
-	r.Accepted, r.Confirmed, r.FailedOrders = c.accepted, c.confirmed, c.failed
-	r.Unconfirmed = c.pending + c.missing
-	r.ConfirmP50ms, r.ConfirmP99ms = percentileMS(c.toConfirm, 0.50), percentileMS(c.toConfirm, 0.99)
-	r.PeakLag = c.peakLag
+func fillConfirmation(r *results.Row, c fleet.Confirmation) {
+	r.Accepted, r.Confirmed, r.FailedOrders = c.Accepted, c.Confirmed, c.Failed
+	r.Unconfirmed = c.Pending + c.Missing
+	r.ConfirmP50ms, r.ConfirmP99ms = percentileMS(c.ToConfirm, 0.50), percentileMS(c.ToConfirm, 0.99)
+	r.PeakLag = c.PeakLag
 }
 
 // fillRow copies the attack's counts and the audit into r.

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +14,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
-	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -75,77 +73,13 @@ func personAddr(row uint32, scalper bool, n int) string {
 	return fmt.Sprintf("fd00:%x:%x::%x:%x", row>>16, row&0xffff, kind, n)
 }
 
-// rateLimits reads and sets the targets' rate limits.
-type rateLimits struct {
-	f      *fleet
-	before []api.RateLimit // each target's own, to restore
-}
-
-// takeRateLimits reads every target's rate limit, and fails when a
-// target keeps none (no Redis) or would not believe the lab's
-// X-Forwarded-For.
-func takeRateLimits(ctx context.Context, f *fleet) (*rateLimits, error) {
-	rl := &rateLimits{f: f}
-	for _, t := range f.targets {
-		var cur api.RateLimit
-		if err := f.do(ctx, http.MethodGet, t+"/api/v1/admin/rate-limit", nil, &cur); err != nil {
-			return nil, fmt.Errorf("the scalper scenarios set the fleet's rate limit: %w", err)
-		}
-		if !trustsLoopback(cur.TrustedProxies) {
-			return nil, fmt.Errorf("target %s does not believe X-Forwarded-For from the lab (trusted proxies %v): start it with SECKILL_TRUSTED_PROXIES=127.0.0.1,::1, as lab.sh does", t, cur.TrustedProxies)
-		}
-		rl.before = append(rl.before, cur)
-	}
-	return rl, nil
-}
-
-// trustsLoopback reports whether the lab's loopback address is among the
-// trusted proxies.
-func trustsLoopback(trusted []string) bool {
-	for _, s := range trusted {
-		p, err := netip.ParsePrefix(s)
-		if err == nil && (p.Contains(netip.MustParseAddr("127.0.0.1")) || p.Contains(netip.IPv6Loopback())) {
-			return true
-		}
-	}
-	return false
-}
-
-// set puts one limit, and one opening draw, on every target.
-func (rl *rateLimits) set(ctx context.Context, intervalMS float64, burst int, by []string, drawMS float64) error {
-	body, err := json.Marshal(map[string]any{"interval_ms": intervalMS, "burst": burst, "by": by, "opening_draw_ms": drawMS})
-	if err != nil {
-		return err
-	}
-	for _, t := range rl.f.targets {
-		if err := rl.f.do(ctx, http.MethodPut, t+"/api/v1/admin/rate-limit", body, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// restore gives every target its own limit back.
-func (rl *rateLimits) restore(ctx context.Context) error {
-	var errs []error
-	for i, t := range rl.f.targets {
-		b := rl.before[i]
-		body, err := json.Marshal(map[string]any{"interval_ms": b.IntervalMS, "burst": b.Burst, "by": b.By, "opening_draw_ms": b.OpeningDrawMS})
-		if err == nil {
-			err = rl.f.do(ctx, http.MethodPut, t+"/api/v1/admin/rate-limit", body, nil)
-		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
 // scalperAttack runs one scalper row of plan: the limit set (limited) or
 // off, the crowd, and each target's own limit restored.
-func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limited bool, pl *plot.Plot, progress io.Writer) (res attackResult, fig results.Scalper, err error) {
+func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, limited bool, pl *plot.Plot, progress io.Writer) (res attackResult, fig results.Scalper, err error) {
 	crowd := newScalperCrowd(o.scalperPeople)
 	fig = results.Scalper{People: o.scalperPeople, Scalpers: crowd.scalpers, Accounts: scalperAccounts, Limited: limited,
 		ShareOfPeople: float64(crowd.scalpers) / float64(o.scalperPeople)}
-	rl, err := takeRateLimits(ctx, f)
+	rl, err := fleet.TakeRateLimits(ctx, f)
 	if err != nil {
 		return res, fig, err
 	}
@@ -153,7 +87,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		// The limit goes back even when the row was cancelled.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if rerr := rl.restore(rctx); rerr != nil {
+		if rerr := rl.Restore(rctx); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("restoring the targets' rate limits: %w", rerr))
 		}
 	}()
@@ -161,9 +95,9 @@ func scalperAttack(ctx context.Context, o options, f *fleet, p attackPlan, limit
 		fig.LimitIntervalMS, fig.LimitBurst = results.MS(o.scalperLimitInterval), o.scalperLimitBurst
 		fig.Target, fig.TargetVerdict = &o.scalperTarget, o.scalperTargetVerdict
 		fig.DrawMS = results.MS(o.scalperDraw)
-		err = rl.set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
+		err = rl.Set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
 	} else {
-		err = rl.set(ctx, 0, 1, []string{"account"}, 0)
+		err = rl.Set(ctx, 0, 1, []string{"account"}, 0)
 	}
 	if err != nil {
 		return res, fig, err
@@ -307,13 +241,13 @@ func b2i(b bool) int {
 // openAhead resets the row's item with its sale opening ahead on the
 // reference clock (the reset must answer before it) and returns the
 // opening on the lab's clock.
-func openAhead(ctx context.Context, o options, f *fleet, p attackPlan, fig *results.Scalper) (time.Time, error) {
-	offset, err := f.clockOffset(ctx, p.scenario, p.itemID)
+func openAhead(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, fig *results.Scalper) (time.Time, error) {
+	offset, err := f.ClockOffset(ctx, p.scenario.item(p.itemID))
 	if err != nil {
 		return time.Time{}, err
 	}
 	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
-	reply, err := f.resetSale(ctx, p.scenario, p.itemID, o.stock, want)
+	reply, err := f.ResetSale(ctx, p.scenario.item(p.itemID), o.stock, want)
 	if err != nil {
 		return time.Time{}, err
 	}

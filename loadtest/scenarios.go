@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+
 	"github.com/seckill-lab/seckill/loadtest/report"
 
 	"encoding/json"
@@ -121,6 +123,9 @@ func (sc scenario) stagesOf(o options) []string {
 	}
 	return out
 }
+
+// item is the scenario's item id in the fleet's terms.
+func (sc scenario) item(id int64) fleet.Item { return fleet.Item{Coupon: sc.coupon, ID: id} }
 
 // kind is the path segment of the item's routes.
 func (sc scenario) kind() string {

@@ -13,6 +13,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
+	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -68,7 +69,7 @@ const t0Tries = 3
 // at T-0 (a machine busier than the lead allowed for), runs it again with
 // twice the lead and new buyers: the reset clears whatever the late early
 // answers sold, and new Idempotency-Keys keep their records out of it.
-func t0Leads(ctx context.Context, o options, f *fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
+func t0Leads(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
 	tag := p.tag
 	for try := 1; ; try++ {
 		res, fig, err := t0Attack(ctx, o, f, p, stock, pl, progress)
@@ -84,15 +85,15 @@ func t0Leads(ctx context.Context, o options, f *fleet, p attackPlan, stock int, 
 
 // t0Attack resets the item with its sale opening --t0-lead ahead, sends
 // the early crowd, and releases it at T-0.
-func t0Attack(ctx context.Context, o options, f *fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
+func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
 	fig := results.T0{LeadMS: results.MS(o.t0Lead), Buyers: o.t0Buyers, EarlyOther: map[string]int{}}
-	offset, err := f.clockOffset(ctx, p.scenario, p.itemID)
+	offset, err := f.ClockOffset(ctx, p.scenario.item(p.itemID))
 	if err != nil {
 		return attackResult{}, fig, err
 	}
 	fig.ClockOffsetMS = results.MS(offset)
 	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
-	reply, err := f.resetSale(ctx, p.scenario, p.itemID, stock, want)
+	reply, err := f.ResetSale(ctx, p.scenario.item(p.itemID), stock, want)
 	if err != nil {
 		return attackResult{}, fig, err
 	}
