@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/report"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 
 	"github.com/seckill-lab/seckill/loadtest/resp"
 	"github.com/seckill-lab/seckill/loadtest/results"
@@ -57,9 +58,9 @@ const rawLoopConns = 32
 // meter, then the raw loop, which needs db (SECKILL_MYSQL_DSN). tag makes
 // the sold-out buyers' ids unique to this round.
 func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB, meter *cpu.Meter, workers int, tag string, progress io.Writer) []results.Ceiling {
-	hot := o.buyers // the raw loop sells as many units as a burst has buyers
+	hot := o.Buyers // the raw loop sells as many units as a burst has buyers
 	if o.baselineRequests > 0 {
-		o.buyers = o.baselineRequests
+		o.Buyers = o.baselineRequests
 	}
 	// Each baseline keeps its connections from slice to slice: a
 	// baseline in slices dials as often as one in a piece.
@@ -81,7 +82,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB,
 	var soldOut string
 	if miss := f.Missing(o.soldOutStage); len(miss) > 0 {
 		soldOut = "not measured: " + o.soldOutStage + " is not available on " + strings.Join(miss, ", ")
-	} else if err := f.Reset(ctx, buyScenario().item(o.product), 0); err != nil {
+	} else if err := f.Reset(ctx, scenario.Buy().Item(o.Product), 0); err != nil {
 		soldOut = "not measured: " + err.Error()
 	}
 	for _, keyed := range []bool{true, false} {
@@ -95,13 +96,13 @@ func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB,
 	}
 	conns := make([]*http.Transport, len(all))
 	for i := range all {
-		conns[i] = newAttackTransport(o.timeout)
+		conns[i] = scenario.NewAttackTransport(o.Timeout)
 		defer conns[i].CloseIdleConnections()
 	}
-	slices := min(results.BaselineSlices, max(o.buyers, 1))
+	slices := min(results.BaselineSlices, max(o.Buyers, 1))
 	for k := range slices {
 		so := o
-		so.buyers = o.buyers/slices + btoi(k < o.buyers%slices)
+		so.Buyers = o.Buyers/slices + btoi(k < o.Buyers%slices)
 		for i, b := range all {
 			if b.unmeasured {
 				continue
@@ -121,7 +122,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB,
 	}
 	if db != nil {
 		before := meter.Read(ctx)
-		c := rawHotRow(ctx, db, scratchRedis{addrs: o.cpuRedis, password: o.redisPassword, timeout: min(o.timeout, 2*time.Second)}, workers, hot)
+		c := rawHotRow(ctx, db, scratchRedis{addrs: o.cpuRedis, password: o.redisPassword, timeout: min(o.Timeout, 2*time.Second)}, workers, hot)
 		c.SetCPU(meter.Usage(before, meter.Read(ctx)))
 		out = append(out, c)
 	} else {
@@ -178,13 +179,13 @@ func getBaseline(ctx context.Context, conns *http.Transport, o options, workers 
 // o.soldOutStage, each buyer its own, with an Idempotency-Key when keyed,
 // and counts the 409s per second.
 func soldOutBuys(ctx context.Context, conns *http.Transport, o options, workers int, name string, keyed bool, tag string) results.Ceiling {
-	sc := buyScenario()
-	path := sc.actionPath(o.product)
+	sc := scenario.Buy()
+	path := sc.ActionPath(o.Product)
 	return fireBaseline(ctx, conns, o, workers, name, http.StatusConflict, func(i uint64, t *vegeta.Target) {
 		user := fmt.Sprintf("%s-%s-%d", tag, name, i)
 		t.Method = http.MethodPost
 		t.URL = o.targets[i%uint64(len(o.targets))] + path
-		t.Body = sc.body(user)
+		t.Body = sc.Body(user)
 		t.Header = http.Header{
 			"Content-Type":    {"application/json"},
 			"Authorization":   {"Bearer " + o.adminToken},
@@ -196,22 +197,22 @@ func soldOutBuys(ctx context.Context, conns *http.Transport, o options, workers 
 	})
 }
 
-// fireBaseline fires o.buyers requests that target makes (i counts them
+// fireBaseline fires o.Buyers requests that target makes (i counts them
 // from 0), workers at a time over conns, and counts the answers of status
 // ok per second; any other answer is counted in the note.
 func fireBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name string, ok int, target func(i uint64, t *vegeta.Target)) results.Ceiling {
-	b := results.Ceiling{Name: name, Workers: workers, Tally: results.Tally{OKStatus: ok, Asked: o.buyers, Others: map[int]int{}, Limit: o.maxDuration}}
+	b := results.Ceiling{Name: name, Workers: workers, Tally: results.Tally{OKStatus: ok, Asked: o.Buyers, Others: map[int]int{}, Limit: o.MaxDuration}}
 	var next atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
 		target(next.Add(1)-1, t)
 		return nil
 	}
-	atk := attackerOn(conns, uint64(workers), uint64(workers), o.timeout)
+	atk := scenario.AttackerOn(conns, uint64(workers), uint64(workers), o.Timeout)
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
 	started := time.Now()
 	var last time.Time
-	for r := range atk.Attack(targeter, burstPacer{hits: uint64(o.buyers)}, o.maxDuration, name) {
+	for r := range atk.Attack(targeter, scenario.BurstPacer{Hits: uint64(o.Buyers)}, o.MaxDuration, name) {
 		b.Requests++
 		if int(r.Code) == ok {
 			b.OK++
@@ -225,7 +226,7 @@ func fireBaseline(ctx context.Context, conns *http.Transport, o options, workers
 	}
 	// A slow baseline meets the bursts' --max-duration cap too: its CPU
 	// per answer still holds (CPU over the answers it got), but say so.
-	b.Capped = b.Requests < o.buyers && ctx.Err() == nil
+	b.Capped = b.Requests < o.Buyers && ctx.Err() == nil
 	b.Sum()
 	return b
 }

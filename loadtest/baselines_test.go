@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
@@ -145,8 +146,8 @@ func TestHTTPCeilingAsksEveryTarget(t *testing.T) {
 		defer srv.Close()
 		urls = append(urls, srv.URL)
 	}
-	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second}
-	b := httpCeiling(context.Background(), baselineConns(t, o.timeout), o, 16)
+	o := options{targets: urls, Config: scenario.Config{Buyers: 300, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second}}
+	b := httpCeiling(context.Background(), baselineConns(t, o.Timeout), o, 16)
 	if b.OK != 300 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 {
 		t.Fatalf("ceiling %+v, hits %d and %d; want 300 ok, 150 each", b, hits[0].Load(), hits[1].Load())
 	}
@@ -173,13 +174,13 @@ func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
 		defer srv.Close()
 		urls = append(urls, srv.URL)
 	}
-	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second, adminToken: "lab-token"}
-	b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16)
+	o := options{targets: urls, adminToken: "lab-token", Config: scenario.Config{Buyers: 300, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second}}
+	b := redisRoundTrip(context.Background(), baselineConns(t, o.Timeout), o, 16)
 	if b.Name != results.BaselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
 		t.Fatalf("baseline %+v, hits %d and %d; want 150 ok, 150 × 404 noted", b, hits[0].Load(), hits[1].Load())
 	}
 	o.targets = urls[1:]
-	if b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
+	if b := redisRoundTrip(context.Background(), baselineConns(t, o.Timeout), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
 		t.Fatalf("targets without Redis: %+v; want no rate, 300 × 404 noted", b)
 	}
 }
@@ -216,7 +217,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		}
 	}
 	own := map[string]bool{"serve-1": true, "serve-2": true}
-	c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenarios[0].coupon, ID: ids[0]}, own, nil)
+	c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenario.All()[0].Coupon, ID: ids[0]}, own, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		t.Errorf("foreign writers %v, want %v", c.Foreign, want)
 	}
 	own["wrk-1"], own["wrk-2"] = true, true
-	if c, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenarios[0].coupon, ID: ids[0]}, own, nil); err != nil || c.Foreign != nil {
+	if c, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenario.All()[0].Coupon, ID: ids[0]}, own, nil); err != nil || c.Foreign != nil {
 		t.Errorf("with every writer in the fleet: foreign %v, %v; want none", c.Foreign, err)
 	}
 }
@@ -258,7 +259,7 @@ func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
 	written := []string{"L1", "L2", "L3"} // answered 201 to the lab's buyers
 	judged := func() *results.Row {
 		t.Helper()
-		c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenarios[0].coupon, ID: id}, own, written)
+		c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenario.All()[0].Coupon, ID: id}, own, written)
 		if err != nil {
 			t.Fatal(err)
 		}

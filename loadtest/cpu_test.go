@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-lab/seckill/loadtest/cpu"
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -50,7 +51,7 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 		}
 		return shop.clock(), nil
 	}
-	o := options{targets: []string{url}, timeout: 5 * time.Second}
+	o := options{targets: []string{url}, Config: scenario.Config{Timeout: 5 * time.Second}}
 	show := func(s *float64) string {
 		if s == nil {
 			return "unavailable"
@@ -190,9 +191,9 @@ func TestSoldOutBaselines(t *testing.T) {
 		w.WriteHeader(http.StatusConflict)
 	}))
 	defer srv.Close()
-	o := options{targets: []string{srv.URL}, buyers: 100, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 7, soldOutStage: "db-atomic"}
+	o := options{targets: []string{srv.URL}, soldOutStage: "db-atomic", Config: scenario.Config{Buyers: 100, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 7}}
 	for _, keyed := range []bool{true, false} {
-		b := soldOutBuys(context.Background(), baselineConns(t, o.timeout), o, 8, "x", keyed, "t")
+		b := soldOutBuys(context.Background(), baselineConns(t, o.Timeout), o, 8, "x", keyed, "t")
 		if b.OK != 100 || b.Note != "" {
 			t.Errorf("keyed %v: %+v, want 100 × 409", keyed, b)
 		}
@@ -206,7 +207,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = options{targets: []string{url}, buyers: 200, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
+	o = options{targets: []string{url}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: 200, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
 	got := map[string]results.Ceiling{}
 	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		got[c.Name] = c
@@ -272,7 +273,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	const requests = 202 // not a multiple of the slices: the first slices take one more
-	o := options{targets: []string{proxy.URL}, buyers: requests, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
+	o := options{targets: []string{proxy.URL}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: requests, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
 	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 4, "t", io.Discard)
 
 	// Requests of one slice run together: fold the order into runs.

@@ -16,7 +16,7 @@ func newCPUMeter(ctx context.Context, f *fleet.Fleet, o options, procs cpu.Procs
 	sources = append(sources, cpu.InstanceSources(ctx, f.Infos, f.Targets, f.ProcessCPU, procs)...)
 	// A Redis that does not answer must not hold the lab up for a whole
 	// request timeout twice per attack.
-	sources = append(sources, cpu.RedisSources(o.cpuRedis, o.redisPassword, min(o.timeout, 2*time.Second))...)
+	sources = append(sources, cpu.RedisSources(o.cpuRedis, o.redisPassword, min(o.Timeout, 2*time.Second))...)
 	sources = append(sources, cpu.MySQLSource(o.mysqlDSN, procs), cpu.LabSource())
 	return cpu.NewMeter(sources...)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/seckill/loadtest/cpu"
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // openFiles counts this process's open file descriptors.
@@ -51,7 +52,7 @@ func TestAttacksCloseTheirConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := openFiles(t)
-	o := options{targets: []string{url}, buyers: 600, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
+	o := options{targets: []string{url}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: 600, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
 	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
 		if b.Name == results.BaselineRedis { // the fake shop has no Redis to ping
 			if b.OK != 0 || b.Note != "not 200: 404 ×600" {

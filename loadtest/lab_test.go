@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/report"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 
 	"bytes"
 	"encoding/json"
@@ -37,7 +38,7 @@ func TestLabShort(t *testing.T) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		available := demo.stages(t)
-		for _, sc := range attackScenarioNames() {
+		for _, sc := range scenario.AttackNames() {
 			for _, stage := range allStages {
 				r, ok := findRow(rep, sc, stage)
 				if !ok {
@@ -124,7 +125,7 @@ func TestLabShort(t *testing.T) {
 // instances that local-mutex oversells every time even in the retry storm,
 // and a cap that bounds a slow lock stage. It runs the attack scenarios
 // only: the T-0 and paced verdicts stay out of CI (make lab runs them).
-var shortArgs = []string{"--scenarios", strings.Join(attackScenarioNames(), ","), "--stock", "40", "--buyers", "200", "--workers", "16", "--max-duration", "2s", "--timeout", "5s"}
+var shortArgs = []string{"--scenarios", strings.Join(scenario.AttackNames(), ","), "--stock", "40", "--buyers", "200", "--workers", "16", "--max-duration", "2s", "--timeout", "5s"}
 
 type shortReport struct {
 	report.Report

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // outcome is what one request came to, as the table counts it.
@@ -282,41 +283,46 @@ func (t *tally) served() int {
 	return t.outcomes[outCreated] + t.outcomes[outSoldOut] + t.outcomes[outConflict]
 }
 
-// attackResult is what an attack leaves behind for the oracle and the report.
-type attackResult struct {
+// Result is what an attack leaves behind for the verdict and the report:
+// every answer tallied, vegeta's latency metrics, and the figures of the
+// crowds that have their own (nil for the others).
+type Result struct {
 	tally   *tally
 	metrics vegeta.Metrics
+	T0      *results.T0
+	Paced   *results.Paced
+	Scalper *results.Scalper
 }
 
 // attack runs one attack with vegeta and feeds every result to the tally,
 // the latency metrics and the stage's plot, while a progress line ticks on
 // progress.
-func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progress io.Writer) (attackResult, error) {
+func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Writer) (Result, error) {
 	// --workers bounds the buyers in flight; a buyer who sends copies has
 	// all of them in flight at once, so the storm multiplies connections
 	// rather than thinning out the crowd.
-	copies := uint64(max(1, p.scenario.copies))
+	copies := uint64(max(1, p.Scenario.Copies))
 	var (
 		pacer    vegeta.Pacer
 		duration time.Duration
 		planned  uint64
-		workers  = uint64(o.workers) * copies
+		workers  = uint64(o.Workers) * copies
 		initial  = workers
 	)
-	switch o.shape {
+	switch o.Shape {
 	case "burst":
-		planned = uint64(o.buyers) * copies
-		pacer = burstPacer{hits: planned}
-		duration = o.maxDuration
+		planned = uint64(o.Buyers) * copies
+		pacer = BurstPacer{Hits: planned}
+		duration = o.MaxDuration
 	default: // constant
-		pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
-		duration = o.duration
+		pacer = vegeta.ConstantPacer{Freq: o.Rate, Per: time.Second}
+		duration = o.Duration
 		// Holding a rate takes rate × latency requests in flight; allow a
 		// second of latency at the full rate before the attack falls behind.
-		workers = uint64(max(o.workers, o.rate))
+		workers = uint64(max(o.Workers, o.Rate))
 		initial = min(workers, 10) // vegeta adds workers up to the bound as the rate needs them
 	}
-	atk, release := newAttacker(initial, workers, o.timeout)
+	atk, release := newAttacker(initial, workers, o.Timeout)
 	defer release()
 	stopped := make(chan struct{})
 	defer close(stopped)
@@ -330,14 +336,14 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 
 	t := newTally(planned)
 	var mu sync.Mutex // guards t against the progress line
-	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-11s %-12s %4d in flight", p.scenario.name, p.stage, o.workers), func() string {
+	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s %4d in flight", p.Scenario.Name, p.Stage, o.Workers), func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return t.progressLine()
 	})
 	var m vegeta.Metrics
 	var plotErr error
-	for r := range atk.Attack(p.targeter(), pacer, duration, p.series) {
+	for r := range atk.Attack(p.targeter(), pacer, duration, p.Series) {
 		a := classify(r)
 		mu.Lock()
 		t.add(r, a)
@@ -350,12 +356,12 @@ func attack(ctx context.Context, o options, p attackPlan, pl *plot.Plot, progres
 	m.Close()
 	line.stop()
 	if err := ctx.Err(); err != nil {
-		return attackResult{}, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+		return Result{}, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	if plotErr != nil {
-		return attackResult{}, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, plotErr)
+		return Result{}, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, plotErr)
 	}
-	return attackResult{tally: t, metrics: m}, nil
+	return Result{tally: t, metrics: m}, nil
 }
 
 // withLabel returns a copy of r whose Error field carries the outcome's
@@ -368,8 +374,8 @@ func withLabel(r *vegeta.Result, a answer) *vegeta.Result {
 	return &c
 }
 
-// outcomeLabeler is the plot's labeler; see withLabel.
-func outcomeLabeler(r *vegeta.Result) string { return r.Error }
+// OutcomeLabeler is the plot's labeler; see withLabel.
+func OutcomeLabeler(r *vegeta.Result) string { return r.Error }
 
 func (t *tally) progressLine() string {
 	n := fmt.Sprintf("%d", t.requests)
@@ -394,14 +400,14 @@ func (t *tally) progressLine() string {
 // file descriptors. IdleConnTimeout closes a straggler that came back to
 // the pool after release.
 func newAttacker(workers, maxWorkers uint64, timeout time.Duration) (*vegeta.Attacker, func()) {
-	tr := newAttackTransport(timeout)
-	return attackerOn(tr, workers, maxWorkers, timeout), tr.CloseIdleConnections
+	tr := NewAttackTransport(timeout)
+	return AttackerOn(tr, workers, maxWorkers, timeout), tr.CloseIdleConnections
 }
 
-// newAttackTransport is the transport of an attacker: its connections,
+// NewAttackTransport is the transport of an attacker: its connections,
 // which attackers made over it in turn (attackerOn) share, kept alive
 // between them.
-func newAttackTransport(timeout time.Duration) *http.Transport {
+func NewAttackTransport(timeout time.Duration) *http.Transport {
 	return &http.Transport{
 		// As vegeta's own: proxies from the environment, and its TLS
 		// settings for https targets.
@@ -412,9 +418,9 @@ func newAttackTransport(timeout time.Duration) *http.Transport {
 	}
 }
 
-// attackerOn is an attacker over tr. A vegeta attacker ends with its one
+// AttackerOn is an attacker over tr. A vegeta attacker ends with its one
 // attack; its transport can serve the next.
-func attackerOn(tr *http.Transport, workers, maxWorkers uint64, timeout time.Duration) *vegeta.Attacker {
+func AttackerOn(tr *http.Transport, workers, maxWorkers uint64, timeout time.Duration) *vegeta.Attacker {
 	// vegeta.Client goes first: the options after it tune tr.
 	return vegeta.NewAttacker(
 		vegeta.Client(&http.Client{Transport: tr}),

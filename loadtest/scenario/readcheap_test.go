@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"encoding/json"
@@ -27,17 +27,17 @@ func TestProblemTypeReadsAsJSONDoes(t *testing.T) {
 // they were built with, escapes included, and a grab has no quantity.
 func TestBodyIsTheBuyersJSON(t *testing.T) {
 	for _, user := range []string{"lab-1-42", `odd "user" \ é`} {
-		for _, sc := range []scenario{{name: "buy"}, {name: "grab", coupon: true}} {
+		for _, sc := range []Scenario{{Name: "buy"}, {Name: "grab", Coupon: true}} {
 			var got map[string]any
-			if err := json.Unmarshal(sc.body(user), &got); err != nil {
-				t.Fatalf("%s body for %q: %v (%s)", sc.name, user, err, sc.body(user))
+			if err := json.Unmarshal(sc.Body(user), &got); err != nil {
+				t.Fatalf("%s body for %q: %v (%s)", sc.Name, user, err, sc.Body(user))
 			}
 			want := map[string]any{"user_id": user, "quantity": float64(1)}
-			if sc.coupon {
+			if sc.Coupon {
 				delete(want, "quantity")
 			}
 			if len(got) != len(want) || got["user_id"] != want["user_id"] || got["quantity"] != want["quantity"] {
-				t.Errorf("%s body for %q decodes to %v, want %v", sc.name, user, got, want)
+				t.Errorf("%s body for %q decodes to %v, want %v", sc.Name, user, got, want)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"github.com/seckill-lab/seckill/internal/api"
@@ -6,17 +6,17 @@ import (
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
-// fillConfirmation copies what became of a queued stage's accepted orders
+// FillConfirmation copies what became of a queued stage's accepted orders
 // into r.
-func fillConfirmation(r *results.Row, c fleet.Confirmation) {
+func FillConfirmation(r *results.Row, c fleet.Confirmation) {
 	r.Accepted, r.Confirmed, r.FailedOrders = c.Accepted, c.Confirmed, c.Failed
 	r.Unconfirmed = c.Pending + c.Missing
 	r.ConfirmP50ms, r.ConfirmP99ms = percentileMS(c.ToConfirm, 0.50), percentileMS(c.ToConfirm, 0.99)
 	r.PeakLag = c.PeakLag
 }
 
-// fillRow copies the attack's counts and the audit into r.
-func fillRow(r *results.Row, res attackResult, a api.Audit) {
+// FillRow copies the attack's counts and the audit into r.
+func FillRow(r *results.Row, res Result, a api.Audit) {
 	t := res.tally
 	r.Requests = t.requests
 	r.Planned = int(t.planned)

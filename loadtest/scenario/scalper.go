@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // scalpers (10%), each with scalperAccounts accounts behind
 // one client address, every account firing one request every
 // scalperEvery from T-0 until it wins, is told it already bought, or the
-// item is sold out. Each person's address reaches the instances in
+// Item is sold out. Each person's address reaches the instances in
 // X-Forwarded-For, which they believe only from a trusted proxy
 // (SECKILL_TRUSTED_PROXIES; lab.sh sets it for the fleets it starts).
 //
@@ -75,10 +75,10 @@ func personAddr(row uint32, scalper bool, n int) string {
 
 // scalperAttack runs one scalper row of plan: the limit set (limited) or
 // off, the crowd, and each target's own limit restored.
-func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, limited bool, pl *plot.Plot, progress io.Writer) (res attackResult, fig results.Scalper, err error) {
-	crowd := newScalperCrowd(o.scalperPeople)
-	fig = results.Scalper{People: o.scalperPeople, Scalpers: crowd.scalpers, Accounts: scalperAccounts, Limited: limited,
-		ShareOfPeople: float64(crowd.scalpers) / float64(o.scalperPeople)}
+func scalperAttack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, limited bool, pl *plot.Plot, progress io.Writer) (res Result, fig results.Scalper, err error) {
+	crowd := newScalperCrowd(o.ScalperPeople)
+	fig = results.Scalper{People: o.ScalperPeople, Scalpers: crowd.scalpers, Accounts: scalperAccounts, Limited: limited,
+		ShareOfPeople: float64(crowd.scalpers) / float64(o.ScalperPeople)}
 	rl, err := fleet.TakeRateLimits(ctx, f)
 	if err != nil {
 		return res, fig, err
@@ -92,9 +92,9 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 		}
 	}()
 	if limited {
-		fig.LimitIntervalMS, fig.LimitBurst = results.MS(o.scalperLimitInterval), o.scalperLimitBurst
-		fig.Target, fig.TargetVerdict = &o.scalperTarget, o.scalperTargetVerdict
-		fig.DrawMS = results.MS(o.scalperDraw)
+		fig.LimitIntervalMS, fig.LimitBurst = results.MS(o.ScalperLimitInterval), o.ScalperLimitBurst
+		fig.Target, fig.TargetVerdict = &o.ScalperTarget, o.ScalperTargetVerdict
+		fig.DrawMS = results.MS(o.ScalperDraw)
 		err = rl.Set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
 	} else {
 		err = rl.Set(ctx, 0, 1, []string{"account"}, 0)
@@ -112,10 +112,10 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 	}
 
 	conns := crowd.normals + crowd.scalpers*scalperAccounts
-	tr := newBuyerTransport(conns, o.timeout)
+	tr := newBuyerTransport(conns, o.Timeout)
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect}
-	if err := warm(ctx, client, p.targets, min(conns, 64)); err != nil {
+	client := &http.Client{Transport: tr, Timeout: o.Timeout, CheckRedirect: noRedirect}
+	if err := warm(ctx, client, p.Targets, min(conns, 64)); err != nil {
 		return res, fig, err
 	}
 
@@ -123,7 +123,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 	var mu sync.Mutex // guards t, m, answers and the figures' counts
 	var m vegeta.Metrics
 	var answers []sent
-	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-15s %-12s %d people", p.scenario.name, p.stage, o.scalperPeople), func() string {
+	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-15s %-12s %d people", p.Scenario.Name, p.Stage, o.ScalperPeople), func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return t.progressLine()
@@ -135,7 +135,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 		var tg vegeta.Target
 		p.target(&tg, buyer, attempt)
 		tg.Header.Set("X-Forwarded-For", addr)
-		s := sendOne(ctx, client, tg, p.series, seq.Add(1)-1)
+		s := sendOne(ctx, client, tg, p.Series, seq.Add(1)-1)
 		a := classify(s.result)
 		mu.Lock()
 		defer mu.Unlock()
@@ -153,7 +153,7 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 			fig.NormalWon += b2i(won)
 			fig.NormalLimited += b2i(limitedAnswer)
 		}
-		if a.outcome == outSoldOut || fig.NormalWon+fig.ScalperWon >= o.stock {
+		if a.outcome == outSoldOut || fig.NormalWon+fig.ScalperWon >= o.Stock {
 			soldOut.Store(true)
 		}
 		return a, s.result
@@ -205,10 +205,10 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 	m.Close()
 	line.stop()
 	if err := ctx.Err(); err != nil {
-		return res, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+		return res, fig, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	if err := plotInOrder(pl, answers); err != nil {
-		return res, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
+		return res, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	whoWon.Range(func(any, any) bool { fig.ScalpersWhoWon++; return true })
 	if won := fig.NormalWon + fig.ScalperWon; won > 0 {
@@ -219,16 +219,16 @@ func scalperAttack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan,
 	if limited {
 		// What the limit lets through: a burst per address, and one more
 		// per interval the scalpers kept firing.
-		refills := int(fig.LastScalperAnswer / o.scalperLimitInterval)
-		fig.LimitAllows = fig.Scalpers * (o.scalperLimitBurst + refills)
-		met := fig.Gain != nil && *fig.Gain <= o.scalperTarget
+		refills := int(fig.LastScalperAnswer / o.ScalperLimitInterval)
+		fig.LimitAllows = fig.Scalpers * (o.ScalperLimitBurst + refills)
+		met := fig.Gain != nil && *fig.Gain <= o.ScalperTarget
 		fig.TargetMet = &met
 		if won := fig.NormalWon + fig.ScalperWon; won > 0 {
-			pv := results.BinomialTail(won, fig.ScalperWon, min(1, o.scalperTarget*fig.ShareOfPeople))
+			pv := results.BinomialTail(won, fig.ScalperWon, min(1, o.ScalperTarget*fig.ShareOfPeople))
 			fig.MissedP = &pv
 		}
 	}
-	return attackResult{tally: t, metrics: m}, fig, nil
+	return Result{tally: t, metrics: m}, fig, nil
 }
 
 func b2i(b bool) int {
@@ -241,13 +241,13 @@ func b2i(b bool) int {
 // openAhead resets the row's item with its sale opening ahead on the
 // reference clock (the reset must answer before it) and returns the
 // opening on the lab's clock.
-func openAhead(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, fig *results.Scalper) (time.Time, error) {
-	offset, err := f.ClockOffset(ctx, p.scenario.item(p.itemID))
+func openAhead(ctx context.Context, o Config, f *fleet.Fleet, p Plan, fig *results.Scalper) (time.Time, error) {
+	offset, err := f.ClockOffset(ctx, p.Scenario.Item(p.ItemID))
 	if err != nil {
 		return time.Time{}, err
 	}
-	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
-	reply, err := f.ResetSale(ctx, p.scenario.item(p.itemID), o.stock, want)
+	want := time.Now().Add(offset).Add(o.T0Lead).UTC().Truncate(time.Millisecond)
+	reply, err := f.ResetSale(ctx, p.Scenario.Item(p.ItemID), o.Stock, want)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -258,7 +258,7 @@ func openAhead(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, fig
 	fig.OpensAt = &opens
 	t0 := opens.Add(-offset)
 	if time.Until(t0) <= 0 {
-		return time.Time{}, fmt.Errorf("the reset answered after the opening it set (%v ahead): give --t0-lead more", o.t0Lead)
+		return time.Time{}, fmt.Errorf("the reset answered after the opening it set (%v ahead): give --t0-lead more", o.T0Lead)
 	}
 	return t0, nil
 }

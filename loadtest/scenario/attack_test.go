@@ -1,16 +1,10 @@
-package main
+package scenario
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,173 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-lab/seckill/internal/api"
-	"github.com/seckill-lab/seckill/loadtest/results"
 )
-
-func TestParseOptions(t *testing.T) {
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	withToken := env(map[string]string{"SECKILL_ADMIN_TOKEN": "sekrit-token"})
-
-	o, err := parseOptions(nil, withToken, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(o.targets) != 3 || len(o.stages) != len(allStages) || len(o.scenarios) != len(scenarios) || o.expectOversell != nil || o.confirmWait != time.Minute ||
-		o.buyers != 2000 || o.stock != 100 || o.shape != "burst" || o.reportDir != "loadtest/reports" || o.workers != 256 ||
-		o.t0Buyers != 500 || o.t0Lead != 3*time.Second || o.pace != 5*time.Millisecond || o.pacedBuyers != 2000 {
-		t.Errorf("defaults: %+v", o)
-	}
-	// By default the T-0 and paced scenarios run on the stages safe in a
-	// fleet, the scalper rows on redis-atomic alone (the limit comes
-	// before every stage alike), the attack scenarios on every stage;
-	// --stages names them all.
-	safe := []string{"redis-lock", "redlock", "db-atomic", "redis-atomic", "redis-stream", "redis-sharded"}
-	for _, sc := range o.scenarios {
-		want := allStages
-		switch sc.crowd {
-		case results.CrowdScalper:
-			want = []string{"redis-atomic"}
-		case results.CrowdT0, results.CrowdPaced:
-			want = safe
-		}
-		if got := sc.stagesOf(o); !slices.Equal(got, want) {
-			t.Errorf("%s runs on %v by default, want %v", sc.name, got, want)
-		}
-	}
-	if !maps.Equal(o.firstComeTargets, firstComeTargets) {
-		t.Errorf("default first-come targets %v, want %v", o.firstComeTargets, firstComeTargets)
-	}
-	if o.scalperPeople != 400 || o.scalperLimitInterval != 30*time.Second || o.scalperLimitBurst != 1 || o.scalperTarget != 1.5 || !o.scalperTargetVerdict || o.scalperDraw != 1500*time.Millisecond {
-		t.Errorf("scalper defaults: %d people, limit %v burst %d, target %v (verdict %v), draw %v", o.scalperPeople, o.scalperLimitInterval, o.scalperLimitBurst, o.scalperTarget, o.scalperTargetVerdict, o.scalperDraw)
-	}
-	named, err := parseOptions([]string{"--stages", "db-atomic,redis-lock", "--scenarios", "scalper"}, withToken, io.Discard)
-	if got := named.scenarios[0].stagesOf(named); err != nil || !slices.Equal(got, []string{"db-atomic", "redis-lock"}) {
-		t.Errorf("--stages db-atomic,redis-lock: the scalper row runs on %v (%v), want both", got, err)
-	}
-	for _, bad := range [][]string{{"--scalper-people", "9"}, {"--scalper-limit-interval", "0s"}, {"--scalper-limit-burst", "0"}, {"--scalper-target", "0"}} {
-		if _, err := parseOptions(bad, withToken, io.Discard); !errors.Is(err, errUsage) {
-			t.Errorf("%v: %v, want a usage error", bad, err)
-		}
-	}
-	// A fair lock's fleet holds redis-lock to a target; none drops one.
-	o, err = parseOptions([]string{"--first-come-target", "redis-lock=0.95,db-atomic=none"}, withToken, io.Discard)
-	if want := map[string]float64{"redis-lock": 0.95, "redis-atomic": 0.95, "redis-stream": 0.95}; err != nil || !maps.Equal(o.firstComeTargets, want) {
-		t.Errorf("--first-come-target redis-lock=0.95,db-atomic=none: %v (%v), want %v", o.firstComeTargets, err, want)
-	}
-	if maps.Equal(o.firstComeTargets, firstComeTargets) || firstComeTargets["db-atomic"] != 0.95 {
-		t.Errorf("--first-come-target changed the defaults themselves: %v", firstComeTargets)
-	}
-	for _, bad := range []string{"redis-lock", "nope=0.9", "redis-lock=1.5", "redis-lock=0", "redis-lock=high"} {
-		if _, err := parseOptions([]string{"--first-come-target", bad}, withToken, io.Discard); !errors.Is(err, errUsage) {
-			t.Errorf("--first-come-target %s: got %v, want a usage error", bad, err)
-		}
-	}
-	// Named stages run as named: a stage's own row can be asked for.
-	if o, err := parseOptions([]string{"--stages", "unlocked,redis-lock", "--scenarios", "paced"}, withToken, io.Discard); err != nil ||
-		!slices.Equal(o.scenarios[0].stagesOf(o), []string{"unlocked", "redis-lock"}) {
-		t.Errorf("paced with --stages unlocked,redis-lock runs on %v (%v)", o.scenarios[0].stagesOf(o), err)
-	}
-
-	o, err = parseOptions([]string{"--targets", "127.0.0.1:9001/", "--stages", "db-atomic,unlocked,db-atomic", "--expect-oversell", "none"},
-		env(map[string]string{"SECKILL_ADMIN_TOKEN": "x", "SECKILL_MYSQL_DSN": "dsn", "SECKILL_LAB_REPORTS": "/r"}), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.targets[0] != "http://127.0.0.1:9001" || strings.Join(o.stages, ",") != "db-atomic,unlocked" ||
-		len(o.expectOversell) != 0 || o.expectOversell == nil || o.mysqlDSN != "dsn" || o.reportDir != "/r" {
-		t.Errorf("parsed: %+v", o)
-	}
-
-	o, err = parseOptions([]string{"--sweep", "1024, 16,64,16"}, withToken, io.Discard)
-	if err != nil || !slices.Equal(o.sweep, []int{16, 64, 1024}) {
-		t.Errorf("--sweep 1024,16,64,16: %v %v, want [16 64 1024]", o.sweep, err)
-	}
-
-	o, err = parseOptions([]string{"--cpu-redis", "127.0.0.1:6379, 127.0.0.1:16381", "--sold-out-stage", "db-atomic", "--baseline-requests", "10000"},
-		env(map[string]string{"SECKILL_ADMIN_TOKEN": "x", "SECKILL_REDIS_PASSWORD": "pw"}), io.Discard)
-	if err != nil || !slices.Equal(o.cpuRedis, []string{"127.0.0.1:6379", "127.0.0.1:16381"}) || o.redisPassword != "pw" ||
-		o.soldOutStage != "db-atomic" || o.baselineRequests != 10000 {
-		t.Errorf("CPU options: %v, %+v", err, o)
-	}
-	if o, err := parseOptions(nil, withToken, io.Discard); err != nil || o.cpuRedis != nil || o.soldOutStage != "redis-atomic" || o.baselineRequests != 0 {
-		t.Errorf("CPU defaults: %v, %q %q %d", err, o.cpuRedis, o.soldOutStage, o.baselineRequests)
-	}
-
-	bad := []struct {
-		args []string
-		env  func(string) string
-		want string
-	}{
-		{[]string{"--cpu-redis", "localhost"}, withToken, `--cpu-redis: "localhost" is not host:port`},
-		{[]string{"--sold-out-stage", "spinlock"}, withToken, `--sold-out-stage: unknown stage "spinlock"`},
-		{[]string{"--baseline-requests", "-1"}, withToken, "--baseline-requests must not be negative"},
-		{nil, env(map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}), "no admin token"},
-		{[]string{"--stages", "spinlock"}, withToken, `unknown stage "spinlock"`},
-		{[]string{"--scenarios", "bake"}, withToken, `unknown scenario "bake"`},
-		{[]string{"--shape", "wave"}, withToken, "burst or constant"},
-		{[]string{"--targets", "ftp://x"}, withToken, "not an http(s) base URL"},
-		{[]string{"--expect-oversell", "nope"}, withToken, `unknown stage "nope"`},
-		{[]string{"--workers", "0"}, withToken, "--workers"},
-		{[]string{"extra"}, withToken, "unexpected argument"},
-		{[]string{"--sweep", "16,lots"}, withToken, `--sweep: "lots" is not a positive number`},
-		{[]string{"--sweep", "0"}, withToken, `--sweep: "0" is not a positive number`},
-		{[]string{"--sweep", "16,64", "--shape", "constant"}, withToken, "--sweep needs --shape burst"},
-	}
-	for _, b := range bad {
-		_, err := parseOptions(b.args, b.env, io.Discard)
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("parseOptions(%q) = %v, want a usage error containing %q", b.args, err, b.want)
-		}
-	}
-}
-
-// TestAdminTokenFromDemoFile checks where the token comes from: the flag,
-// else SECKILL_ADMIN_TOKEN, else the file the demo writes next to its
-// database (.demo/admin-token by default), so the lab works against a
-// demo started without a token of the user's choosing.
-func TestAdminTokenFromDemoFile(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("from-the-demo-file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	other := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(other, []byte("  from-another-file "), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	empty := filepath.Join(t.TempDir(), "empty")
-	if err := os.WriteFile(empty, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	demoDB := filepath.Join(dir, "seckill.db")
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string // the token, or the error's text
-		err  bool
-	}{
-		{"demo file", nil, map[string]string{"SECKILL_DEMO_DB": demoDB}, "from-the-demo-file", false},
-		{"environment first", nil, map[string]string{"SECKILL_DEMO_DB": demoDB, "SECKILL_ADMIN_TOKEN": "from-env"}, "from-env", false},
-		{"flag first", []string{"--admin-token", "from-flag"}, map[string]string{"SECKILL_DEMO_DB": demoDB, "SECKILL_ADMIN_TOKEN": "from-env"}, "from-flag", false},
-		{"named file", []string{"--admin-token-file", other}, nil, "from-another-file", false},
-		{"no file", nil, map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "seckill.db")}, "no demo token file at", true},
-		{"empty file", []string{"--admin-token-file", empty}, nil, "is empty", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
-			if tt.err {
-				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
-					t.Errorf("got %v, want a usage error containing %q", err, tt.want)
-				}
-				return
-			}
-			if err != nil || o.adminToken != tt.want {
-				t.Errorf("got token %q, %v; want %q", o.adminToken, err, tt.want)
-			}
-		})
-	}
-}
 
 func TestClassify(t *testing.T) {
 	problem := func(code uint16, typ string) *vegeta.Result {
@@ -226,15 +54,15 @@ func withHeader(r *vegeta.Result, k, v string) *vegeta.Result {
 // one key and body but go to different targets, and first copies rotate.
 func TestTargeter(t *testing.T) {
 	targets := []string{"http://a", "http://b", "http://c"}
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			p := attackPlan{scenario: sc, stage: "db-atomic", targets: targets, token: "tok", itemID: 7, tag: "t"}
+	for _, sc := range All() {
+		t.Run(sc.Name, func(t *testing.T) {
+			p := Plan{Scenario: sc, Stage: "db-atomic", Targets: targets, Token: "tok", ItemID: 7, Tag: "t"}
 			tr := p.targeter()
 			firsts := map[string]int{}
 			for buyer := range 30 {
 				var bodies [][]byte
 				hosts := map[string]bool{}
-				for send := range sc.copies {
+				for send := range sc.Copies {
 					var tgt vegeta.Target
 					if err := tr(&tgt); err != nil {
 						t.Fatal(err)
@@ -259,8 +87,8 @@ func TestTargeter(t *testing.T) {
 					hosts[host] = true
 					bodies = append(bodies, tgt.Body)
 				}
-				if len(hosts) != sc.copies {
-					t.Errorf("buyer %d: %d copies went to %d targets", buyer, sc.copies, len(hosts))
+				if len(hosts) != sc.Copies {
+					t.Errorf("buyer %d: %d copies went to %d targets", buyer, sc.Copies, len(hosts))
 				}
 				for _, b := range bodies[1:] {
 					if !bytes.Equal(b, bodies[0]) {
@@ -279,7 +107,7 @@ func TestTargeter(t *testing.T) {
 }
 
 func TestBurstPacerStopsAfterTheCrowd(t *testing.T) {
-	p := burstPacer{hits: 3}
+	p := BurstPacer{Hits: 3}
 	for sent := uint64(0); sent < 3; sent++ {
 		if wait, stop := p.Pace(time.Second, sent); wait != 0 || stop {
 			t.Fatalf("Pace(%d) = %v, %v; want 0, false", sent, wait, stop)

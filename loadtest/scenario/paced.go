@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"context"
@@ -26,24 +26,24 @@ import (
 
 // pacedAttack sends the paced arrivals of plan and returns what they came
 // to, with the paced figures.
-func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.Paced, error) {
-	fig := results.Paced{PaceMS: results.MS(o.pace), Planned: o.pacedBuyers, Stock: stock}
+func pacedAttack(ctx context.Context, o Config, p Plan, stock int, pl *plot.Plot, progress io.Writer) (Result, results.Paced, error) {
+	fig := results.Paced{PaceMS: results.MS(o.Pace), Planned: o.PacedBuyers, Stock: stock}
 	// Connections are opened before the first arrival (as many as
 	// --workers), so that the first buyers do not pay for a dial that
 	// later ones skip.
-	tr := newBuyerTransport(o.workers, o.timeout)
+	tr := newBuyerTransport(o.Workers, o.Timeout)
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect}
-	if err := warm(ctx, client, p.targets, o.workers); err != nil {
-		return attackResult{}, fig, err
+	client := &http.Client{Transport: tr, Timeout: o.Timeout, CheckRedirect: noRedirect}
+	if err := warm(ctx, client, p.Targets, o.Workers); err != nil {
+		return Result{}, fig, err
 	}
 
 	t := newTally(0)
 	var mu sync.Mutex // guards t, m, results and arrivals
 	var m vegeta.Metrics
-	arrivals := make([]arrival, 0, o.pacedBuyers)
+	arrivals := make([]arrival, 0, o.PacedBuyers)
 	var results []sent
-	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-11s %-12s every %v", p.scenario.name, p.stage, o.pace), func() string {
+	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s every %v", p.Scenario.Name, p.Stage, o.Pace), func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return t.progressLine()
@@ -52,8 +52,8 @@ func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *pl
 	var sold, inFlight, peak atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now().Add(20 * time.Millisecond)
-	for i := range o.pacedBuyers {
-		intended := start.Add(time.Duration(i) * o.pace)
+	for i := range o.PacedBuyers {
+		intended := start.Add(time.Duration(i) * o.Pace)
 		if d := time.Until(intended); d > 0 {
 			sleepCtx(ctx, d)
 		}
@@ -72,7 +72,7 @@ func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *pl
 					break
 				}
 			}
-			s := sendOne(ctx, client, tg, p.series, uint64(i))
+			s := sendOne(ctx, client, tg, p.Series, uint64(i))
 			inFlight.Add(-1)
 			a := classify(s.result)
 			if a.outcome == outCreated {
@@ -90,10 +90,10 @@ func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *pl
 	m.Close()
 	line.stop()
 	if err := ctx.Err(); err != nil {
-		return attackResult{}, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+		return Result{}, fig, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	if err := plotInOrder(pl, results); err != nil {
-		return attackResult{}, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
+		return Result{}, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	fig.PeakInFlight = int(peak.Load())
 	j := schedulingJitter(arrivals)
@@ -105,10 +105,10 @@ func pacedAttack(ctx context.Context, o options, p attackPlan, stock int, pl *pl
 	if ok {
 		fig.Score = &score
 	}
-	if target, ok := o.firstComeTargets[p.stage]; ok {
+	if target, ok := o.FirstComeTargets[p.Stage]; ok {
 		fig.Target = &target
 	}
-	return attackResult{tally: t, metrics: m}, fig, nil
+	return Result{tally: t, metrics: m}, fig, nil
 }
 
 // warm opens n connections to each target (GET /healthz, n at once), for

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"context"
@@ -69,36 +69,36 @@ const t0Tries = 3
 // at T-0 (a machine busier than the lead allowed for), runs it again with
 // twice the lead and new buyers: the reset clears whatever the late early
 // answers sold, and new Idempotency-Keys keep their records out of it.
-func t0Leads(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
-	tag := p.tag
+func t0Leads(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, pl *plot.Plot, progress io.Writer) (Result, results.T0, error) {
+	tag := p.Tag
 	for try := 1; ; try++ {
 		res, fig, err := t0Attack(ctx, o, f, p, stock, pl, progress)
 		fig.Tries = try
 		if !errors.Is(err, errT0Late) || try == t0Tries {
 			return res, fig, err
 		}
-		fmt.Fprintf(progress, "lab: %s under %s: %v; trying again with the opening %v ahead\n", p.scenario.name, p.stage, err, 2*o.t0Lead)
-		o.t0Lead *= 2
-		p.tag = fmt.Sprintf("%s-t%d", tag, try+1)
+		fmt.Fprintf(progress, "lab: %s under %s: %v; trying again with the opening %v ahead\n", p.Scenario.Name, p.Stage, err, 2*o.T0Lead)
+		o.T0Lead *= 2
+		p.Tag = fmt.Sprintf("%s-t%d", tag, try+1)
 	}
 }
 
 // t0Attack resets the item with its sale opening --t0-lead ahead, sends
 // the early crowd, and releases it at T-0.
-func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stock int, pl *plot.Plot, progress io.Writer) (attackResult, results.T0, error) {
-	fig := results.T0{LeadMS: results.MS(o.t0Lead), Buyers: o.t0Buyers, EarlyOther: map[string]int{}}
-	offset, err := f.ClockOffset(ctx, p.scenario.item(p.itemID))
+func t0Attack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, pl *plot.Plot, progress io.Writer) (Result, results.T0, error) {
+	fig := results.T0{LeadMS: results.MS(o.T0Lead), Buyers: o.T0Buyers, EarlyOther: map[string]int{}}
+	offset, err := f.ClockOffset(ctx, p.Scenario.Item(p.ItemID))
 	if err != nil {
-		return attackResult{}, fig, err
+		return Result{}, fig, err
 	}
 	fig.ClockOffsetMS = results.MS(offset)
-	want := time.Now().Add(offset).Add(o.t0Lead).UTC().Truncate(time.Millisecond)
-	reply, err := f.ResetSale(ctx, p.scenario.item(p.itemID), stock, want)
+	want := time.Now().Add(offset).Add(o.T0Lead).UTC().Truncate(time.Millisecond)
+	reply, err := f.ResetSale(ctx, p.Scenario.Item(p.ItemID), stock, want)
 	if err != nil {
-		return attackResult{}, fig, err
+		return Result{}, fig, err
 	}
 	if reply.OpensAt == nil {
-		return attackResult{}, fig, fmt.Errorf("the reset answered no opens_at: the targets keep no sale window")
+		return Result{}, fig, fmt.Errorf("the reset answered no opens_at: the targets keep no sale window")
 	}
 	fig.OpensAt = reply.OpensAt.UTC()
 	t0 := fig.OpensAt.Add(-offset) // the opening on the lab's clock
@@ -107,7 +107,7 @@ func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stoc
 	var mu sync.Mutex // guards t, m, early, buys
 	var m vegeta.Metrics
 	var early, buys []sent
-	line := newProgress(progress, o.progressTTY, fmt.Sprintf("%-11s %-12s %4d at T-0", p.scenario.name, p.stage, o.t0Buyers), func() string {
+	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s %4d at T-0", p.Scenario.Name, p.Stage, o.T0Buyers), func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return t.progressLine()
@@ -116,21 +116,21 @@ func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stoc
 
 	open, abort := make(chan struct{}), make(chan struct{})
 	var answeredEarly, done sync.WaitGroup
-	transports := make([]*http.Transport, o.t0Buyers)
+	transports := make([]*http.Transport, o.T0Buyers)
 	defer func() {
 		for _, tr := range transports {
 			tr.CloseIdleConnections()
 		}
 	}()
-	for b := range o.t0Buyers {
-		tr := newBuyerTransport(1, o.timeout)
+	for b := range o.T0Buyers {
+		tr := newBuyerTransport(1, o.Timeout)
 		transports[b] = tr
-		client := &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect}
+		client := &http.Client{Transport: tr, Timeout: o.Timeout, CheckRedirect: noRedirect}
 		var tg vegeta.Target
 		p.target(&tg, uint64(b), 0)
 		answeredEarly.Add(1)
 		done.Go(func() {
-			s := sendOne(ctx, client, tg, p.series, uint64(b))
+			s := sendOne(ctx, client, tg, p.Series, uint64(b))
 			mu.Lock()
 			early = append(early, s)
 			mu.Unlock()
@@ -141,7 +141,7 @@ func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stoc
 				return
 			}
 			for ctx.Err() == nil {
-				s = sendOne(ctx, client, tg, p.series, uint64(b))
+				s = sendOne(ctx, client, tg, p.Series, uint64(b))
 				a := classify(s.result)
 				mu.Lock()
 				buys = append(buys, s)
@@ -162,9 +162,9 @@ func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stoc
 		close(abort)
 		done.Wait()
 		if err := ctx.Err(); err != nil {
-			return attackResult{}, fig, err
+			return Result{}, fig, err
 		}
-		return attackResult{}, fig, fmt.Errorf("%w: the last early answer came %.0f ms after it, %v after the reset; raise --t0-lead", errT0Late, -fig.MarginMS, o.t0Lead)
+		return Result{}, fig, fmt.Errorf("%w: the last early answer came %.0f ms after it, %v after the reset; raise --t0-lead", errT0Late, -fig.MarginMS, o.T0Lead)
 	}
 	sleepCtx(ctx, time.Until(t0))
 	fig.ReleaseLateMS = results.MS(time.Since(t0))
@@ -172,13 +172,13 @@ func t0Attack(ctx context.Context, o options, f *fleet.Fleet, p attackPlan, stoc
 	done.Wait()
 	m.Close()
 	if err := ctx.Err(); err != nil {
-		return attackResult{}, fig, fmt.Errorf("%s under %s: %w", p.scenario.name, p.stage, err)
+		return Result{}, fig, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	if err := plotInOrder(pl, buys); err != nil {
-		return attackResult{}, fig, fmt.Errorf("plotting %s under %s: %w", p.scenario.name, p.stage, err)
+		return Result{}, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	fillT0(&fig, early, buys, t0)
-	return attackResult{tally: t, metrics: m}, fig, nil
+	return Result{tally: t, metrics: m}, fig, nil
 }
 
 // fill counts the early answers and the T-0 buys' into fig; t0 is the

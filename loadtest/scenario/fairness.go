@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ import (
 // another and records the instant each request left; the first-come score
 // is the share of the units that went to the first `stock` of them.
 
-// firstComeTargets are the lowest first-come scores the paced scenario
+// FirstComeTargets are the lowest first-come scores the paced scenario
 // accepts, per stage, by default: a stage that takes its units in one
 // atomic step serves buyers in the order their requests reach it. The lock
 // stages let a late arrival take a lock that was just released ahead of
 // buyers already waiting (barging), and have no target: their score is
 // shown as it is. --first-come-target changes them for a run: a fleet
 // whose redis-lock runs a fair lock is held to redis-lock=0.95.
-var firstComeTargets = map[string]float64{
+var FirstComeTargets = map[string]float64{
 	inventory.StageDBAtomic:    0.95,
 	inventory.StageRedisAtomic: 0.95,
 	inventory.StageRedisStream: 0.95,
@@ -146,8 +146,8 @@ func schedulingJitter(arrivals []arrival) jitter {
 	return j
 }
 
-// describeTargets lists targets as stage=score, in the stages' order.
-func describeTargets(targets map[string]float64) string {
+// DescribeTargets lists targets as stage=score, in the stages' order.
+func DescribeTargets(targets map[string]float64) string {
 	var parts []string
 	for _, st := range inventory.Stages {
 		if v, ok := targets[st]; ok {
@@ -157,12 +157,12 @@ func describeTargets(targets map[string]float64) string {
 	return strings.Join(parts, ",")
 }
 
-// fairLockTarget holds redis-lock to the atomic stages' first-come target
+// FairLockTarget holds redis-lock to the atomic stages' first-come target
 // when every target says its redis-lock runs the fair lock (lock_fair in
 // /api/v1/info), unless --first-come-target named redis-lock. It reports
 // whether it did.
-func fairLockTarget(o *options, f *fleet.Fleet) bool {
-	if o.firstComeNamed[inventory.StageRedisLock] || len(f.Infos) == 0 {
+func FairLockTarget(o *Config, f *fleet.Fleet) bool {
+	if o.FirstComeNamed[inventory.StageRedisLock] || len(f.Infos) == 0 {
 		return false
 	}
 	for _, in := range f.Infos {
@@ -170,7 +170,7 @@ func fairLockTarget(o *options, f *fleet.Fleet) bool {
 			return false
 		}
 	}
-	o.firstComeTargets = maps.Clone(o.firstComeTargets)
-	o.firstComeTargets[inventory.StageRedisLock] = firstComeTargets[inventory.StageRedisAtomic]
+	o.FirstComeTargets = maps.Clone(o.FirstComeTargets)
+	o.FirstComeTargets[inventory.StageRedisLock] = FirstComeTargets[inventory.StageRedisAtomic]
 	return true
 }
