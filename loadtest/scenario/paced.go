@@ -38,18 +38,12 @@ func pacedAttack(ctx context.Context, o Config, p Plan, stock int, pl *plot.Plot
 		return Result{}, fig, err
 	}
 
-	t := newTally(0)
-	var mu sync.Mutex // guards t, m, results and arrivals
-	var m vegeta.Metrics
-	arrivals := make([]arrival, 0, o.PacedBuyers)
-	var results []sent
+	run := &pacedRun{ctx: ctx, p: p, client: client, t: newTally(0), arrivals: make([]arrival, 0, o.PacedBuyers)}
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s every %v", p.Scenario.Name, p.Stage, o.Pace), func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return t.progressLine()
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		return run.t.progressLine()
 	})
-
-	var sold, inFlight, peak atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now().Add(20 * time.Millisecond)
 	for i := range o.PacedBuyers {
@@ -57,45 +51,68 @@ func pacedAttack(ctx context.Context, o Config, p Plan, stock int, pl *plot.Plot
 		if d := time.Until(intended); d > 0 {
 			sleepCtx(ctx, d)
 		}
-		if ctx.Err() != nil || sold.Load() >= int64(stock) {
+		if ctx.Err() != nil || run.sold.Load() >= int64(stock) {
 			break
 		}
 		var tg vegeta.Target
 		p.target(&tg, uint64(i), 0)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := inFlight.Add(1)
-			for {
-				pk := peak.Load()
-				if n <= pk || peak.CompareAndSwap(pk, n) {
-					break
-				}
-			}
-			s := sendOne(ctx, client, tg, p.Series, uint64(i))
-			inFlight.Add(-1)
-			a := classify(s.result)
-			if a.outcome == outCreated {
-				sold.Add(1)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			t.add(s.result, a)
-			m.Add(s.result)
-			results = append(results, s)
-			arrivals = append(arrivals, arrival{seq: i, intended: intended, sent: s.wrote, won: a.outcome == outCreated})
-		}()
+		wg.Go(func() { run.arrive(i, intended, tg) })
 	}
 	wg.Wait()
-	m.Close()
+	run.m.Close()
 	line.stop()
 	if err := ctx.Err(); err != nil {
 		return Result{}, fig, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
-	if err := plotInOrder(pl, results); err != nil {
+	if err := plotInOrder(pl, run.answers); err != nil {
 		return Result{}, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
-	fig.PeakInFlight = int(peak.Load())
+	fig.PeakInFlight = int(run.peak.Load())
+	scorePaced(o, p, stock, run.arrivals, &fig)
+	return Result{tally: run.t, metrics: run.m}, fig, nil
+}
+
+// pacedRun is the paced arrivals in flight.
+type pacedRun struct {
+	ctx    context.Context
+	p      Plan
+	client *http.Client
+
+	sold, inFlight, peak atomic.Int64
+
+	mu       sync.Mutex // guards t, m, answers and arrivals
+	t        *tally
+	m        vegeta.Metrics
+	answers  []sent
+	arrivals []arrival
+}
+
+// arrive sends arrival i, planned for intended, and records who won.
+func (run *pacedRun) arrive(i int, intended time.Time, tg vegeta.Target) {
+	n := run.inFlight.Add(1)
+	for {
+		pk := run.peak.Load()
+		if n <= pk || run.peak.CompareAndSwap(pk, n) {
+			break
+		}
+	}
+	s := sendOne(run.ctx, run.client, tg, run.p.Series, uint64(i))
+	run.inFlight.Add(-1)
+	a := classify(s.result)
+	if a.outcome == outCreated {
+		run.sold.Add(1)
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.t.add(s.result, a)
+	run.m.Add(s.result)
+	run.answers = append(run.answers, s)
+	run.arrivals = append(run.arrivals, arrival{seq: i, intended: intended, sent: s.wrote, won: a.outcome == outCreated})
+}
+
+// scorePaced sets the lab's jitter, who won, the first-come score and the
+// stage's target.
+func scorePaced(o Config, p Plan, stock int, arrivals []arrival, fig *results.Paced) {
 	j := schedulingJitter(arrivals)
 	fig.Arrivals, fig.JitterP50ms, fig.JitterP99ms, fig.JitterMaxMs, fig.Reordered = j.Measured, j.P50ms, j.P99ms, j.MaxMs, j.Reordered
 	fig.JitterWindow = jitterWindow(j.P99ms, fig.PaceMS)
@@ -108,7 +125,6 @@ func pacedAttack(ctx context.Context, o Config, p Plan, stock int, pl *plot.Plot
 	if target, ok := o.FirstComeTargets[p.Stage]; ok {
 		fig.Target = &target
 	}
-	return Result{tally: t, metrics: m}, fig, nil
 }
 
 // warm opens n connections to each target (GET /healthz, n at once), for

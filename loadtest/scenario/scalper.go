@@ -91,15 +91,7 @@ func scalperAttack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, limite
 			err = errors.Join(err, fmt.Errorf("restoring the targets' rate limits: %w", rerr))
 		}
 	}()
-	if limited {
-		fig.LimitIntervalMS, fig.LimitBurst = results.MS(o.ScalperLimitInterval), o.ScalperLimitBurst
-		fig.Target, fig.TargetVerdict = &o.ScalperTarget, o.ScalperTargetVerdict
-		fig.DrawMS = results.MS(o.ScalperDraw)
-		err = rl.Set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
-	} else {
-		err = rl.Set(ctx, 0, 1, []string{"account"}, 0)
-	}
-	if err != nil {
+	if err := setScalperLimit(ctx, o, rl, limited, &fig); err != nil {
 		return res, fig, err
 	}
 	t0 := time.Now().Add(50 * time.Millisecond) // T-0: the scalpers' first shot
@@ -119,116 +111,164 @@ func scalperAttack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, limite
 		return res, fig, err
 	}
 
-	t := newTally(0)
-	var mu sync.Mutex // guards t, m, answers and the figures' counts
-	var m vegeta.Metrics
-	var answers []sent
+	run := &scalperRun{ctx: ctx, o: o, p: p, client: client, t0: t0, t: newTally(0), fig: &fig, row: rand.Uint32()}
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-15s %-12s %d people", p.Scenario.Name, p.Stage, o.ScalperPeople), func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return t.progressLine()
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		return run.t.progressLine()
 	})
-	var soldOut atomic.Bool
-	var seq atomic.Uint64
-	// send sends one request of buyer from addr and counts it.
-	send := func(buyer, attempt uint64, addr string, scalper bool) (answer, *vegeta.Result) {
-		var tg vegeta.Target
-		p.target(&tg, buyer, attempt)
-		tg.Header.Set("X-Forwarded-For", addr)
-		s := sendOne(ctx, client, tg, p.Series, seq.Add(1)-1)
-		a := classify(s.result)
-		mu.Lock()
-		defer mu.Unlock()
-		t.add(s.result, a)
-		m.Add(s.result)
-		answers = append(answers, s)
-		won, limitedAnswer := a.outcome == outCreated, a.outcome == outTooMany && a.problem == "/problems/rate-limited"
-		if scalper {
-			fig.LastScalperAnswer = max(fig.LastScalperAnswer, s.result.Timestamp.Add(s.result.Latency).Sub(t0))
-			fig.ScalperRequests++
-			fig.ScalperWon += b2i(won)
-			fig.ScalperLimited += b2i(limitedAnswer)
-		} else {
-			fig.NormalRequests++
-			fig.NormalWon += b2i(won)
-			fig.NormalLimited += b2i(limitedAnswer)
-		}
-		if a.outcome == outSoldOut || fig.NormalWon+fig.ScalperWon >= o.Stock {
-			soldOut.Store(true)
-		}
-		return a, s.result
-	}
-
-	row := rand.Uint32()
-	var wg sync.WaitGroup
-	for i := range crowd.normals {
-		at := t0.Add(rand.N(scalperWindow))
-		wg.Go(func() {
-			sleepCtx(ctx, time.Until(at))
-			// One request, and again only when told to come back (a 429,
-			// or a 503 with Retry-After), as the T-0 crowd does.
-			for attempt := uint64(0); ctx.Err() == nil && !soldOut.Load(); attempt++ {
-				a, r := send(uint64(i), attempt, personAddr(row, false, i), false)
-				wait, again := comeBack(r, a)
-				if !again || time.Since(t0)+wait > t0RetryFor {
-					return
-				}
-				sleepCtx(ctx, wait)
-			}
-		})
-	}
-	var whoWon sync.Map
-	for s := range crowd.scalpers {
-		for acct := range scalperAccounts {
-			wg.Go(func() {
-				buyer := crowd.scalperAccount(s, acct)
-				for k := 0; ; k++ {
-					sleepCtx(ctx, time.Until(t0.Add(time.Duration(k)*scalperEvery)))
-					if ctx.Err() != nil || soldOut.Load() || time.Since(t0) > scalperGiveUp {
-						return
-					}
-					a, _ := send(buyer, uint64(k), personAddr(row, true, s), true)
-					switch {
-					case a.outcome == outCreated:
-						whoWon.Store(s, true)
-						return
-					case a.outcome == outConflict && a.problem == problemNotOpen:
-						// A shot a hair before the opening: a script fires on.
-					case a.outcome == outSoldOut, a.outcome == outConflict: // sold out, or this account already bought
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	m.Close()
+	run.fire(crowd)
+	run.m.Close()
 	line.stop()
 	if err := ctx.Err(); err != nil {
 		return res, fig, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
-	if err := plotInOrder(pl, answers); err != nil {
+	if err := plotInOrder(pl, run.answers); err != nil {
 		return res, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
-	whoWon.Range(func(any, any) bool { fig.ScalpersWhoWon++; return true })
+	run.whoWon.Range(func(any, any) bool { fig.ScalpersWhoWon++; return true })
+	scoreScalpers(o, limited, &fig)
+	return Result{tally: run.t, metrics: run.m}, fig, nil
+}
+
+// setScalperLimit sets the row's limit on every target: per address, with
+// the opening draw, when limited; else one unit per account, as ever.
+func setScalperLimit(ctx context.Context, o Config, rl *fleet.RateLimits, limited bool, fig *results.Scalper) error {
+	if !limited {
+		return rl.Set(ctx, 0, 1, []string{"account"}, 0)
+	}
+	fig.LimitIntervalMS, fig.LimitBurst = results.MS(o.ScalperLimitInterval), o.ScalperLimitBurst
+	fig.Target, fig.TargetVerdict = &o.ScalperTarget, o.ScalperTargetVerdict
+	fig.DrawMS = results.MS(o.ScalperDraw)
+	return rl.Set(ctx, fig.LimitIntervalMS, fig.LimitBurst, []string{"address"}, fig.DrawMS)
+}
+
+// scalperRun is one scalper row in flight: the people firing, and what
+// their answers add up to.
+type scalperRun struct {
+	ctx    context.Context
+	o      Config
+	p      Plan
+	client *http.Client
+	t0     time.Time
+	row    uint32 // the row's addresses, one per person
+
+	mu      sync.Mutex // guards t, m, answers and the figures' counts
+	t       *tally
+	m       vegeta.Metrics
+	answers []sent
+	fig     *results.Scalper
+
+	soldOut atomic.Bool
+	seq     atomic.Uint64
+	whoWon  sync.Map // scalpers with a unit
+}
+
+// fire sends every person's requests and waits for the last.
+func (run *scalperRun) fire(crowd scalperCrowd) {
+	var wg sync.WaitGroup
+	for i := range crowd.normals {
+		at := run.t0.Add(rand.N(scalperWindow))
+		wg.Go(func() { run.normal(i, at) })
+	}
+	for s := range crowd.scalpers {
+		for acct := range scalperAccounts {
+			wg.Go(func() { run.scalper(s, crowd.scalperAccount(s, acct)) })
+		}
+	}
+	wg.Wait()
+}
+
+// normal is ordinary buyer i: one request at its moment, and again only
+// when told to come back (a 429, or a 503 with Retry-After), as the T-0
+// crowd does.
+func (run *scalperRun) normal(i int, at time.Time) {
+	ctx := run.ctx
+	sleepCtx(ctx, time.Until(at))
+	for attempt := uint64(0); ctx.Err() == nil && !run.soldOut.Load(); attempt++ {
+		a, r := run.send(uint64(i), attempt, personAddr(run.row, false, i), false)
+		wait, again := comeBack(r, a)
+		if !again || time.Since(run.t0)+wait > t0RetryFor {
+			return
+		}
+		sleepCtx(ctx, wait)
+	}
+}
+
+// scalper is one account of scalper s: a shot every scalperEvery from
+// T-0, until it wins, the sale is sold out, or it gives up.
+func (run *scalperRun) scalper(s int, buyer uint64) {
+	ctx := run.ctx
+	for k := 0; ; k++ {
+		sleepCtx(ctx, time.Until(run.t0.Add(time.Duration(k)*scalperEvery)))
+		if ctx.Err() != nil || run.soldOut.Load() || time.Since(run.t0) > scalperGiveUp {
+			return
+		}
+		a, _ := run.send(buyer, uint64(k), personAddr(run.row, true, s), true)
+		switch {
+		case a.outcome == outCreated:
+			run.whoWon.Store(s, true)
+			return
+		case a.outcome == outConflict && a.problem == problemNotOpen:
+			// A shot a hair before the opening: a script fires on.
+		case a.outcome == outSoldOut, a.outcome == outConflict: // sold out, or this account already bought
+			return
+		}
+	}
+}
+
+// send sends one request of buyer from addr and counts it.
+func (run *scalperRun) send(buyer, attempt uint64, addr string, scalper bool) (answer, *vegeta.Result) {
+	var tg vegeta.Target
+	run.p.target(&tg, buyer, attempt)
+	tg.Header.Set("X-Forwarded-For", addr)
+	s := sendOne(run.ctx, run.client, tg, run.p.Series, run.seq.Add(1)-1)
+	a := classify(s.result)
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.t.add(s.result, a)
+	run.m.Add(s.result)
+	run.answers = append(run.answers, s)
+	fig := run.fig
+	won, limitedAnswer := a.outcome == outCreated, a.outcome == outTooMany && a.problem == "/problems/rate-limited"
+	if scalper {
+		fig.LastScalperAnswer = max(fig.LastScalperAnswer, s.result.Timestamp.Add(s.result.Latency).Sub(run.t0))
+		fig.ScalperRequests++
+		fig.ScalperWon += b2i(won)
+		fig.ScalperLimited += b2i(limitedAnswer)
+	} else {
+		fig.NormalRequests++
+		fig.NormalWon += b2i(won)
+		fig.NormalLimited += b2i(limitedAnswer)
+	}
+	if a.outcome == outSoldOut || fig.NormalWon+fig.ScalperWon >= run.o.Stock {
+		run.soldOut.Store(true)
+	}
+	return a, s.result
+}
+
+// scoreScalpers sets the scalpers' share of the units and their gain and,
+// on a limited row, what the limit lets through and whether the target
+// was met.
+func scoreScalpers(o Config, limited bool, fig *results.Scalper) {
 	if won := fig.NormalWon + fig.ScalperWon; won > 0 {
 		share := float64(fig.ScalperWon) / float64(won)
 		gain := share / fig.ShareOfPeople
 		fig.ShareOfUnits, fig.Gain = &share, &gain
 	}
-	if limited {
-		// What the limit lets through: a burst per address, and one more
-		// per interval the scalpers kept firing.
-		refills := int(fig.LastScalperAnswer / o.ScalperLimitInterval)
-		fig.LimitAllows = fig.Scalpers * (o.ScalperLimitBurst + refills)
-		met := fig.Gain != nil && *fig.Gain <= o.ScalperTarget
-		fig.TargetMet = &met
-		if won := fig.NormalWon + fig.ScalperWon; won > 0 {
-			pv := results.BinomialTail(won, fig.ScalperWon, min(1, o.ScalperTarget*fig.ShareOfPeople))
-			fig.MissedP = &pv
-		}
+	if !limited {
+		return
 	}
-	return Result{tally: t, metrics: m}, fig, nil
+	// What the limit lets through: a burst per address, and one more per
+	// interval the scalpers kept firing.
+	refills := int(fig.LastScalperAnswer / o.ScalperLimitInterval)
+	fig.LimitAllows = fig.Scalpers * (o.ScalperLimitBurst + refills)
+	met := fig.Gain != nil && *fig.Gain <= o.ScalperTarget
+	fig.TargetMet = &met
+	if won := fig.NormalWon + fig.ScalperWon; won > 0 {
+		pv := results.BinomialTail(won, fig.ScalperWon, min(1, o.ScalperTarget*fig.ShareOfPeople))
+		fig.MissedP = &pv
+	}
 }
 
 func b2i(b bool) int {

@@ -87,35 +87,19 @@ func t0Leads(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, p
 // the early crowd, and releases it at T-0.
 func t0Attack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, pl *plot.Plot, progress io.Writer) (Result, results.T0, error) {
 	fig := results.T0{LeadMS: results.MS(o.T0Lead), Buyers: o.T0Buyers, EarlyOther: map[string]int{}}
-	offset, err := f.ClockOffset(ctx, p.Scenario.Item(p.ItemID))
+	t0, err := openAtT0(ctx, o, f, p, stock, &fig)
 	if err != nil {
 		return Result{}, fig, err
 	}
-	fig.ClockOffsetMS = results.MS(offset)
-	want := time.Now().Add(offset).Add(o.T0Lead).UTC().Truncate(time.Millisecond)
-	reply, err := f.ResetSale(ctx, p.Scenario.Item(p.ItemID), stock, want)
-	if err != nil {
-		return Result{}, fig, err
-	}
-	if reply.OpensAt == nil {
-		return Result{}, fig, fmt.Errorf("the reset answered no opens_at: the targets keep no sale window")
-	}
-	fig.OpensAt = reply.OpensAt.UTC()
-	t0 := fig.OpensAt.Add(-offset) // the opening on the lab's clock
-
-	t := newTally(0)  // the buyers who come back make more requests than buyers
-	var mu sync.Mutex // guards t, m, early, buys
-	var m vegeta.Metrics
-	var early, buys []sent
+	// The buyers who come back make more requests than buyers.
+	run := &t0Run{ctx: ctx, p: p, t0: t0, t: newTally(0), open: make(chan struct{}), abort: make(chan struct{})}
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s %4d at T-0", p.Scenario.Name, p.Stage, o.T0Buyers), func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return t.progressLine()
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		return run.t.progressLine()
 	})
 	defer line.stop()
 
-	open, abort := make(chan struct{}), make(chan struct{})
-	var answeredEarly, done sync.WaitGroup
 	transports := make([]*http.Transport, o.T0Buyers)
 	defer func() {
 		for _, tr := range transports {
@@ -128,39 +112,14 @@ func t0Attack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, 
 		client := &http.Client{Transport: tr, Timeout: o.Timeout, CheckRedirect: noRedirect}
 		var tg vegeta.Target
 		p.target(&tg, uint64(b), 0)
-		answeredEarly.Add(1)
-		done.Go(func() {
-			s := sendOne(ctx, client, tg, p.Series, uint64(b))
-			mu.Lock()
-			early = append(early, s)
-			mu.Unlock()
-			answeredEarly.Done()
-			select {
-			case <-open:
-			case <-abort:
-				return
-			}
-			for ctx.Err() == nil {
-				s = sendOne(ctx, client, tg, p.Series, uint64(b))
-				a := classify(s.result)
-				mu.Lock()
-				buys = append(buys, s)
-				t.add(s.result, a)
-				m.Add(s.result)
-				mu.Unlock()
-				wait, again := comeBack(s.result, a)
-				if !again || time.Since(t0)+wait > t0RetryFor {
-					return
-				}
-				sleepCtx(ctx, wait)
-			}
-		})
+		run.answeredEarly.Add(1)
+		run.done.Go(func() { run.buyer(uint64(b), client, tg) })
 	}
-	answeredEarly.Wait()
+	run.answeredEarly.Wait()
 	fig.MarginMS = results.MS(time.Until(t0))
 	if fig.MarginMS <= 0 || ctx.Err() != nil {
-		close(abort)
-		done.Wait()
+		close(run.abort)
+		run.done.Wait()
 		if err := ctx.Err(); err != nil {
 			return Result{}, fig, err
 		}
@@ -168,17 +127,82 @@ func t0Attack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, 
 	}
 	sleepCtx(ctx, time.Until(t0))
 	fig.ReleaseLateMS = results.MS(time.Since(t0))
-	close(open)
-	done.Wait()
-	m.Close()
+	close(run.open)
+	run.done.Wait()
+	run.m.Close()
 	if err := ctx.Err(); err != nil {
 		return Result{}, fig, fmt.Errorf("%s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
-	if err := plotInOrder(pl, buys); err != nil {
+	if err := plotInOrder(pl, run.buys); err != nil {
 		return Result{}, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
-	fillT0(&fig, early, buys, t0)
-	return Result{tally: t, metrics: m}, fig, nil
+	fillT0(&fig, run.early, run.buys, t0)
+	return Result{tally: run.t, metrics: run.m}, fig, nil
+}
+
+// openAtT0 resets the item with its sale opening o.T0Lead ahead on the
+// reference clock, and returns the opening on the lab's clock.
+func openAtT0(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, fig *results.T0) (time.Time, error) {
+	offset, err := f.ClockOffset(ctx, p.Scenario.Item(p.ItemID))
+	if err != nil {
+		return time.Time{}, err
+	}
+	fig.ClockOffsetMS = results.MS(offset)
+	want := time.Now().Add(offset).Add(o.T0Lead).UTC().Truncate(time.Millisecond)
+	reply, err := f.ResetSale(ctx, p.Scenario.Item(p.ItemID), stock, want)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if reply.OpensAt == nil {
+		return time.Time{}, fmt.Errorf("the reset answered no opens_at: the targets keep no sale window")
+	}
+	fig.OpensAt = reply.OpensAt.UTC()
+	return fig.OpensAt.Add(-offset), nil
+}
+
+// t0Run is the T-0 crowd in flight: every buyer asks once early, waits at
+// the barrier, and buys when it opens.
+type t0Run struct {
+	ctx                 context.Context
+	p                   Plan
+	t0                  time.Time // the opening on the lab's clock
+	open, abort         chan struct{}
+	answeredEarly, done sync.WaitGroup
+
+	mu          sync.Mutex // guards t, m, early, buys
+	t           *tally
+	m           vegeta.Metrics
+	early, buys []sent
+}
+
+// buyer b asks once before the opening, then buys at T-0, and again only
+// when told to come back.
+func (run *t0Run) buyer(b uint64, client *http.Client, tg vegeta.Target) {
+	ctx := run.ctx
+	s := sendOne(ctx, client, tg, run.p.Series, b)
+	run.mu.Lock()
+	run.early = append(run.early, s)
+	run.mu.Unlock()
+	run.answeredEarly.Done()
+	select {
+	case <-run.open:
+	case <-run.abort:
+		return
+	}
+	for ctx.Err() == nil {
+		s = sendOne(ctx, client, tg, run.p.Series, b)
+		a := classify(s.result)
+		run.mu.Lock()
+		run.buys = append(run.buys, s)
+		run.t.add(s.result, a)
+		run.m.Add(s.result)
+		run.mu.Unlock()
+		wait, again := comeBack(s.result, a)
+		if !again || time.Since(run.t0)+wait > t0RetryFor {
+			return
+		}
+		sleepCtx(ctx, wait)
+	}
 }
 
 // fill counts the early answers and the T-0 buys' into fig; t0 is the
