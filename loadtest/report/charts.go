@@ -170,64 +170,18 @@ func summaryChart(rep Report) ([]byte, error) {
 	sweeping := len(rep.Settings.Sweep) > 0
 	const w, h = 960, 270 // the slanted stage names take 30 of the height
 	panelW := vg.Length(w/2) - 60
-	slot := 0.8 / float64(len(groups)) // of one stage's unit of x
-	barW := panelW / vg.Length(len(stages)) * vg.Length(slot)
-
-	sold := newPlot("Units sold vs stock (oversold in red)")
-	sold.NominalX(stages...)
-	slantTickLabels(sold)
-	sold.Y.Label.Text = "units"
-	sold.Y.Tick.Marker = plainTicks{}
-	rate := newPlot("Answered buyers per second (201 + 409)")
-	rate.NominalX(stages...)
-	slantTickLabels(rate)
-	rate.Y.Label.Text = "answered/s"
-	rate.Y.Tick.Marker = plainTicks{}
+	bars := summaryBars{stages: stages, groups: len(groups), slot: 0.8 / float64(len(groups))} // slot: of one stage's unit of x
+	bars.width = panelW / vg.Length(len(stages)) * vg.Length(bars.slot)
+	bars.oversold = slices.ContainsFunc(rep.Rows, func(r results.Row) bool { return r.Oversold > 0 })
+	sold, rate := summaryPanel("Units sold vs stock (oversold in red)", "units", stages), summaryPanel("Answered buyers per second (201 + 409)", "answered/s", stages)
 
 	top, topRate := float64(rep.Settings.Stock), 0.0
-	oversold := slices.ContainsFunc(rep.Rows, func(r results.Row) bool { return r.Oversold > 0 })
 	for gi, g := range groups {
-		base, over, thr := make(plotter.Values, len(stages)), make(plotter.Values, len(stages)), make(plotter.Values, len(stages))
-		for _, r := range g {
-			i := slices.Index(stages, r.Stage)
-			if r.Verdict == results.Skipped {
-				continue
-			}
-			base[i] = float64(min(r.Sold, r.InitialStock))
-			over[i] = float64(r.Oversold)
-			thr[i] = r.Throughput
-			top = max(top, float64(r.Sold))
-			topRate = max(topRate, r.Throughput)
-		}
-		xmin := (float64(gi) - float64(len(groups)-1)/2) * slot
-		col := groupColors[gi%len(groupColors)]
-		b, err := plotter.NewBarChart(base, barW)
+		gTop, gRate, err := bars.add(sold, rate, gi, g, groupLabel(g, sweeping))
 		if err != nil {
 			return nil, err
 		}
-		b.XMin, b.Color, b.LineStyle.Width = xmin, col, 0
-		t, err := plotter.NewBarChart(thr, barW)
-		if err != nil {
-			return nil, err
-		}
-		t.XMin, t.Color, t.LineStyle.Width = xmin, col, 0
-		sold.Add(b)
-		rate.Add(t)
-		sold.Legend.Add(groupLabel(g, sweeping), b)
-		// Red appears only where something was oversold, so a chart
-		// without red is itself the verdict "nothing oversold".
-		if oversold {
-			o, err := plotter.NewBarChart(over, barW)
-			if err != nil {
-				return nil, err
-			}
-			o.StackOn(b)
-			o.Color, o.LineStyle.Width = colorOversold, 0
-			sold.Add(o)
-			if gi == len(groups)-1 {
-				sold.Legend.Add("oversold", o)
-			}
-		}
+		top, topRate = max(top, gTop), max(topRate, gRate)
 	}
 	if rep.Settings.Stock > 0 {
 		line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: float64(rep.Settings.Stock)}, {X: float64(len(stages)) - 0.5, Y: float64(rep.Settings.Stock)}})
@@ -253,6 +207,73 @@ func summaryChart(rep Report) ([]byte, error) {
 		sold.Draw(canvases[0][0])
 		rate.Draw(canvases[0][1])
 	})
+}
+
+// summaryPanel is one panel of the summary chart: a bar per stage.
+func summaryPanel(title, yLabel string, stages []string) *plot.Plot {
+	p := newPlot(title)
+	p.NominalX(stages...)
+	slantTickLabels(p)
+	p.Y.Label.Text = yLabel
+	p.Y.Tick.Marker = plainTicks{}
+	return p
+}
+
+// summaryBars places each table's bars side by side within a stage's
+// slot of the summary chart.
+type summaryBars struct {
+	stages   []string
+	groups   int
+	slot     float64
+	width    vg.Length
+	oversold bool // some row oversold: the red bars appear
+}
+
+// add draws group gi's bars on both panels and returns the most it sold
+// and answered per second.
+func (b summaryBars) add(sold, rate *plot.Plot, gi int, g []results.Row, label string) (top, topRate float64, err error) {
+	base, over, thr := make(plotter.Values, len(b.stages)), make(plotter.Values, len(b.stages)), make(plotter.Values, len(b.stages))
+	for _, r := range g {
+		i := slices.Index(b.stages, r.Stage)
+		if r.Verdict == results.Skipped {
+			continue
+		}
+		base[i] = float64(min(r.Sold, r.InitialStock))
+		over[i] = float64(r.Oversold)
+		thr[i] = r.Throughput
+		top = max(top, float64(r.Sold))
+		topRate = max(topRate, r.Throughput)
+	}
+	xmin := (float64(gi) - float64(b.groups-1)/2) * b.slot
+	col := groupColors[gi%len(groupColors)]
+	bb, err := plotter.NewBarChart(base, b.width)
+	if err != nil {
+		return 0, 0, err
+	}
+	bb.XMin, bb.Color, bb.LineStyle.Width = xmin, col, 0
+	t, err := plotter.NewBarChart(thr, b.width)
+	if err != nil {
+		return 0, 0, err
+	}
+	t.XMin, t.Color, t.LineStyle.Width = xmin, col, 0
+	sold.Add(bb)
+	rate.Add(t)
+	sold.Legend.Add(label, bb)
+	// Red appears only where something was oversold, so a chart without
+	// red is itself the verdict "nothing oversold".
+	if b.oversold {
+		o, err := plotter.NewBarChart(over, b.width)
+		if err != nil {
+			return 0, 0, err
+		}
+		o.StackOn(bb)
+		o.Color, o.LineStyle.Width = colorOversold, 0
+		sold.Add(o)
+		if gi == b.groups-1 {
+			sold.Legend.Add("oversold", o)
+		}
+	}
+	return top, topRate, nil
 }
 
 // concurrencyAxis sets x as a log₂ axis of buyers in flight, ticked at

@@ -451,6 +451,20 @@ func ms1(v float64) string { return fmt.Sprintf("%.1f", v) }
 // verdicts, the scaling table and charts of a sweep, the latency
 // percentiles with their HDR files, links to the plots, and how to read it.
 func writeMarkdown(w io.Writer, rep Report) {
+	writeMarkdownHead(w, rep)
+	writeStageTables(w, rep)
+	for _, sc := range rep.scenarios() {
+		writeScaling(w, rep, sc)
+	}
+	writeCeilings(w, rep)
+	writeCPUMarkdown(w, rep)
+	writeLatencies(w, rep)
+	writeReadingGuide(w)
+}
+
+// writeMarkdownHead is the run's settings, its outcome and the summary
+// chart.
+func writeMarkdownHead(w io.Writer, rep Report) {
 	s := rep.Settings
 	fmt.Fprintf(w, "# seckill lab, %s\n\n", rep.StartedAt.Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(w, "- targets: %s\n", strings.Join(rep.Targets, ", "))
@@ -481,7 +495,12 @@ func writeMarkdown(w io.Writer, rep Report) {
 			fmt.Fprintf(w, "\n![%s](%s)\n", c.Title, c.File)
 		}
 	}
+}
 
+// writeStageTables is one table per scenario (and level), with each
+// stage's verdict under it.
+func writeStageTables(w io.Writer, rep Report) {
+	s := rep.Settings
 	for _, group := range rep.tableGroups() {
 		fmt.Fprintf(w, "\n## %s\n\n", heading(group[0], s, rep.Scenes))
 		base := baseline(group)
@@ -515,46 +534,49 @@ func writeMarkdown(w io.Writer, rep Report) {
 			markdownTable(w, head, lines)
 		}
 	}
+}
 
-	for _, sc := range rep.scenarios() {
-		head, lines := scalingTable(rep, sc)
-		if len(lines) == 0 {
-			continue
+// writeScaling is a sweep's scaling table for scenario sc, its knees, the
+// capacity model, the charts and the answers at each level.
+func writeScaling(w io.Writer, rep Report, sc string) {
+	head, lines := scalingTable(rep, sc)
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## Scaling: %s\n\nAnswered buyers per second, p99 and the largest resident memory of an instance (from its /metrics, after the burst) at each number of buyers in flight; the knee is where more buyers in flight stopped adding answers per second (less than %d%% more).\n\n",
+		sc, int(math.Round((kneeGain-1)*100)))
+	markdownTable(w, head, lines)
+	fmt.Fprintln(w)
+	for _, k := range rep.Knees {
+		if k.Scenario == sc {
+			fmt.Fprintf(w, "- `%s`: %s\n", k.Stage, k.Text)
 		}
-		fmt.Fprintf(w, "\n## Scaling: %s\n\nAnswered buyers per second, p99 and the largest resident memory of an instance (from its /metrics, after the burst) at each number of buyers in flight; the knee is where more buyers in flight stopped adding answers per second (less than %d%% more).\n\n",
-			sc, int(math.Round((kneeGain-1)*100)))
+	}
+	fmt.Fprintln(w)
+	if head, lines := uslTable(rep.Models, sc); len(lines) > 0 {
+		fmt.Fprintf(w, "Capacity model: the universal scalability law, X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted to each stage's answered/s; each level is also predicted by a fit of the other levels alone (loadtest/report/usl.go).\n\n")
+		for _, f := range rep.Models {
+			if f.Scenario == sc {
+				fmt.Fprintf(w, "- `%s`: %s\n", f.Stage, f.text())
+			}
+		}
+		fmt.Fprintln(w)
 		markdownTable(w, head, lines)
 		fmt.Fprintln(w)
-		for _, k := range rep.Knees {
-			if k.Scenario == sc {
-				fmt.Fprintf(w, "- `%s`: %s\n", k.Stage, k.Text)
-			}
-		}
-		fmt.Fprintln(w)
-		if head, lines := uslTable(rep.Models, sc); len(lines) > 0 {
-			fmt.Fprintf(w, "Capacity model: the universal scalability law, X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted to each stage's answered/s; each level is also predicted by a fit of the other levels alone (loadtest/report/usl.go).\n\n")
-			for _, f := range rep.Models {
-				if f.Scenario == sc {
-					fmt.Fprintf(w, "- `%s`: %s\n", f.Stage, f.text())
-				}
-			}
-			fmt.Fprintln(w)
-			markdownTable(w, head, lines)
-			fmt.Fprintln(w)
-		}
-		for _, c := range rep.Charts {
-			if c.Scenario == sc && c.Kind != chartSummary {
-				fmt.Fprintf(w, "![%s](%s)\n", c.Title, c.File)
-			}
-		}
-		fmt.Fprintf(w, "\nAnswers at each number of buyers in flight:\n\n")
-		ah, al := answersTable(rep, sc)
-		markdownTable(w, ah, al)
 	}
+	for _, c := range rep.Charts {
+		if c.Scenario == sc && c.Kind != chartSummary {
+			fmt.Fprintf(w, "![%s](%s)\n", c.Title, c.File)
+		}
+	}
+	fmt.Fprintf(w, "\nAnswers at each number of buyers in flight:\n\n")
+	ah, al := answersTable(rep, sc)
+	markdownTable(w, ah, al)
+}
 
-	writeCeilings(w, rep)
-	writeCPUMarkdown(w, rep)
-
+// writeLatencies is every row's latency percentiles and plots.
+func writeLatencies(w io.Writer, rep Report) {
+	s := rep.Settings
 	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter.\n")
 	for _, group := range rep.tableGroups() {
 		head := []string{"stage", "p50", "p90", "p95", "p99", "p99.9", "max", "HDR histogram"}
@@ -581,7 +603,10 @@ func writeMarkdown(w io.Writer, rep Report) {
 			fmt.Fprintf(w, "- [%s](%s): every request's latency over the attack, one series per scenario and answer\n", r.Stage, r.Plot)
 		}
 	}
+}
 
+// writeReadingGuide says how to read the tables.
+func writeReadingGuide(w io.Writer) {
 	fmt.Fprint(w, `
 ## Reading the table
 
