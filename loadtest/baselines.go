@@ -45,7 +45,7 @@ import (
 //     sell-out costs, the bulk of a flash sale's requests.
 //
 // Each baseline's CPU per answer is measured too (package cpu); the CPU targets
-// (cpucompare.go) compare them within the same round.
+// (report/cpucompare.go) compare them within the same round.
 
 // rawLoopConns bounds the raw loop's MySQL connections: one instance's
 // default pool (SECKILL_MYSQL_MAX_CONNS), which also leaves room under the

@@ -30,7 +30,7 @@ type options struct {
 	// baselineRequests requests each over HTTP (0: as many as buyers).
 	baselines        bool
 	baselineRequests int
-	// repeat runs the whole lab this many times over (repeat.go); round
+	// repeat runs the whole lab this many times over (report/repeat.go); round
 	// is the round a row belongs to, 1-based, and 0 when there is one.
 	repeat int
 	round  int

@@ -83,7 +83,7 @@ type Settings struct {
 	PacedBuyers int     `json:"paced_buyers,omitempty"`
 	// FirstComeTargets are the paced scenario's targets in this run.
 	FirstComeTargets map[string]float64 `json:"first_come_targets,omitempty"`
-	// The scalper scenarios' crowd and limit (scalper.go).
+	// The scalper scenarios' crowd and limit (scenario/scalper.go).
 	ScalperPeople          int     `json:"scalper_people,omitempty"`
 	ScalperLimitIntervalMS float64 `json:"scalper_limit_interval_ms,omitempty"`
 	ScalperLimitBurst      int     `json:"scalper_limit_burst,omitempty"`

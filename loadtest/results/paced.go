@@ -12,7 +12,7 @@ type Paced struct {
 	// answers could not differ from that of the arrivals.
 	PeakInFlight int `json:"peak_in_flight"`
 	// Score is the first-come score, nil when nobody won a unit; Target
-	// the least the stage must score (fairness.go), nil when it has none.
+	// the least the stage must score (scenario/fairness.go), nil when it has none.
 	Score    *float64 `json:"first_come_score"`
 	Target   *float64 `json:"first_come_target,omitempty"`
 	FirstWon int      `json:"first_won"` // units won by the first `stock` arrivals

@@ -80,7 +80,7 @@ type Row struct {
 	// demo share a process).
 	RSSMB []float64 `json:"rss_mb,omitempty"`
 
-	// With --repeat, a row is the median run of its attack (repeat.go):
+	// With --repeat, a row is the median run of its attack (report/repeat.go):
 	// Round is the round it ran in, Runs the answered/s of every run in
 	// round order, and RunsPerCeiling each run's answered/s over the HTTP
 	// ceiling measured in its own round (with --baselines).
@@ -99,11 +99,11 @@ type Row struct {
 	ConfirmP99ms float64 `json:"confirm_p99_ms,omitempty"`
 	PeakLag      int     `json:"peak_lag,omitempty"` // most orders accepted and not yet written at once
 
-	// The T-0 scenario's figures (t0.go), and the paced scenario's
-	// (paced.go); nil in the other scenarios' rows.
+	// The T-0 scenario's figures (scenario/t0.go), and the paced scenario's
+	// (scenario/paced.go); nil in the other scenarios' rows.
 	T0    *T0    `json:"t0,omitempty"`
 	Paced *Paced `json:"paced,omitempty"`
-	// Scalper are the scalper scenarios' figures (scalper.go).
+	// Scalper are the scalper scenarios' figures (scenario/scalper.go).
 	Scalper *Scalper `json:"scalper,omitempty"`
 
 	// The CPU the processes spent on the attack (package cpu), per answer
