@@ -14,6 +14,7 @@ const (
 	Lab      = "lab"
 )
 
+// Kinds are the kinds of source, in the order the report lists them.
 var Kinds = []string{Instance, Redis, MySQL, Lab}
 
 // Source is one process whose CPU time the lab reads.

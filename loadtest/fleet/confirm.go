@@ -30,7 +30,7 @@ type Confirmation struct {
 // audit's pending_orders), then reads each accepted order once. It polls
 // one target: while a queue drains, audits read one after another through
 // several targets differ by what was written in between, so their
-// agreement is checked only once the counts stand still (settledAudit).
+// agreement is checked only once the counts stand still (SettledAudit).
 func (f *Fleet) Confirm(ctx context.Context, it Item, orders []string, within time.Duration) (Confirmation, error) {
 	c := Confirmation{Accepted: len(orders)}
 	deadline := time.Now().Add(within)

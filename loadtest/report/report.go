@@ -190,6 +190,7 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// PlotFile is the latency plot of stage.
 func PlotFile(stage string) string { return "latency-" + stage + ".html" }
 
 // HDRFile names the HDR histogram of one row: per scenario and stage, and
@@ -226,6 +227,7 @@ func WritePlots(dir string, plots map[string]*plot.Plot, rows []results.Row) err
 	return nil
 }
 
+// WriteReport writes results.json and report.md into dir.
 func WriteReport(dir string, rep Report) error {
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -689,6 +691,7 @@ func saleTable(group []results.Row) (title string, head []string, lines [][]stri
 	return title, head, lines
 }
 
+// JoinInts lists numbers with commas, e.g. "16, 64".
 func JoinInts(ns []int) string {
 	parts := make([]string, len(ns))
 	for i, n := range ns {

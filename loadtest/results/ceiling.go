@@ -65,6 +65,7 @@ func (c *Ceiling) SetCPU(u *cpu.Usage) {
 	}
 }
 
+// JoinNotes joins two notes with "; ", either of which may be empty.
 func JoinNotes(a, b string) string {
 	if a == "" || b == "" {
 		return a + b

@@ -11,7 +11,7 @@ type T0 struct {
 	// clock; ClockOffsetMS is that clock minus the lab's.
 	OpensAt time.Time `json:"opens_at"`
 	// LeadMS is how far ahead the opening was set, on the Tries-th try
-	// (t0Leads doubles it after an early crowd overran T-0).
+	// (scenario.t0Leads doubles it after an early crowd overran T-0).
 	LeadMS        float64 `json:"lead_ms"`
 	Tries         int     `json:"tries"`
 	ClockOffsetMS float64 `json:"clock_offset_ms"`

@@ -83,7 +83,9 @@ func (r Result) Unanswered() int {
 // Served counts the requests the server decided: an order, or a 409.
 func (r Result) Served() int { return r.tally.served() }
 
-// WrittenOrders are the order numbers of the 201s (written before the
-// answer); AcceptedOrders those of the 202s (written behind a queue).
-func (r Result) WrittenOrders() []string  { return r.tally.writtenOrders() }
+// WrittenOrders are the order numbers of the 201s, written before the
+// answer (a 202's is written behind a queue).
+func (r Result) WrittenOrders() []string { return r.tally.writtenOrders() }
+
+// AcceptedOrders are the order numbers of the 202s.
 func (r Result) AcceptedOrders() []string { return r.tally.acceptedOrders() }

@@ -80,6 +80,7 @@ func Buy() Scenario {
 	return sc
 }
 
+// Names are the scenarios' names, in the order the lab runs them.
 func Names() []string {
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {
@@ -121,14 +122,7 @@ func (sc Scenario) StagesOf(o Config) []string {
 // Item is the scenario's item id in the fleet's terms.
 func (sc Scenario) Item(id int64) fleet.Item { return fleet.Item{Coupon: sc.Coupon, ID: id} }
 
-// kind is the path segment of the item's routes.
-func (sc Scenario) kind() string {
-	if sc.Coupon {
-		return "coupons"
-	}
-	return "products"
-}
-
+// ItemID is the item sc sells: the coupon batch or the product of o.
 func (sc Scenario) ItemID(o Config) int64 {
 	if sc.Coupon {
 		return o.Coupon
@@ -217,6 +211,7 @@ func (p Plan) userID(n uint64) string { return fmt.Sprintf("%s-%d", p.Tag, n) }
 // worker count bounds how many requests are in flight.
 type BurstPacer struct{ Hits uint64 }
 
+// Pace lets every hit go at once, and stops after the last.
 func (p BurstPacer) Pace(_ time.Duration, sent uint64) (time.Duration, bool) {
 	return 0, sent >= p.Hits
 }
