@@ -1,26 +1,23 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/fleet"
-	"github.com/seckill-lab/seckill/loadtest/report"
-	"github.com/seckill-lab/seckill/loadtest/scenario"
-
-	"github.com/seckill-lab/seckill/loadtest/resp"
-	"github.com/seckill-lab/seckill/loadtest/results"
-
-	"github.com/seckill-lab/seckill/loadtest/cpu"
-
 	"context"
 	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/hotrow"
+	"github.com/seckill-lab/seckill/loadtest/report"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // A stage's answers per second mean little alone on a shared 2-core box:
@@ -46,11 +43,6 @@ import (
 //
 // Each baseline's CPU per answer is measured too (package cpu); the CPU targets
 // (report/cpucompare.go) compare them within the same round.
-
-// rawLoopConns bounds the raw loop's MySQL connections: one instance's
-// default pool (SECKILL_MYSQL_MAX_CONNS), which also leaves room under the
-// server's max_connections for the instances' own pools.
-const rawLoopConns = 32
 
 // measureCeilings runs the baselines at workers buyers in flight, as many
 // requests as a burst has buyers (or o.baselineRequests): the HTTP ones in
@@ -122,7 +114,7 @@ func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB,
 	}
 	if db != nil {
 		before := meter.Read(ctx)
-		c := rawHotRow(ctx, db, scratchRedis{addrs: o.cpuRedis, password: o.redisPassword, timeout: min(o.Timeout, 2*time.Second)}, workers, hot)
+		c := hotrow.Run(ctx, db, hotrow.Redis{Addrs: o.cpuRedis, Password: o.redisPassword, Timeout: min(o.Timeout, 2*time.Second)}, workers, hot)
 		c.SetCPU(meter.Usage(before, meter.Read(ctx)))
 		out = append(out, c)
 	} else {
@@ -229,91 +221,4 @@ func fireBaseline(ctx context.Context, conns *http.Transport, o options, workers
 	b.Capped = b.Requests < o.Buyers && ctx.Err() == nil
 	b.Sum()
 	return b
-}
-
-// scratchRedis are the Redis servers where the fleet may have made keys
-// for a scratch product (resp.DropProductKeys).
-type scratchRedis struct {
-	addrs    []string
-	password string
-	timeout  time.Duration
-}
-
-// rawHotRow sells n units of a scratch product, one transaction per sale,
-// from workers goroutines, and removes the product and its orders after,
-// and the keys the fleet made for it in Redis meanwhile.
-func rawHotRow(ctx context.Context, db *sql.DB, rs scratchRedis, workers, n int) (b results.Ceiling) {
-	b = results.Ceiling{Name: results.BaselineHotRow, Workers: workers, Requests: n}
-	db.SetMaxOpenConns(min(workers, rawLoopConns))
-	db.SetMaxIdleConns(min(workers, rawLoopConns))
-	res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('lab ceiling (scratch)', ?, ?)", n, n)
-	if err != nil {
-		b.Note = "scratch product: " + err.Error()
-		return b
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		b.Note = "scratch product id: " + err.Error()
-		return b
-	}
-	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		_, _ = db.ExecContext(cctx, "DELETE FROM orders WHERE product_id = ?", id)
-		_, _ = db.ExecContext(cctx, "DELETE FROM products WHERE id = ?", id)
-		// After the rows: no job finds the product to make keys for again.
-		if _, err := resp.DropProductKeys(cctx, rs.addrs, rs.password, id, rs.timeout); err != nil {
-			b.Note = results.JoinNotes(b.Note, "the scratch product's Redis keys: "+err.Error())
-		}
-	}()
-	tag := randomHex(4)
-	var sold atomic.Int64
-	var firstErr sync.Once
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	started := time.Now()
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if err := sellOne(ctx, db, id, fmt.Sprintf("B%s%07d", tag, i)); err != nil {
-					firstErr.Do(func() { b.Note = "first error: " + err.Error() })
-					continue
-				}
-				sold.Add(1)
-			}
-		}()
-	}
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	b.OK = int(sold.Load())
-	b.PerSecond = float64(b.OK) / time.Since(started).Seconds()
-	return b
-}
-
-// sellOne is db-atomic's transaction, with nothing around it.
-func sellOne(ctx context.Context, db *sql.DB, id int64, orderNo string) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	res, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", id)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n != 1 {
-			err = fmt.Errorf("sold out")
-		}
-	}
-	if err == nil {
-		_, err = tx.ExecContext(ctx, "INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance) VALUES (?, ?, ?, 1, 'raw', 'lab')",
-			orderNo, id, strings.ToLower(orderNo))
-	}
-	if err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/loadtest/hotrow"
 	"github.com/seckill-lab/seckill/loadtest/results"
 	"github.com/seckill-lab/seckill/loadtest/scenario"
 	"github.com/seckill-lab/seckill/loadtest/verdict"
@@ -60,7 +61,7 @@ func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
 	}
 	count()
 	before := products
-	b := rawHotRow(ctx, db, scratchRedis{}, 8, 200)
+	b := hotrow.Run(ctx, db, hotrow.Redis{}, 8, 200)
 	if b.OK != 200 || b.Requests != 200 || b.PerSecond <= 0 || b.Note != "" {
 		t.Fatalf("raw loop: %+v, want 200 sales", b)
 	}
@@ -114,7 +115,7 @@ func TestRawHotRowLeavesNoRedisKeysOfItsScratchProduct(t *testing.T) {
 	if n := count(scratch); n != 6 {
 		t.Fatalf("%d keys of the scratch product before the loop, want 6", n)
 	}
-	b := rawHotRow(ctx, db, scratchRedis{addrs: []string{r.Addr}, timeout: 5 * time.Second}, 4, 20)
+	b := hotrow.Run(ctx, db, hotrow.Redis{Addrs: []string{r.Addr}, Timeout: 5 * time.Second}, 4, 20)
 	if b.OK != 20 || b.Note != "" {
 		t.Fatalf("raw loop: %+v, want 20 sales", b)
 	}

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/fleet"
-	"github.com/seckill-lab/seckill/loadtest/report"
-	"github.com/seckill-lab/seckill/loadtest/scenario"
-
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -13,17 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/report"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
@@ -278,7 +274,7 @@ func (l *lab) fill(ctx context.Context, r *results.Row, o options, sc scenario.S
 	}
 	r.RSSMB = f.ResidentMiB(ctx)
 	r.HDR = report.HDRFile(*r, len(o.sweep) > 0)
-	if err := writeHDR(filepath.Join(l.dir, r.HDR), res.Metrics()); err != nil {
+	if err := report.WriteHDR(filepath.Join(l.dir, r.HDR), res.Metrics()); err != nil {
 		return err
 	}
 	if l.db == nil {
@@ -290,19 +286,6 @@ func (l *lab) fill(ctx context.Context, r *results.Row, o options, sc scenario.S
 	}
 	if r.T0 != nil {
 		return verdict.ReadT0MySQL(ctx, l.db, r.T0, it)
-	}
-	return nil
-}
-
-// writeHDR writes an attack's latency distribution in the format of
-// `vegeta report -type=hdrplot`, which the HdrHistogram plotter reads.
-func writeHDR(path string, m *vegeta.Metrics) error {
-	var buf bytes.Buffer
-	if err := vegeta.NewHDRHistogramPlotReporter(m).Report(&buf); err != nil {
-		return fmt.Errorf("HDR histogram: %w", err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("HDR histogram: %w", err)
 	}
 	return nil
 }

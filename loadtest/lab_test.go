@@ -1,10 +1,6 @@
 package main
 
 import (
-	"github.com/seckill-lab/seckill/loadtest/fleet"
-	"github.com/seckill-lab/seckill/loadtest/report"
-	"github.com/seckill-lab/seckill/loadtest/scenario"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -18,7 +14,10 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/testkit"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/report"
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // TestLabShort is the lab's own end-to-end check, and the short lab run of
