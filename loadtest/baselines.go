@@ -7,11 +7,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/hotrow"
+	"github.com/seckill-lab/seckill/loadtest/report"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // A stage's answers per second mean little alone on a shared 2-core box:
@@ -35,120 +41,88 @@ import (
 //     Idempotency-Key and without: what the crowd that comes after a
 //     sell-out costs, the bulk of a flash sale's requests.
 //
-// Each baseline's CPU per answer is measured too (cpu.go); the CPU targets
-// (cpucompare.go) compare them within the same round.
-
-// ceiling is one baseline measured at one level of buyers in flight.
-type ceiling struct {
-	Name      string  `json:"name"`
-	Workers   int     `json:"workers"`
-	Requests  int     `json:"requests"`
-	OK        int     `json:"ok"`
-	PerSecond float64 `json:"per_second"` // OK answers (or committed sales) per second
-	Note      string  `json:"note,omitempty"`
-	// With --repeat: the per-second figure of every round, in order; the
-	// fields above are the median round's.
-	Runs []float64 `json:"runs,omitempty"`
-	cpuFigures
-	baselineTally
-}
-
-const (
-	baselineHTTP         = "http-ceiling"
-	baselineRedis        = "redis-round-trip"
-	baselineSoldOutKeyed = "sold-out-keyed"
-	baselineSoldOutNoKey = "sold-out-keyless"
-	baselineHotRow       = "raw-hot-row"
-)
-
-// rawLoopConns bounds the raw loop's MySQL connections: one instance's
-// default pool (SECKILL_MYSQL_MAX_CONNS), which also leaves room under the
-// server's max_connections for the instances' own pools.
-const rawLoopConns = 32
-
-// baselineSlices is how many slices each HTTP baseline is sent in. The
-// slices are taken in turn (a slice of every baseline, then the next
-// slice of every one), so a drift of the machine over a round (a process
-// warming up, another program's load, a GC cycle) meets every baseline
-// alike instead of the one that ran while it lasted; each baseline's CPU
-// and answers are the sums over its slices.
-const baselineSlices = 4
+// Each baseline's CPU per answer is measured too (package cpu); the CPU targets
+// (report/cpucompare.go) compare them within the same round.
 
 // measureCeilings runs the baselines at workers buyers in flight, as many
 // requests as a burst has buyers (or o.baselineRequests): the HTTP ones in
-// interleaved slices (baselineSlices), each slice between two readings of
+// interleaved slices (results.BaselineSlices), each slice between two readings of
 // meter, then the raw loop, which needs db (SECKILL_MYSQL_DSN). tag makes
 // the sold-out buyers' ids unique to this round.
-func measureCeilings(ctx context.Context, o options, f *fleet, db *sql.DB, meter *cpuMeter, workers int, tag string, progress io.Writer) []ceiling {
-	hot := o.buyers // the raw loop sells as many units as a burst has buyers
+func measureCeilings(ctx context.Context, o options, f *fleet.Fleet, db *sql.DB, meter *cpu.Meter, workers int, tag string, progress io.Writer) []results.Ceiling {
+	hot := o.Buyers // the raw loop sells as many units as a burst has buyers
 	if o.baselineRequests > 0 {
-		o.buyers = o.baselineRequests
+		o.Buyers = o.baselineRequests
 	}
 	// Each baseline keeps its connections from slice to slice: a
 	// baseline in slices dials as often as one in a piece.
 	type baseline struct {
-		ceiling
+		results.Ceiling
 		unmeasured bool // its note says why
-		send       func(conns *http.Transport, o options, slice int) ceiling
+		send       func(conns *http.Transport, o options, slice int) results.Ceiling
 	}
 	all := []*baseline{
-		{ceiling: ceiling{Name: baselineHTTP}, send: func(conns *http.Transport, o options, _ int) ceiling { return httpCeiling(ctx, conns, o, workers) }},
-		{ceiling: ceiling{Name: baselineRedis}, send: func(conns *http.Transport, o options, _ int) ceiling { return redisRoundTrip(ctx, conns, o, workers) }},
+		{Ceiling: results.Ceiling{Name: results.BaselineHTTP}, send: func(conns *http.Transport, o options, _ int) results.Ceiling {
+			return httpCeiling(ctx, conns, o, workers)
+		}},
+		{Ceiling: results.Ceiling{Name: results.BaselineRedis}, send: func(conns *http.Transport, o options, _ int) results.Ceiling {
+			return redisRoundTrip(ctx, conns, o, workers)
+		}},
 	}
 	// The sold-out buys find the product sold out from their first slice
 	// on: one reset before any slice.
 	var soldOut string
-	if miss := f.missing(o.soldOutStage); len(miss) > 0 {
+	if miss := f.Missing(o.soldOutStage); len(miss) > 0 {
 		soldOut = "not measured: " + o.soldOutStage + " is not available on " + strings.Join(miss, ", ")
-	} else if err := f.reset(ctx, buyScenario(), o.product, 0); err != nil {
+	} else if err := f.Reset(ctx, scenario.Buy().Item(o.Product), 0); err != nil {
 		soldOut = "not measured: " + err.Error()
 	}
 	for _, keyed := range []bool{true, false} {
-		name := baselineSoldOutNoKey
+		name := results.BaselineSoldOutNoKey
 		if keyed {
-			name = baselineSoldOutKeyed
+			name = results.BaselineSoldOutKeyed
 		}
-		all = append(all, &baseline{ceiling: ceiling{Name: name, Note: soldOut}, unmeasured: soldOut != "", send: func(conns *http.Transport, o options, slice int) ceiling {
+		all = append(all, &baseline{Ceiling: results.Ceiling{Name: name, Note: soldOut}, unmeasured: soldOut != "", send: func(conns *http.Transport, o options, slice int) results.Ceiling {
 			return soldOutBuys(ctx, conns, o, workers, name, keyed, fmt.Sprintf("%s-s%d", tag, slice))
 		}})
 	}
 	conns := make([]*http.Transport, len(all))
 	for i := range all {
-		conns[i] = newAttackTransport(o.timeout)
+		conns[i] = scenario.NewAttackTransport(o.Timeout)
 		defer conns[i].CloseIdleConnections()
 	}
-	slices := min(baselineSlices, max(o.buyers, 1))
+	slices := min(results.BaselineSlices, max(o.Buyers, 1))
 	for k := range slices {
 		so := o
-		so.buyers = o.buyers/slices + btoi(k < o.buyers%slices)
+		so.Buyers = o.Buyers/slices + btoi(k < o.Buyers%slices)
 		for i, b := range all {
 			if b.unmeasured {
 				continue
 			}
-			before := meter.read(ctx)
+			before := meter.Read(ctx)
 			c := b.send(conns[i], so, k)
-			b.add(c, meter.usage(before, meter.read(ctx)))
+			b.Add(c, meter.Usage(before, meter.Read(ctx)))
 		}
 	}
-	out := make([]ceiling, 0, len(all)+1)
+	out := make([]results.Ceiling, 0, len(all)+1)
 	for _, b := range all {
 		b.Workers = workers
 		if !b.unmeasured {
-			b.settle()
+			b.Settle()
 		}
-		out = append(out, b.ceiling)
+		out = append(out, b.Ceiling)
 	}
 	if db != nil {
-		before := meter.read(ctx)
-		c := rawHotRow(ctx, db, scratchRedis{addrs: o.cpuRedis, password: o.redisPassword, timeout: min(o.timeout, 2*time.Second)}, workers, hot)
-		c.setCPU(meter.usage(before, meter.read(ctx)))
+		before := meter.Read(ctx)
+		c := hotrow.Run(ctx, db, hotrow.Redis{Addrs: o.cpuRedis, Password: o.redisPassword, Timeout: min(o.Timeout, 2*time.Second)}, workers, hot)
+		c.SetCPU(meter.Usage(before, meter.Read(ctx)))
 		out = append(out, c)
 	} else {
-		out = append(out, ceiling{Name: baselineHotRow, Workers: workers, Note: "not measured: set SECKILL_MYSQL_DSN"})
+		out = append(out, results.Ceiling{Name: results.BaselineHotRow, Workers: workers, Note: "not measured: set SECKILL_MYSQL_DSN"})
 	}
 	for _, b := range out {
 		fmt.Fprintf(progress, "lab: ceiling %s at %d in flight: %.0f/s (%d of %d ok), CPU %s µs per answer%s\n",
-			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, cpuCell(b.cpuFigures, b.CPUPerAnswerMS), noteSuffix(b.Note))
+			b.Name, b.Workers, b.PerSecond, b.OK, b.Requests, report.CPUCell(b.Figures, b.CPUPerAnswerMS), noteSuffix(b.Note))
 	}
 	return out
 }
@@ -161,48 +135,6 @@ func btoi(b bool) int {
 	return 0
 }
 
-// add counts one slice of a baseline into c: its requests, answers,
-// other statuses, time and CPU.
-func (c *ceiling) add(slice ceiling, cpu *cpuUsage) {
-	c.Requests += slice.Requests
-	c.OK += slice.OK
-	c.okStatus, c.limit = slice.okStatus, slice.limit
-	c.asked += slice.asked
-	c.capped = c.capped || slice.capped
-	c.elapsed += slice.elapsed
-	for code, n := range slice.others {
-		if c.others == nil {
-			c.others = map[int]int{}
-		}
-		c.others[code] += n
-	}
-	c.slicesCPU = sumUsage(c.slicesCPU, cpu)
-}
-
-// settle turns the sums of add into the baseline's figures.
-func (c *ceiling) settle() {
-	c.sum()
-	if c.slicesCPU != nil {
-		c.setCPU(c.slicesCPU)
-	}
-}
-
-// setCPU keeps a baseline's CPU and its CPU per OK answer.
-func (c *ceiling) setCPU(u *cpuUsage) {
-	c.CPU = u
-	c.CPUPerAnswerMS, c.ServersPerAnswerMS = perUnit(u.Seconds, c.OK), perUnit(u.servers(), c.OK)
-	if n := u.unavailable(); n != "" {
-		c.Note = joinNotes(c.Note, n)
-	}
-}
-
-func joinNotes(a, b string) string {
-	if a == "" || b == "" {
-		return a + b
-	}
-	return a + "; " + b
-}
-
 func noteSuffix(n string) string {
 	if n == "" {
 		return ""
@@ -212,22 +144,22 @@ func noteSuffix(n string) string {
 
 // httpCeiling fires buyers GETs of /healthz, spread round-robin over the
 // targets, workers at a time, with the attacker the stages get.
-func httpCeiling(ctx context.Context, conns *http.Transport, o options, workers int) ceiling {
-	return getBaseline(ctx, conns, o, workers, baselineHTTP, "/healthz", nil)
+func httpCeiling(ctx context.Context, conns *http.Transport, o options, workers int) results.Ceiling {
+	return getBaseline(ctx, conns, o, workers, results.BaselineHTTP, "/healthz", nil)
 }
 
 // redisRoundTrip is httpCeiling on GET /api/v1/admin/redis-ping, an admin
 // route (as the lab's buys, which name their stage, are admin requests)
 // that makes one round trip to Redis.
-func redisRoundTrip(ctx context.Context, conns *http.Transport, o options, workers int) ceiling {
-	return getBaseline(ctx, conns, o, workers, baselineRedis, "/api/v1/admin/redis-ping", http.Header{"Authorization": {"Bearer " + o.adminToken}})
+func redisRoundTrip(ctx context.Context, conns *http.Transport, o options, workers int) results.Ceiling {
+	return getBaseline(ctx, conns, o, workers, results.BaselineRedis, "/api/v1/admin/redis-ping", http.Header{"Authorization": {"Bearer " + o.adminToken}})
 }
 
 // getBaseline fires buyers GETs of path, spread round-robin over the
 // targets, workers at a time, and counts the 200s per second. Any other
 // answer is counted in the note: a target without Redis answers the ping
 // 404, and the baseline is then not measured.
-func getBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name, path string, header http.Header) ceiling {
+func getBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name, path string, header http.Header) results.Ceiling {
 	return fireBaseline(ctx, conns, o, workers, name, http.StatusOK, func(i uint64, t *vegeta.Target) {
 		t.Method = http.MethodGet
 		t.URL = o.targets[i%uint64(len(o.targets))] + path
@@ -238,14 +170,14 @@ func getBaseline(ctx context.Context, conns *http.Transport, o options, workers 
 // soldOutBuys fires buyers buys of the product, already sold out, under
 // o.soldOutStage, each buyer its own, with an Idempotency-Key when keyed,
 // and counts the 409s per second.
-func soldOutBuys(ctx context.Context, conns *http.Transport, o options, workers int, name string, keyed bool, tag string) ceiling {
-	sc := buyScenario()
-	path := sc.actionPath(o.product)
+func soldOutBuys(ctx context.Context, conns *http.Transport, o options, workers int, name string, keyed bool, tag string) results.Ceiling {
+	sc := scenario.Buy()
+	path := sc.ActionPath(o.Product)
 	return fireBaseline(ctx, conns, o, workers, name, http.StatusConflict, func(i uint64, t *vegeta.Target) {
 		user := fmt.Sprintf("%s-%s-%d", tag, name, i)
 		t.Method = http.MethodPost
 		t.URL = o.targets[i%uint64(len(o.targets))] + path
-		t.Body = sc.body(user)
+		t.Body = sc.Body(user)
 		t.Header = http.Header{
 			"Content-Type":    {"application/json"},
 			"Authorization":   {"Bearer " + o.adminToken},
@@ -257,152 +189,36 @@ func soldOutBuys(ctx context.Context, conns *http.Transport, o options, workers 
 	})
 }
 
-// fireBaseline fires o.buyers requests that target makes (i counts them
+// fireBaseline fires o.Buyers requests that target makes (i counts them
 // from 0), workers at a time over conns, and counts the answers of status
 // ok per second; any other answer is counted in the note.
-func fireBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name string, ok int, target func(i uint64, t *vegeta.Target)) ceiling {
-	b := ceiling{Name: name, Workers: workers, baselineTally: baselineTally{okStatus: ok, asked: o.buyers, others: map[int]int{}, limit: o.maxDuration}}
+func fireBaseline(ctx context.Context, conns *http.Transport, o options, workers int, name string, ok int, target func(i uint64, t *vegeta.Target)) results.Ceiling {
+	b := results.Ceiling{Name: name, Workers: workers, Tally: results.Tally{OKStatus: ok, Asked: o.Buyers, Others: map[int]int{}, Limit: o.MaxDuration}}
 	var next atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
 		target(next.Add(1)-1, t)
 		return nil
 	}
-	atk := attackerOn(conns, uint64(workers), uint64(workers), o.timeout)
+	atk := scenario.AttackerOn(conns, uint64(workers), uint64(workers), o.Timeout)
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
 	started := time.Now()
 	var last time.Time
-	for r := range atk.Attack(targeter, burstPacer{hits: uint64(o.buyers)}, o.maxDuration, name) {
+	for r := range atk.Attack(targeter, scenario.BurstPacer{Hits: uint64(o.Buyers)}, o.MaxDuration, name) {
 		b.Requests++
 		if int(r.Code) == ok {
 			b.OK++
 		} else {
-			b.others[int(r.Code)]++
+			b.Others[int(r.Code)]++
 		}
 		last = r.Timestamp.Add(r.Latency)
 	}
 	if el := last.Sub(started); el > 0 {
-		b.elapsed = el
+		b.Elapsed = el
 	}
 	// A slow baseline meets the bursts' --max-duration cap too: its CPU
 	// per answer still holds (CPU over the answers it got), but say so.
-	b.capped = b.Requests < o.buyers && ctx.Err() == nil
-	b.sum()
+	b.Capped = b.Requests < o.Buyers && ctx.Err() == nil
+	b.Sum()
 	return b
-}
-
-// baselineTally is what a baseline's requests came to before its figures
-// are set (sum), over one attack or over its slices (add).
-type baselineTally struct {
-	okStatus int
-	asked    int // requests it was to send
-	others   map[int]int
-	capped   bool // stopped at the --max-duration cap (limit)
-	limit    time.Duration
-	// The time from each attack's first request to its last answer,
-	// summed, and the CPU of the slices.
-	elapsed   time.Duration
-	slicesCPU *cpuUsage
-}
-
-// sum sets a baseline's answers per second and its note from its tally.
-func (c *ceiling) sum() {
-	if c.elapsed > 0 && c.OK > 0 {
-		c.PerSecond = float64(c.OK) / c.elapsed.Seconds()
-	}
-	var note string
-	if len(c.others) > 0 {
-		note = fmt.Sprintf("not %d: %s", c.okStatus, statusCounts(&row{Statuses: c.others}, false))
-	}
-	if c.capped {
-		note = joinNotes(note, fmt.Sprintf("stopped at the --max-duration cap (%v) after %d of %d requests", c.limit, c.Requests, c.asked))
-	}
-	c.Note = note
-}
-
-// scratchRedis are the Redis servers where the fleet may have made keys
-// for a scratch product (scratch.go).
-type scratchRedis struct {
-	addrs    []string
-	password string
-	timeout  time.Duration
-}
-
-// rawHotRow sells n units of a scratch product, one transaction per sale,
-// from workers goroutines, and removes the product and its orders after,
-// and the keys the fleet made for it in Redis meanwhile.
-func rawHotRow(ctx context.Context, db *sql.DB, rs scratchRedis, workers, n int) (b ceiling) {
-	b = ceiling{Name: baselineHotRow, Workers: workers, Requests: n}
-	db.SetMaxOpenConns(min(workers, rawLoopConns))
-	db.SetMaxIdleConns(min(workers, rawLoopConns))
-	res, err := db.ExecContext(ctx, "INSERT INTO products (name, initial_stock, stock) VALUES ('lab ceiling (scratch)', ?, ?)", n, n)
-	if err != nil {
-		b.Note = "scratch product: " + err.Error()
-		return b
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		b.Note = "scratch product id: " + err.Error()
-		return b
-	}
-	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		_, _ = db.ExecContext(cctx, "DELETE FROM orders WHERE product_id = ?", id)
-		_, _ = db.ExecContext(cctx, "DELETE FROM products WHERE id = ?", id)
-		// After the rows: no job finds the product to make keys for again.
-		if _, err := dropScratchKeys(cctx, rs.addrs, rs.password, id, rs.timeout); err != nil {
-			b.Note = joinNotes(b.Note, "the scratch product's Redis keys: "+err.Error())
-		}
-	}()
-	tag := randomHex(4)
-	var sold atomic.Int64
-	var firstErr sync.Once
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	started := time.Now()
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if err := sellOne(ctx, db, id, fmt.Sprintf("B%s%07d", tag, i)); err != nil {
-					firstErr.Do(func() { b.Note = "first error: " + err.Error() })
-					continue
-				}
-				sold.Add(1)
-			}
-		}()
-	}
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	b.OK = int(sold.Load())
-	b.PerSecond = float64(b.OK) / time.Since(started).Seconds()
-	return b
-}
-
-// sellOne is db-atomic's transaction, with nothing around it.
-func sellOne(ctx context.Context, db *sql.DB, id int64, orderNo string) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	res, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", id)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n != 1 {
-			err = fmt.Errorf("sold out")
-		}
-	}
-	if err == nil {
-		_, err = tx.ExecContext(ctx, "INSERT INTO orders (order_no, product_id, user_id, quantity, stage, instance) VALUES (?, ?, ?, 1, 'raw', 'lab')",
-			orderNo, id, strings.ToLower(orderNo))
-	}
-	if err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }

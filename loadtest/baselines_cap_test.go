@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // TestBaselineCappedSaysSo: a baseline slower than --max-duration is cut
@@ -28,12 +31,12 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	o := options{targets: []string{srv.URL}, buyers: 10, timeout: time.Minute, maxDuration: 50 * time.Millisecond}
-	conns := baselineConns(t, o.timeout)
-	done := make(chan ceiling, 1)
-	go func() { done <- getBaseline(context.Background(), conns, o, 1, baselineHTTP, "/healthz", nil) }()
+	o := options{targets: []string{srv.URL}, Config: scenario.Config{Buyers: 10, Timeout: time.Minute, MaxDuration: 50 * time.Millisecond}}
+	conns := baselineConns(t, o.Timeout)
+	done := make(chan results.Ceiling, 1)
+	go func() { done <- getBaseline(context.Background(), conns, o, 1, results.BaselineHTTP, "/healthz", nil) }()
 	<-entered
-	time.Sleep(o.maxDuration) // the attack began before the request came in: the cap has passed
+	time.Sleep(o.MaxDuration) // the attack began before the request came in: the cap has passed
 	close(release)
 	b := <-done
 	want := fmt.Sprintf("stopped at the --max-duration cap (50ms) after %d of 10 requests", got.Load())
@@ -41,8 +44,8 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 		t.Fatalf("capped baseline: %d requests, %d ok, %d reached the server, note %q; want those sent, fewer than 10, and %q", b.Requests, b.OK, got.Load(), b.Note, want)
 	}
 	// Uncapped, it sends them all and says nothing of a cap.
-	o.maxDuration = time.Minute
-	if b := getBaseline(context.Background(), conns, o, 1, baselineHTTP, "/healthz", nil); b.Requests != 10 || b.OK != 10 || b.Note != "" {
+	o.MaxDuration = time.Minute
+	if b := getBaseline(context.Background(), conns, o, 1, results.BaselineHTTP, "/healthz", nil); b.Requests != 10 || b.OK != 10 || b.Note != "" {
 		t.Fatalf("uncapped baseline: %+v; want 10 of 10 and no note", b)
 	}
 }
@@ -50,7 +53,7 @@ func TestBaselineCappedSaysSo(t *testing.T) {
 // baselineConns is the connections of a baseline, closed at the test's
 // end.
 func baselineConns(t *testing.T, timeout time.Duration) *http.Transport {
-	tr := newAttackTransport(timeout)
+	tr := scenario.NewAttackTransport(timeout)
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }

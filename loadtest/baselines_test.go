@@ -16,6 +16,10 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/loadtest/hotrow"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // migratedMySQL is a fresh MySQL database with the service's schema, opened
@@ -34,7 +38,7 @@ func migratedMySQL(t *testing.T) *sql.DB {
 	if err := sdb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := openMySQL(ctx, dsn)
+	db, err := verdict.OpenMySQL(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +61,7 @@ func TestRawHotRowSellsEveryUnitAndCleansUp(t *testing.T) {
 	}
 	count()
 	before := products
-	b := rawHotRow(ctx, db, scratchRedis{}, 8, 200)
+	b := hotrow.Run(ctx, db, hotrow.Redis{}, 8, 200)
 	if b.OK != 200 || b.Requests != 200 || b.PerSecond <= 0 || b.Note != "" {
 		t.Fatalf("raw loop: %+v, want 200 sales", b)
 	}
@@ -111,7 +115,7 @@ func TestRawHotRowLeavesNoRedisKeysOfItsScratchProduct(t *testing.T) {
 	if n := count(scratch); n != 6 {
 		t.Fatalf("%d keys of the scratch product before the loop, want 6", n)
 	}
-	b := rawHotRow(ctx, db, scratchRedis{addrs: []string{r.Addr}, timeout: 5 * time.Second}, 4, 20)
+	b := hotrow.Run(ctx, db, hotrow.Redis{Addrs: []string{r.Addr}, Timeout: 5 * time.Second}, 4, 20)
 	if b.OK != 20 || b.Note != "" {
 		t.Fatalf("raw loop: %+v, want 20 sales", b)
 	}
@@ -143,8 +147,8 @@ func TestHTTPCeilingAsksEveryTarget(t *testing.T) {
 		defer srv.Close()
 		urls = append(urls, srv.URL)
 	}
-	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second}
-	b := httpCeiling(context.Background(), baselineConns(t, o.timeout), o, 16)
+	o := options{targets: urls, Config: scenario.Config{Buyers: 300, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second}}
+	b := httpCeiling(context.Background(), baselineConns(t, o.Timeout), o, 16)
 	if b.OK != 300 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 {
 		t.Fatalf("ceiling %+v, hits %d and %d; want 300 ok, 150 each", b, hits[0].Load(), hits[1].Load())
 	}
@@ -171,34 +175,14 @@ func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
 		defer srv.Close()
 		urls = append(urls, srv.URL)
 	}
-	o := options{targets: urls, buyers: 300, timeout: 5 * time.Second, maxDuration: 30 * time.Second, adminToken: "lab-token"}
-	b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16)
-	if b.Name != baselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
+	o := options{targets: urls, adminToken: "lab-token", Config: scenario.Config{Buyers: 300, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second}}
+	b := redisRoundTrip(context.Background(), baselineConns(t, o.Timeout), o, 16)
+	if b.Name != results.BaselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
 		t.Fatalf("baseline %+v, hits %d and %d; want 150 ok, 150 × 404 noted", b, hits[0].Load(), hits[1].Load())
 	}
 	o.targets = urls[1:]
-	if b := redisRoundTrip(context.Background(), baselineConns(t, o.timeout), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
+	if b := redisRoundTrip(context.Background(), baselineConns(t, o.Timeout), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
 		t.Fatalf("targets without Redis: %+v; want no rate, 300 × 404 noted", b)
-	}
-}
-
-// TestResidentMemoryFromMetrics: the lab reads each target's resident
-// memory from the process collector of its /metrics, and nothing when a
-// target has no metrics.
-func TestResidentMemoryFromMetrics(t *testing.T) {
-	with := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 5.24288e+07\nprocess_virtual_memory_bytes 9e+09\n"))
-	}))
-	defer with.Close()
-	without := httptest.NewServer(http.NotFoundHandler())
-	defer without.Close()
-	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}, targets: []string{with.URL, with.URL}}
-	if got := f.residentMiB(context.Background()); len(got) != 2 || got[0] != 50 || got[1] != 50 {
-		t.Fatalf("resident memory %v, want [50 50] MiB", got)
-	}
-	f.targets = append(f.targets, without.URL)
-	if got := f.residentMiB(context.Background()); got != nil {
-		t.Fatalf("a target without metrics: got %v, want nothing", got)
 	}
 }
 
@@ -234,7 +218,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		}
 	}
 	own := map[string]bool{"serve-1": true, "serve-2": true}
-	c, err := countInMySQL(ctx, db, scenarios[0], ids[0], own, nil)
+	c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenario.All()[0].Coupon, ID: ids[0]}, own, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +226,7 @@ func TestCountInMySQLNamesForeignWriters(t *testing.T) {
 		t.Errorf("foreign writers %v, want %v", c.Foreign, want)
 	}
 	own["wrk-1"], own["wrk-2"] = true, true
-	if c, err = countInMySQL(ctx, db, scenarios[0], ids[0], own, nil); err != nil || c.Foreign != nil {
+	if c, err = verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenario.All()[0].Coupon, ID: ids[0]}, own, nil); err != nil || c.Foreign != nil {
 		t.Errorf("with every writer in the fleet: foreign %v, %v; want none", c.Foreign, err)
 	}
 }
@@ -274,22 +258,22 @@ func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
 	}
 	own := map[string]bool{"serve-1": true}
 	written := []string{"L1", "L2", "L3"} // answered 201 to the lab's buyers
-	verdict := func() *row {
+	judged := func() *results.Row {
 		t.Helper()
-		c, err := countInMySQL(ctx, db, scenarios[0], id, own, written)
+		c, err := verdict.CountInMySQL(ctx, db, verdict.Item{Coupon: scenario.All()[0].Coupon, ID: id}, own, written)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := row{Requests: 10, Buyers: 10, Created: 3, BuyersWithOrder: 3, SoldOut: 7, Sold: 3, InitialStock: 3, FinalStock: 0, Conserved: true,
+		r := results.Row{Requests: 10, Buyers: 10, Created: 3, BuyersWithOrder: 3, SoldOut: 7, Sold: 3, InitialStock: 3, FinalStock: 0, Conserved: true,
 			Statuses: map[int]int{201: 3, 409: 7}, MySQL: c}
 		c.Sold, c.InitialStock, c.Stock = r.Sold, r.InitialStock, r.FinalStock // the audit agrees, whatever happened
-		judge(&r)
+		verdict.Judge(&r)
 		return &r
 	}
 	insert("L1", "serve-1", "confirmed")
 	insert("L2", "serve-1", "cancelled")
 	insert("L3", "serve-1", "paid")
-	if r := verdict(); slices.Contains(r.Broken, ruleForeignWriter) {
+	if r := judged(); slices.Contains(r.Broken, verdict.RuleForeignWriter) {
 		t.Fatalf("every answered order is in MySQL: %v: %s", r.Broken, r.Note)
 	}
 	// The other fleet sells, then resets: every order of the item goes.
@@ -297,8 +281,8 @@ func TestForeignWriterSeenThroughItsDeletedOrders(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "DELETE FROM orders WHERE product_id = ?", id); err != nil {
 		t.Fatal(err)
 	}
-	r := verdict()
-	if !slices.Contains(r.Broken, ruleForeignWriter) || !strings.Contains(r.Note, "3 orders the buyers were answered 201 for are gone from MySQL") {
+	r := judged()
+	if !slices.Contains(r.Broken, verdict.RuleForeignWriter) || !strings.Contains(r.Note, "3 orders the buyers were answered 201 for are gone from MySQL") {
 		t.Fatalf("after another fleet's sale and reset deleted every order of the item: broken %v, note %q; want foreign-writer naming the 3 orders gone", r.Broken, r.Note)
 	}
 }

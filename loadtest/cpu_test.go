@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -21,273 +19,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 func f64(v float64) *float64 { return &v }
 
 // near compares CPU figures computed from floats.
 func near(got *float64, want float64) bool { return got != nil && math.Abs(*got-want) < 1e-6 }
-
-// TestParseRedisCPU: INFO CPU's used_cpu_sys and used_cpu_user are added;
-// an answer without them, or with a bad number, is an error, never 0.
-func TestParseRedisCPU(t *testing.T) {
-	info := "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.000000\r\nused_cpu_sys_main_thread:1.000000\r\n"
-	if got, err := parseRedisCPU(info); err != nil || got != 3.75 {
-		t.Fatalf("got %v, %v; want 3.75 s", got, err)
-	}
-	for name, bad := range map[string]string{
-		"no user":    "# CPU\r\nused_cpu_sys:1.0\r\n",
-		"empty":      "",
-		"bad number": "used_cpu_sys:x\r\nused_cpu_user:1\r\n",
-	} {
-		if got, err := parseRedisCPU(bad); err == nil {
-			t.Errorf("%s: got %v, want an error", name, got)
-		}
-	}
-}
-
-// fakeRedis answers each command a connection sends with the next reply
-// of replies, and records the commands.
-func fakeRedis(t *testing.T, replies ...string) (string, *[]string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var got []string
-	done := make(chan struct{})
-	t.Cleanup(func() { <-done })
-	go func() {
-		defer close(done)
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		rd := bufio.NewReader(conn)
-		for _, reply := range replies {
-			cmd, err := readCommand(rd)
-			if err != nil {
-				return
-			}
-			got = append(got, cmd)
-			if _, err := conn.Write([]byte(reply)); err != nil {
-				return
-			}
-		}
-	}()
-	return ln.Addr().String(), &got
-}
-
-// readCommand reads one RESP array of bulk strings, joined by spaces.
-func readCommand(rd *bufio.Reader) (string, error) {
-	var n int
-	if _, err := fmt.Fscanf(rd, "*%d\r\n", &n); err != nil {
-		return "", err
-	}
-	var args []string
-	for range n {
-		var l int
-		if _, err := fmt.Fscanf(rd, "$%d\r\n", &l); err != nil {
-			return "", err
-		}
-		buf := make([]byte, l+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		args = append(args, string(buf[:l]))
-	}
-	return strings.Join(args, " "), nil
-}
-
-// TestRedisCPUOverRESP: the lab authenticates when given a password, asks
-// INFO cpu, and reads the bulk answer; an error reply is an error.
-func TestRedisCPUOverRESP(t *testing.T) {
-	body := "# CPU\r\nused_cpu_sys:0.5\r\nused_cpu_user:0.25\r\n"
-	addr, cmds := fakeRedis(t, "+OK\r\n", fmt.Sprintf("$%d\r\n%s\r\n", len(body), body))
-	got, err := redisCPU(context.Background(), addr, "s3cret", 5*time.Second)
-	if err != nil || got != 0.75 {
-		t.Fatalf("got %v, %v; want 0.75 s", got, err)
-	}
-	if strings.Join(*cmds, "|") != "AUTH s3cret|INFO cpu" {
-		t.Errorf("commands %q, want AUTH then INFO cpu", *cmds)
-	}
-
-	addr, _ = fakeRedis(t, "-NOAUTH Authentication required.\r\n")
-	if got, err := redisCPU(context.Background(), addr, "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
-		t.Fatalf("got %v, %v; want the NOAUTH error", got, err)
-	}
-}
-
-// TestProcessCPUFromMetrics: an instance's CPU is
-// seckill_process_cpu_rusage_seconds_total of its /metrics, or
-// process_cpu_seconds_total where it has not that; a target without
-// either, or without metrics, is an error.
-func TestProcessCPUFromMetrics(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			fmt.Fprint(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\nprocess_resident_memory_bytes 1e+07\n")
-		case "/rusage/metrics":
-			fmt.Fprint(w, "process_cpu_seconds_total 12.34\n# TYPE seckill_process_cpu_rusage_seconds_total counter\nseckill_process_cpu_rusage_seconds_total 12.345678\n")
-		case "/other/metrics":
-			fmt.Fprint(w, "process_resident_memory_bytes 1e+07\n")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	f := &fleet{client: &http.Client{Timeout: 5 * time.Second}}
-	if got, err := f.processCPU(context.Background(), srv.URL); err != nil || got != 12.34 {
-		t.Fatalf("got %v, %v; want 12.34 s", got, err)
-	}
-	if got, err := f.processCPU(context.Background(), srv.URL+"/rusage"); err != nil || got != 12.345678 {
-		t.Fatalf("with getrusage's counter: got %v, %v; want 12.345678 s, not the 10 ms ticks", got, err)
-	}
-	if _, err := f.processCPU(context.Background(), srv.URL+"/other"); err == nil || !strings.Contains(err.Error(), "no process_cpu_seconds_total") {
-		t.Errorf("metrics without the counter: %v", err)
-	}
-	if _, err := f.processCPU(context.Background(), srv.URL+"/none"); err == nil || !strings.Contains(err.Error(), "404") {
-		t.Errorf("no metrics: %v", err)
-	}
-}
-
-// TestParseProcStat: utime and stime are fields 14 and 15, in clock ticks,
-// counted from the command name's last ')', which may hold spaces.
-func TestParseProcStat(t *testing.T) {
-	stat := "3846 (my (odd) d) S 1 3846 3846 0 -1 4194560 24541 0 12 0 250 125 0 0 20 0 42 0 1283 1860124672 24969 18446744073709551615\n"
-	if got, err := parseProcStat(stat); err != nil || got != 3.75 {
-		t.Fatalf("got %v, %v; want (250+125)/100 = 3.75 s", got, err)
-	}
-	for _, bad := range []string{"3846 mariadbd S 1", "3846 (mariadbd) S 1 2 3", "3846 (m) S 1 3846 3846 0 -1 4194560 24541 0 12 0 x 125 0"} {
-		if got, err := parseProcStat(bad); err == nil {
-			t.Errorf("%q: got %v, want an error", bad, got)
-		}
-	}
-}
-
-// fakeProc writes a /proc with one comm per pid.
-func fakeProc(t *testing.T, comms map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for pid, comm := range comms {
-		if err := os.MkdirAll(filepath.Join(dir, pid), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, pid, "comm"), []byte(comm+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// TestMySQLSource: MySQL is read when the DSN is local and one mariadbd
-// or mysqld runs, from its /proc/<pid>/stat; otherwise it is skipped with
-// the reason, not read as 0.
-func TestMySQLSource(t *testing.T) {
-	proc := fakeProc(t, map[string]string{"1": "systemd", "42": "mariadbd", "self": "x", "77": "redis-server"})
-	stat := "42 (mariadbd) S 1 42 42 0 -1 4194560 1 0 0 0 300 100 0 0 20 0 42 0 1 1 1 1\n"
-	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte(stat), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc})
-	if s.read == nil || s.name != "mysql (mariadbd, pid 42)" {
-		t.Fatalf("local MariaDB: %+v, want it read", s)
-	}
-	if got, err := s.read(context.Background()); err != nil || got != 4 {
-		t.Fatalf("read %v, %v; want 4 s", got, err)
-	}
-	// Its CPU-time clock, exact to the ns, where it can be read; its
-	// stat's ticks where not.
-	clock := func(pid int) (float64, error) {
-		if pid != 42 {
-			return 0, fmt.Errorf("asked for pid %d", pid)
-		}
-		return 4.123456789, nil
-	}
-	if got, err := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc, clock: clock}).read(context.Background()); err != nil || got != 4.123456789 {
-		t.Errorf("by the clock: read %v, %v; want 4.123456789 s", got, err)
-	}
-	broken := func(int) (float64, error) { return 0, errors.New("EPERM") }
-	if got, err := mysqlSource("root:@tcp(127.0.0.1:3306)/lab", hostProcs{dir: proc, clock: broken}).read(context.Background()); err != nil || got != 4 {
-		t.Errorf("a clock that cannot be read: read %v, %v; want the stat's 4 s", got, err)
-	}
-	skipped := []struct{ dsn, proc, why string }{
-		{"", proc, "no SECKILL_MYSQL_DSN"},
-		{"root:@tcp(db.example.com:3306)/lab", proc, "db.example.com:3306 is not this machine"},
-		{"root:@tcp(localhost:3306)/lab", fakeProc(t, map[string]string{"1": "init"}), "no mariadbd or mysqld process"},
-		{"root:@unix(/run/mysqld/mysqld.sock)/lab", fakeProc(t, map[string]string{"5": "mysqld", "6": "mariadbd"}), "2 MySQL server processes"},
-	}
-	for _, tt := range skipped {
-		s := mysqlSource(tt.dsn, hostProcs{dir: tt.proc})
-		if s.read != nil || !strings.Contains(s.skip, tt.why) {
-			t.Errorf("%q: %+v, want it skipped because %s", tt.dsn, s, tt.why)
-		}
-	}
-}
-
-// readings is a fake source: it returns its values one read after another,
-// and an error where the value is NaN.
-func readings(vals ...float64) func(context.Context) (float64, error) {
-	i := 0
-	return func(context.Context) (float64, error) {
-		v := vals[i]
-		i++
-		if math.IsNaN(v) {
-			return 0, errors.New("connection refused")
-		}
-		return v, nil
-	}
-}
-
-// TestCPUUsageAddsWhatWasMeasured: the parts are the differences between
-// two readings; a skipped source is listed and not counted; a source that
-// failed, or whose counter went back, makes the total unavailable, not
-// smaller.
-func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
-	meter := func(redis func(context.Context) (float64, error)) *cpuMeter {
-		return &cpuMeter{sources: []cpuSource{
-			{kind: cpuInstance, name: "instance a", read: readings(10, 10.5)},
-			{kind: cpuInstance, name: "instance b", read: readings(3, 3.25)},
-			{kind: cpuRedis, name: "redis r", read: redis},
-			{kind: cpuMySQL, name: "mysql", skip: "not measured: not local"},
-			{kind: cpuLab, name: "lab", read: readings(1, 1.125)},
-		}}
-	}
-	m := meter(readings(7, 7.125))
-	u := m.usage(m.read(context.Background()), m.read(context.Background()))
-	if !near(u.Seconds, 1) || !near(u.ofKind(cpuInstance), 0.75) || !near(u.ofKind(cpuRedis), 0.125) || u.ofKind(cpuMySQL) != nil {
-		t.Fatalf("usage %+v: want 1 s in all, 0.75 instances, 0.125 redis, mysql unknown", u)
-	}
-	if !near(u.servers(), 0.875) {
-		t.Errorf("servers alone %s s, want 0.875 (all but the lab's 0.125)", ratioOrNA(u.servers()))
-	}
-	if u.Parts[3].Skipped != "not measured: not local" || u.unavailable() != "" {
-		t.Errorf("mysql part %+v; unavailable %q", u.Parts[3], u.unavailable())
-	}
-	if !near(perUnit(u.Seconds, 2000), 0.5) || perUnit(u.Seconds, 0) != nil || perUnit(nil, 10) != nil {
-		t.Errorf("per unit: 1 s over 2,000 answers is 0.5 ms; over none, or unknown, nothing")
-	}
-
-	for name, redis := range map[string]func(context.Context) (float64, error){
-		"failed after": readings(7, math.NaN()),
-		"went back":    readings(7, 2),
-	} {
-		m := meter(redis)
-		u := m.usage(m.read(context.Background()), m.read(context.Background()))
-		if u.Seconds != nil || u.servers() != nil || u.ofKind(cpuRedis) != nil || !near(u.ofKind(cpuInstance), 0.75) {
-			t.Errorf("%s: usage %+v, want the total and redis unavailable, the instances still known", name, u)
-		}
-		if !strings.HasPrefix(u.unavailable(), "redis r CPU: unavailable (") {
-			t.Errorf("%s: %q, want redis named unavailable", name, u.unavailable())
-		}
-		if got := kindCell(u, cpuRedis, 100); got != "n/a" {
-			t.Errorf("%s: redis cell %q, want n/a", name, got)
-		}
-	}
-}
 
 // TestInstanceCPULeavesItsOwnReadingOut: an instance on this machine is
 // read by its process's CPU-time clock, so an attack's CPU is the
@@ -300,7 +41,7 @@ func TestCPUUsageAddsWhatWasMeasured(t *testing.T) {
 func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	ctx := context.Background()
 	url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.process, s.pidNS, s.scrapeCost = "labhost/4242", "pid:[2]", 0.002 })
-	f, err := survey(ctx, []string{url}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(ctx, []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,16 +51,16 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 		}
 		return shop.clock(), nil
 	}
-	o := options{targets: []string{url}, timeout: 5 * time.Second}
+	o := options{targets: []string{url}, Config: scenario.Config{Timeout: 5 * time.Second}}
 	show := func(s *float64) string {
 		if s == nil {
 			return "unavailable"
 		}
 		return fmt.Sprintf("%g", *s)
 	}
-	buys := func(t *testing.T, m *cpuMeter) *float64 {
+	buys := func(t *testing.T, m *cpu.Meter) *float64 {
 		t.Helper()
-		before := m.read(ctx)
+		before := m.Read(ctx)
 		for i := range 3 {
 			resp, err := http.Post(url+"/api/v1/products/1/buy", "application/json", strings.NewReader(fmt.Sprintf(`{"user_id":"u%d","quantity":1}`, i)))
 			if err != nil {
@@ -327,7 +68,7 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		return m.usage(before, m.read(ctx)).ofKind(cpuInstance)
+		return m.Usage(before, m.Read(ctx)).OfKind(cpu.Instance)
 	}
 	// The fake process's stat: its start time, field 22, names it.
 	started := func(t *testing.T, dir, start string) {
@@ -342,8 +83,8 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	}
 	dir := t.TempDir()
 	started(t, dir, "777")
-	m := newCPUMeter(ctx, f, o, hostProcs{dir: dir, hostname: "labhost", pidNS: "pid:[2]", clock: own})
-	if how := m.sources[0].how; !strings.Contains(how, "CPU-time clock (labhost/4242)") {
+	m := newCPUMeter(ctx, f, o, cpu.Procs{Dir: dir, Hostname: "labhost", PIDNS: "pid:[2]", Clock: own})
+	if how := m.Sources[0].How; !strings.Contains(how, "CPU-time clock (labhost/4242)") {
 		t.Errorf("read from %q, want its process's clock", how)
 	}
 	if got := buys(t, m); !near(got, 3*fakeCPUPerBuy) {
@@ -352,27 +93,27 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	// The instance restarts and its pid goes to another process: its CPU
 	// is unavailable, not that process's.
 	started(t, dir, "912")
-	before := m.read(ctx)
-	if u := m.usage(before, m.read(ctx)); u.ofKind(cpuInstance) != nil || !strings.Contains(u.unavailable(), "no longer the process the lab began with") {
-		t.Errorf("after a restart: %+v, %q; want the instance unavailable, and why", u, u.unavailable())
+	before := m.Read(ctx)
+	if u := m.Usage(before, m.Read(ctx)); u.OfKind(cpu.Instance) != nil || !strings.Contains(u.Unavailable(), "no longer the process the lab began with") {
+		t.Errorf("after a restart: %+v, %q; want the instance unavailable, and why", u, u.Unavailable())
 	}
 
 	for name, tt := range map[string]struct {
-		procs hostProcs
+		procs cpu.Procs
 		why   string
 	}{
-		"another host": {hostProcs{hostname: "elsewhere", clock: own}, "it runs on labhost"},
-		"a clock ahead of the instance's own readings": {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 1e6, nil }}, "did not fall between"},
-		"a clock behind them":                          {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0.1, nil }}, "did not fall between"},
-		"a clock that fails":                           {hostProcs{hostname: "labhost", clock: func(int) (float64, error) { return 0, errors.New("EPERM") }}, "EPERM"},
-		"no clock":                                     {hostProcs{hostname: "labhost"}, "no CPU-time clock"},
-		"another pid namespace":                        {hostProcs{hostname: "labhost", pidNS: "pid:[1]", clock: own}, "another pid namespace, pid:[2]"},
+		"another host": {cpu.Procs{Hostname: "elsewhere", Clock: own}, "it runs on labhost"},
+		"a clock ahead of the instance's own readings": {cpu.Procs{Hostname: "labhost", Clock: func(int) (float64, error) { return 1e6, nil }}, "did not fall between"},
+		"a clock behind them":                          {cpu.Procs{Hostname: "labhost", Clock: func(int) (float64, error) { return 0.1, nil }}, "did not fall between"},
+		"a clock that fails":                           {cpu.Procs{Hostname: "labhost", Clock: func(int) (float64, error) { return 0, errors.New("EPERM") }}, "EPERM"},
+		"no clock":                                     {cpu.Procs{Hostname: "labhost"}, "no CPU-time clock"},
+		"another pid namespace":                        {cpu.Procs{Hostname: "labhost", PIDNS: "pid:[1]", Clock: own}, "another pid namespace, pid:[2]"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tt.procs.dir = t.TempDir()
-			started(t, tt.procs.dir, "777")
+			tt.procs.Dir = t.TempDir()
+			started(t, tt.procs.Dir, "777")
 			m := newCPUMeter(ctx, f, o, tt.procs)
-			if how := m.sources[0].how; !strings.HasPrefix(how, url+"/metrics (") || !strings.Contains(how, tt.why) {
+			if how := m.Sources[0].How; !strings.HasPrefix(how, url+"/metrics (") || !strings.Contains(how, tt.why) {
 				t.Errorf("read from %q, want its /metrics, because %s", how, tt.why)
 			}
 			if got := buys(t, m); !near(got, 3*fakeCPUPerBuy+shop.scrapeCost) {
@@ -382,133 +123,24 @@ func TestInstanceCPULeavesItsOwnReadingOut(t *testing.T) {
 	}
 }
 
-// TestInstanceSourcesReadEachProcessOnce: targets whose info names one
-// process (the demo's) are one source; one that names none is its own;
-// one host/pid in two pid namespaces (containers on the host's network,
-// each seckill pid 1) is two processes.
-func TestInstanceSourcesReadEachProcessOnce(t *testing.T) {
-	f := &fleet{targets: []string{"http://a", "http://b", "http://c", "http://d", "http://e", "http://f"}, infos: []api.Info{
-		{Instance: "demo-1", Process: "h/1"}, {Instance: "demo-2", Process: "h/1"}, {Instance: "serve-1", Process: "h/2"}, {Instance: "old"},
-		{Instance: "box-1", Process: "h/9", PIDNamespace: "pid:[11]"}, {Instance: "box-2", Process: "h/9", PIDNamespace: "pid:[12]"},
-	}}
-	var names []string
-	for _, s := range instanceSources(context.Background(), f, hostProcs{}) {
-		names = append(names, s.name)
-	}
-	if got := strings.Join(names, "|"); got != "instance demo-1, demo-2|instance serve-1|instance old|instance box-1|instance box-2" {
-		t.Fatalf("sources %q", got)
-	}
-}
-
-// TestCompareCPUTakesTheMedianOfEachRoundsRatio: each round's CPU per
-// answer is divided by the baseline's of the same round, and the median of
-// those ratios is reported; a round whose CPU could not be read is null
-// and left out of the median.
-func TestCompareCPUTakesTheMedianOfEachRoundsRatio(t *testing.T) {
-	base := func(http, redis float64) []ceiling {
-		return []ceiling{
-			{Name: baselineHTTP, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(http), ServersPerAnswerMS: f64(http / 2)}},
-			{Name: baselineRedis, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(redis), ServersPerAnswerMS: f64(redis / 2)}},
-			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: cpuFigures{CPUPerAnswerMS: f64(redis * 1.1)}},
-		}
-	}
-	ceilingRounds := [][]ceiling{base(100, 200), base(50, 100), base(200, 400), base(100, 200)}
-	burst := func(us *float64) row {
-		f := cpuFigures{CPUPerAnswerMS: us}
-		if us != nil {
-			f.ServersPerAnswerMS = f64(*us - 50) // the lab spent 50 per answer (the unit cancels in the ratios)
-		}
-		return row{Stage: "redis-atomic", Workers: 16, cpuFigures: f}
-	}
-	rowRounds := [][]row{{burst(f64(250))}, {burst(f64(150))}, {burst(nil)}, {burst(f64(180))}}
-	rows := medianRows(rowRounds, ceilingRounds)
-	ceils := medianCeilings(ceilingRounds)
-	compareCPU(rows, rowRounds, ceils, ceilingRounds)
-
-	r := rows[0]
-	want := []string{"2.50", "3.00", "n/a", "1.80"}
-	for k, x := range r.CPUxHTTP.Runs {
-		if ratioOrNA(x) != want[k] {
-			t.Errorf("round %d: × http-ceiling %s, want %s", k+1, ratioOrNA(x), want[k])
-		}
-	}
-	if !near(r.CPUxHTTP.Median, 2.5) || !near(r.CPUxRedis.Median, 1.25) {
-		t.Errorf("median × http-ceiling %s, × redis-round-trip %s; want 2.50 (of 1.8, 2.5, 3) and 1.25", ratioOrNA(r.CPUxHTTP.Median), ratioOrNA(r.CPUxRedis.Median))
-	}
-	// Servers alone: 200/50, 100/25, –, 130/50.
-	if !near(r.ServersxHTTP.Median, 4) || ratiosText(r.ServersxHTTP.Runs) != "4.00 · 4.00 · n/a · 2.60" {
-		t.Errorf("servers × http-ceiling %s (%s), want 4.00 of 4, 4, n/a, 2.6", ratioOrNA(r.ServersxHTTP.Median), ratiosText(r.ServersxHTTP.Runs))
-	}
-	if keyed := ceils[2]; !near(keyed.CPUxRedis.Median, 1.1) || len(keyed.CPUxRedis.Runs) != 4 || keyed.ServersxRedis.Median != nil {
-		t.Errorf("keyed sold-out × redis-round-trip %+v, servers %+v; want 1.10 over 4 rounds, servers unknown", keyed.CPUxRedis, keyed.ServersxRedis)
-	}
-	if m := medianOf([]*float64{f64(4), f64(1), f64(3), f64(2)}); !near(m, 2) {
-		t.Errorf("median of an even count: %s, want the lower middle one, 2", ratioOrNA(m))
-	}
-	if medianOf([]*float64{nil, nil}) != nil {
-		t.Error("median of nothing known must be unknown")
-	}
-}
-
-// TestCheckCPUTargets: each target is checked at 16 in flight, where its
-// answers were measured, against its own baseline, and says met (at the
-// limit included), not met, or unavailable; other levels are left out.
-func TestCheckCPUTargets(t *testing.T) {
-	fig := func(xHTTP, xRedis *float64) cpuFigures {
-		return cpuFigures{CPU: &cpuUsage{}, CPUxHTTP: cpuRatio{Median: xHTTP}, CPUxRedis: cpuRatio{Median: xRedis}}
-	}
-	rep := report{
-		Ceilings: []ceiling{
-			{Name: baselineSoldOutKeyed, Workers: 16, cpuFigures: fig(f64(2), f64(1.2))},
-			{Name: baselineSoldOutNoKey, Workers: 16, cpuFigures: fig(f64(1.3), f64(0.7))},
-			{Name: baselineSoldOutNoKey, Workers: 64, cpuFigures: fig(f64(1), f64(0.5))},
-			{Name: baselineHotRow, Workers: 16},
-		},
-		Rows: []row{
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, cpuFigures: fig(nil, nil)},
-			{Scenario: "buy", Shape: "burst", Stage: "redis-atomic", Workers: 64, Verdict: verdictPass, cpuFigures: fig(f64(1.5), f64(1))},
-			{Scenario: "grab", Shape: "burst", Stage: "redis-atomic", Workers: 16, Verdict: verdictPass, cpuFigures: fig(f64(9), f64(9))},
-		},
-	}
-	got := checkCPUTargets(rep, "redis-atomic")
-	var lines []string
-	for _, r := range got {
-		mark, text := targetLine(r, 1)
-		lines = append(lines, mark+" "+text)
-	}
-	want := []string{
-		"MET keyed sold-out buy (redis-atomic) at 16 in flight: ≤ 1.2× redis-round-trip CPU per answer; measured 1.20×",
-		"NOT MET keyless sold-out buy (redis-atomic) at 16 in flight: ≤ 1.2× http-ceiling CPU per answer; measured 1.30×",
-		"n/a whole buy burst, redis-atomic at 16 in flight: ≤ 2.0× http-ceiling CPU per answer; unavailable: no round measured both its CPU and http-ceiling's",
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("targets:\n%s\nwant %d", strings.Join(lines, "\n"), len(want))
-	}
-	for i := range want {
-		if !strings.HasPrefix(lines[i], want[i]) {
-			t.Errorf("target %d:\n got %s\nwant %s", i, lines[i], want[i])
-		}
-	}
-}
-
 // TestCPUPerAnswerAgainstAFakeShop: the lab reads the shop's CPU around
 // the attack (200 buys at 0.5 ms each) and its own, and divides by the
 // answers and the units sold. A shop without /metrics still gets its
 // verdict; its CPU is unavailable, said so, and shown as n/a, never 0.
 func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 	r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), "--stages", "db-atomic")
-	if err != nil || r.Verdict != verdictPass || r.CPU == nil {
+	if err != nil || r.Verdict != results.Pass || r.CPU == nil {
 		t.Fatalf("sound shop: %v, %s %q, CPU %+v", err, r.Verdict, r.Note, r.CPU)
 	}
-	lab := r.CPU.ofKind(cpuLab)
-	if !near(r.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || lab == nil || !near(r.CPU.Seconds, 200*fakeCPUPerBuy+*lab) {
+	lab := r.CPU.OfKind(cpu.Lab)
+	if !near(r.CPU.OfKind(cpu.Instance), 200*fakeCPUPerBuy) || lab == nil || !near(r.CPU.Seconds, 200*fakeCPUPerBuy+*lab) {
 		t.Fatalf("CPU %+v: want the shop's 0.1 s and the lab's", r.CPU)
 	}
 	if !near(r.CPUPerAnswerMS, *r.CPU.Seconds*1e3/200) || !near(r.CPUPerSaleMS, *r.CPU.Seconds*1e3/40) {
-		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", usOrNA(r.CPUPerAnswerMS), usOrNA(r.CPUPerSaleMS))
+		t.Errorf("per answer %s µs, per sale %s µs; want the total over 200 answers and over 40 sales", orNA(r.CPUPerAnswerMS), orNA(r.CPUPerSaleMS))
 	}
 	for _, p := range r.CPU.Parts {
-		if p.Kind == cpuRedis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpuMySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
+		if p.Kind == cpu.Redis && !strings.Contains(p.Skipped, "no --cpu-redis") || p.Kind == cpu.MySQL && !strings.Contains(p.Skipped, "no SECKILL_MYSQL_DSN") {
 			t.Errorf("part %+v: want it skipped with the reason", p)
 		}
 	}
@@ -519,15 +151,11 @@ func TestCPUPerAnswerAgainstAFakeShop(t *testing.T) {
 		t.Fatalf("shop without metrics: %v, %d rows", err, len(rep.Rows))
 	}
 	r = rep.Rows[0]
-	if r.Verdict != verdictPass || r.CPUPerAnswerMS != nil || r.CPUPerSaleMS != nil || r.CPU == nil || r.CPU.Seconds != nil {
-		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, usOrNA(r.CPUPerAnswerMS), r.CPU)
+	if r.Verdict != results.Pass || r.CPUPerAnswerMS != nil || r.CPUPerSaleMS != nil || r.CPU == nil || r.CPU.Seconds != nil {
+		t.Fatalf("shop without metrics: %s, per answer %s, CPU %+v; want a pass with the CPU unavailable", r.Verdict, orNA(r.CPUPerAnswerMS), r.CPU)
 	}
 	if !strings.Contains(r.Note, "instance fake-1 CPU: unavailable (") || !strings.Contains(r.Note, "404") {
 		t.Errorf("note %q does not say the instance's CPU is unavailable, and why", r.Note)
-	}
-	c, at := cells(r, 0), slices.Index(columns, "µs CPU/answer")
-	if c[at] != "n/a" || c[at+1] != "n/a" {
-		t.Errorf("CPU cells %q, %q; want n/a", c[at], c[at+1])
 	}
 }
 
@@ -563,9 +191,9 @@ func TestSoldOutBaselines(t *testing.T) {
 		w.WriteHeader(http.StatusConflict)
 	}))
 	defer srv.Close()
-	o := options{targets: []string{srv.URL}, buyers: 100, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 7, soldOutStage: "db-atomic"}
+	o := options{targets: []string{srv.URL}, soldOutStage: "db-atomic", Config: scenario.Config{Buyers: 100, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 7}}
 	for _, keyed := range []bool{true, false} {
-		b := soldOutBuys(context.Background(), baselineConns(t, o.timeout), o, 8, "x", keyed, "t")
+		b := soldOutBuys(context.Background(), baselineConns(t, o.Timeout), o, 8, "x", keyed, "t")
 		if b.OK != 100 || b.Note != "" {
 			t.Errorf("keyed %v: %+v, want 100 × 409", keyed, b)
 		}
@@ -575,31 +203,31 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 
 	url := startFakeShop(t, (*fakeShop).sell)
-	f, err := survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = options{targets: []string{url}, buyers: 200, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	got := map[string]ceiling{}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 16, "t", io.Discard) {
+	o = options{targets: []string{url}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: 200, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
+	got := map[string]results.Ceiling{}
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		got[c.Name] = c
 	}
-	for _, name := range []string{baselineSoldOutKeyed, baselineSoldOutNoKey} {
+	for _, name := range []string{results.BaselineSoldOutKeyed, results.BaselineSoldOutNoKey} {
 		c := got[name]
-		if c.OK != 200 || c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerMS, *c.CPU.Seconds*1e3/200) {
+		if c.OK != 200 || c.CPU == nil || !near(c.CPU.OfKind(cpu.Instance), 200*fakeCPUPerBuy) || !near(c.CPUPerAnswerMS, *c.CPU.Seconds*1e3/200) {
 			t.Errorf("%s: %+v, want 200 sold-out answers and their CPU", name, c)
 		}
 	}
-	f.infos[0].Stages = []string{"db-atomic"}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 16, "t", io.Discard) {
-		if (c.Name == baselineSoldOutKeyed || c.Name == baselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
+	f.Infos[0].Stages = []string{"db-atomic"}
+	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
+		if (c.Name == results.BaselineSoldOutKeyed || c.Name == results.BaselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
 		}
 	}
 }
 
 // TestBaselinesAreSlicedInTurn: the HTTP baselines are sent in
-// baselineSlices slices taken in turn (a slice of each, then the next
+// results.BaselineSlices slices taken in turn (a slice of each, then the next
 // slice of each), and each baseline's figures are the sums over its
 // slices: every request answered, every sold-out buyer its own, the CPU
 // of every slice counted.
@@ -617,13 +245,13 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 		kind := ""
 		switch {
 		case r.URL.Path == "/healthz":
-			kind = baselineHTTP
+			kind = results.BaselineHTTP
 		case r.URL.Path == "/api/v1/admin/redis-ping":
-			kind = baselineRedis
+			kind = results.BaselineRedis
 		case r.URL.Path == "/api/v1/products/1/buy" && r.Header.Get("Idempotency-Key") != "":
-			kind = baselineSoldOutKeyed
+			kind = results.BaselineSoldOutKeyed
 		case r.URL.Path == "/api/v1/products/1/buy":
-			kind = baselineSoldOutNoKey
+			kind = results.BaselineSoldOutNoKey
 		}
 		if kind != "" {
 			mu.Lock()
@@ -633,20 +261,20 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 			}
 			mu.Unlock()
 		}
-		if kind == baselineRedis {
+		if kind == results.BaselineRedis {
 			w.WriteHeader(http.StatusOK) // the fake shop has no Redis to ping
 			return
 		}
 		forward.ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
-	f, err := survey(context.Background(), []string{proxy.URL}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(context.Background(), []string{proxy.URL}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const requests = 202 // not a multiple of the slices: the first slices take one more
-	o := options{targets: []string{proxy.URL}, buyers: requests, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 4, "t", io.Discard)
+	o := options{targets: []string{proxy.URL}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: requests, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
+	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 4, "t", io.Discard)
 
 	// Requests of one slice run together: fold the order into runs.
 	var runs []string
@@ -655,13 +283,13 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 			runs = append(runs, k)
 		}
 	}
-	turn := []string{baselineHTTP, baselineRedis, baselineSoldOutKeyed, baselineSoldOutNoKey}
+	turn := []string{results.BaselineHTTP, results.BaselineRedis, results.BaselineSoldOutKeyed, results.BaselineSoldOutNoKey}
 	var want []string
-	for range baselineSlices {
+	for range results.BaselineSlices {
 		want = append(want, turn...)
 	}
 	if !slices.Equal(runs, want) {
-		t.Errorf("the baselines ran as %v, want %d turns of %v", runs, baselineSlices, turn)
+		t.Errorf("the baselines ran as %v, want %d turns of %v", runs, results.BaselineSlices, turn)
 	}
 	if len(keys) != requests {
 		t.Errorf("%d distinct Idempotency-Keys over the keyed slices, want %d: every buyer its own", len(keys), requests)
@@ -672,30 +300,16 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 		}
 	}
 	for _, c := range got[2:4] {
-		if c.CPU == nil || !near(c.CPU.ofKind(cpuInstance), requests*fakeCPUPerBuy) {
+		if c.CPU == nil || !near(c.CPU.OfKind(cpu.Instance), requests*fakeCPUPerBuy) {
 			t.Errorf("%s: instance CPU %v, want every slice's (%d buys × %v s)", c.Name, c.CPU, requests, fakeCPUPerBuy)
 		}
 	}
 }
 
-// TestSumUsage: CPU usages add process by process; a process unavailable
-// in either is unavailable in the sum, and the total with it.
-func TestSumUsage(t *testing.T) {
-	a := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Seconds: f64(1)}, {Kind: cpuLab, Name: "lab", Seconds: f64(0.5)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}, Seconds: f64(1.5)}
-	b := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Seconds: f64(2)}, {Kind: cpuLab, Name: "lab", Seconds: f64(0.25)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}, Seconds: f64(2.25)}
-	s := sumUsage(sumUsage(nil, a), b)
-	if !near(s.Seconds, 3.75) || !near(s.ofKind(cpuInstance), 3) || !near(s.ofKind(cpuLab), 0.75) || s.Parts[2].Skipped != "elsewhere" {
-		t.Errorf("sum %+v, want 3 s of the instance and 0.75 s of the lab, mysql skipped", s)
+// orNA prints a CPU figure that may be missing.
+func orNA(v *float64) string {
+	if v == nil {
+		return "n/a"
 	}
-	if !near(a.Seconds, 1.5) || !near(a.Parts[0].Seconds, 1) {
-		t.Errorf("the sum changed its first term: %+v", a)
-	}
-	c := &cpuUsage{Parts: []cpuPart{{Kind: cpuInstance, Name: "i", Unavailable: "404"}, {Kind: cpuLab, Name: "lab", Seconds: f64(1)}, {Kind: "mysql", Name: "m", Skipped: "elsewhere"}}}
-	s = sumUsage(a, c)
-	if s.Seconds != nil || s.Parts[0].Unavailable != "404" || s.ofKind(cpuInstance) != nil {
-		t.Errorf("sum with an unreadable instance %+v, want that instance and the total unavailable", s)
-	}
-	if s = sumUsage(c, a); s.Seconds != nil || s.Parts[0].Unavailable != "404" {
-		t.Errorf("sum after an unreadable instance %+v, want it still unavailable", s)
-	}
+	return fmt.Sprintf("%.3f", *v)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // fakeShop is a stand-in for seckill instances that shares one stock and
@@ -320,7 +322,7 @@ var fakeArgs = []string{"--scenarios", "buy", "--stock", "40", "--buyers", "200"
 
 // runAgainst runs the lab against url with fakeArgs and args, and returns
 // the one row it wrote.
-func runAgainst(t *testing.T, url string, args ...string) (row, error) {
+func runAgainst(t *testing.T, url string, args ...string) (results.Row, error) {
 	t.Helper()
 	env := map[string]string{"SECKILL_ADMIN_TOKEN": "fake-token", "NO_COLOR": "1"}
 	rep, err := runShortEnv(t, env, []string{url}, append(append([]string{}, fakeArgs...), args...)...)
@@ -424,12 +426,12 @@ func TestVerdictAgainstBrokenTargets(t *testing.T) {
 			url := startFakeShop(t, tt.policy)
 			r, err := runAgainst(t, url, append([]string{"--stages", tt.stage}, tt.args...)...)
 			if tt.rule == "" {
-				if err != nil || r.Verdict != verdictPass {
+				if err != nil || r.Verdict != results.Pass {
 					t.Fatalf("want a pass, got %v: %s %q", err, r.Verdict, r.Note)
 				}
 				return
 			}
-			if r.Verdict != verdictFail || err == nil {
+			if r.Verdict != results.Fail || err == nil {
 				t.Fatalf("want a failed verdict naming %s, got %v: %s %q", tt.rule, err, r.Verdict, r.Note)
 			}
 			if !strings.Contains(r.Note, tt.rule+":") {
@@ -474,7 +476,7 @@ func TestVerdictWhenTheLabCannotReset(t *testing.T) {
 		t.Fatalf("got %v with %d rows, want errVerdict with 2 rows", err, len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
-		if r.Verdict != verdictFail || !slices.Equal(r.Broken, []string{ruleLabError}) || !strings.Contains(r.Note, "lab-error: reset products 1") || !strings.Contains(r.Note, "403") {
+		if r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{verdict.RuleLabError}) || !strings.Contains(r.Note, "lab-error: reset products 1") || !strings.Contains(r.Note, "403") {
 			t.Errorf("%s: %s %v %q, want a lab-error naming the 403", r.Stage, r.Verdict, r.Broken, r.Note)
 		}
 	}

@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/testkit"
+	"github.com/seckill-lab/seckill/loadtest/cpu"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // openFiles counts this process's open file descriptors.
@@ -43,14 +47,14 @@ func TestAttacksCloseTheirConnections(t *testing.T) {
 	}
 	const slack = 8 // the test's own client and server bookkeeping
 	url := startFakeShop(t, (*fakeShop).sell)
-	f, err := survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
+	f, err := fleet.Survey(context.Background(), []string{url}, "fake-token", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := openFiles(t)
-	o := options{targets: []string{url}, buyers: 600, timeout: 5 * time.Second, maxDuration: 30 * time.Second, product: 1, soldOutStage: "redis-atomic", adminToken: "fake-token"}
-	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, hostProcs{dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
-		if b.Name == baselineRedis { // the fake shop has no Redis to ping
+	o := options{targets: []string{url}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: 600, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
+	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
+		if b.Name == results.BaselineRedis { // the fake shop has no Redis to ping
 			if b.OK != 0 || b.Note != "not 200: 404 ×600" {
 				t.Fatalf("%s: %+v, want 600 × 404", b.Name, b)
 			}
@@ -61,7 +65,7 @@ func TestAttacksCloseTheirConnections(t *testing.T) {
 	settlesAt(t, "the baselines", before+slack)
 
 	before = openFiles(t)
-	if r, err := runAgainst(t, url, "--stages", "db-atomic", "--workers", "64"); err != nil || r.Verdict != verdictPass {
+	if r, err := runAgainst(t, url, "--stages", "db-atomic", "--workers", "64"); err != nil || r.Verdict != results.Pass {
 		t.Fatalf("attack: %v, %s %q", err, r.Verdict, r.Note)
 	}
 	settlesAt(t, "a stage's attack", before+slack)

@@ -14,6 +14,10 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/testkit"
+	"github.com/seckill-lab/seckill/loadtest/fleet"
+	"github.com/seckill-lab/seckill/loadtest/report"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
 
 // TestLabShort is the lab's own end-to-end check, and the short lab run of
@@ -33,7 +37,7 @@ func TestLabShort(t *testing.T) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		available := demo.stages(t)
-		for _, sc := range attackScenarioNames() {
+		for _, sc := range scenario.AttackNames() {
 			for _, stage := range allStages {
 				r, ok := findRow(rep, sc, stage)
 				if !ok {
@@ -41,12 +45,12 @@ func TestLabShort(t *testing.T) {
 					continue
 				}
 				if !slices.Contains(available, stage) {
-					if r.Verdict != verdictSkipped {
+					if r.Verdict != results.Skipped {
 						t.Errorf("%s/%s: the demo lacks the stage, want skipped, got %s", sc, stage, r.Verdict)
 					}
 					continue
 				}
-				if r.Verdict != verdictPass {
+				if r.Verdict != results.Pass {
 					t.Errorf("%s/%s: verdict %s: %s", sc, stage, r.Verdict, r.Note)
 				}
 				if r.Instances != 3 {
@@ -88,7 +92,7 @@ func TestLabShort(t *testing.T) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		r, _ := findRow(rep, "buy", "local-mutex")
-		if r.ExpectOversell || r.Verdict != verdictPass || r.Oversold != 0 || !r.Conserved || r.Instances != 1 {
+		if r.ExpectOversell || r.Verdict != results.Pass || r.Oversold != 0 || !r.Conserved || r.Instances != 1 {
 			t.Errorf("got %+v, want a safe pass on one instance", r)
 		}
 	})
@@ -99,7 +103,7 @@ func TestLabShort(t *testing.T) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		for _, r := range rep.Rows {
-			if r.Shape != "constant" || r.Verdict != verdictPass || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 {
+			if r.Shape != "constant" || r.Verdict != results.Pass || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 {
 				t.Errorf("%s: got %+v, want a constant attack of at most 60 requests that passes", r.Scenario, r)
 			}
 		}
@@ -110,7 +114,7 @@ func TestLabShort(t *testing.T) {
 		if !errors.Is(err, errVerdict) {
 			t.Fatalf("run returned %v, want errVerdict", err)
 		}
-		if r, _ := findRow(rep, "buy", "db-atomic"); r.Verdict != verdictFail || r.Oversold != 0 {
+		if r, _ := findRow(rep, "buy", "db-atomic"); r.Verdict != results.Fail || r.Oversold != 0 {
 			t.Errorf("got %+v, want a failed verdict with nothing oversold", r)
 		}
 	})
@@ -120,10 +124,10 @@ func TestLabShort(t *testing.T) {
 // instances that local-mutex oversells every time even in the retry storm,
 // and a cap that bounds a slow lock stage. It runs the attack scenarios
 // only: the T-0 and paced verdicts stay out of CI (make lab runs them).
-var shortArgs = []string{"--scenarios", strings.Join(attackScenarioNames(), ","), "--stock", "40", "--buyers", "200", "--workers", "16", "--max-duration", "2s", "--timeout", "5s"}
+var shortArgs = []string{"--scenarios", strings.Join(scenario.AttackNames(), ","), "--stock", "40", "--buyers", "200", "--workers", "16", "--max-duration", "2s", "--timeout", "5s"}
 
 type shortReport struct {
-	report
+	report.Report
 	dir string
 }
 
@@ -155,19 +159,19 @@ func runShortEnv(t *testing.T, env map[string]string, targets []string, args ...
 		t.Fatalf("results.json: %v", rerr)
 	}
 	rep := shortReport{dir: dir}
-	if jerr := json.Unmarshal(raw, &rep.report); jerr != nil {
+	if jerr := json.Unmarshal(raw, &rep.Report); jerr != nil {
 		t.Fatalf("results.json: %v", jerr)
 	}
 	return rep, err
 }
 
-func findRow(rep shortReport, scenario, stage string) (row, bool) {
+func findRow(rep shortReport, scenario, stage string) (results.Row, bool) {
 	for _, r := range rep.Rows {
 		if r.Scenario == scenario && r.Stage == stage {
 			return r, true
 		}
 	}
-	return row{}, false
+	return results.Row{}, false
 }
 
 func assertFile(t *testing.T, path, contains string) {
@@ -212,11 +216,11 @@ type demo struct {
 // stages asks the first instance which stages it has.
 func (d *demo) stages(t *testing.T) []string {
 	t.Helper()
-	f, err := survey(t.Context(), d.instances[:1], d.token, 5*time.Second)
+	f, err := fleet.Survey(t.Context(), d.instances[:1], d.token, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.infos[0].Stages
+	return f.Infos[0].Stages
 }
 
 // startDemo builds cmd/seckill, starts `seckill demo` on free loopback

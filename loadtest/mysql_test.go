@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
+	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
 // TestLabMySQLCheck runs the lab against two `seckill serve` instances on a
@@ -57,7 +58,7 @@ func TestLabMySQLCheck(t *testing.T) {
 			t.Errorf("%s/%s: no MySQL count", r.Scenario, r.Stage)
 			continue
 		}
-		if r.Verdict != verdictPass || r.MySQL.disagreement(&r) != "" || r.MySQL.Orders != r.Sold {
+		if r.Verdict != results.Pass || r.MySQL.Disagreement(&r) != "" || r.MySQL.Orders != r.Sold {
 			t.Errorf("%s/%s: %s %q, MySQL %+v", r.Scenario, r.Stage, r.Verdict, r.Note, *r.MySQL)
 		}
 		if r.Stage == "unlocked" && r.Oversold == 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,254 +9,14 @@ import (
 	"testing"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // The T-0 and paced scenarios: their computations on made-up arrivals and
 // answers, their rules on made-up rows, and the whole scenario against a
 // fake shop that keeps the rule and one that breaks it.
-
-// at is a fixed instant plus ms milliseconds.
-func at(ms float64) time.Time {
-	return time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms * float64(time.Millisecond)))
-}
-
-func TestFirstComeScore(t *testing.T) {
-	// Five arrivals planned 2 ms apart, stock 2.
-	planned := func(won ...bool) []arrival {
-		var out []arrival
-		for i, w := range won {
-			out = append(out, arrival{seq: i, intended: at(float64(2 * i)), sent: at(float64(2*i) + 0.1), won: w})
-		}
-		return out
-	}
-	tests := []struct {
-		name          string
-		arrivals      []arrival
-		stock         int
-		score         float64
-		firstWon, won int
-		ok            bool
-	}{
-		{"first come, first served", planned(true, true, false, false, false), 2, 1, 2, 2, true},
-		{"a late arrival barged past the second", planned(true, false, false, true, false), 2, 0.5, 1, 2, true},
-		{"the last two took both", planned(false, false, false, true, true), 2, 0, 0, 2, true},
-		{"nobody won", planned(false, false, false), 2, 0, 0, 0, false},
-		{
-			// The lab wrote arrival 1 after arrival 2: the order the
-			// buyers asked in is the written one, so 2 was among the
-			// first two, and 1 was not.
-			"scored by the written order, not the plan",
-			[]arrival{
-				{seq: 0, intended: at(0), sent: at(0.1), won: true},
-				{seq: 1, intended: at(2), sent: at(5), won: false},
-				{seq: 2, intended: at(4), sent: at(4.1), won: true},
-			}, 2, 1, 2, 2, true,
-		},
-		{
-			// An arrival whose request never left did not ask.
-			"arrivals never written do not count",
-			[]arrival{
-				{seq: 0, intended: at(0), won: false},
-				{seq: 1, intended: at(2), sent: at(2.1), won: true},
-				{seq: 2, intended: at(4), sent: at(4.1), won: true},
-			}, 2, 1, 2, 2, true,
-		},
-		{"oversold: the share is of the units won", planned(true, true, true, true, false), 2, 0.5, 2, 4, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			score, firstWon, won, ok := firstCome(tt.arrivals, tt.stock)
-			if score != tt.score || firstWon != tt.firstWon || won != tt.won || ok != tt.ok {
-				t.Errorf("firstCome = %.2f, %d, %d, %v; want %.2f, %d, %d, %v", score, firstWon, won, ok, tt.score, tt.firstWon, tt.won, tt.ok)
-			}
-		})
-	}
-}
-
-func TestLateWins(t *testing.T) {
-	// Ten arrivals 2 ms apart, stock 3; the winners are arrivals 1, 4
-	// and 8 of the written order (arrival 0 was never written).
-	var arrivals []arrival
-	for i := range 10 {
-		a := arrival{seq: i, intended: at(float64(2 * i)), sent: at(float64(2*i) + 0.2), won: i == 2 || i == 5 || i == 9}
-		if i == 0 {
-			a.sent = time.Time{}
-		}
-		arrivals = append(arrivals, a)
-	}
-	for _, tt := range []struct{ window, want int }{{0, 2}, {1, 2}, {2, 1}, {5, 1}, {6, 0}} {
-		if got := lateWins(arrivals, 3, tt.window); got != tt.want {
-			t.Errorf("lateWins with a window of %d = %d, want %d", tt.window, got, tt.want)
-		}
-	}
-	for _, tt := range []struct {
-		p99, pace float64
-		want      int
-	}{{0.5, 2, 1}, {2, 2, 1}, {2.1, 2, 2}, {0, 2, 0}, {9, 0, 0}} {
-		if got := jitterWindow(tt.p99, tt.pace); got != tt.want {
-			t.Errorf("jitterWindow(%g, %g) = %d, want %d", tt.p99, tt.pace, got, tt.want)
-		}
-	}
-}
-
-func TestSchedulingJitter(t *testing.T) {
-	// 100 arrivals planned 2 ms apart: the first 98 written 0.5 ms late,
-	// arrival 98 written 9 ms late, after arrival 99 (written 1 ms late):
-	// one pair of neighbours swapped. One arrival never written.
-	var arrivals []arrival
-	for i := range 100 {
-		late := 0.5
-		switch i {
-		case 98:
-			late = 9
-		case 99:
-			late = 1
-		}
-		arrivals = append(arrivals, arrival{seq: i, intended: at(float64(2 * i)), sent: at(float64(2*i) + late)})
-	}
-	arrivals = append(arrivals, arrival{seq: 100, intended: at(200)})
-	// The goroutines report in any order: shuffle them.
-	slices.Reverse(arrivals)
-	j := schedulingJitter(arrivals)
-	want := jitter{P50ms: 0.5, P99ms: 1, MaxMs: 9, Reordered: 1, Measured: 100}
-	if j != want {
-		t.Errorf("schedulingJitter = %+v, want %+v", j, want)
-	}
-	// Written early counts as on time, not as negative lateness.
-	j = schedulingJitter([]arrival{{seq: 0, intended: at(2), sent: at(1)}, {seq: 1, intended: at(4), sent: at(7)}})
-	if j.P50ms != 0 || j.MaxMs != 3 || j.Reordered != 0 {
-		t.Errorf("schedulingJitter with an early write = %+v, want p50 0, max 3, none swapped", j)
-	}
-}
-
-// result is a made-up answer: status, problem, the order's user and
-// created_at for a 201, sent at sent and answered latency later.
-func result(code int, problem, user string, created, sent time.Time, latency time.Duration) sent {
-	body := fmt.Sprintf(`{"type":%q}`, problem)
-	if code == 201 {
-		body = fmt.Sprintf(`{"user_id":%q,"created_at":%q}`, user, created.Format(time.RFC3339Nano))
-	}
-	return sentResult(&vegeta.Result{Code: uint16(code), Body: []byte(body), Timestamp: sent, Latency: latency})
-}
-
-func sentResult(r *vegeta.Result) sent { return sent{result: r} }
-
-func TestT0FiguresReadTheOrdersCreatedAt(t *testing.T) {
-	opens := at(3000)
-	t0 := at(3000) // the lab's clock agrees with the reference clock here
-	early := []sent{
-		result(409, problemNotOpen, "", time.Time{}, at(1000), 5*time.Millisecond),
-		result(409, problemNotOpen, "", time.Time{}, at(1000), 5*time.Millisecond),
-		result(409, "/problems/sold-out", "", time.Time{}, at(1000), 5*time.Millisecond),
-		// Sold before the opening: its created_at is before opens_at.
-		result(201, "", "b3", at(1001), at(1000), 5*time.Millisecond),
-	}
-	buys := []sent{
-		// Created a millisecond before opens_at, answered after T-0:
-		// the database's record says it was sold early.
-		result(201, "", "b0", at(2999), at(3000), 20*time.Millisecond),
-		result(201, "", "b1", at(3040), at(3001), 60*time.Millisecond),
-		result(201, "", "b3", at(1001), at(3001), 2*time.Millisecond), // the replay of b3's early order
-		result(409, problemNotOpen, "", time.Time{}, at(3000), 3*time.Millisecond),
-		result(409, "/problems/sold-out", "", time.Time{}, at(4200), 100*time.Millisecond), // sent after the first second
-	}
-	fig := t0Figures{OpensAt: opens, Buyers: 4, EarlyOther: map[string]int{}}
-	fig.fill(early, buys, t0)
-	if fig.RefusedEarly != 2 || fig.SoldEarly != 2 || fig.RefusedAtT0 != 1 {
-		t.Errorf("refused early %d, sold early %d, refused at T-0 %d; want 2, 2 (b0 and b3), 1", fig.RefusedEarly, fig.SoldEarly, fig.RefusedAtT0)
-	}
-	if want := map[string]int{"409 /problems/sold-out": 1, "201": 1}; fmt.Sprint(fig.EarlyOther) != fmt.Sprint(want) {
-		t.Errorf("early answers otherwise %v, want %v", fig.EarlyOther, want)
-	}
-	if fig.ToLastOrderMS == nil || *fig.ToLastOrderMS != 40 || fig.LastOrderBy != "answers" {
-		t.Errorf("T-0 to the last unit %v by %q, want 40 ms by the answers' created_at", fig.ToLastOrderMS, fig.LastOrderBy)
-	}
-	if fig.ToLastSaleAnswerMS == nil || *fig.ToLastSaleAnswerMS != 61 {
-		t.Errorf("T-0 to the last sale answer %v, want 61 ms", fig.ToLastSaleAnswerMS)
-	}
-	if fig.FirstSecond != 4 || fig.FirstSecondP50ms != 3 || fig.FirstSecondP99ms != 60 {
-		t.Errorf("first second: %d buys, p50 %.1f, p99 %.1f; want 4, 3, 60", fig.FirstSecond, fig.FirstSecondP50ms, fig.FirstSecondP99ms)
-	}
-}
-
-// TestJudgeT0AndFirstCome checks the rules of the T-0 and paced rows, as
-// TestJudge does the others: a row that keeps them passes, and each edit
-// breaks exactly the rule it names.
-func TestJudgeT0AndFirstCome(t *testing.T) {
-	sound := row{Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40, InitialStock: 40,
-		FinalStock: 0, Conserved: true, Statuses: map[int]int{201: 40, 409: 160}}
-	withT0 := func(edit func(*t0Figures)) func(*row) {
-		return func(r *row) {
-			f := t0Figures{OpensAt: at(3000), Buyers: 200, RefusedEarly: 200, EarlyOther: map[string]int{}}
-			edit(&f)
-			r.T0 = &f
-		}
-	}
-	score := func(v float64) *float64 { return &v }
-	withPaced := func(s, target *float64, firstWon int) func(*row) {
-		return func(r *row) {
-			r.Paced = &pacedFigures{PaceMS: 2, Arrivals: 120, Score: s, Target: target, FirstWon: firstWon, Won: 40, Stock: 40}
-		}
-	}
-	tests := []struct {
-		name    string
-		edit    func(*row)
-		verdict string
-		broken  []string
-		note    string
-	}{
-		{"T-0 kept", withT0(func(*t0Figures) {}), verdictPass, nil, "T-0: 200 buyers connected early, 200 refused sale-not-open"},
-		{"sold before the opening", withT0(func(f *t0Figures) { f.SoldEarly = 1 }), verdictFail, []string{ruleSoldEarly},
-			"sold-early: 1 orders were created before opens_at 00:00:03.000"},
-		{"MySQL holds an early order", withT0(func(f *t0Figures) { n := 2; f.SoldEarlyMySQL = &n }), verdictFail, []string{ruleSoldEarly},
-			"(0 by the answers' created_at, 2 in MySQL)"},
-		{"an early buyer not refused", withT0(func(f *t0Figures) { f.RefusedEarly, f.EarlyOther["409 /problems/sold-out"] = 199, 1 }),
-			verdictFail, []string{ruleEarlyNotRefused}, "1 of 200 buyers who asked before the opening were answered otherwise than 409 sale-not-open (409 /problems/sold-out ×1)"},
-		{"a safe stage short of its stock at T-0", func(r *row) {
-			// The buyers who did not get the last unit heard
-			// sale-not-open at T-0: no rule but this one sees it.
-			withT0(func(*t0Figures) {})(r)
-			r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 0, 161, 39, 39, 39, 1
-		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 39 at T-0, want exactly 40 (stock 40, 200 buyers)"},
-		{"a crowd smaller than the stock, each served", func(r *row) {
-			withT0(func(f *t0Figures) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
-			r.Requests, r.Buyers, r.SoldOut, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 30, 30, 30, 10
-		}, verdictPass, nil, "safe: 30 sold of 40, 10 left"},
-		{"a crowd smaller than the stock, one left out", func(r *row) {
-			withT0(func(f *t0Figures) { f.Buyers, f.RefusedEarly = 30, 30 })(r)
-			r.Requests, r.Buyers, r.SoldOut, r.Conflicts, r.Created, r.BuyersWithOrder, r.Sold, r.FinalStock = 30, 30, 0, 1, 29, 29, 29, 11
-		}, verdictFail, []string{ruleExactSale}, "exact-sale: sold 29 at T-0, want exactly 30 (stock 40, 30 buyers)"},
-		{"a racing stage sells early too", func(r *row) {
-			withT0(func(f *t0Figures) { f.SoldEarly = 3 })(r)
-			r.ExpectOversell, r.Sold, r.Oversold = true, 90, 50
-		}, verdictFail, []string{ruleSoldEarly}, "sold-early: 3 orders"},
-		{"first come met", withPaced(score(0.95), score(0.95), 38), verdictPass, nil, "first-come score 0.95 (38 of 40 units to the first 40 arrivals)"},
-		{"first come missed", func(r *row) {
-			withPaced(score(0.9), score(0.95), 36)(r)
-			r.Paced.LateWins, r.Paced.JitterWindow = 3, 2
-		}, verdictFail, []string{ruleFirstCome},
-			"first-come: first-come score 0.90, below 0.95: the first 40 arrivals won 36 of the 40 units sold; of the 4 units later arrivals won, 3 went to arrivals more than 2 places late"},
-		{"first come missed within the jitter", func(r *row) {
-			withPaced(score(0.9), score(0.95), 36)(r)
-			r.Paced.JitterWindow = 30
-		}, verdictFail, []string{ruleFirstCome},
-			"the 4 units later arrivals won all went within 30 places, the lab's p99 jitter: the machine's scheduling decided them"},
-		{"no target: shown as it is", withPaced(score(0.5), nil, 20), verdictPass, nil, "first-come score 0.50 (20 of 40 units to the first 40 arrivals), no target for this stage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := sound
-			tt.edit(&r)
-			judge(&r)
-			if r.Verdict != tt.verdict || !strings.Contains(r.Note, tt.note) || !slices.Equal(r.Broken, tt.broken) {
-				t.Errorf("got %s %v %q, want %s %v containing %q", r.Verdict, r.Broken, r.Note, tt.verdict, tt.broken, tt.note)
-			}
-		})
-	}
-}
 
 // TestT0AgainstFakeShops runs the T-0 scenario against a fake shop that
 // keeps the sale window and one that sells whoever asks: the first
@@ -267,7 +26,7 @@ func TestT0AgainstFakeShops(t *testing.T) {
 	args := []string{"--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "50", "--t0-lead", "3s"}
 	t.Run("keeps the window", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sellInWindow), args...)
-		if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+		if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 			t.Fatalf("want a pass with T-0 figures, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		if f := r.T0; f.RefusedEarly != 50 || f.SoldEarly != 0 || r.Sold != 40 || f.ToLastOrderMS == nil || *f.ToLastOrderMS < 0 {
@@ -277,11 +36,11 @@ func TestT0AgainstFakeShops(t *testing.T) {
 	})
 	t.Run("sells before the opening", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), args...)
-		if !errors.Is(err, errVerdict) || r.Verdict != verdictFail {
+		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail {
 			t.Fatalf("want a failed verdict, got %v: %s %q", err, r.Verdict, r.Note)
 		}
-		if !slices.Equal(r.Broken, []string{ruleSoldEarly, ruleEarlyNotRefused}) || r.T0.SoldEarly != 40 {
-			t.Errorf("broken %v with %d sold early, want [%s %s] with 40: %q", r.Broken, r.T0.SoldEarly, ruleSoldEarly, ruleEarlyNotRefused, r.Note)
+		if !slices.Equal(r.Broken, []string{verdict.RuleSoldEarly, verdict.RuleEarlyNotRefused}) || r.T0.SoldEarly != 40 {
+			t.Errorf("broken %v with %d sold early, want [%s %s] with 40: %q", r.Broken, r.T0.SoldEarly, verdict.RuleSoldEarly, verdict.RuleEarlyNotRefused, r.Note)
 		}
 	})
 }
@@ -308,7 +67,7 @@ func TestT0BuyersComeBackWhenToldTo(t *testing.T) {
 		return s.sell(user)
 	}
 	r, err := runAgainst(t, startFakeShop(t, onceAway), "--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "50", "--t0-lead", "3s")
-	if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+	if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 		t.Fatalf("want a pass, got %v: %s %q", err, r.Verdict, r.Note)
 	}
 	mu.Lock()
@@ -336,7 +95,7 @@ func TestT0RaisesALeadTheEarlyCrowdOverran(t *testing.T) {
 		return s.sellInWindow(user)
 	}
 	r, err := runAgainst(t, startFakeShop(t, overrunFirst), "--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "20", "--t0-lead", "1s")
-	if err != nil || r.Verdict != verdictPass || r.T0 == nil {
+	if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 		t.Fatalf("want a pass on the second try, got %v: %s %q", err, r.Verdict, r.Note)
 	}
 	if f := r.T0; f.Tries != 2 || f.LeadMS != 2000 || f.RefusedEarly != 20 || f.SoldEarly != 0 || r.Sold != 20 {
@@ -382,7 +141,7 @@ func TestPacedAgainstFakeShops(t *testing.T) {
 	args := []string{"--scenarios", "paced", "--pace", "2ms", "--paced-buyers", "200"}
 	t.Run("as they come", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), append(args, "--stages", inventory.StageRedisLock)...)
-		if err != nil || r.Verdict != verdictPass || r.Paced == nil || r.Paced.Score == nil {
+		if err != nil || r.Verdict != results.Pass || r.Paced == nil || r.Paced.Score == nil {
 			t.Fatalf("want a pass with a score, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		p := r.Paced
@@ -396,8 +155,8 @@ func TestPacedAgainstFakeShops(t *testing.T) {
 	})
 	t.Run("barging", func(t *testing.T) {
 		r, err := runAgainst(t, startFakeShop(t, barging(20)), append(args, "--stages", inventory.StageDBAtomic)...)
-		if !errors.Is(err, errVerdict) || r.Verdict != verdictFail || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
-			t.Fatalf("want a failed verdict naming %s alone, got %v: %s %v %q", ruleFirstCome, err, r.Verdict, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{verdict.RuleFirstCome}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %s %v %q", verdict.RuleFirstCome, err, r.Verdict, r.Broken, r.Note)
 		}
 		if p := r.Paced; p.Score == nil || *p.Score >= 0.95 || p.Won != 40 || p.Target == nil || *p.Target != 0.95 {
 			t.Errorf("score %v with %d won, target %v; want below 0.95 with 40 won, target 0.95: %q", p.Score, p.Won, p.Target, r.Note)

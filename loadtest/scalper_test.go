@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // TestScalperAgainstFakeShops runs the scalper scenarios against a fake
@@ -36,7 +38,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		url, shop := startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper")...)
-		if err != nil || r.Verdict != verdictPass || r.Scalper == nil || r.Scalper.Gain == nil {
+		if err != nil || r.Verdict != results.Pass || r.Scalper == nil || r.Scalper.Gain == nil {
 			t.Fatalf("want a pass with a gain, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		sp := r.Scalper
@@ -52,7 +54,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("limited", func(t *testing.T) {
 		url, shop := startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited")...)
-		if err != nil || r.Verdict != verdictPass || r.Scalper == nil || r.Scalper.TargetMet == nil || r.Scalper.MissedP == nil {
+		if err != nil || r.Verdict != results.Pass || r.Scalper == nil || r.Scalper.TargetMet == nil || r.Scalper.MissedP == nil {
 			t.Fatalf("want a pass with the target reported, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 		sp := r.Scalper
@@ -61,7 +63,7 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 		// of the 40): the target may be met or not, but its verdict must
 		// follow the gain, and a miss must not be sure.
 		met := *sp.Gain <= *sp.Target
-		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet != met || (!met && *sp.MissedP < missedAt) {
+		if !sp.Limited || sp.LimitBurst != 1 || sp.ScalperWon > 10 || sp.LimitAllows != 10 || sp.ScalperLimited == 0 || *sp.TargetMet != met || (!met && *sp.MissedP < results.MissedAt) {
 			t.Errorf("figures %+v (gain %.2f, target %.2f); want at most one unit per scalper address, 429s to scalpers, the target's verdict following the gain, and a miss not sure", *sp, *sp.Gain, *sp.Target)
 		}
 		verdict := "met"
@@ -83,27 +85,27 @@ func TestScalperAgainstFakeShops(t *testing.T) {
 	t.Run("target as verdict", func(t *testing.T) {
 		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--stock", "20")...)
-		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleScalpers}) {
-			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", ruleScalpers, err, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleScalpers}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", verdict.RuleScalpers, err, r.Broken, r.Note)
 		}
 		url, _ = startFakeShopAs(t, (*fakeShop).sell, true, nil)
 		r, err = runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--stock", "20", "--scalper-target-verdict=false")...)
-		if err != nil || r.Verdict != verdictPass || !strings.Contains(r.Note, "--scalper-target-verdict") {
+		if err != nil || r.Verdict != results.Pass || !strings.Contains(r.Note, "--scalper-target-verdict") {
 			t.Fatalf("want a pass that reports the target only, got %v: %s %q", err, r.Verdict, r.Note)
 		}
 	})
 	t.Run("a limit that leaks", func(t *testing.T) {
 		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.limitLeaks = true })
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper-limited", "--scalper-target-verdict=false")...)
-		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleScalperLimit}) {
-			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", ruleScalperLimit, err, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleScalperLimit}) {
+			t.Fatalf("want a failed verdict naming %s alone, got %v: %v %q", verdict.RuleScalperLimit, err, r.Broken, r.Note)
 		}
 	})
 	t.Run("untrusted", func(t *testing.T) {
 		url, _ := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.limit.TrustedProxies = []string{} })
 		r, err := runAgainst(t, url, append(args, "--scenarios", "scalper")...)
-		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleLabError}) || !strings.Contains(r.Note, "SECKILL_TRUSTED_PROXIES") {
-			t.Fatalf("want the row failed as %s, naming SECKILL_TRUSTED_PROXIES; got %v: %v %q", ruleLabError, err, r.Broken, r.Note)
+		if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleLabError}) || !strings.Contains(r.Note, "SECKILL_TRUSTED_PROXIES") {
+			t.Fatalf("want the row failed as %s, naming SECKILL_TRUSTED_PROXIES; got %v: %v %q", verdict.RuleLabError, err, r.Broken, r.Note)
 		}
 	})
 }
@@ -143,12 +145,12 @@ func TestFairLockTargetFromInfo(t *testing.T) {
 				t.Errorf("target %v, want %v", got, c.want)
 			}
 			if c.want != 0 && r.Paced.Score != nil && *r.Paced.Score < c.want {
-				if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{ruleFirstCome}) {
-					t.Fatalf("score %.2f below the target %.2f: got %v, broken %v; want the row failed on %s alone", *r.Paced.Score, c.want, err, r.Broken, ruleFirstCome)
+				if !errors.Is(err, errVerdict) || !slices.Equal(r.Broken, []string{verdict.RuleFirstCome}) {
+					t.Fatalf("score %.2f below the target %.2f: got %v, broken %v; want the row failed on %s alone", *r.Paced.Score, c.want, err, r.Broken, verdict.RuleFirstCome)
 				}
 				return
 			}
-			if err != nil || r.Verdict != verdictPass {
+			if err != nil || r.Verdict != results.Pass {
 				t.Fatalf("got %v: %s %q", err, r.Verdict, r.Note)
 			}
 		})
@@ -171,7 +173,7 @@ func TestBinomialTail(t *testing.T) {
 		{100, 10, 0, 0},
 		{100, 10, 1, 1},
 	} {
-		if got := binomialTail(c.n, c.k, c.p); math.Abs(got-c.want) > 1e-9 {
+		if got := results.BinomialTail(c.n, c.k, c.p); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("P(X ≥ %d | n=%d, p=%v) = %v, want %v", c.k, c.n, c.p, got, c.want)
 		}
 	}

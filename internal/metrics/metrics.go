@@ -93,7 +93,7 @@ func New(instance string) *Metrics {
 		m.toConfirm, m.queued, m.pendingEnts, m.deadLetters, m.claimed, m.cancelled, m.returned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if _, ok := rusageCPU(); ok {
-		// The lab's CPU per answer reads it (loadtest/cpu.go): a baseline
+		// The lab's CPU per answer reads it (loadtest/cpu): a baseline
 		// of 10,000 answers costs an instance about a tenth of a second,
 		// and process_cpu_seconds_total's 10 ms ticks blur that by a
 		// tenth, where this counter does not.

@@ -596,7 +596,7 @@ async function loadLab() {
       return;
     }
     const rows = lab.results.rows || [];
-    // Verdicts are pass, fail or skipped (loadtest/oracle.go).
+    // Verdicts are pass, fail or skipped (loadtest/results/row.go; the rules in loadtest/verdict).
     const judged = rows.filter(r => r.verdict !== 'skipped').length;
     const failed = rows.filter(r => r.verdict === 'fail').length;
     p.replaceChildren(T(`Run ${lab.run}: ${judged} verdicts, ${failed} failed. `, `运行 ${lab.run}：${judged} 项判定，${failed} 项未通过。`),
