@@ -256,6 +256,11 @@ var suites = []suite{{
 		// A record's master killed on a real Cluster, its replica cut off
 		// first (cluster_replicas_test.go).
 		"TestKeyRecordOnAClusterOutlivesItsMaster",
+		// WAIT's answer cut after the script's reply; a give-back held
+		// past its lease; a slot moved under a client that rereads hourly.
+		"TestWaitAnswerLostAfterTheScript",
+		"TestGiveBackSparesTheNextClaim",
+		"TestClaimAfterASlotMovedRereadsTheMap",
 		// Used's reads gathered behind one in flight (used.go).
 		"TestUsedReadsWaitingBehindOneGoInOnePipeline",
 		"TestUsedReaderWhoLeavesWhileWaitingIsNotSent",
@@ -272,6 +277,9 @@ var suites = []suite{{
 	pkg: "./internal/httpapi",
 	tests: []string{
 		"TestIdempotencyConcurrentDuplicates",
+		// Key records confirmed on a replica that is cut off for the try.
+		"TestUnconfirmedClaimOfAFoldTakesNothing",
+		"TestUnconfirmedRetakenClaimIsNotNothingWritten",
 		"TestKeyedBuyRunsUnderTheStageItWasReadWith",
 		"TestIdempotencyAnswersCarryTheBuyHeaders",
 		"TestAttackRetryRefusedOnceStillGetsTheOrder",
