@@ -52,8 +52,9 @@ var suites = []suite{{
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
-	// instances and subscribers, flash crowds (adversarial_test.go with the
-	// hooks of faults_test.go, lock_test.go, redlock_test.go), the scripts
+	// instances and subscribers, flash crowds (renewal_test.go,
+	// try_cleanup_test.go, redlock_faults_test.go and the rest, with the
+	// hooks of faults_test.go), the scripts
 	// on miniredis, the pools of RedLock instances under refused dials.
 	pkg: "./internal/lock",
 	tests: []string{
