@@ -241,9 +241,9 @@ var suites = []suite{{
 	// Runs paused past their lease, late settles, crashed claims.
 	pkg: "./internal/idempotency",
 	tests: []string{
-		"TestAttackLateSettleOfTheOldRunDoesNotTouchTheNewClaim",
-		"TestAttackAbandonOfARetakenClaimKeepsItTried",
-		"TestAttackRecordsOfThePreviousCode",
+		"TestLateSettleOfTheOldRunDoesNotTouchTheNewClaim",
+		"TestAbandonOfARetakenClaimKeepsItTried",
+		"TestRecordsOfThePreviousCode",
 		"TestCrashedClaimDoesNotBlockForever",
 		"TestLateFinishDoesNotOverwriteANewClaim",
 		"TestSettleConfirmedOnAReplica",
