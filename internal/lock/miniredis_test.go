@@ -247,8 +247,10 @@ func TestScriptsOnAServerWhoseClockRunsInScripts(t *testing.T) {
 			// The lock lives for ttl and the script is held for longer, so the
 			// lock is gone when the script goes on. If setting up took longer
 			// than ttl, the script found no lock and the hold proves nothing:
-			// then try again with a longer ttl.
-			for ttl := 500 * time.Millisecond; ; ttl *= 2 {
+			// then try again with a longer ttl. The first is short (each try
+			// holds a script for 1.5 ttl, and the test runs alone); a slow
+			// machine pays a try or two more.
+			for ttl := 100 * time.Millisecond; ; ttl *= 2 {
 				if ttl > 16*time.Second {
 					t.Fatal("the script never found the lock: the set-up never took less than its TTL")
 				}
