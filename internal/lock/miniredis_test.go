@@ -17,6 +17,7 @@ import (
 // The zero-set-up demo runs the lock on miniredis with real-time TTLs; the
 // scripts must work on its Lua engine too.
 func TestMiniredis(t *testing.T) {
+	t.Parallel()
 	m := miniredis.NewMiniRedis()
 	m.ClockTTL(true)
 	if err := m.Start(); err != nil {
