@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,10 +18,16 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	waitInParallel()
+	// The tests wait (for leases and waiting records to run out, on paused
+	// and killed servers and child processes) far more than they compute,
+	// and each has its own keys: with go test's default, on a 2-core
+	// machine, the package took 55 s of the short tier, its waits queued
+	// two by two. The flash crowds, which bring their own load, run alone.
+	testkit.ParallelAtLeast(8)
 	// go-redis dials a killed server from goroutines of its pool (tryDial
 	// polls for the pool's closing once a second; queuedNewConn may still be
 	// handing back its turn when the test ends); they are not ours.
@@ -32,24 +35,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, ignoreEmbeddedRedis, ignoreEmbeddedReader,
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).queuedNewConn.func2"))
-}
-
-// waitInParallel lets up to 8 parallel tests run at once, unless
-// -test.parallel is given. The tests spend their time waiting (for leases
-// and waiting records to run out, on paused and killed servers and child
-// processes), not computing, and each has its own keys; go test's default,
-// GOMAXPROCS, ran those waits two by two on a 2-core machine, where the
-// package took 55 s of the short tier. Tests that bring their own load
-// (the flash crowds) stay out of t.Parallel and run alone.
-func waitInParallel() {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if n := max(8, runtime.GOMAXPROCS(0)); !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
-			panic(err)
-		}
-	}
 }
 
 // quietDials drops go-redis's log line for each failed dial, which the
