@@ -461,6 +461,8 @@ func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 6 * time.Second
 	job := lock.ObtainOptions{Fair: true, Owner: "job", Wait: time.Second}
+	// A fixed lease on another key, which runs out (1 s) while a is held.
+	f := mustObtain(t, c, ctx, "f", time.Second, lock.ObtainOptions{Fair: true, Fixed: true})
 	obtained := time.Now()
 	a := mustObtain(t, c, ctx, "k", ttl, job)
 	got := make(chan *lock.Lease, 1)
@@ -494,7 +496,6 @@ func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 	}
 	mustRelease(t, b)
 
-	f := mustObtain(t, c, ctx, "f", time.Second, lock.ObtainOptions{Fair: true, Fixed: true})
 	<-f.Done()
 	if !errors.Is(f.Err(), lock.ErrLockLost) {
 		t.Fatalf("a fixed lease past its ttl: Err %v, want ErrLockLost", f.Err())
