@@ -30,6 +30,7 @@ func TestComposeHARedisPromotableOnlyOnceSynced(t *testing.T) {
 	}
 	for _, name := range []string{appRedis, "redis-replica"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each has its own servers, ports and folders
 			cmd := []string(service(t, p, name).Command)
 			primary := testenv.StartRedis(t)
 			primary.Pause()

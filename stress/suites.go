@@ -52,8 +52,9 @@ var suites = []suite{{
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
-	// instances and subscribers, flash crowds (adversarial_test.go with the
-	// hooks of faults_test.go, lock_test.go, redlock_test.go), the scripts
+	// instances and subscribers, flash crowds (renewal_test.go,
+	// try_cleanup_test.go, redlock_faults_test.go and the rest, with the
+	// hooks of faults_test.go), the scripts
 	// on miniredis, the pools of RedLock instances under refused dials.
 	pkg: "./internal/lock",
 	tests: []string{
@@ -247,9 +248,9 @@ var suites = []suite{{
 	// Runs paused past their lease, late settles, crashed claims.
 	pkg: "./internal/idempotency",
 	tests: []string{
-		"TestAttackLateSettleOfTheOldRunDoesNotTouchTheNewClaim",
-		"TestAttackAbandonOfARetakenClaimKeepsItTried",
-		"TestAttackRecordsOfThePreviousCode",
+		"TestLateSettleOfTheOldRunDoesNotTouchTheNewClaim",
+		"TestAbandonOfARetakenClaimKeepsItTried",
+		"TestRecordsOfThePreviousCode",
 		"TestCrashedClaimDoesNotBlockForever",
 		"TestLateFinishDoesNotOverwriteANewClaim",
 		"TestSettleConfirmedOnAReplica",
@@ -282,20 +283,20 @@ var suites = []suite{{
 		"TestUnconfirmedRetakenClaimIsNotNothingWritten",
 		"TestKeyedBuyRunsUnderTheStageItWasReadWith",
 		"TestIdempotencyAnswersCarryTheBuyHeaders",
-		"TestAttackRetryRefusedOnceStillGetsTheOrder",
-		"TestAttackPanicAfterTheCommitDoesNotHoldTheKey",
-		"TestAttackLostReplyPastTheDeadlineIsUnknown",
-		"TestAttackRetryGetsOnlyItsOwnBuyersOrder",
-		"TestAttackCouponGrabRetryGetsTheGrab",
-		"TestAttackRetakenKeyWithAnotherBodyIs422",
-		"TestAttackCancelledOrderIsNotReturned",
+		"TestRetryRefusedOnceStillGetsTheOrder",
+		"TestPanicAfterTheCommitDoesNotHoldTheKey",
+		"TestLostReplyPastTheDeadlineIsUnknown",
+		"TestRetryGetsOnlyItsOwnBuyersOrder",
+		"TestCouponGrabRetryGetsTheGrab",
+		"TestRetakenKeyWithAnotherBodyIs422",
+		"TestCancelledOrderIsNotReturned",
 		"TestRetryAfterALostAnswerGetsTheOrder",
-		"TestRefusalAttackLostAnswerOfTheLastUnit",
-		"TestRefusalAttackDuplicatesWhileTheFirstIsInFlight",
-		"TestRefusalAttackClaimedThenSoldOut",
-		"TestRefusalAttackTakeoverRefusedKeepsTried",
-		"TestRefusalAttackFoldHoldsItsUnitThroughThePause",
-		"TestRefusalAttackFoldedClaimReplyLost",
+		"TestRefusalLostAnswerOfTheLastUnit",
+		"TestRefusalDuplicatesWhileTheFirstIsInFlight",
+		"TestRefusalClaimedThenSoldOut",
+		"TestRefusalTakeoverRefusedKeepsTried",
+		"TestRefusalFoldHoldsItsUnitThroughThePause",
+		"TestRefusalFoldedClaimReplyLost",
 		"TestRequestDeadline",
 		"TestBackendCutShortByTheDeadlineIsNotAnInternalError",
 		"TestRedisPing",

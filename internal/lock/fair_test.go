@@ -440,19 +440,30 @@ func TestFairCrowd(t *testing.T) {
 }
 
 // In fair mode a holder re-enters past the line (the line waits for it),
-// tokens keep rising, the watchdog keeps a short lease while a waiter
-// waits, and a lease that runs out is reported lost.
+// tokens keep rising, the watchdog keeps a short lease past its first TTL
+// while a waiter waits, and a lease that runs out is reported lost.
 //
 // Not parallel: a renewal may take at most ttl/3, which the other tests'
 // crowds on a shared embedded Redis could exceed beside CPU hogs. The
 // lease is 6 s, renewed every 2 s: with 1 s, a renewal that a starved
 // machine ran 650 ms late lost it.
 func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
-	rdb, c, prefix := testClient(t, lock.Options{})
+	renewed := make(chan struct{}, 64)
+	rdb, c, prefix := testClient(t, lock.Options{Hooks: lock.Hooks{Renewed: func(key string, _ time.Duration) {
+		if key == "k" {
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		}
+	}}})
 	other, _ := newClient(t, rdb, lock.Options{Prefix: prefix})
 	ctx := context.Background()
 	const ttl = 6 * time.Second
 	job := lock.ObtainOptions{Fair: true, Owner: "job", Wait: time.Second}
+	// A fixed lease on another key, which runs out (1 s) while a is held.
+	f := mustObtain(t, c, ctx, "f", time.Second, lock.ObtainOptions{Fair: true, Fixed: true})
+	obtained := time.Now()
 	a := mustObtain(t, c, ctx, "k", ttl, job)
 	got := make(chan *lock.Lease, 1)
 	joinLine(t, ctx, other, "k", ttl, got)
@@ -461,12 +472,19 @@ func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 		t.Fatalf("a re-entry has token %d, the first hold %d", again.Token(), a.Token())
 	}
 	mustRelease(t, again)
-	select {
-	case <-time.After(ttl + ttl/2): // past a's first ttl: the watchdog renews a every ttl/3
-	case <-a.Done():
-		t.Fatalf("lease lost while a fair waiter waited: %v", a.Err())
-	case b := <-got:
-		t.Fatalf("the waiter got a held lock (token %v)", b != nil)
+	// Hold a past its first ttl, renewed by the watchdog (every ttl/3).
+	past := time.After(time.Until(obtained.Add(ttl)))
+	for renewals := 0; past != nil || renewals == 0; {
+		select {
+		case <-past:
+			past = nil
+		case <-renewed:
+			renewals++
+		case <-a.Done():
+			t.Fatalf("lease lost while a fair waiter waited: %v", a.Err())
+		case b := <-got:
+			t.Fatalf("the waiter got a held lock (token %v)", b != nil)
+		}
 	}
 	mustRelease(t, a)
 	b := <-got
@@ -478,7 +496,6 @@ func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
 	}
 	mustRelease(t, b)
 
-	f := mustObtain(t, c, ctx, "f", time.Second, lock.ObtainOptions{Fair: true, Fixed: true})
 	<-f.Done()
 	if !errors.Is(f.Err(), lock.ErrLockLost) {
 		t.Fatalf("a fixed lease past its ttl: Err %v, want ErrLockLost", f.Err())

@@ -14,7 +14,8 @@ import (
 	"github.com/seckill-lab/seckill/internal/lock"
 )
 
-// Fault injection shared by the adversarial tests.
+// Fault injection shared by the fault tests (renewal_test.go,
+// try_cleanup_test.go, redlock_faults_test.go and others).
 
 // scriptHook steps into the package's scripts on one client: before runs
 // before a script is sent and after once its reply is in; each returns the

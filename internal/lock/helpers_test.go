@@ -18,9 +18,16 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
+	// The tests wait (for leases and waiting records to run out, on paused
+	// and killed servers and child processes) far more than they compute,
+	// and each has its own keys: with go test's default, on a 2-core
+	// machine, the package took 55 s of the short tier, its waits queued
+	// two by two. The flash crowds, which bring their own load, run alone.
+	testkit.ParallelAtLeast(8)
 	// go-redis dials a killed server from goroutines of its pool (tryDial
 	// polls for the pool's closing once a second; queuedNewConn may still be
 	// handing back its turn when the test ends); they are not ours.

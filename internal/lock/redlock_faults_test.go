@@ -3,7 +3,9 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,4 +241,170 @@ func TestRedLockGrantsTooLateAreNotCalledHeld(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// With one of three instances dead, a release published while a waiter
+// is still subscribing (after its failed try) must not be lost: the waiter
+// must try again once the live instances have confirmed its subscription,
+// rather than sleep until its context ends.
+//
+// Instance timeouts of seconds: with 200 ms, a live instance that a starved
+// machine timed out failed the try outright (one instance is down), it was
+// never refused as held, and the test waited for the release for good.
+func TestRedLockWakeUpWithInstanceDown(t *testing.T) {
+	t.Parallel()
+	r, servers, clients := redLock(t, 3, 5*time.Second, patientClient)
+	var holder atomic.Pointer[lock.Lease]
+	var once sync.Once
+	released := make(chan error, 1)
+	for _, c := range clients {
+		c.AddHook(scriptHook{after: func(_ context.Context, script string, cmd redis.Cmder, err error) error {
+			if h := holder.Load(); h != nil && script == "obtain" && err == nil {
+				if v, _ := cmd.(*redis.Cmd).Int64(); v < 0 { // the waiter's failed try
+					once.Do(func() { released <- h.Release(context.Background()) })
+				}
+			}
+			return err
+		}})
+	}
+	servers[2].Kill()
+	holder.Store(mustObtain(t, r, context.Background(), "k", time.Minute, lock.ObtainOptions{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := r.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
+	// The hook releases in the waiter's own call, so by now it has or never
+	// will.
+	select {
+	case rerr := <-released:
+		if rerr != nil {
+			t.Fatalf("release: %v", rerr)
+		}
+	default:
+		t.Fatalf("the waiter's try was never refused as held (so nothing was released); Obtain: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("the waiter missed a release made before its subscription was confirmed: %v", err)
+	}
+	mustRelease(t, l)
+}
+
+// 2 RedLock clients x 8 goroutines, one instance dead, a TTL far longer
+// than the wait: each goroutine must get the lock once, handed over by
+// release wake-ups, since no fallback re-check comes within the wait.
+// Instance timeouts are seconds and the wait a minute: with 200 ms and
+// 5 s, a live instance that a starved machine timed out failed an obtain
+// at once (one instance is down), and 15 handoffs had to fit in 5 s.
+func TestRedLockHandoffsWithInstanceDown(t *testing.T) {
+	t.Parallel()
+	var servers []*testenv.RedisProcess
+	var clients []redis.UniversalClient
+	for range 3 {
+		s := testenv.StartRedis(t)
+		servers = append(servers, s)
+		clients = append(clients, redlockClient(t, s.Addr))
+	}
+	var locks []*lock.RedLock
+	for range 2 {
+		var own []redis.UniversalClient
+		for _, s := range servers {
+			own = append(own, redlockClient(t, s.Addr, patientClient))
+		}
+		r := mustRedLock(t, own, lock.RedLockOptions{InstanceTimeout: 5 * time.Second})
+		t.Cleanup(func() { _ = r.Close() })
+		locks = append(locks, r)
+	}
+	servers[1].Kill()
+	got, overlaps, failures := crowd(t, 16, "hot", 5*time.Minute, time.Minute, locks[0], locks[1])
+	if got != 16 || overlaps != 0 {
+		t.Fatalf("%d of 16 obtained, %d overlaps; failures: %q", got, overlaps, failures)
+	}
+}
+
+// A majority that is busy (paused, not dead) answers with timeouts, which
+// go-redis reports as "i/o timeout": a waiter must wait through them and get
+// the lock once the instances answer again.
+func TestRedLockWaitsThroughBusyMajority(t *testing.T) {
+	t.Parallel()
+	// Reads time out at 1 s, well inside the 5 s instance timeout, so
+	// every failure is go-redis's own "i/o timeout". They used to time out
+	// at 20 ms: on a starved machine a resumed instance then timed out
+	// too, and the release after the obtain failed (make stress, bare).
+	// timeouts counts, per instance, the package's scripts that failed
+	// with a timeout.
+	var timeouts [3]atomic.Int32
+	var servers []*testenv.RedisProcess
+	var clients []redis.UniversalClient
+	for i := range 3 {
+		s := testenv.StartRedis(t)
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr, ReadTimeout: time.Second}))
+		c.AddHook(replyHook(func(cmd redis.Cmder, err error) {
+			var ne interface{ Timeout() bool }
+			if lock.ScriptOf(cmd) != "" && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
+				timeouts[i].Add(1)
+			}
+		}))
+		t.Cleanup(func() { _ = c.Close() })
+		servers, clients = append(servers, s), append(clients, c)
+	}
+	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = r.Close() })
+	servers[0].Pause()
+	servers[1].Pause()
+	t.Cleanup(servers[0].Resume)
+	t.Cleanup(servers[1].Resume)
+	got := make(chan error, 1)
+	go func() {
+		l, err := r.Obtain(context.Background(), "k", time.Minute, lock.ObtainOptions{Wait: time.Minute})
+		if err == nil {
+			// What is asserted is the grant; a release is another test's.
+			t.Cleanup(func() { _ = l.Release(context.Background()) })
+		}
+		got <- err
+	}()
+	testkit.Eventually(t, "both paused instances to time out", 30*time.Second, func() bool {
+		return timeouts[0].Load() > 0 && timeouts[1].Load() > 0
+	})
+	servers[0].Resume()
+	servers[1].Resume()
+	if err := <-got; err != nil {
+		t.Fatalf("a busy majority was treated as dead: %v", err)
+	}
+}
+
+// One paused instance must not slow a hot key down to one handoff per
+// instance timeout: a cycle returns once a quorum has answered. The
+// instance timeout is 4s and each cycle gets 2s, so a cycle that waits for
+// the paused instance fails. A key whose first-asked instance is the paused
+// one pays for it once, on a first obtain without a deadline.
+func TestRedLockHotKeyIgnoresSlowInstance(t *testing.T) {
+	t.Parallel()
+	// Reads wait up to 10s, so the 4s instance timeout is what bounds a
+	// call to the paused instance.
+	r, servers, _ := redLock(t, 3, 4*time.Second, func(o *redis.Options) { o.ReadTimeout = 10 * time.Second })
+	servers[0].Pause()
+	t.Cleanup(servers[0].Resume)
+	var gated, other string
+	for i := 0; gated == "" || other == ""; i++ {
+		key := fmt.Sprintf("hot-%d", i)
+		if r.Gate(key) == 0 {
+			gated = key
+		} else {
+			other = key
+		}
+	}
+	bg := context.Background()
+	mustRelease(t, mustObtain(t, r, bg, gated, 10*time.Second, lock.ObtainOptions{}))
+	for _, key := range []string{other, gated} {
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+			l, err := r.Obtain(ctx, key, 10*time.Second, lock.ObtainOptions{})
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			cancel()
+			if err != nil {
+				t.Fatalf("%s, cycle %d: %v", key, i, err)
+			}
+		}
+	}
 }

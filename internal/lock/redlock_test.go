@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,5 +217,148 @@ func TestRedLockBurstNoLivelock(t *testing.T) {
 	}
 	if got != n || overlaps != 0 {
 		t.Fatalf("%d of %d obtained, %d overlaps", got, n, overlaps)
+	}
+}
+
+// A flash crowd on RedLock, shaped like the app's: three app instances,
+// each with its own RedLock clients to the same three servers, TTL 5s,
+// instance timeout 250ms, and 400 buyers arriving at once, each waiting up
+// to 2s for the lock within a request deadline of 4s to buy one of 50
+// items. A buyer told that the lock stayed busy (a 429), or whose request
+// ran out of its deadline first (a 503 timeout; nothing was written), comes
+// back while items are left. The whole stock must sell, one buyer at a
+// time, also with one server paused from the start (busy, not dead), and no
+// buyer may hear anything but those two refusals. How fast it sells is not
+// asserted: on a machine whose cores are fully taken every wait, deadline
+// and instance timeout runs out before the work it bounds (with the test at
+// nice 10 beside two hogs on one core, 27 requests ran out of their
+// deadline, and a two-minute bound on the sale ended it at 36 of 50). So
+// the sale is bounded by progress, not by the clock: it fails as a livelock
+// when, since the last unit sold, the buyers were refused ten times each
+// and the instances answered two tries per buyer in time. Refusals alone
+// come on the clock (each after a wait), and a machine too starved for the
+// instances to answer within their timeout makes no tries either: that
+// sale is slow, not stuck. (A lock held for good reaches both counts in
+// about 20 s on a quiet machine; a healthy sale answers 10 to 45 tries per
+// unit. A sale that stops answering at all is caught by go test's
+// -timeout.) Not parallel: the burst is the load, and it runs alone.
+func TestRedLockFlashCrowd(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paused=%v", paused), func(t *testing.T) {
+			var servers []*testenv.RedisProcess
+			for range 3 {
+				servers = append(servers, testenv.StartRedis(t))
+			}
+			// answered counts the tries that an instance answered in time:
+			// the lock's own progress.
+			var answered atomic.Int64
+			var apps []*lock.RedLock
+			for range 3 {
+				var clients []redis.UniversalClient
+				for _, s := range servers {
+					c := redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr}))
+					t.Cleanup(func() { _ = c.Close() })
+					c.AddHook(replyHook(func(cmd redis.Cmder, err error) {
+						if err == nil && lock.ScriptOf(cmd) == "obtain" {
+							answered.Add(1)
+						}
+					}))
+					clients = append(clients, c)
+				}
+				r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 250 * time.Millisecond})
+				t.Cleanup(func() { _ = r.Close() })
+				apps = append(apps, r)
+			}
+			if paused {
+				servers[1].Pause()
+				t.Cleanup(servers[1].Resume)
+			}
+			const buyers, stock = 400, 50
+			var left atomic.Int32
+			left.Store(stock)
+			var inside, overlaps, sold, busy, timedOut atomic.Int32
+			// sinceSale counts the refusals since the last unit sold (or
+			// the start), and answeredAtSale is answered then.
+			var sinceSale atomic.Int32
+			var answeredAtSale atomic.Int64
+			var mu sync.Mutex
+			var other []string
+			start := make(chan struct{})
+			sale, endSale := context.WithCancel(context.Background())
+			defer endSale()
+			var stalled atomic.Bool
+			// refused counts a refusal and ends the sale when it has stalled.
+			refused := func() {
+				n, tries := sinceSale.Add(1), answered.Load()-answeredAtSale.Load()
+				if n >= 10*buyers && tries >= 2*buyers && left.Load() > 0 && stalled.CompareAndSwap(false, true) {
+					t.Errorf("no unit sold in %d refusals and %d tries the instances answered: sold %d of %d", n, tries, sold.Load(), stock)
+					endSale()
+				}
+			}
+			// buy is one request: true when the buyer was refused and may
+			// come back.
+			buy := func(b int) bool {
+				ctx, cancel := context.WithTimeout(sale, 4*time.Second) // the request deadline
+				defer cancel()
+				l, err := apps[b%3].Obtain(ctx, "sku-1", 5*time.Second, lock.ObtainOptions{Wait: 2 * time.Second})
+				switch {
+				case errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "still held"):
+					busy.Add(1) // a 429: the lock stayed busy for the whole wait
+					refused()
+					return true
+				case errors.Is(err, lock.ErrNotObtained) && ctx.Err() == context.DeadlineExceeded && sale.Err() == nil && strings.Contains(err.Error(), "waiting for"):
+					timedOut.Add(1) // a 503 timeout: the request's deadline came first
+					refused()
+					return true
+				case err != nil && sale.Err() != nil:
+					return false // the sale stalled and was ended
+				case err != nil:
+					mu.Lock()
+					other = append(other, err.Error())
+					mu.Unlock()
+					return false
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				if left.Load() > 0 {
+					time.Sleep(time.Millisecond) // the order write
+					left.Add(-1)
+					sold.Add(1)
+					sinceSale.Store(0)
+					answeredAtSale.Store(answered.Load())
+				}
+				inside.Add(-1)
+				if err := l.Release(context.Background()); err != nil {
+					mu.Lock()
+					other = append(other, "release: "+err.Error())
+					mu.Unlock()
+				}
+				return false
+			}
+			var wg sync.WaitGroup
+			for b := range buyers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for {
+						if !buy(b) || left.Load() == 0 || sale.Err() != nil {
+							return
+						}
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			t.Logf("sold %d of %d; %d tries found the lock busy for their whole wait, %d requests ran out of their deadline, %d other errors",
+				sold.Load(), stock, busy.Load(), timedOut.Load(), len(other))
+			if len(other) > 0 {
+				t.Errorf("%d buyers failed other than by a refusal, e.g. %q", len(other), other[:min(5, len(other))])
+			}
+			if sold.Load() != stock || overlaps.Load() != 0 {
+				t.Fatalf("sold %d of %d with %d overlaps", sold.Load(), stock, overlaps.Load())
+			}
+		})
 	}
 }

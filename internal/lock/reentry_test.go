@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -169,6 +170,35 @@ func TestRedLockReentrantLateGrant(t *testing.T) {
 			check(t, q, "after the failed re-entry", live)
 			mustRelease(t, outer)
 			check(t, q, "with the outer lease released", map[int]string{gate: "", other: ""})
+		})
+	}
+}
+
+// An Owner that contains the record's separator, even at its start, works
+// like any other owner.
+func TestOwnerWithSeparator(t *testing.T) {
+	t.Parallel()
+	c, _ := newClient(t, testRedis(t), lock.Options{})
+	ctx := context.Background()
+	for i, owner := range []string{"|x", "|", "a|b", "x|1|1", "x|1|1w", "w", "||"} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			key := fmt.Sprintf("k%d", i)
+			o := lock.ObtainOptions{Owner: owner}
+			outer := mustObtain(t, c, ctx, key, time.Second, o)
+			inner := mustObtain(t, c, ctx, key, time.Second, o)
+			if inner.Token() != outer.Token() {
+				t.Fatalf("owner %q: re-entered token %d, want %d", owner, inner.Token(), outer.Token())
+			}
+			if _, err := c.Obtain(ctx, key, time.Second, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("owner %q holds the lock; another obtain got %v, want ErrNotObtained", owner, err)
+			}
+			mustRelease(t, inner)
+			mustRelease(t, outer)
+			next := mustObtain(t, c, ctx, key, time.Second, lock.ObtainOptions{})
+			if next.Token() <= outer.Token() {
+				t.Fatalf("token did not increase after owner %q: %d then %d", owner, outer.Token(), next.Token())
+			}
+			mustRelease(t, next)
 		})
 	}
 }

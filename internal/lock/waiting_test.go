@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -157,4 +160,74 @@ func runPausedWaiter(t *testing.T, prefix string) {
 	}
 	fmt.Println("obtained")
 	mustRelease(t, l)
+}
+
+// While one instance is paused, its notifier's network calls must not block
+// waiters on other keys: a waiter that gives up returns at its wait, and a
+// waiter on another key is woken by a release. The instances' clients wait
+// 20s on a read, as a client without short timeouts would.
+func TestNotifierPausedInstanceBlocksNobody(t *testing.T) {
+	t.Parallel()
+	var servers []*testenv.RedisProcess
+	var clients []redis.UniversalClient
+	var plain []*redis.Client
+	for range 3 {
+		s := testenv.StartRedis(t)
+		c := redis.NewClient(lock.InstanceOptions(&redis.Options{
+			Addr: s.Addr, DialTimeout: 20 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second,
+		}))
+		t.Cleanup(func() { _ = c.Close() })
+		servers, clients, plain = append(servers, s), append(clients, c), append(plain, c)
+	}
+	r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = r.Close() })
+	// The holders take their locks through a patient RedLock, so that each
+	// lock is held on all three instances: with 100 ms an instance starved
+	// for longer was left out of A's grant, and with the third paused, A
+	// then held a bare majority that its release could not reach (make
+	// stress, bare: "released on 1 of 3 instances").
+	holders := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = holders.Close() })
+	bg := context.Background()
+	ha := mustObtain(t, holders, bg, "a", time.Minute, lock.ObtainOptions{Fixed: true})
+	hb := mustObtain(t, holders, bg, "b", time.Minute, lock.ObtainOptions{Fixed: true})
+	servers[2].Pause()
+	t.Cleanup(servers[2].Resume) // runs before the clients close
+
+	// W1 waits 2s for "a" and gives up: long enough for the poll below to
+	// see it subscribed on a busy machine, far shorter than the 20s a call
+	// to the paused instance could block it.
+	ctx1, cancel1 := context.WithTimeout(bg, 10*time.Second)
+	defer cancel1()
+	w1 := make(chan error, 1)
+	go func() {
+		_, err := r.Obtain(ctx1, "a", time.Second, lock.ObtainOptions{Wait: 2 * time.Second})
+		w1 <- err
+	}()
+	testkit.Eventually(t, "W1 to subscribe", 10*time.Second, func() bool { return numSub(plain[0], "*{a}:wake") == 1 })
+
+	// W2 waits for "b", which is released.
+	ctx2, cancel2 := context.WithTimeout(bg, 10*time.Second)
+	defer cancel2()
+	w2 := make(chan error, 1)
+	go func() {
+		l, err := r.Obtain(ctx2, "b", time.Minute, lock.ObtainOptions{Wait: time.Minute})
+		if err == nil {
+			err = l.Release(bg)
+		}
+		w2 <- err
+	}()
+	testkit.Eventually(t, "W2 to subscribe", 10*time.Second, func() bool { return numSub(plain[0], "*{b}:wake") == 1 })
+	mustRelease(t, hb)
+
+	deadline, _ := ctx2.Deadline()
+	if err := returnsBy(t, "W2's Obtain", deadline, func() error { return <-w2 }); err != nil {
+		t.Errorf("W2 was not handed the released lock: %v", err)
+	}
+	deadline, _ = ctx1.Deadline()
+	err := returnsBy(t, "W1's Obtain", deadline, func() error { return <-w1 })
+	if !errors.Is(err, lock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("W1: got %v, want ErrNotObtained at the end of its 2s wait", err)
+	}
+	mustRelease(t, ha)
 }

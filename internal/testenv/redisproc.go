@@ -92,11 +92,15 @@ func (p *RedisProcess) tryStart(args ...string) error {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	c := redis.NewClient(&redis.Options{Addr: p.Addr})
+	// The calls' deadlines bound their reads: on a port taken by a
+	// listener that answers nothing, each waited for go-redis's read
+	// timeout (3 s) before the start looked at the exited server. A second
+	// is long enough for a starved machine's answer.
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
@@ -134,7 +138,7 @@ func (p *RedisProcess) tryStart(args ...string) error {
 
 // serverPID is the process id the server behind c reports (INFO server).
 func serverPID(c *redis.Client) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {

@@ -119,11 +119,17 @@ func StartReplicaPair(t testing.TB, args ...string) (primary, replica *RedisProc
 // "--repl-diskless-sync-delay 0" waits 5 s before it sends the data.
 func StartReplicaOf(t testing.TB, primary *RedisProcess, args ...string) *RedisProcess {
 	t.Helper()
-	replica := startRedis(t, nil, func(int) []string {
-		return append([]string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}, args...)
-	})
+	replica := startReplicaOf(t, primary, args...)
 	WaitReplicaSynced(t, replica)
 	return replica
+}
+
+// startReplicaOf is StartReplicaOf without the wait for the sync.
+func startReplicaOf(t testing.TB, primary *RedisProcess, args ...string) *RedisProcess {
+	t.Helper()
+	return startRedis(t, nil, func(int) []string {
+		return append([]string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.port)}, args...)
+	})
 }
 
 // WaitReplicaSynced waits until replica's link to its primary is up. A
@@ -132,8 +138,15 @@ func StartReplicaOf(t testing.TB, primary *RedisProcess, args ...string) *RedisP
 // sync from a server that is not the one started.
 func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
 	t.Helper()
+	waitReplicaSynced(t, replica, stall)
+}
+
+// waitReplicaSynced is WaitReplicaSynced that lets the sync stand still
+// for still before it fails.
+func waitReplicaSynced(t testing.TB, replica *RedisProcess, still time.Duration) {
+	t.Helper()
 	var last string
-	if !testkit.PollProgress(stall, func() string { return ReplicationState(replica.Addr) }, func() bool {
+	if !testkit.PollProgress(still, func() string { return ReplicationState(replica.Addr) }, func() bool {
 		last = info(replica.Addr, "replication")
 		return strings.Contains(last, "master_link_status:up")
 	}) {
@@ -142,7 +155,7 @@ func WaitReplicaSynced(t testing.TB, replica *RedisProcess) {
 			pid = replica.cmd.Process.Pid
 		}
 		t.Fatalf("the replica on %s (process %d) did not sync with its primary, and its sync stood still for %v; INFO server and replication:\n%s\n%s",
-			replica.Addr, pid, stall, info(replica.Addr, "server"), last)
+			replica.Addr, pid, still, info(replica.Addr, "server"), last)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 // the failover up for want of a good replica, and once the promoted
 // primary answers again the rejoined server syncs from it.
 func TestRejoiningPrimaryIsNotPromotedBeforeItSynced(t *testing.T) {
+	t.Parallel()
 	g := StartSentinelGroup(t)
 	g.Primary.Kill()
 	promoted := g.WaitFailover()

@@ -2,7 +2,8 @@
 // loopback ports, polling until a condition holds or a server is healthy,
 // building cmd/seckill once per test binary and running it, a buffer that
 // tolerates concurrent writes, a barrier that forces an interleaving, and a
-// dialer that loses a chosen reply, or holds a request back, to order faults.
+// dialer that loses a chosen reply, or holds a request back, to order faults,
+// and a floor on -test.parallel for packages whose tests mostly wait.
 // The services the tests need (MySQL, Redis) come from internal/testenv.
 package testkit
 

@@ -3,10 +3,12 @@ package testkit
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +168,27 @@ func TestCueDeadlinePassesOnCue(t *testing.T) {
 	<-child.Done()
 	if !errors.Is(cue.Err(), context.DeadlineExceeded) || !errors.Is(child.Err(), context.DeadlineExceeded) {
 		t.Fatalf("after Fall: %v, %v; want DeadlineExceeded", cue.Err(), child.Err())
+	}
+}
+
+// TestParallelAtLeastKeepsAGivenFlag: without -test.parallel the limit is
+// raised to at least n; once given (by the command line, or by the first
+// call), it is left as it is.
+func TestParallelAtLeastKeepsAGivenFlag(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	given := false
+	flag.Visit(func(v *flag.Flag) { given = given || v.Name == "test.parallel" })
+	before := f.Value.String()
+	ParallelAtLeast(1 << 10)
+	if want := strconv.Itoa(1 << 10); !given && f.Value.String() != want {
+		t.Fatalf("-test.parallel not given: %s after the call, want %s", f.Value, want)
+	}
+	if given && f.Value.String() != before {
+		t.Fatalf("-test.parallel given as %s: %s after the call, want it kept", before, f.Value)
+	}
+	after := f.Value.String()
+	ParallelAtLeast(1 << 11)
+	if f.Value.String() != after {
+		t.Fatalf("a second call changed -test.parallel from %s to %s", after, f.Value)
 	}
 }

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,4 +105,76 @@ func TestPausedRedisLeavesNoOrphan(t *testing.T) {
 		t.Fatal("Obtain succeeded although its reply timed out")
 	}
 	testkit.Eventually(t, "the lock to be free", 10*time.Second, func() bool { return !isHeld(t, rdb, prefix, "k") })
+}
+
+// An obtain whose context ends after Redis ran the script (the reply comes
+// too late) must not leave the lock held by nobody for its whole TTL.
+func TestObtainCancelledAfterRedisRanItReleases(t *testing.T) {
+	t.Parallel()
+	addr := testRedis(t).Options().Addr
+	// cancelAfterObtain makes the next obtain script that succeeds in Redis
+	// come back as if the caller's context had ended while the reply was on
+	// its way.
+	type trap struct {
+		armed  atomic.Bool
+		cancel atomic.Pointer[context.CancelFunc]
+	}
+	hook := func(tr *trap) scriptHook {
+		return scriptHook{after: func(ctx context.Context, script string, cmd redis.Cmder, err error) error {
+			if script == "obtain" && err == nil && tr.armed.CompareAndSwap(true, false) {
+				(*tr.cancel.Load())()
+				return ctx.Err()
+			}
+			return err
+		}}
+	}
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+	}{{"try", 0}, {"wait", time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr := &trap{}
+			rdb := hookedClient(t, &redis.Options{Addr: addr, ContextTimeoutEnabled: true}, hook(tr))
+			c, prefix := newClient(t, rdb, lock.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tr.cancel.Store(&cancel)
+			tr.armed.Store(true)
+			_, err := c.Obtain(ctx, "k", 10*time.Second, lock.ObtainOptions{Wait: tc.wait})
+			if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
+			}
+			if isHeld(t, rdb, prefix, "k") {
+				t.Fatal("Obtain failed, but the lock it took in Redis is still held (by nobody)")
+			}
+		})
+	}
+	t.Run("redlock", func(t *testing.T) {
+		t.Parallel()
+		tr := &trap{}
+		var clients []redis.UniversalClient
+		var plain []*redis.Client
+		for range 3 {
+			s := testenv.StartRedis(t)
+			c := redlockClient(t, s.Addr)
+			c.AddHook(hook(tr))
+			clients, plain = append(clients, c), append(plain, c)
+		}
+		r := mustRedLock(t, clients, lock.RedLockOptions{InstanceTimeout: 2 * time.Second})
+		t.Cleanup(func() { _ = r.Close() })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		tr.cancel.Store(&cancel)
+		tr.armed.Store(true)
+		_, err := r.Obtain(ctx, "k", 10*time.Second, lock.ObtainOptions{})
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want ErrNotObtained and context.Canceled", err)
+		}
+		for i, c := range plain {
+			testkit.Eventually(t, fmt.Sprintf("instance %d to be released", i), 10*time.Second, func() bool {
+				return !isHeld(t, c, "lock:", "k")
+			})
+		}
+	})
 }

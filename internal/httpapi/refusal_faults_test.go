@@ -166,14 +166,14 @@ func want409(t *testing.T, what string, rec *httptest.ResponseRecorder, slug str
 	}
 }
 
-// TestRefusalAttackLostAnswerOfTheLastUnit: the first run with a key buys
+// TestRefusalLostAnswerOfTheLastUnit: the first run with a key buys
 // the last unit and its answer is lost (a crash: the lease ran out; or a
 // timeout: the record says "tried"). Everything the check reads now says
 // "refuse" (stock 0, the buyer in the buyers set), so a check run on the
 // retry would answer 409; the retry must get its order instead. A stranger
 // with a fresh key is refused by the check, and a retry with another body
 // is 422, not the check's 409.
-func TestRefusalAttackLostAnswerOfTheLastUnit(t *testing.T) {
+func TestRefusalLostAnswerOfTheLastUnit(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		for _, how := range []string{"lease-expired", "tried"} {
 			t.Run(stageName+"/"+how, func(t *testing.T) {
@@ -216,13 +216,13 @@ func TestRefusalAttackLostAnswerOfTheLastUnit(t *testing.T) {
 	}
 }
 
-// TestRefusalAttackDuplicatesWhileTheFirstIsInFlight: the first run holds
+// TestRefusalDuplicatesWhileTheFirstIsInFlight: the first run holds
 // the last unit as a reservation (paused before its database write). Its
 // duplicates must be told in-flight (not run, not refused by the check);
 // another buyer finds stock 0 with a reservation pending, which the check
 // must not call sold-out for good, and the stage's answer is not stored.
 // The first then answers 201, replayed byte for byte.
-func TestRefusalAttackDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
+func TestRefusalDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
 	r := newRefusalRig(t, "redis-atomic", 1, time.Hour)
 	body := `{"user_id":"alice","quantity":1}`
 	r.ledger.armed.Store(true)
@@ -258,14 +258,14 @@ func TestRefusalAttackDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
 	r.noOversell(t, 1)
 }
 
-// TestRefusalAttackClaimedThenSoldOut: the check passes and claims the key,
+// TestRefusalClaimedThenSoldOut: the check passes and claims the key,
 // then (paused between the claim and the stage) another buyer takes the
 // last unit. The stage answers sold-out: the claim must be let go, so a
 // retry after a restock buys, and a duplicate during the pause is
 // in-flight, not run. A crowd that limits buyers' rates keeps the claim
 // from taking the unit itself (no Fold: the limiter comes first), so the
 // stage runs after the pause.
-func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
+func TestRefusalClaimedThenSoldOut(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
 			limited := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
@@ -296,14 +296,14 @@ func TestRefusalAttackClaimedThenSoldOut(t *testing.T) {
 	}
 }
 
-// TestRefusalAttackFoldHoldsItsUnitThroughThePause: the claim takes the
+// TestRefusalFoldHoldsItsUnitThroughThePause: the claim takes the
 // last unit (inventory.Fold), then the request pauses before the stage.
 // Another keyed buyer meanwhile is told sold out (for now: a unit is in
 // flight), and its key is let go; a duplicate of the paused request is in
 // flight. The paused buy then gets its order, and after a restock the
 // other buyer's retry buys. (That a folded buy passes a full line is
 // TestFoldedBuyPassesAFullLine, in internal/inventory.)
-func TestRefusalAttackFoldHoldsItsUnitThroughThePause(t *testing.T) {
+func TestRefusalFoldHoldsItsUnitThroughThePause(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
 			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, admission.NewCrowd(admission.CrowdOptions{Kind: "product", Queue: 1}))
@@ -333,12 +333,12 @@ func TestRefusalAttackFoldHoldsItsUnitThroughThePause(t *testing.T) {
 	}
 }
 
-// TestRefusalAttackTakeoverRefusedKeepsTried: the first run is paused with
+// TestRefusalTakeoverRefusedKeepsTried: the first run is paused with
 // its unit reserved past its lease; a retry takes the key over and is told
 // already-purchased (the order is not written yet). That refusal must not
 // let the key go (a fresh claim would meet the check: already-purchased
 // for good): once the first run commits, the next retry gets its order.
-func TestRefusalAttackTakeoverRefusedKeepsTried(t *testing.T) {
+func TestRefusalTakeoverRefusedKeepsTried(t *testing.T) {
 	r := newRefusalRig(t, "redis-atomic", 1, 300*time.Millisecond)
 	body := `{"user_id":"alice","quantity":1}`
 	r.ledger.armed.Store(true)
@@ -383,7 +383,7 @@ func (h *dropClaimReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// TestRefusalAttackFoldedClaimReplyLost: the claim's script takes the
+// TestRefusalFoldedClaimReplyLost: the claim's script takes the
 // unit and its reply is lost. Under redis-stream the order is queued and
 // the writers would write it: the buyer hears 503 outcome-unknown, never
 // "unavailable, nothing was done", and the key is marked tried at once (no
@@ -391,7 +391,7 @@ func (h *dropClaimReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // second one. Under redis-atomic nothing writes the order: the buyer hears
 // the plain 503, the reconcile job gives the stale reservation back, and
 // the retry buys; one unit is sold in all.
-func TestRefusalAttackFoldedClaimReplyLost(t *testing.T) {
+func TestRefusalFoldedClaimReplyLost(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
 			r := newRefusalRig(t, stageName, 1, time.Hour)
