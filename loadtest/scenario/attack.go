@@ -289,6 +289,7 @@ func (t *tally) served() int {
 type Result struct {
 	tally   *tally
 	metrics vegeta.Metrics
+	clocks  *clocks // buyer time and send lag (clocks.go)
 	T0      *results.T0
 	Paced   *results.Paced
 	Scalper *results.Scalper
@@ -308,6 +309,8 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 		planned  uint64
 		workers  = uint64(o.Workers) * copies
 		initial  = workers
+		schedule = results.ScheduleBurst
+		target   float64
 	)
 	switch o.Shape {
 	case "burst":
@@ -315,6 +318,7 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 		pacer = BurstPacer{Hits: planned}
 		duration = o.MaxDuration
 	default: // constant
+		schedule, target = results.ScheduleRate, float64(o.Rate)
 		pacer = vegeta.ConstantPacer{Freq: o.Rate, Per: time.Second}
 		duration = o.Duration
 		// Holding a rate takes rate × latency requests in flight; allow a
@@ -343,12 +347,18 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	})
 	var m vegeta.Metrics
 	var plotErr error
+	clk := newClocks(schedule, target, int(workers))
+	// vegeta's attack begins a hair after this (its own time.Now()), so
+	// the due instants read from here are early by as much, and a send
+	// lag long by it: microseconds, never hidden.
+	began := time.Now()
 	for r := range atk.Attack(p.targeter(), pacer, duration, p.Series) {
 		a := classify(r)
 		mu.Lock()
 		t.add(r, a)
 		mu.Unlock()
 		m.Add(r)
+		clk.add(r, dueOf(pacer, began, r.Seq))
 		if err := pl.Add(withLabel(r, a)); err != nil && plotErr == nil {
 			plotErr = err
 		}
@@ -361,7 +371,7 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	if plotErr != nil {
 		return Result{}, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, plotErr)
 	}
-	return Result{tally: t, metrics: m}, nil
+	return Result{tally: t, metrics: m, clocks: clk}, nil
 }
 
 // withLabel returns a copy of r whose Error field carries the outcome's
