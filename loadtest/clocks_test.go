@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // The calibration of the lab's two clocks: a fake shop injects a known
@@ -103,8 +104,11 @@ func TestBuyerTimeShowsAStallingShop(t *testing.T) {
 	const window, stall = 2 * time.Second, 1200 * time.Millisecond
 	url := startFakeShop(t, stalling(window, stall))
 	dir, r, err := runClocks(t, url, "--shape", "constant", "--rate", "20", "--duration", "4s", "--workers", "1", "--stock", "1000")
-	if err != nil || r.Verdict != results.Pass {
-		t.Fatalf("want a pass (a slow shop is not a broken one), got %v: %s %q", err, r.Verdict, r.Note)
+	// The shop is sound, so no rule of the stage's may fail. Whether the
+	// lab's queue passed fell-behind's bound depends on how late the lab
+	// was besides the freeze's 0.2 s; the starved test below judges it.
+	if r.Requests == 0 || slices.ContainsFunc(r.Broken, func(b string) bool { return b != verdict.RuleFellBehind }) {
+		t.Fatalf("want no rule broken but fell-behind (a slow shop is not a broken one), got %v: %s %v %q", err, r.Verdict, r.Broken, r.Note)
 	}
 	// At 20 a second, over a tenth of the buyers arrive in the first
 	// 0.6 s of a freeze and wait at least 0.6 s from their arrival.
@@ -142,10 +146,10 @@ func TestFellBehindWhenTheLabIsStarved(t *testing.T) {
 	}
 	url := startFakeShop(t, slow)
 	_, r, err := runClocks(t, url, "--shape", "constant", "--rate", "20", "--duration", "3s", "--workers", "1", "--stock", "1000")
-	if err == nil || r.Verdict != results.Fail || !slices.Contains(r.Broken, "fell-behind") {
-		t.Fatalf("want a failed verdict naming %s, got %v: %s %v %q", "fell-behind", err, r.Verdict, r.Broken, r.Note)
+	if err == nil || r.Verdict != results.Fail || !slices.Contains(r.Broken, verdict.RuleFellBehind) {
+		t.Fatalf("want a failed verdict naming %s, got %v: %s %v %q", verdict.RuleFellBehind, err, r.Verdict, r.Broken, r.Note)
 	}
-	if !strings.Contains(r.Note, "fell-behind"+":") || !strings.Contains(r.Note, "workers") {
-		t.Errorf("the note does not name %s and the workers: %q", "fell-behind", r.Note)
+	if !strings.Contains(r.Note, verdict.RuleFellBehind+":") || !strings.Contains(r.Note, "workers") {
+		t.Errorf("the note does not name %s and the workers: %q", verdict.RuleFellBehind, r.Note)
 	}
 }
