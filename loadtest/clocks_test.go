@@ -55,6 +55,7 @@ type clockRow struct {
 	Requests  int      `json:"requests"`
 	P99ms     float64  `json:"p99_ms"`
 	HDR       string   `json:"hdr"`
+	Plot      string   `json:"plot"`
 	BuyerHDR  string   `json:"hdr_buyer_time"`
 	BuyerTime struct {
 		P99ms float64 `json:"p99_ms"`
@@ -98,7 +99,8 @@ func runClocks(t *testing.T, url string, args ...string) (string, clockRow, erro
 // shop or in the lab's queue (the 20 workers are all held 1 s in, so the
 // buyers due in the freeze's last 0.2 s wait for a worker). Buyer time
 // must show the freeze, the lab's queue must be counted, and the report
-// must print buyer time beside response time, each with its own HDR file.
+// must print buyer time beside response time, each with its own HDR file
+// and its own series in the latency-over-time plot.
 func TestBuyerTimeShowsAStallingShop(t *testing.T) {
 	t.Parallel()
 	const window, stall = 2 * time.Second, 1200 * time.Millisecond
@@ -126,6 +128,11 @@ func TestBuyerTimeShowsAStallingShop(t *testing.T) {
 	}
 	for _, want := range []string{"buyer p99 ms", "lab queue"} {
 		assertFile(t, filepath.Join(dir, "report.md"), want)
+	}
+	if r.Plot == "" {
+		t.Error("the row names no latency plot")
+	} else {
+		assertFile(t, filepath.Join(dir, r.Plot), "(buyer time)")
 	}
 	if r.BuyerHDR == "" || r.BuyerHDR == r.HDR {
 		t.Errorf("buyer time's HDR file %q, response time's %q: want one file each", r.BuyerHDR, r.HDR)

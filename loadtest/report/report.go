@@ -621,7 +621,7 @@ func writeLatencies(w io.Writer, rep Report) {
 	for _, r := range rep.Rows {
 		if r.Plot != "" && !seen[r.Plot] {
 			seen[r.Plot] = true
-			fmt.Fprintf(w, "- [%s](%s): every request's latency over the attack, one series per scenario and answer\n", r.Stage, r.Plot)
+			fmt.Fprintf(w, "- [%s](%s): every request's latency over the attack, one series per scenario and answer, and each scenario's buyer time\n", r.Stage, r.Plot)
 		}
 	}
 }

@@ -358,8 +358,12 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 		t.add(r, a)
 		mu.Unlock()
 		m.Add(r)
-		clk.add(r, dueOf(pacer, began, r.Seq))
+		due := dueOf(pacer, began, r.Seq)
+		clk.add(r, due)
 		if err := pl.Add(withLabel(r, a)); err != nil && plotErr == nil {
+			plotErr = err
+		}
+		if err := pl.Add(buyerPoint(r, due)); err != nil && plotErr == nil {
 			plotErr = err
 		}
 	}
@@ -380,6 +384,20 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 func withLabel(r *vegeta.Result, a answer) *vegeta.Result {
 	c := *r
 	c.Error = a.outcome.label()
+	c.Body, c.Headers = nil, nil
+	return &c
+}
+
+// buyerPoint is r as the plot's buyer-time series shows it: at the same
+// send instant as its response time, with the buyer time for latency, so
+// that the gap between the two series is the lab's queue. The series is an
+// attack of its own (vegeta's plot orders each attack's points by Seq, and
+// the response time holds r's).
+func buyerPoint(r *vegeta.Result, due time.Time) *vegeta.Result {
+	c := *r
+	c.Attack += " (buyer time)"
+	c.Latency = sendLag(r, due) + r.Latency
+	c.Error = "every answer"
 	c.Body, c.Headers = nil, nil
 	return &c
 }

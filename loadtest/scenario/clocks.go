@@ -41,10 +41,14 @@ func newClocks(schedule string, target float64, bound int) *clocks {
 	return &clocks{schedule: schedule, target: target, bound: bound}
 }
 
-// add records r, whose buyer arrived at due. A request sent before its
-// instant (a timer that fired early) lagged by nothing.
+// sendLag is how long after its buyer arrived at due r was sent. A
+// request sent before its instant (a timer that fired early) lagged by
+// nothing.
+func sendLag(r *vegeta.Result, due time.Time) time.Duration { return max(0, r.Timestamp.Sub(due)) }
+
+// add records r, whose buyer arrived at due.
 func (c *clocks) add(r *vegeta.Result, due time.Time) {
-	lag := max(0, r.Timestamp.Sub(due))
+	lag := sendLag(r, due)
 	b := *r
 	b.Latency = lag + r.Latency
 	b.Body, b.Headers = nil, nil

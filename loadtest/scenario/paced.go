@@ -99,6 +99,7 @@ func (run *pacedRun) arrive(i int, intended time.Time, tg vegeta.Target) {
 		}
 	}
 	s := sendOne(run.ctx, run.client, tg, run.p.Series, uint64(i))
+	s.due = intended
 	run.inFlight.Add(-1)
 	run.clk.add(s.result, intended)
 	a := classify(s.result)

@@ -228,6 +228,7 @@ func (run *scalperRun) send(buyer, attempt uint64, addr string, scalper bool, du
 	run.p.target(&tg, buyer, attempt)
 	tg.Header.Set("X-Forwarded-For", addr)
 	s := sendOne(run.ctx, run.client, tg, run.p.Series, run.seq.Add(1)-1)
+	s.due = due
 	run.clk.add(s.result, due)
 	a := classify(s.result)
 	run.mu.Lock()

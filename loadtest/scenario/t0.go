@@ -194,6 +194,7 @@ func (run *t0Run) buyer(b uint64, client *http.Client, tg vegeta.Target) {
 	// The buyer arrives at T-0, and again when told to come back.
 	for due := run.t0; ctx.Err() == nil; {
 		s = sendOne(ctx, client, tg, run.p.Series, b)
+		s.due = due
 		run.clk.add(s.result, due)
 		a := classify(s.result)
 		run.mu.Lock()
