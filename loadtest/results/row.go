@@ -147,8 +147,10 @@ const (
 type Send struct {
 	Schedule string `json:"schedule"`
 	// TargetPerS is the send rate the schedule claims (rate and paced
-	// only), and AchievedPerS the rate the sends kept: the sends after
-	// the first over the time from the first's instant to the last send.
+	// only), and AchievedPerS the rate the sends kept: the target times
+	// the share of the buyers the schedule called that were sent at all
+	// (a lab that sends every buyer late keeps the rate; its lateness is
+	// the send lag).
 	TargetPerS   float64 `json:"target_per_s,omitempty"`
 	AchievedPerS float64 `json:"achieved_per_s,omitempty"`
 	// PeakInFlight is the most requests sent and not yet answered at

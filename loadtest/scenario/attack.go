@@ -352,6 +352,10 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	// the due instants read from here are early by as much, and a send
 	// lag long by it: microseconds, never hidden.
 	began := time.Now()
+	if schedule == results.ScheduleRate {
+		// vegeta stops calling buyers once the duration has passed.
+		clk.until = began.Add(duration)
+	}
 	for r := range atk.Attack(p.targeter(), pacer, duration, p.Series) {
 		a := classify(r)
 		mu.Lock()

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -31,10 +32,14 @@ type clocks struct {
 	// buyer holds each result with buyer time for its latency, so that
 	// vegeta's percentiles and HDR reporter read it as they read the
 	// response times.
-	buyer              vegeta.Metrics
-	lag                vegeta.LatencyMetrics
-	firstDue, lastSent time.Time
-	sends, ends        []time.Time // for the peak in flight
+	buyer             vegeta.Metrics
+	lag               vegeta.LatencyMetrics
+	firstDue, lastDue time.Time
+	// until is when the schedule stopped calling buyers, when that is
+	// later than the last one sent (a rate attack's end: vegeta drops the
+	// hits it had no time left to send); zero: the last sent's instant.
+	until       time.Time
+	sends, ends []time.Time // for the peak in flight
 }
 
 func newClocks(schedule string, target float64, bound int) *clocks {
@@ -59,8 +64,8 @@ func (c *clocks) add(r *vegeta.Result, due time.Time) {
 	if c.firstDue.IsZero() || due.Before(c.firstDue) {
 		c.firstDue = due
 	}
-	if r.Timestamp.After(c.lastSent) {
-		c.lastSent = r.Timestamp
+	if due.After(c.lastDue) {
+		c.lastDue = due
 	}
 	c.sends = append(c.sends, r.Timestamp)
 	c.ends = append(c.ends, r.End())
@@ -104,11 +109,19 @@ func (c *clocks) fill(r *results.Row) {
 	r.BuyerTime = latenciesOf(c.buyer.Latencies)
 	r.SendLag = latenciesOf(c.lag)
 	s := &results.Send{Schedule: c.schedule, TargetPerS: c.target, PeakInFlight: c.peakInFlight(), MaxInFlight: c.bound}
-	// The achieved rate is the sends after the first over the time they
-	// took from the first one's instant: a lab that kept its schedule
-	// took as long as the schedule, and one that fell behind longer.
-	if span := c.lastSent.Sub(c.firstDue).Seconds(); n > 1 && span > 0 {
-		s.AchievedPerS = float64(n-1) / span
+	// The achieved rate is the target times the share of the buyers the
+	// schedule called (one every 1/target from the first's instant until
+	// it stopped) that were sent at all. A lab that sends late but sends
+	// every buyer keeps the rate, and its lateness is the send lag's to
+	// judge; one that drops buyers (vegeta's attacker, out of time) does
+	// not.
+	if c.target > 0 {
+		end := c.lastDue
+		if c.until.After(end) {
+			end = c.until
+		}
+		called := math.Floor(end.Sub(c.firstDue).Seconds()*c.target+1e-9) + 1
+		s.AchievedPerS = c.target * float64(n) / called
 	}
 	r.Send = s
 }
