@@ -349,8 +349,8 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	var plotErr error
 	clk := newClocks(schedule, target, int(workers))
 	// vegeta's attack begins a hair after this (its own time.Now()), so
-	// the due instants read from here are early by as much, and a send
-	// lag long by it: microseconds, never hidden.
+	// the due instants read from here are early by as much, and each send
+	// lag long by it (microseconds): the lab's queue is never understated.
 	began := time.Now()
 	if schedule == results.ScheduleRate {
 		// vegeta stops calling buyers once the duration has passed.
