@@ -277,6 +277,12 @@ func (l *lab) fill(ctx context.Context, r *results.Row, o options, sc scenario.S
 	if err := report.WriteHDR(filepath.Join(l.dir, r.HDR), res.Metrics()); err != nil {
 		return err
 	}
+	if m := res.BuyerMetrics(); m != nil {
+		r.BuyerHDR = report.BuyerHDRFile(*r, len(o.sweep) > 0)
+		if err := report.WriteHDR(filepath.Join(l.dir, r.BuyerHDR), m); err != nil {
+			return err
+		}
+	}
 	if l.db == nil {
 		return nil
 	}

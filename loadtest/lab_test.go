@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-lab/seckill/loadtest/report"
 	"github.com/seckill-lab/seckill/loadtest/results"
 	"github.com/seckill-lab/seckill/loadtest/scenario"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
 )
 
 // TestLabShort is the lab's own end-to-end check, and the short lab run of
@@ -99,12 +100,19 @@ func TestLabShort(t *testing.T) {
 
 	t.Run("constant shape", func(t *testing.T) {
 		rep, err := runShort(t, demo, demo.instances, "--shape", "constant", "--rate", "60", "--duration", "1s", "--stages", "db-atomic", "--scenarios", "buy,grab")
-		if err != nil {
+		if err != nil && !errors.Is(err, errVerdict) {
 			t.Fatalf("the lab failed: %v", err)
 		}
 		for _, r := range rep.Rows {
-			if r.Shape != "constant" || r.Verdict != results.Pass || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 {
-				t.Errorf("%s: got %+v, want a constant attack of at most 60 requests that passes", r.Scenario, r)
+			// A lab that a busy machine held back fails fell-behind, and
+			// says so: the stage is judged on nothing else.
+			fellBehind := slices.Equal(r.Broken, []string{verdict.RuleFellBehind})
+			if fellBehind {
+				t.Logf("%s: %s", r.Scenario, r.Note)
+			}
+			if r.Shape != "constant" || (r.Verdict != results.Pass && !fellBehind) || r.Requests == 0 || r.Requests > 61 || r.Planned != 0 ||
+				r.Send == nil || r.Send.Schedule != results.ScheduleRate || r.Send.TargetPerS != 60 || r.BuyerTime == nil || r.BuyerHDR == "" {
+				t.Errorf("%s: got %+v, want a constant attack of at most 60 requests at 60 a second, with buyer time, that passes", r.Scenario, r)
 			}
 		}
 	})

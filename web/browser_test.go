@@ -692,8 +692,9 @@ func TestLabPageInBrowser(t *testing.T) {
 		t.Fatalf("open a row's details: %v", err)
 	}
 	detail, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const d = document.querySelector('#lab-table tr.detail:not([hidden])'); return d ? d.innerText : ''; })()`))
-	if err != nil || !strings.Contains(detail, "p99.9") || !strings.Contains(detail, "HDR histogram") {
-		t.Errorf("the opened details read %q (%v), want the percentiles and the HDR file", detail, err)
+	if err != nil || !strings.Contains(detail, "p99.9") || !strings.Contains(detail, "HDR histogram") ||
+		!strings.Contains(detail, "buyer p99") || !strings.Contains(detail, "lab queue p99") || !strings.Contains(detail, "HDR histogram, buyer time") {
+		t.Errorf("the opened details read %q (%v), want the percentiles of both clocks and both HDR files", detail, err)
 	}
 	shot("06-lab-1400.png")
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#lab-table tr[data-stage] button.details`))); err != nil {

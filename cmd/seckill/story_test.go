@@ -42,7 +42,8 @@ func TestStoryAgainstTheDemo(t *testing.T) {
 		t.Fatalf("story: %v\n%s", err, out)
 	}
 	text := out.String()
-	row := regexp.MustCompile(`(?m)^(\S+)\s+(\d+)/(\d+)\s+(\d+)\s+\d+\s+[\d.]+\s+(.+)$`)
+	// stage, sold/stock, oversold, answered/s, p99 ms, buyer p99 ms, verdict
+	row := regexp.MustCompile(`(?m)^(\S+)\s+(\d+)/(\d+)\s+(\d+)\s+\d+\s+[\d.]+\s+[\d.]+\s+(.+)$`)
 	rows := row.FindAllStringSubmatch(text, -1)
 	var stages []string
 	for _, r := range rows {
@@ -54,6 +55,9 @@ func TestStoryAgainstTheDemo(t *testing.T) {
 	}
 	if want := strings.Join(inventory.Stages, ","); strings.Join(stages, ",") != want {
 		t.Fatalf("table rows %v, want %s:\n%s", stages, want, text)
+	}
+	if !strings.Contains(text, "p99 ms  buyer p99 ms") {
+		t.Errorf("no buyer time beside the p99:\n%s", text)
 	}
 	if !strings.Contains(text, "every safe stage (6) sold exactly its stock") {
 		t.Errorf("no moral:\n%s", text)

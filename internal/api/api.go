@@ -370,8 +370,13 @@ type BurstResult struct {
 	Stages     map[string]int `json:"stages"`      // answers per X-Seckill-Stage
 	ElapsedMS  float64        `json:"elapsed_ms"`
 	Latency    BurstLatency   `json:"latency"`
-	Audit      *Audit         `json:"audit,omitempty"`
-	AuditError string         `json:"audit_error,omitempty"`
+	// BuyerLatency times the same answers from the burst's start, when
+	// every buyer arrived at once, rather than from each request's send:
+	// it includes the wait for one of the burst's in-flight slots, which
+	// Latency leaves out.
+	BuyerLatency BurstLatency `json:"buyer_latency"`
+	Audit        *Audit       `json:"audit,omitempty"`
+	AuditError   string       `json:"audit_error,omitempty"`
 }
 
 // BurstVerdict is what one burst did to its item, as recorded when it

@@ -94,6 +94,7 @@ type outcome struct {
 	instance   string
 	stage      string
 	latency    time.Duration
+	answered   time.Time // when the answer was read (zero: none)
 	err        error
 }
 
@@ -145,10 +146,14 @@ func (f *Fleet) Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult,
 		Stages:     map[string]int{},
 	}
 	lat := make([]float64, 0, len(outs))
+	buyer := make([]float64, 0, len(outs))
 	for _, o := range outs {
 		count(&res.Counts, o)
 		if o.err == nil {
 			lat = append(lat, ms(o.latency))
+			// Every buyer of the burst arrived at its start: its time
+			// includes the wait for a slot among the Concurrency in flight.
+			buyer = append(buyer, ms(o.answered.Sub(began)))
 			res.ByInstance[o.instance]++
 			if o.stage != "" {
 				res.Stages[o.stage]++
@@ -156,6 +161,7 @@ func (f *Fleet) Burst(ctx context.Context, r api.BurstRequest) (api.BurstResult,
 		}
 	}
 	res.Latency = summarise(lat)
+	res.BuyerLatency = summarise(buyer)
 	// The audit is read even when ctx ended mid-burst (the caller left):
 	// whatever the buys that went out did is on the record all the same.
 	a, err := f.audit(context.WithoutCancel(ctx), r)
@@ -221,7 +227,8 @@ func (f *Fleet) fire(ctx context.Context, url string, body []byte, key, stage st
 		o.problem = p.Type[strings.LastIndex(p.Type, "/")+1:]
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-	o.latency = time.Since(began)
+	o.answered = time.Now()
+	o.latency = o.answered.Sub(began)
 	return o
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/burst"
@@ -210,5 +211,37 @@ func TestBurstAuditedWhenTheCallerLeaves(t *testing.T) {
 	}
 	if res.Audit == nil || res.Audit.InitialStock != 10 {
 		t.Errorf("audit %+v (%s): want it read all the same", res.Audit, res.AuditError)
+	}
+}
+
+// TestBurstBuyerTimeCountsTheWaitForASlot fires 4 buyers, one in flight at
+// a time, at a peer that holds every answer 100 ms: all 4 arrive at the
+// burst's start, so the last is answered no sooner than 400 ms after it,
+// however quick its own request. Buyer time must say so; response time,
+// from each send, is the 100 ms the peer held it and more.
+func TestBurstBuyerTimeCountsTheWaitForASlot(t *testing.T) {
+	const hold = 100 * time.Millisecond
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/products/1/buy", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(hold) // the injected delay under test
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	})
+	mux.HandleFunc("GET /api/v1/products/1/audit", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"initial_stock":4,"stock":0,"sold":4,"orders":4,"oversold":0,"conserved":true}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f := burst.New(burst.Options{Peers: []string{srv.URL}, Max: 5, Concurrency: 1})
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 4})
+	if err != nil || res.Counts.Created != 4 {
+		t.Fatalf("burst: %v, %+v", err, res.Counts)
+	}
+	b, l := res.BuyerLatency, res.Latency
+	if len(b.Samples) != 4 || b.Max < 4*float64(hold/time.Millisecond) {
+		t.Errorf("buyer time %+v: want 4 samples, the last at least 400 ms", b)
+	}
+	if l.Max < float64(hold/time.Millisecond) || b.P50 < l.P50 || b.Max < l.Max {
+		t.Errorf("buyer time %+v, response time %+v: a buyer's clock starts no later than its request's", b, l)
 	}
 }

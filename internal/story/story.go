@@ -59,6 +59,9 @@ type Row struct {
 	Conserved bool    `json:"conserved"`
 	PerSec    float64 `json:"answered_per_sec"`
 	P99MS     float64 `json:"p99_ms"`
+	// BuyerP99MS is the p99 of buyer time: from the burst's start, when
+	// every buyer arrived, rather than from each request's send.
+	BuyerP99MS float64 `json:"buyer_p99_ms"`
 	// Unsafe stages are expected to oversell; the lesson is that they do.
 	Unsafe  bool             `json:"unsafe"`
 	Verdict string           `json:"verdict"`
@@ -208,7 +211,7 @@ func (c *client) chapter(ctx context.Context, i, n int, stage string) (Row, erro
 	}
 	row := Row{
 		Stage: stage, Stock: a.InitialStock, Sold: a.Sold, Oversold: a.Oversold, Conserved: a.Conserved,
-		P99MS: res.Latency.P99, Unsafe: slices.Contains(unsafe, stage),
+		P99MS: res.Latency.P99, BuyerP99MS: res.BuyerLatency.P99, Unsafe: slices.Contains(unsafe, stage),
 		Counts: res.Counts, Result: &res, Audit: &a,
 	}
 	if res.ElapsedMS > 0 {
@@ -337,8 +340,8 @@ func (c *client) call(ctx context.Context, method, path string, in, out any) err
 
 // Table writes the rows as an aligned text table.
 func Table(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-13s %10s %9s %11s %9s  %s\n", "stage", "sold", "oversold", "answered/s", "p99 ms", "verdict")
+	fmt.Fprintf(w, "%-13s %10s %9s %11s %9s %13s  %s\n", "stage", "sold", "oversold", "answered/s", "p99 ms", "buyer p99 ms", "verdict")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-13s %10s %9d %11.0f %9.1f  %s\n", r.Stage, fmt.Sprintf("%d/%d", r.Sold, r.Stock), r.Oversold, r.PerSec, r.P99MS, r.Verdict)
+		fmt.Fprintf(w, "%-13s %10s %9d %11.0f %9.1f %13.1f  %s\n", r.Stage, fmt.Sprintf("%d/%d", r.Sold, r.Stock), r.Oversold, r.PerSec, r.P99MS, r.BuyerP99MS, r.Verdict)
 	}
 }

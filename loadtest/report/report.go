@@ -206,6 +206,11 @@ func HDRFile(r results.Row, sweeping bool) string {
 	return name + ".txt"
 }
 
+// BuyerHDRFile names the file of r's buyer times, beside HDRFile's.
+func BuyerHDRFile(r results.Row, sweeping bool) string {
+	return "hdr-buyer-" + strings.TrimPrefix(HDRFile(r, sweeping), "hdr-")
+}
+
 // WritePlots writes one HTML latency plot per stage that ran, and names it
 // in that stage's rows.
 func WritePlots(dir string, plots map[string]*plot.Plot, rows []results.Row) error {
@@ -246,7 +251,8 @@ func WriteReport(dir string, rep Report) error {
 
 // columns of the table, shared by the terminal and report.md.
 var columns = []string{"stage", "instances", "requests", "201", "409", "429", "503", "other 4xx", "5xx", "no answer",
-	"sold", "final stock", "oversold", "conserved", "req/s", "× db-atomic", "µs CPU/answer", "µs CPU/sale", "p50 ms", "p95 ms", "p99 ms"}
+	"sold", "final stock", "oversold", "conserved", "req/s", "× db-atomic", "µs CPU/answer", "µs CPU/sale", "p50 ms", "p95 ms", "p99 ms",
+	"buyer p99 ms", "lab queue p99 ms"}
 
 // cells renders r under columns; base is db-atomic's throughput in the same
 // table (0 when it did not run).
@@ -265,7 +271,16 @@ func cells(r results.Row, base float64) []string {
 	}
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
 		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
-		fmt.Sprintf("%.0f", r.Throughput), ratio, CPUCell(r.Figures, r.CPUPerAnswerMS), CPUCell(r.Figures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms)}
+		fmt.Sprintf("%.0f", r.Throughput), ratio, CPUCell(r.Figures, r.CPUPerAnswerMS), CPUCell(r.Figures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms),
+		clockCell(r.BuyerTime), clockCell(r.SendLag)}
+}
+
+// clockCell is a clock's p99, or – for a row that kept none.
+func clockCell(l *results.Latencies) string {
+	if l == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", l.P99ms)
 }
 
 func itoa(n int) string { return fmt.Sprintf("%d", n) }
@@ -595,6 +610,10 @@ func writeLatencies(w io.Writer, rep Report) {
 		}
 		fmt.Fprintf(w, "\n### %s\n\n", heading(group[0], s, rep.Scenes))
 		markdownTable(w, head, lines)
+		if bh, bl := buyerTable(group); len(bl) > 0 {
+			fmt.Fprint(w, "\nBuyer time, from each buyer's arrival (the instant the schedule says it came), and the lab's queue (send lag: buyer time less response time, the wait inside the lab before the request left, which is no fault of the server):\n\n")
+			markdownTable(w, bh, bl)
+		}
 	}
 
 	fmt.Fprint(w, "\n## Latency plots\n\n")
@@ -602,9 +621,37 @@ func writeLatencies(w io.Writer, rep Report) {
 	for _, r := range rep.Rows {
 		if r.Plot != "" && !seen[r.Plot] {
 			seen[r.Plot] = true
-			fmt.Fprintf(w, "- [%s](%s): every request's latency over the attack, one series per scenario and answer\n", r.Stage, r.Plot)
+			fmt.Fprintf(w, "- [%s](%s): every request's latency over the attack, one series per scenario and answer, and each scenario's buyer time\n", r.Stage, r.Plot)
 		}
 	}
+}
+
+// buyerTable is a group's buyer times and lab queue, one line per row
+// that kept them.
+func buyerTable(group []results.Row) (head []string, lines [][]string) {
+	head = []string{"stage", "schedule", "buyer p50", "p90", "p95", "p99", "p99.9", "max", "lab queue p50", "p99", "max",
+		"sends/s (target)", "peak in flight", "HDR histogram"}
+	for _, r := range group {
+		b, q, sd := r.BuyerTime, r.SendLag, r.Send
+		if r.Verdict == results.Skipped || b == nil || q == nil || sd == nil {
+			continue
+		}
+		rate := "–"
+		if sd.TargetPerS > 0 {
+			rate = fmt.Sprintf("%.0f (%.0f)", sd.AchievedPerS, sd.TargetPerS)
+		}
+		peak := itoa(sd.PeakInFlight)
+		if sd.MaxInFlight > 0 {
+			peak += fmt.Sprintf(" of %d", sd.MaxInFlight)
+		}
+		hdr := "–"
+		if r.BuyerHDR != "" {
+			hdr = fmt.Sprintf("[%s](%s)", r.BuyerHDR, r.BuyerHDR)
+		}
+		lines = append(lines, []string{r.Stage, sd.Schedule, ms1(b.P50ms), ms1(b.P90ms), ms1(b.P95ms), ms1(b.P99ms), ms1(b.P999ms), ms1(b.MaxMs),
+			ms1(q.P50ms), ms1(q.P99ms), ms1(q.MaxMs), rate, peak, hdr})
+	}
+	return head, lines
 }
 
 // writeReadingGuide says how to read the tables.
@@ -619,7 +666,8 @@ func writeReadingGuide(w io.Writer) {
 - **sold**, **final stock**, **oversold** and **conserved** come from the audit endpoint, read after the attack: oversold = sold beyond the initial stock; conserved = every unit that left the stock is in exactly one order.
 - **req/s** counts answered requests (201, 202 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
 - **µs CPU/answer** and **µs CPU/sale** are the CPU time the measured processes (instances, Redis, MySQL when local, the lab; see "CPU per answer") spent on the attack, per answered request and per unit sold: n/a when a process could not be read, – when nothing was read.
-- **p50/p95/p99** are the latencies of every request, in milliseconds.
+- **p50/p95/p99** are the latencies of every request, in milliseconds: response time, from the moment the lab sent it.
+- **buyer p99** is the p99 of buyer time, from each buyer's arrival: the instant the crowd's schedule says the buyer came (the burst's start, a rate attack's tick, a paced arrival's instant, the opening at T-0, the moment a buyer was told to come back). **lab queue p99** is the p99 of the send lag, buyer time less response time: how long buyers waited inside the lab (for a worker, a goroutine, the CPU) before their request left. A burst queues its crowd behind its workers by design; a rate or paced row whose lab fell behind its schedule fails `+"`fell-behind`"+`.
 - A stage expected to oversell passes when it did. Any other stage passes only when it keeps every rule: `+"`oversold`"+` (nothing sold beyond the stock), `+"`conservation`"+`, `+"`orders-match`"+` (buyers answered 201 or 202 = units sold, or fewer by at most the buyers answered 503 `+"`outcome-unknown`"+`), `+"`unconfirmed`"+` (for redis-stream, every 202's order confirmed, after waiting up to --confirm-timeout; the note gives the time to confirm, p50 and p99, and the peak lag: the most orders accepted and not yet written at once), `+"`server-errors`"+` (no 5xx but a 503 with Retry-After), `+"`transport-errors`"+` (every request answered in time), `+"`sold-nothing`"+`, `+"`liveness`"+` (no stock left while buyers were turned away) and `+"`capped`"+` (no stock left when --max-duration stopped the burst) and `+"`post-sale-503`"+` (no 503 to a request sent after the last sale was answered: after the sell-out the answer is 409) and `+"`refused-with-stock`"+` (no sold-out answer received before the last order was created: nobody refused while a unit remained). Each row with 503s notes their share of the requests. A failed verdict names the rules it broke, with the counts.
 - A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
 `)

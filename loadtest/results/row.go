@@ -45,6 +45,18 @@ type Row struct {
 	P999ms float64  `json:"p999_ms"`
 	MaxMs  float64  `json:"max_ms"`
 
+	// The p50_ms to max_ms above are response times, from the moment the
+	// lab sent each request. BuyerTime runs from the buyer's arrival (the
+	// instant the crowd's schedule says the buyer came), and SendLag is
+	// the difference, the lab's own queue: how long buyers waited inside
+	// the lab before their request left. BuyerHDR is buyer time's HDR
+	// file beside HDR. Send says how the lab kept its schedule. All nil
+	// in a row that sent nothing.
+	BuyerTime *Latencies `json:"buyer_time,omitempty"`
+	SendLag   *Latencies `json:"send_lag,omitempty"`
+	BuyerHDR  string     `json:"hdr_buyer_time,omitempty"`
+	Send      *Send      `json:"send,omitempty"`
+
 	// Beyond the dashboard's fields.
 	Planned      int `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
 	Buyers       int `json:"buyers"`            // distinct buyers sent (requests / copies)
@@ -110,6 +122,49 @@ type Row struct {
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
 	cpu.Figures
 	CPUPerSaleMS *float64 `json:"cpu_per_sale_ms,omitempty"`
+}
+
+// Latencies are one clock's percentiles over a row's requests, in ms.
+type Latencies struct {
+	P50ms  float64 `json:"p50_ms"`
+	P90ms  float64 `json:"p90_ms"`
+	P95ms  float64 `json:"p95_ms"`
+	P99ms  float64 `json:"p99_ms"`
+	P999ms float64 `json:"p999_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// The schedules a crowd's buyers arrive on.
+const (
+	ScheduleBurst   = "burst"   // every buyer at the burst's start
+	ScheduleRate    = "rate"    // one every 1/--rate (the constant shape)
+	SchedulePaced   = "paced"   // one every --pace
+	ScheduleT0      = "t0"      // every buyer at the opening; a come-back when told to
+	ScheduleScalper = "scalper" // each person at their moment, each scalper's shot every 50 ms
+)
+
+// Send is how the lab kept the schedule its crowd claims.
+type Send struct {
+	Schedule string `json:"schedule"`
+	// TargetPerS is the send rate the schedule claims (rate and paced
+	// only), and AchievedPerS the rate the sends kept: the target times
+	// the share of the buyers the schedule called that were sent at all
+	// (a lab that sends every buyer late keeps the rate; its lateness is
+	// the send lag).
+	TargetPerS   float64 `json:"target_per_s,omitempty"`
+	AchievedPerS float64 `json:"achieved_per_s,omitempty"`
+	// PeakInFlight is the most requests sent and not yet answered at
+	// once, and MaxInFlight the lab's bound on them (its workers; 0 for
+	// none): a peak at the bound says the workers were the shortage.
+	PeakInFlight int `json:"peak_in_flight"`
+	MaxInFlight  int `json:"max_in_flight,omitempty"`
+}
+
+// Scheduled says whether the row's crowd claims a send rate, which the
+// fell-behind rule holds it to: a rate attack or paced arrivals. A burst
+// has no schedule beyond "all at once", and its workers are part of it.
+func (s *Send) Scheduled() bool {
+	return s != nil && (s.Schedule == ScheduleRate || s.Schedule == SchedulePaced)
 }
 
 // SetCPU keeps the CPU an attack cost, and what it comes to per answer

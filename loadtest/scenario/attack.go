@@ -289,6 +289,7 @@ func (t *tally) served() int {
 type Result struct {
 	tally   *tally
 	metrics vegeta.Metrics
+	clocks  *clocks // buyer time and send lag (clocks.go)
 	T0      *results.T0
 	Paced   *results.Paced
 	Scalper *results.Scalper
@@ -308,6 +309,8 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 		planned  uint64
 		workers  = uint64(o.Workers) * copies
 		initial  = workers
+		schedule = results.ScheduleBurst
+		target   float64
 	)
 	switch o.Shape {
 	case "burst":
@@ -315,6 +318,7 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 		pacer = BurstPacer{Hits: planned}
 		duration = o.MaxDuration
 	default: // constant
+		schedule, target = results.ScheduleRate, float64(o.Rate)
 		pacer = vegeta.ConstantPacer{Freq: o.Rate, Per: time.Second}
 		duration = o.Duration
 		// Holding a rate takes rate × latency requests in flight; allow a
@@ -343,13 +347,27 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	})
 	var m vegeta.Metrics
 	var plotErr error
+	clk := newClocks(schedule, target, int(workers))
+	// vegeta's attack begins a hair after this (its own time.Now()), so
+	// the due instants read from here are early by as much, and each send
+	// lag long by it (microseconds): the lab's queue is never understated.
+	began := time.Now()
+	if schedule == results.ScheduleRate {
+		// vegeta stops calling buyers once the duration has passed.
+		clk.until = began.Add(duration)
+	}
 	for r := range atk.Attack(p.targeter(), pacer, duration, p.Series) {
 		a := classify(r)
 		mu.Lock()
 		t.add(r, a)
 		mu.Unlock()
 		m.Add(r)
+		due := dueOf(pacer, began, r.Seq)
+		clk.add(r, due)
 		if err := pl.Add(withLabel(r, a)); err != nil && plotErr == nil {
+			plotErr = err
+		}
+		if err := pl.Add(buyerPoint(r, due)); err != nil && plotErr == nil {
 			plotErr = err
 		}
 	}
@@ -361,7 +379,7 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	if plotErr != nil {
 		return Result{}, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, plotErr)
 	}
-	return Result{tally: t, metrics: m}, nil
+	return Result{tally: t, metrics: m, clocks: clk}, nil
 }
 
 // withLabel returns a copy of r whose Error field carries the outcome's
@@ -370,6 +388,20 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 func withLabel(r *vegeta.Result, a answer) *vegeta.Result {
 	c := *r
 	c.Error = a.outcome.label()
+	c.Body, c.Headers = nil, nil
+	return &c
+}
+
+// buyerPoint is r as the plot's buyer-time series shows it: at the same
+// send instant as its response time, with the buyer time for latency, so
+// that the gap between the two series is the lab's queue. The series is an
+// attack of its own (vegeta's plot orders each attack's points by Seq, and
+// the response time holds r's).
+func buyerPoint(r *vegeta.Result, due time.Time) *vegeta.Result {
+	c := *r
+	c.Attack += " (buyer time)"
+	c.Latency = sendLag(r, due) + r.Latency
+	c.Error = "every answer"
 	c.Body, c.Headers = nil, nil
 	return &c
 }

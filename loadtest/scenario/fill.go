@@ -50,6 +50,9 @@ func FillRow(r *results.Row, res Result, a api.Audit) {
 	r.P90ms = results.MS(res.metrics.Latencies.P90)
 	r.P999ms = results.MS(res.metrics.Latencies.Quantile(0.999))
 	r.MaxMs = results.MS(res.metrics.Latencies.Max)
+	if res.clocks != nil {
+		res.clocks.fill(r)
+	}
 
 	r.InitialStock = a.InitialStock
 	r.Sold = a.Sold

@@ -38,7 +38,8 @@ func pacedAttack(ctx context.Context, o Config, p Plan, stock int, pl *plot.Plot
 		return Result{}, fig, err
 	}
 
-	run := &pacedRun{ctx: ctx, p: p, client: client, t: newTally(0), arrivals: make([]arrival, 0, o.PacedBuyers)}
+	run := &pacedRun{ctx: ctx, p: p, client: client, t: newTally(0), arrivals: make([]arrival, 0, o.PacedBuyers),
+		clk: newClocks(results.SchedulePaced, perSecond(o.Pace), 0)}
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s every %v", p.Scenario.Name, p.Stage, o.Pace), func() string {
 		run.mu.Lock()
 		defer run.mu.Unlock()
@@ -69,7 +70,7 @@ func pacedAttack(ctx context.Context, o Config, p Plan, stock int, pl *plot.Plot
 	}
 	fig.PeakInFlight = int(run.peak.Load())
 	scorePaced(o, p, stock, run.arrivals, &fig)
-	return Result{tally: run.t, metrics: run.m}, fig, nil
+	return Result{tally: run.t, metrics: run.m, clocks: run.clk}, fig, nil
 }
 
 // pacedRun is the paced arrivals in flight.
@@ -85,6 +86,7 @@ type pacedRun struct {
 	m        vegeta.Metrics
 	answers  []sent
 	arrivals []arrival
+	clk      *clocks // guards itself
 }
 
 // arrive sends arrival i, planned for intended, and records who won.
@@ -97,7 +99,9 @@ func (run *pacedRun) arrive(i int, intended time.Time, tg vegeta.Target) {
 		}
 	}
 	s := sendOne(run.ctx, run.client, tg, run.p.Series, uint64(i))
+	s.due = intended
 	run.inFlight.Add(-1)
+	run.clk.add(s.result, intended)
 	a := classify(s.result)
 	if a.outcome == outCreated {
 		run.sold.Add(1)

@@ -111,7 +111,8 @@ func scalperAttack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, limite
 		return res, fig, err
 	}
 
-	run := &scalperRun{ctx: ctx, o: o, p: p, client: client, t0: t0, t: newTally(0), fig: &fig, row: rand.Uint32()}
+	run := &scalperRun{ctx: ctx, o: o, p: p, client: client, t0: t0, t: newTally(0), fig: &fig, row: rand.Uint32(),
+		clk: newClocks(results.ScheduleScalper, 0, 0)}
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-15s %-12s %d people", p.Scenario.Name, p.Stage, o.ScalperPeople), func() string {
 		run.mu.Lock()
 		defer run.mu.Unlock()
@@ -128,7 +129,7 @@ func scalperAttack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, limite
 	}
 	run.whoWon.Range(func(any, any) bool { fig.ScalpersWhoWon++; return true })
 	scoreScalpers(o, limited, &fig)
-	return Result{tally: run.t, metrics: run.m}, fig, nil
+	return Result{tally: run.t, metrics: run.m, clocks: run.clk}, fig, nil
 }
 
 // setScalperLimit sets the row's limit on every target: per address, with
@@ -159,6 +160,8 @@ type scalperRun struct {
 	answers []sent
 	fig     *results.Scalper
 
+	clk *clocks // guards itself
+
 	soldOut atomic.Bool
 	seq     atomic.Uint64
 	whoWon  sync.Map // scalpers with a unit
@@ -185,12 +188,13 @@ func (run *scalperRun) fire(crowd scalperCrowd) {
 func (run *scalperRun) normal(i int, at time.Time) {
 	ctx := run.ctx
 	sleepCtx(ctx, time.Until(at))
-	for attempt := uint64(0); ctx.Err() == nil && !run.soldOut.Load(); attempt++ {
-		a, r := run.send(uint64(i), attempt, personAddr(run.row, false, i), false)
+	for attempt, due := uint64(0), at; ctx.Err() == nil && !run.soldOut.Load(); attempt++ {
+		a, r := run.send(uint64(i), attempt, personAddr(run.row, false, i), false, due)
 		wait, again := comeBack(r, a)
 		if !again || time.Since(run.t0)+wait > t0RetryFor {
 			return
 		}
+		due = time.Now().Add(wait)
 		sleepCtx(ctx, wait)
 	}
 }
@@ -200,11 +204,12 @@ func (run *scalperRun) normal(i int, at time.Time) {
 func (run *scalperRun) scalper(s int, buyer uint64) {
 	ctx := run.ctx
 	for k := 0; ; k++ {
-		sleepCtx(ctx, time.Until(run.t0.Add(time.Duration(k)*scalperEvery)))
+		due := run.t0.Add(time.Duration(k) * scalperEvery)
+		sleepCtx(ctx, time.Until(due))
 		if ctx.Err() != nil || run.soldOut.Load() || time.Since(run.t0) > scalperGiveUp {
 			return
 		}
-		a, _ := run.send(buyer, uint64(k), personAddr(run.row, true, s), true)
+		a, _ := run.send(buyer, uint64(k), personAddr(run.row, true, s), true, due)
 		switch {
 		case a.outcome == outCreated:
 			run.whoWon.Store(s, true)
@@ -217,12 +222,14 @@ func (run *scalperRun) scalper(s int, buyer uint64) {
 	}
 }
 
-// send sends one request of buyer from addr and counts it.
-func (run *scalperRun) send(buyer, attempt uint64, addr string, scalper bool) (answer, *vegeta.Result) {
+// send sends one request of buyer from addr, due at due, and counts it.
+func (run *scalperRun) send(buyer, attempt uint64, addr string, scalper bool, due time.Time) (answer, *vegeta.Result) {
 	var tg vegeta.Target
 	run.p.target(&tg, buyer, attempt)
 	tg.Header.Set("X-Forwarded-For", addr)
 	s := sendOne(run.ctx, run.client, tg, run.p.Series, run.seq.Add(1)-1)
+	s.due = due
+	run.clk.add(s.result, due)
 	a := classify(s.result)
 	run.mu.Lock()
 	defer run.mu.Unlock()

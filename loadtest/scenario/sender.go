@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -32,11 +33,13 @@ func newBuyerTransport(conns int, timeout time.Duration) *http.Transport {
 	}
 }
 
-// sent is one request's result and the instant its last byte was written
-// (zero when it was never written: the connection failed first).
+// sent is one request's result, the instant its last byte was written
+// (zero when it was never written: the connection failed first), and the
+// instant its buyer arrived, which the crowd sets (clocks.go).
 type sent struct {
 	result *vegeta.Result
 	wrote  time.Time
+	due    time.Time
 }
 
 // sendOne sends t through client and reads the whole answer.
@@ -83,17 +86,23 @@ func sendOne(ctx context.Context, client *http.Client, t vegeta.Target, series s
 
 // plotInOrder adds results to the stage's plot in the order they were
 // sent, numbered from 0 as vegeta's plot wants a series: the crowd's
-// goroutines finish in any order.
+// goroutines finish in any order. Each result with its buyer's arrival
+// set goes in the buyer-time series too.
 func plotInOrder(pl *plot.Plot, results []sent) error {
-	rs := make([]*vegeta.Result, len(results))
-	for i, s := range results {
-		rs[i] = s.result
-	}
-	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Timestamp.Before(rs[j].Timestamp) })
-	for i, r := range rs {
-		c := withLabel(r, classify(r))
+	rs := slices.Clone(results)
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].result.Timestamp.Before(rs[j].result.Timestamp) })
+	for i, s := range rs {
+		c := withLabel(s.result, classify(s.result))
 		c.Seq = uint64(i)
 		if err := pl.Add(c); err != nil {
+			return err
+		}
+		if s.due.IsZero() {
+			continue
+		}
+		b := buyerPoint(s.result, s.due)
+		b.Seq = uint64(i)
+		if err := pl.Add(b); err != nil {
 			return err
 		}
 	}

@@ -92,7 +92,8 @@ func t0Attack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, 
 		return Result{}, fig, err
 	}
 	// The buyers who come back make more requests than buyers.
-	run := &t0Run{ctx: ctx, p: p, t0: t0, t: newTally(0), open: make(chan struct{}), abort: make(chan struct{})}
+	run := &t0Run{ctx: ctx, p: p, t0: t0, t: newTally(0), open: make(chan struct{}), abort: make(chan struct{}),
+		clk: newClocks(results.ScheduleT0, 0, 0)}
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s %4d at T-0", p.Scenario.Name, p.Stage, o.T0Buyers), func() string {
 		run.mu.Lock()
 		defer run.mu.Unlock()
@@ -137,7 +138,7 @@ func t0Attack(ctx context.Context, o Config, f *fleet.Fleet, p Plan, stock int, 
 		return Result{}, fig, fmt.Errorf("plotting %s under %s: %w", p.Scenario.Name, p.Stage, err)
 	}
 	fillT0(&fig, run.early, run.buys, t0)
-	return Result{tally: run.t, metrics: run.m}, fig, nil
+	return Result{tally: run.t, metrics: run.m, clocks: run.clk}, fig, nil
 }
 
 // openAtT0 resets the item with its sale opening o.T0Lead ahead on the
@@ -173,6 +174,7 @@ type t0Run struct {
 	t           *tally
 	m           vegeta.Metrics
 	early, buys []sent
+	clk         *clocks // the buys at T-0 and the come-backs; guards itself
 }
 
 // buyer b asks once before the opening, then buys at T-0, and again only
@@ -189,8 +191,11 @@ func (run *t0Run) buyer(b uint64, client *http.Client, tg vegeta.Target) {
 	case <-run.abort:
 		return
 	}
-	for ctx.Err() == nil {
+	// The buyer arrives at T-0, and again when told to come back.
+	for due := run.t0; ctx.Err() == nil; {
 		s = sendOne(ctx, client, tg, run.p.Series, b)
+		s.due = due
+		run.clk.add(s.result, due)
 		a := classify(s.result)
 		run.mu.Lock()
 		run.buys = append(run.buys, s)
@@ -201,6 +206,7 @@ func (run *t0Run) buyer(b uint64, client *http.Client, tg vegeta.Target) {
 		if !again || time.Since(run.t0)+wait > t0RetryFor {
 			return
 		}
+		due = time.Now().Add(wait)
 		sleepCtx(ctx, wait)
 	}
 }

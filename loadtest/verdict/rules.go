@@ -3,6 +3,7 @@ package verdict
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/inventory"
@@ -34,6 +35,22 @@ const (
 	RuleFirstCome        = "first-come"         // paced: the first arrivals won a smaller share of the units than the stage's target
 	RuleScalpers         = "scalpers"           // scalper-limited, with --scalper-target-verdict: the scalpers surely won more than their target share
 	RuleScalperLimit     = "scalper-limit"      // scalper-limited: the scalpers' addresses won more units than the per-address limit lets through
+	RuleFellBehind       = "fell-behind"        // rate and paced: the lab sent below MinSendShare of its schedule's rate, or its p99 send lag passed MaxSendLag
+)
+
+// The fell-behind rule's bounds. A row whose lab sent below MinSendShare
+// of the rate its schedule claims did not send the load it reports. So
+// did one whose p99 send lag passed MaxSendLag, at any rate: a buyer in a
+// hundred waited that long inside the lab before the request left, and
+// the server was judged on a crowd that arrived late and bunched. 250 ms
+// is 50 arrivals of the paced scenario (5 ms apart) and 125 requests of
+// the default rate (500/s): far past the scheduling jitter of a busy
+// two-core machine (the paced rows measured 5 to 15 ms of p99 jitter
+// beside make stress), and well under the second-long stalls it is there
+// to catch.
+const (
+	MinSendShare = 0.95
+	MaxSendLag   = 250 * time.Millisecond
 )
 
 // scope says which rows a rule judges.
@@ -66,6 +83,7 @@ var rules = []rule{
 	{RuleSoldEarly, everyRow, soldEarly},
 	{RuleEarlyNotRefused, everyRow, earlyNotRefused},
 	{RuleNothingSent, everyRow, nothingSent},
+	{RuleFellBehind, everyRow, fellBehind},
 	{RuleExpectedOversell, racingRows, expectedOversell},
 	{RuleOversold, safeRows, oversold},
 	{RuleConservation, safeRows, conservation},
@@ -189,6 +207,42 @@ func nothingSent(r *results.Row) []string {
 		return because("no request was sent")
 	}
 	return nil
+}
+
+// fellBehind: a rate or paced row claims a send rate, and a lab that
+// could not keep it judged the stage on a crowd other than the one it
+// reports. Every row, racing ones too: it is the lab's failure, not the
+// stage's. A burst is exempt: its schedule is "all at once", and its
+// workers are part of its definition.
+func fellBehind(r *results.Row) []string {
+	sd, lag := r.Send, r.SendLag
+	if !sd.Scheduled() || lag == nil {
+		return nil
+	}
+	var short []string
+	if sd.TargetPerS > 0 && sd.AchievedPerS < MinSendShare*sd.TargetPerS {
+		short = append(short, fmt.Sprintf("sent %.1f requests/s of the %.0f its schedule claims (%.0f%%, below %.0f%%)",
+			sd.AchievedPerS, sd.TargetPerS, 100*sd.AchievedPerS/sd.TargetPerS, 100*MinSendShare))
+	}
+	if lag.P99ms > results.MS(MaxSendLag) {
+		short = append(short, fmt.Sprintf("p99 send lag %.0f ms, above %.0f ms (max %.0f ms)", lag.P99ms, results.MS(MaxSendLag), lag.MaxMs))
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	return because("the lab fell behind its %s schedule: %s; %s", sd.Schedule, strings.Join(short, ", "), shortOf(sd))
+}
+
+// shortOf says which of the lab's resources ran short, as far as the row
+// tells.
+func shortOf(sd *results.Send) string {
+	switch {
+	case sd.MaxInFlight > 0 && sd.PeakInFlight >= sd.MaxInFlight:
+		return fmt.Sprintf("its workers were at their maximum (%d in flight of %d): holding the rate takes rate × latency in flight", sd.PeakInFlight, sd.MaxInFlight)
+	case sd.MaxInFlight > 0:
+		return fmt.Sprintf("not its workers (at most %d in flight of %d): the lab's own CPU or the machine's scheduling", sd.PeakInFlight, sd.MaxInFlight)
+	}
+	return fmt.Sprintf("no worker bound (at most %d in flight): the lab's own CPU or the machine's scheduling", sd.PeakInFlight)
 }
 
 func expectedOversell(r *results.Row) []string {

@@ -36,6 +36,22 @@ func TestJudge(t *testing.T) {
 		}, results.Fail, []string{RuleCapped}, "capped: the --max-duration cap stopped the burst after 30 of 200 requests with 10 units unsold"},
 		{"capped after the sell-out", func(r *results.Row) { r.Planned = 400 }, results.Pass, nil, "stopped at the --max-duration cap after 200 of 400 requests"},
 		{"nothing sent", func(r *results.Row) { r.Requests = 0 }, results.Fail, []string{RuleNothingSent}, "no request was sent"},
+		{"rate row that kept its schedule", func(r *results.Row) {
+			r.SendLag = &results.Latencies{P99ms: 12, MaxMs: 30}
+			r.Send = &results.Send{Schedule: results.ScheduleRate, TargetPerS: 500, AchievedPerS: 480, PeakInFlight: 40, MaxInFlight: 500}
+		}, results.Pass, nil, "safe: 40 sold of 40"},
+		{"rate row starved of workers", func(r *results.Row) {
+			r.SendLag = &results.Latencies{P99ms: 180, MaxMs: 200}
+			r.Send = &results.Send{Schedule: results.ScheduleRate, TargetPerS: 20, AchievedPerS: 13.3, PeakInFlight: 20, MaxInFlight: 20}
+		}, results.Fail, []string{RuleFellBehind}, "fell-behind: the lab fell behind its rate schedule: sent 13.3 requests/s of the 20 its schedule claims (66%, below 95%); its workers were at their maximum (20 in flight of 20)"},
+		{"paced row late on the CPU", func(r *results.Row) {
+			r.SendLag = &results.Latencies{P99ms: 1046, MaxMs: 1100}
+			r.Send = &results.Send{Schedule: results.SchedulePaced, TargetPerS: 200, AchievedPerS: 199, PeakInFlight: 70}
+		}, results.Fail, []string{RuleFellBehind}, "fell-behind: the lab fell behind its paced schedule: p99 send lag 1046 ms, above 250 ms (max 1100 ms); no worker bound (at most 70 in flight)"},
+		{"burst queued behind its workers", func(r *results.Row) {
+			r.SendLag = &results.Latencies{P99ms: 2000, MaxMs: 2500}
+			r.Send = &results.Send{Schedule: results.ScheduleBurst, PeakInFlight: 16, MaxInFlight: 16}
+		}, results.Pass, nil, "safe: 40 sold of 40"},
 		{"oversold", func(r *results.Row) { r.Sold, r.Oversold, r.BuyersWithOrder = 45, 5, 45 }, results.Fail,
 			[]string{RuleOversold}, "oversold: oversold by 5 (45 sold of 40)"},
 		{"stock not conserved", func(r *results.Row) { r.FinalStock, r.Conserved = 3, false }, results.Fail,
