@@ -48,6 +48,7 @@ func sample(text, name string, fragments ...string) float64 {
 }
 
 func TestMetricsMoveWithBuys(t *testing.T) {
+	t.Parallel()
 	// The reconcile and payment-timeout jobs take a lock of their own on
 	// the same locker every SECKILL_RECONCILE_INTERVAL: off here, so that
 	// a slow run cannot count one of theirs among the buyers' locks.

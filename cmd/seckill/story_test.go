@@ -64,6 +64,7 @@ func TestStoryAgainstTheDemo(t *testing.T) {
 // the demo there, tells the story, and leaves the demo serving until the
 // context ends.
 func TestStoryStartsTheDemoWhenNoneRuns(t *testing.T) {
+	t.Parallel()
 	addrs := testkit.FreeAddrs(t, 4)
 	env := map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -128,6 +129,7 @@ func TestStoryRefusesBadInvocations(t *testing.T) {
 // up for the dashboard, and Ctrl-C then shuts it down cleanly: its token
 // file is gone, as after any demo.
 func TestStoryThatFailsKeepsAndThenStopsItsDemo(t *testing.T) {
+	t.Parallel()
 	addrs := testkit.FreeAddrs(t, 4)
 	db := filepath.Join(t.TempDir(), "demo.db")
 	env := map[string]string{"SECKILL_DEMO_DB": db}
