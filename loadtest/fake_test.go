@@ -336,6 +336,7 @@ func runAgainst(t *testing.T, url string, args ...string) (results.Row, error) {
 // target and checks that the verdict fails and names that rule, and that a
 // sound target and an overselling-by-design stage pass.
 func TestVerdictAgainstBrokenTargets(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		stage  string

@@ -257,5 +257,10 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(fakeSeckillEnv); dir != "" {
 		os.Exit(fakeSeckill(dir))
 	}
+	// The scenarios against fake shops wait (for T-0 leads, opening
+	// draws, buyers told to come back) far more than they compute, and
+	// each has its own shop and report directory: go test's default runs
+	// those waits two by two on a 2-core machine.
+	testkit.ParallelAtLeast(8)
 	testkit.Main(m)
 }

@@ -75,6 +75,7 @@ func fakeSeckill(dir string) int {
 // already running demo used as it is, the token left for the lab to find
 // in the demo's token file.
 func TestLabScript(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh")

@@ -23,8 +23,10 @@ import (
 // passes with every early buyer refused and the stock sold exactly, the
 // second fails naming the early sales.
 func TestT0AgainstFakeShops(t *testing.T) {
+	t.Parallel()
 	args := []string{"--scenarios", "t0", "--stages", inventory.StageDBAtomic, "--t0-buyers", "50", "--t0-lead", "3s"}
 	t.Run("keeps the window", func(t *testing.T) {
+		t.Parallel()
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sellInWindow), args...)
 		if err != nil || r.Verdict != results.Pass || r.T0 == nil {
 			t.Fatalf("want a pass with T-0 figures, got %v: %s %q", err, r.Verdict, r.Note)
@@ -35,6 +37,7 @@ func TestT0AgainstFakeShops(t *testing.T) {
 		}
 	})
 	t.Run("sells before the opening", func(t *testing.T) {
+		t.Parallel()
 		r, err := runAgainst(t, startFakeShop(t, (*fakeShop).sell), args...)
 		if !errors.Is(err, errVerdict) || r.Verdict != results.Fail {
 			t.Fatalf("want a failed verdict, got %v: %s %q", err, r.Verdict, r.Note)
@@ -51,6 +54,7 @@ func TestT0AgainstFakeShops(t *testing.T) {
 // after the second they were told, with their key, and buy what is left.
 // Without coming back, 15 of the 40 units stay unsold and exact-sale fails.
 func TestT0BuyersComeBackWhenToldTo(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	turnedAway := map[string]bool{}
 	onceAway := func(s *fakeShop, user string) fakeAnswer {
@@ -83,6 +87,7 @@ func TestT0BuyersComeBackWhenToldTo(t *testing.T) {
 // the opening could be a sale), and tries again with twice the lead and
 // new buyers, which a shop that answers at once passes.
 func TestT0RaisesALeadTheEarlyCrowdOverran(t *testing.T) {
+	t.Parallel()
 	var once sync.Once
 	release := make(chan struct{})
 	overrunFirst := func(s *fakeShop, user string) fakeAnswer {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestCatalogueCommandLoadsTheDemoDatabase(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "seckill.db")
 	env := func(k string) string {
 		if k == "SECKILL_DEMO_DB" {

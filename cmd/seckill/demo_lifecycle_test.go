@@ -140,8 +140,13 @@ func TestDemoPaymentTimeout(t *testing.T) {
 // The counts lose the oversell (no live order is left), but the stock
 // never rises above its initial amount, and every instance's audit still
 // lists the burst's verdict, oversold as it was.
+//
+// The payment-timeout job runs every SECKILL_RECONCILE_INTERVAL: 1 s
+// here, not the default 10 s, which the test otherwise spent waiting for
+// the job's next turn.
 func TestOversoldBurstVerdictOutlivesThePaymentWindow(t *testing.T) {
-	d := startDemo(t, map[string]string{"SECKILL_PAYMENT_TIMEOUT": "1s"})
+	t.Parallel()
+	d := startDemo(t, map[string]string{"SECKILL_PAYMENT_TIMEOUT": "1s", "SECKILL_RECONCILE_INTERVAL": "1s"})
 	admin := map[string]string{"Authorization": "Bearer demo-test-token"}
 	f := &fleet{t: t, urls: d.instances, client: &http.Client{Timeout: time.Minute}}
 	// unlocked's race is real (the demo's 5 ms between read and write),

@@ -17,6 +17,7 @@ import (
 // order, and the unit goes back: every instance's audit must list it in
 // given_back, which the lab reads; a reset empties the list.
 func TestAuditListsTheUnitsGivenBack(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t, nil)
 	const token = "demo-test-token" // startDemo's
 	f := &fleet{t: t, urls: d.instances, client: &http.Client{Timeout: time.Minute}}

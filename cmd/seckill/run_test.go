@@ -87,6 +87,7 @@ func (d *demoRun) stop(t *testing.T) error {
 }
 
 func TestDemoRunsAndShutsDown(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t, nil)
 	for i, base := range d.instances {
 		body := strings.NewReader(fmt.Sprintf(`{"user_id":"user-%d","quantity":1}`, i))
@@ -291,6 +292,7 @@ func TestDemoListensOnLoopbackUnlessAsked(t *testing.T) {
 // instance, which says so in /api/v1/info (what a lab labels its
 // "redis-lock (fair)" row by) and sells through the fair lock.
 func TestDemoWithAFairLock(t *testing.T) {
+	t.Parallel()
 	for _, fair := range []bool{false, true} {
 		t.Run(fmt.Sprint("fair=", fair), func(t *testing.T) {
 			d := startDemo(t, map[string]string{"SECKILL_LOCK_FAIR": fmt.Sprint(fair)})

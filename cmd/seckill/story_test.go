@@ -67,6 +67,10 @@ func TestStoryAgainstTheDemo(t *testing.T) {
 // TestStoryStartsTheDemoWhenNoneRuns: with nothing at -url, story starts
 // the demo there, tells the story, and leaves the demo serving until the
 // context ends.
+//
+// It stays out of t.Parallel: beside the other demo tests under -race,
+// with the services' tests in other packages, its demo's embedded
+// backends answered a reset 503 (backend unavailable).
 func TestStoryStartsTheDemoWhenNoneRuns(t *testing.T) {
 	addrs := testkit.FreeAddrs(t, 4)
 	env := map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}
@@ -132,6 +136,7 @@ func TestStoryRefusesBadInvocations(t *testing.T) {
 // up for the dashboard, and Ctrl-C then shuts it down cleanly: its token
 // file is gone, as after any demo.
 func TestStoryThatFailsKeepsAndThenStopsItsDemo(t *testing.T) {
+	t.Parallel()
 	addrs := testkit.FreeAddrs(t, 4)
 	db := filepath.Join(t.TempDir(), "demo.db")
 	env := map[string]string{"SECKILL_DEMO_DB": db}

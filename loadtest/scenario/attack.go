@@ -453,14 +453,22 @@ func NewAttackTransport(timeout time.Duration) *http.Transport {
 // AttackerOn is an attacker over tr. A vegeta attacker ends with its one
 // attack; its transport can serve the next.
 func AttackerOn(tr *http.Transport, workers, maxWorkers uint64, timeout time.Duration) *vegeta.Attacker {
-	// vegeta.Client goes first: the options after it tune tr.
+	// What vegeta.Connections and vegeta.KeepAlive(true) would set, set
+	// here only when it changes: they write tr's fields on every call, and
+	// a dial of the previous attacker over tr, which can end after its
+	// attack did, reads them as it pools its connection (a data race under
+	// -race, the baselines' slices taken in turn over one transport).
+	if tr.MaxIdleConnsPerHost != int(maxWorkers) {
+		tr.MaxIdleConnsPerHost = int(maxWorkers)
+	}
+	if tr.DisableKeepAlives {
+		tr.DisableKeepAlives = false
+	}
 	return vegeta.NewAttacker(
 		vegeta.Client(&http.Client{Transport: tr}),
 		vegeta.Workers(workers),
 		vegeta.MaxWorkers(maxWorkers),
-		vegeta.Connections(int(maxWorkers)),
 		vegeta.Timeout(timeout),
 		vegeta.Redirects(vegeta.NoFollow),
-		vegeta.KeepAlive(true),
 	)
 }
