@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,11 +113,24 @@ func TestKeyRecordsAcrossSentinelFailover(t *testing.T) {
 	w := window{from: time.Since(start)}
 	g.HoldReplication()
 	rows := r.orderRows(ctx)
+	// The payments go at once: each may wait out SECKILL_STREAM_REPLICA_WAIT
+	// for a replica that cannot confirm, and one after another they kept
+	// the link down so long (beside CPU hogs) that the Sentinels no longer
+	// counted the replica fit to promote (a link down for over ten times
+	// down-after-milliseconds), and no failover came.
+	var pays []*keyed
+	var wg sync.WaitGroup
 	for _, row := range rows {
 		k := &keyed{path: "/api/v1/orders/" + row.no + "/pay", body: fmt.Sprintf(`{"user_id":%q}`, row.user), key: "kf-pay-" + row.no}
-		k.first = r.send(start, a, k)
-		keys = append(keys, k)
+		pays = append(pays, k)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.first = r.send(start, a, k)
+		}()
 	}
+	wg.Wait()
+	keys = append(keys, pays...)
 	g.Primary.Kill()
 	g.ReleaseReplication()
 	g.WaitFailover()

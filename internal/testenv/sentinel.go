@@ -219,14 +219,25 @@ func (g *SentinelGroup) failoverState() string {
 	for _, s := range g.Sentinels {
 		c := g.client(s.Addr)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		m, err := c.Do(ctx, "SENTINEL", "MASTER", g.Master).StringSlice()
+		reply, err := c.Do(ctx, "SENTINEL", "MASTER", g.Master).Result()
 		cancel()
 		_ = c.Close()
 		fmt.Fprintf(&b, "sentinel %s (%v):", s.Addr, err)
-		for i := 0; i+1 < len(m); i += 2 {
-			switch m[i] {
-			case "ip", "port", "flags", "failover-state", "config-epoch", "num-slaves", "role-reported":
-				fmt.Fprintf(&b, " %s=%s", m[i], m[i+1])
+		// RESP3 answers a map, RESP2 a flat list of names and values.
+		fields := map[string]any{}
+		switch m := reply.(type) {
+		case map[any]any:
+			for k, v := range m {
+				fields[fmt.Sprint(k)] = v
+			}
+		case []any:
+			for i := 0; i+1 < len(m); i += 2 {
+				fields[fmt.Sprint(m[i])] = m[i+1]
+			}
+		}
+		for _, name := range []string{"ip", "port", "flags", "failover-state", "config-epoch", "num-slaves", "role-reported"} {
+			if v, ok := fields[name]; ok {
+				fmt.Fprintf(&b, " %s=%v", name, v)
 			}
 		}
 		b.WriteByte('\n')

@@ -71,3 +71,24 @@ func TestRejoiningPrimaryIsNotPromotedBeforeItSynced(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverStateNamesEachSentinelsView: the report a stalled failover
+// wait prints holds every sentinel's view of the master (its flags and
+// epoch), whichever protocol the client speaks; under RESP3 it used to
+// print only "unexpected type=map" for each.
+func TestFailoverStateNamesEachSentinelsView(t *testing.T) {
+	t.Parallel()
+	g := StartSentinelGroup(t)
+	state := g.failoverState()
+	for _, s := range g.Sentinels {
+		line := ""
+		for _, l := range strings.Split(state, "\n") {
+			if strings.HasPrefix(l, "sentinel "+s.Addr) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, " flags=master") || !strings.Contains(line, " config-epoch=") || !strings.Contains(line, "(<nil>)") {
+			t.Errorf("sentinel %s: %q; want its view of the master (flags, epoch) and no error\n%s", s.Addr, line, state)
+		}
+	}
+}
