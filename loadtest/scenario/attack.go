@@ -295,6 +295,40 @@ type Result struct {
 	Scalper *results.Scalper
 }
 
+// attackShape is how an attack sends: its pacer and duration, the hits it
+// plans (a burst's; 0 for a rate), its workers (initial and at most) and
+// the schedule its buyers arrive on, with the target rate of a rate.
+type attackShape struct {
+	pacer            vegeta.Pacer
+	duration         time.Duration
+	planned          uint64
+	workers, initial uint64
+	schedule         string
+	target           float64
+}
+
+// shapeOf is the shape of o's attack, for buyers who send copies copies
+// each.
+func shapeOf(o Config, copies uint64) attackShape {
+	sh := attackShape{workers: uint64(o.Workers) * copies, schedule: results.ScheduleBurst}
+	sh.initial = sh.workers
+	switch o.Shape {
+	case "burst":
+		sh.planned = uint64(o.Buyers) * copies
+		sh.pacer = BurstPacer{Hits: sh.planned}
+		sh.duration = o.MaxDuration
+	default: // constant
+		sh.schedule, sh.target = results.ScheduleRate, float64(o.Rate)
+		sh.pacer = vegeta.ConstantPacer{Freq: o.Rate, Per: time.Second}
+		sh.duration = o.Duration
+		// Holding a rate takes rate × latency requests in flight; allow a
+		// second of latency at the full rate before the attack falls behind.
+		sh.workers = uint64(max(o.Workers, o.Rate))
+		sh.initial = min(sh.workers, 10) // vegeta adds workers up to the bound as the rate needs them
+	}
+	return sh
+}
+
 // attack runs one attack with vegeta and feeds every result to the tally,
 // the latency metrics and the stage's plot, while a progress line ticks on
 // progress.
@@ -302,31 +336,9 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	// --workers bounds the buyers in flight; a buyer who sends copies has
 	// all of them in flight at once, so the storm multiplies connections
 	// rather than thinning out the crowd.
-	copies := uint64(max(1, p.Scenario.Copies))
-	var (
-		pacer    vegeta.Pacer
-		duration time.Duration
-		planned  uint64
-		workers  = uint64(o.Workers) * copies
-		initial  = workers
-		schedule = results.ScheduleBurst
-		target   float64
-	)
-	switch o.Shape {
-	case "burst":
-		planned = uint64(o.Buyers) * copies
-		pacer = BurstPacer{Hits: planned}
-		duration = o.MaxDuration
-	default: // constant
-		schedule, target = results.ScheduleRate, float64(o.Rate)
-		pacer = vegeta.ConstantPacer{Freq: o.Rate, Per: time.Second}
-		duration = o.Duration
-		// Holding a rate takes rate × latency requests in flight; allow a
-		// second of latency at the full rate before the attack falls behind.
-		workers = uint64(max(o.Workers, o.Rate))
-		initial = min(workers, 10) // vegeta adds workers up to the bound as the rate needs them
-	}
-	atk, release := newAttacker(initial, workers, o.Timeout)
+	sh := shapeOf(o, uint64(max(1, p.Scenario.Copies)))
+	pacer, duration, planned, workers, schedule := sh.pacer, sh.duration, sh.planned, sh.workers, sh.schedule
+	atk, release := newAttacker(sh.initial, workers, o.Timeout)
 	defer release()
 	stopped := make(chan struct{})
 	defer close(stopped)
@@ -347,7 +359,7 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	})
 	var m vegeta.Metrics
 	var plotErr error
-	clk := newClocks(schedule, target, int(workers))
+	clk := newClocks(schedule, sh.target, int(workers))
 	// vegeta's attack begins a hair after this (its own time.Now()), so
 	// the due instants read from here are early by as much, and each send
 	// lag long by it (microseconds): the lab's queue is never understated.
