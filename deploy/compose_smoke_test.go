@@ -164,8 +164,9 @@ func TestComposeSmoke(t *testing.T) {
 // that setup's durability, replica (a 202 once a replica has the order).
 // It sends 400 buyers through nginx on a stock of 100, one every
 // smokeHAPace so that the sale outlasts the failover, SIGKILLs the Redis
-// primary after the first 40 answers, and checks that the Sentinels
-// promoted the replica, that the fleet answered after the kill, that every
+// primary after the first 40 answers (and starts it again once the
+// Sentinels promoted the replica, as an orchestrator would), and checks
+// that the Sentinels promoted the replica, that the fleet answered after the kill, that every
 // buyer ended with a definite answer, and that MySQL's own rows (once the
 // queue drained) agree with what the buyers were told: sold = stock,
 // nothing oversold, one order row per buyer told it bought, 202s included.
@@ -189,7 +190,21 @@ func TestComposeSmokeHA(t *testing.T) {
 		t.Fatalf("reset through nginx: %d %s", status, body)
 	}
 	before := fl.masterOf(t)
-	res := fl.burst(t, "redis", smokeHAPace, nil)
+	// The orchestrator's part, as in the Cluster smoke: once the Sentinels
+	// have promoted the replica, the killed primary is started again and
+	// rejoins as its replica. At durability replica every Idempotency-Key
+	// claim waits for a replica, so until then a keyed buyer is told 503
+	// unavailable, nothing run, and retries (before claims waited, the
+	// burst ended on orders a replica had not confirmed).
+	rejoin := func(ctx context.Context) {
+		testkit.Eventually(t, "the Sentinels to promote the replica", 2*time.Minute, func() bool {
+			return fl.masterOf(t) != before
+		})
+		if out, err := fl.compose(ctx, "start", "redis"); err != nil {
+			t.Errorf("docker compose start redis: %v\n%s", err, out)
+		}
+	}
+	res := fl.burst(t, "redis", smokeHAPace, rejoin)
 	t.Logf("burst: %d final answers (%d ok, %d sold out, %d already purchased after an unknown answer, %d sold out after an unknown answer); %d attempts; statuses %v; %d answers after the kill",
 		len(res.final), res.count(outcomeOK), res.count(outcomeSoldOut), res.count(outcomeBoughtBefore), res.count(outcomeUnknown), res.attempts, res.statuses, res.afterKill)
 	after := fl.masterOf(t)
