@@ -51,14 +51,9 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	product := p.stages(b.db.Products(), "product")
 	coupon := p.stages(b.db.Coupons(), "coupon")
-	for _, ra := range []*redisstage.RedisAtomic{product.redisStock, coupon.redisStock} {
-		if ra == nil {
-			continue
-		}
-		if err := ra.LoadAll(context.Background()); err != nil {
-			return nil, errors.Join(fmt.Errorf("load stock into redis: %w", err), p.close())
-		}
-	}
+	// Nothing is copied into Redis here: an item's copy is loaded by its
+	// reset or its first buy (redisstage's first_load.go), so a start
+	// costs the same with two items as with 100,000.
 	if product.queue != nil {
 		// Both kinds share one Redis and one level: checking one checks both.
 		if err := product.queue.CheckDurability(context.Background()); err != nil {

@@ -1,8 +1,11 @@
 // Package reconcile is the fleet's periodic bookkeeping: every interval,
-// exactly one instance checks that every product and coupon batch conserves
-// its stock (initial = stock + sold), repairs the Redis copy that the
-// redis-atomic stage keeps and the buckets of redis-sharded, and publishes
-// what it found for the audit endpoints.
+// exactly one instance checks that the products and coupon batches that
+// have work conserve their stock (initial = stock + sold), repairs the
+// Redis copy that the redis-atomic stage keeps and the buckets of
+// redis-sharded, and publishes what it found, item by item, for the audit
+// endpoints. An item has work when it has a Redis copy, was reset since
+// the last run, or was found in violation by it (work.go): the cost of a
+// run follows the items in play, never the catalogue.
 //
 // "Exactly one instance" is the scheduled-job dedupe that distributed locks
 // are often used for. Time is cut into slots of one interval; an instance
@@ -16,11 +19,8 @@ package reconcile
 import (
 	"context"
 	_ "embed" // claim_slot.lua
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,15 +31,16 @@ import (
 	"github.com/seckill-lab/seckill/internal/lock"
 )
 
-// Auditor is what the job reads: an inventory.Service has these.
+// Auditor is what the job reads: an inventory.Service has it.
 type Auditor interface {
-	List(ctx context.Context) ([]inventory.Item, error)
 	Audit(ctx context.Context, id int64) (inventory.Audit, error)
 }
 
-// Repairer fixes a stage's own copy of the stock (redisstage.RedisAtomic).
+// Repairer fixes a stage's own copy of the stock (redisstage.RedisAtomic,
+// redisstage.RedisSharded), and lists the items that have one.
 type Repairer interface {
 	Repair(ctx context.Context, id int64, staleAfter time.Duration, orderExists func(context.Context, string) (bool, error)) (redisstage.Drift, error)
+	Copies(ctx context.Context) ([]int64, error)
 }
 
 // Target is one kind of item to reconcile.
@@ -74,7 +75,9 @@ const lostCopy = "the Redis copy of the stock was missing and was reloaded from 
 	"orders that redis-stream had accepted and not yet written, if any, were only in Redis and cannot be recovered: " +
 	"their buyers hold a 202 whose order now answers order-not-found"
 
-// Result is one run.
+// Result is one run. Items holds every item the run checked; the summary
+// published for the fleet (Last) holds only those in violation, and each
+// item's finding is published on its own (LastFor).
 type Result struct {
 	At         time.Time    `json:"at"`
 	Instance   string       `json:"instance"`
@@ -101,6 +104,7 @@ type Job struct {
 	rdb     redis.UniversalClient
 	targets []Target
 	opts    Options
+	seen    seenCopies // the copies registered at this instance's runs (work.go)
 }
 
 // New returns a Job. locker must be shared by the fleet (same Redis).
@@ -114,7 +118,7 @@ func New(locker lock.Locker, rdb redis.UniversalClient, targets []Target, opts O
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Job{locker: locker, rdb: rdb, targets: targets, opts: opts}
+	return &Job{locker: locker, rdb: rdb, targets: targets, opts: opts, seen: seenCopies{ids: map[string]map[int64]bool{}}}
 }
 
 // Run wakes at every slot boundary (plus a little) until ctx ends.
@@ -135,11 +139,11 @@ func (j *Job) Run(ctx context.Context) {
 func (j *Job) RunSlot(ctx context.Context, slot int64) (Result, bool, error) {
 	var res Result
 	ran, err := onceInSlot(ctx, j.locker, j.rdb, j.opts, "reconcile", "slot:", slot, func(lctx context.Context) error {
-		res = j.check(lctx, slot)
 		prev, _, err := Last(ctx, j.rdb, j.opts.Prefix)
 		if err != nil {
 			j.opts.Logger.Debug("reading the previous reconcile result failed", "err", err)
 		}
+		res = j.check(lctx, slot, prev)
 		if err := j.publish(ctx, res); err != nil {
 			return err
 		}
@@ -201,50 +205,19 @@ func nextSlot(ctx context.Context, iv time.Duration) (int64, bool) {
 	return next.UnixNano() / int64(iv), true
 }
 
-func (j *Job) check(ctx context.Context, slot int64) Result {
+// check repairs and audits the items that have work (work.go); prev is
+// the fleet's previous run, whose violations are checked again.
+func (j *Job) check(ctx context.Context, slot int64, prev Result) Result {
 	res := Result{At: time.Now().UTC(), Instance: j.opts.Instance, Slot: slot}
 	for _, t := range j.targets {
-		items, err := t.Items.List(ctx)
+		w, err := j.work(ctx, t, prev)
 		if err != nil {
 			res.Items = append(res.Items, ItemResult{Kind: t.Kind, Error: err.Error()})
 			res.Violations++
 			continue
 		}
-		for _, it := range items {
-			r := ItemResult{Kind: t.Kind, ID: it.ID}
-			if t.Repairer != nil {
-				d, err := t.Repairer.Repair(ctx, it.ID, j.opts.StaleAfter, t.OrderExists)
-				if err != nil {
-					r.Error = err.Error()
-				} else {
-					r.Drift = &d
-					if d.Repaired || d.Resolved > 0 {
-						res.Repairs++
-					}
-					if d.RedisStock < 0 {
-						r.Note = lostCopy
-						j.opts.Logger.Error("reconcile: "+lostCopy, "kind", t.Kind, "id", it.ID)
-					}
-				}
-			}
-			if t.Buckets != nil {
-				// A repair of either copy counts once for the item.
-				d, err := t.Buckets.Repair(ctx, it.ID, j.opts.StaleAfter, t.OrderExists)
-				if err != nil {
-					r.Error = strings.TrimPrefix(r.Error+"; "+err.Error(), "; ")
-				} else {
-					r.BucketDrift = &d
-					if (d.Repaired || d.Resolved > 0) && (r.Drift == nil || !r.Drift.Repaired && r.Drift.Resolved == 0) {
-						res.Repairs++
-					}
-				}
-			}
-			a, err := t.Items.Audit(ctx, it.ID)
-			if err != nil {
-				r.Error = errors.Join(errors.New(r.Error), err).Error()
-			} else {
-				r.Oversold, r.Conserved = a.Oversold(), a.Conserved()
-			}
+		for _, id := range w.items {
+			r := j.checkItem(ctx, t, w, id, &res)
 			if r.Error != "" || r.Oversold > 0 || !r.Conserved {
 				res.Violations++
 			}
@@ -254,101 +227,42 @@ func (j *Job) check(ctx context.Context, slot int64) Result {
 	return res
 }
 
-func (j *Job) publish(ctx context.Context, res Result) error {
-	b, err := json.Marshal(res)
+// checkItem repairs the copies item id has, then audits it.
+func (j *Job) checkItem(ctx context.Context, t Target, w work, id int64, res *Result) ItemResult {
+	r := ItemResult{Kind: t.Kind, ID: id}
+	if w.copy[id] {
+		d, err := t.Repairer.Repair(ctx, id, j.opts.StaleAfter, t.OrderExists)
+		if err != nil {
+			r.Error = err.Error()
+		} else {
+			r.Drift = &d
+			if d.Repaired || d.Resolved > 0 {
+				res.Repairs++
+			}
+			if d.RedisStock < 0 && !d.Busy {
+				// A registered copy that vanished: Redis lost its data.
+				r.Note = lostCopy
+				j.opts.Logger.Error("reconcile: "+lostCopy, "kind", t.Kind, "id", id)
+			}
+		}
+	}
+	if w.buckets[id] {
+		// A repair of either copy counts once for the item.
+		d, err := t.Buckets.Repair(ctx, id, j.opts.StaleAfter, t.OrderExists)
+		if err != nil {
+			r.Error = strings.TrimPrefix(r.Error+"; "+err.Error(), "; ")
+		} else {
+			r.BucketDrift = &d
+			if (d.Repaired || d.Resolved > 0) && (r.Drift == nil || !r.Drift.Repaired && r.Drift.Resolved == 0) {
+				res.Repairs++
+			}
+		}
+	}
+	a, err := t.Items.Audit(ctx, id)
 	if err != nil {
-		return err
+		r.Error = errors.Join(errors.New(r.Error), err).Error()
+	} else {
+		r.Oversold, r.Conserved = a.Oversold(), a.Conserved()
 	}
-	keep := max(24*time.Hour, 10*j.opts.Interval)
-	if err := j.rdb.Set(context.WithoutCancel(ctx), j.opts.Prefix+"last", b, keep).Err(); err != nil {
-		return fmt.Errorf("publish reconcile result: %w", err)
-	}
-	return nil
-}
-
-// logChanges logs each item whose finding changed since the fleet's previous
-// run, naming it: a violation once when it appears or changes, and once
-// when it is gone, not again on every run while it stays the same.
-func (j *Job) logChanges(prev, cur Result) {
-	key := func(r ItemResult) string { return r.Kind + ":" + strconv.FormatInt(r.ID, 10) }
-	bad := func(r ItemResult) bool { return r.Error != "" || r.Oversold > 0 || !r.Conserved }
-	same := func(a, b ItemResult) bool {
-		return a.Oversold == b.Oversold && a.Conserved == b.Conserved && a.Error == b.Error
-	}
-	before := map[string]ItemResult{}
-	for _, r := range prev.Items {
-		before[key(r)] = r
-	}
-	for _, r := range cur.Items {
-		p, seen := before[key(r)]
-		switch {
-		case bad(r) && (!seen || !bad(p) || !same(p, r)):
-			j.opts.Logger.Warn("reconcile found a violation", "kind", r.Kind, "item", r.ID, "oversold", r.Oversold, "conserved", r.Conserved, "err", r.Error)
-		case !bad(r) && seen && bad(p):
-			j.opts.Logger.Info("reconcile: violation gone", "kind", r.Kind, "item", r.ID)
-		}
-	}
-}
-
-// Finding is one item's finding in the fleet's newest run.
-type Finding struct {
-	At       time.Time
-	Instance string // the instance that ran it
-	Item     ItemResult
-}
-
-// LastFor returns the item's finding in the newest published run. ok is
-// false when there is none, or when the item was reset after that run (see
-// MarkReset): a finding about the stock before a reset says nothing about
-// the stock after it.
-func LastFor(ctx context.Context, rdb redis.UniversalClient, prefix, kind string, id int64) (f Finding, ok bool, err error) {
-	res, ok, err := Last(ctx, rdb, prefix)
-	if err != nil || !ok {
-		return Finding{}, false, err
-	}
-	for _, it := range res.Items {
-		if it.Kind != kind || it.ID != id {
-			continue
-		}
-		resetAt, err := rdb.Get(ctx, resetKey(prefix, kind, id)).Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return Finding{}, false, err
-		}
-		if resetAt >= res.At.UnixNano() {
-			return Finding{}, false, nil
-		}
-		return Finding{At: res.At, Instance: res.Instance, Item: it}, true, nil
-	}
-	return Finding{}, false, nil
-}
-
-// MarkReset records, for the fleet, that the item was reset now, so that
-// LastFor hides findings from before. Call it after the reset.
-func MarkReset(ctx context.Context, rdb redis.UniversalClient, prefix, kind string, id int64) error {
-	return rdb.Set(ctx, resetKey(prefix, kind, id), time.Now().UnixNano(), 24*time.Hour).Err()
-}
-
-func resetKey(prefix, kind string, id int64) string {
-	if prefix == "" {
-		prefix = "seckill:reconcile:"
-	}
-	return prefix + "reset:" + kind + ":" + strconv.FormatInt(id, 10)
-}
-
-// Last reads the newest published result; ok is false when none exists.
-func Last(ctx context.Context, rdb redis.UniversalClient, prefix string) (res Result, ok bool, err error) {
-	if prefix == "" {
-		prefix = "seckill:reconcile:"
-	}
-	b, err := rdb.Get(ctx, prefix+"last").Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Result{}, false, nil
-	}
-	if err != nil {
-		return Result{}, false, err
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		return Result{}, false, err
-	}
-	return res, true, nil
+	return r
 }

@@ -126,7 +126,7 @@ func TestOneRunPerIntervalAcrossTheFleet(t *testing.T) {
 		}
 	}
 	last, ok, err := reconcile.Last(context.Background(), rdb, prefix)
-	if err != nil || !ok || len(last.Items) == 0 || last.Violations != 0 {
+	if err != nil || !ok || last.Violations != 0 || last.Slot <= 10 {
 		t.Fatalf("last result %+v ok=%v err=%v", last, ok, err)
 	}
 }

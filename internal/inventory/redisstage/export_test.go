@@ -1,5 +1,11 @@
 package redisstage
 
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
 // WaitingToWrite counts the sales of item id that wait behind a database
 // write of the item in progress (0 without a group commit).
 func (s *RedisAtomic) WaitingToWrite(id int64) int {
@@ -22,3 +28,14 @@ func (s *RedisSharded) BucketKeysForTest(id int64, b int) []string { return s.bu
 // (bucket_take.lua) and of the script that forgets a buyer
 // (bucket_unclaim.lua), by which a test picks their requests on the wire.
 func ShardedScriptsForTest() (bucketTake, forget string) { return take.Hash(), unclaim.Hash() }
+
+// ReserveScriptForTest is the SHA1 of redis-atomic's reserve script, by
+// which a test picks its requests on the wire. It loads the script and
+// redis-sharded's bucket script into rdb's cache, so that each runs as
+// one EVALSHA, never a NOSCRIPT and an EVAL.
+func ReserveScriptForTest(ctx context.Context, rdb redis.Scripter) (string, error) {
+	if err := take.Load(ctx, rdb).Err(); err != nil {
+		return "", err
+	}
+	return reserve.Hash(), reserve.Load(ctx, rdb).Err()
+}

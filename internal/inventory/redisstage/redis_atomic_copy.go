@@ -15,38 +15,58 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
-// The Redis copy of the stock that redis-atomic sells from: loading it at
-// start and on a reset, and the reconcile job's side, settling reservations
-// whose request is over and correcting a copy that drifted from the
-// database (after a flush, a failover, or a bug).
+// The Redis copy of the stock that redis-atomic sells from: loading it on
+// a reset and on the first buy that finds none (nothing is copied at
+// start: see first_load.go), and the reconcile job's side, settling
+// reservations whose request is over and correcting a copy that drifted
+// from the database (after a flush, a failover, or a bug).
 
 // Reset loads the Redis copy of a freshly reset item.
 func (s *RedisAtomic) Reset(ctx context.Context, id int64, _ int) error {
 	return s.loadOne(ctx, id, true)
 }
 
-// LoadAll copies every item's stock into Redis where no copy exists yet;
-// the composition root calls it at start.
-func (s *RedisAtomic) LoadAll(ctx context.Context) error {
-	items, err := s.store.List(ctx)
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
-		if err := s.loadOne(ctx, it.ID, false); err != nil {
+// Copies lists the items that have a Redis copy (or had one, before
+// Redis lost it): the reconcile job's work. It fails with ErrUnavailable.
+func (s *RedisAtomic) Copies(ctx context.Context) ([]int64, error) { return s.copies.list(ctx, s.rdb) }
+
+// loadFirst loads item id's copy for a buy that found none, once however
+// many buyers found none at once (first_load.go). A copy loaded again for
+// an item that had one (Redis lost it) may bring back units that a
+// remembered sell-out hides: it is logged, and announced as a restock.
+func (s *RedisAtomic) loadFirst(ctx context.Context, id int64) error {
+	return s.guard.once(ctx, s.rdb, id, s.key(id, "loading"), exists(s.rdb, s.keys(id)[0]), func(ctx context.Context) error {
+		reloaded, err := s.load(ctx, id, false)
+		if err != nil || !reloaded {
 			return err
 		}
-	}
-	return nil
+		s.log.Warn("the Redis copy of the stock was missing and was reloaded from the database on a buy", "kind", s.kind, "item", id)
+		if err := afterRepair(ctx, id, true, nil, s.restocked); err != nil {
+			s.log.Warn("announcing the reloaded copy failed", "kind", s.kind, "item", id, "err", err)
+		}
+		return nil
+	})
 }
 
-// loadOne copies the database stock of one item into Redis. Buyers who
-// already have an order are listed so the script can turn them away early;
-// the unique key in the database stays the real guard.
+// loadOne copies the database stock of one item into Redis (see load).
 func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) error {
+	_, err := s.load(ctx, id, overwrite)
+	return err
+}
+
+// load copies the database stock of one item into Redis, registering the
+// item first (copies). Buyers who already have an order are listed so the
+// script can turn them away early; the unique key in the database stays
+// the real guard. Without overwrite it keeps a copy that exists, and
+// reports whether it loaded one for an item registered before (reloaded).
+func (s *RedisAtomic) load(ctx context.Context, id int64, overwrite bool) (reloaded bool, err error) {
+	before, err := s.copies.add(ctx, s.rdb, id)
+	if err != nil {
+		return false, err
+	}
 	it, err := s.store.Get(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	flag := "0"
 	if overwrite {
@@ -55,16 +75,17 @@ func (s *RedisAtomic) loadOne(ctx context.Context, id int64, overwrite bool) err
 	args := []any{it.Stock, flag, newGen(), unixMilli(it.Window.OpensAt), unixMilli(it.Window.ClosesAt)}
 	users, err := buyersOf(ctx, s.store, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, u := range users {
 		args = append(args, u)
 	}
 	keys := append(s.keys(id), s.key(id, "returned"), s.key(id, "gen"), s.key(id, "failed"), s.key(id, "window"), s.key(id, givenBackLog))
-	if err := load.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
-		return fmt.Errorf("%w: load %s %d into redis: %w", inventory.ErrUnavailable, s.kind, id, err)
+	n, err := load.Run(ctx, s.rdb, keys, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("%w: load %s %d into redis: %w", inventory.ErrUnavailable, s.kind, id, err)
 	}
-	return nil
+	return before && n == 1 && !overwrite, nil
 }
 
 // unixMilli is a window bound for load.lua: Unix ms, or "" for none.
@@ -211,6 +232,10 @@ func (s *RedisAtomic) repair(ctx context.Context, id int64, staleAfter time.Dura
 		return d, back, nil
 	}
 	if before[0] < 0 {
+		// A copy whose first load is in flight is not lost.
+		if d.Busy, err = loading(ctx, s.rdb, s.key(id, "loading")); err != nil || d.Busy {
+			return d, back, err
+		}
 		// A copy that was missing is loaded: units the buyers could
 		// not reach before.
 		d.Repaired = true

@@ -18,7 +18,9 @@ import (
 // The buckets redis-sharded sells from: their keys, how a buyer is routed
 // and walks them, loading them at a reset, giving reservations back, and
 // the reconcile job's side (settling reservations whose request is over, correcting
-// buckets whose sum drifted from the database stock).
+// buckets whose sum drifted from the database stock). Nothing is loaded at
+// start: the first buy that finds its bucket missing loads them
+// (loadFirst).
 //
 // Units of a cancelled order of this stage go back to the database only;
 // the reconcile job then finds the buckets short and adds them back.
@@ -76,7 +78,7 @@ func (s *RedisSharded) walk(ctx context.Context, o inventory.Order, claim bool) 
 			if loaded {
 				return parts, need, false, fmt.Errorf("%s %d: %w", s.kind, o.ItemID, inventory.ErrNotFound)
 			}
-			if err := s.loadOne(ctx, o.ItemID, false); err != nil {
+			if err := s.loadFirst(ctx, o.ItemID, b); err != nil {
 				return parts, need, false, err
 			}
 			loaded, i = true, i-1 // visit this bucket again
@@ -190,18 +192,57 @@ func (s *RedisSharded) Reset(ctx context.Context, id int64, _ int) error {
 	return err
 }
 
-// loadOne splits the stock of one item over its buckets: only the buckets
+// Copies lists the items that have buckets (or had, before Redis lost
+// them): the reconcile job's work. It fails with ErrUnavailable.
+func (s *RedisSharded) Copies(ctx context.Context) ([]int64, error) { return s.copies.list(ctx, s.rdb) }
+
+// loadFirst loads the buckets of item id for a buy that found bucket b
+// missing, once however many buyers found theirs missing at once
+// (first_load.go). The guard is one per item, in bucket 0's slot, beside
+// the split; each buyer waits for its own bucket. Buckets loaded again for
+// an item that had them (a shard lost its data) are announced as a
+// restock: a remembered sell-out may hide their units.
+func (s *RedisSharded) loadFirst(ctx context.Context, id int64, b int) error {
+	return s.guard.once(ctx, s.rdb, id, s.loadGuardKey(id), exists(s.rdb, s.bucketKeys(id, b)[0]), func(ctx context.Context) error {
+		reloaded, err := s.load(ctx, id, false)
+		if err != nil || !reloaded {
+			return err
+		}
+		s.log.Warn("buckets of the stock were missing and were loaded again on a buy", "kind", s.kind, "item", id)
+		if err := afterRepair(ctx, id, true, nil, s.restocked); err != nil {
+			s.log.Warn("announcing the reloaded buckets failed", "kind", s.kind, "item", id, "err", err)
+		}
+		return nil
+	})
+}
+
+// loadGuardKey is the guard of item id's first loads.
+func (s *RedisSharded) loadGuardKey(id int64) string { return s.splitKey(id) + ":loading" }
+
+// loadOne is load, for a reset or a repair.
+func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) error {
+	_, err := s.load(ctx, id, overwrite)
+	return err
+}
+
+// load splits the stock of one item over its buckets: only the buckets
 // missing, or with overwrite (a reset) all of them. The buckets are
 // separate keys, loaded one by one while buyers already sell from those
 // loaded, so the total they split is fixed once, in a split key of bucket
 // 0's slot, before any bucket exists: a loader that comes later splits that
 // total, not the database stock its own read finds lower. A bucket missing
 // while the others sold (a shard that lost its data) is loaded with its
-// share of that total too, and the reconcile job corrects the sum.
-func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) error {
+// share of that total too, and the reconcile job corrects the sum. The
+// item is registered first (copies); without overwrite, load reports
+// whether it loaded a bucket of an item registered before (reloaded).
+func (s *RedisSharded) load(ctx context.Context, id int64, overwrite bool) (reloaded bool, err error) {
+	before, err := s.copies.add(ctx, s.rdb, id)
+	if err != nil {
+		return false, err
+	}
 	it, err := s.store.Get(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	total := it.Stock
 	if overwrite {
@@ -214,11 +255,11 @@ func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) er
 		total, err = s.rdb.Get(ctx, s.splitKey(id)).Int()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: split %s %d: %w", inventory.ErrUnavailable, s.kind, id, err)
+		return false, fmt.Errorf("%w: split %s %d: %w", inventory.ErrUnavailable, s.kind, id, err)
 	}
 	users, err := buyersOf(ctx, s.store, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	homed := make([][]any, s.buckets)
 	for _, u := range users {
@@ -231,11 +272,13 @@ func (s *RedisSharded) loadOne(ctx context.Context, id int64, overwrite bool) er
 	gen := newGen()
 	for b := range s.buckets {
 		args := append([]any{share(total, s.buckets, b), flag, gen}, homed[b]...)
-		if err := loadBucket.Run(ctx, s.rdb, append(s.bucketKeys(id, b), s.bucketGen(id, b)), args...).Err(); err != nil {
-			return fmt.Errorf("%w: load bucket %d of %s %d into redis: %w", inventory.ErrUnavailable, b, s.kind, id, err)
+		n, err := loadBucket.Run(ctx, s.rdb, append(s.bucketKeys(id, b), s.bucketGen(id, b)), args...).Int()
+		if err != nil {
+			return false, fmt.Errorf("%w: load bucket %d of %s %d into redis: %w", inventory.ErrUnavailable, b, s.kind, id, err)
 		}
+		reloaded = reloaded || before && n == 1 && !overwrite
 	}
-	return nil
+	return reloaded, nil
 }
 
 // bucketGen names bucket b's generation: a new one with every load, so
@@ -329,6 +372,10 @@ func (s *RedisSharded) repair(ctx context.Context, id int64, staleAfter time.Dur
 		return d, back, nil
 	}
 	if missing == s.buckets {
+		// Buckets whose first load is in flight are not lost.
+		if d.Busy, err = loading(ctx, s.rdb, s.loadGuardKey(id)); err != nil || d.Busy {
+			return d, back, err
+		}
 		// Every bucket is gone: split the stock the database has now.
 		d.Repaired = true
 		if err := s.rdb.Del(ctx, s.splitKey(id)).Err(); err != nil {

@@ -49,8 +49,10 @@ type RedisAtomic struct {
 	kind  string
 	log   *slog.Logger
 	// restocked, when set, hears of units that came back to Redis (see
-	// Repair), so that remembered sell-outs are dropped.
+	// Repair, loadFirst): remembered sell-outs are dropped.
 	restocked func(ctx context.Context, id int64) error
+	copies    copies    // the items with a copy (copies.go)
+	guard     loadGuard // over first loads (first_load.go)
 }
 
 // OnRestock makes Repair call f after it returned units to the Redis copy
@@ -62,7 +64,7 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log}
+	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log, copies: copiesOf("redis-atomic", kind)}
 }
 
 // WindowNow reads the clock the script checks item id's window against:
@@ -97,8 +99,8 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 	}
 	if err == nil && left == -2 {
 		// Not loaded (first use, or Redis lost its data): load from the
-		// database, without overwriting a copy another instance loaded.
-		if err = s.loadOne(ctx, o.ItemID, false); err != nil {
+		// database, once for the fleet (first_load.go).
+		if err = s.loadFirst(ctx, o.ItemID); err != nil {
 			return err
 		}
 		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())

@@ -1,6 +1,7 @@
 package redisstage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -34,9 +35,8 @@ import (
 //
 // What it costs: a buyer whose home is empty pays a round trip per bucket
 // it visits (Fallbacks counts them), a buy of several units may take them
-// from several buckets, and a refusal is checked by a second walk once the
-// sweeper, which gathers the last units into one bucket, has ever moved
-// any (redis_sharded_sweep.go).
+// from several buckets, and a refusal is checked by a second walk once
+// the sweeper, which gathers the last units in one bucket, has moved any.
 
 // RedisSharded is the stage; its walk over the buckets, Reset and Repair
 // are in redis_sharded_copy.go, its sweeper in redis_sharded_sweep.go.
@@ -48,16 +48,16 @@ type RedisSharded struct {
 	buckets   int
 	log       *slog.Logger
 	restocked func(ctx context.Context, id int64) error
+	copies    copies    // the items with buckets (copies.go)
+	guard     loadGuard // over first loads (first_load.go)
 	fallbacks atomic.Int64
 	sw        sweepState // the sweeper's (redis_sharded_sweep.go)
 }
 
 // NewRedisSharded returns the stage for one kind, over buckets keys (≥ 1).
 func NewRedisSharded(rdb redis.UniversalClient, store copyStore, kind string, buckets int, log *slog.Logger) *RedisSharded {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &RedisSharded{rdb: rdb, store: store, sales: groupSales(store), kind: kind, buckets: max(1, buckets), log: log}
+	s := &RedisSharded{rdb: rdb, store: store, sales: groupSales(store), kind: kind, buckets: max(1, buckets),
+		log: cmp.Or(log, slog.New(slog.DiscardHandler)), copies: copiesOf("redis-sharded", kind)}
 	s.restocked = s.markedThen(nil)
 	return s
 }

@@ -91,8 +91,9 @@ func (s *RedisStream) buy(ctx context.Context, o inventory.Order, fold *inventor
 		left, ms, replicas, err = s.enqueue(ctx, keys, args)
 	}
 	if err == nil && left == -2 {
-		// No copy yet (or Redis lost it): load it from the database.
-		if err = s.redisStock.loadOne(ctx, o.ItemID, false); err != nil {
+		// No copy yet (or Redis lost it): load it from the database,
+		// once for the fleet (first_load.go).
+		if err = s.redisStock.loadFirst(ctx, o.ItemID); err != nil {
 			return err
 		}
 		left, ms, replicas, err = s.enqueue(ctx, keys, args)

@@ -133,7 +133,7 @@ func TestWriterFailsWhatTheDatabaseCannotHold(t *testing.T) {
 			defer cancel()
 			e := streamtest.NewEnv(t, b.Open(t), 5)
 			in := e.Instance("a", inventory.Lifecycle{})
-			if err := in.RedisStock.LoadAll(ctx); err != nil {
+			if err := in.RedisStock.Reset(ctx, e.ID, 5); err != nil {
 				t.Fatal(err)
 			}
 			streamtest.BuyN(t, in.Service, inventory.StageDBAtomic, "db", 2) // the copy does not see these

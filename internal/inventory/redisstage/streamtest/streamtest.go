@@ -79,6 +79,7 @@ func NewEnv(t *testing.T, db *store.DB, stock int) *Env {
 	}
 	t.Cleanup(func() {
 		keys, _ := e.RDB.Keys(context.Background(), "seckill:{"+e.NS+":*").Result()
+		keys = append(keys, "seckill:copies:redis-atomic:"+e.NS, "seckill:copies:redis-sharded:"+e.NS)
 		if len(keys) > 0 {
 			_ = e.RDB.Del(context.Background(), keys...).Err()
 		}

@@ -1,0 +1,127 @@
+package redisstage_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// heldGets is a ledger that counts its Gets (a load's read of the item)
+// and holds each until released.
+type heldGets struct {
+	*store.Ledger
+	gets    atomic.Int64
+	release chan struct{}
+}
+
+func (h *heldGets) Get(ctx context.Context, id int64) (inventory.Item, error) {
+	h.gets.Add(1)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return inventory.Item{}, ctx.Err()
+	}
+	return h.Ledger.Get(ctx, id)
+}
+
+// scriptCounter counts the EVALSHAs of one script that Redis ran.
+type scriptCounter struct {
+	sha string
+	n   *atomic.Int64
+}
+
+func (h scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 1 && a[0] == "evalsha" && a[1] == h.sha && err == nil {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+
+// TestFirstBuyersOfAnUnloadedItemLoadItOnce: nothing is copied into Redis
+// at start, so the first buyers of an item find no copy. Eight of them
+// at once, four on each of two services (instances, each with its own
+// Redis client), all find it missing before any load has read the
+// database: the database read that holds them is released only once
+// Redis has answered all eight "not loaded". They load the copy once,
+// not once each, and all eight buy.
+func TestFirstBuyersOfAnUnloadedItemLoadItOnce(t *testing.T) {
+	take, _ := redisstage.ShardedScriptsForTest()
+	reserve, err := redisstage.ReserveScriptForTest(context.Background(), testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []struct {
+		name  string
+		sha   string
+		stage func(rdb redis.UniversalClient, book *heldGets, ns string) inventory.Stage
+	}{
+		{inventory.StageRedisAtomic, reserve, func(rdb redis.UniversalClient, book *heldGets, ns string) inventory.Stage {
+			return redisstage.NewRedisAtomic(rdb, book, ns, nil)
+		}},
+		{inventory.StageRedisSharded, take, func(rdb redis.UniversalClient, book *heldGets, ns string) inventory.Stage {
+			return redisstage.NewRedisSharded(rdb, book, ns, 4, nil)
+		}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+				book := &heldGets{Ledger: e.DB.Products(), release: make(chan struct{})}
+				var notLoaded atomic.Int64
+				var stages []inventory.Stage
+				for range 2 {
+					rdb := redis.NewClient(e.RDB.Options())
+					t.Cleanup(func() { _ = rdb.Close() })
+					rdb.AddHook(scriptCounter{sc.sha, &notLoaded})
+					stages = append(stages, sc.stage(rdb, book, e.NS))
+				}
+				const buyers = 8
+				start := make(chan struct{})
+				errs := make([]error, buyers)
+				var wg sync.WaitGroup
+				for i := range buyers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						errs[i] = stages[i%2].Buy(ctx, inventory.Order{No: fmt.Sprintf("O-first-%d", i), ItemID: e.ID,
+							UserID: fmt.Sprintf("u%d", i), Quantity: 1, Stage: sc.name, Instance: "a", CreatedAt: time.Now()})
+					}()
+				}
+				close(start)
+				testkit.Eventually(t, "every buyer found the copy missing", time.Minute, func() bool { return notLoaded.Load() >= buyers })
+				close(book.release)
+				wg.Wait()
+				for i, err := range errs {
+					if err != nil {
+						t.Errorf("buyer %d: %v", i, err)
+					}
+				}
+				if n := book.gets.Load(); n != 1 {
+					t.Errorf("%d first buyers on two services read the item %d times to load its copy; want once", buyers, n)
+				}
+				a, err := e.DB.Products().Audit(ctx, e.ID)
+				if err != nil || a.Stock != 40-buyers || !a.Conserved() {
+					t.Errorf("audit %+v, %v; want %d left, conserved", a, err, 40-buyers)
+				}
+			})
+		})
+	}
+}

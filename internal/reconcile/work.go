@@ -1,0 +1,119 @@
+package reconcile
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// The job's work: which items one run checks. Not the catalogue: an item
+// nobody has bought has no Redis copy and no orders, and nothing to repair
+// or audit. A run checks, for each kind,
+//   - the items with a Redis copy of a stage (each stage's registry of
+//     copies, Repairer.Copies, which the stages write before they load a
+//     copy), and the copies this instance saw registered at its earlier
+//     runs: a Redis that lost its data lost the registry too, and those
+//     copies are then lost copies, reloaded and logged as before;
+//   - the items reset since the last run (MarkReset), which it drains;
+//   - the items the previous run found in violation, until they are clean.
+
+// work is one kind's items for one run, and which copies each has.
+type work struct {
+	items   []int64        // every item to audit, in order
+	copy    map[int64]bool // items with a redis-atomic copy to repair
+	buckets map[int64]bool // items with redis-sharded buckets to repair
+}
+
+// seenCopies are the copies registered at this instance's earlier runs,
+// by registry ("<kind>:copy", "<kind>:buckets").
+type seenCopies struct {
+	mu  sync.Mutex
+	ids map[string]map[int64]bool
+}
+
+// union returns ids and the ids seen before under name, and remembers ids.
+func (s *seenCopies) union(name string, ids []int64) map[int64]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := s.ids[name]
+	if seen == nil {
+		seen = map[int64]bool{}
+		s.ids[name] = seen
+	}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	out := make(map[int64]bool, len(seen))
+	for id := range seen {
+		out[id] = true
+	}
+	return out
+}
+
+// work lists target t's items for this run; prev is the fleet's previous
+// run, whose violations are checked again.
+func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
+	w := work{copy: map[int64]bool{}, buckets: map[int64]bool{}}
+	for _, c := range []struct {
+		name string
+		r    Repairer
+		into *map[int64]bool
+	}{{"copy", t.Repairer, &w.copy}, {"buckets", t.Buckets, &w.buckets}} {
+		if c.r == nil {
+			continue
+		}
+		ids, err := c.r.Copies(ctx)
+		if err != nil {
+			return work{}, err
+		}
+		*c.into = j.seen.union(t.Kind+":"+c.name, ids)
+	}
+	all := map[int64]bool{}
+	for id := range w.copy {
+		all[id] = true
+	}
+	for id := range w.buckets {
+		all[id] = true
+	}
+	reset, err := j.drainActive(ctx, t.Kind)
+	if err != nil {
+		return work{}, err
+	}
+	for _, id := range reset {
+		all[id] = true
+	}
+	for _, r := range prev.Items {
+		if r.Kind == t.Kind && r.ID != 0 {
+			all[r.ID] = true
+		}
+	}
+	for id := range all {
+		w.items = append(w.items, id)
+	}
+	slices.Sort(w.items)
+	return w, nil
+}
+
+// drainActive takes the items reset since the last run. Each is removed
+// before it is checked, so a reset that comes after the removal is left
+// for the next run, and one before it is covered by this one.
+func (j *Job) drainActive(ctx context.Context, kind string) ([]int64, error) {
+	key := activeKey(j.opts.Prefix, kind)
+	ms, err := j.rdb.SMembers(ctx, key).Result()
+	if err != nil || len(ms) == 0 {
+		return nil, err
+	}
+	members := make([]any, len(ms))
+	ids := make([]int64, 0, len(ms))
+	for i, m := range ms {
+		members[i] = m
+		if id, err := strconv.ParseInt(m, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	if err := j.rdb.SRem(ctx, key, members...).Err(); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
