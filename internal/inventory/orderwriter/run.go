@@ -36,40 +36,35 @@ func (w *Writer) Wake(id int64) {
 
 // Run writes orders until ctx ends or the writer crashed (AfterWrite),
 // one worker per item with work, and returns the crash's error or nil.
+// It returns once every worker has ended.
 func (w *Writer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	done := make(chan struct{})
+	ended := make(chan error)
 	workers := 0
-	defer func() {
-		for ; workers > 0; workers-- {
-			<-done
-		}
-	}()
+	var crash error
 	start := func(id int64, claim bool) {
 		if !w.enter(id, claim) {
 			return
 		}
 		workers++
-		go func() {
-			defer func() { done <- struct{}{} }()
-			if err := w.work(ctx, id, claim); err != nil {
-				cancel(err)
-			}
-		}()
+		go func() { ended <- w.work(ctx, id, claim) }()
+	}
+	end := func(err error) {
+		workers--
+		if err != nil && crash == nil {
+			crash = err
+			cancel(err)
+		}
 	}
 	tick := time.NewTicker(w.opts.Poll)
 	defer tick.Stop()
 	w.recover(ctx, start) // a restarted instance finds what was left
-	for {
+	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-			if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
-				return err
-			}
-			return nil
-		case <-done:
-			workers--
+		case err := <-ended:
+			end(err)
 		case <-w.signal:
 			for _, id := range w.takeWoken() {
 				start(id, false)
@@ -78,6 +73,10 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.recover(ctx, start)
 		}
 	}
+	for workers > 0 {
+		end(<-ended)
+	}
+	return crash
 }
 
 // takeWoken returns the items woken since the last call.
