@@ -61,8 +61,10 @@ func (s *RedisStream) WorkingItems(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-// clusterWorkingItems reads every slot's set, one script per master
-// (allow-cross-slot-keys: each master reads the sets of its own slots).
+// clusterWorkingItems reads every slot's set, one script per range of
+// slots one master serves (allow-cross-slot-keys: a master reads the sets
+// of its own slots; a range that moves meanwhile fails the read, and the
+// next recovery pass reads it again).
 func (s *RedisStream) clusterWorkingItems(ctx context.Context, c *redis.ClusterClient) ([]string, error) {
 	slots, err := c.ClusterSlots(ctx).Result()
 	if err != nil {
@@ -70,11 +72,13 @@ func (s *RedisStream) clusterWorkingItems(ctx context.Context, c *redis.ClusterC
 	}
 	var out []string
 	for _, r := range slots {
-		keys := make([]string, 0, r.End-r.Start+1)
+		keys := make([]any, 0, r.End-r.Start+1)
 		for slot := r.Start; slot <= r.End; slot++ {
 			keys = append(keys, slotWorkKey(s.redisStock.kind, slot))
 		}
-		ids, err := workingItems.Run(ctx, c, keys).StringSlice()
+		// The first key routes the script to the range's master; the
+		// others go as arguments (declared keys must share a slot).
+		ids, err := workingItems.Run(ctx, c, []string{keys[0].(string)}, keys...).StringSlice()
 		if err != nil {
 			return nil, err
 		}
