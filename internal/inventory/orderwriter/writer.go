@@ -2,8 +2,10 @@
 // (redisstage.RedisStream) queued: redis-stream's consumer. Every instance runs one, in
 // one consumer group per item stream, so each entry goes to one writer at
 // a time; an entry left unacknowledged by a writer that died is claimed by
-// another after ClaimIdle (XAUTOCLAIM). Delivery is therefore at least
-// once, and the effects are made exactly once:
+// another after ClaimIdle (XAUTOCLAIM), which delivers it again. A writer
+// works only on the items with queued orders (run.go), never the whole
+// catalogue. Delivery is at least once, and the effects are made exactly
+// once:
 //
 //   - The database decides each order's fate once. The order is written
 //     with db-atomic's guarded decrement; a second write of the same order
@@ -155,7 +157,7 @@ type Writer struct {
 
 // New returns a writer of q's orders into store. It takes over q's
 // wake-ups: an order this instance accepts is written by this writer
-// without waiting for its poll. Build it before q serves its first buy
+// without waiting for its recovery pass. Build it before q serves its first buy
 // (the wake-up is set here, unguarded).
 func New(q *redisstage.RedisStream, store Store, opts Options) *Writer {
 	if opts.Batch <= 0 {

@@ -54,7 +54,7 @@ func (s *RedisStream) Client() redis.UniversalClient { return s.rdb }
 
 // OnAccept makes every order the stage accepts call f with its item, so
 // that this instance's writer takes it at once rather than at its next
-// poll. Set it before the stage serves its first buy (it is unguarded).
+// recovery pass. Set it before the stage serves its first buy (it is unguarded).
 func (s *RedisStream) OnAccept(f func(id int64)) { s.wake = f }
 
 // Drain waits, up to drainWait (or ctx's end), until no order of the item

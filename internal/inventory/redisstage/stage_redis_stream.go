@@ -45,7 +45,7 @@ type RedisStream struct {
 	opts       StreamOptions
 	cluster    bool // one set of items with work per slot (stream_work.go)
 	// wake, when set, is told of every accepted order, so that this
-	// instance's writer takes it at once rather than at its next poll.
+	// instance's writer takes it at once rather than at its next recovery pass.
 	wake func(id int64)
 }
 
