@@ -122,7 +122,7 @@ func (w *Writer) leave(ctx context.Context, id int64) (again, claim bool) {
 // work runs rounds of the item's passes while asked.
 func (w *Writer) work(ctx context.Context, id int64, claim bool) error {
 	for again := true; again; again, claim = w.leave(ctx, id) {
-		err := w.drain(ctx, id, claim)
+		left, err := w.drain(ctx, id, claim)
 		if errors.Is(err, errCrashed) {
 			w.leave(ctx, id)
 			return err
@@ -131,17 +131,28 @@ func (w *Writer) work(ctx context.Context, id int64, claim bool) error {
 			// The item stays in the set: the next recovery pass comes back.
 			w.opts.Logger.Warn("order writer: pass failed; retrying", "stream", w.q.QueueKeys(id).Stream, "err", err)
 		}
-		w.report(ctx, id)
+		if err != nil || left != out || w.hadBacklog(id) {
+			// A drained item never reported needs no report (nor its
+			// two reads): an order's cost stays with its item.
+			w.report(ctx, id)
+		}
 	}
 	return nil
 }
 
+// hadBacklog tells whether the item's last report was of a backlog.
+func (w *Writer) hadBacklog(id int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reported[id]
+}
+
 // drain runs passes over the item's stream until one finds nothing and
 // nothing waits undelivered, then takes the item out of the set of items
-// with work unless entries are pending. claim asks the first pass to take
+// with work unless entries are pending, and returns which (out, pending). claim asks the first pass to take
 // over entries left pending ClaimIdle, at most every ClaimIdle/2 per item;
 // a long drain takes over as often.
-func (w *Writer) drain(ctx context.Context, id int64, claim bool) error {
+func (w *Writer) drain(ctx context.Context, id int64, claim bool) (int, error) {
 	stream := w.q.QueueKeys(id).Stream
 	began, lastTrim, lastReport := time.Now(), time.Now(), time.Now()
 	untrimmed := false // entries were handled since the last trim
@@ -162,7 +173,7 @@ func (w *Writer) drain(ctx context.Context, id int64, claim bool) error {
 		}
 		if err != nil || n > 0 {
 			if err != nil {
-				return err
+				return pending, err
 			}
 			if time.Since(lastReport) > 250*time.Millisecond {
 				w.report(ctx, id)
@@ -171,10 +182,10 @@ func (w *Writer) drain(ctx context.Context, id int64, claim bool) error {
 			continue // there may be more
 		}
 		if left, err := w.drained(ctx, id); err != nil || left != undelivered {
-			return err
+			return left, err
 		}
 	}
-	return nil
+	return pending, nil
 }
 
 // claimDue reports whether a take-over asked for is due: the item's last
