@@ -81,8 +81,8 @@ func New(instance string) *Metrics {
 		oversold:    prometheus.NewGaugeVec(prometheus.GaugeOpts(f("oversold_units", "Units sold beyond the initial stock, per item, as of the last reconcile run.")), []string{"kind", "id"}),
 	}
 	m.toConfirm = prometheus.NewHistogramVec(h("stream_time_to_confirm_seconds", "redis-stream: time from a buy's 202 to its order's database write."), []string{"kind"})
-	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_lag_orders", "redis-stream: orders accepted and not yet written, per item, as a writer on this instance last saw it.")), []string{"kind", "id"})
-	m.pendingEnts = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_pending_entries", "redis-stream: stream entries delivered to a writer and not yet acknowledged, per item.")), []string{"kind", "id"})
+	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_lag_orders", "redis-stream: orders accepted and not yet written, per item with a backlog, as a writer on this instance last saw it (no series: none).")), []string{"kind", "id"})
+	m.pendingEnts = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_pending_entries", "redis-stream: stream entries delivered to a writer and not yet acknowledged, per item with a backlog.")), []string{"kind", "id"})
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_dead_letters_total", "redis-stream: orders this instance's writer gave up on (their units went back), by reason.")), []string{"kind", "reason"})
 	m.claimed = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_claimed_total", "redis-stream: entries this instance's writer took over from a writer that stopped acknowledging.")), []string{"kind"})
 	m.cancelled = prometheus.NewCounter(prometheus.CounterOpts(f("orders_cancelled_total", "Orders cancelled unpaid by the payment-timeout runs of this instance.")))
@@ -205,6 +205,14 @@ func (m *Metrics) WriterHooks(kind string) orderwriter.Hooks {
 		Claimed:      func(n int) { m.claimed.WithLabelValues(kind).Add(float64(n)) },
 		Backlog: func(id int64, queued, pending int) {
 			item := strconv.FormatInt(id, 10)
+			if queued == 0 && pending == 0 {
+				// The writer reports an item only while it has a
+				// backlog, and once with zeros when it no longer has: the
+				// series go, so their number follows the items with work.
+				m.queued.DeleteLabelValues(kind, item)
+				m.pendingEnts.DeleteLabelValues(kind, item)
+				return
+			}
 			m.queued.WithLabelValues(kind, item).Set(float64(queued))
 			m.pendingEnts.WithLabelValues(kind, item).Set(float64(pending))
 		},

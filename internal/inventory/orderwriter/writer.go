@@ -2,8 +2,10 @@
 // (redisstage.RedisStream) queued: redis-stream's consumer. Every instance runs one, in
 // one consumer group per item stream, so each entry goes to one writer at
 // a time; an entry left unacknowledged by a writer that died is claimed by
-// another after ClaimIdle (XAUTOCLAIM). Delivery is therefore at least
-// once, and the effects are made exactly once:
+// another after ClaimIdle (XAUTOCLAIM), which delivers it again. A writer
+// works only on the items with queued orders (run.go), never the whole
+// catalogue. Delivery is at least once, and the effects are made exactly
+// once:
 //
 //   - The database decides each order's fate once. The order is written
 //     with db-atomic's guarded decrement; a second write of the same order
@@ -49,9 +51,10 @@ import (
 // written orders settled, dead_letter.lua gives one up.
 var (
 	//go:embed scripts/*.lua
-	scriptFiles embed.FS
-	settle      = script("settle")
-	deadLetter  = script("dead_letter")
+	scriptFiles   embed.FS
+	settle        = script("settle")
+	deadLetter    = script("dead_letter")
+	drainedScript = script("drained")
 )
 
 func script(name string) *redis.Script {
@@ -79,7 +82,6 @@ type Store interface {
 	MarkFailed(ctx context.Context, o Order) error
 	// FindOrder returns the written order, or inventory.ErrOrderNotFound.
 	FindOrder(ctx context.Context, no string) (Order, error)
-	List(ctx context.Context) ([]inventory.Item, error)
 }
 
 // Hooks receive what a writer did; metrics implement them. Each may
@@ -92,9 +94,11 @@ type Hooks struct {
 	DeadLettered func(reason string)
 	// Claimed is called with the entries taken over from other writers.
 	Claimed func(n int)
-	// Backlog is called after each pass over an item's stream with the
-	// orders accepted and not yet written, and the entries delivered and
-	// not yet acknowledged.
+	// Backlog is called, for an item whose queue holds work, with the
+	// orders accepted and not yet written and the entries delivered and
+	// not yet acknowledged: when a writer leaves the item, and every
+	// 250ms while it writes. When the queue is empty again it is called
+	// once more with zeros, and then no more: an idle item costs nothing.
 	Backlog func(item int64, queued, pending int)
 }
 
@@ -104,8 +108,11 @@ type Options struct {
 	Consumer string
 	// Batch is how many entries one read takes. Default 64.
 	Batch int
-	// Poll is how long an idle writer waits before it reads again, unless
-	// its own instance accepted an order first. Default 100ms.
+	// Poll is how often the writer reads which items have queued orders
+	// (the set enqueue.lua keeps, never the catalogue) and takes up
+	// those it is not on: the orders another instance queued, entries a
+	// dead writer left pending, wake-ups lost. Its own instance's orders
+	// wake it at once. Default 1s.
 	Poll time.Duration
 	// ClaimIdle is how long an entry stays unacknowledged before another
 	// writer takes it over. It must exceed the longest write (a database
@@ -124,6 +131,10 @@ type Options struct {
 	// before it is settled in Redis; an error stops the writer there, as a
 	// crash would. Tests use it.
 	AfterWrite func(o Order) error
+	// BeforeDrained, when set, runs when a pass found nothing to read,
+	// before the writer checks that the item's queue is drained and
+	// takes it out of the items with work. Tests use it.
+	BeforeDrained func(id int64)
 }
 
 // Writer writes the orders of one kind of item that redis-stream queued.
@@ -136,20 +147,24 @@ type Writer struct {
 	// Restocked), so that no instance keeps answering "sold out".
 	restocked func(ctx context.Context, id int64) error
 
-	mu    sync.Mutex
-	loops map[int64]chan struct{} // wake-ups of the per-item loops
+	mu       sync.Mutex
+	woken    map[int64]bool      // items woken since Run last looked
+	signal   chan struct{}       // Run is told of woken items here
+	busy     map[int64]*round    // the items a worker is on
+	claimed  map[int64]time.Time // the last take-over (XAUTOCLAIM) of an item with work
+	reported map[int64]bool      // items whose last reported backlog was not empty
 }
 
 // New returns a writer of q's orders into store. It takes over q's
 // wake-ups: an order this instance accepts is written by this writer
-// without waiting for its poll. Build it before q serves its first buy
+// without waiting for its recovery pass. Build it before q serves its first buy
 // (the wake-up is set here, unguarded).
 func New(q *redisstage.RedisStream, store Store, opts Options) *Writer {
 	if opts.Batch <= 0 {
 		opts.Batch = 64
 	}
 	if opts.Poll <= 0 {
-		opts.Poll = 100 * time.Millisecond
+		opts.Poll = time.Second
 	}
 	if opts.ClaimIdle <= 0 {
 		opts.ClaimIdle = 10 * time.Second
@@ -170,7 +185,9 @@ func New(q *redisstage.RedisStream, store Store, opts Options) *Writer {
 		}
 		opts.Consumer = "writer-" + hex.EncodeToString(b[:])
 	}
-	w := &Writer{q: q, rdb: q.Client(), store: store, opts: opts, loops: map[int64]chan struct{}{}}
+	w := &Writer{q: q, rdb: q.Client(), store: store, opts: opts,
+		woken: map[int64]bool{}, signal: make(chan struct{}, 1), busy: map[int64]*round{},
+		claimed: map[int64]time.Time{}, reported: map[int64]bool{}}
 	q.OnAccept(w.Wake)
 	return w
 }
@@ -178,114 +195,6 @@ func New(q *redisstage.RedisStream, store Store, opts Options) *Writer {
 // OnRestock makes the writer call f after a failed order's units went back
 // to the copy (a Crowd's Restocked).
 func (w *Writer) OnRestock(f func(ctx context.Context, id int64) error) { w.restocked = f }
-
-// Wake tells the writer that the item has a new order.
-func (w *Writer) Wake(id int64) {
-	w.mu.Lock()
-	ch, ok := w.loops[id]
-	w.mu.Unlock()
-	if !ok {
-		return // the next refresh starts a loop for it
-	}
-	select {
-	case ch <- struct{}{}:
-	default: // a wake-up is pending already
-	}
-}
-
-// Run writes orders until ctx ends or the writer crashed (AfterWrite), one
-// loop per item, and returns the crash's error or nil. It lists the items
-// again every few seconds, so a new item gets a loop.
-func (w *Writer) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	refresh := time.NewTicker(5 * time.Second)
-	defer refresh.Stop()
-	for {
-		items, err := w.store.List(ctx)
-		if err != nil && ctx.Err() == nil {
-			w.opts.Logger.Warn("order writer: listing items failed", "err", err)
-		}
-		for _, it := range items {
-			w.mu.Lock()
-			_, running := w.loops[it.ID]
-			if !running {
-				w.loops[it.ID] = make(chan struct{}, 1)
-			}
-			wake := w.loops[it.ID]
-			w.mu.Unlock()
-			if !running {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := w.loop(ctx, it.ID, wake); err != nil {
-						cancel(err)
-					}
-				}()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
-				return err
-			}
-			return nil
-		case <-refresh.C:
-		}
-	}
-}
-
-// loop writes one item's orders: a pass whenever woken, or every Poll.
-func (w *Writer) loop(ctx context.Context, id int64, wake <-chan struct{}) error {
-	stream := w.q.QueueKeys(id).Stream
-	lastClaim := time.Time{}
-	lastTrim, lastReport := time.Time{}, time.Time{}
-	backoff := w.opts.Poll
-	untrimmed := false // entries were handled since the last trim
-	for ctx.Err() == nil {
-		claim := time.Since(lastClaim) >= w.opts.ClaimIdle/2
-		if claim {
-			lastClaim = time.Now()
-		}
-		n, err := w.pass(ctx, id, claim)
-		if errors.Is(err, errCrashed) {
-			return err
-		}
-		if err != nil && ctx.Err() == nil {
-			w.opts.Logger.Warn("order writer: pass failed; retrying", "stream", stream, "err", err)
-		}
-		untrimmed = untrimmed || n > 0
-		// Trim at most once a second while busy, and once when idle again.
-		if untrimmed && (n == 0 || time.Since(lastTrim) > time.Second) {
-			if err := w.trim(ctx, stream); err != nil && ctx.Err() == nil {
-				w.opts.Logger.Warn("order writer: trimming the stream failed", "stream", stream, "err", err)
-			}
-			lastTrim, untrimmed = time.Now(), false
-		}
-		if time.Since(lastReport) > 250*time.Millisecond {
-			w.report(ctx, id)
-			lastReport = time.Now()
-		}
-		if n > 0 && err == nil {
-			backoff = w.opts.Poll
-			continue // there may be more
-		}
-		wait := w.opts.Poll
-		if err != nil {
-			wait, backoff = backoff, min(2*backoff, 5*time.Second)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	return nil
-}
 
 // errCrashed stops a writer whose AfterWrite hook failed.
 var errCrashed = errors.New("order writer stopped after a write")
@@ -301,19 +210,28 @@ func (w *Writer) pass(ctx context.Context, id int64, claim bool) (int, error) {
 			MinIdle: w.opts.ClaimIdle, Start: "0-0", Count: int64(w.opts.Batch),
 		}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, w.missingGroup(ctx, id, err)
+			if err := w.missingGroup(ctx, id, err); err != nil {
+				return 0, err
+			}
 		}
 		if len(claimed) > 0 && w.opts.Hooks.Claimed != nil {
 			w.opts.Hooks.Claimed(len(claimed))
 		}
 		msgs = append(msgs, claimed...)
 	}
-	res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	read := &redis.XReadGroupArgs{
 		Group: GroupName, Consumer: w.opts.Consumer, Streams: []string{stream, ">"},
-		Count: int64(w.opts.Batch), Block: -1, // no BLOCK: a wake-up or the poll says when to look again
-	}).Result()
+		Count: int64(w.opts.Batch), Block: -1, // no BLOCK: a wake-up or the recovery pass says when to look again
+	}
+	res, err := w.rdb.XReadGroup(ctx, read).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, w.missingGroup(ctx, id, err)
+		if err := w.missingGroup(ctx, id, err); err != nil {
+			return 0, err
+		}
+		res, err = w.rdb.XReadGroup(ctx, read).Result() // the group exists now
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
 	}
 	for _, s := range res {
 		msgs = append(msgs, s.Messages...)
@@ -588,22 +506,6 @@ func (w *Writer) trim(ctx context.Context, stream string) error {
 		floor = p.Lower
 	}
 	return w.rdb.XTrimMinID(ctx, stream, floor).Err()
-}
-
-// report hands the item's backlog to the Backlog hook.
-func (w *Writer) report(ctx context.Context, id int64) {
-	if w.opts.Hooks.Backlog == nil {
-		return
-	}
-	queued, err := w.rdb.HLen(ctx, w.q.QueueKeys(id).Queued).Result()
-	if err != nil {
-		return
-	}
-	p, err := w.rdb.XPending(ctx, w.q.QueueKeys(id).Stream, GroupName).Result()
-	if err != nil {
-		return
-	}
-	w.opts.Hooks.Backlog(id, int(queued), int(p.Count))
 }
 
 // parseEntry reads an order from a stream entry.

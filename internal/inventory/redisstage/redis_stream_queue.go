@@ -40,12 +40,13 @@ type QueueKeys struct {
 	Stream string // the order stream the writers read
 	Dead   string // the dead-letter stream of orders given up on
 	Failed string // a hash: the orders given up on without a row
+	Work   string // the set of items with queued orders (stream_work.go)
 }
 
 // QueueKeys returns the keys of item id's order queue.
 func (s *RedisStream) QueueKeys(id int64) QueueKeys {
 	k := s.redisStock.key
-	return QueueKeys{Stock: k(id, "stock"), Queued: k(id, "queued"), Stream: s.stream(id), Dead: k(id, "dead"), Failed: k(id, "failed")}
+	return QueueKeys{Stock: k(id, "stock"), Queued: k(id, "queued"), Stream: s.stream(id), Dead: k(id, "dead"), Failed: k(id, "failed"), Work: s.workKey(id)}
 }
 
 // Client is the Redis client the stage queues orders on.
@@ -53,7 +54,7 @@ func (s *RedisStream) Client() redis.UniversalClient { return s.rdb }
 
 // OnAccept makes every order the stage accepts call f with its item, so
 // that this instance's writer takes it at once rather than at its next
-// poll. Set it before the stage serves its first buy (it is unguarded).
+// recovery pass. Set it before the stage serves its first buy (it is unguarded).
 func (s *RedisStream) OnAccept(f func(id int64)) { s.wake = f }
 
 // Drain waits, up to drainWait (or ctx's end), until no order of the item
@@ -198,8 +199,8 @@ func queuedOrder(no string, id int64, rec, status string) inventory.Order {
 
 // enqueueKeys are the keys and args of enqueue.lua for o.
 func (s *RedisStream) enqueueKeys(o inventory.Order) ([]string, []any) {
-	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"))
-	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen}
+	keys := append(s.redisStock.keys(o.ItemID), s.stream(o.ItemID), s.redisStock.key(o.ItemID, "window"), s.workKey(o.ItemID))
+	args := []any{o.UserID, o.Quantity, o.No, o.CreatedAt.UnixMilli(), o.Stage, o.Instance, s.opts.MaxLen, o.ItemID}
 	return keys, args
 }
 

@@ -22,6 +22,9 @@ var (
 	enqueue     = script("refusal", "enqueue", "answer")
 	clock       = script("clock")
 
+	// redis-stream's items with work on a Cluster (stream_work.go).
+	workingItems = script("working_items")
+
 	// redis-sharded's, one bucket at a time.
 	take         = script("bucket_take")
 	takeOver     = script("bucket_take_over", "bucket_take")

@@ -43,8 +43,9 @@ type RedisStream struct {
 	redisStock *RedisAtomic
 	rdb        redis.UniversalClient
 	opts       StreamOptions
+	cluster    bool // one set of items with work per slot (stream_work.go)
 	// wake, when set, is told of every accepted order, so that this
-	// instance's writer takes it at once rather than at its next poll.
+	// instance's writer takes it at once rather than at its next recovery pass.
 	wake func(id int64)
 }
 
@@ -57,7 +58,7 @@ func NewRedisStream(redisStock *RedisAtomic, opts StreamOptions) *RedisStream {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &RedisStream{redisStock: redisStock, rdb: redisStock.rdb, opts: opts.durable()}
+	return &RedisStream{redisStock: redisStock, rdb: redisStock.rdb, opts: opts.durable(), cluster: isCluster(redisStock.rdb)}
 }
 
 // Queues reports that a buy only accepts the order (see Queuer).

@@ -5,9 +5,11 @@
 -- fold.lua inside the Idempotency-Key claim's script (see Fold).
 -- keys[1] stock, keys[2] buyers, keys[3] pending (redis-atomic's
 -- reservations), keys[4] queued (orders accepted, not yet written),
--- keys[5] the order stream, keys[6] the sale window (see refusal.lua)
+-- keys[5] the order stream, keys[6] the sale window (see refusal.lua),
+-- keys[7] the set of items with queued orders (stream_work.go)
 -- args[1] user, args[2] quantity, args[3] order no, args[4] now in ms,
--- args[5] stage, args[6] instance, args[7] most entries the stream may hold
+-- args[5] stage, args[6] instance, args[7] most entries the stream may
+-- hold, args[8] the item's id
 -- Returns the stock left, or -1 sold out, -2 not loaded, -3 already
 -- bought, -4 sold out for now (units in flight may still come back), -5
 -- the queue is full, -6 not open yet, -7 closed, with refusal's ms. The
@@ -22,5 +24,9 @@ local function take_units(keys, args)
   redis.call('HSET', keys[4], args[3], args[2] .. '|' .. args[4] .. '|' .. args[1])
   redis.call('XADD', keys[5], '*', 'no', args[3], 'user', args[1], 'qty', args[2],
     'at', args[4], 'stage', args[5], 'instance', args[6])
+  -- In the same step: a writer that finds the stream drained takes the
+  -- item out again in one step too (drained.lua), so no order is queued
+  -- while its item is out of the set.
+  redis.call('SADD', keys[7], args[8])
   return left
 end
