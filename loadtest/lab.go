@@ -283,6 +283,9 @@ func (l *lab) fill(ctx context.Context, r *results.Row, o options, sc scenario.S
 			return err
 		}
 	}
+	if err := report.WriteHDRLogs(l.dir, r, len(o.sweep) > 0, res.Samples()); err != nil {
+		return err
+	}
 	if l.db == nil {
 		return nil
 	}

@@ -321,7 +321,7 @@ func heading(r results.Row, s Settings, scenes map[string]Scene) string {
 	case results.CrowdScalper:
 		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.About)
 	case results.CrowdClosed:
-		return fmt.Sprintf("%s · closed · %s · stock %d — %s", r.Scenario, closedLoad(s), s.Stock, sc.About)
+		return fmt.Sprintf("%s · closed model · %s · stock %d — %s", r.Scenario, closedLoad(s), s.Stock, sc.About)
 	}
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
@@ -602,7 +602,7 @@ func writeScaling(w io.Writer, rep Report, sc string) {
 // writeLatencies is every row's latency percentiles and plots.
 func writeLatencies(w io.Writer, rep Report) {
 	s := rep.Settings
-	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter.\n")
+	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter, and its .hlog beside it an HdrHistogram interval log (one histogram a second, values in ns), for HistogramLogProcessor and the other HdrHistogram tools.\n")
 	for _, group := range rep.tableGroups() {
 		head := []string{"stage", "p50", "p90", "p95", "p99", "p99.9", "max", "HDR histogram"}
 		var lines [][]string
@@ -611,7 +611,7 @@ func writeLatencies(w io.Writer, rep Report) {
 				continue
 			}
 			lines = append(lines, []string{r.Stage, ms1(r.P50ms), ms1(r.P90ms), ms1(r.P95ms), ms1(r.P99ms), ms1(r.P999ms), ms1(r.MaxMs),
-				fmt.Sprintf("[%s](%s)", r.HDR, r.HDR)})
+				fmt.Sprintf("[%s](%s)", r.HDR, r.HDR) + logLink(r.HDRLog)})
 		}
 		if len(lines) == 0 {
 			continue
@@ -654,7 +654,7 @@ func buyerTable(group []results.Row) (head []string, lines [][]string) {
 		}
 		hdr := "–"
 		if r.BuyerHDR != "" {
-			hdr = fmt.Sprintf("[%s](%s)", r.BuyerHDR, r.BuyerHDR)
+			hdr = fmt.Sprintf("[%s](%s)", r.BuyerHDR, r.BuyerHDR) + logLink(r.BuyerHDRLog)
 		}
 		lines = append(lines, []string{r.Stage, sd.Schedule, ms1(b.P50ms), ms1(b.P90ms), ms1(b.P95ms), ms1(b.P99ms), ms1(b.P999ms), ms1(b.MaxMs),
 			ms1(q.P50ms), ms1(q.P99ms), ms1(q.MaxMs), rate, peak, fellBehindCell(r), hdr})

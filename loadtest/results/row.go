@@ -61,7 +61,12 @@ type Row struct {
 	BuyerTime *Latencies `json:"buyer_time,omitempty"`
 	SendLag   *Latencies `json:"send_lag,omitempty"`
 	BuyerHDR  string     `json:"hdr_buyer_time,omitempty"`
-	Send      *Send      `json:"send,omitempty"`
+	// HDRLog and BuyerHDRLog are the same two clocks as HdrHistogram
+	// interval logs (one histogram a second, values in ns), the format
+	// HistogramLogProcessor and the other HdrHistogram tools read.
+	HDRLog      string `json:"hdr_log,omitempty"`
+	BuyerHDRLog string `json:"hdr_log_buyer_time,omitempty"`
+	Send        *Send  `json:"send,omitempty"`
 
 	// Beyond the dashboard's fields.
 	Planned      int `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
@@ -139,6 +144,11 @@ type Latencies struct {
 	P999ms float64 `json:"p999_ms"`
 	MaxMs  float64 `json:"max_ms"`
 }
+
+// Sample is one request's clocks: its buyer's arrival, its send and its
+// answer. Response time is Answered less Sent; buyer time Answered less
+// Arrived.
+type Sample struct{ Arrived, Sent, Answered time.Time }
 
 // The schedules a crowd's buyers arrive on.
 const (
