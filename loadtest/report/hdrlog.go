@@ -104,7 +104,9 @@ func EncodeHDRLog(samples []results.Sample, tag string, value func(results.Sampl
 	w.SetBaseTime(start.UnixMilli())
 	err := firstErr(
 		w.OutputLogFormatVersion,
-		func() error { return w.OutputComment("seckill lab: " + tag + " in ns, one histogram per " + LogInterval.String()) },
+		func() error {
+			return w.OutputComment("seckill lab: " + tag + " in ns, one histogram per " + LogInterval.String())
+		},
 		func() error { return w.OutputStartTime(start.UnixMilli()) },
 		func() error { return w.OutputBaseTime(start.UnixMilli()) },
 		w.OutputLegend,
