@@ -205,6 +205,7 @@ var labFiles = map[string]string{
 	".json": "application/json; charset=utf-8",
 	".md":   "text/markdown; charset=utf-8",
 	".txt":  "text/plain; charset=utf-8",
+	".hlog": "text/plain; charset=utf-8", // an HdrHistogram interval log
 	".csv":  "text/csv; charset=utf-8",
 	".html": "text/html; charset=utf-8",
 	".svg":  "image/svg+xml",
