@@ -158,6 +158,9 @@ func checkShape(o *options, _ rawFlags, bad func(string, ...any)) {
 	if o.T0Buyers < 1 || o.PacedBuyers < 1 {
 		bad("--t0-buyers and --paced-buyers must be at least 1")
 	}
+	for _, why := range scenario.ClosedProblems(o.Config) {
+		bad("%s", why)
+	}
 }
 
 func checkScalpers(o *options, _ rawFlags, bad func(string, ...any)) {

@@ -74,6 +74,10 @@ func attackFlags(c *scenario.Config, raw *rawFlags) []flagDef {
 		floatFlag(&c.ScalperTarget, "scalper-target", 1.5, "the most the scalpers should win, as a multiple of their share of the people, with the per-address limit on (scalper-limited); reported as met or not"),
 		boolFlag(&c.ScalperTargetVerdict, "scalper-target-verdict", true, "fail the scalper-limited row when the scalpers surely won more than --scalper-target lets them (a one-sided binomial test at 1% over the units won: one draw of 100 units varies); false reports the target only, as a fleet without --scalper-draw needs: a rate limit caps how many requests a person sends, not how early, and scalpers firing at T-0 win one unit each before the ordinary buyers arrive"),
 		durationFlag(&c.ScalperDraw, "scalper-draw", 1500*time.Millisecond, "the opening draw the scalper-limited scenario sets beside the limit (opening_draw_ms of PUT /api/v1/admin/rate-limit): the sale opens at T-0, and buyers who come in its first --scalper-draw are let in at random; longer than the ordinary buyers' first second, so that those whose request a busy machine delays still draw; 0 runs the limit alone"),
+		intFlag(&c.ClosedUsers, "closed-users", 64, "virtual users of the closed scenario, each buying as a new buyer, waiting for the answer and coming back after --closed-think"),
+		durationFlag(&c.ClosedThink, "closed-think", 100*time.Millisecond, "think time of the closed scenario: how long after its answer a user comes back"),
+		durationFlag(&c.ClosedDuration, "closed-duration", 3*time.Second, "how long the closed scenario's users keep coming back (0: --closed-iterations alone)"),
+		intFlag(&c.ClosedIterations, "closed-iterations", 0, "buys of each closed user, at most (0: until --closed-duration)"),
 		int64Flag(&c.Product, "product", 1, "product id the buy and retry-storm scenarios sell"),
 		int64Flag(&c.Coupon, "coupon", 1, "coupon batch id the grab scenario hands out"),
 	}

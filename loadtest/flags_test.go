@@ -38,7 +38,7 @@ func TestParseOptions(t *testing.T) {
 		switch sc.Kind {
 		case results.CrowdScalper:
 			want = []string{"redis-atomic"}
-		case results.CrowdT0, results.CrowdPaced:
+		case results.CrowdT0, results.CrowdPaced, results.CrowdClosed:
 			want = safe
 		}
 		if got := sc.StagesOf(o.Config); !slices.Equal(got, want) {
@@ -55,7 +55,10 @@ func TestParseOptions(t *testing.T) {
 	if got := named.scenarios[0].StagesOf(named.Config); err != nil || !slices.Equal(got, []string{"db-atomic", "redis-lock"}) {
 		t.Errorf("--stages db-atomic,redis-lock: the scalper row runs on %v (%v), want both", got, err)
 	}
-	for _, bad := range [][]string{{"--scalper-people", "9"}, {"--scalper-limit-interval", "0s"}, {"--scalper-limit-burst", "0"}, {"--scalper-target", "0"}} {
+	if o.ClosedUsers != 64 || o.ClosedThink != 100*time.Millisecond || o.ClosedDuration != 3*time.Second || o.ClosedIterations != 0 {
+		t.Errorf("closed defaults: %d users, think %v, for %v, %d iterations", o.ClosedUsers, o.ClosedThink, o.ClosedDuration, o.ClosedIterations)
+	}
+	for _, bad := range [][]string{{"--closed-users", "0"}, {"--closed-think", "-1s"}, {"--closed-duration", "0s"}, {"--scalper-people", "9"}, {"--scalper-limit-interval", "0s"}, {"--scalper-limit-burst", "0"}, {"--scalper-target", "0"}} {
 		if _, err := parseOptions(bad, withToken, io.Discard); !errors.Is(err, errUsage) {
 			t.Errorf("%v: %v, want a usage error", bad, err)
 		}

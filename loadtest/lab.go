@@ -186,7 +186,7 @@ func (l *lab) finish(rep report.Report, rowRounds [][]results.Row, ceilingRounds
 // runRow resets the item, attacks it under stage, and judges the audit.
 func (l *lab) runRow(ctx context.Context, o options, sc scenario.Scenario, stage, tag string) (results.Row, error) {
 	f := l.f
-	r := results.Row{Scenario: sc.Name, Shape: o.Shape, Stage: stage, Instances: f.InstanceCount(), Workers: o.Workers, Round: o.round}
+	r := results.Row{Scenario: sc.Name, Model: sc.Model, Shape: o.Shape, Stage: stage, Instances: f.InstanceCount(), Workers: o.Workers, Round: o.round}
 	if miss := f.Missing(stage); len(miss) > 0 {
 		r.Verdict, r.Note = results.Skipped, "skipped: not available on target"
 		if len(miss) < len(o.targets) {
@@ -284,6 +284,9 @@ func (l *lab) fill(ctx context.Context, r *results.Row, o options, sc scenario.S
 			return err
 		}
 	}
+	if err := report.WriteHDRLogs(l.dir, r, len(o.sweep) > 0, res.Samples()); err != nil {
+		return err
+	}
 	if l.db == nil {
 		return nil
 	}
@@ -307,6 +310,8 @@ func inFlight(o options, r results.Row) int {
 		return r.Paced.PeakInFlight
 	case r.Scalper != nil:
 		return scenario.Scenario{Kind: results.CrowdScalper}.Buyers(o.Config)
+	case r.Model == results.ModelClosed:
+		return o.ClosedUsers
 	}
 	return o.Workers
 }

@@ -23,6 +23,8 @@ func settingsOf(o options) report.Settings {
 			s.T0Buyers, s.T0LeadMS = o.T0Buyers, results.MS(o.T0Lead)
 		case results.CrowdPaced:
 			s.PaceMS, s.PacedBuyers, s.FirstComeTargets = results.MS(o.Pace), o.PacedBuyers, o.FirstComeTargets
+		case results.CrowdClosed:
+			s.ClosedUsers, s.ClosedThinkMS, s.ClosedDurationMS, s.ClosedIterations = o.ClosedUsers, results.MS(o.ClosedThink), results.MS(o.ClosedDuration), o.ClosedIterations
 		case results.CrowdScalper:
 			s.ScalperPeople, s.ScalperLimitIntervalMS, s.ScalperLimitBurst, s.ScalperTarget = o.ScalperPeople, results.MS(o.ScalperLimitInterval), o.ScalperLimitBurst, o.ScalperTarget
 		}

@@ -395,7 +395,13 @@ type BurstVerdict struct {
 	Sold      int     `json:"sold"`
 	Oversold  int     `json:"oversold"`
 	ElapsedMS float64 `json:"elapsed_ms"`
-	P99MS     float64 `json:"p99_ms"`
+	// P99MS is the p99 of the answers' response time, from each request's
+	// send.
+	P99MS float64 `json:"p99_ms"`
+	// BuyerP99MS is the p99 of the answers' buyer time, from the burst's
+	// start, when every buyer arrived: it holds the wait for a free
+	// worker. 0 in a verdict recorded before it was kept.
+	BuyerP99MS float64 `json:"buyer_p99_ms"`
 }
 
 // BurstCounts are a burst's answers, by class.

@@ -158,7 +158,7 @@ func verdictOf(res api.BurstResult) api.BurstVerdict {
 	}
 	a := res.Audit
 	return api.BurstVerdict{At: time.Now().UTC(), Kind: kind, ItemID: res.Request.ItemID, Stage: stage, Buyers: res.Request.N,
-		InitialStock: a.InitialStock, Sold: a.Sold + a.Pending, Oversold: a.Oversold, ElapsedMS: res.ElapsedMS, P99MS: res.Latency.P99}
+		InitialStock: a.InitialStock, Sold: a.Sold + a.Pending, Oversold: a.Oversold, ElapsedMS: res.ElapsedMS, P99MS: res.Latency.P99, BuyerP99MS: res.BuyerLatency.P99}
 }
 
 // burstBody is a burst request as read: "mode" is the former name of
@@ -205,6 +205,7 @@ var labFiles = map[string]string{
 	".json": "application/json; charset=utf-8",
 	".md":   "text/markdown; charset=utf-8",
 	".txt":  "text/plain; charset=utf-8",
+	".hlog": "text/plain; charset=utf-8", // an HdrHistogram interval log
 	".csv":  "text/csv; charset=utf-8",
 	".html": "text/html; charset=utf-8",
 	".svg":  "image/svg+xml",

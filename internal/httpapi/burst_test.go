@@ -76,6 +76,10 @@ func TestLabReportIsServedReadOnlyFromItsFolder(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Header().Get("Content-Security-Policy"), "sandbox") {
 		t.Errorf("plot: %d, CSP %q; want 200 and a sandbox", w.Code, w.Header().Get("Content-Security-Policy"))
 	}
+	write(filepath.Join(reports, "20260102-000000", "hdr-buy-db-atomic.hlog"), "#[Histogram log format version 1.3]\n")
+	if w := get(h, "/api/v1/lab/runs/20260102-000000/hdr-buy-db-atomic.hlog"); w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		t.Errorf("interval log: %d %q; want 200 and plain text", w.Code, w.Header().Get("Content-Type"))
+	}
 	for _, path := range []string{
 		"/api/v1/lab/runs/../secret.json",
 		"/api/v1/lab/runs/..%2Fsecret.json/x.json",

@@ -50,7 +50,7 @@ func TestBurstVerdictsAreRecordedAndAudited(t *testing.T) {
 		return &api.Audit{InitialStock: 100, Sold: sold, Oversold: oversold}
 	}
 	fleet := &cannedFleet{results: []api.BurstResult{
-		{Audit: audit(187, 87), Stages: map[string]int{"unlocked": 300}, ElapsedMS: 700, Latency: api.BurstLatency{P99: 600}},
+		{Audit: audit(187, 87), Stages: map[string]int{"unlocked": 300}, ElapsedMS: 700, Latency: api.BurstLatency{P99: 600}, BuyerLatency: api.BurstLatency{P99: 650}},
 		{Audit: &api.Audit{InitialStock: 100, Sold: 40, Pending: 60, PendingOrders: 60}, Stages: map[string]int{"redis-stream": 300}},
 		{Audit: audit(100, 0), Stages: map[string]int{"db-atomic": 150, "redis-lock": 150}},
 		{AuditError: "no instance answered", Stages: map[string]int{"db-atomic": 1}},
@@ -91,7 +91,7 @@ func TestBurstVerdictsAreRecordedAndAudited(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("audit's bursts %+v, want %+v", got, want)
 	}
-	if v := a.Bursts[2]; v.P99MS != 600 || v.ElapsedMS != 700 || v.At.IsZero() || v.Kind != "product" || v.ItemID != 1 {
+	if v := a.Bursts[2]; v.P99MS != 600 || v.BuyerP99MS != 650 || v.ElapsedMS != 700 || v.At.IsZero() || v.Kind != "product" || v.ItemID != 1 {
 		t.Errorf("first verdict %+v", v)
 	}
 

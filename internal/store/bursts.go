@@ -29,6 +29,7 @@ type burstRow struct {
 	Oversold     int
 	ElapsedMS    float64
 	P99MS        float64
+	BuyerP99MS   float64 `gorm:"column:buyer_p99_ms"`
 	AtUS         int64
 }
 
@@ -38,8 +39,8 @@ func (b *Bursts) Record(ctx context.Context, v api.BurstVerdict) error {
 		return fmt.Errorf("burst verdict of unknown kind %q", v.Kind)
 	}
 	err := b.db.gdb.WithContext(ctx).Exec(
-		"INSERT INTO burst_verdicts (kind, item_id, stage, buyers, initial_stock, sold, oversold, elapsed_ms, p99_ms, at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		v.Kind, v.ItemID, v.Stage, v.Buyers, v.InitialStock, v.Sold, v.Oversold, v.ElapsedMS, v.P99MS, v.At.UnixMicro()).Error
+		"INSERT INTO burst_verdicts (kind, item_id, stage, buyers, initial_stock, sold, oversold, elapsed_ms, p99_ms, buyer_p99_ms, at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		v.Kind, v.ItemID, v.Stage, v.Buyers, v.InitialStock, v.Sold, v.Oversold, v.ElapsedMS, v.P99MS, v.BuyerP99MS, v.At.UnixMicro()).Error
 	return translate(err)
 }
 
@@ -47,7 +48,7 @@ func (b *Bursts) Record(ctx context.Context, v api.BurstVerdict) error {
 func (b *Bursts) Recent(ctx context.Context, kind string, itemID int64, n int) ([]api.BurstVerdict, error) {
 	var rows []burstRow
 	err := b.db.gdb.WithContext(ctx).Raw(
-		"SELECT id, kind, item_id, stage, buyers, initial_stock, sold, oversold, elapsed_ms, p99_ms, at_us FROM burst_verdicts WHERE kind = ? AND item_id = ? ORDER BY id DESC LIMIT ?",
+		"SELECT id, kind, item_id, stage, buyers, initial_stock, sold, oversold, elapsed_ms, p99_ms, buyer_p99_ms, at_us FROM burst_verdicts WHERE kind = ? AND item_id = ? ORDER BY id DESC LIMIT ?",
 		kind, itemID, n).Scan(&rows).Error
 	if err != nil {
 		return nil, translate(err)
@@ -55,7 +56,7 @@ func (b *Bursts) Recent(ctx context.Context, kind string, itemID int64, n int) (
 	out := make([]api.BurstVerdict, len(rows))
 	for i, r := range rows {
 		out[i] = api.BurstVerdict{Kind: r.Kind, ItemID: r.ItemID, Stage: r.Stage, Buyers: r.Buyers, InitialStock: r.InitialStock,
-			Sold: r.Sold, Oversold: r.Oversold, ElapsedMS: r.ElapsedMS, P99MS: r.P99MS, At: time.UnixMicro(r.AtUS).UTC()}
+			Sold: r.Sold, Oversold: r.Oversold, ElapsedMS: r.ElapsedMS, P99MS: r.P99MS, BuyerP99MS: r.BuyerP99MS, At: time.UnixMicro(r.AtUS).UTC()}
 	}
 	return out, nil
 }

@@ -22,8 +22,8 @@ func TestBurstVerdictsOutliveTheirItemsReset(t *testing.T) {
 			at := time.Date(2026, 11, 26, 12, 0, 0, 123456000, time.UTC)
 			rec := db.Bursts()
 			want := []api.BurstVerdict{
-				{At: at, Kind: "product", ItemID: item, Stage: "unlocked", Buyers: 300, InitialStock: 100, Sold: 287, Oversold: 187, ElapsedMS: 712.5, P99MS: 630.25},
-				{At: at.Add(time.Second), Kind: "product", ItemID: item, Stage: "db-atomic", Buyers: 300, InitialStock: 100, Sold: 100, ElapsedMS: 215, P99MS: 203.5},
+				{At: at, Kind: "product", ItemID: item, Stage: "unlocked", Buyers: 300, InitialStock: 100, Sold: 287, Oversold: 187, ElapsedMS: 712.5, P99MS: 630.25, BuyerP99MS: 700.5},
+				{At: at.Add(time.Second), Kind: "product", ItemID: item, Stage: "db-atomic", Buyers: 300, InitialStock: 100, Sold: 100, ElapsedMS: 215, P99MS: 203.5, BuyerP99MS: 210},
 				{At: at.Add(2 * time.Second), Kind: "coupon", ItemID: item, Stage: "redis-atomic", Buyers: 50, InitialStock: 10, Sold: 10, ElapsedMS: 50, P99MS: 40},
 			}
 			for _, v := range want {

@@ -41,6 +41,9 @@ func sweepReport(oversell bool) Report {
 				if stage == "unlocked" && oversell {
 					r.Created, r.SoldOut, r.Sold, r.Oversold, r.Conserved = 700, 1300, 700, 600, false
 				}
+				if stage == "redis-atomic" {
+					r.BuyerTime = &results.Latencies{P99ms: float64(20 * w)}
+				}
 				if stage == "db-atomic" && w == 1024 {
 					r.SoldOut, r.ServerErrors, r.Verdict, r.Broken = 1400, 500, results.Fail, []string{verdict.RuleServerErrors}
 				}
@@ -183,10 +186,11 @@ func TestMarkdownReport(t *testing.T) {
 		"## Scaling: buy",
 		"| stage | 16 in flight | 64 in flight | 256 in flight | 1024 in flight | knee |",
 		"| db-atomic | 450/s · p99 160 ms | 1800/s · p99 640 ms | 1850/s · p99 2560 ms | 1700/s · p99 10240 ms ✗ | 64 |",
-		"| redis-atomic | 800/s · p99 160 ms | 2000/s · p99 640 ms | 3500/s · p99 2560 ms | 5000/s · p99 10240 ms | none seen |",
+		"| redis-atomic | 800/s · p99 160 ms (buyer 320 ms) | 2000/s · p99 640 ms (buyer 1280 ms) | 3500/s · p99 2560 ms (buyer 5120 ms) | 5000/s · p99 10240 ms (buyer 20480 ms) | none seen |",
+		"| redis-atomic | 1024 | 100 | 1900 | 0 | 0 | 0 | 0 | 0 | 5000 | 10240.0 | 20480.0 | PASS |",
 		"- `db-atomic`: knee at 64 in flight",
 		"![buy: answered/s vs in flight](sweep-buy-throughput.svg)",
-		"| db-atomic | 1024 | 100 | 1400 | 0 | 0 | 500 | 0 | 0 | 1700 | 10240.0 | FAIL server-errors |",
+		"| db-atomic | 1024 | 100 | 1400 | 0 | 0 | 500 | 0 | 0 | 1700 | 10240.0 | – | FAIL server-errors |",
 		"## Latency percentiles",
 		"[hdr-buy-db-atomic-1024.txt](hdr-buy-db-atomic-1024.txt)",
 		"**FAILED: buy/db-atomic@1024, grab/db-atomic@1024**",

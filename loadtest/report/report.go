@@ -88,6 +88,12 @@ type Settings struct {
 	ScalperLimitIntervalMS float64 `json:"scalper_limit_interval_ms,omitempty"`
 	ScalperLimitBurst      int     `json:"scalper_limit_burst,omitempty"`
 	ScalperTarget          float64 `json:"scalper_target,omitempty"`
+	// The closed scenario's users, think time, duration and iterations
+	// per user (scenario/closed.go).
+	ClosedUsers      int     `json:"closed_users,omitempty"`
+	ClosedThinkMS    float64 `json:"closed_think_ms,omitempty"`
+	ClosedDurationMS float64 `json:"closed_duration_ms,omitempty"`
+	ClosedIterations int     `json:"closed_iterations,omitempty"`
 }
 
 // failed names the rows that failed their verdict.
@@ -252,7 +258,7 @@ func WriteReport(dir string, rep Report) error {
 // columns of the table, shared by the terminal and report.md.
 var columns = []string{"stage", "instances", "requests", "201", "409", "429", "503", "other 4xx", "5xx", "no answer",
 	"sold", "final stock", "oversold", "conserved", "req/s", "× db-atomic", "µs CPU/answer", "µs CPU/sale", "p50 ms", "p95 ms", "p99 ms",
-	"buyer p99 ms", "lab queue p99 ms"}
+	"buyer p99 ms", "lab queue p99 ms", "model"}
 
 // cells renders r under columns; base is db-atomic's throughput in the same
 // table (0 when it did not run).
@@ -272,7 +278,7 @@ func cells(r results.Row, base float64) []string {
 	return []string{r.Stage, itoa(r.Instances), requests, itoa(r.Created), itoa(r.SoldOut + r.Conflicts), itoa(r.TooMany),
 		itoa(r.Overloaded), itoa(r.Other4xx), itoa(r.ServerErrors), itoa(r.Timeouts + r.NetErrors), itoa(r.Sold), itoa(r.FinalStock), itoa(r.Oversold), conserved,
 		fmt.Sprintf("%.0f", r.Throughput), ratio, CPUCell(r.Figures, r.CPUPerAnswerMS), CPUCell(r.Figures, r.CPUPerSaleMS), fmt.Sprintf("%.1f", r.P50ms), fmt.Sprintf("%.1f", r.P95ms), fmt.Sprintf("%.1f", r.P99ms),
-		clockCell(r.BuyerTime), clockCell(r.SendLag)}
+		clockCell(r.BuyerTime), clockCell(r.SendLag), or(r.Model, "–")}
 }
 
 // clockCell is a clock's p99, or – for a row that kept none.
@@ -314,6 +320,8 @@ func heading(r results.Row, s Settings, scenes map[string]Scene) string {
 		return fmt.Sprintf("%s · one arrival every %g ms, at most %d · stock %d — %s", r.Scenario, s.PaceMS, s.PacedBuyers, s.Stock, sc.About)
 	case results.CrowdScalper:
 		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.About)
+	case results.CrowdClosed:
+		return fmt.Sprintf("%s · closed model · %s · stock %d — %s", r.Scenario, closedLoad(s), s.Stock, sc.About)
 	}
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {
@@ -594,7 +602,7 @@ func writeScaling(w io.Writer, rep Report, sc string) {
 // writeLatencies is every row's latency percentiles and plots.
 func writeLatencies(w io.Writer, rep Report) {
 	s := rep.Settings
-	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter.\n")
+	fmt.Fprint(w, "\n## Latency percentiles\n\nEvery request's latency in milliseconds; the HDR file of each row is in `vegeta report -type=hdrplot` format, for the HdrHistogram plotter, and its .hlog beside it an HdrHistogram interval log (one histogram a second, values in ns), for HistogramLogProcessor and the other HdrHistogram tools.\n")
 	for _, group := range rep.tableGroups() {
 		head := []string{"stage", "p50", "p90", "p95", "p99", "p99.9", "max", "HDR histogram"}
 		var lines [][]string
@@ -603,7 +611,7 @@ func writeLatencies(w io.Writer, rep Report) {
 				continue
 			}
 			lines = append(lines, []string{r.Stage, ms1(r.P50ms), ms1(r.P90ms), ms1(r.P95ms), ms1(r.P99ms), ms1(r.P999ms), ms1(r.MaxMs),
-				fmt.Sprintf("[%s](%s)", r.HDR, r.HDR)})
+				fmt.Sprintf("[%s](%s)", r.HDR, r.HDR) + logLink(r.HDRLog)})
 		}
 		if len(lines) == 0 {
 			continue
@@ -630,7 +638,7 @@ func writeLatencies(w io.Writer, rep Report) {
 // that kept them.
 func buyerTable(group []results.Row) (head []string, lines [][]string) {
 	head = []string{"stage", "schedule", "buyer p50", "p90", "p95", "p99", "p99.9", "max", "lab queue p50", "p99", "max",
-		"sends/s (target)", "peak in flight", "HDR histogram"}
+		"sends/s (target)", "peak in flight", "fell-behind", "HDR histogram"}
 	for _, r := range group {
 		b, q, sd := r.BuyerTime, r.SendLag, r.Send
 		if r.Verdict == results.Skipped || b == nil || q == nil || sd == nil {
@@ -646,10 +654,10 @@ func buyerTable(group []results.Row) (head []string, lines [][]string) {
 		}
 		hdr := "–"
 		if r.BuyerHDR != "" {
-			hdr = fmt.Sprintf("[%s](%s)", r.BuyerHDR, r.BuyerHDR)
+			hdr = fmt.Sprintf("[%s](%s)", r.BuyerHDR, r.BuyerHDR) + logLink(r.BuyerHDRLog)
 		}
 		lines = append(lines, []string{r.Stage, sd.Schedule, ms1(b.P50ms), ms1(b.P90ms), ms1(b.P95ms), ms1(b.P99ms), ms1(b.P999ms), ms1(b.MaxMs),
-			ms1(q.P50ms), ms1(q.P99ms), ms1(q.MaxMs), rate, peak, hdr})
+			ms1(q.P50ms), ms1(q.P99ms), ms1(q.MaxMs), rate, peak, fellBehindCell(r), hdr})
 	}
 	return head, lines
 }
@@ -667,7 +675,8 @@ func writeReadingGuide(w io.Writer) {
 - **req/s** counts answered requests (201, 202 or 409) per second, from the first request to the last answer; **× db-atomic** divides it by db-atomic's in the same table.
 - **µs CPU/answer** and **µs CPU/sale** are the CPU time the measured processes (instances, Redis, MySQL when local, the lab; see "CPU per answer") spent on the attack, per answered request and per unit sold: n/a when a process could not be read, – when nothing was read.
 - **p50/p95/p99** are the latencies of every request, in milliseconds: response time, from the moment the lab sent it.
-- **buyer p99** is the p99 of buyer time, from each buyer's arrival: the instant the crowd's schedule says the buyer came (the burst's start, a rate attack's tick, a paced arrival's instant, the opening at T-0, the moment a buyer was told to come back). **lab queue p99** is the p99 of the send lag, buyer time less response time: how long buyers waited inside the lab (for a worker, a goroutine, the CPU) before their request left. A burst queues its crowd behind its workers by design; a rate or paced row whose lab fell behind its schedule fails `+"`fell-behind`"+`.
+- **buyer p99** is the p99 of buyer time, from each buyer's arrival: the instant the crowd's schedule says the buyer came (the burst's start, a rate attack's tick, a paced arrival's instant, the opening at T-0, the moment a buyer was told to come back). **lab queue p99** is the p99 of the send lag, buyer time less response time: how long buyers waited inside the lab (for a worker, a goroutine, the CPU) before their request left. A burst queues its crowd behind its workers by design; a rate or paced row whose lab fell behind its schedule fails `+"`fell-behind`"+`; the rule does not apply (n/a, and the row's `+"`not_judged`"+` in results.json says why) to a burst, whose schedule is all at once, nor to a closed model, which claims no arrival rate.
+- **model** is how the scenario's buyers come. **open**: they arrive on a schedule of their own (all at once, at a rate, one every --pace), whatever the answers, so a slow shop meets a growing queue. **closed**: a fixed population of users, each waiting for its answer and thinking before it comes back (the closed scenario, as behind a waiting room), so a slow shop slows the arrivals down with it and its latency looks better than an open crowd would find it.
 - A stage expected to oversell passes when it did. Any other stage passes only when it keeps every rule: `+"`oversold`"+` (nothing sold beyond the stock), `+"`conservation`"+`, `+"`orders-match`"+` (buyers answered 201 or 202 = units sold, or fewer by at most the buyers answered 503 `+"`outcome-unknown`"+`), `+"`unconfirmed`"+` (for redis-stream, every 202's order confirmed, after waiting up to --confirm-timeout; the note gives the time to confirm, p50 and p99, and the peak lag: the most orders accepted and not yet written at once), `+"`server-errors`"+` (no 5xx but a 503 with Retry-After), `+"`transport-errors`"+` (every request answered in time), `+"`sold-nothing`"+`, `+"`liveness`"+` (no stock left while buyers were turned away) and `+"`capped`"+` (no stock left when --max-duration stopped the burst) and `+"`post-sale-503`"+` (no 503 to a request sent after the last sale was answered: after the sell-out the answer is 409) and `+"`refused-with-stock`"+` (no sold-out answer received before the last order was created: nobody refused while a unit remained). Each row with 503s notes their share of the requests. A failed verdict names the rules it broke, with the counts.
 - A star (*) after the request count marks a burst stopped at the --max-duration cap: the stage could not serve the whole crowd in time, and its verdict judges what it did serve.
 `)

@@ -246,3 +246,22 @@ func TestCPUCellsOfAnUnreadRow(t *testing.T) {
 		t.Errorf("CPU cells %q, %q; want n/a", c[at], c[at+1])
 	}
 }
+
+// TestModelAndFellBehindColumns: a closed row says so in the table, and
+// its buyer-time table says fell-behind does not apply rather than kept.
+func TestModelAndFellBehindColumns(t *testing.T) {
+	r := results.Row{Stage: "db-atomic", Model: results.ModelClosed, Verdict: results.Pass, Requests: 10,
+		BuyerTime: &results.Latencies{P99ms: 40}, SendLag: &results.Latencies{P99ms: 1},
+		Send:      &results.Send{Schedule: results.ScheduleClosed, PeakInFlight: 8, MaxInFlight: 8},
+		NotJudged: map[string]string{ruleFellBehind: "a closed model claims no arrival rate"}}
+	if c := cells(r, 0); c[slices.Index(columns, "model")] != "closed" {
+		t.Errorf("model cell %q, want closed", c[slices.Index(columns, "model")])
+	}
+	rate := r
+	rate.Model, rate.NotJudged, rate.Send = results.ModelOpen, nil, &results.Send{Schedule: results.ScheduleRate, TargetPerS: 10}
+	head, lines := buyerTable([]results.Row{r, rate})
+	at := slices.Index(head, "fell-behind")
+	if len(lines) != 2 || lines[0][at] != "n/a" || lines[1][at] != "kept" {
+		t.Errorf("fell-behind cells %v, want n/a for the closed row and kept for the rate row", lines)
+	}
+}

@@ -104,7 +104,8 @@ func FindKnees(rep Report) []knee {
 }
 
 // scalingTable is one scenario's scaling table: a line per stage, a column
-// per level of the sweep with answered/s and p99, and the knee. It is
+// per level of the sweep with answered/s and p99 (and buyer p99), and the
+// knee. It is
 // empty without a sweep.
 func scalingTable(rep Report, sc string) (head []string, lines [][]string) {
 	levels := rep.Settings.Sweep
@@ -124,6 +125,11 @@ func scalingTable(rep Report, sc string) (head []string, lines [][]string) {
 			for _, r := range series[stage] {
 				if r.Workers == l && r.Verdict != results.Skipped {
 					cell = fmt.Sprintf("%.0f/s · p99 %.0f ms", r.Throughput, r.P99ms)
+					if r.BuyerTime != nil {
+						// Every buyer of a burst arrives at its start: at
+						// more in flight they wait less in the lab.
+						cell += fmt.Sprintf(" (buyer %.0f ms)", r.BuyerTime.P99ms)
+					}
 					if len(r.RSSMB) > 0 {
 						cell += fmt.Sprintf(" · %.0f MiB", slices.Max(r.RSSMB))
 					}
@@ -155,7 +161,7 @@ func answersTable(rep Report, sc string) (head []string, lines [][]string) {
 	for _, c := range answerClasses {
 		head = append(head, c.label)
 	}
-	head = append(head, "answered/s", "p99 ms", "verdict")
+	head = append(head, "answered/s", "p99 ms", "buyer p99 ms", "verdict")
 	series := rep.sweepSeries(sc)
 	for _, stage := range stagesOf(rep.Rows) {
 		for _, r := range series[stage] {
@@ -170,7 +176,7 @@ func answersTable(rep Report, sc string) (head []string, lines [][]string) {
 			if r.Verdict == results.Fail {
 				verdict = "FAIL " + strings.Join(r.Broken, ", ")
 			}
-			lines = append(lines, append(line, fmt.Sprintf("%.0f", r.Throughput), ms1(r.P99ms), verdict))
+			lines = append(lines, append(line, fmt.Sprintf("%.0f", r.Throughput), ms1(r.P99ms), clockCell(r.BuyerTime), verdict))
 		}
 	}
 	return head, lines

@@ -14,7 +14,9 @@ import (
 // Row is one line of the report: one scenario under one stage. The JSON
 // names are read by the dashboard; keep them.
 type Row struct {
-	Scenario       string  `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Model is how the scenario's buyers come: ModelOpen or ModelClosed.
+	Model          string  `json:"model,omitempty"`
 	Shape          string  `json:"shape"`
 	Stage          string  `json:"stage"`
 	Instances      int     `json:"instances"`
@@ -38,12 +40,16 @@ type Row struct {
 	// Broken names the rules a failed verdict broke, in the order the
 	// note explains them.
 	Broken []string `json:"broken,omitempty"`
-	Note   string   `json:"note"`
-	Plot   string   `json:"plot"`
-	HDR    string   `json:"hdr,omitempty"` // HDR histogram file, in vegeta's hdrplot format
-	P90ms  float64  `json:"p90_ms"`
-	P999ms float64  `json:"p999_ms"`
-	MaxMs  float64  `json:"max_ms"`
+	// NotJudged names the rules that do not apply to the row, with why
+	// (fell-behind for a closed model, say): a rule left out is not a rule
+	// kept.
+	NotJudged map[string]string `json:"not_judged,omitempty"`
+	Note      string            `json:"note"`
+	Plot      string            `json:"plot"`
+	HDR       string            `json:"hdr,omitempty"` // HDR histogram file, in vegeta's hdrplot format
+	P90ms     float64           `json:"p90_ms"`
+	P999ms    float64           `json:"p999_ms"`
+	MaxMs     float64           `json:"max_ms"`
 
 	// The p50_ms to max_ms above are response times, from the moment the
 	// lab sent each request. BuyerTime runs from the buyer's arrival (the
@@ -55,7 +61,12 @@ type Row struct {
 	BuyerTime *Latencies `json:"buyer_time,omitempty"`
 	SendLag   *Latencies `json:"send_lag,omitempty"`
 	BuyerHDR  string     `json:"hdr_buyer_time,omitempty"`
-	Send      *Send      `json:"send,omitempty"`
+	// HDRLog and BuyerHDRLog are the same two clocks as HdrHistogram
+	// interval logs (one histogram a second, values in ns), the format
+	// HistogramLogProcessor and the other HdrHistogram tools read.
+	HDRLog      string `json:"hdr_log,omitempty"`
+	BuyerHDRLog string `json:"hdr_log_buyer_time,omitempty"`
+	Send        *Send  `json:"send,omitempty"`
 
 	// Beyond the dashboard's fields.
 	Planned      int `json:"planned,omitempty"` // requests a burst meant to send; more than requests when capped
@@ -134,6 +145,11 @@ type Latencies struct {
 	MaxMs  float64 `json:"max_ms"`
 }
 
+// Sample is one request's clocks: its buyer's arrival, its send and its
+// answer. Response time is Answered less Sent; buyer time Answered less
+// Arrived.
+type Sample struct{ Arrived, Sent, Answered time.Time }
+
 // The schedules a crowd's buyers arrive on.
 const (
 	ScheduleBurst   = "burst"   // every buyer at the burst's start
@@ -141,6 +157,20 @@ const (
 	SchedulePaced   = "paced"   // one every --pace
 	ScheduleT0      = "t0"      // every buyer at the opening; a come-back when told to
 	ScheduleScalper = "scalper" // each person at their moment, each scalper's shot every 50 ms
+	ScheduleClosed  = "closed"  // each user comes back a think time after its last answer
+)
+
+// The two load models a scenario states (Gatling's open and closed
+// injection, k6's arrival-rate and VU executors).
+const (
+	// ModelOpen: buyers arrive on a schedule of their own (all at once, at
+	// a rate, one every --pace), whatever the answers; a slow shop meets a
+	// queue that grows.
+	ModelOpen = "open"
+	// ModelClosed: a fixed population of users, each of which waits for
+	// its answer and thinks before it comes back; a slow shop slows the
+	// arrivals down with it, as behind a waiting room.
+	ModelClosed = "closed"
 )
 
 // Send is how the lab kept the schedule its crowd claims.
@@ -203,4 +233,5 @@ const (
 	CrowdT0                   // connected early, released together at the opening
 	CrowdPaced                // one arrival every --pace, in a recorded order
 	CrowdScalper              // ordinary buyers in the first second, scalpers from T-0
+	CrowdClosed               // a fixed population of users, each buying, waiting and thinking in turn
 )

@@ -40,6 +40,9 @@ type clocks struct {
 	// hits it had no time left to send); zero: the last sent's instant.
 	until       time.Time
 	sends, ends []time.Time // for the peak in flight
+	// arrived is each request's buyer's arrival, beside its send and end
+	// (the interval logs, results.Sample).
+	arrived []time.Time
 }
 
 func newClocks(schedule string, target float64, bound int) *clocks {
@@ -69,6 +72,23 @@ func (c *clocks) add(r *vegeta.Result, due time.Time) {
 	}
 	c.sends = append(c.sends, r.Timestamp)
 	c.ends = append(c.ends, r.End())
+	c.arrived = append(c.arrived, r.Timestamp.Add(-lag))
+}
+
+// Samples are the attack's requests, each with its two clocks, for the
+// interval logs (nil when the crowd kept none).
+func (r *Result) Samples() []results.Sample {
+	c := r.clocks
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]results.Sample, len(c.sends))
+	for i := range out {
+		out[i] = results.Sample{Arrived: c.arrived[i], Sent: c.sends[i], Answered: c.ends[i]}
+	}
+	return out
 }
 
 // dueOf is the instant the pacer scheduled hit seq of an attack that began

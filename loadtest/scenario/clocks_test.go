@@ -1,11 +1,15 @@
 package scenario
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/seckill-lab/seckill/loadtest/report"
 	"github.com/seckill-lab/seckill/loadtest/results"
 )
 
@@ -54,5 +58,79 @@ func TestClocksOfABurst(t *testing.T) {
 	c.fill(&r)
 	if r.BuyerTime.MaxMs != 80 || r.SendLag.MaxMs != 40 || r.Send.AchievedPerS != 0 || r.Send.PeakInFlight != 1 || r.Send.Scheduled() {
 		t.Errorf("buyer time %+v, send lag %+v, send %+v: want the second buyer at 80 ms, 40 of them in the lab, one in flight, no rate", *r.BuyerTime, *r.SendLag, *r.Send)
+	}
+}
+
+// TestIntervalLogsHoldTheRowsClocks writes a row's two clocks as
+// HdrHistogram interval logs and reads them back with the library's own
+// reader: 1,000 requests over 2.5 s, request i answered i ms after it
+// left, sent i/2 ms after its buyer arrived. The logs hold one histogram
+// a second (3), every request once in each, and the merged histograms'
+// percentiles are the row's (vegeta's estimates against HDR's buckets,
+// so within 1%).
+func TestIntervalLogsHoldTheRowsClocks(t *testing.T) {
+	began := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	c := newClocks(results.ScheduleRate, 400, 0)
+	const n = 1000
+	for i := range n {
+		due := began.Add(time.Duration(i) * 2500 * time.Microsecond)
+		lag := time.Duration(i) * time.Millisecond / 2
+		c.add(&vegeta.Result{Seq: uint64(i), Timestamp: due.Add(lag), Latency: time.Duration(i+1) * time.Millisecond, Code: 201}, due)
+	}
+	res := Result{clocks: c}
+	r := results.Row{Scenario: "buy", Stage: "db-atomic"}
+	c.fill(&r)
+	dir := t.TempDir()
+	if err := report.WriteHDRLogs(dir, &r, false, res.Samples()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct {
+		file, tag string
+		want      *results.Latencies
+	}{
+		{r.HDRLog, report.TagResponseTime, &results.Latencies{P50ms: results.MS(500 * time.Millisecond), P99ms: results.MS(990 * time.Millisecond), MaxMs: 1000}},
+		{r.BuyerHDRLog, report.TagBuyerTime, r.BuyerTime},
+	} {
+		merged, intervals := readHDRLog(t, filepath.Join(dir, l.file), l.tag)
+		if merged.TotalCount() != n || intervals < 3 {
+			t.Errorf("%s: %d values in %d intervals, want %d in at least 3", l.file, merged.TotalCount(), intervals, n)
+		}
+		for _, q := range []struct {
+			name      string
+			pct, want float64
+		}{{"p50", 50, l.want.P50ms}, {"p99", 99, l.want.P99ms}, {"max", 100, l.want.MaxMs}} {
+			got := results.MS(time.Duration(merged.ValueAtPercentile(q.pct)))
+			if d := got/q.want - 1; d > 0.01 || d < -0.01 {
+				t.Errorf("%s: %s %.1f ms, the row's %.1f", l.file, q.name, got, q.want)
+			}
+		}
+	}
+}
+
+// readHDRLog merges the interval histograms of an interval log, each of
+// which must carry tag.
+func readHDRLog(t *testing.T, path, tag string) (*hdr.Histogram, int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd := hdr.NewHistogramLogReader(f)
+	merged := hdr.New(1, int64(time.Hour), 3)
+	intervals := 0
+	for {
+		h, err := rd.NextIntervalHistogram()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if h == nil {
+			return merged, intervals
+		}
+		if h.Tag() != tag {
+			t.Errorf("%s: interval tagged %q, want %q", path, h.Tag(), tag)
+		}
+		intervals++
+		merged.Merge(h)
 	}
 }

@@ -59,4 +59,13 @@ type Config struct {
 	// ScalperDraw is the opening draw the limited row sets beside the
 	// limit (0: none).
 	ScalperDraw time.Duration
+
+	// ClosedUsers are the closed scenario's virtual users, each of which
+	// buys, waits for its answer and comes back ClosedThink after it,
+	// until ClosedDuration has passed or it has bought ClosedIterations
+	// times (0: no such bound; one of the two is set) (closed.go).
+	ClosedUsers      int
+	ClosedThink      time.Duration
+	ClosedDuration   time.Duration
+	ClosedIterations int
 }

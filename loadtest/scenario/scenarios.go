@@ -44,19 +44,26 @@ type Scenario struct {
 	// Limited turns the fleet's per-address rate limit on for the row
 	// (the scalper crowd, scalper.go).
 	Limited bool
-	About   string
+	// Model is how the buyers come, which the report states beside every
+	// row: results.ModelOpen (arrivals on a schedule, whatever the
+	// answers) or results.ModelClosed (a population, each waiting for its
+	// answer). Every scenario states one.
+	Model string
+	About string
 }
 
 var scenarios = []Scenario{
-	{Name: "buy", Copies: 1, About: "hot product: every buyer buys one unit, once"},
-	{Name: "grab", Coupon: true, Copies: 1, About: "coupon grab: every buyer grabs one coupon, once"},
-	{Name: "retry-storm", Copies: 3, About: "hot product, but every buyer sends the same request 3 times at once with one Idempotency-Key"},
-	{Name: "t0", Copies: 1, Kind: results.CrowdT0, SafeStages: true, About: "T-0: the sale opens a moment ahead; every buyer connects and is refused sale-not-open first, then all fire at the opening"},
-	{Name: "paced", Copies: 1, Kind: results.CrowdPaced, SafeStages: true, About: "paced arrivals: one buyer every --pace, in a recorded order, until the stock is sold; first-come score"},
-	{Name: "scalper", Copies: 1, Kind: results.CrowdScalper, SafeStages: true, Only: []string{inventory.StageRedisAtomic},
+	{Name: "buy", Copies: 1, Model: results.ModelOpen, About: "hot product: every buyer buys one unit, once"},
+	{Name: "grab", Coupon: true, Copies: 1, Model: results.ModelOpen, About: "coupon grab: every buyer grabs one coupon, once"},
+	{Name: "retry-storm", Copies: 3, Model: results.ModelOpen, About: "hot product, but every buyer sends the same request 3 times at once with one Idempotency-Key"},
+	{Name: "t0", Copies: 1, Kind: results.CrowdT0, SafeStages: true, Model: results.ModelOpen, About: "T-0: the sale opens a moment ahead; every buyer connects and is refused sale-not-open first, then all fire at the opening"},
+	{Name: "paced", Copies: 1, Kind: results.CrowdPaced, SafeStages: true, Model: results.ModelOpen, About: "paced arrivals: one buyer every --pace, in a recorded order, until the stock is sold; first-come score"},
+	{Name: "scalper", Copies: 1, Kind: results.CrowdScalper, SafeStages: true, Only: []string{inventory.StageRedisAtomic}, Model: results.ModelOpen,
 		About: "scalpers, rate limit off: 10% of the people, each with 10 accounts behind one address firing every 50 ms from T-0; the others one request each in the first second"},
-	{Name: "scalper-limited", Copies: 1, Kind: results.CrowdScalper, SafeStages: true, Only: []string{inventory.StageRedisAtomic}, Limited: true,
+	{Name: "scalper-limited", Copies: 1, Kind: results.CrowdScalper, SafeStages: true, Only: []string{inventory.StageRedisAtomic}, Limited: true, Model: results.ModelOpen,
 		About: "the same crowd with a per-address rate limit and an opening draw (--scalper-draw) on every instance, the sale opening at T-0: no address wins more than the limit lets through, and the scalpers surely winning more than --scalper-target times their share fails the row"},
+	{Name: "closed", Copies: 1, Kind: results.CrowdClosed, SafeStages: true, Model: results.ModelClosed,
+		About: "closed model, as behind a waiting room: --closed-users users, each buying as a new buyer, waiting for the answer and coming back after --closed-think, for --closed-duration (or --closed-iterations each)"},
 }
 
 // All are the lab's scenarios, in the order it runs them.
@@ -227,6 +234,13 @@ func (sc Scenario) Buyers(o Config) int {
 		return o.T0Buyers
 	case results.CrowdPaced:
 		return o.PacedBuyers
+	case results.CrowdClosed:
+		if o.ClosedIterations > 0 {
+			return o.ClosedUsers * o.ClosedIterations
+		}
+		// At most one buyer per user and think time (and more when the
+		// answers are quicker than thinking is long).
+		return o.ClosedUsers * max(1, int(o.ClosedDuration/max(o.ClosedThink, time.Millisecond)))
 	case results.CrowdScalper:
 		return newScalperCrowd(o.ScalperPeople).normals + newScalperCrowd(o.ScalperPeople).scalpers*scalperAccounts
 	}

@@ -76,6 +76,14 @@ type rule struct {
 	broke func(r *results.Row) []string
 }
 
+// notFor says, for the rules that apply to some rows of their scope only,
+// why a rule does not apply to r ("" when it does): the row records it
+// (NotJudged), so that a rule left out is named as such, not counted as
+// kept.
+var notFor = map[string]func(r *results.Row) string{
+	RuleFellBehind: fellBehindNotFor,
+}
+
 // rules is the verdict, in the order a failed note explains them.
 var rules = []rule{
 	{RuleMySQLAgrees, everyRow, mysqlAgrees},
@@ -114,11 +122,20 @@ var rules = []rule{
 // vouch for an oracle that lies.
 func Judge(r *results.Row) {
 	judged := scopeOf(r)
-	r.Verdict, r.Broken = results.Pass, nil
+	r.Verdict, r.Broken, r.NotJudged = results.Pass, nil, nil
 	var parts []string
 	for _, ru := range rules {
 		if ru.scope != everyRow && ru.scope != judged {
 			continue
+		}
+		if applies := notFor[ru.name]; applies != nil {
+			if why := applies(r); why != "" {
+				if r.NotJudged == nil {
+					r.NotJudged = map[string]string{}
+				}
+				r.NotJudged[ru.name] = why
+				continue
+			}
 		}
 		for _, why := range ru.broke(r) {
 			r.Broken = append(r.Broken, ru.name)
@@ -212,8 +229,7 @@ func nothingSent(r *results.Row) []string {
 // fellBehind: a rate or paced row claims a send rate, and a lab that
 // could not keep it judged the stage on a crowd other than the one it
 // reports. Every row, racing ones too: it is the lab's failure, not the
-// stage's. A burst is exempt: its schedule is "all at once", and its
-// workers are part of its definition.
+// stage's. fellBehindNotFor names the rows it does not apply to.
 func fellBehind(r *results.Row) []string {
 	sd, lag := r.Send, r.SendLag
 	if !sd.Scheduled() || lag == nil {
@@ -231,6 +247,27 @@ func fellBehind(r *results.Row) []string {
 		return nil
 	}
 	return because("the lab fell behind its %s schedule: %s; %s", sd.Schedule, strings.Join(short, ", "), shortOf(sd))
+}
+
+// fellBehindNotFor: the rule judges rows whose crowd claims a send rate.
+// A closed model claims none: its users wait for their answers, so a slow
+// shop slows its arrivals by design, and the lab's own delay is in its
+// buyer time. A burst's schedule is "all at once", and its workers are
+// part of its definition. The T-0 and scalper crowds report their own
+// timing (the release, the shots) and claim no rate either.
+func fellBehindNotFor(r *results.Row) string {
+	sd := r.Send
+	switch {
+	case sd == nil:
+		return "the row kept no send times"
+	case sd.Scheduled():
+		return ""
+	case sd.Schedule == results.ScheduleClosed:
+		return "a closed model claims no arrival rate: its users wait for their answers, so a slow shop slows the arrivals by design; the lab's own delay is in its buyer time"
+	case sd.Schedule == results.ScheduleBurst:
+		return "a burst's schedule is all at once, and its workers are part of it; its lab queue is reported"
+	}
+	return fmt.Sprintf("the %s crowd claims no send rate; its lab queue is reported", sd.Schedule)
 }
 
 // shortOf says which of the lab's resources ran short, as far as the row

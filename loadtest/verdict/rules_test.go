@@ -251,3 +251,46 @@ func TestJudgeT0AndFirstCome(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesOfAClosedModel: a closed row keeps the sale's rules
+// (oversold, orders-match and the rest judge it as any row), and
+// fell-behind does not apply to it: the row names the rule as not judged,
+// with why, whatever its send lag, rather than passing it in silence. A
+// rate row is judged by it, and a burst row names it too.
+func TestRulesOfAClosedModel(t *testing.T) {
+	closed := func() results.Row {
+		return results.Row{Model: results.ModelClosed, Requests: 200, Buyers: 200, Created: 40, SoldOut: 160, BuyersWithOrder: 40, Sold: 40,
+			InitialStock: 40, Conserved: true, Statuses: map[int]int{201: 40, 409: 160},
+			SendLag: &results.Latencies{P99ms: 5000, MaxMs: 6000},
+			Send:    &results.Send{Schedule: results.ScheduleClosed, PeakInFlight: 64, MaxInFlight: 64}}
+	}
+	r := closed()
+	Judge(&r)
+	if r.Verdict != results.Pass || !strings.Contains(r.NotJudged[RuleFellBehind], "closed model") {
+		t.Errorf("closed row with a 5 s send lag: %s %v, not judged %q: want a pass with fell-behind named as not applying", r.Verdict, r.Broken, r.NotJudged)
+	}
+	r = closed()
+	r.Sold, r.Oversold, r.BuyersWithOrder = 45, 5, 45
+	Judge(&r)
+	if r.Verdict != results.Fail || !slices.Equal(r.Broken, []string{RuleOversold}) {
+		t.Errorf("closed row oversold by 5: %s %v, want a fail on oversold", r.Verdict, r.Broken)
+	}
+	r = closed()
+	r.BuyersWithOrder = 41
+	Judge(&r)
+	if !slices.Equal(r.Broken, []string{RuleOrdersMatch}) {
+		t.Errorf("closed row with a 201 beyond the audit: %v, want orders-match", r.Broken)
+	}
+	r = closed()
+	r.Send = &results.Send{Schedule: results.ScheduleRate, TargetPerS: 20, AchievedPerS: 20, PeakInFlight: 3, MaxInFlight: 20}
+	Judge(&r)
+	if _, out := r.NotJudged[RuleFellBehind]; out || !slices.Equal(r.Broken, []string{RuleFellBehind}) {
+		t.Errorf("rate row with a 5 s send lag: broken %v, not judged %q: want fell-behind judged and broken", r.Broken, r.NotJudged)
+	}
+	r = closed()
+	r.Send = &results.Send{Schedule: results.ScheduleBurst, PeakInFlight: 64, MaxInFlight: 64}
+	Judge(&r)
+	if !strings.Contains(r.NotJudged[RuleFellBehind], "burst") {
+		t.Errorf("burst row: not judged %q, want fell-behind named", r.NotJudged)
+	}
+}

@@ -399,6 +399,8 @@ function renderRecord(items) {
       td(T('Sold', '卖出'), el('span', { text: `${v.sold}/${v.initial_stock}` })),
       td(T('Oversold', '超卖'), el('span', { text: String(v.oversold) })),
       td('p99 ms', el('span', { text: fmt(v.p99_ms) })),
+      // Buyer time, from the burst's start; 0 in a verdict recorded before it was kept.
+      td(T('buyer p99 ms', '买家 p99 ms'), el('span', { text: v.buyer_p99_ms > 0 ? fmt(v.buyer_p99_ms) : '–' })),
       td(T('Verdict', '结论'), el('span', { text: verdict }), over ? 'bad' : 'good'));
   }));
 }
@@ -489,6 +491,7 @@ function renderBurst(res) {
   const lat = el('p', { class: 'latency' },
     T(`${res.request.n} requests in ${Math.round(res.elapsed_ms)} ms · latency p50 `, `${res.request.n} 个请求，用时 ${Math.round(res.elapsed_ms)} ms · 延迟 p50 `),
     el('b', { text: fmt(l.p50_ms) }), ' · p95 ', el('b', { text: fmt(l.p95_ms) }), ' · p99 ', el('b', { text: fmt(l.p99_ms) }),
+    T(' ms · buyer time (from the burst\'s start) p99 ', ' ms · 买家时间（从抢购开始计）p99 '), el('b', { text: res.buyer_latency ? fmt(res.buyer_latency.p99_ms) : '–' }),
     T(` ms · per instance: ${per}`, ` ms · 各实例应答数：${per}`));
   out.replaceChildren(head, counts, lat);
   state.latency = l;
