@@ -74,6 +74,11 @@ func attackFlags(c *scenario.Config, raw *rawFlags) []flagDef {
 		floatFlag(&c.ScalperTarget, "scalper-target", 1.5, "the most the scalpers should win, as a multiple of their share of the people, with the per-address limit on (scalper-limited); reported as met or not"),
 		boolFlag(&c.ScalperTargetVerdict, "scalper-target-verdict", true, "fail the scalper-limited row when the scalpers surely won more than --scalper-target lets them (a one-sided binomial test at 1% over the units won: one draw of 100 units varies); false reports the target only, as a fleet without --scalper-draw needs: a rate limit caps how many requests a person sends, not how early, and scalpers firing at T-0 win one unit each before the ordinary buyers arrive"),
 		durationFlag(&c.ScalperDraw, "scalper-draw", 1500*time.Millisecond, "the opening draw the scalper-limited scenario sets beside the limit (opening_draw_ms of PUT /api/v1/admin/rate-limit): the sale opens at T-0, and buyers who come in its first --scalper-draw are let in at random; longer than the ordinary buyers' first second, so that those whose request a busy machine delays still draw; 0 runs the limit alone"),
+		intFlag(&c.ManyProducts, "many-products", 200, "products of the many scenario, opened together by one session (ids from 900001)"),
+		intFlag(&c.ManyStock, "many-stock", 50, "units of each product of the many scenario"),
+		intFlag(&c.ManyBuyers, "many-buyers", 20000, "buyers of the many scenario, each choosing a product by a Zipf law; fired like buy through --workers, its cap --max-duration scaled by many-buyers/buyers"),
+		int64Flag(&c.ManySeed, "many-seed", 1, "seed of the many scenario's Zipf draws: one seed, one crowd (the row reports it)"),
+		boolFlag(&c.ManyAllStages, "many-all-stages", false, "run the many scenario on every stage of --stages all (unlocked and local-mutex are expected to oversell), not redis-atomic alone"),
 		int64Flag(&c.Product, "product", 1, "product id the buy and retry-storm scenarios sell"),
 		int64Flag(&c.Coupon, "coupon", 1, "coupon batch id the grab scenario hands out"),
 	}

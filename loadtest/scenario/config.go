@@ -59,4 +59,14 @@ type Config struct {
 	// ScalperDraw is the opening draw the limited row sets beside the
 	// limit (0: none).
 	ScalperDraw time.Duration
+
+	// The many scenario (many.go): ManyProducts products of ManyStock
+	// units each, ManyBuyers buyers choosing by a Zipf law drawn from
+	// ManySeed. ManyAllStages runs it on every stage of --stages all, not
+	// redis-atomic alone.
+	ManyProducts  int
+	ManyStock     int
+	ManyBuyers    int
+	ManySeed      int64
+	ManyAllStages bool
 }

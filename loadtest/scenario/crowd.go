@@ -25,6 +25,7 @@ var crowds = map[results.Crowd]Crowd{
 	results.CrowdT0:      t0Crowd{},
 	results.CrowdPaced:   pacedCrowd{},
 	results.CrowdScalper: scalperCrowdAttack{},
+	results.CrowdMany:    manyCrowd{},
 }
 
 // Crowd is the attack that sends sc's buyers.

@@ -57,6 +57,8 @@ var scenarios = []Scenario{
 		About: "scalpers, rate limit off: 10% of the people, each with 10 accounts behind one address firing every 50 ms from T-0; the others one request each in the first second"},
 	{Name: "scalper-limited", Copies: 1, Kind: results.CrowdScalper, SafeStages: true, Only: []string{inventory.StageRedisAtomic}, Limited: true,
 		About: "the same crowd with a per-address rate limit and an opening draw (--scalper-draw) on every instance, the sale opening at T-0: no address wins more than the limit lets through, and the scalpers surely winning more than --scalper-target times their share fails the row"},
+	{Name: "many", Copies: 1, Kind: results.CrowdMany, SafeStages: true, Only: []string{inventory.StageRedisAtomic},
+		About: "many sales at once: --many-products products of --many-stock units, opened by one session; --many-buyers buyers fired like buy, each choosing a product by a Zipf law (s=1, --many-seed); exact per product, and answered/s at least 0.8× buy's"},
 }
 
 // All are the lab's scenarios, in the order it runs them.
@@ -106,7 +108,7 @@ func AttackNames() []string {
 // all and sc is about the sale itself, the stages safe in a fleet. A new
 // stage name (a fair redis-lock, say) joins by being in o.Stages.
 func (sc Scenario) StagesOf(o Config) []string {
-	if !sc.SafeStages || !o.AllStages {
+	if !sc.SafeStages || !o.AllStages || (sc.Kind == results.CrowdMany && o.ManyAllStages) {
 		return o.Stages
 	}
 	var out []string
@@ -123,10 +125,20 @@ func (sc Scenario) Item(id int64) fleet.Item { return fleet.Item{Coupon: sc.Coup
 
 // ItemID is the item sc sells: the coupon batch or the product of o.
 func (sc Scenario) ItemID(o Config) int64 {
-	if sc.Coupon {
+	switch {
+	case sc.Coupon:
 		return o.Coupon
+	case sc.Kind == results.CrowdMany:
+		return ManyFirstID // the hottest; the crowd audits every product itself
 	}
 	return o.Product
+}
+
+// ResetsItself says whether sc's crowd sets up its own sale: the T-0
+// crowd resets with the sale's opening, the many crowd opens a session
+// of its products.
+func (sc Scenario) ResetsItself() bool {
+	return sc.Kind == results.CrowdT0 || sc.Kind == results.CrowdMany
 }
 
 // ActionPath is the route one buyer posts to, below a base URL.
@@ -167,6 +179,17 @@ type Plan struct {
 	Tag string
 	// Series names the attack in the stage's latency plot.
 	Series string
+	// pick, when set, is the product of each buyer (the many crowd);
+	// otherwise every buyer buys ItemID.
+	pick func(buyer uint64) int64
+}
+
+// itemOf is the item buyer buys.
+func (p Plan) itemOf(buyer uint64) int64 {
+	if p.pick != nil {
+		return p.pick(buyer)
+	}
+	return p.ItemID
 }
 
 // target fills t with send number send of buyer: its route on its
@@ -175,7 +198,7 @@ type Plan struct {
 func (p Plan) target(t *vegeta.Target, buyer, send uint64) {
 	user := p.userID(buyer)
 	t.Method = http.MethodPost
-	t.URL = p.Targets[(buyer+send)%uint64(len(p.Targets))] + p.Scenario.ActionPath(p.ItemID)
+	t.URL = p.Targets[(buyer+send)%uint64(len(p.Targets))] + p.Scenario.ActionPath(p.itemOf(buyer))
 	t.Body = p.Scenario.Body(user)
 	t.Header = http.Header{
 		"Content-Type":    {"application/json"},
@@ -227,6 +250,8 @@ func (sc Scenario) Buyers(o Config) int {
 		return o.T0Buyers
 	case results.CrowdPaced:
 		return o.PacedBuyers
+	case results.CrowdMany:
+		return o.ManyBuyers
 	case results.CrowdScalper:
 		return newScalperCrowd(o.ScalperPeople).normals + newScalperCrowd(o.ScalperPeople).scalpers*scalperAccounts
 	}
