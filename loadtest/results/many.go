@@ -94,3 +94,21 @@ func (m *Many) Note() string {
 	}
 	return s
 }
+
+// Sum makes r's counts the sums over the products: stock, sold, stock
+// left, oversold, conserved (every product), the refusals while a
+// product's own stock remained, the units given back.
+func (m *Many) Sum(r *Row) {
+	r.InitialStock, r.Sold, r.FinalStock, r.Oversold, r.Conserved = 0, 0, 0, 0, true
+	r.RefusedWithStock, r.RefusedWithStockNet, r.GivenBack = 0, 0, 0
+	for _, it := range m.Items {
+		r.InitialStock += it.Stock
+		r.Sold += it.Sold
+		r.FinalStock += it.FinalStock
+		r.Oversold += it.Oversold
+		r.Conserved = r.Conserved && it.Conserved
+		r.RefusedWithStock += it.RefusedWithStock
+		r.RefusedWithStockNet += it.RefusedWithStockNet
+		r.GivenBack += it.GivenBack
+	}
+}

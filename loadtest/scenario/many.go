@@ -104,7 +104,7 @@ func setUpMany(ctx context.Context, f *fleet.Fleet, m *results.Many) error {
 // (issue 60): the lab sends them in sessions of manySessionItems, each
 // up to manySessionAttempts times.
 const (
-	manySessionItems    = 50
+	manySessionItems    = 20
 	manySessionAttempts = 3
 )
 
@@ -211,21 +211,8 @@ func productOf(url string) (int64, bool) {
 	return id, err == nil
 }
 
-// fillMany makes r's counts the sums over the products: sold, stock,
-// oversold, conserved (every product), refusals while a product's own
-// stock remained.
+// fillMany makes r's counts the sums over m's products (results.Many.Sum).
 func fillMany(r *results.Row, m *results.Many) {
 	r.Many = m
-	r.InitialStock, r.Sold, r.FinalStock, r.Oversold, r.Conserved = 0, 0, 0, 0, true
-	r.RefusedWithStock, r.RefusedWithStockNet, r.GivenBack = 0, 0, 0
-	for _, it := range m.Items {
-		r.InitialStock += it.Stock
-		r.Sold += it.Sold
-		r.FinalStock += it.FinalStock
-		r.Oversold += it.Oversold
-		r.Conserved = r.Conserved && it.Conserved
-		r.RefusedWithStock += it.RefusedWithStock
-		r.RefusedWithStockNet += it.RefusedWithStockNet
-		r.GivenBack += it.GivenBack
-	}
+	m.Sum(r)
 }
