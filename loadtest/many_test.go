@@ -81,5 +81,3 @@ func assertExactPerProduct(t *testing.T, r results.Row) {
 		t.Errorf("%d buyers over the products, hottest %d, coldest %d", buyers, m.Items[0].Buyers, m.Items[19].Buyers)
 	}
 }
-
-
