@@ -89,7 +89,7 @@ func attackFlags(c *scenario.Config, raw *rawFlags) []flagDef {
 func labFlags(o *options, raw *rawFlags, getenv func(string) string) []flagDef {
 	return []flagDef{
 		stringFlag(&raw.targets, "targets", defaultTargets, "comma-separated instance base URLs; requests are spread round-robin"),
-		stringFlag(&raw.scenarios, "scenarios", strings.Join(scenario.Names(), ","), "comma-separated scenarios: "+strings.Join(scenario.Names(), ", ")+"; t0 and paced run on the stages safe in a fleet unless --stages names others"),
+		stringFlag(&raw.scenarios, "scenarios", strings.Join(scenario.DefaultNames(), ","), "comma-separated scenarios: "+strings.Join(scenario.Names(), ", ")+" (many only when named); t0 and paced run on the stages safe in a fleet unless --stages names others"),
 		intFlag(&o.repeat, "repeat", 1, "run the whole lab this many times over, round after round (baselines, then every attack), and report each attack's median run; an attack passes only if every run of it passed"),
 		stringFlag(&raw.sweep, "sweep", "", "comma-separated buyers in flight, e.g. 16,64,256,1024: runs every selected stage and scenario at each (instead of --workers) and adds a scaling table and charts"),
 		boolFlag(&o.baselines, "baselines", false, "also measure, at each level of buyers in flight, GET /healthz and GET /api/v1/admin/redis-ping (one Redis round trip) on the targets and db-atomic's transaction straight on MySQL (needs SECKILL_MYSQL_DSN), and report stages as ratios of them"),

@@ -44,7 +44,11 @@ type Scenario struct {
 	// Limited turns the fleet's per-address rate limit on for the row
 	// (the scalper crowd, scalper.go).
 	Limited bool
-	About   string
+	// OptIn leaves the scenario out of the default --scenarios: it runs
+	// when named (the many row, which make lab's three minutes cannot
+	// hold on the demo today; see docs/lab.md).
+	OptIn bool
+	About string
 }
 
 var scenarios = []Scenario{
@@ -57,8 +61,8 @@ var scenarios = []Scenario{
 		About: "scalpers, rate limit off: 10% of the people, each with 10 accounts behind one address firing every 50 ms from T-0; the others one request each in the first second"},
 	{Name: "scalper-limited", Copies: 1, Kind: results.CrowdScalper, SafeStages: true, Only: []string{inventory.StageRedisAtomic}, Limited: true,
 		About: "the same crowd with a per-address rate limit and an opening draw (--scalper-draw) on every instance, the sale opening at T-0: no address wins more than the limit lets through, and the scalpers surely winning more than --scalper-target times their share fails the row"},
-	{Name: "many", Copies: 1, Kind: results.CrowdMany, SafeStages: true, Only: []string{inventory.StageRedisAtomic},
-		About: "many sales at once: --many-products products of --many-stock units, opened by one session; --many-buyers buyers fired like buy, each choosing a product by a Zipf law (s=1, --many-seed); exact per product, and answered/s at least 0.8× buy's"},
+	{Name: "many", Copies: 1, Kind: results.CrowdMany, SafeStages: true, Only: []string{inventory.StageRedisAtomic}, OptIn: true,
+		About: "many sales at once: --many-products products of --many-stock units, opened by sessions; --many-buyers buyers fired like buy, each choosing a product by a Zipf law (s=1, --many-seed); exact per product, and answered/s at least 0.8× buy's"},
 }
 
 // All are the lab's scenarios, in the order it runs them.
@@ -86,6 +90,18 @@ func Names() []string {
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {
 		names[i] = sc.Name
+	}
+	return names
+}
+
+// DefaultNames are the scenarios a run without --scenarios runs: all
+// but the opt-in ones.
+func DefaultNames() []string {
+	var names []string
+	for _, sc := range scenarios {
+		if !sc.OptIn {
+			names = append(names, sc.Name)
+		}
 	}
 	return names
 }

@@ -89,7 +89,7 @@ func manyBuyNote(r *results.Row) []string {
 		return nil
 	case m.BuyThroughput == nil:
 		return []string{fmt.Sprintf("%s skipped: no buy row of %s at %d in flight in this run to compare with (run --scenarios buy,many)", RuleManyVsBuy, r.Stage, r.Workers)}
-	case *m.BuyThroughput > 0:
+	case *m.BuyThroughput > 0 && r.Throughput >= ManyMinShare**m.BuyThroughput: // below, the rule says it
 		return []string{fmt.Sprintf("answered/s %.2f× the buy row's (%.0f/s)", r.Throughput / *m.BuyThroughput, *m.BuyThroughput)}
 	}
 	return nil
