@@ -195,10 +195,8 @@ func (l *lab) runRow(ctx context.Context, o options, sc scenario.Scenario, stage
 		return r, nil
 	}
 	id := sc.ItemID(o.Config)
-	if !sc.ResetsItself() {
-		if err := f.Reset(ctx, sc.Item(id), o.Stock); err != nil {
-			return r, err
-		}
+	if err := sc.SetUp(ctx, o.Config, f, id); err != nil {
+		return r, err
 	}
 	plan := scenario.Plan{Scenario: sc, Stage: stage, Targets: o.targets, Token: o.adminToken, ItemID: id, Tag: tag, Series: series(o, sc)}
 	cpuBefore := l.meter.Read(ctx)

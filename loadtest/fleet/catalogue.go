@@ -18,28 +18,30 @@ import (
 // the bulk form of the reset.
 
 // EnsureProducts creates, through the first target, each product of ids
-// that does not exist yet, with stock units. A product that exists is
-// left as it is: a replace would wait out the sold-out memory's lease
-// once per product, and the session that follows restocks it anyway. An
+// that does not exist yet, with stock units, and returns those that
+// existed. A created product is on sale at once with its stock and no
+// orders; one that existed is left as it is for the caller to restock (a
+// replace would wait out the sold-out memory's lease once per product). An
 // archived id is refused (409 archived), and so is the set-up.
-func (f *Fleet) EnsureProducts(ctx context.Context, ids []int64, stock int) error {
+func (f *Fleet) EnsureProducts(ctx context.Context, ids []int64, stock int) (existed []int64, err error) {
 	for _, id := range ids {
 		ok, err := f.exists(ctx, fmt.Sprintf("%s/api/v1/products/%d", f.Targets[0], id))
-		if err != nil || ok {
-			if err != nil {
-				return fmt.Errorf("looking up product %d: %w", id, err)
-			}
+		if err != nil {
+			return nil, fmt.Errorf("looking up product %d: %w", id, err)
+		}
+		if ok {
+			existed = append(existed, id)
 			continue
 		}
 		body, err := json.Marshal(map[string]any{"name": fmt.Sprintf("lab many #%d", id), "price_cents": 100, "stock": stock})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := f.Do(ctx, http.MethodPut, fmt.Sprintf("%s/api/v1/admin/products/%d", f.Targets[0], id), body, nil); err != nil {
-			return fmt.Errorf("creating product %d: %w", id, err)
+			return nil, fmt.Errorf("creating product %d: %w", id, err)
 		}
 	}
-	return nil
+	return existed, nil
 }
 
 // exists says whether url answers 200 (true) or 404 (false); any other

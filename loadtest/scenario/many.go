@@ -45,15 +45,12 @@ func CheckMany(c Config) error {
 // and a long tail.
 const ManyZipfS = 1.0
 
-// manyCrowd creates the products it lacks, opens them all with one
-// session, and fires the crowd (many.go).
+// manyCrowd fires the crowd at the products Scenario.SetUp created or
+// restocked, and audits each of them.
 type manyCrowd struct{}
 
 func (manyCrowd) Attack(ctx context.Context, c Config, f *fleet.Fleet, p Plan, pl *plot.Plot, progress io.Writer) (Result, error) {
-	m := newMany(c)
-	if err := setUpMany(ctx, f, m); err != nil {
-		return Result{}, fmt.Errorf("many: setting up %d products: %w", m.Products, err)
-	}
+	m := newMany(c) // its products were set up before the attack (Scenario.SetUp)
 	picks := NewZipf(m.Products, m.Exponent, m.Seed).Picks(m.Buyers)
 	for _, rank := range picks {
 		m.Items[rank].Buyers++
@@ -85,16 +82,20 @@ func newMany(c Config) *results.Many {
 	return m
 }
 
-// setUpMany creates the products the targets lack and restocks them all
-// with one session on every target.
+// setUpMany creates the products the targets lack, with their stock and
+// no orders, and restocks those that existed with sessions.
 func setUpMany(ctx context.Context, f *fleet.Fleet, m *results.Many) error {
 	ids := make([]int64, len(m.Items))
-	items := make([]api.SessionItem, len(m.Items))
 	for i, it := range m.Items {
-		ids[i], items[i] = it.ID, api.SessionItem{ID: it.ID, Stock: it.Stock}
+		ids[i] = it.ID
 	}
-	if err := f.EnsureProducts(ctx, ids, m.StockEach); err != nil {
+	existed, err := f.EnsureProducts(ctx, ids, m.StockEach)
+	if err != nil || len(existed) == 0 {
 		return err
+	}
+	items := make([]api.SessionItem, len(existed))
+	for i, id := range existed {
+		items[i] = api.SessionItem{ID: id, Stock: m.StockEach}
 	}
 	return f.Session(ctx, items, manySessionItems, manySessionAttempts)
 }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -150,11 +151,22 @@ func (sc Scenario) ItemID(o Config) int64 {
 	return o.Product
 }
 
-// ResetsItself says whether sc's crowd sets up its own sale: the T-0
-// crowd resets with the sale's opening, the many crowd opens a session
-// of its products.
-func (sc Scenario) ResetsItself() bool {
-	return sc.Kind == results.CrowdT0 || sc.Kind == results.CrowdMany
+// SetUp readies sc's sale before its attack, and before the CPU meter's
+// first reading: it restocks the item, or, for the many crowd, creates
+// and restocks its products (many.go). The T-0 crowd resets within its
+// attack, with the sale's opening.
+func (sc Scenario) SetUp(ctx context.Context, c Config, f *fleet.Fleet, id int64) error {
+	switch sc.Kind {
+	case results.CrowdT0:
+		return nil
+	case results.CrowdMany:
+		m := newMany(c)
+		if err := setUpMany(ctx, f, m); err != nil {
+			return fmt.Errorf("many: setting up %d products: %w", m.Products, err)
+		}
+		return nil
+	}
+	return f.Reset(ctx, sc.Item(id), c.Stock)
 }
 
 // ActionPath is the route one buyer posts to, below a base URL.
