@@ -29,6 +29,7 @@ var steps = []step{
 	checkCounts,
 	checkShape,
 	checkScalpers,
+	checkMany,
 	parseFirstComeTargets,
 	checkLimits,
 	readAdminToken,
@@ -230,5 +231,11 @@ func readAdminToken(o *options, raw rawFlags, bad func(string, ...any)) {
 		bad("no admin token: pass --admin-token or set SECKILL_ADMIN_TOKEN to the token the targets were started with (the lab resets stock and picks stages through it); no demo token file at %s either", raw.tokenFile)
 	default:
 		bad("no admin token: %v", err)
+	}
+}
+
+func checkMany(o *options, _ rawFlags, bad func(string, ...any)) {
+	if err := scenario.CheckMany(o.Config); err != nil {
+		bad("%v", err)
 	}
 }

@@ -78,6 +78,11 @@ func attackFlags(c *scenario.Config, raw *rawFlags) []flagDef {
 		durationFlag(&c.ClosedThink, "closed-think", 100*time.Millisecond, "think time of the closed scenario: how long after its answer a user comes back"),
 		durationFlag(&c.ClosedDuration, "closed-duration", 3*time.Second, "how long the closed scenario's users keep coming back (0: --closed-iterations alone)"),
 		intFlag(&c.ClosedIterations, "closed-iterations", 0, "buys of each closed user, at most (0: until --closed-duration)"),
+		intFlag(&c.ManyProducts, "many-products", 200, "products of the many scenario, opened together by one session (ids from 900001)"),
+		intFlag(&c.ManyStock, "many-stock", 50, "units of each product of the many scenario"),
+		intFlag(&c.ManyBuyers, "many-buyers", 20000, "buyers of the many scenario, each choosing a product by a Zipf law; fired like buy through --workers, its cap --max-duration scaled by many-buyers/buyers"),
+		int64Flag(&c.ManySeed, "many-seed", 1, "seed of the many scenario's Zipf draws: one seed, one crowd (the row reports it)"),
+		boolFlag(&c.ManyAllStages, "many-all-stages", false, "run the many scenario on every stage of --stages all (unlocked and local-mutex are expected to oversell), not redis-atomic alone"),
 		int64Flag(&c.Product, "product", 1, "product id the buy and retry-storm scenarios sell"),
 		int64Flag(&c.Coupon, "coupon", 1, "coupon batch id the grab scenario hands out"),
 	}
@@ -88,7 +93,7 @@ func attackFlags(c *scenario.Config, raw *rawFlags) []flagDef {
 func labFlags(o *options, raw *rawFlags, getenv func(string) string) []flagDef {
 	return []flagDef{
 		stringFlag(&raw.targets, "targets", defaultTargets, "comma-separated instance base URLs; requests are spread round-robin"),
-		stringFlag(&raw.scenarios, "scenarios", strings.Join(scenario.Names(), ","), "comma-separated scenarios: "+strings.Join(scenario.Names(), ", ")+"; t0 and paced run on the stages safe in a fleet unless --stages names others"),
+		stringFlag(&raw.scenarios, "scenarios", strings.Join(scenario.DefaultNames(), ","), "comma-separated scenarios: "+strings.Join(scenario.Names(), ", ")+" (many only when named); t0 and paced run on the stages safe in a fleet unless --stages names others"),
 		intFlag(&o.repeat, "repeat", 1, "run the whole lab this many times over, round after round (baselines, then every attack), and report each attack's median run; an attack passes only if every run of it passed"),
 		stringFlag(&raw.sweep, "sweep", "", "comma-separated buyers in flight, e.g. 16,64,256,1024: runs every selected stage and scenario at each (instead of --workers) and adds a scaling table and charts"),
 		boolFlag(&o.baselines, "baselines", false, "also measure, at each level of buyers in flight, GET /healthz and GET /api/v1/admin/redis-ping (one Redis round trip) on the targets and db-atomic's transaction straight on MySQL (needs SECKILL_MYSQL_DSN), and report stages as ratios of them"),

@@ -23,7 +23,7 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.targets) != 3 || len(o.Stages) != len(allStages) || len(o.scenarios) != len(scenario.All()) || o.expectOversell != nil || o.confirmWait != time.Minute ||
+	if len(o.targets) != 3 || len(o.Stages) != len(allStages) || len(o.scenarios) != len(scenario.All())-1 || o.expectOversell != nil || o.confirmWait != time.Minute ||
 		o.Buyers != 2000 || o.Stock != 100 || o.Shape != "burst" || o.reportDir != "loadtest/reports" || o.Workers != 256 ||
 		o.T0Buyers != 500 || o.T0Lead != 3*time.Second || o.Pace != 5*time.Millisecond || o.PacedBuyers != 2000 {
 		t.Errorf("defaults: %+v", o)
@@ -50,6 +50,32 @@ func TestParseOptions(t *testing.T) {
 	}
 	if o.ScalperPeople != 400 || o.ScalperLimitInterval != 30*time.Second || o.ScalperLimitBurst != 1 || o.ScalperTarget != 1.5 || !o.ScalperTargetVerdict || o.ScalperDraw != 1500*time.Millisecond {
 		t.Errorf("scalper defaults: %d people, limit %v burst %d, target %v (verdict %v), draw %v", o.ScalperPeople, o.ScalperLimitInterval, o.ScalperLimitBurst, o.ScalperTarget, o.ScalperTargetVerdict, o.ScalperDraw)
+	}
+	// many is opt-in: named, it runs on redis-atomic under --stages all,
+	// on every stage with --many-all-stages, on those named otherwise.
+	if slices.ContainsFunc(o.scenarios, func(sc scenario.Scenario) bool { return sc.Name == "many" }) {
+		t.Error("the many scenario runs by default; it is opt-in")
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--scenarios", "many"}, []string{"redis-atomic"}},
+		{[]string{"--scenarios", "many", "--many-all-stages"}, allStages},
+		{[]string{"--scenarios", "many", "--stages", "unlocked,db-atomic"}, []string{"unlocked", "db-atomic"}},
+	} {
+		m, err := parseOptions(tc.args, withToken, io.Discard)
+		if err != nil || len(m.scenarios) != 1 || !slices.Equal(m.scenarios[0].StagesOf(m.Config), tc.want) {
+			t.Errorf("%v: %v (%v), want many on %v", tc.args, m.scenarios, err, tc.want)
+		}
+		if m.ManyProducts != 200 || m.ManyStock != 50 || m.ManyBuyers != 20000 || m.ManySeed != 1 {
+			t.Errorf("%v: many defaults %d × %d, %d buyers, seed %d", tc.args, m.ManyProducts, m.ManyStock, m.ManyBuyers, m.ManySeed)
+		}
+	}
+	for _, bad := range [][]string{{"--many-products", "0"}, {"--many-products", "1001"}, {"--many-stock", "-1"}, {"--many-buyers", "0"}} {
+		if _, err := parseOptions(bad, withToken, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
 	}
 	named, err := parseOptions([]string{"--stages", "db-atomic,redis-lock", "--scenarios", "scalper"}, withToken, io.Discard)
 	if got := named.scenarios[0].StagesOf(named.Config); err != nil || !slices.Equal(got, []string{"db-atomic", "redis-lock"}) {

@@ -142,6 +142,7 @@ func (l *lab) runRound(ctx context.Context, round int) ([]results.Row, []results
 			}
 		}
 	}
+	verdict.CompareWithBuy(rows) // the many rows' many-vs-buy rule reads the buy rows
 	return rows, ceilings, nil
 }
 
@@ -195,10 +196,8 @@ func (l *lab) runRow(ctx context.Context, o options, sc scenario.Scenario, stage
 		return r, nil
 	}
 	id := sc.ItemID(o.Config)
-	if sc.Kind != results.CrowdT0 { // the T-0 crowd resets with the sale's opening
-		if err := f.Reset(ctx, sc.Item(id), o.Stock); err != nil {
-			return r, err
-		}
+	if err := sc.SetUp(ctx, o.Config, f, id); err != nil {
+		return r, err
 	}
 	plan := scenario.Plan{Scenario: sc, Stage: stage, Targets: o.targets, Token: o.adminToken, ItemID: id, Tag: tag, Series: series(o, sc)}
 	cpuBefore := l.meter.Read(ctx)
@@ -289,6 +288,10 @@ func (l *lab) fill(ctx context.Context, r *results.Row, o options, sc scenario.S
 	}
 	if l.db == nil {
 		return nil
+	}
+	if r.Many != nil {
+		r.MySQL, err = verdict.CountManyInMySQL(ctx, l.db, r.Many, f.InstanceNames(res.Instances()), res.WrittenOrders())
+		return err
 	}
 	it := verdict.Item{Coupon: sc.Coupon, ID: id}
 	if r.MySQL, err = verdict.CountInMySQL(ctx, l.db, it, f.InstanceNames(res.Instances()), res.WrittenOrders()); err != nil {

@@ -179,6 +179,10 @@ func (f *Fleet) ClockOffset(ctx context.Context, it Item) (time.Duration, error)
 	return best, nil
 }
 
+// ErrAuditsDisagree is Audit's error when two targets' audits of an item
+// differ.
+var ErrAuditsDisagree = errors.New("audits disagree")
+
 // Audit reads the audit through every target; they must agree, or the
 // targets do not share one store and no verdict can be drawn.
 func (f *Fleet) Audit(ctx context.Context, it Item) (api.Audit, error) {
@@ -191,7 +195,7 @@ func (f *Fleet) Audit(ctx context.Context, it Item) (api.Audit, error) {
 		if i == 0 {
 			first = a
 		} else if !reflect.DeepEqual(a, first) {
-			return api.Audit{}, fmt.Errorf("audits disagree: %s says %+v, %s says %+v; do the targets share one database?", f.Targets[0], first, t, a)
+			return api.Audit{}, fmt.Errorf("%w: %s says %+v, %s says %+v; do the targets share one database?", ErrAuditsDisagree, f.Targets[0], first, t, a)
 		}
 	}
 	return first, nil

@@ -322,6 +322,12 @@ func heading(r results.Row, s Settings, scenes map[string]Scene) string {
 		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.About)
 	case results.CrowdClosed:
 		return fmt.Sprintf("%s · closed model · %s · stock %d — %s", r.Scenario, closedLoad(s), s.Stock, sc.About)
+	case results.CrowdMany:
+		if m := r.Many; m != nil {
+			return fmt.Sprintf("%s · burst · %d buyers over %d products × %d units, %d in flight, Zipf s=%g, seed %d — %s",
+				r.Scenario, m.Buyers, m.Products, m.StockEach, r.Workers, m.Exponent, m.Seed, sc.About)
+		}
+		return fmt.Sprintf("%s · burst · %d in flight — %s", r.Scenario, r.Workers, sc.About)
 	}
 	load := fmt.Sprintf("%d buyers, %d in flight", s.Buyers, r.Workers)
 	if s.Shape == "constant" {

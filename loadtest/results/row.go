@@ -128,6 +128,8 @@ type Row struct {
 	Paced *Paced `json:"paced,omitempty"`
 	// Scalper are the scalper scenarios' figures (scenario/scalper.go).
 	Scalper *Scalper `json:"scalper,omitempty"`
+	// Many are the many scenario's figures, per product (scenario/many.go).
+	Many *Many `json:"many,omitempty"`
 
 	// The CPU the processes spent on the attack (package cpu), per answer
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
@@ -234,4 +236,5 @@ const (
 	CrowdPaced                // one arrival every --pace, in a recorded order
 	CrowdScalper              // ordinary buyers in the first second, scalpers from T-0
 	CrowdClosed               // a fixed population of users, each buying, waiting and thinking in turn
+	CrowdMany                 // a burst over many products, each buyer choosing one by a Zipf law
 )

@@ -148,6 +148,9 @@ type tally struct {
 	// to count those received before it.
 	lastOrder time.Time
 	soldOutAt []time.Time
+	// items tallies each product of an attack over many (many.go), by
+	// the product its URL names; nil for one item.
+	items map[int64]*itemTally
 }
 
 func newTally(planned uint64) *tally {
@@ -200,6 +203,9 @@ func (t *tally) add(r *vegeta.Result, a answer) {
 		t.soldOutAt = append(t.soldOutAt, r.End())
 	case outOverloaded:
 		t.overloadedSent = append(t.overloadedSent, r.Timestamp)
+	}
+	if t.items != nil {
+		t.addItem(r, a)
 	}
 	if t.first.IsZero() || r.Timestamp.Before(t.first) {
 		t.first = r.Timestamp
@@ -293,6 +299,7 @@ type Result struct {
 	T0      *results.T0
 	Paced   *results.Paced
 	Scalper *results.Scalper
+	Many    *results.Many
 }
 
 // attackShape is how an attack sends: its pacer and duration, the hits it
@@ -351,6 +358,9 @@ func attack(ctx context.Context, o Config, p Plan, pl *plot.Plot, progress io.Wr
 	}()
 
 	t := newTally(planned)
+	if p.pick != nil {
+		t.items = map[int64]*itemTally{}
+	}
 	var mu sync.Mutex // guards t against the progress line
 	line := newProgress(progress, o.ProgressTTY, fmt.Sprintf("%-11s %-12s %4d in flight", p.Scenario.Name, p.Stage, o.Workers), func() string {
 		mu.Lock()

@@ -68,4 +68,13 @@ type Config struct {
 	ClosedThink      time.Duration
 	ClosedDuration   time.Duration
 	ClosedIterations int
+	// The many scenario (many.go): ManyProducts products of ManyStock
+	// units each, ManyBuyers buyers choosing by a Zipf law drawn from
+	// ManySeed. ManyAllStages runs it on every stage of --stages all, not
+	// redis-atomic alone.
+	ManyProducts  int
+	ManyStock     int
+	ManyBuyers    int
+	ManySeed      int64
+	ManyAllStages bool
 }

@@ -26,6 +26,7 @@ var crowds = map[results.Crowd]Crowd{
 	results.CrowdPaced:   pacedCrowd{},
 	results.CrowdScalper: scalperCrowdAttack{},
 	results.CrowdClosed:  closedCrowd{},
+	results.CrowdMany:    manyCrowd{},
 }
 
 // Crowd is the attack that sends sc's buyers.

@@ -59,4 +59,7 @@ func FillRow(r *results.Row, res Result, a api.Audit) {
 	r.FinalStock = a.Stock
 	r.Oversold = a.Oversold
 	r.Conserved = a.Conserved
+	if res.Many != nil {
+		fillMany(r, res.Many)
+	}
 }

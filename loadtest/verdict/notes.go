@@ -45,6 +45,7 @@ func safeNotes(r *results.Row, failed bool) []string {
 	if unknown := unknownOutcomes(r); noAnswer(r) == 0 && r.Sold > r.BuyersWithOrder && r.Sold <= r.BuyersWithOrder+unknown {
 		notes = append(notes, fmt.Sprintf("%d of the %d buyers answered 503 outcome-unknown hold an order (a retry with the same Idempotency-Key is answered with it)", r.Sold-r.BuyersWithOrder, unknown))
 	}
+	notes = append(notes, manyBuyNote(r)...)
 	if !failed {
 		notes = append(notes, fmt.Sprintf("safe: %d sold of %d, %d left, conserved", r.Sold, r.InitialStock, r.FinalStock))
 	}
@@ -82,6 +83,9 @@ func sceneNotes(r *results.Row, failed bool) []string {
 	}
 	if sp := r.Scalper; sp != nil {
 		notes = append(notes, sp.Note())
+	}
+	if m := r.Many; m != nil {
+		notes = append(notes, m.Note())
 	}
 	if r.Accepted > 0 {
 		notes = append(notes, fmt.Sprintf("%d accepted (202), %d confirmed; time to confirm p50 %.1f ms, p99 %.1f ms; peak lag %d orders",

@@ -108,6 +108,9 @@ var rules = []rule{
 	{RuleFirstCome, safeRows, firstComeRule},
 	{RuleScalperLimit, safeRows, scalperLimit},
 	{RuleScalpers, safeRows, scalpers},
+	{RuleExactPerProduct, safeRows, exactPerProduct},
+	{RuleRefusedPerProduct, safeRows, refusedPerProduct},
+	{RuleManyVsBuy, safeRows, manyVsBuy},
 }
 
 // Judge sets r's verdict, the rules it broke, and its note from its counts.
@@ -366,6 +369,9 @@ func unconfirmed(r *results.Row) []string {
 // stage refused buyers it could have served. A crowd no larger than the
 // stock leaves stock behind honestly: every buyer got one.
 func liveness(r *results.Row) []string {
+	if r.Many != nil {
+		return nil // the tail's stock beside the hot items' refusals: judged per product (many.go)
+	}
 	if r.FinalStock > 0 && r.Conserved && turnedAway(r) > 0 && r.Buyers > r.BuyersWithOrder {
 		return because("%d units unsold while %d buyers went without one (%s)",
 			r.FinalStock, r.Buyers-r.BuyersWithOrder, results.TurnedAwayCounts(r))
@@ -377,6 +383,9 @@ func liveness(r *results.Row) []string {
 // never sent would have bought, so the stage was too slow for this crowd,
 // even if nobody it did serve was turned away.
 func capped(r *results.Row) []string {
+	if r.Many != nil {
+		return nil // judged per product: a capped crowd leaves a product short of its buyers (many.go)
+	}
 	if r.Planned > r.Requests && r.FinalStock > 0 && r.Conserved {
 		return because("the --max-duration cap stopped the burst after %d of %d requests with %d units unsold: too slow for this crowd",
 			r.Requests, r.Planned, r.FinalStock)
@@ -400,6 +409,9 @@ func postSale503(r *results.Row) []string {
 // bucketed stage that refused a buyer from an empty bucket while others
 // held units), this rule does not.
 func refusedWithStock(r *results.Row) []string {
+	if r.Many != nil {
+		return nil // one product's refusal before another's last order refused nobody: per product (many.go)
+	}
 	if r.RefusedWithStock > 0 {
 		return because("%d sold-out answers were received before the last order was created: buyers refused while stock remained (%d of them while no reservation the server gave back later held units)",
 			r.RefusedWithStock, r.RefusedWithStockNet)
