@@ -120,8 +120,8 @@ func commandDelta(before, after map[string]int64) []commandCount {
 type idle struct {
 	CPUMsPerS      float64        `json:"cpu_ms_per_s"`
 	RSSMB          float64        `json:"rss_mb"`
-	RedisCmdsPerS  *float64       `json:"redis_commands_per_s,omitempty"`  // nil: no Redis to read (the demo's are embedded)
-	RedisCPUMsPerS *float64       `json:"redis_cpu_ms_per_s,omitempty"`    // nil likewise
+	RedisCmdsPerS  *float64       `json:"redis_commands_per_s,omitempty"` // nil: no Redis to read (the demo's are embedded)
+	RedisCPUMsPerS *float64       `json:"redis_cpu_ms_per_s,omitempty"`   // nil likewise
 	Top            []commandCount `json:"top_commands,omitempty"`
 }
 
