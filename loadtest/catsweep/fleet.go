@@ -111,7 +111,9 @@ func window(ctx context.Context, o options, p point, inst *proc, urls []string, 
 	p.ReadySeconds, p.Ready = took.Seconds(), ready
 	select {
 	case <-inst.exited:
-		return p, fmt.Errorf("the instance exited before the window; see its log in %s", o.out)
+		// What an operator meets: no window to measure, the reason in the log.
+		p.Exited, p.Ready = lastError(inst.log.Name()), false
+		return p, nil
 	case <-ctx.Done():
 		return p, ctx.Err()
 	case <-time.After(o.settle):
@@ -153,4 +155,14 @@ func readRedis(ctx context.Context, rdb *redis.Client) (*redisSample, error) {
 	}
 	s, err := parseInfo(info)
 	return &s, err
+}
+
+// lastError is the last line a seckill command printed as its error
+// ("seckill: …"), or a pointer to the log when there is none.
+func lastError(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return "exited; its log is unreadable: " + err.Error()
+	}
+	return exitLine(string(b), logPath)
 }

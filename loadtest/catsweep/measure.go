@@ -145,3 +145,15 @@ func idleOver(window time.Duration, pb, pa procSample, pageSize int, rb, ra *red
 	out.RedisCmdsPerS, out.RedisCPUMsPerS = &cmds, &cpu
 	return out
 }
+
+// exitLine finds the error a seckill command ended with in its log: the
+// last line that starts with "seckill: ".
+func exitLine(log, logPath string) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if msg, ok := strings.CutPrefix(lines[i], "seckill: "); ok {
+			return msg
+		}
+	}
+	return "exited without an error line; see " + logPath
+}

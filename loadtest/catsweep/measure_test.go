@@ -116,3 +116,25 @@ func TestTableRowSaysNotReadyAndTheTopCommands(t *testing.T) {
 		t.Errorf("a sweep without Redis drew %d panels, want 2 (CPU, RSS)", len(ps))
 	}
 }
+
+func TestAnInstanceThatExitedAtStartIsReportedNotCharted(t *testing.T) {
+	log := "time=… level=WARN msg=\"order writer: pass failed\"\nseckill: load stock into redis: redis: connection pool timeout\ntime=… level=ERROR msg=late\n"
+	msg := exitLine(log, "serve.log")
+	if msg != "load stock into redis: redis: connection pool timeout" {
+		t.Fatalf("exitLine = %q", msg)
+	}
+	if got := exitLine("no error here\n", "serve.log"); !strings.Contains(got, "serve.log") {
+		t.Errorf("exitLine without an error line = %q, want a pointer to the log", got)
+	}
+	p := point{Items: 100000, ReadySeconds: 4.2, Exited: msg}
+	if got := p.row(); !strings.Contains(got, "exited after 4 s: load stock into redis") || !strings.Contains(got, "no window") {
+		t.Errorf("row = %s", got)
+	}
+	if ps := panels([]point{p}); ps != nil {
+		t.Errorf("a sweep with no window drew %d panels", len(ps))
+	}
+	ok := point{Items: 1000, Ready: true, Idle: idle{CPUMsPerS: 5}}
+	if ps := panels([]point{ok, p}); len(ps) != 2 || len(ps[0].Lines[0].Points) != 1 {
+		t.Errorf("the chart should hold the measured size alone: %+v", ps)
+	}
+}

@@ -18,8 +18,10 @@ type point struct {
 	Label        string  `json:"label,omitempty"`
 	FillSeconds  float64 `json:"fill_seconds"`
 	ReadySeconds float64 `json:"ready_seconds"`
-	Ready        bool    `json:"ready"` // false: not ready within -ready-timeout (ReadySeconds); the window ran anyway
-	Idle         idle    `json:"idle"`
+	Ready        bool    `json:"ready"` // false: not ready within -ready-timeout (ReadySeconds); the window ran anyway, unless it exited
+	// Exited is the error the instance ended with before the window, if it did.
+	Exited string `json:"exited,omitempty"`
+	Idle   idle   `json:"idle"`
 }
 
 // topShown is how many commands a row of the table names.
@@ -27,6 +29,9 @@ const topShown = 3
 
 // readyCell says how long start-up took, or that it had not ended.
 func (p point) readyCell() string {
+	if p.Exited != "" {
+		return fmt.Sprintf("exited after %.0f s: %s", p.ReadySeconds, p.Exited)
+	}
 	if !p.Ready {
 		return fmt.Sprintf("not ready after %.0f s", p.ReadySeconds)
 	}
@@ -35,6 +40,9 @@ func (p point) readyCell() string {
 
 // row is p's line of the markdown table.
 func (p point) row() string {
+	if p.Exited != "" {
+		return fmt.Sprintf("| %d | %.1f s | %s | no window | | | | |", p.Items, p.FillSeconds, p.readyCell())
+	}
 	cmds, rcpu, top := "n/a (embedded)", "n/a (embedded)", "n/a"
 	if p.Idle.RedisCmdsPerS != nil {
 		cmds, rcpu = fmt.Sprintf("%.0f", *p.Idle.RedisCmdsPerS), fmt.Sprintf("%.0f", *p.Idle.RedisCPUMsPerS)
@@ -84,12 +92,18 @@ func labelled(label string) string {
 func panels(points []point) []report.Panel {
 	var cpu, cmds, rss report.Line
 	for _, p := range points {
+		if p.Exited != "" {
+			continue // no window: the table says why
+		}
 		x := float64(p.Items)
 		cpu.Points = append(cpu.Points, report.Point{X: x, Y: p.Idle.CPUMsPerS})
 		rss.Points = append(rss.Points, report.Point{X: x, Y: p.Idle.RSSMB})
 		if p.Idle.RedisCmdsPerS != nil {
 			cmds.Points = append(cmds.Points, report.Point{X: x, Y: *p.Idle.RedisCmdsPerS})
 		}
+	}
+	if len(cpu.Points) == 0 {
+		return nil // no size was measured: no chart
 	}
 	out := []report.Panel{{Title: "Instance CPU, idle", YLabel: "ms per s", Lines: []report.Line{cpu}}}
 	if len(cmds.Points) > 0 {
@@ -100,16 +114,22 @@ func panels(points []point) []report.Panel {
 
 // write puts the table, the chart and results.json into o.out.
 func write(o options, points []point, stdout io.Writer) error {
-	svg, err := report.PanelsSVG("items in the catalogue", true, panels(points))
-	if err != nil {
-		return err
-	}
 	js, err := json.MarshalIndent(points, "", "  ")
 	if err != nil {
 		return err
 	}
-	md := table(o, points) + "\n![idle cost against catalogue size](catalogue-sweep.svg)\n"
-	for name, body := range map[string][]byte{"catalogue-sweep.md": []byte(md), "catalogue-sweep.svg": svg, "results.json": append(js, '\n')} {
+	files := map[string][]byte{"results.json": append(js, '\n')}
+	md := table(o, points)
+	if ps := panels(points); ps != nil {
+		svg, err := report.PanelsSVG("items in the catalogue", true, ps)
+		if err != nil {
+			return err
+		}
+		files["catalogue-sweep.svg"] = svg
+		md += "\n![idle cost against catalogue size](catalogue-sweep.svg)\n"
+	}
+	files["catalogue-sweep.md"] = []byte(md)
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(o.out, name), body, 0o644); err != nil {
 			return err
 		}
