@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,10 +56,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	// The catalogue grows from one size to the next: start from none.
 	if o.fleet == "serve" {
 		if err := freshDatabase(ctx, o.dsn); err != nil {
 			return err
 		}
+	} else if err := os.RemoveAll(filepath.Join(o.out, "demo")); err != nil {
+		return err
 	}
 	var points []point
 	for _, n := range o.sizes {
