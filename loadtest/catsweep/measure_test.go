@@ -138,3 +138,15 @@ func TestAnInstanceThatExitedAtStartIsReportedNotCharted(t *testing.T) {
 		t.Errorf("the chart should hold the measured size alone: %+v", ps)
 	}
 }
+
+func TestSweepOwnsTheVariablesThatPointTheInstanceElsewhere(t *testing.T) {
+	for kv, want := range map[string]bool{
+		"SECKILL_MYSQL_DSN=root@/test": true, "SECKILL_REDIS_ADDR=x:1": true, "SECKILL_REDIS_SENTINELS=a": true,
+		"SECKILL_DEMO_DB=x.db": true, "SECKILL_ADDR=:1": true, "SECKILL_ADMIN_TOKEN_FILE=f": true,
+		"SECKILL_RECONCILE_INTERVAL=0": false, "SECKILL_STAGE=db-atomic": false, "PATH=/bin": false,
+	} {
+		if got := sweepOwns(kv); got != want {
+			t.Errorf("sweepOwns(%q) = %v, want %v", kv, got, want)
+		}
+	}
+}

@@ -141,14 +141,27 @@ func startRedisServer(ctx context.Context, dir, addr string) (*proc, error) {
 	return nil, errors.Join(fmt.Errorf("redis-server on %s did not answer in 10 s", addr), p.stop(time.Second))
 }
 
-// environ is this process's environment without any SECKILL_ variable,
-// plus extra: a sweep's instance sees only what the sweep sets.
+// environ is this process's environment, plus extra, without the
+// variables that would point the instance elsewhere than the sweep says
+// (its database, its Redis, its address): other SECKILL_ settings pass
+// through, for experiments (SECKILL_RECONCILE_INTERVAL=0 make
+// catalogue-sweep).
 func environ(extra ...string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SECKILL_") {
+		if !sweepOwns(kv) {
 			out = append(out, kv)
 		}
 	}
 	return append(out, extra...)
+}
+
+// sweepOwns reports a variable the sweep sets or leaves unset itself.
+func sweepOwns(kv string) bool {
+	for _, p := range []string{"SECKILL_MYSQL_DSN=", "SECKILL_DEMO_DB=", "SECKILL_REDIS_", "SECKILL_REDLOCK_ADDRS=", "SECKILL_ADDR=", "SECKILL_PEERS=", "SECKILL_ADMIN_TOKEN"} {
+		if strings.HasPrefix(kv, p) {
+			return true
+		}
+	}
+	return false
 }
