@@ -28,7 +28,8 @@ import (
 // from the moment its command reached the server. Keys whose TTL ran out
 // are deleted by miniredis (FastForward(0)) before the command runs; a
 // command of another client that runs in between still finds them, which
-// is the late side, as on a loaded Redis.
+// is the late side, as on a loaded Redis. Hash fields' own TTLs (HEXPIRE)
+// are not aged: nothing in seckill sets one.
 type ttlAger struct {
 	m    *miniredis.Miniredis
 	base time.Time // with its monotonic reading
