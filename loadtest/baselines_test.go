@@ -5,12 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,61 +125,6 @@ func TestRawHotRowLeavesNoRedisKeysOfItsScratchProduct(t *testing.T) {
 	}
 	if n, m := count(other), count(last); n != 6 || m != 6 {
 		t.Errorf("keys of other products: %d of product %d and %d of product %d are left; want 6 each", n, other, m, last)
-	}
-}
-
-// TestHTTPCeilingAsksEveryTarget: the HTTP ceiling sends exactly one GET
-// /healthz per buyer, spread over the targets, and counts the 200s.
-func TestHTTPCeilingAsksEveryTarget(t *testing.T) {
-	var hits [2]atomic.Int64
-	var urls []string
-	for i := range hits {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/healthz" || r.Method != http.MethodGet {
-				http.Error(w, "unexpected", http.StatusTeapot)
-				return
-			}
-			hits[i].Add(1)
-		}))
-		defer srv.Close()
-		urls = append(urls, srv.URL)
-	}
-	o := options{targets: urls, Config: scenario.Config{Buyers: 300, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second}}
-	b := httpCeiling(context.Background(), baselineConns(t, o.Timeout), o, 16)
-	if b.OK != 300 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 {
-		t.Fatalf("ceiling %+v, hits %d and %d; want 300 ok, 150 each", b, hits[0].Load(), hits[1].Load())
-	}
-}
-
-// TestRedisRoundTripIsAnAdminPing: the Redis baseline sends one GET
-// /api/v1/admin/redis-ping per buyer, with the admin token, spread over the
-// targets; a target that answers anything else (404 without Redis) is
-// counted in the note, not in the rate.
-func TestRedisRoundTripIsAnAdminPing(t *testing.T) {
-	var hits [2]atomic.Int64
-	var urls []string
-	for i := range hits {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/api/v1/admin/redis-ping" || r.Method != http.MethodGet || r.Header.Get("Authorization") != "Bearer lab-token" {
-				http.Error(w, "unexpected", http.StatusTeapot)
-				return
-			}
-			hits[i].Add(1)
-			if i == 1 {
-				http.Error(w, "no redis", http.StatusNotFound)
-			}
-		}))
-		defer srv.Close()
-		urls = append(urls, srv.URL)
-	}
-	o := options{targets: urls, adminToken: "lab-token", Config: scenario.Config{Buyers: 300, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second}}
-	b := redisRoundTrip(context.Background(), baselineConns(t, o.Timeout), o, 16)
-	if b.Name != results.BaselineRedis || b.OK != 150 || hits[0].Load() != 150 || hits[1].Load() != 150 || b.PerSecond <= 0 || b.Note != "not 200: 404 ×150" {
-		t.Fatalf("baseline %+v, hits %d and %d; want 150 ok, 150 × 404 noted", b, hits[0].Load(), hits[1].Load())
-	}
-	o.targets = urls[1:]
-	if b := redisRoundTrip(context.Background(), baselineConns(t, o.Timeout), o, 16); b.OK != 0 || b.PerSecond != 0 || b.Note != "not 200: 404 ×300" {
-		t.Fatalf("targets without Redis: %+v; want no rate, 300 × 404 noted", b)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-lab/seckill/loadtest/baseline"
 	"github.com/seckill-lab/seckill/loadtest/cpu"
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
@@ -193,7 +194,9 @@ func TestSoldOutBaselines(t *testing.T) {
 	defer srv.Close()
 	o := options{targets: []string{srv.URL}, soldOutStage: "db-atomic", Config: scenario.Config{Buyers: 100, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 7}}
 	for _, keyed := range []bool{true, false} {
-		b := soldOutBuys(context.Background(), baselineConns(t, o.Timeout), o, 8, "x", keyed, "t")
+		conns := scenario.NewAttackTransport(o.Timeout)
+		b := baseline.SoldOutBuys(context.Background(), conns, o.baseline(), 8, "x", keyed, "t")
+		conns.CloseIdleConnections()
 		if b.OK != 100 || b.Note != "" {
 			t.Errorf("keyed %v: %+v, want 100 × 409", keyed, b)
 		}
@@ -209,7 +212,7 @@ func TestSoldOutBaselines(t *testing.T) {
 	}
 	o = options{targets: []string{url}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: 200, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
 	got := map[string]results.Ceiling{}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
+	for _, c := range baseline.Measure(context.Background(), o.baseline(), f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		got[c.Name] = c
 	}
 	for _, name := range []string{results.BaselineSoldOutKeyed, results.BaselineSoldOutNoKey} {
@@ -219,7 +222,7 @@ func TestSoldOutBaselines(t *testing.T) {
 		}
 	}
 	f.Infos[0].Stages = []string{"db-atomic"}
-	for _, c := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
+	for _, c := range baseline.Measure(context.Background(), o.baseline(), f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 16, "t", io.Discard) {
 		if (c.Name == results.BaselineSoldOutKeyed || c.Name == results.BaselineSoldOutNoKey) && (c.CPU != nil || c.Note != "not measured: redis-atomic is not available on "+url) {
 			t.Errorf("%s without its stage: %+v", c.Name, c)
 		}
@@ -274,7 +277,7 @@ func TestBaselinesAreSlicedInTurn(t *testing.T) {
 	}
 	const requests = 202 // not a multiple of the slices: the first slices take one more
 	o := options{targets: []string{proxy.URL}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: requests, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
-	got := measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 4, "t", io.Discard)
+	got := baseline.Measure(context.Background(), o.baseline(), f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 4, "t", io.Discard)
 
 	// Requests of one slice run together: fold the order into runs.
 	var runs []string

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/testkit"
+	"github.com/seckill-lab/seckill/loadtest/baseline"
 	"github.com/seckill-lab/seckill/loadtest/cpu"
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/results"
@@ -53,7 +54,7 @@ func TestAttacksCloseTheirConnections(t *testing.T) {
 	}
 	before := openFiles(t)
 	o := options{targets: []string{url}, soldOutStage: "redis-atomic", adminToken: "fake-token", Config: scenario.Config{Buyers: 600, Timeout: 5 * time.Second, MaxDuration: 30 * time.Second, Product: 1}}
-	for _, b := range measureCeilings(context.Background(), o, f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
+	for _, b := range baseline.Measure(context.Background(), o.baseline(), f, nil, newCPUMeter(context.Background(), f, o, cpu.Procs{Dir: t.TempDir()}), 64, "t", io.Discard)[:4] {
 		if b.Name == results.BaselineRedis { // the fake shop has no Redis to ping
 			if b.OK != 0 || b.Note != "not 200: 404 ×600" {
 				t.Fatalf("%s: %+v, want 600 × 404", b.Name, b)

@@ -15,6 +15,7 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/baseline"
 	"github.com/seckill-lab/seckill/loadtest/cpu"
 	"github.com/seckill-lab/seckill/loadtest/fleet"
 	"github.com/seckill-lab/seckill/loadtest/report"
@@ -121,7 +122,7 @@ func (l *lab) runRound(ctx context.Context, round int) ([]results.Row, []results
 		for _, workers := range ro.levels() {
 			lo := ro
 			lo.Workers = workers
-			ceilings = append(ceilings, measureCeilings(ctx, lo, l.f, l.db, l.meter, workers, l.nextTag("b"), l.stderr)...)
+			ceilings = append(ceilings, baseline.Measure(ctx, lo.baseline(), l.f, l.db, l.meter, workers, l.nextTag("b"), l.stderr)...)
 		}
 	}
 	for _, sc := range ro.scenarios {

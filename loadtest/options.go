@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/loadtest/baseline"
+	"github.com/seckill-lab/seckill/loadtest/hotrow"
 	"github.com/seckill-lab/seckill/loadtest/report"
 	"github.com/seckill-lab/seckill/loadtest/scenario"
 )
@@ -26,7 +28,7 @@ type options struct {
 	// sweep lists the buyers in flight of each round of a sweep, in
 	// ascending order; nil runs one round at Workers.
 	sweep []int
-	// baselines measures the ceilings of baselines.go at every level,
+	// baselines measures the ceilings of package baseline at every level,
 	// baselineRequests requests each over HTTP (0: as many as buyers).
 	baselines        bool
 	baselineRequests int
@@ -52,6 +54,21 @@ type options struct {
 	// "decide per stage": unlocked always, local-mutex when more than one
 	// instance answered.
 	expectOversell map[string]bool
+}
+
+// baseline is what the baselines need of the run: as many requests as a
+// burst has buyers, or baselineRequests; the raw loop sells as many units
+// as a burst has buyers either way.
+func (o options) baseline() baseline.Config {
+	c := baseline.Config{Targets: o.targets, Token: o.adminToken, Product: o.Product, SoldOutStage: o.soldOutStage,
+		Requests: o.Buyers, HotRowUnits: o.Buyers, Timeout: o.Timeout, MaxDuration: o.MaxDuration,
+		// A Redis that does not answer must not hold the raw loop up for
+		// a whole request timeout.
+		Redis: hotrow.Redis{Addrs: o.cpuRedis, Password: o.redisPassword, Timeout: min(o.Timeout, 2*time.Second)}}
+	if o.baselineRequests > 0 {
+		c.Requests = o.baselineRequests
+	}
+	return c
 }
 
 // run is the whole lab; main only wires the process into it. It reads the

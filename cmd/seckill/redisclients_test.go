@@ -102,6 +102,7 @@ func sentinelConfig(t *testing.T, g *testenv.SentinelGroup) config.Config {
 // died, the same client writes to the new primary. The calls made while
 // the primary is gone fail; none is sent twice.
 func TestAppRedisClientFollowsASentinelFailover(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	g := testenv.StartSentinelGroup(t)
 	rdb := redis.NewUniversalClient(universalOptions(sentinelConfig(t, g)))

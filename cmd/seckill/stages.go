@@ -104,10 +104,11 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
 		p.metrics.CountSweeps(kind, k.sharded.Sweeps, k.sharded.UnitsMoved)
 		if p.cfg.StockSweepInterval > 0 {
-			// Every instance sweeps: a move is safe beside another.
+			// Every instance sweeps the items any instance marked changed
+			// (an idle pass is one Redis read): a move is safe beside another.
 			sh := k.sharded
 			p.bg.every(p.cfg.StockSweepInterval, func(ctx context.Context) {
-				if err := sh.SweepAll(ctx, p.cfg.StockSweepBelow); err != nil && ctx.Err() == nil {
+				if err := sh.SweepChanged(ctx, p.cfg.StockSweepBelow); err != nil && ctx.Err() == nil {
 					p.log.Warn("redis-sharded sweep failed", "kind", kind, "err", err)
 				}
 			})

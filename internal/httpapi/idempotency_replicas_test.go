@@ -32,7 +32,7 @@ func TestUnconfirmedClaimOfAFoldTakesNothing(t *testing.T) {
 	ctx := context.Background()
 	r.cutOff(t)
 	body := `{"user_id":"alice","quantity":1}`
-	first := post(r.h, "alice-key", body)
+	first := post(r.cut, "alice-key", body)
 	if first.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a keyed buy whose claim no replica confirmed: %d %s, want 503", first.Code, first.Body)
 	}
@@ -73,7 +73,7 @@ func TestUnconfirmedRetakenClaimIsNotNothingWritten(t *testing.T) {
 	}
 
 	r.cutOff(t)
-	retry := post(r.h, "bob-key", body)
+	retry := post(r.cut, "bob-key", body)
 	if retry.Code != http.StatusServiceUnavailable || problemType(t, retry) != "outcome-unknown" {
 		t.Fatalf("the retry of a buy that bought, its claim unconfirmed: %d %s; want 503 outcome-unknown (the buyer holds order %s)", retry.Code, retry.Body, bought.OrderNo)
 	}
@@ -89,9 +89,12 @@ func TestUnconfirmedRetakenClaimIsNotNothingWritten(t *testing.T) {
 // replicaRig sells product 1 (one unit) under redis-atomic on a primary
 // with a replica, its Idempotency-Key records on the same Redis,
 // confirmed on the replica (idempotency.Options.Replicas): a keyed buy's
-// claim could take its unit (inventory.Fold).
+// claim could take its unit (inventory.Fold). h and cut serve the same
+// sale and the same records, and differ only in how long a claim waits
+// for the replica: cut is for buys sent while the replica is cut off,
+// whose every claim waits its bound out.
 type replicaRig struct {
-	h                http.Handler
+	h, cut           http.Handler
 	db               *store.DB
 	svc              *inventory.Service
 	idem             *idempotency.Store
@@ -112,15 +115,21 @@ func newReplicaRig(t *testing.T) *replicaRig {
 	stock := redisstage.NewRedisAtomic(rdb, db.Products(), kind, nil)
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"redis-atomic": stock}, "repl-1", "O")
 	// WAIT answers as soon as the replica confirms; the bound only covers
-	// a replica slowed by CPU hogs, and is waited out where none can.
+	// a replica slowed by CPU hogs. Where none can confirm, the claim
+	// waits its bound out: those buys go through cut, whose bound is
+	// short.
 	idem := idempotency.New(rdb, idempotency.Options{Prefix: kind + ":idem:", Replicas: 1, ReplicaWait: 5 * time.Second})
-	if !idem.Checks(rdb) {
+	short := idempotency.New(rdb, idempotency.Options{Prefix: kind + ":idem:", Replicas: 1, ReplicaWait: 250 * time.Millisecond})
+	if !idem.Checks(rdb) || !short.Checks(rdb) {
 		t.Fatal("the store must keep its records on the stage's Redis, where the claim can take the unit")
 	}
-	h := httpapi.NewServer(httpapi.Deps{Instance: "repl-1", Products: svc, Stage: "redis-atomic", Idempotency: idem, RequestTimeout: time.Minute})
+	deps := httpapi.Deps{Instance: "repl-1", Products: svc, Stage: "redis-atomic", Idempotency: idem, RequestTimeout: time.Minute}
+	h := httpapi.NewServer(deps)
+	deps.Idempotency = short
+	cut := httpapi.NewServer(deps)
 	// The Redis copy is loaded (a buy of more than the stock).
 	want409(t, "warm", post(h, "warm", `{"user_id":"warm","quantity":2}`), "sold-out")
-	return &replicaRig{h: h, db: db, svc: svc, idem: idem, primary: primary, replica: replica}
+	return &replicaRig{h: h, cut: cut, db: db, svc: svc, idem: idem, primary: primary, replica: replica}
 }
 
 // replicas is whether the primary has n replicas connected (and online).

@@ -23,6 +23,9 @@ import (
 // gets must make it reread too, or every claim of the slot fails until the
 // map's next periodic reload (an hour here; a second in the app).
 func TestClaimAfterASlotMovedRereadsTheMap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster and moves a slot; left to the full tier")
+	}
 	procs := testenv.StartRedisClusterWithReplicas(t, 0)
 	var addrs []string
 	for _, p := range procs {

@@ -285,7 +285,10 @@ func TestFairWaiterKilled(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	got := make(chan *lock.Lease, 1)
-	next := joinLine(t, ctx, c, "k", time.Second, got)
+	// The next waiter's own lease is long: from its grant to its release
+	// the test reads the line, which on a starved machine outlived a
+	// lease of a second (release: lock lost).
+	next := joinLine(t, ctx, c, "k", 10*time.Second, got)
 	if ids := fairLine(t, c, "k"); !slices.Equal(ids, []string{dead, next}) {
 		t.Fatalf("line %v, want the killed waiter first and then %s", ids, next)
 	}

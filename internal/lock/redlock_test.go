@@ -127,6 +127,9 @@ func TestRedLockWatchdogNeedsMajority(t *testing.T) {
 // back. Instances come back empty (no persistence), so, as the algorithm
 // requires, each restart is delayed by the TTL.
 func TestRedLockNoDoubleGrantAcrossRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts each instance in turn under six contenders; left to the full tier")
+	}
 	t.Parallel()
 	const ttl = 400 * time.Millisecond
 	r, servers, _ := redLock(t, 3, 200*time.Millisecond)

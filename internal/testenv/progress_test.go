@@ -19,6 +19,9 @@ import (
 // has read move every key or two (of repeated letters, it read a few
 // kilobytes a second and moved once in seconds).
 func TestWaitReplicaSyncedFollowsASlowSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a full sync made to last at least 4 s; left to the full tier")
+	}
 	t.Parallel()
 	const keys, still = 400, time.Second
 	primary := StartRedis(t, "--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "10000")

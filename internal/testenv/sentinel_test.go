@@ -16,6 +16,9 @@ import (
 // the failover up for want of a good replica, and once the promoted
 // primary answers again the rejoined server syncs from it.
 func TestRejoiningPrimaryIsNotPromotedBeforeItSynced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Sentinel group and fails it over twice; left to the full tier")
+	}
 	t.Parallel()
 	g := StartSentinelGroup(t)
 	g.Primary.Kill()
@@ -77,6 +80,9 @@ func TestRejoiningPrimaryIsNotPromotedBeforeItSynced(t *testing.T) {
 // epoch), whichever protocol the client speaks; under RESP3 it used to
 // print only "unexpected type=map" for each.
 func TestFailoverStateNamesEachSentinelsView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Sentinel group; left to the full tier")
+	}
 	t.Parallel()
 	g := StartSentinelGroup(t)
 	state := g.failoverState()

@@ -12,7 +12,7 @@ import (
 
 // SetAfterMoveTakeForTest makes f run between the two halves of every move
 // of the sweeper; an error from f cuts the move there, as a crash would.
-func (s *RedisSharded) SetAfterMoveTakeForTest(f func(move int64) error) { s.afterTake = f }
+func (s *RedisSharded) SetAfterMoveTakeForTest(f func(move int64) error) { s.sw.afterTake = f }
 
 // MovesInFlightForTest reads item id's journal: the moves begun and not
 // finished, and the units their first halves took.
@@ -43,4 +43,13 @@ func (s *RedisSharded) MoveForTest(ctx context.Context, id int64, from, to, unit
 		return 0, err
 	}
 	return s.finishMove(ctx, id, mid, from, to, units)
+}
+
+// ChangedKeysForTest names the kind's marks of changed items and their
+// sequence (see redis_sharded_sweep.go).
+func (s *RedisSharded) ChangedKeysForTest() []string { return s.changedKeys() }
+
+// ChangedForTest reads the kind's marks: item id -> mark.
+func (s *RedisSharded) ChangedForTest(ctx context.Context) (map[string]string, error) {
+	return s.rdb.HGetAll(ctx, s.changedKeys()[0]).Result()
 }

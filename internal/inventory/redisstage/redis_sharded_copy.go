@@ -23,8 +23,11 @@ import (
 // Units of a cancelled order of this stage go back to the database only;
 // the reconcile job then finds the buckets short and adds them back.
 
-// OnRestock makes Repair call f after units came back to the buckets.
-func (s *RedisSharded) OnRestock(f func(ctx context.Context, id int64) error) { s.restocked = f }
+// OnRestock makes Repair call f after units came back to the buckets (and
+// after marking the item for the sweepers, redis_sharded_sweep.go).
+func (s *RedisSharded) OnRestock(f func(ctx context.Context, id int64) error) {
+	s.restocked = s.markedThen(f)
+}
 
 // Fallbacks counts the buys that visited a bucket other than their home.
 func (s *RedisSharded) Fallbacks() int64 { return s.fallbacks.Load() }
@@ -148,6 +151,9 @@ func (s *RedisSharded) giveBack(ctx context.Context, o inventory.Order, parts []
 		home := s.bucketKeys(o.ItemID, s.Home(o.UserID))
 		errs = append(errs, unclaim.Run(ctx, s.rdb, []string{home[2], home[1]}, o.UserID).Err())
 	}
+	if len(parts) > 0 {
+		s.changed(ctx, o.ItemID) // units came back: a sweeper may gather them
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: give back order %s: %w", inventory.ErrUnavailable, o.No, err)
 	}
@@ -179,7 +185,9 @@ func share(n, buckets, b int) int {
 
 // Reset splits a freshly reset item's stock over its buckets.
 func (s *RedisSharded) Reset(ctx context.Context, id int64, _ int) error {
-	return s.loadOne(ctx, id, true)
+	err := s.loadOne(ctx, id, true)
+	s.changed(ctx, id) // even a load cut short may have filled some buckets
+	return err
 }
 
 // loadOne splits the stock of one item over its buckets: only the buckets

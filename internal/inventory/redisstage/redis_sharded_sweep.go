@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
@@ -30,11 +33,53 @@ import (
 // walks again, and believes the second walk only if no move began during
 // it (the number of moves begun did not change).
 
+// Which items a sweeper looks at: only those whose buckets changed since a
+// sweeper last swept them, never the catalogue. Every change that can
+// scatter units (a take, a give-back, a reset, units put back by the
+// reconcile job) is followed by a mark of the item in one hash of the kind,
+// in a slot of its own, written as a command of its own (the buckets live
+// on other shards of a Cluster). Every instance's sweeper reads the marks,
+// sweeps those items, and clears each mark only if it is still the one it
+// read, so a change that lands during the sweep keeps its mark for the
+// next pass, on whichever instance. An idle item costs nothing, and an
+// idle pass is one read. A mark that could not be written is kept in the
+// instance's memory and swept by its own sweeper.
+
+// sweepState is the sweeper's side of the stage.
+type sweepState struct {
+	sweeps, moved atomic.Int64
+	// afterTake, when set, runs between the halves of a move (a test's
+	// crash).
+	afterTake func(move int64) error
+	mu        sync.Mutex
+	unmarked  map[int64]bool // items whose mark failed
+}
+
+// remember keeps item id for this instance's sweeper.
+func (w *sweepState) remember(id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.unmarked == nil {
+		w.unmarked = map[int64]bool{}
+	}
+	w.unmarked[id] = true
+}
+
+// takeUnmarked returns the items remembered and forgets them: one marked
+// after this is the next pass's.
+func (w *sweepState) takeUnmarked() map[int64]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.unmarked
+	w.unmarked = nil
+	return m
+}
+
 // Sweeps counts the sweeps of this instance that moved units.
-func (s *RedisSharded) Sweeps() int64 { return s.sweeps.Load() }
+func (s *RedisSharded) Sweeps() int64 { return s.sw.sweeps.Load() }
 
 // UnitsMoved counts the units this instance's sweeps moved.
-func (s *RedisSharded) UnitsMoved() int64 { return s.moved.Load() }
+func (s *RedisSharded) UnitsMoved() int64 { return s.sw.moved.Load() }
 
 // moveKeys are item id's moves in flight and the number of moves begun,
 // in bucket 0's slot.
@@ -43,17 +88,68 @@ func (s *RedisSharded) moveKeys(id int64) []string {
 	return []string{p + ":moves", p + ":moves-begun"}
 }
 
-// SweepAll sweeps every item (see Sweep), each whatever became of the
-// others, and returns their errors joined.
-func (s *RedisSharded) SweepAll(ctx context.Context, below int) error {
-	items, err := s.store.List(ctx)
-	if err != nil {
-		return err
+// changedKeys are the kind's marks of changed items (item id -> mark) and
+// the sequence the marks are taken from, in one slot of their own.
+func (s *RedisSharded) changedKeys() []string {
+	p := "seckill:{" + s.kind + ":sweep}:"
+	return []string{p + "changed", p + "mark-seq"}
+}
+
+// changed marks item id for the sweepers, after its buckets changed. The
+// change is done already, so a mark that fails is not the caller's error:
+// it is remembered, and this instance's sweeper sweeps the item.
+func (s *RedisSharded) changed(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := markChanged.Run(ctx, s.rdb, s.changedKeys(), id).Err(); err != nil {
+		s.log.Warn("marking an item for the sweeper failed; this instance will sweep it", "kind", s.kind, "item", id, "err", err)
+		s.sw.remember(id)
 	}
-	var errs []error
-	for _, it := range items {
-		if _, err := s.Sweep(ctx, it.ID, below); err != nil {
+}
+
+// markedThen is a restock hook that marks the item for the sweepers, then
+// calls f (if any): units back in the buckets may need gathering.
+func (s *RedisSharded) markedThen(f func(ctx context.Context, id int64) error) func(ctx context.Context, id int64) error {
+	return func(ctx context.Context, id int64) error {
+		s.changed(ctx, id)
+		if f == nil {
+			return nil
+		}
+		return f(ctx, id)
+	}
+}
+
+// SweepChanged sweeps (see Sweep) the items marked changed since a sweeper
+// last swept them, and those whose mark this instance failed to write,
+// each whatever became of the others. It clears the mark of each item
+// swept without error, unless the item was marked again meanwhile, and
+// returns the errors joined; an item whose sweep failed stays marked.
+func (s *RedisSharded) SweepChanged(ctx context.Context, below int) error {
+	local := s.sw.takeUnmarked()
+	keys := s.changedKeys()
+	marks, err := s.rdb.HGetAll(ctx, keys[0]).Result()
+	if err != nil {
+		err = fmt.Errorf("%w: read the changed %ss: %w", inventory.ErrUnavailable, s.kind, err)
+	}
+	errs := []error{err}
+	for field, mark := range marks {
+		id, perr := strconv.ParseInt(field, 10, 64)
+		if perr == nil {
+			delete(local, id)
+			if _, err := s.Sweep(ctx, id, below); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		// A field that is no item id is cleared too, or it would stay.
+		if err := clearChanged.Run(ctx, s.rdb, keys[:1], field, mark).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: clear the mark of %s %s: %w", inventory.ErrUnavailable, s.kind, field, err))
+		}
+	}
+	for id := range local {
+		if _, err := s.Sweep(ctx, id, below); err != nil {
 			errs = append(errs, err)
+			s.sw.remember(id) // its mark is still missing
 		}
 	}
 	return errors.Join(errs...)
@@ -102,8 +198,8 @@ func (s *RedisSharded) Sweep(ctx context.Context, id int64, below int) (int, err
 		moved += n
 	}
 	if moved > 0 {
-		s.sweeps.Add(1)
-		s.moved.Add(int64(moved))
+		s.sw.sweeps.Add(1)
+		s.sw.moved.Add(int64(moved))
 	}
 	return moved, nil
 }
@@ -113,8 +209,8 @@ func (s *RedisSharded) Sweep(ctx context.Context, id int64, below int) (int, err
 // moved.
 func (s *RedisSharded) finishMove(ctx context.Context, id, mid int64, from, to, units int) (int, error) {
 	n, err := moveTake.Run(ctx, s.rdb, []string{s.bucketKeys(id, from)[0], s.bucketKeys(id, from)[0] + ":out"}, mid, units).Int()
-	if err == nil && s.afterTake != nil {
-		err = s.afterTake(mid)
+	if err == nil && s.sw.afterTake != nil {
+		err = s.sw.afterTake(mid)
 	}
 	if err == nil {
 		err = movePut.Run(ctx, s.rdb, []string{s.bucketKeys(id, to)[0], s.bucketKeys(id, to)[0] + ":in"}, mid, n).Err()

@@ -33,6 +33,8 @@ var (
 	moveTake     = script("bucket_move_take")
 	movePut      = script("bucket_move_put")
 	moveState    = script("bucket_moves")
+	markChanged  = script("sweep_mark")
+	clearChanged = script("sweep_clear")
 
 	// refuseSrc defines the Lua function refuse of the Idempotency-Key
 	// claim (see RefusalCheck).

@@ -49,10 +49,7 @@ type RedisSharded struct {
 	log       *slog.Logger
 	restocked func(ctx context.Context, id int64) error
 	fallbacks atomic.Int64
-	// The sweeper's counts (redis_sharded_sweep.go); afterTake, when set,
-	// runs between the halves of a move (a test's crash).
-	sweeps, moved atomic.Int64
-	afterTake     func(move int64) error
+	sw        sweepState // the sweeper's (redis_sharded_sweep.go)
 }
 
 // NewRedisSharded returns the stage for one kind, over buckets keys (≥ 1).
@@ -60,7 +57,9 @@ func NewRedisSharded(rdb redis.UniversalClient, store copyStore, kind string, bu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RedisSharded{rdb: rdb, store: store, sales: groupSales(store), kind: kind, buckets: max(1, buckets), log: log}
+	s := &RedisSharded{rdb: rdb, store: store, sales: groupSales(store), kind: kind, buckets: max(1, buckets), log: log}
+	s.restocked = s.markedThen(nil)
+	return s
 }
 
 // Buy checks the sale window on the database's clock, reserves in the
@@ -79,6 +78,7 @@ func (s *RedisSharded) Buy(ctx context.Context, o inventory.Order) error {
 	if err != nil {
 		return err
 	}
+	s.changed(ctx, o.ItemID) // units left the buckets: a sweeper may gather the rest
 	if err := s.sales.Deduct(ctx, o); err != nil {
 		// A repeat buyer keeps its record; any other failure frees the buyer.
 		if gerr := s.giveBack(context.WithoutCancel(ctx), o, parts, !errors.Is(err, inventory.ErrAlreadyPurchased)); gerr != nil {
