@@ -2,12 +2,16 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // allocatedBy is how many bytes the process allocated while f ran.
@@ -124,5 +128,61 @@ func TestTTLsRunDownBetweenCommands(t *testing.T) {
 	}
 	if waited := time.Since(set); left > time.Minute-50*time.Millisecond || left < time.Minute-waited-time.Second {
 		t.Fatalf("PTTL %v after %v of a minute's TTL", left, waited)
+	}
+}
+
+// Clients released together, each setting a key with a TTL while the
+// others' commands age the server, see none of their keys run out before
+// its TTL has passed from the moment its SET was sent: an ageing that
+// runs between another command's arrival and its SET must not charge the
+// new key for that gap.
+func TestConcurrentClientsKeysNeverRunOutEarly(t *testing.T) {
+	r, err := StartRedis("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const clients, ttl = 16, 40 * time.Millisecond
+	barrier := testkit.NewBarrier(clients, 10*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+			defer c.Close()
+			ctx := context.Background()
+			key := "lock:" + strconv.Itoa(i)
+			if err := c.Ping(ctx).Err(); err != nil { // connected before the barrier
+				errs <- err
+				return
+			}
+			barrier.Wait(ctx)
+			sent := time.Now()
+			if err := c.Set(ctx, key, "token", ttl).Err(); err != nil {
+				errs <- err
+				return
+			}
+			for {
+				n, err := c.Exists(ctx, key).Result()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n == 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if lived := time.Since(sent); lived < ttl {
+				errs <- fmt.Errorf("%s ran out %v after its SET was sent, before its TTL of %v", key, lived, ttl)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
