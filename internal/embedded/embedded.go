@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -34,11 +33,10 @@ const Tick = 25 * time.Millisecond
 
 // StartRedis starts a Redis server on addr ("127.0.0.1:0" picks a port)
 // whose keys expire on time, against the wall clock, as on a real server:
-// never before their TTL has run, which the lock's validity deadline relies
-// on. TTLs are aged before every command (miniredis's ClockTTL), so a key
-// is never charged for time that passed before it was set. That walks
-// every key on each command: use it for servers with few keys, such as
-// locks and stock.
+// never before their TTL has run from the arrival of the command that set
+// it, which the lock's validity deadline relies on. TTLs are aged before
+// every command, and only the keys that have one (see ttlAger): a key
+// without a TTL costs the other commands nothing.
 //
 // Time stands still while one command runs, as on Redis 7: a script or a
 // MULTI block sees one clock from its first call to its last, so a key it
@@ -50,44 +48,26 @@ func StartRedis(addr string) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.ClockTTL(true)
-	if err := freezePerCommand(m); err != nil {
+	if err := agePerCommand(m); err != nil {
 		m.Close()
 		return nil, err
 	}
 	return &Redis{m: m}, nil
 }
 
-// commandClock sets a server's clock before each command a client sends,
-// and leaves it alone for the calls a script makes: the clock a command
-// starts with is the clock it ends with. Times only grow (one mutex, one
-// monotonic reading), so no key is ever aged twice for the same moment.
-type commandClock struct {
-	m    *miniredis.Miniredis
-	base time.Time // with its monotonic reading
-	mu   sync.Mutex
-}
-
-func freezePerCommand(m *miniredis.Miniredis) error {
+// agePerCommand ages m's TTLs before each command a client sends, and
+// leaves the clock alone for the calls a script makes.
+func agePerCommand(m *miniredis.Miniredis) error {
 	if err := canTellScriptCalls(m); err != nil {
 		return err
 	}
-	c := &commandClock{m: m, base: time.Now()}
-	m.SetTime(c.base)
-	m.Server().SetPreHook(c.beforeCommand)
-	return nil
-}
-
-func (c *commandClock) beforeCommand(p *server.Peer, _ string, _ ...string) bool {
-	if fromScript(p) {
-		// The script's command holds the server's lock: setting the time
-		// here would wait for it forever, and must not move the clock anyway.
-		return false
+	if err := canAge(m); err != nil {
+		return err
 	}
-	c.mu.Lock()
-	c.m.SetTime(c.base.Add(time.Since(c.base)))
-	c.mu.Unlock()
-	return false // go on with the command
+	a := &ttlAger{m: m, base: time.Now()}
+	m.SetTime(a.base)
+	m.Server().SetPreHook(a.beforeCommand)
+	return nil
 }
 
 // fromScript reports a call made by a Lua script.
