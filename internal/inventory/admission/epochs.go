@@ -44,8 +44,9 @@ type RedisEpochs struct {
 	rdb   redis.UniversalClient // reads and bumps
 	sub   redis.UniversalClient // the subscription (the same client in production)
 	lease time.Duration
-	reads singleflight.Group // one read of an item's epoch at a time
-	now   func() time.Time   // time.Now; tests move it
+	reads singleflight.Group                         // one read of an item's epoch at a time
+	now   func() time.Time                           // time.Now; tests move it
+	pause func(ctx context.Context, d time.Duration) // between subscriptions (epochs_watch.go)
 
 	mu      sync.Mutex
 	live    bool   // subscribed: remembered epochs may be trusted
@@ -73,7 +74,7 @@ func EpochKey(item string) string { return "seckill:epoch:{" + item + "}" }
 // same client in production), each remembered for at most lease. Run
 // Watch for its subscription: until it is up, every read goes to Redis.
 func NewRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *RedisEpochs {
-	e := &RedisEpochs{rdb: rdb, sub: sub, lease: lease, now: time.Now, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
+	e := &RedisEpochs{rdb: rdb, sub: sub, lease: lease, now: time.Now, pause: pause, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
 		counted: map[*redis.Client]bool{}}
 	if c, ok := rdb.(*redis.ClusterClient); ok {
 		// A Cluster dials through its nodes' clients: each is counted
@@ -225,50 +226,6 @@ func (e *RedisEpochs) Settle(ctx context.Context, item string) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("waiting out the %v lease of %s's epoch: %w", e.lease, item, ctx.Err())
-	}
-}
-
-// Watch keeps the subscription to epochChannel until ctx ends, and drops
-// every remembered epoch whenever the subscription is down.
-func (e *RedisEpochs) Watch(ctx context.Context) {
-	for ctx.Err() == nil {
-		_ = e.listen(ctx) // the error is the subscription's end; memory is dropped either way
-		e.drop(false)
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// listen subscribes, trusts memory from the subscription's confirmation
-// on, and drops the epoch of every item announced, until the subscription
-// fails.
-func (e *RedisEpochs) listen(ctx context.Context) error {
-	ps := e.sub.Subscribe(ctx, epochChannel)
-	defer ps.Close()
-	// A blocked Receive does not watch ctx: closing the subscription
-	// ends it.
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	defer stop()
-	for {
-		msg, err := ps.Receive(ctx)
-		if err != nil {
-			return err
-		}
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			// The first confirmation, or one after go-redis reconnected:
-			// announcements may have been missed in between.
-			e.drop(m.Kind == "subscribe")
-		case *redis.Message:
-			e.mu.Lock()
-			delete(e.known, m.Payload)
-			e.gen++
-			e.mu.Unlock()
-		}
 	}
 }
 

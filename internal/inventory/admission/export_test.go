@@ -1,6 +1,9 @@
 package admission
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // AtDoor counts the buyers of item id waiting at the door of its line, or
 // let out of it and not yet in the line.
@@ -52,3 +55,6 @@ func (e *RedisEpochs) SetClock(now func() time.Time) { e.now = now }
 // SetBeforeDrop makes f run in DropIdle after the crowd has listed its
 // memories and before it drops anything.
 func (c *Crowd) SetBeforeDrop(f func()) { c.beforeDrop = f }
+
+// SetPause makes Watch call f between subscriptions instead of waiting.
+func (e *RedisEpochs) SetPause(f func(ctx context.Context, d time.Duration)) { e.pause = f }
