@@ -58,3 +58,9 @@ func (c *Crowd) SetBeforeDrop(f func()) { c.beforeDrop = f }
 
 // SetPause makes Watch call f between subscriptions instead of waiting.
 func (e *RedisEpochs) SetPause(f func(ctx context.Context, d time.Duration)) { e.pause = f }
+
+// CommandCounter counts the commands a client sends (a redis.Hook).
+type CommandCounter = commandCounter
+
+// Sent is how many commands went through c.
+func (c *commandCounter) Sent() int64 { return c.n.Load() }

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // idleRig is one instance's crowd for one kind, with a sold-out memory,
@@ -284,4 +287,48 @@ func TestDropIdleBesideABuyerOfTheSameItem(t *testing.T) {
 			t.Fatalf("%d entries left once the item went idle again", n)
 		}
 	})
+}
+
+// TestUpkeepOfAnIdleCrowdSendsNothing: the crowd's upkeep as serve runs
+// it every lease (RetryRestocks, then DropIdle) over RedisEpochs, after
+// 1,000 items were each refused once: it sends no Redis command, and once
+// the items have been idle IdleAfter it leaves no entry, the epochs
+// included.
+func TestUpkeepOfAnIdleCrowdSendsNothing(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	sent := &admission.CommandCounter{}
+	rdb.AddHook(sent)
+	epochs := admission.NewRedisEpochs(rdb, rdb, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); epochs.Watch(ctx) }()
+	t.Cleanup(func() { cancel(); <-watched })
+	for !epochs.Subscribed() {
+		time.Sleep(time.Millisecond) // poll until the subscription is confirmed
+	}
+	r := newIdleRig(epochs, func(inventory.Order) error { return inventory.ErrSoldOut })
+	epochs.SetClock(func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now })
+	for id := int64(1); id <= 1000; id++ {
+		if err := r.buy(fmt.Sprint("u", id), id, 0); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatalf("item %d: %v, want sold out", id, err)
+		}
+	}
+	if n := r.crowd.Tracked(); n < 2000 {
+		t.Fatalf("1,000 items refused once left %d entries, want a sell-out and an epoch each at least", n)
+	}
+	before := sent.Sent()
+	for range 3 {
+		r.advance(idleAfter / 2)
+		if err := r.crowd.RetryRestocks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.crowd.DropIdle()
+	}
+	if n := sent.Sent() - before; n != 0 {
+		t.Fatalf("the upkeep of an idle crowd sent %d Redis commands, want 0", n)
+	}
+	if n := r.crowd.Tracked(); n != 0 {
+		t.Fatalf("after the items were idle IdleAfter: %d entries left, want 0", n)
+	}
 }
