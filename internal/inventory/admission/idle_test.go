@@ -27,6 +27,9 @@ type idleRig struct {
 	held   map[string]time.Duration // how long the draw held each buyer
 	answer func(o inventory.Order) error
 	calls  int // buys that reached the stage
+	// reading, when set, runs in each read of an opening, before it
+	// answers, without r.mu.
+	reading func()
 
 	crowd *admission.Crowd
 	stage inventory.Stage
@@ -41,8 +44,14 @@ func newIdleRig(epochs admission.Epochs, answer func(o inventory.Order) error) *
 		Span: func() time.Duration { return time.Second },
 		Opening: func(context.Context, int64) (time.Time, error) {
 			r.mu.Lock()
-			defer r.mu.Unlock()
 			r.reads++
+			f := r.reading
+			r.mu.Unlock()
+			if f != nil {
+				f()
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
 			return r.opens, nil
 		},
 		RefNow: func(context.Context) (time.Time, error) { return clock(), nil }, // the reference clock is this one
@@ -228,6 +237,9 @@ func TestItemBackFromIdleIsAFreshItem(t *testing.T) {
 //   - A buyer answered from memory while DropIdle is under way (held at
 //     its start) touches the mark: it is kept, and the next buyer still
 //     hears sold out from memory.
+//   - A read of the opening under way (after a reset) while DropIdle
+//     drops the old one: the new opening is kept, and the draw holds the
+//     next buyer by it without reading again.
 //   - A buyer inside the stage while DropIdle drops everything the item
 //     had: its line is kept (never idle with a buyer inside), the sell-out
 //     it brings back is remembered, and the line is empty after it.
@@ -253,6 +265,40 @@ func TestDropIdleBesideABuyerOfTheSameItem(t *testing.T) {
 		}
 		if n := r.stageCalls(); n != 1 {
 			t.Fatalf("stage calls %d, want 1", n)
+		}
+	})
+	t.Run("reading the opening", func(t *testing.T) {
+		epochs := &memEpochs{}
+		r := newIdleRig(epochs, func(inventory.Order) error { return nil })
+		if err := r.buy("long ago", 1, 0); err != nil { // the draw remembers the opening (none)
+			t.Fatal(err)
+		}
+		// A reset gives the item a new epoch and an opening a second away,
+		// long after: the old mark is idle, and the next buyer reads anew.
+		if err := epochs.Bump(context.Background(), "product:1"); err != nil {
+			t.Fatal(err)
+		}
+		r.advance(idleAfter)
+		r.opens = r.now.Add(time.Second)
+		reading, release := make(chan struct{}), make(chan struct{})
+		r.reading = func() { close(reading); <-release }
+		done := make(chan error)
+		go func() { done <- r.buy("early", 1, 0.5) }() // a second before the opening
+		<-reading
+		r.crowd.DropIdle() // drops the old mark while the new one is being read
+		r.mu.Lock()
+		r.reading = nil
+		r.mu.Unlock()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("early buyer: %v", err)
+		}
+		r.advance(time.Second + 200*time.Millisecond) // within the draw's first span
+		if err := r.buy("in the draw", 1, 0.5); err != nil {
+			t.Fatalf("buyer in the draw: %v", err)
+		}
+		if r.reads != 2 || r.held["in the draw"] != 1300*time.Millisecond {
+			t.Fatalf("%d reads of the opening (want 2: one per epoch), buyer in the draw held %v (want 1.3s)", r.reads, r.held["in the draw"])
 		}
 	})
 	t.Run("inside the stage", func(t *testing.T) {
