@@ -244,95 +244,101 @@ func TestItemBackFromIdleIsAFreshItem(t *testing.T) {
 //     had: its line is kept (never idle with a buyer inside), the sell-out
 //     it brings back is remembered, and the line is empty after it.
 func TestDropIdleBesideABuyerOfTheSameItem(t *testing.T) {
-	t.Run("answered from memory", func(t *testing.T) {
-		r := newIdleRig(&memEpochs{}, func(inventory.Order) error { return inventory.ErrSoldOut })
-		if err := r.buy("first", 1, 0); !errors.Is(err, inventory.ErrSoldOut) {
-			t.Fatal(err)
+	t.Run("answered from memory", dropIdleBesideAnAnswerFromMemory)
+	t.Run("reading the opening", dropIdleBesideAReadOfTheOpening)
+	t.Run("inside the stage", dropIdleBesideABuyerInsideTheStage)
+}
+
+func dropIdleBesideAnAnswerFromMemory(t *testing.T) {
+	r := newIdleRig(&memEpochs{}, func(inventory.Order) error { return inventory.ErrSoldOut })
+	if err := r.buy("first", 1, 0); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatal(err)
+	}
+	r.advance(idleAfter)
+	paused, resume := make(chan struct{}), make(chan struct{})
+	r.crowd.SetBeforeDrop(func() { close(paused); <-resume })
+	done := make(chan struct{})
+	go func() { defer close(done); r.crowd.DropIdle() }()
+	<-paused
+	if err := r.buy("during", 1, 0); !errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("buyer during DropIdle: %v, want sold out from memory", err)
+	}
+	close(resume)
+	<-done
+	if err := r.buy("after", 1, 0); !errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("buyer after DropIdle: %v, want sold out from memory (the mark was touched)", err)
+	}
+	if n := r.stageCalls(); n != 1 {
+		t.Fatalf("stage calls %d, want 1", n)
+	}
+}
+
+func dropIdleBesideAReadOfTheOpening(t *testing.T) {
+	epochs := &memEpochs{}
+	r := newIdleRig(epochs, func(inventory.Order) error { return nil })
+	if err := r.buy("long ago", 1, 0); err != nil { // the draw remembers the opening (none)
+		t.Fatal(err)
+	}
+	// A reset gives the item a new epoch and an opening a second away,
+	// long after: the old mark is idle, and the next buyer reads anew.
+	if err := epochs.Bump(context.Background(), "product:1"); err != nil {
+		t.Fatal(err)
+	}
+	r.advance(idleAfter)
+	r.opens = r.now.Add(time.Second)
+	reading, release := make(chan struct{}), make(chan struct{})
+	r.reading = func() { close(reading); <-release }
+	done := make(chan error)
+	go func() { done <- r.buy("early", 1, 0.5) }() // a second before the opening
+	<-reading
+	r.crowd.DropIdle() // drops the old mark while the new one is being read
+	r.mu.Lock()
+	r.reading = nil
+	r.mu.Unlock()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("early buyer: %v", err)
+	}
+	r.advance(time.Second + 200*time.Millisecond) // within the draw's first span
+	if err := r.buy("in the draw", 1, 0.5); err != nil {
+		t.Fatalf("buyer in the draw: %v", err)
+	}
+	if r.reads != 2 || r.held["in the draw"] != 1300*time.Millisecond {
+		t.Fatalf("%d reads of the opening (want 2: one per epoch), buyer in the draw held %v (want 1.3s)", r.reads, r.held["in the draw"])
+	}
+}
+
+func dropIdleBesideABuyerInsideTheStage(t *testing.T) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	r := newIdleRig(&memEpochs{}, func(o inventory.Order) error {
+		if o.UserID == "slow" {
+			close(inside)
+			<-release
 		}
-		r.advance(idleAfter)
-		paused, resume := make(chan struct{}), make(chan struct{})
-		r.crowd.SetBeforeDrop(func() { close(paused); <-resume })
-		done := make(chan struct{})
-		go func() { defer close(done); r.crowd.DropIdle() }()
-		<-paused
-		if err := r.buy("during", 1, 0); !errors.Is(err, inventory.ErrRememberedSoldOut) {
-			t.Fatalf("buyer during DropIdle: %v, want sold out from memory", err)
-		}
-		close(resume)
-		<-done
-		if err := r.buy("after", 1, 0); !errors.Is(err, inventory.ErrRememberedSoldOut) {
-			t.Fatalf("buyer after DropIdle: %v, want sold out from memory (the mark was touched)", err)
-		}
-		if n := r.stageCalls(); n != 1 {
-			t.Fatalf("stage calls %d, want 1", n)
-		}
+		return inventory.ErrSoldOut
 	})
-	t.Run("reading the opening", func(t *testing.T) {
-		epochs := &memEpochs{}
-		r := newIdleRig(epochs, func(inventory.Order) error { return nil })
-		if err := r.buy("long ago", 1, 0); err != nil { // the draw remembers the opening (none)
-			t.Fatal(err)
-		}
-		// A reset gives the item a new epoch and an opening a second away,
-		// long after: the old mark is idle, and the next buyer reads anew.
-		if err := epochs.Bump(context.Background(), "product:1"); err != nil {
-			t.Fatal(err)
-		}
-		r.advance(idleAfter)
-		r.opens = r.now.Add(time.Second)
-		reading, release := make(chan struct{}), make(chan struct{})
-		r.reading = func() { close(reading); <-release }
-		done := make(chan error)
-		go func() { done <- r.buy("early", 1, 0.5) }() // a second before the opening
-		<-reading
-		r.crowd.DropIdle() // drops the old mark while the new one is being read
-		r.mu.Lock()
-		r.reading = nil
-		r.mu.Unlock()
-		close(release)
-		if err := <-done; err != nil {
-			t.Fatalf("early buyer: %v", err)
-		}
-		r.advance(time.Second + 200*time.Millisecond) // within the draw's first span
-		if err := r.buy("in the draw", 1, 0.5); err != nil {
-			t.Fatalf("buyer in the draw: %v", err)
-		}
-		if r.reads != 2 || r.held["in the draw"] != 1300*time.Millisecond {
-			t.Fatalf("%d reads of the opening (want 2: one per epoch), buyer in the draw held %v (want 1.3s)", r.reads, r.held["in the draw"])
-		}
-	})
-	t.Run("inside the stage", func(t *testing.T) {
-		inside, release := make(chan struct{}), make(chan struct{})
-		r := newIdleRig(&memEpochs{}, func(o inventory.Order) error {
-			if o.UserID == "slow" {
-				close(inside)
-				<-release
-			}
-			return inventory.ErrSoldOut
-		})
-		r.opens = r.now // the draw has an opening to remember
-		r.advance(time.Hour)
-		done := make(chan error)
-		go func() { done <- r.buy("slow", 1, 0) }()
-		<-inside
-		r.advance(idleAfter)
-		r.crowd.DropIdle()
-		if n := r.crowd.Tracked(); n == 0 {
-			t.Fatal("DropIdle dropped the line of an item with a buyer inside")
-		}
-		close(release)
-		if err := <-done; !errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrRememberedSoldOut) {
-			t.Fatalf("the buyer inside: %v, want sold out from the stage", err)
-		}
-		if err := r.buy("next", 1, 0); !errors.Is(err, inventory.ErrRememberedSoldOut) {
-			t.Fatalf("next buyer: %v, want sold out from memory (learnt after the drop)", err)
-		}
-		r.advance(idleAfter)
-		r.crowd.DropIdle()
-		if n := r.crowd.Tracked(); n != 0 {
-			t.Fatalf("%d entries left once the item went idle again", n)
-		}
-	})
+	r.opens = r.now // the draw has an opening to remember
+	r.advance(time.Hour)
+	done := make(chan error)
+	go func() { done <- r.buy("slow", 1, 0) }()
+	<-inside
+	r.advance(idleAfter)
+	r.crowd.DropIdle()
+	if n := r.crowd.Tracked(); n == 0 {
+		t.Fatal("DropIdle dropped the line of an item with a buyer inside")
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("the buyer inside: %v, want sold out from the stage", err)
+	}
+	if err := r.buy("next", 1, 0); !errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("next buyer: %v, want sold out from memory (learnt after the drop)", err)
+	}
+	r.advance(idleAfter)
+	r.crowd.DropIdle()
+	if n := r.crowd.Tracked(); n != 0 {
+		t.Fatalf("%d entries left once the item went idle again", n)
+	}
 }
 
 // TestUpkeepOfAnIdleCrowdSendsNothing: the crowd's upkeep as serve runs
