@@ -24,6 +24,13 @@ import "time"
 // sees its item dropped between two of its waves.
 const DefaultIdleAfter = time.Minute
 
+// touchGrain is how stale a mark's last buyer may be before a buyer
+// writes its time again: the post-sale wave hears "sold out" by the
+// thousand a second, and one write a second per mark is enough for an
+// idle time of a minute (an item may so be dropped up to touchGrain
+// early).
+const touchGrain = time.Second
+
 // tidier is Epochs that keeps epochs in memory, and can forget those it
 // no longer trusts (RedisEpochs).
 type tidier interface {

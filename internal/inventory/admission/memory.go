@@ -76,7 +76,7 @@ func (m *memo) learnWindow(id int64, epoch string, began time.Time, err error) {
 func (m *memo) outsideWindow(id int64, epoch string, now time.Time) error {
 	m.mu.Lock()
 	mark, ok := m.window[id]
-	if ok {
+	if ok && now.Sub(mark.seen) >= touchGrain {
 		mark.seen = now
 		m.window[id] = mark
 	}
@@ -99,7 +99,7 @@ func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mark, ok := m.soldOut[id]
-	if ok {
+	if ok && now.Sub(mark.seen) >= touchGrain {
 		mark.seen = now
 		m.soldOut[id] = mark
 	}
