@@ -248,8 +248,8 @@ func (d *Draw) known(k drawKey, epoch string) (drawMark, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m, ok := d.opens[k]
-	if ok {
-		m.seen = d.opts.Now()
+	if now := d.opts.Now(); ok && now.Sub(m.seen) >= touchGrain {
+		m.seen = now
 		d.opens[k] = m
 	}
 	return m, ok && m.epoch == epoch
