@@ -3,9 +3,9 @@
 // have work conserve their stock (initial = stock + sold), repairs the
 // Redis copy that the redis-atomic stage keeps and the buckets of
 // redis-sharded, and publishes what it found, item by item, for the audit
-// endpoints. An item has work when it has a Redis copy, was reset since
-// the last run, or was found in violation by it (work.go): the cost of a
-// run follows the items in play, never the catalogue.
+// endpoints. An item has work when it has a Redis copy, was reset or
+// bought since the last run, or was found in violation by it (work.go):
+// the cost of a run follows the items in play, never the catalogue.
 //
 // "Exactly one instance" is the scheduled-job dedupe that distributed locks
 // are often used for. Time is cut into slots of one interval; an instance
