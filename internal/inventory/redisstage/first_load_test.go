@@ -210,3 +210,49 @@ func TestFirstBuyAfterALostCopyAnnouncesARestock(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstLoaderWhoLeavesDoesNotFailTheOthers: the buyers of one item on
+// one instance share its first load. The buyer whose call started it hangs
+// up while the load reads the database; the buyer who joined it is still
+// there, and gets its unit once the read is released, rather than the
+// first buyer's cancellation.
+func TestFirstLoaderWhoLeavesDoesNotFailTheOthers(t *testing.T) {
+	reserve, err := redisstage.ReserveScriptForTest(context.Background(), testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+		book := &heldGets{Ledger: e.DB.Products(), release: make(chan struct{})}
+		var notLoaded atomic.Int64
+		rdb := redis.NewClient(e.RDB.Options())
+		t.Cleanup(func() { _ = rdb.Close() })
+		rdb.AddHook(scriptCounter{reserve, &notLoaded})
+		stage := redisstage.NewRedisAtomic(rdb, book, e.NS, nil)
+		buy := func(ctx context.Context, who string) error {
+			return stage.Buy(ctx, inventory.Order{No: "O-" + who, ItemID: e.ID, UserID: who, Quantity: 1,
+				Stage: inventory.StageRedisAtomic, Instance: "a", CreatedAt: time.Now()})
+		}
+		firstCtx, hangUp := context.WithCancel(ctx)
+		first := make(chan error, 1)
+		go func() { first <- buy(firstCtx, "first") }()
+		testkit.Eventually(t, "the first buyer's load reads the item", time.Minute, func() bool { return book.gets.Load() == 1 })
+		second := make(chan error, 1)
+		go func() { second <- buy(ctx, "second") }()
+		testkit.Eventually(t, "the second buyer found the copy missing too", time.Minute, func() bool { return notLoaded.Load() >= 2 })
+		hangUp()
+		if err := <-first; err == nil {
+			t.Error("the buyer who hung up was sold a unit")
+		}
+		close(book.release)
+		if err := <-second; err != nil {
+			t.Errorf("the buyer still waiting for the shared load: %v; want the unit", err)
+		}
+		if n := book.gets.Load(); n != 1 {
+			t.Errorf("the item was read %d times to load its copy; want once", n)
+		}
+		a, err := e.DB.Products().Audit(ctx, e.ID)
+		if err != nil || a.Stock != 39 || !a.Conserved() {
+			t.Errorf("audit %+v, %v; want 39 left (the second buyer's unit), conserved", a, err)
+		}
+	})
+}
