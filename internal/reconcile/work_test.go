@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/lock"
@@ -55,6 +57,10 @@ type catalogueRig struct {
 	slot   int64
 	db     *store.DB
 	prefix string
+	// rdb is the rig's Redis: a test reads it through this client, not a
+	// testenv.Redis of its own, which is another embedded server where no
+	// SECKILL_TEST_REDIS_ADDR is set.
+	rdb *redis.Client
 }
 
 func newCatalogueRig(t *testing.T) *catalogueRig {
@@ -64,7 +70,7 @@ func newCatalogueRig(t *testing.T) *catalogueRig {
 	if _, err := db.Products().LoadCatalogue(ctx, 2000, 100); err != nil {
 		t.Fatal(err)
 	}
-	r := &catalogueRig{ctx: ctx, ns: testenv.Name("p"), logs: &bytes.Buffer{}, slot: time.Now().UnixNano(), db: db, prefix: testenv.Name("rec") + ":"}
+	r := &catalogueRig{ctx: ctx, ns: testenv.Name("p"), logs: &bytes.Buffer{}, slot: time.Now().UnixNano(), db: db, prefix: testenv.Name("rec") + ":", rdb: rdb}
 	r.ra = redisstage.NewRedisAtomic(rdb, db.Products(), r.ns, nil)
 	t.Cleanup(func() { _ = rdb.Del(ctx, "seckill:copies:redis-atomic:"+r.ns).Err() })
 	r.svc = inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisAtomic: r.ra}, "x", "O")
@@ -120,7 +126,7 @@ func TestRegisteredCopyThatVanishedIsALostCopy(t *testing.T) {
 	for _, registryLost := range []bool{false, true} {
 		t.Run(map[bool]string{false: "registry kept", true: "registry lost"}[registryLost], func(t *testing.T) {
 			r := newCatalogueRig(t)
-			rdb := testenv.Redis(t)
+			rdb := r.rdb
 			r.run(t)
 			stock := "seckill:{" + r.ns + ":7}:stock"
 			keys := []string{stock}
@@ -149,7 +155,7 @@ func TestRegisteredCopyThatVanishedIsALostCopy(t *testing.T) {
 // run checked; each item's finding is read on its own key.
 func TestSummaryNamesOnlyViolations(t *testing.T) {
 	r := newCatalogueRig(t)
-	rdb := testenv.Redis(t)
+	rdb := r.rdb
 	r.run(t)
 	last, ok, err := reconcile.Last(r.ctx, rdb, r.prefix)
 	if err != nil || !ok || len(last.Items) != 0 {

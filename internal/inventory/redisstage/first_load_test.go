@@ -268,3 +268,124 @@ func TestFirstLoaderWhoLeavesDoesNotFailTheOthers(t *testing.T) {
 		}
 	})
 }
+
+// cmdHook runs a function after each command a client sent, with the
+// command's error: a test's hand on the wire.
+type cmdHook func(cmd redis.Cmder, err error)
+
+func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h(cmd, err)
+		return err
+	}
+}
+
+// TestShardedWaiterForAnotherLoaderFindsEveryBucket: the four buckets of
+// an item nobody bought (one unit each) are loaded one by one. Instance
+// A's first buyer takes the load and is held before bucket 0 is in;
+// instance B's buyer, whose home is bucket 0, finds the item unloaded and
+// waits for A's load. A loads bucket 0 and is held again; B's buyer sees
+// bucket 0 arrive and is held there while instance C's buyer takes bucket
+// 0's unit. B's buyer then goes on while A's buckets 1 to 3 are still to
+// come: it must wait for them and buy there, not be told that the item
+// does not exist.
+func TestShardedWaiterForAnotherLoaderFindsEveryBucket(t *testing.T) {
+	streamtest.OnEveryBackend(t, 4, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+		client := func(h cmdHook) *redis.Client {
+			rdb := redis.NewClient(e.RDB.Options())
+			t.Cleanup(func() { _ = rdb.Close() })
+			if h != nil {
+				rdb.AddHook(h)
+			}
+			return rdb
+		}
+		stage := func(rdb *redis.Client) *redisstage.RedisSharded {
+			return redisstage.NewRedisSharded(rdb, e.DB.Products(), e.NS, 4, nil)
+		}
+		bucket0 := fmt.Sprintf("seckill:{%s:%d:b0}:stock", e.NS, e.ID)
+		var (
+			splitOnce, load0Once, saw0Once sync.Once
+			aSplit, loadBucket0, aLoaded0  = make(chan struct{}), make(chan struct{}), make(chan struct{})
+			restA, bSaw0, goB              = make(chan struct{}), make(chan struct{}), make(chan struct{})
+			bMissing, bMissingAfter        atomic.Int64
+			released                       atomic.Bool
+		)
+		a := stage(client(func(cmd redis.Cmder, err error) {
+			args := cmd.Args()
+			switch {
+			case len(args) > 1 && args[0] == "set" && args[1] == bucket0+":split": // the split, before any bucket
+				splitOnce.Do(func() { close(aSplit); <-loadBucket0 })
+			case len(args) > 3 && (args[0] == "evalsha" || args[0] == "eval") && err == nil && fmt.Sprint(args[2]) == "5" && args[3] == bucket0: // bucket 0's load, run (an EVALSHA, or an EVAL after a NOSCRIPT)
+				load0Once.Do(func() { close(aLoaded0); <-restA })
+			}
+		}))
+		b := stage(client(func(cmd redis.Cmder, _ error) { // B's looks for the buckets
+			args := cmd.Args()
+			if len(args) != 2 || args[0] != "exists" {
+				return
+			}
+			if n, _ := cmd.(*redis.IntCmd).Result(); n == 0 {
+				bMissing.Add(1)
+				if released.Load() {
+					bMissingAfter.Add(1)
+				}
+			} else if args[1] == bucket0 {
+				saw0Once.Do(func() { close(bSaw0); <-goB })
+			}
+		}))
+		c := stage(client(nil))
+		homed := func(bucket int, tag string) string {
+			for i := 0; ; i++ {
+				if u := fmt.Sprintf("%s%d", tag, i); a.Home(u) == bucket {
+					return u
+				}
+			}
+		}
+		buy := func(s *redisstage.RedisSharded, user string) error {
+			return s.Buy(ctx, inventory.Order{No: "O-" + user, ItemID: e.ID, UserID: user, Quantity: 1,
+				Stage: inventory.StageRedisSharded, Instance: "x", CreatedAt: time.Now()})
+		}
+		closed := func(ch chan struct{}) func() bool {
+			return func() bool {
+				select {
+				case <-ch:
+					return true
+				default:
+					return false
+				}
+			}
+		}
+		aErr, bErr := make(chan error, 1), make(chan error, 1)
+		go func() { aErr <- buy(a, homed(3, "a")) }()
+		testkit.Eventually(t, "A's load under way, no bucket in yet", time.Minute, closed(aSplit))
+		go func() { bErr <- buy(b, homed(0, "b")) }()
+		testkit.Eventually(t, "B's buyer waiting for A's load", time.Minute, func() bool { return bMissing.Load() > 0 })
+		close(loadBucket0)
+		testkit.Eventually(t, "A's bucket 0 in", time.Minute, closed(aLoaded0))
+		testkit.Eventually(t, "B's buyer sees bucket 0", time.Minute, closed(bSaw0))
+		if err := buy(c, homed(0, "c")); err != nil {
+			t.Fatalf("C's buyer of bucket 0's unit: %v", err)
+		}
+		released.Store(true)
+		close(goB)
+		// A's buckets 1 to 3 come only once B's buyer has answered, or
+		// waits for them (it looked for one and found it missing).
+		testkit.Eventually(t, "B's buyer answered or waiting", time.Minute, func() bool { return len(bErr) > 0 || bMissingAfter.Load() > 0 })
+		close(restA)
+		if err := <-bErr; err != nil {
+			t.Errorf("B's buyer, who waited for A's load: %v; want a unit from a later bucket", err)
+		}
+		if err := <-aErr; err != nil {
+			t.Errorf("A's buyer: %v", err)
+		}
+		au, err := e.DB.Products().Audit(ctx, e.ID)
+		if err != nil || au.Sold != 3 || !au.Conserved() {
+			t.Errorf("audit %+v, %v; want 3 sold, conserved", au, err)
+		}
+	})
+}

@@ -78,7 +78,7 @@ func (s *RedisSharded) walk(ctx context.Context, o inventory.Order, claim bool) 
 			if loaded {
 				return parts, need, false, fmt.Errorf("%s %d: %w", s.kind, o.ItemID, inventory.ErrNotFound)
 			}
-			if err := s.loadFirst(ctx, o.ItemID, b); err != nil {
+			if err := s.loadFirst(ctx, o.ItemID); err != nil {
 				return parts, need, false, err
 			}
 			loaded, i = true, i-1 // visit this bucket again
@@ -196,14 +196,14 @@ func (s *RedisSharded) Reset(ctx context.Context, id int64, _ int) error {
 // them): the reconcile job's work. It fails with ErrUnavailable.
 func (s *RedisSharded) Copies(ctx context.Context) ([]int64, error) { return s.copies.list(ctx, s.rdb) }
 
-// loadFirst loads the buckets of item id for a buy that found bucket b
+// loadFirst loads the buckets of item id for a buy that found one
 // missing, once however many buyers found theirs missing at once
 // (first_load.go). The guard is one per item, in bucket 0's slot, beside
-// the split; each buyer waits for its own bucket. Buckets loaded again for
+// the split; each buyer waits for every bucket. Buckets loaded again for
 // an item that had them (a shard lost its data) are announced as a
 // restock: a remembered sell-out may hide their units.
-func (s *RedisSharded) loadFirst(ctx context.Context, id int64, b int) error {
-	return s.guard.once(ctx, s.rdb, id, s.loadGuardKey(id), exists(s.rdb, s.bucketKeys(id, b)[0]), func(ctx context.Context) error {
+func (s *RedisSharded) loadFirst(ctx context.Context, id int64) error {
+	return s.guard.once(ctx, s.rdb, id, s.loadGuardKey(id), s.everyBucket(id), func(ctx context.Context) error {
 		reloaded, err := s.load(ctx, id, false)
 		if err != nil || !reloaded {
 			return err
@@ -214,6 +214,22 @@ func (s *RedisSharded) loadFirst(ctx context.Context, id int64, b int) error {
 		}
 		return nil
 	})
+}
+
+// everyBucket is the copied of item id's first loads: every bucket is
+// there. Another instance loads them one by one, and a buyer who waited
+// for bucket b alone could walk on to a bucket still to come and find it
+// missing a second time. One EXISTS per bucket: on a Cluster they live in
+// different slots.
+func (s *RedisSharded) everyBucket(id int64) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		for b := range s.buckets {
+			if ok, err := exists(s.rdb, s.bucketKeys(id, b)[0])(ctx); err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}
 }
 
 // loadGuardKey is the guard of item id's first loads.
