@@ -249,7 +249,7 @@ var suites = []suite{{
 		"TestFirstBuyersOfAnUnloadedItemLoadItOnce",
 		"TestFirstLoadOvertakenByAResetKeepsTheResetsCopy",
 		"TestFirstBuyAfterALostCopyAnnouncesARestock",
-		"TestFirstLoaderWhoLeavesDoesNotFailTheOthers",
+		"TestFirstLoaderWhoLeavesDoesNotFailTheOthers", "TestShardedWaiterForAnotherLoaderFindsEveryBucket",
 		"TestStreamOrdersOfAnotherInstanceAreWrittenOnARedisCluster",
 		"TestShardedCrowdRacesTheSweeper",
 		"TestShardedCrowdRacesTheSweeperOnACluster",
