@@ -75,11 +75,16 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	lockOpt := inventory.LockOptions{TTL: p.cfg.LockTTL, Wait: p.cfg.LockWait}
 	if p.epochs != nil {
 		// A unit given back whose announcement failed must not stay unsold
-		// behind another instance's memory: tell the fleet again.
+		// behind another instance's memory: tell the fleet again. And
+		// what the instance keeps of items idle for a while goes, so that
+		// its memory and its metrics follow the items being sold
+		// (admission/idle.go; no Redis command unless a retry is owed).
 		p.bg.every(p.cfg.SoldOutLease, func(ctx context.Context) {
 			if err := k.crowd.RetryRestocks(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("announcing a restock failed again; retrying", "kind", kind, "err", err)
 			}
+			k.crowd.DropIdle()
+			p.metrics.DropIdle()
 		})
 	}
 	k.stages = map[string]inventory.Stage{

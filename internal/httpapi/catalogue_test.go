@@ -351,3 +351,48 @@ func TestListWalkMeetsEveryItemOnceWhileItemsAreCreated(t *testing.T) {
 		})
 	}
 }
+
+// TestFullestListPageFitsIn256KB fills one page to its most: 200 items
+// (the largest limit), each named with 128 characters of four bytes each
+// in UTF-8 (the longest a name's characters get), in a sale window. Each
+// list answer, products and coupons, stays within 256 KB (issue 60).
+func TestFullestListPageFitsIn256KB(t *testing.T) {
+	const maxPage, maxBytes = 200, 256 << 10
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			f := catalogueFixture(t, b.Open(t))
+			name := strings.Repeat("\U0001F6D2", 128) // 🛒
+			for id := 1; id <= maxPage; id++ {
+				for _, c := range []call{
+					{method: "PUT", path: fmt.Sprintf("/api/v1/admin/products/%d", id), body: fmt.Sprintf(`{"name":%q,"price_cents":999999999,"stock":999999999}`, name)},
+					{method: "PUT", path: fmt.Sprintf("/api/v1/admin/coupons/%d", id), body: fmt.Sprintf(`{"name":%q,"total":999999999}`, name)},
+				} {
+					if rec := f.do(admin(c)); rec.Code/100 != 2 {
+						t.Fatalf("%s %s: %d %s", c.method, c.path, rec.Code, rec.Body)
+					}
+				}
+			}
+			opens, closes := time.Now().Add(time.Hour).UTC(), time.Now().Add(2*time.Hour).UTC()
+			body := sessionBody(maxPage, opens.Format(time.RFC3339Nano), closes.Format(time.RFC3339Nano), nil)
+			if rec := f.do(admin(call{method: "POST", path: "/api/v1/admin/sessions", body: body})); rec.Code != http.StatusOK {
+				t.Fatalf("session: %d %s", rec.Code, rec.Body)
+			}
+			for _, kind := range []string{"products", "coupons"} {
+				rec := f.do(call{method: "GET", path: fmt.Sprintf("/api/v1/%s?limit=%d", kind, maxPage)})
+				var page map[string]json.RawMessage
+				if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &page) != nil {
+					t.Fatalf("%s: %d %s", kind, rec.Code, rec.Body)
+				}
+				var items []json.RawMessage
+				if err := json.Unmarshal(page[kind], &items); err != nil || len(items) != maxPage {
+					t.Fatalf("%s: %d items (%v), want a full page of %d", kind, len(items), err, maxPage)
+				}
+				if n := rec.Body.Len(); n > maxBytes {
+					t.Errorf("a full page of %s is %d bytes, over %d", kind, n, maxBytes)
+				} else {
+					t.Logf("a full page of %s: %d bytes (%.0f%% of 256 KB)", kind, n, 100*float64(n)/maxBytes)
+				}
+			}
+		})
+	}
+}

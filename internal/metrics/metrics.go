@@ -36,11 +36,11 @@ type Metrics struct {
 	recRuns     prometheus.Counter
 	recViol     prometheus.Gauge
 	recRepairs  prometheus.Counter
-	oversold    *prometheus.GaugeVec
+	oversold    *itemGauges
 
 	toConfirm   *prometheus.HistogramVec
-	queued      *prometheus.GaugeVec
-	pendingEnts *prometheus.GaugeVec
+	queued      *itemGauges
+	pendingEnts *itemGauges
 	deadLetters *prometheus.CounterVec
 	claimed     *prometheus.CounterVec
 	cancelled   prometheus.Counter
@@ -78,11 +78,16 @@ func New(instance string) *Metrics {
 		recRuns:     prometheus.NewCounter(prometheus.CounterOpts(f("reconcile_runs_total", "Reconcile runs performed by this instance."))),
 		recViol:     prometheus.NewGauge(prometheus.GaugeOpts(f("reconcile_violations", "Items that failed conservation or had oversold units in this instance's last run."))),
 		recRepairs:  prometheus.NewCounter(prometheus.CounterOpts(f("reconcile_repairs_total", "Redis copies repaired and stale reservations settled."))),
-		oversold:    prometheus.NewGaugeVec(prometheus.GaugeOpts(f("oversold_units", "Units sold beyond the initial stock, per item, as of the last reconcile run.")), []string{"kind", "id"}),
+		oversold: newItemGauges("oversold_units", "Units sold beyond the initial stock, per item that has any, as of the last reconcile run that audited it (no series: none oversold); past "+strconv.Itoa(ItemSeriesMax)+" such items, the rest are summed under id=\"other\".",
+			labels, 0, false),
 	}
 	m.toConfirm = prometheus.NewHistogramVec(h("stream_time_to_confirm_seconds", "redis-stream: time from a buy's 202 to its order's database write."), []string{"kind"})
-	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_lag_orders", "redis-stream: orders accepted and not yet written, per item with a backlog, as a writer on this instance last saw it (no series: none).")), []string{"kind", "id"})
-	m.pendingEnts = prometheus.NewGaugeVec(prometheus.GaugeOpts(f("stream_pending_entries", "redis-stream: stream entries delivered to a writer and not yet acknowledged, per item with a backlog.")), []string{"kind", "id"})
+	// No series for an item without a backlog: the writer reports an item
+	// while it has one, and once with zeros when it no longer has.
+	m.queued = newItemGauges("stream_lag_orders", "redis-stream: orders accepted and not yet written, per item with a backlog, as a writer on this instance last saw it (no series: none); an item's series goes once no writer reported it for "+ItemIdle.String()+", and past "+strconv.Itoa(ItemSeriesMax)+" items the rest are summed under id=\"other\".",
+		labels, ItemIdle, false)
+	m.pendingEnts = newItemGauges("stream_pending_entries", "redis-stream: stream entries delivered to a writer and not yet acknowledged, per item with a backlog (no series: none); an item's series goes once no writer reported it for "+ItemIdle.String()+", and past "+strconv.Itoa(ItemSeriesMax)+" items the rest are summed under id=\"other\".",
+		labels, ItemIdle, false)
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_dead_letters_total", "redis-stream: orders this instance's writer gave up on (their units went back), by reason.")), []string{"kind", "reason"})
 	m.claimed = prometheus.NewCounterVec(prometheus.CounterOpts(f("stream_claimed_total", "redis-stream: entries this instance's writer took over from a writer that stopped acknowledging.")), []string{"kind"})
 	m.cancelled = prometheus.NewCounter(prometheus.CounterOpts(f("orders_cancelled_total", "Orders cancelled unpaid by the payment-timeout runs of this instance.")))
@@ -187,13 +192,15 @@ func (m *Metrics) LockHooks(backend string) lock.Hooks {
 	}
 }
 
-// ObserveReconcile records a reconcile run this instance performed.
+// ObserveReconcile records a reconcile run this instance performed. An
+// item has an oversold_units series only while the last run that audited
+// it found units oversold.
 func (m *Metrics) ObserveReconcile(r reconcile.Result) {
 	m.recRuns.Inc()
 	m.recViol.Set(float64(r.Violations))
 	m.recRepairs.Add(float64(r.Repairs))
 	for _, it := range r.Items {
-		m.oversold.WithLabelValues(it.Kind, strconv.FormatInt(it.ID, 10)).Set(float64(it.Oversold))
+		m.oversold.set(it.Kind, it.ID, float64(it.Oversold))
 	}
 }
 
@@ -204,19 +211,18 @@ func (m *Metrics) WriterHooks(kind string) orderwriter.Hooks {
 		DeadLettered: func(reason string) { m.deadLetters.WithLabelValues(kind, reason).Inc() },
 		Claimed:      func(n int) { m.claimed.WithLabelValues(kind).Add(float64(n)) },
 		Backlog: func(id int64, queued, pending int) {
-			item := strconv.FormatInt(id, 10)
-			if queued == 0 && pending == 0 {
-				// The writer reports an item only while it has a
-				// backlog, and once with zeros when it no longer has: the
-				// series go, so their number follows the items with work.
-				m.queued.DeleteLabelValues(kind, item)
-				m.pendingEnts.DeleteLabelValues(kind, item)
-				return
-			}
-			m.queued.WithLabelValues(kind, item).Set(float64(queued))
-			m.pendingEnts.WithLabelValues(kind, item).Set(float64(pending))
+			m.queued.set(kind, id, float64(queued))
+			m.pendingEnts.set(kind, id, float64(pending))
 		},
 	}
+}
+
+// DropIdle drops the per-item series of the items idle for ItemIdle
+// (Collect does too, at every scrape): call it now and then, so that an
+// instance nobody scrapes keeps no series of items it no longer serves.
+func (m *Metrics) DropIdle() {
+	m.queued.dropIdle()
+	m.pendingEnts.dropIdle()
 }
 
 // ObserveExpiry records a payment-timeout run this instance performed.

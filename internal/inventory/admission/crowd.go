@@ -117,6 +117,10 @@ type CrowdOptions struct {
 	// an item's opening and lets them in at random (draw.go): after the
 	// window, the sold-out memory and Admit, before the line.
 	Draw *Draw
+	// IdleAfter is how long an item may go without a buyer on this
+	// instance before DropIdle forgets what the instance remembers of it
+	// (idle.go); 0 means DefaultIdleAfter.
+	IdleAfter time.Duration
 }
 
 // admitting reports whether buyers are asked about (CrowdOptions.Admit)
@@ -154,7 +158,9 @@ type Crowd struct {
 	// afterDoor, set by tests only, runs when a buyer has left the door
 	// and before it joins the line.
 	afterDoor func()
-	lastKey   atomic.Pointer[epochKey] // see key
+	// beforeDrop, set by tests only, runs in DropIdle before it drops.
+	beforeDrop func()
+	lastKey    atomic.Pointer[epochKey] // see key
 
 	mu     sync.Mutex
 	memos  []*memo
@@ -172,6 +178,9 @@ type Crowd struct {
 func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.IdleAfter <= 0 {
+		opts.IdleAfter = DefaultIdleAfter
 	}
 	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
 }
@@ -259,7 +268,7 @@ func (w crowded) Learner(ctx context.Context, req inventory.Request) func(error)
 		case errors.Is(err, inventory.ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
 			if remembered && !errors.Is(err, inventory.ErrMayReturn) {
-				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err))
+				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err), began)
 			}
 		case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 			w.c.refused(RefusedWindow)
@@ -319,12 +328,12 @@ func (w crowded) run(ctx context.Context, b *buyer) error {
 		// the line's next buyers and the post-sale wave hear sold out at
 		// once, not 503 from a line still full of buyers who came too
 		// late (the lab's post-sale-503 rule saw that on redlock).
-		w.m.remember(o.ItemID, epoch, 1, until(began, last))
+		w.m.remember(o.ItemID, epoch, 1, until(began, last), end)
 	case errors.Is(err, inventory.ErrSoldOut):
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, inventory.ErrMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
-			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err))
+			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err), end)
 		}
 	case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 		c.refused(RefusedWindow)

@@ -106,6 +106,8 @@ type drawMark struct {
 	// lo and hi bracket the opening on Now's clock: the reference was read
 	// between them. Zero: always on sale.
 	lo, hi time.Time
+	// seen is when a buyer last asked for it, on Now's clock (idle.go).
+	seen time.Time
 }
 
 // NewDraw returns a Draw.
@@ -198,7 +200,7 @@ func (d *Draw) opening(ctx context.Context, k drawKey, epoch string, refNow func
 		if err != nil {
 			return drawMark{}, err
 		}
-		m := drawMark{epoch: epoch}
+		m := drawMark{epoch: epoch, seen: d.opts.Now()}
 		if !opensAt.IsZero() {
 			before := d.opts.Now()
 			ref, err := refNow(ctx, k.id)
@@ -237,7 +239,8 @@ func crowdRead(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithoutCancel(ctx), func() {}
 }
 
-// known returns the opening learned under epoch, if any.
+// known returns the opening learned under epoch, if any. A buyer asking
+// counts as activity.
 func (d *Draw) known(k drawKey, epoch string) (drawMark, bool) {
 	if epoch == "" {
 		return drawMark{}, false
@@ -245,5 +248,9 @@ func (d *Draw) known(k drawKey, epoch string) (drawMark, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m, ok := d.opens[k]
+	if now := d.opts.Now(); ok && now.Sub(m.seen) >= touchGrain {
+		m.seen = now
+		d.opens[k] = m
+	}
 	return m, ok && m.epoch == epoch
 }

@@ -44,7 +44,9 @@ type RedisEpochs struct {
 	rdb   redis.UniversalClient // reads and bumps
 	sub   redis.UniversalClient // the subscription (the same client in production)
 	lease time.Duration
-	reads singleflight.Group // one read of an item's epoch at a time
+	reads singleflight.Group                         // one read of an item's epoch at a time
+	now   func() time.Time                           // time.Now; tests move it
+	pause func(ctx context.Context, d time.Duration) // between subscriptions (epochs_watch.go)
 
 	mu      sync.Mutex
 	live    bool   // subscribed: remembered epochs may be trusted
@@ -72,7 +74,7 @@ func EpochKey(item string) string { return "seckill:epoch:{" + item + "}" }
 // same client in production), each remembered for at most lease. Run
 // Watch for its subscription: until it is up, every read goes to Redis.
 func NewRedisEpochs(rdb, sub redis.UniversalClient, lease time.Duration) *RedisEpochs {
-	e := &RedisEpochs{rdb: rdb, sub: sub, lease: lease, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
+	e := &RedisEpochs{rdb: rdb, sub: sub, lease: lease, now: time.Now, pause: pause, known: map[string]knownEpoch{}, bumped: map[string]time.Time{},
 		counted: map[*redis.Client]bool{}}
 	if c, ok := rdb.(*redis.ClusterClient); ok {
 		// A Cluster dials through its nodes' clients: each is counted
@@ -140,7 +142,7 @@ func (e *RedisEpochs) countDials(ctx context.Context, item string) error {
 func (e *RedisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 	e.mu.Lock()
 	k, ok := e.known[item]
-	ok = ok && e.live && time.Since(k.readAt) < e.lease
+	ok = ok && e.live && e.now().Sub(k.readAt) < e.lease
 	e.mu.Unlock()
 	if ok {
 		return k.value, nil
@@ -152,7 +154,7 @@ func (e *RedisEpochs) Epoch(ctx context.Context, item string) (string, error) {
 	k = got.(knownEpoch)
 	// A read shared with others may have begun long ago (a slow Redis):
 	// the lease bounds its value for every caller, not only for memory.
-	if time.Since(k.readAt) >= e.lease {
+	if e.now().Sub(k.readAt) >= e.lease {
 		return "", fmt.Errorf("epoch of %s: the read took longer than the %v lease", item, e.lease)
 	}
 	return k.value, nil
@@ -165,7 +167,7 @@ func (e *RedisEpochs) read(ctx context.Context, item string) (knownEpoch, error)
 	e.mu.Lock()
 	live, gen := e.live, e.gen
 	e.mu.Unlock()
-	k := knownEpoch{readAt: time.Now()}
+	k := knownEpoch{readAt: e.now()}
 	if err := e.countDials(ctx, item); err != nil {
 		return knownEpoch{}, err
 	}
@@ -196,7 +198,7 @@ func (e *RedisEpochs) Bump(ctx context.Context, item string) error {
 		return err
 	}
 	e.mu.Lock()
-	e.bumped[item] = time.Now()
+	e.bumped[item] = e.now()
 	delete(e.known, item)
 	e.gen++
 	e.mu.Unlock()
@@ -213,7 +215,7 @@ func (e *RedisEpochs) Settle(ctx context.Context, item string) error {
 	if !ok {
 		return nil
 	}
-	wait := e.lease - time.Since(at)
+	wait := e.lease - e.now().Sub(at)
 	if wait <= 0 {
 		return nil
 	}
@@ -227,50 +229,6 @@ func (e *RedisEpochs) Settle(ctx context.Context, item string) error {
 	}
 }
 
-// Watch keeps the subscription to epochChannel until ctx ends, and drops
-// every remembered epoch whenever the subscription is down.
-func (e *RedisEpochs) Watch(ctx context.Context) {
-	for ctx.Err() == nil {
-		_ = e.listen(ctx) // the error is the subscription's end; memory is dropped either way
-		e.drop(false)
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// listen subscribes, trusts memory from the subscription's confirmation
-// on, and drops the epoch of every item announced, until the subscription
-// fails.
-func (e *RedisEpochs) listen(ctx context.Context) error {
-	ps := e.sub.Subscribe(ctx, epochChannel)
-	defer ps.Close()
-	// A blocked Receive does not watch ctx: closing the subscription
-	// ends it.
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	defer stop()
-	for {
-		msg, err := ps.Receive(ctx)
-		if err != nil {
-			return err
-		}
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			// The first confirmation, or one after go-redis reconnected:
-			// announcements may have been missed in between.
-			e.drop(m.Kind == "subscribe")
-		case *redis.Message:
-			e.mu.Lock()
-			delete(e.known, m.Payload)
-			e.gen++
-			e.mu.Unlock()
-		}
-	}
-}
-
 // drop forgets every remembered epoch; live says whether new ones may be
 // remembered from now on.
 func (e *RedisEpochs) drop(live bool) {
@@ -280,6 +238,27 @@ func (e *RedisEpochs) drop(live bool) {
 	e.session++
 	e.live = live
 	e.mu.Unlock()
+}
+
+// DropStale forgets the epochs read a lease ago or more, which no buyer
+// may trust any longer, and the bumps a lease old, which no Settle waits
+// for: what an instance keeps of its items' epochs is then bounded by the
+// items bought in the last lease, not by every item ever bought. No
+// Redis command.
+func (e *RedisEpochs) DropStale() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for item, k := range e.known {
+		if now.Sub(k.readAt) >= e.lease {
+			delete(e.known, item)
+		}
+	}
+	for item, at := range e.bumped {
+		if now.Sub(at) >= e.lease {
+			delete(e.bumped, item)
+		}
+	}
 }
 
 // Subscribed reports whether the subscription is up, so that remembered

@@ -26,6 +26,7 @@ type soldOutMark struct {
 	epoch  string
 	minQty int
 	until  time.Time
+	seen   time.Time // the last buyer it was learnt from or answered (idle.go)
 }
 
 // windowMark says: under epoch, the sale is closed, or it does not open
@@ -35,6 +36,7 @@ type windowMark struct {
 	epoch   string
 	closed  bool
 	opensBy time.Time
+	seen    time.Time // the last buyer it was learnt from or answered (idle.go)
 }
 
 // until is how long a sell-out found by a buy sent at began may be
@@ -55,7 +57,7 @@ func until(began time.Time, err error) time.Time {
 // reported comes no earlier than began plus the wait it reported: until
 // then this instance may say "not open yet" itself, and never after.
 func (m *memo) learnWindow(id int64, epoch string, began time.Time, err error) {
-	mark := windowMark{epoch: epoch, closed: errors.Is(err, inventory.ErrSaleClosed)}
+	mark := windowMark{epoch: epoch, closed: errors.Is(err, inventory.ErrSaleClosed), seen: began}
 	var no *inventory.NotOpen
 	if !mark.closed {
 		if !errors.As(err, &no) || no.Wait <= 0 {
@@ -70,10 +72,14 @@ func (m *memo) learnWindow(id int64, epoch string, began time.Time, err error) {
 
 // outsideWindow answers a buy at now from memory when the sale is known
 // to be closed, or known not to be open yet (with the least wait left);
-// nil when the stage must decide.
+// nil when the stage must decide. A buyer asking counts as activity.
 func (m *memo) outsideWindow(id int64, epoch string, now time.Time) error {
 	m.mu.Lock()
 	mark, ok := m.window[id]
+	if ok && now.Sub(mark.seen) >= touchGrain {
+		mark.seen = now
+		m.window[id] = mark
+	}
 	m.mu.Unlock()
 	switch {
 	case !ok || mark.epoch != epoch:
@@ -86,20 +92,29 @@ func (m *memo) outsideWindow(id int64, epoch string, now time.Time) error {
 	return nil
 }
 
+// isSoldOut reports whether a buyer of qty units at now is answered sold
+// out from memory; asking counts as activity, so a sell-out answered from
+// memory during a sale is never idle.
 func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mark, ok := m.soldOut[id]
+	if ok && now.Sub(mark.seen) >= touchGrain {
+		mark.seen = now
+		m.soldOut[id] = mark
+	}
 	return ok && mark.epoch == epoch && qty >= mark.minQty && (mark.until.IsZero() || now.Before(mark.until))
 }
 
-func (m *memo) remember(id int64, epoch string, qty int, until time.Time) {
+// remember keeps a sell-out of item id for buyers of qty units or more,
+// learnt at now under epoch.
+func (m *memo) remember(id int64, epoch string, qty int, until, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mark, ok := m.soldOut[id]; ok && mark.epoch == epoch {
 		qty = min(qty, mark.minQty)
 	}
-	m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty, until: until}
+	m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty, until: until, seen: now}
 }
 
 func (m *memo) forget(id int64) {
