@@ -144,3 +144,20 @@ func TestBurstSpreadsDistinctBuyersAndJudgesByTheCounter(t *testing.T) {
 		t.Fatalf("burst = %+v, %v, %d buyers seen; want exact, 100 sold, 200 refused, 300 distinct", got, err, len(seen))
 	}
 }
+
+func TestTableListsEveryBurstAndEndsWithTheVerdicts(t *testing.T) {
+	o := options{fleet: "serve", instances: 3, bursts: 1, seed: 9, burstStock: 100, burstBuyers: 300, inFlight: 64}
+	over := burstResult{Product: 42, Stock: 100, Buyers: 300, Answers: tally{Created: 101, Refused: 198, Unavailable: 1}, Orders: 101, Oversold: 1}
+	runs := []sizeRun{{Items: 1000, Points: []point{{Items: 1000, Instance: "catsweep-1", Phase: phaseIdle, Ready: true}}, Bursts: []burstResult{over}}}
+	md := table(o, runs, []verdict{exactVerdict(o, runs[0])})
+	for _, want := range []string{
+		"3 idle `seckill serve` on one database and Redis, stage default",
+		"| 1000 | 42 | 100 | 300 | 101 | 0 | 198 | 1 | 0 | 0 | 101 | 1 | **no** |",
+		"- FAIL 1000 items: every burst product sells exactly (1 products) (worst: 0 of 1 exact, 1 oversold, 1 answered 503)",
+		"seed 9",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+}
