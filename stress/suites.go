@@ -194,6 +194,10 @@ var suites = []suite{{
 		"TestResetWaitsOutTheLease",
 		"TestRememberedSellOutOutlivesARedisRestartFromASnapshot",
 		"TestEpochReadAfterAnUnnoticedRestartEndsRememberedSellOuts",
+		"TestDropIdleBesideABuyerOfTheSameItem",
+		"TestItemBackFromIdleIsAFreshItem",
+		"TestWatchResubscribesAtOnceAfterALostSubscription",
+		"TestWatchBacksOffWhileTheSubscriptionIsRefused",
 	},
 	budget: 3 * time.Minute,
 }, {
@@ -238,6 +242,15 @@ var suites = []suite{{
 		"TestShardedMoveCutBetweenItsHalves",
 		"TestShardedMoveFinishedTwiceAtOnce",
 		"TestShardedRefusalWaitsForAMoveBehindTheWalk",
+		"TestShardedSweeperGathersWhatAnotherInstanceSold",
+		"TestShardedMarkWrittenDuringASweepOutlivesItsClear",
+		"TestShardedSweeperGathersAnItemWhoseMarkFailed",
+		"TestShardedRestockedItemIsSwept",
+		"TestFirstBuyersOfAnUnloadedItemLoadItOnce",
+		"TestFirstLoadOvertakenByAResetKeepsTheResetsCopy",
+		"TestFirstBuyAfterALostCopyAnnouncesARestock",
+		"TestFirstLoaderWhoLeavesDoesNotFailTheOthers",
+		"TestStreamOrdersOfAnotherInstanceAreWrittenOnARedisCluster",
 		"TestShardedCrowdRacesTheSweeper",
 		"TestShardedCrowdRacesTheSweeperOnACluster",
 		"TestShardedLostReplyOnAMasterThatDies",
@@ -371,8 +384,29 @@ var suites = []suite{{
 }, {
 	// Three jobs try one slot at once, behind a barrier; a job comes for a
 	// slot after every key of that slot has expired.
-	pkg:    "./internal/reconcile",
-	tests:  []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain"},
+	pkg: "./internal/reconcile",
+	// A pass over the items in play while buys land beside it.
+	tests: []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain",
+		"TestRunChecksTheItemsInPlayNotTheCatalogue", "TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale"},
+	budget: time.Minute,
+}, {
+	// redis-stream's writers: an order queued while a writer checks its
+	// item's drain, after the item left the set of items with work, and
+	// a batch left pending by a writer that died.
+	pkg: "./internal/inventory/orderwriter",
+	tests: []string{"TestOrderQueuedWhileTheWriterChecksItsDrainIsWritten", "TestOrderQueuedAfterItsItemLeftTheWorkSetIsTakenUp",
+		"TestEntriesLeftPendingByADeadWriterKeepTheirItemUntilTakenOver"},
+	budget: 2 * time.Minute,
+}, {
+	// A baseline whose request is held past its cap.
+	pkg:    "./loadtest/baseline",
+	tests:  []string{"TestBaselineCappedSaysSo"},
+	budget: time.Minute,
+}, {
+	// The closed model's users against a fake shop that answers only once
+	// all of them are in flight.
+	pkg:    "./loadtest/scenario",
+	tests:  []string{"TestClosedCrowdKeepsItsUsersInFlight", "TestClosedUsersComeBackAfterTheirThinkTime"},
 	budget: time.Minute,
 }, {
 	// One limit shared by limiters on separate clients, at once.
@@ -385,7 +419,7 @@ var suites = []suite{{
 	// the baselines' slices in turn, and a baseline whose request is held
 	// past its cap.
 	pkg: "./loadtest",
-	tests: []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestBaselineCappedSaysSo", "TestInstanceCPULeavesItsOwnReadingOut",
+	tests: []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestInstanceCPULeavesItsOwnReadingOut",
 		// Another fleet's sale and reset of the item, behind the lab's back.
 		"TestForeignWriterSeenThroughItsDeletedOrders"},
 	budget: time.Minute,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/reconcile"
 )
@@ -13,7 +14,7 @@ import (
 // startReconcile runs the fleet-wide reconcile job, which needs Redis for
 // its lock.
 func (p *parts) startReconcile(targets []reconcile.Target) {
-	if p.cfg.ReconcileInterval <= 0 || p.locks.locker == nil {
+	if !p.reconciles() {
 		return
 	}
 	job := reconcile.New(p.locks.locker, p.b.redis, targets, reconcile.Options{
@@ -26,6 +27,20 @@ func (p *parts) startReconcile(targets []reconcile.Target) {
 		StaleAfter: 2 * p.cfg.RequestTimeout,
 	})
 	p.bg.run(job.Run)
+}
+
+// reconciles says whether this instance takes part in the reconcile job.
+func (p *parts) reconciles() bool { return p.cfg.ReconcileInterval > 0 && p.locks.locker != nil }
+
+// activity collects svc's buys for the reconcile job, which checks the
+// items bought since its last run; nil when no reconcile job runs.
+func (p *parts) activity(svc *inventory.Service) *reconcile.Activity {
+	if !p.reconciles() {
+		return nil
+	}
+	a := &reconcile.Activity{}
+	svc.OnBuy(a.Mark)
+	return a
 }
 
 // startExpiry runs the fleet-wide payment-timeout job, on the reconcile

@@ -65,6 +65,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		WithLifecycle(product.lifecycle(cfg.PaymentTimeout))
 	coupons := inventory.NewService(b.db.Coupons(), coupon.stages, cfg.Instance, "C").WithCrowd(coupon.crowd).OnReset(p.markReset("coupon")).
 		WithLifecycle(coupon.lifecycle(0))
+	productBuys, couponBuys := p.activity(products), p.activity(coupons)
 	product.logGiveBacks(products)
 	coupon.logGiveBacks(coupons)
 	if !products.HasStage(cfg.Stage) {
@@ -94,8 +95,8 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	h := httpapi.NewServer(deps)
 	p.startReconcile([]reconcile.Target{
-		{Kind: "product", Items: products, Repairer: repairer(product.redisStock), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists},
-		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.redisStock), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists},
+		{Kind: "product", Items: products, Repairer: repairer(product.redisStock), Buckets: buckets(product.sharded), OrderExists: b.db.Products().OrderExists, Activity: productBuys},
+		{Kind: "coupon", Items: coupons, Repairer: repairer(coupon.redisStock), Buckets: buckets(coupon.sharded), OrderExists: b.db.Coupons().OrderExists, Activity: couponBuys},
 	})
 	p.startExpiry([]reconcile.ExpiryTarget{{Kind: "product", Orders: products}})
 	return &instance{name: cfg.Instance, handler: h, close: p.close}, nil

@@ -298,6 +298,7 @@ type Service struct {
 	crowd    Restocks // nil: no crowd control
 	life     Lifecycle
 	onReset  []func(ctx context.Context, id int64) error
+	onBuy    func(id int64)
 	// giveBacks are the stages whose logs GivenBack reads.
 	giveBacks []GiveBackLog
 }
@@ -331,6 +332,14 @@ func (s *Service) WithCrowd(c Restocks) *Service {
 // fail with its error). It returns s.
 func (s *Service) OnReset(f func(ctx context.Context, id int64) error) *Service {
 	s.onReset = append(s.onReset, f)
+	return s
+}
+
+// OnBuy makes every buy that reaches a stage call f with its item, after
+// the stage answered (the reconcile job's activity, which it checks). f
+// must be cheap and must not block. It returns s.
+func (s *Service) OnBuy(f func(id int64)) *Service {
+	s.onBuy = f
 	return s
 }
 
@@ -410,7 +419,11 @@ func (s *Service) BuyFolded(ctx context.Context, stage string, req Request, f *F
 		f.order.UserID == req.UserID && f.order.Quantity == req.Quantity {
 		o = f.order // the order its claim took the units for
 	}
-	if err := buy(ctx, st, o, f); err != nil {
+	err := buy(ctx, st, o, f)
+	if s.onBuy != nil && !errors.Is(err, ErrRememberedSoldOut) {
+		s.onBuy(req.ItemID)
+	}
+	if err != nil {
 		prev, ok, qerr := s.earlierOrder(ctx, st, req, err)
 		if ok {
 			return prev, nil

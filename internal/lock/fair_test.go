@@ -238,7 +238,9 @@ func TestFairWaiterCancelledLeavesTheLine(t *testing.T) {
 	gone := make(chan *lock.Lease, 1)
 	kid := joinLine(t, leaving, c, "k", time.Second, gone)
 	got := make(chan *lock.Lease, 1)
-	lid := joinLine(t, ctx, other, "k", time.Second, got)
+	// A long lease, as in TestFairWaiterKilled: from its grant to its
+	// release a starved machine outlived one of a second.
+	lid := joinLine(t, ctx, other, "k", 10*time.Second, got)
 	leave()
 	if l := <-gone; l != nil {
 		t.Fatalf("the cancelled waiter obtained the lock (token %d)", l.Token())
@@ -446,11 +448,13 @@ func TestFairCrowd(t *testing.T) {
 // tokens keep rising, the watchdog keeps a short lease past its first TTL
 // while a waiter waits, and a lease that runs out is reported lost.
 //
-// Not parallel: a renewal may take at most ttl/3, which the other tests'
-// crowds on a shared embedded Redis could exceed beside CPU hogs. The
-// lease is 6 s, renewed every 2 s: with 1 s, a renewal that a starved
-// machine ran 650 ms late lost it.
+// The lease is 6 s, renewed every 2 s: with 1 s, a renewal that a
+// starved machine ran 650 ms late lost it, and the test ran alone. At 6 s
+// a renewal may come up to 4 s late, and the test runs beside the others
+// as TestWatchdogKeepsLock does with the same lease; without the services
+// each has an embedded Redis of its own.
 func TestFairKeepsReentryFencingAndWatchdog(t *testing.T) {
+	t.Parallel()
 	renewed := make(chan struct{}, 64)
 	rdb, c, prefix := testClient(t, lock.Options{Hooks: lock.Hooks{Renewed: func(key string, _ time.Duration) {
 		if key == "k" {

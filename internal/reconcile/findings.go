@@ -142,7 +142,7 @@ func findingKey(prefix, kind string, id int64) string {
 	return prefixOr(prefix) + "finding:" + kind + ":" + strconv.FormatInt(id, 10)
 }
 
-// activeKey is the set of kind's items reset since the last run.
+// activeKey is the set of kind's items reset or bought since the last run.
 func activeKey(prefix, kind string) string { return prefixOr(prefix) + "active:" + kind }
 
 // Last reads the newest run's summary; ok is false when none exists. Its

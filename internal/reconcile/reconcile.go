@@ -3,9 +3,9 @@
 // have work conserve their stock (initial = stock + sold), repairs the
 // Redis copy that the redis-atomic stage keeps and the buckets of
 // redis-sharded, and publishes what it found, item by item, for the audit
-// endpoints. An item has work when it has a Redis copy, was reset since
-// the last run, or was found in violation by it (work.go): the cost of a
-// run follows the items in play, never the catalogue.
+// endpoints. An item has work when it has a Redis copy, was reset or
+// bought since the last run, or was found in violation by it (work.go):
+// the cost of a run follows the items in play, never the catalogue.
 //
 // "Exactly one instance" is the scheduled-job dedupe that distributed locks
 // are often used for. Time is cut into slots of one interval; an instance
@@ -50,6 +50,7 @@ type Target struct {
 	Repairer    Repairer                                           // nil when no stage keeps a copy
 	Buckets     Repairer                                           // redis-sharded's buckets; nil without them
 	OrderExists func(ctx context.Context, no string) (bool, error) // needed with a Repairer or Buckets
+	Activity    *Activity                                          // this instance's buys of the kind; nil: none told
 }
 
 // ItemResult is the finding for one item.
@@ -137,6 +138,14 @@ func (j *Job) Run(ctx context.Context) {
 // RunSlot runs the job for one slot unless another instance already did.
 // It reports whether this instance ran it.
 func (j *Job) RunSlot(ctx context.Context, slot int64) (Result, bool, error) {
+	for _, t := range j.targets {
+		if t.Activity == nil {
+			continue
+		}
+		if err := t.Activity.flush(ctx, j.rdb, activeKey(j.opts.Prefix, t.Kind)); err != nil {
+			j.opts.Logger.Warn("telling the fleet of this instance's buys failed; retried next run", "kind", t.Kind, "err", err)
+		}
+	}
 	var res Result
 	ran, err := onceInSlot(ctx, j.locker, j.rdb, j.opts, "reconcile", "slot:", slot, func(lctx context.Context) error {
 		prev, _, err := Last(ctx, j.rdb, j.opts.Prefix)

@@ -15,7 +15,8 @@ import (
 //     copy), and the copies this instance saw registered at its earlier
 //     runs: a Redis that lost its data lost the registry too, and those
 //     copies are then lost copies, reloaded and logged as before;
-//   - the items reset since the last run (MarkReset), which it drains;
+//   - the items reset (MarkReset) or bought (Activity) since the last run,
+//     which it drains;
 //   - the items the previous run found in violation, until they are clean.
 
 // work is one kind's items for one run, and which copies each has.
@@ -95,7 +96,7 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 	return w, nil
 }
 
-// drainActive takes the items reset since the last run. Each is removed
+// drainActive takes the items reset or bought since the last run. Each is removed
 // before it is checked, so a reset that comes after the removal is left
 // for the next run, and one before it is covered by this one.
 func (j *Job) drainActive(ctx context.Context, kind string) ([]int64, error) {

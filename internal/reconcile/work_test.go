@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,5 +171,41 @@ func TestSummaryNamesOnlyViolations(t *testing.T) {
 	}
 	if _, ok, err := reconcile.LastFor(r.ctx, rdb, r.prefix, "product", 8); err != nil || ok {
 		t.Fatalf("product 8, never checked: ok=%v err=%v; want no finding", ok, err)
+	}
+}
+
+// TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale: db-atomic keeps no
+// Redis copy, so only the instance's activity names its sales. Of 2,000
+// products, product 42 is bought: the next run audits it, and it alone;
+// the run after, with nothing bought since, audits nothing.
+func TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	if _, err := db.Products().LoadCatalogue(ctx, 2000, 100); err != nil {
+		t.Fatal(err)
+	}
+	act := &reconcile.Activity{}
+	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageDBAtomic: inventory.NewDBAtomic(db.Products())}, "x", "O").OnBuy(act.Mark)
+	if _, err := svc.Buy(ctx, inventory.StageDBAtomic, inventory.Request{ItemID: 42, UserID: "a", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := testenv.Name("rec") + ":"
+	locker := testenv.NewLock(t, rdb, lock.Options{Prefix: prefix + "lock:"})
+	defer locker.Close()
+	count := &counted{Auditor: svc}
+	job := reconcile.New(locker, rdb, []reconcile.Target{{Kind: "product", Items: count, Activity: act}},
+		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix})
+	for slot, want := range [][]int64{{42}, nil} {
+		count.audits = nil
+		if _, ran, err := job.RunSlot(ctx, int64(slot+1)); err != nil || !ran {
+			t.Fatalf("run %d: ran=%v err=%v", slot+1, ran, err)
+		}
+		if !slices.Equal(count.audits, want) {
+			t.Errorf("run %d audited %d items (%v); want %v", slot+1, len(count.audits), count.audits[:min(5, len(count.audits))], want)
+		}
+	}
+	if f, ok, err := reconcile.LastFor(ctx, rdb, prefix, "product", 42); err != nil || !ok || !f.Item.Conserved {
+		t.Errorf("product 42's finding: %+v ok=%v err=%v; want conserved", f, ok, err)
 	}
 }

@@ -49,7 +49,14 @@ type loadGuard struct{ flight singleflight.Group }
 func (g *loadGuard) once(ctx context.Context, rdb redis.UniversalClient, id int64, guard string,
 	copied func(context.Context) (bool, error), load func(context.Context) error) error {
 	ch := g.flight.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
-		return nil, acrossFleet(ctx, rdb, guard, copied, load)
+		// The load is shared: the caller that started it may leave (hang
+		// up, reach its deadline) while others still wait for it, so it
+		// runs apart from that caller's cancellation, for at most the
+		// guard's lifetime. Each caller still waits only until its own
+		// deadline.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadGuardTTL)
+		defer cancel()
+		return nil, acrossFleet(lctx, rdb, guard, copied, load)
 	})
 	select {
 	case r := <-ch:

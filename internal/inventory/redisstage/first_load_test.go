@@ -125,3 +125,134 @@ func TestFirstBuyersOfAnUnloadedItemLoadItOnce(t *testing.T) {
 		})
 	}
 }
+
+// readThenHold is a ledger whose next Get, once armed, reads the database
+// and then waits to be released before it returns what it read: a first
+// load's read, overtaken by whatever happens meanwhile.
+type readThenHold struct {
+	*store.Ledger
+	armed   atomic.Bool
+	read    chan struct{} // closed once the armed Get has read
+	release chan struct{}
+}
+
+func (h *readThenHold) Get(ctx context.Context, id int64) (inventory.Item, error) {
+	it, err := h.Ledger.Get(ctx, id)
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.read)
+		<-h.release
+	}
+	return it, err
+}
+
+// TestFirstLoadOvertakenByAResetKeepsTheResetsCopy: a first buyer's load
+// reads the item (40 units); before it writes the copy, an admin resets
+// the item to 30 on another instance, which loads its own copy. The
+// first load must not write its 40 over the reset's copy: the buyer buys
+// from the reset's 30, and the copy ends equal to the database.
+func TestFirstLoadOvertakenByAResetKeepsTheResetsCopy(t *testing.T) {
+	streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+		book := &readThenHold{Ledger: e.DB.Products(), read: make(chan struct{}), release: make(chan struct{})}
+		book.armed.Store(true)
+		first := redisstage.NewRedisAtomic(e.RDB, book, e.NS, nil)
+		other := inventory.NewService(e.DB.Products(), map[string]inventory.Stage{
+			inventory.StageRedisAtomic: redisstage.NewRedisAtomic(e.RDB, e.DB.Products(), e.NS, nil)}, "b", "O")
+		done := make(chan error, 1)
+		go func() {
+			done <- first.Buy(ctx, inventory.Order{No: "O-first", ItemID: e.ID, UserID: "u", Quantity: 1, Stage: inventory.StageRedisAtomic, Instance: "a", CreatedAt: time.Now()})
+		}()
+		<-book.read
+		if err := other.ResetSale(ctx, e.ID, 30, inventory.SaleWindow{}); err != nil {
+			t.Fatal(err)
+		}
+		close(book.release)
+		if err := <-done; err != nil {
+			t.Fatalf("the first buy: %v", err)
+		}
+		if n := e.RedisStock(t); n != 29 {
+			t.Errorf("the copy holds %d after the reset to 30 and one buy; want 29 (the first load wrote its stale read over the reset's copy?)", n)
+		}
+		if a, err := e.DB.Products().Audit(ctx, e.ID); err != nil || a.Stock != 29 {
+			t.Errorf("audit %+v, %v; want 29 left", a, err)
+		}
+	})
+}
+
+// TestFirstBuyAfterALostCopyAnnouncesARestock: an item's copy was loaded
+// (registered), then Redis lost it. The next buy loads it again, and
+// announces a restock, so that no instance keeps answering "sold out"
+// from a memory of the copy before; the first load of an item never
+// loaded announces nothing.
+func TestFirstBuyAfterALostCopyAnnouncesARestock(t *testing.T) {
+	streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+		var restocks atomic.Int64
+		ra := redisstage.NewRedisAtomic(e.RDB, e.DB.Products(), e.NS, nil)
+		ra.OnRestock(func(context.Context, int64) error { restocks.Add(1); return nil })
+		buy := func(user string) {
+			t.Helper()
+			if err := ra.Buy(ctx, inventory.Order{No: "O-" + user, ItemID: e.ID, UserID: user, Quantity: 1, Stage: inventory.StageRedisAtomic, Instance: "a", CreatedAt: time.Now()}); err != nil {
+				t.Fatalf("buy of %s: %v", user, err)
+			}
+		}
+		buy("u1")
+		if n := restocks.Load(); n != 0 {
+			t.Fatalf("the first load of an item never loaded announced %d restocks; want none", n)
+		}
+		if err := e.RDB.Del(ctx, e.Key("stock")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		buy("u2")
+		if n := restocks.Load(); n != 1 {
+			t.Errorf("a copy loaded again after Redis lost it announced %d restocks; want 1", n)
+		}
+		if n := e.RedisStock(t); n != 38 {
+			t.Errorf("the reloaded copy holds %d; want 38", n)
+		}
+	})
+}
+
+// TestFirstLoaderWhoLeavesDoesNotFailTheOthers: the buyers of one item on
+// one instance share its first load. The buyer whose call started it hangs
+// up while the load reads the database; the buyer who joined it is still
+// there, and gets its unit once the read is released, rather than the
+// first buyer's cancellation.
+func TestFirstLoaderWhoLeavesDoesNotFailTheOthers(t *testing.T) {
+	reserve, err := redisstage.ReserveScriptForTest(context.Background(), testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamtest.OnEveryBackend(t, 40, func(t *testing.T, ctx context.Context, e *streamtest.Env) {
+		book := &heldGets{Ledger: e.DB.Products(), release: make(chan struct{})}
+		var notLoaded atomic.Int64
+		rdb := redis.NewClient(e.RDB.Options())
+		t.Cleanup(func() { _ = rdb.Close() })
+		rdb.AddHook(scriptCounter{reserve, &notLoaded})
+		stage := redisstage.NewRedisAtomic(rdb, book, e.NS, nil)
+		buy := func(ctx context.Context, who string) error {
+			return stage.Buy(ctx, inventory.Order{No: "O-" + who, ItemID: e.ID, UserID: who, Quantity: 1,
+				Stage: inventory.StageRedisAtomic, Instance: "a", CreatedAt: time.Now()})
+		}
+		firstCtx, hangUp := context.WithCancel(ctx)
+		first := make(chan error, 1)
+		go func() { first <- buy(firstCtx, "first") }()
+		testkit.Eventually(t, "the first buyer's load reads the item", time.Minute, func() bool { return book.gets.Load() == 1 })
+		second := make(chan error, 1)
+		go func() { second <- buy(ctx, "second") }()
+		testkit.Eventually(t, "the second buyer found the copy missing too", time.Minute, func() bool { return notLoaded.Load() >= 2 })
+		hangUp()
+		if err := <-first; err == nil {
+			t.Error("the buyer who hung up was sold a unit")
+		}
+		close(book.release)
+		if err := <-second; err != nil {
+			t.Errorf("the buyer still waiting for the shared load: %v; want the unit", err)
+		}
+		if n := book.gets.Load(); n != 1 {
+			t.Errorf("the item was read %d times to load its copy; want once", n)
+		}
+		a, err := e.DB.Products().Audit(ctx, e.ID)
+		if err != nil || a.Stock != 39 || !a.Conserved() {
+			t.Errorf("audit %+v, %v; want 39 left (the second buyer's unit), conserved", a, err)
+		}
+	})
+}
