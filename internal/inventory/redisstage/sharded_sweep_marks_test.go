@@ -221,7 +221,8 @@ func (f *fleet) marked() bool {
 // every bucket's.
 func TestShardedSweeperGathersWhatAnotherInstanceSold(t *testing.T) {
 	t.Run("one Redis", func(t *testing.T) {
-		sweepWhatAnotherSold(t, newFleet(t, testenv.Redis(t), testenv.Redis(t), testenv.Name("fl-")))
+		a, b := twoInstances(t)
+		sweepWhatAnotherSold(t, newFleet(t, a, b, testenv.Name("fl-")))
 	})
 	t.Run("Cluster", func(t *testing.T) {
 		if testing.Short() {
@@ -263,8 +264,8 @@ func sweepWhatAnotherSold(t *testing.T, f *fleet) {
 // fails (its Redis refuses that one command), so no other instance hears
 // of it; b's own sweeper must still gather the units.
 func TestShardedSweeperGathersAnItemWhoseMarkFailed(t *testing.T) {
-	rdbB := testenv.Redis(t)
-	f := newFleet(t, testenv.Redis(t), rdbB, testenv.Name("fm-"))
+	rdbA, rdbB := twoInstances(t)
+	f := newFleet(t, rdbA, rdbB, testenv.Name("fm-"))
 	if err := f.svcA.Reset(context.Background(), fleetItem, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -324,8 +325,8 @@ func (f beforeCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func TestShardedMarkWrittenDuringASweepOutlivesItsClear(t *testing.T) {
 	for _, otherClears := range []bool{false, true} {
 		t.Run(fmt.Sprintf("another sweeper cleared first %v", otherClears), func(t *testing.T) {
-			rdbA := testenv.Redis(t)
-			f := newFleet(t, rdbA, testenv.Redis(t), testenv.Name("fc-"))
+			rdbA, rdbB := twoInstances(t)
+			f := newFleet(t, rdbA, rdbB, testenv.Name("fc-"))
 			if err := f.svcA.Reset(context.Background(), fleetItem, 10); err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +368,8 @@ func TestShardedMarkWrittenDuringASweepOutlivesItsClear(t *testing.T) {
 // over three buckets. The repair must mark the item, so the next pass
 // gathers them again.
 func TestShardedRestockedItemIsSwept(t *testing.T) {
-	f := newFleet(t, testenv.Redis(t), testenv.Redis(t), testenv.Name("fr-"))
+	a, b := twoInstances(t)
+	f := newFleet(t, a, b, testenv.Name("fr-"))
 	ctx := context.Background()
 	if err := f.svcA.Reset(ctx, fleetItem, 3); err != nil { // [1 1 1 0]
 		t.Fatal(err)
@@ -392,4 +394,14 @@ func TestShardedRestockedItemIsSwept(t *testing.T) {
 	if got := f.stock(); got != "[3 0 0 0]" || f.a.Sweeps() != 2 || f.marked() {
 		t.Fatalf("after the next pass: buckets %s, %d sweeps, marked %v; want [3 0 0 0], 2, no mark", got, f.a.Sweeps(), f.marked())
 	}
+}
+
+// twoInstances returns two clients of the one test Redis, as two instances
+// of a fleet have: where SECKILL_TEST_REDIS_ADDR is not set, each
+// testenv.Redis call starts an embedded server of its own.
+func twoInstances(t *testing.T) (a, b *redis.Client) {
+	a = testenv.Redis(t)
+	b = redis.NewClient(a.Options())
+	t.Cleanup(func() { _ = b.Close() })
+	return a, b
 }
