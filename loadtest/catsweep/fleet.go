@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/glebarez/go-sqlite" // the demo's orders, read directly
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,108 +41,124 @@ func freshDatabase(ctx context.Context, dsn string) error {
 	return errors.Join(err, db.Close())
 }
 
-// measure fills the catalogue to n items, starts the instance, and
-// measures its start and its idle window.
-func measure(ctx context.Context, o options, n int) (point, error) {
-	p := point{Items: n, Fleet: o.fleet, Label: o.label}
+// fleet is what one catalogue size runs on: the instances (serve: N
+// processes; demo: one process holding three), the URLs each one answers
+// on, the private Redis (nil for the demo's embedded one), the database.
+type fleet struct {
+	procs []*proc
+	names []string
+	urls  [][]string // per process
+	rdb   *redis.Client
+	db    *sql.DB
+	stops []func()
+}
+
+func (f *fleet) close() {
+	for i := len(f.stops) - 1; i >= 0; i-- {
+		f.stops[i]()
+	}
+}
+
+// allURLs are every instance's URLs, for the buyers.
+func (f *fleet) allURLs() []string {
+	var out []string
+	for _, us := range f.urls {
+		out = append(out, us...)
+	}
+	return out
+}
+
+// measure fills the catalogue to n items, starts the fleet, and measures
+// its start, its idle window and, with -bursts, the bursts and the idle
+// window after them.
+func measure(ctx context.Context, o options, n int) (sizeRun, error) {
+	base := point{Items: n, Fleet: o.fleet, Label: o.label, Stage: o.stageName(), Instances: o.instances}
 	dbEnv := "SECKILL_MYSQL_DSN=" + o.dsn
+	dbDriver, dbSource := "mysql", o.dsn
 	if o.fleet == "demo" {
-		dbEnv = "SECKILL_DEMO_DB=" + filepath.Join(o.out, "demo", "seckill.db")
+		dbSource = filepath.Join(o.out, "demo", "seckill.db")
+		dbEnv, dbDriver = "SECKILL_DEMO_DB="+dbSource, "sqlite"
 	}
 	began := time.Now()
 	fill := exec.CommandContext(ctx, o.bin, "catalogue", "-items", strconv.Itoa(n))
 	fill.Env = environ(dbEnv)
 	if out, err := fill.CombinedOutput(); err != nil {
-		return p, fmt.Errorf("seckill catalogue: %w: %s", err, out)
+		return sizeRun{}, fmt.Errorf("seckill catalogue: %w: %s", err, out)
 	}
-	p.FillSeconds = time.Since(began).Seconds()
+	base.FillSeconds = time.Since(began).Seconds()
+	f := &fleet{}
+	defer f.close()
+	var err error
 	if o.fleet == "demo" {
-		return measureDemo(ctx, o, p, dbEnv)
+		err = startDemo(ctx, o, n, dbEnv, f)
+	} else {
+		err = startServe(ctx, o, n, dbEnv, f)
 	}
-	return measureServe(ctx, o, p, dbEnv)
+	if err != nil {
+		return sizeRun{}, err
+	}
+	if f.db, err = sql.Open(dbDriver, dbSource); err != nil {
+		return sizeRun{}, err
+	}
+	f.stops = append(f.stops, func() { _ = f.db.Close() })
+	return runSize(ctx, o, base, f)
 }
 
-// measureServe runs one seckill serve on MySQL and a private Redis.
-func measureServe(ctx context.Context, o options, p point, dbEnv string) (point, error) {
-	addrs, err := freeAddrs(2)
+// startServe starts a private redis-server and o.instances seckill serve
+// on it and the database, each with its own name and port.
+func startServe(ctx context.Context, o options, n int, dbEnv string, f *fleet) error {
+	addrs, err := freeAddrs(1 + o.instances)
 	if err != nil {
-		return p, err
+		return err
 	}
 	rs, err := startRedisServer(ctx, o.out, addrs[0])
 	if err != nil {
-		return p, err
+		return err
 	}
-	defer func() { _ = rs.stop(5 * time.Second) }()
-	rdb := redis.NewClient(&redis.Options{Addr: addrs[0], DisableIdentity: true})
-	defer func() { _ = rdb.Close() }()
-	inst, err := start(o.bin, environ(dbEnv, "SECKILL_REDIS_ADDR="+addrs[0], "SECKILL_ADDR="+addrs[1],
-		"SECKILL_ADMIN_TOKEN=catsweep", "SECKILL_INSTANCE=catsweep", "SECKILL_LOG_LEVEL=warn"),
-		filepath.Join(o.out, fmt.Sprintf("serve-%d.log", p.Items)), "serve")
-	if err != nil {
-		return p, err
+	f.stops = append(f.stops, func() { _ = rs.stop(5 * time.Second) })
+	f.rdb = redis.NewClient(&redis.Options{Addr: addrs[0], DisableIdentity: true})
+	f.stops = append(f.stops, func() { _ = f.rdb.Close() })
+	for i, addr := range addrs[1:] {
+		name := fmt.Sprintf("catsweep-%d", i+1)
+		env := environ(dbEnv, "SECKILL_REDIS_ADDR="+addrs[0], "SECKILL_ADDR="+addr,
+			"SECKILL_ADMIN_TOKEN="+adminToken, "SECKILL_INSTANCE="+name, "SECKILL_LOG_LEVEL=warn")
+		if o.stage != "" {
+			env = append(env, "SECKILL_STAGE="+o.stage)
+		}
+		inst, err := start(o.bin, env, filepath.Join(o.out, fmt.Sprintf("serve-%d-%s.log", n, name)), "serve")
+		if err != nil {
+			return err
+		}
+		f.stops = append(f.stops, func() { _ = inst.stop(30 * time.Second) })
+		f.procs, f.names = append(f.procs, inst), append(f.names, name)
+		f.urls = append(f.urls, []string{"http://" + addr})
 	}
-	defer func() { _ = inst.stop(30 * time.Second) }()
-	return window(ctx, o, p, inst, []string{"http://" + addrs[1]}, rdb)
+	return nil
 }
 
-// measureDemo runs seckill demo (three instances and embedded Redis in
-// one process): its Redis cannot be read apart, its CPU is the process's.
-func measureDemo(ctx context.Context, o options, p point, dbEnv string) (point, error) {
+// startDemo runs seckill demo (three instances and embedded Redis in one
+// process): its Redis cannot be read apart, its CPU is the process's.
+func startDemo(ctx context.Context, o options, n int, dbEnv string, f *fleet) error {
 	addrs, err := freeAddrs(4)
 	if err != nil {
-		return p, err
+		return err
 	}
-	inst, err := start(o.bin, environ(dbEnv, "SECKILL_ADMIN_TOKEN=catsweep"),
-		filepath.Join(o.out, fmt.Sprintf("demo-%d.log", p.Items)), "demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ","))
+	env := environ(dbEnv, "SECKILL_ADMIN_TOKEN="+adminToken)
+	if o.stage != "" {
+		env = append(env, "SECKILL_STAGE="+o.stage)
+	}
+	inst, err := start(o.bin, env, filepath.Join(o.out, fmt.Sprintf("demo-%d.log", n)),
+		"demo", "-addr", addrs[0], "-instances", strings.Join(addrs[1:], ","))
 	if err != nil {
-		return p, err
+		return err
 	}
-	defer func() { _ = inst.stop(30 * time.Second) }()
+	f.stops = append(f.stops, func() { _ = inst.stop(30 * time.Second) })
 	var urls []string
 	for _, a := range addrs[1:] {
 		urls = append(urls, "http://"+a)
 	}
-	return window(ctx, o, p, inst, urls, nil)
-}
-
-// window times the instance until ready, waits o.settle, and measures
-// o.window of idle: rdb is nil when there is no Redis to read.
-func window(ctx context.Context, o options, p point, inst *proc, urls []string, rdb *redis.Client) (point, error) {
-	took, ready := waitReady(ctx, inst, urls, o.readyTimeout)
-	p.ReadySeconds, p.Ready = took.Seconds(), ready
-	select {
-	case <-inst.exited:
-		// What an operator meets: no window to measure, the reason in the log.
-		p.Exited, p.Ready = lastError(inst.log.Name()), false
-		return p, nil
-	case <-ctx.Done():
-		return p, ctx.Err()
-	case <-time.After(o.settle):
-	}
-	pb, err := readProc(inst.pid())
-	if err != nil {
-		return p, err
-	}
-	rb, err := readRedis(ctx, rdb)
-	if err != nil {
-		return p, err
-	}
-	began := time.Now()
-	select {
-	case <-ctx.Done():
-		return p, ctx.Err()
-	case <-time.After(o.window):
-	}
-	pa, err := readProc(inst.pid())
-	if err != nil {
-		return p, err
-	}
-	ra, err := readRedis(ctx, rdb)
-	if err != nil {
-		return p, err
-	}
-	p.Idle = idleOver(time.Since(began), pb, pa, os.Getpagesize(), rb, ra)
-	return p, nil
+	f.procs, f.names, f.urls = []*proc{inst}, []string{"demo"}, [][]string{urls}
+	return nil
 }
 
 // readRedis samples INFO commandstats and cpu; nil without a Redis.

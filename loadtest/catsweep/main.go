@@ -3,11 +3,15 @@
 // catalogue, bulk insert), starts one `seckill serve` on MySQL and a
 // private redis-server (or `seckill demo` on SQLite), times it until
 // ready, and over an idle window reads the instance's CPU and RSS
-// (/proc/<pid>/stat) and its Redis's commands and CPU (INFO). It writes a
-// markdown table, a chart and results.json. The goal is a flat line: an
-// idle item should cost nothing (issue 60).
+// (/proc/<pid>/stat) and its Redis's commands and CPU (INFO). With
+// -instances N it starts N serve on the same database and Redis, each
+// measured; with -bursts K it then sells K random products out, checks
+// each sold exactly against the database, and measures the idle window
+// again. It writes a markdown table, a chart and results.json, and ends
+// with a PASS or FAIL line per acceptance bound. The goal is a flat line:
+// an idle item should cost nothing (issue 60).
 //
-//	go run ./loadtest/catsweep -bin bin/seckill -sizes 1000,10000,100000
+//	go run ./loadtest/catsweep -bin bin/seckill -sizes 1000,10000,100000 -instances 3 -bursts 20
 package main
 
 import (
@@ -36,6 +40,22 @@ type options struct {
 	settle       time.Duration
 	readyTimeout time.Duration
 	label        string
+	instances    int
+	bursts       int
+	seed         int64
+	stage        string
+	burstStock   int
+	burstBuyers  int
+	inFlight     int
+	after        time.Duration
+}
+
+// stageName names the stage the buyers met.
+func (o options) stageName() string {
+	if o.stage == "" {
+		return "default"
+	}
+	return o.stage
 }
 
 func main() {
@@ -64,17 +84,38 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	} else if err := os.RemoveAll(filepath.Join(o.out, "demo")); err != nil {
 		return err
 	}
-	var points []point
+	if o.bursts > 0 {
+		fmt.Fprintf(stdout, "bursts: %d products per size, seed %d (-seed %d repeats the draw)\n", o.bursts, o.seed, o.seed)
+	}
+	var runs []sizeRun
 	for _, n := range o.sizes {
-		p, err := measure(ctx, o, n)
+		r, err := measure(ctx, o, n)
 		if err != nil {
 			return fmt.Errorf("%d items: %w", n, err)
 		}
-		fmt.Fprintln(stdout, p.summary())
-		points = append(points, p)
+		for _, p := range r.Points {
+			fmt.Fprintln(stdout, p.summary())
+		}
+		for _, b := range r.Bursts {
+			fmt.Fprintln(stdout, b.summary())
+		}
+		runs = append(runs, r)
 	}
-	return write(o, points, stdout)
+	vs := verdicts(o, runs)
+	if err := write(o, runs, vs, stdout); err != nil {
+		return err
+	}
+	for _, v := range vs {
+		fmt.Fprintln(stdout, v.line())
+		if !v.Pass {
+			err = errFailed
+		}
+	}
+	return err
 }
+
+// errFailed ends a sweep that measured everything but failed a bound.
+var errFailed = errors.New("an acceptance bound failed (see the FAIL lines)")
 
 func parseFlags(args []string, stdout io.Writer) (options, error) {
 	fs := flag.NewFlagSet("catsweep", flag.ContinueOnError)
@@ -89,6 +130,14 @@ func parseFlags(args []string, stdout io.Writer) (options, error) {
 	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait between ready and the window")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "give up waiting for ready after this; the window is measured anyway, marked not ready")
 	fs.StringVar(&o.label, "label", "", "names the run in the table and chart (e.g. the commit)")
+	fs.IntVar(&o.instances, "instances", 1, "how many seckill serve run on the same database and Redis, each measured (-fleet serve)")
+	fs.IntVar(&o.bursts, "bursts", 0, "after the idle window, sell this many random products out (one session restocks them, then a burst each) and measure the idle window again")
+	fs.Int64Var(&o.seed, "seed", 0, "seed of the products' draw; 0 picks one from the clock (printed)")
+	fs.StringVar(&o.stage, "stage", "", "SECKILL_STAGE of the instances; empty for the default")
+	fs.IntVar(&o.burstStock, "burst-stock", 100, "each burst product's stock")
+	fs.IntVar(&o.burstBuyers, "burst-buyers", 300, "distinct buyers per burst, spread over the instances")
+	fs.IntVar(&o.inFlight, "in-flight", 64, "buys in flight at once during a burst")
+	fs.DurationVar(&o.after, "after", 20*time.Second, "wait between the last burst and the second idle window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -102,7 +151,25 @@ func parseFlags(args []string, stdout io.Writer) (options, error) {
 	if o.window <= 0 {
 		return o, errors.New("-window must be positive")
 	}
-	return o, nil
+	return o, checkBurstFlags(&o)
+}
+
+// checkBurstFlags refuses counts the sweep cannot run, and draws a seed.
+func checkBurstFlags(o *options) error {
+	switch {
+	case o.instances < 1:
+		return errors.New("-instances must be at least 1")
+	case o.fleet == "demo" && o.instances != 1:
+		return errors.New("-instances: the demo is one process (three instances inside); run it with -instances 1")
+	case o.bursts < 0 || o.bursts > 1000:
+		return errors.New("-bursts must be between 0 and 1000 (one session)")
+	case o.bursts > 0 && (o.burstStock < 1 || o.burstBuyers < 1 || o.inFlight < 1):
+		return errors.New("-burst-stock, -burst-buyers and -in-flight must be positive")
+	}
+	if o.seed == 0 {
+		o.seed = time.Now().UnixNano() % 1_000_000
+	}
+	return nil
 }
 
 // parseSizes reads "1000,10000,100000": positive and ascending, since the

@@ -118,16 +118,19 @@ func commandDelta(before, after map[string]int64) []commandCount {
 
 // idle is one instance's idle cost over a window.
 type idle struct {
-	CPUMsPerS      float64        `json:"cpu_ms_per_s"`
-	RSSMB          float64        `json:"rss_mb"`
-	RedisCmdsPerS  *float64       `json:"redis_commands_per_s,omitempty"` // nil: no Redis to read (the demo's are embedded)
-	RedisCPUMsPerS *float64       `json:"redis_cpu_ms_per_s,omitempty"`   // nil likewise
-	Top            []commandCount `json:"top_commands,omitempty"`
+	CPUMsPerS     float64  `json:"cpu_ms_per_s"`
+	RSSMB         float64  `json:"rss_mb"`
+	RedisCmdsPerS *float64 `json:"redis_commands_per_s,omitempty"` // the Redis's total; nil: no Redis to read (the demo's are embedded)
+	// RedisCmdsPerInstance is the total split evenly over the instances
+	// sharing the Redis: the figure the per-instance bound is held to.
+	RedisCmdsPerInstance *float64       `json:"redis_commands_per_s_per_instance,omitempty"`
+	RedisCPUMsPerS       *float64       `json:"redis_cpu_ms_per_s,omitempty"` // nil likewise
+	Top                  []commandCount `json:"top_commands,omitempty"`
 }
 
 // idleOver turns the samples at both ends of a window into rates; rb and
-// ra are nil when there is no Redis to read.
-func idleOver(window time.Duration, pb, pa procSample, pageSize int, rb, ra *redisSample) idle {
+// ra are nil when there is no Redis to read; instances share the Redis.
+func idleOver(window time.Duration, pb, pa procSample, pageSize int, rb, ra *redisSample, instances int) idle {
 	s := window.Seconds()
 	out := idle{
 		CPUMsPerS: float64(pa.cpuTicks-pb.cpuTicks) * 1000 / clockTicks / s,
@@ -142,8 +145,19 @@ func idleOver(window time.Duration, pb, pa procSample, pageSize int, rb, ra *red
 		total += c.Calls
 	}
 	cmds, cpu := float64(total)/s, (ra.cpu-rb.cpu)*1000/s
-	out.RedisCmdsPerS, out.RedisCPUMsPerS = &cmds, &cpu
+	each := perInstance(cmds, instances)
+	out.RedisCmdsPerS, out.RedisCPUMsPerS, out.RedisCmdsPerInstance = &cmds, &cpu, &each
 	return out
+}
+
+// perInstance splits a shared Redis's total evenly over the instances
+// using it (the Redis cannot tell whose command it served); one instance
+// when instances is not positive.
+func perInstance(total float64, instances int) float64 {
+	if instances < 1 {
+		return total
+	}
+	return total / float64(instances)
 }
 
 // exitLine finds the error a seckill command ended with in its log: the

@@ -62,7 +62,7 @@ func TestIdleOverTurnsSamplesIntoRates(t *testing.T) {
 	pb, pa := procSample{cpuTicks: 1000}, procSample{cpuTicks: 1050, rssPages: 25600}
 	rb := &redisSample{calls: map[string]int64{"hlen": 0, "info": 1}, cpu: 1.0}
 	ra := &redisSample{calls: map[string]int64{"hlen": 300, "xpending": 100, "info": 2}, cpu: 1.2}
-	got := idleOver(10*time.Second, pb, pa, 4096, rb, ra)
+	got := idleOver(10*time.Second, pb, pa, 4096, rb, ra, 4)
 	// 50 ticks of 10 ms over 10 s: 50 ms/s; 25,600 pages of 4 KiB: 100 MB.
 	if got.CPUMsPerS != 50 || got.RSSMB != 100 {
 		t.Errorf("CPU %v ms/s, RSS %v MB; want 50 and 100", got.CPUMsPerS, got.RSSMB)
@@ -70,10 +70,13 @@ func TestIdleOverTurnsSamplesIntoRates(t *testing.T) {
 	if got.RedisCmdsPerS == nil || *got.RedisCmdsPerS != 40 {
 		t.Errorf("Redis commands/s = %v, want 40 (400 over 10 s, INFO left out)", got.RedisCmdsPerS)
 	}
+	if got.RedisCmdsPerInstance == nil || *got.RedisCmdsPerInstance != 10 {
+		t.Errorf("Redis commands/s per instance = %v, want 10 (40 over 4 instances)", got.RedisCmdsPerInstance)
+	}
 	if got.RedisCPUMsPerS == nil || *got.RedisCPUMsPerS < 19.99 || *got.RedisCPUMsPerS > 20.01 {
 		t.Errorf("Redis CPU = %v ms/s, want 20", got.RedisCPUMsPerS)
 	}
-	noRedis := idleOver(10*time.Second, pb, pa, 4096, nil, nil)
+	noRedis := idleOver(10*time.Second, pb, pa, 4096, nil, nil, 1)
 	if noRedis.RedisCmdsPerS != nil || noRedis.Top != nil {
 		t.Errorf("without a Redis the sample says %+v", noRedis)
 	}
@@ -102,17 +105,17 @@ func TestFreshDatabaseRefusesADatabaseNotNamedCatsweep(t *testing.T) {
 
 func TestTableRowSaysNotReadyAndTheTopCommands(t *testing.T) {
 	cmds, cpu := 10213.4, 207.0
-	p := point{Items: 1000, FillSeconds: 0.42, ReadySeconds: 60.2, Idle: idle{CPUMsPerS: 619, RSSMB: 54.4, RedisCmdsPerS: &cmds, RedisCPUMsPerS: &cpu,
+	p := point{Items: 1000, Instance: "catsweep-1", Phase: phaseIdle, FillSeconds: 0.42, ReadySeconds: 60.2, Idle: idle{CPUMsPerS: 619, RSSMB: 54.4, RedisCmdsPerS: &cmds, RedisCPUMsPerS: &cpu,
 		Top: []commandCount{{"xreadgroup", 43119}, {"hlen", 27489}, {"xpending", 20346}, {"get", 1}}}}
-	want := "| 1000 | 0.4 s | not ready after 60 s | 619 | 54 | 10213 | 207 | XREADGROUP 43119, HLEN 27489, XPENDING 20346 |"
+	want := "| 1000 | catsweep-1 | idle | 0.4 s | not ready after 60 s | 619 | 54 | 10213 | n/a | 207 | XREADGROUP 43119, HLEN 27489, XPENDING 20346 |"
 	if got := p.row(); got != want {
 		t.Errorf("row =\n%s\nwant\n%s", got, want)
 	}
-	demo := point{Items: 10, Ready: true, ReadySeconds: 1.234, Idle: idle{CPUMsPerS: 3}}
+	demo := point{Items: 10, Phase: phaseIdle, Ready: true, ReadySeconds: 1.234, Idle: idle{CPUMsPerS: 3}}
 	if got := demo.row(); !strings.Contains(got, "| 1.23 s |") || !strings.Contains(got, "n/a (embedded)") {
 		t.Errorf("demo row = %s", got)
 	}
-	if ps := panels([]point{demo}); len(ps) != 2 {
+	if ps := panels([]sizeRun{{Items: 10, Points: []point{demo}}}); len(ps) != 2 {
 		t.Errorf("a sweep without Redis drew %d panels, want 2 (CPU, RSS)", len(ps))
 	}
 }
@@ -130,11 +133,11 @@ func TestAnInstanceThatExitedAtStartIsReportedNotCharted(t *testing.T) {
 	if got := p.row(); !strings.Contains(got, "exited after 4 s: load stock into redis") || !strings.Contains(got, "no window") {
 		t.Errorf("row = %s", got)
 	}
-	if ps := panels([]point{p}); ps != nil {
+	if ps := panels([]sizeRun{{Items: 100000, Points: []point{p}}}); ps != nil {
 		t.Errorf("a sweep with no window drew %d panels", len(ps))
 	}
-	ok := point{Items: 1000, Ready: true, Idle: idle{CPUMsPerS: 5}}
-	if ps := panels([]point{ok, p}); len(ps) != 2 || len(ps[0].Lines[0].Points) != 1 {
+	ok := point{Items: 1000, Phase: phaseIdle, Ready: true, Idle: idle{CPUMsPerS: 5}}
+	if ps := panels([]sizeRun{{Items: 1000, Points: []point{ok}}, {Items: 100000, Points: []point{p}}}); len(ps) != 2 || len(ps[0].Lines[0].Points) != 1 {
 		t.Errorf("the chart should hold the measured size alone: %+v", ps)
 	}
 }

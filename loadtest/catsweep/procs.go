@@ -17,9 +17,10 @@ import (
 
 // proc is a process the sweep started, with its log file.
 type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *os.File
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	log     *os.File
+	started time.Time // time to ready counts from here
 }
 
 // start runs bin with args and env, its output into logPath.
@@ -30,10 +31,11 @@ func start(bin string, env []string, logPath string, args ...string) (*proc, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, f, f
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, errors.Join(fmt.Errorf("start %s: %w", bin, err), f.Close())
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{}), log: f}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), log: f, started: started}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 	return p, nil
 }
@@ -75,10 +77,10 @@ func freeAddrs(n int) ([]string, error) {
 }
 
 // waitReady polls every url's /readyz until all answer 200, the process
-// ends, or limit passes; it returns how long that took and whether they
-// all got ready.
+// ends, or limit passes; it returns how long that took since the process
+// started and whether they all got ready.
 func waitReady(ctx context.Context, p *proc, urls []string, limit time.Duration) (time.Duration, bool) {
-	began := time.Now()
+	began := p.started
 	client := &http.Client{Timeout: time.Second}
 	for time.Since(began) < limit {
 		ready := 0
