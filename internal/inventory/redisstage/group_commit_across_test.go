@@ -147,4 +147,3 @@ func soldOf(t *testing.T, db *store.DB, id int64, sold int) {
 		t.Errorf("product %d: Audit = %+v, %v; want %d sold, conserved", id, a, err, sold)
 	}
 }
-
