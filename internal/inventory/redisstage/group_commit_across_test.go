@@ -20,6 +20,9 @@ type acrossGate struct {
 	*store.Ledger
 	entered chan struct{}
 	release chan struct{}
+	// acrossErr, when set, answers every DeductAcross instead of the
+	// database, which is not asked.
+	acrossErr error
 
 	mu     sync.Mutex
 	writes []string // "one", "all" or "across", then the order numbers
@@ -54,6 +57,9 @@ func (a *acrossGate) DeductAll(ctx context.Context, orders []inventory.Order) er
 
 func (a *acrossGate) DeductAcross(ctx context.Context, orders []inventory.Order) error {
 	a.enter("across", orders...)
+	if a.acrossErr != nil {
+		return a.acrossErr
+	}
 	return a.Ledger.DeductAcross(ctx, orders)
 }
 
@@ -61,7 +67,7 @@ func (a *acrossGate) DeductAcross(ctx context.Context, orders []inventory.Order)
 // products 1 and 2 (named item-user), releases the first and returns every
 // sale's answer and the writes the store was asked for. Product 2 has
 // stock2 units, product 1 ten.
-func acrossSales(t *testing.T, db *store.DB, stock2 int, names ...string) (map[string]error, []string) {
+func acrossSales(t *testing.T, db *store.DB, stock2 int, acrossErr error, names ...string) (map[string]error, []string) {
 	t.Helper()
 	ctx := context.Background()
 	l := db.Products()
@@ -71,7 +77,7 @@ func acrossSales(t *testing.T, db *store.DB, stock2 int, names ...string) (map[s
 	if err := l.Reset(ctx, 2, stock2); err != nil {
 		t.Fatal(err)
 	}
-	gate := &acrossGate{Ledger: l, entered: make(chan struct{}), release: make(chan struct{})}
+	gate := &acrossGate{Ledger: l, entered: make(chan struct{}), release: make(chan struct{}), acrossErr: acrossErr}
 	g := newGroupCommit(gate)
 	answers := map[string]chan error{}
 	sell := func(name string, item int64) {
@@ -100,7 +106,7 @@ func TestSalesOfTwoItemsShareOneTransaction(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			db := b.Open(t)
-			got, writes := acrossSales(t, db, 5, "1-a", "2-b", "2-c")
+			got, writes := acrossSales(t, db, 5, nil, "1-a", "2-b", "2-c")
 			for n, err := range got {
 				if err != nil {
 					t.Errorf("sale %s: %v", n, err)
@@ -123,7 +129,7 @@ func TestShortItemSendsItsGroupAlone(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			db := b.Open(t)
-			got, writes := acrossSales(t, db, 1, "2-b", "1-a", "2-c")
+			got, writes := acrossSales(t, db, 1, nil, "2-b", "1-a", "2-c")
 			for n, want := range map[string]error{"1-first": nil, "1-a": nil, "2-b": nil, "2-c": inventory.ErrSoldOut} {
 				if err := got[n]; !errors.Is(err, want) || (want == nil && err != nil) {
 					t.Errorf("sale %s: %v, want %v", n, err, want)
@@ -135,6 +141,30 @@ func TestShortItemSendsItsGroupAlone(t *testing.T) {
 			}
 			soldOf(t, db, 1, 2)
 			soldOf(t, db, 2, 1)
+		})
+	}
+}
+
+// TestCrossItemGroupThatMayPassFailsEveryMember: a group of two products'
+// sales fails for a reason that may pass (the database is unavailable):
+// every member of both products fails with it, and neither product has
+// an order of the group.
+func TestCrossItemGroupThatMayPassFailsEveryMember(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			got, writes := acrossSales(t, db, 5, inventory.ErrUnavailable, "2-b", "1-a")
+			for n, want := range map[string]error{"1-first": nil, "1-a": inventory.ErrUnavailable, "2-b": inventory.ErrUnavailable} {
+				if err := got[n]; !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Errorf("sale %s: %v, want %v", n, err, want)
+				}
+			}
+			want := []string{"one GX-1-first", "across GX-2-b GX-1-a"}
+			if !slices.Equal(writes, want) {
+				t.Errorf("writes %q, want %q", writes, want)
+			}
+			soldOf(t, db, 1, 1)
+			soldOf(t, db, 2, 0)
 		})
 	}
 }
