@@ -20,10 +20,10 @@ import (
 // groupCommit lets the sales that arrive while a write of their item is
 // running wait for it to end and then go in together: one transaction, one
 // multi-row INSERT and one decrement by their total (DeductAll), so the row
-// is locked once for the group. A sale that finds the item idle is written
-// at once and alone, so nothing waits for a timer. Which buyers get a unit
-// is decided in Redis before this point; the group changes only how their
-// orders reach the database.
+// is locked once for the group. A sale that finds the item (with across,
+// its lane) idle is written at once and alone, so nothing waits for a
+// timer. Which buyers get a unit is decided in Redis before this point;
+// the group changes only how their orders reach the database.
 //
 // When many sales run at once, few sales of one item meet, and most would
 // still be lone transactions. A store that can write orders of several
