@@ -200,20 +200,9 @@ func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, 
 // returns errSoldOutOrMissing when the UPDATE matched no row (nothing was
 // written).
 func (l *Ledger) runWrite(ctx context.Context, orders []inventory.Order, query string, args []driver.NamedValue) error {
-	var counts []int64
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		counts, err = l.db.batch(ctx, query, args)
-		if !retryable(err) {
-			break
-		}
-	}
-	var unsent notSent
-	switch {
-	case errors.As(err, &unsent):
-		return translate(unsent.err) // nothing reached MySQL
-	case err != nil:
-		return translate(commitLost(err)) // the batch ends in its COMMIT
+	counts, err := l.sendWrite(ctx, query, args)
+	if err != nil {
+		return err
 	}
 	if len(counts) != saleStatements {
 		return fmt.Errorf("a sale of %d statements answered with %d row counts", saleStatements, len(counts))
@@ -228,6 +217,28 @@ func (l *Ledger) runWrite(ctx context.Context, orders []inventory.Order, query s
 	}
 	// Not possible with the batch above; said rather than trusted.
 	return fmt.Errorf("a sale of %d orders of %s %d answered with row counts %v", n, l.table, orders[0].ItemID, counts)
+}
+
+// sendWrite sends a batch that ends in its COMMIT, again (up to 3 times)
+// when InnoDB picked it as a deadlock victim or timed out its row lock,
+// and returns the rows each statement affected.
+func (l *Ledger) sendWrite(ctx context.Context, query string, args []driver.NamedValue) ([]int64, error) {
+	var counts []int64
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		counts, err = l.db.batch(ctx, query, args)
+		if !retryable(err) {
+			break
+		}
+	}
+	var unsent notSent
+	switch {
+	case errors.As(err, &unsent):
+		return nil, translate(unsent.err) // nothing reached MySQL
+	case err != nil:
+		return nil, translate(commitLost(err)) // the batch ends in its COMMIT
+	}
+	return counts, nil
 }
 
 // notSent is an error of DB.batch from before it sent anything: its
@@ -295,4 +306,107 @@ func (d *DB) batch(ctx context.Context, query string, args []driver.NamedValue) 
 		return nil, err
 	}
 	return counts, nil
+}
+
+// itemTotal is the units a group of orders takes from one item.
+type itemTotal struct {
+	id    int64
+	total int
+}
+
+// acrossBatch returns the multi-statement of a sale of orders of several
+// items (one itemTotal each, in ascending id order) under the given mark:
+//
+//	START TRANSACTION;
+//	INSERT INTO orders (...) VALUES (?, ...), (?, ...);
+//	UPDATE products SET stock = stock - ?, ..., last_sale = ? WHERE id = ? AND stock >= ?;  -- one per item
+//	SET @seckill_sold = (SELECT COUNT(*) = ? FROM products WHERE id IN (?, ...) AND last_sale = ?);
+//	UPDATE products SET stock = stock + CASE id WHEN ? THEN ? ... END WHERE @seckill_sold IS NOT TRUE AND id IN (?, ...) AND last_sale = ?;
+//	DELETE FROM orders WHERE @seckill_sold IS NOT TRUE AND order_no IN (?, ...);
+//	COMMIT
+//
+// Every item's decrement must carry the mark for the sale to stand; when
+// one matched no row, the second UPDATE gives the others their units back
+// and the DELETE takes the orders out, before the COMMIT: all or nothing,
+// as in a sale of one item. The rows are locked in ascending id order, so
+// two groups of any instances that share items wait for each other, one
+// behind the other, and never deadlock on them.
+func (t saleTables) acrossBatch(orders []inventory.Order, items []itemTotal, mark string) (string, []driver.NamedValue) {
+	cols := strings.Count(t.columns, ",") + 1
+	row := "(?" + strings.Repeat(", ?", cols-1) + ")"
+	args := make([]driver.NamedValue, 0, (cols+1)*len(orders)+6*len(items)+4)
+	add := func(vs ...any) {
+		for _, v := range vs {
+			args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "START TRANSACTION;\nINSERT INTO %s (%s) VALUES ", t.orders, t.columns)
+	for i, o := range orders {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+		add(saleRow(o)...)
+	}
+	b.WriteString(";\n")
+	ids := "?" + strings.Repeat(", ?", len(items)-1)
+	for _, it := range items {
+		fmt.Fprintf(&b, "UPDATE %s SET %s = %s - ?, fence_token = %s, last_sale = ? WHERE id = ? AND %s >= ?;\n", t.items, t.stock, t.stock, fenceMovedOn, t.stock)
+		add(int64(it.total), mark, it.id, int64(it.total))
+	}
+	fmt.Fprintf(&b, "SET @seckill_sold = (SELECT COUNT(*) = ? FROM %s WHERE id IN (%s) AND last_sale = ?);\n", t.items, ids)
+	add(int64(len(items)))
+	for _, it := range items {
+		add(it.id)
+	}
+	add(mark)
+	fmt.Fprintf(&b, "UPDATE %s SET %s = %s + CASE id%s END WHERE @seckill_sold IS NOT TRUE AND id IN (%s) AND last_sale = ?;\n",
+		t.items, t.stock, t.stock, strings.Repeat(" WHEN ? THEN ?", len(items)), ids)
+	for _, it := range items {
+		add(it.id, int64(it.total))
+	}
+	for _, it := range items {
+		add(it.id)
+	}
+	add(mark)
+	fmt.Fprintf(&b, "DELETE FROM %s WHERE @seckill_sold IS NOT TRUE AND %s IN (?%s);\nCOMMIT", t.orders, t.no, strings.Repeat(", ?", len(orders)-1))
+	for _, o := range orders {
+		add(o.No)
+	}
+	return b.String(), args
+}
+
+// sellAcross writes orders of several items (items, in ascending id
+// order) as one batch of acrossBatch. When an item's decrement matched no
+// row it returns that item's id and errSoldOutOrMissing, and nothing was
+// written.
+func (l *Ledger) sellAcross(ctx context.Context, orders []inventory.Order, items []itemTotal) (int64, error) {
+	query, args := l.statements.sale().acrossBatch(orders, items, saleMark())
+	counts, err := l.sendWrite(ctx, query, args)
+	if err != nil {
+		return 0, err
+	}
+	k, n := len(items), int64(len(orders))
+	if len(counts) != k+6 {
+		return 0, fmt.Errorf("a sale of %d statements answered with %d row counts", k+6, len(counts))
+	}
+	decremented := counts[2 : 2+k]
+	restored, takenBack := counts[k+3], counts[k+4]
+	short, took := int64(0), int64(0)
+	for i, c := range decremented {
+		took += c
+		if c == 0 && short == 0 {
+			short = items[i].id
+		}
+	}
+	switch {
+	case counts[1] != n:
+	case short == 0 && took == int64(k) && restored == 0 && takenBack == 0:
+		return 0, nil
+	case short != 0 && restored == took && takenBack == n:
+		return short, errSoldOutOrMissing
+	}
+	// Not possible with the batch above; said rather than trusted.
+	return 0, fmt.Errorf("a sale of %d orders of %d %s answered with row counts %v", n, k, l.table, counts)
 }

@@ -20,10 +20,21 @@ import (
 // groupCommit lets the sales that arrive while a write of their item is
 // running wait for it to end and then go in together: one transaction, one
 // multi-row INSERT and one decrement by their total (DeductAll), so the row
-// is locked once for the group. A sale that finds the item idle is written
-// at once and alone, so nothing waits for a timer. Which buyers get a unit
-// is decided in Redis before this point; the group changes only how their
-// orders reach the database.
+// is locked once for the group. A sale that finds the item (with across,
+// its lane) idle is written at once and alone, so nothing waits for a
+// timer. Which buyers get a unit is decided in Redis before this point;
+// the group changes only how their orders reach the database.
+//
+// When many sales run at once, few sales of one item meet, and most would
+// still be lone transactions. A store that can write orders of several
+// items in one transaction (DeductAcross: one guarded decrement per item,
+// in ascending id order, so that no two groups deadlock) gets a few lanes,
+// each shared by the items whose id falls to it: a sale joins its lane's
+// group whatever its item, and waits only when its lane is writing. An
+// item keeps one lane, so one instance never writes an item in two groups
+// at once. The embedded engine writes on one connection and gets one lane.
+// In the lab's many scenario (200 items, Zipf buyers) on serve, MariaDB's
+// CPU per answer fell from 110-167 µs to 83-88 (docs/scaling.md).
 //
 // Every sale gets its own answer:
 //   - the group commits: every member is written;
@@ -40,11 +51,13 @@ import (
 // so each member learns whether its order committed, and learns it by its
 // own deadline.
 type groupCommit struct {
-	store batchDeducter
-	max   int // most sales in one group
+	store  batchDeducter
+	across crossDeducter // nil: a lane per item
+	max    int           // most sales in one group
 
 	mu    sync.Mutex
-	lanes map[int64]*lane
+	lanes map[int64]*lane // by item id
+	open  map[int64]*lane // with across: by lane number (group_commit_lanes.go)
 }
 
 // batchDeducter writes one order, or many orders of one item at once.
@@ -55,10 +68,13 @@ type batchDeducter interface {
 	DeductAll(ctx context.Context, orders []inventory.Order) error
 }
 
-// lane holds one item's sales that wait for the write in progress.
+// lane holds one item's sales (or, with across, its items') that wait for
+// the write in progress.
 type lane struct {
 	writing bool
 	waiting []*sale
+	number  int64   // with across: its place in open
+	ids     []int64 // the items it holds in lanes
 }
 
 // sale is one order on its way to the database.
@@ -82,7 +98,11 @@ const groupMax = 64
 const writeCap = 30 * time.Second
 
 func newGroupCommit(store batchDeducter) *groupCommit {
-	return &groupCommit{store: store, max: groupMax, lanes: map[int64]*lane{}}
+	g := &groupCommit{store: store, max: groupMax, lanes: map[int64]*lane{}}
+	if c, ok := store.(crossDeducter); ok && c.GroupWriters() > 0 {
+		g.across, g.open = c, map[int64]*lane{}
+	}
+	return g
 }
 
 // groupSales writes the sales of a Redis stage: through a group commit when
@@ -99,15 +119,11 @@ func groupSales(store inventory.Deducter) inventory.Deducter {
 func (g *groupCommit) Deduct(ctx context.Context, o inventory.Order) error {
 	s := &sale{ctx: ctx, o: o, done: make(chan error, 1)}
 	g.mu.Lock()
-	l := g.lanes[o.ItemID]
-	if l == nil {
-		l = &lane{}
-		g.lanes[o.ItemID] = l
-	}
+	l := g.laneOf(o.ItemID)
 	l.waiting = append(l.waiting, s)
 	if !l.writing {
 		l.writing = true
-		go g.drain(o.ItemID, l)
+		go g.drain(l)
 	}
 	g.mu.Unlock()
 
@@ -130,7 +146,7 @@ func (g *groupCommit) Deduct(ctx context.Context, o inventory.Order) error {
 
 // drain writes the lane's waiting sales, a group at a time, until none are
 // left.
-func (g *groupCommit) drain(id int64, l *lane) {
+func (g *groupCommit) drain(l *lane) {
 	for {
 		g.mu.Lock()
 		var group []*sale
@@ -151,7 +167,7 @@ func (g *groupCommit) drain(id int64, l *lane) {
 		l.waiting = rest
 		if len(group) == 0 {
 			l.writing = false
-			delete(g.lanes, id)
+			g.close(l)
 			g.mu.Unlock()
 			return
 		}
@@ -172,7 +188,7 @@ func (g *groupCommit) write(group []*sale) {
 	for i, s := range group {
 		orders[i] = s.o
 	}
-	err := g.store.DeductAll(ctx, orders)
+	err := g.deductAll(ctx, orders)
 	if err == nil || inventory.Transient(err) {
 		for _, s := range group {
 			s.done <- err
