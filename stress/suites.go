@@ -48,6 +48,7 @@ var suites = []suite{{
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
 		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem",
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
+		"TestCrossItemGroupsDoNotDeadlock",
 		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome"},
 	budget: 2 * time.Minute,
 }, {
@@ -250,6 +251,7 @@ var suites = []suite{{
 		"TestFirstLoadOvertakenByAResetKeepsTheResetsCopy",
 		"TestFirstBuyAfterALostCopyAnnouncesARestock",
 		"TestFirstLoaderWhoLeavesDoesNotFailTheOthers", "TestShardedWaiterForAnotherLoaderFindsEveryBucket",
+		"TestSalesOfTwoItemsShareOneTransaction", "TestShortItemSendsItsGroupAlone", "TestCrossItemGroupThatMayPassFailsEveryMember",
 		"TestStreamOrdersOfAnotherInstanceAreWrittenOnARedisCluster",
 		"TestShardedCrowdRacesTheSweeper",
 		"TestShardedCrowdRacesTheSweeperOnACluster",
