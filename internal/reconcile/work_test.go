@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/lock"
@@ -56,6 +58,7 @@ func (c *counted) Probe(ctx context.Context, ids []int64) (map[int64]redisstage.
 // a reconcile job over it whose audits and repairs are counted.
 type catalogueRig struct {
 	ctx    context.Context
+	rdb    *redis.Client
 	ra     *redisstage.RedisAtomic
 	svc    *inventory.Service
 	count  *counted
@@ -74,7 +77,7 @@ func newCatalogueRig(t *testing.T) *catalogueRig {
 	if _, err := db.Products().LoadCatalogue(ctx, 2000, 100); err != nil {
 		t.Fatal(err)
 	}
-	r := &catalogueRig{ctx: ctx, ns: testenv.Name("p"), logs: &bytes.Buffer{}, slot: time.Now().UnixNano(), db: db, prefix: testenv.Name("rec") + ":"}
+	r := &catalogueRig{ctx: ctx, rdb: rdb, ns: testenv.Name("p"), logs: &bytes.Buffer{}, slot: time.Now().UnixNano(), db: db, prefix: testenv.Name("rec") + ":"}
 	r.ra = redisstage.NewRedisAtomic(rdb, db.Products(), r.ns, nil)
 	t.Cleanup(func() { _ = rdb.Del(ctx, "seckill:copies:redis-atomic:"+r.ns).Err() })
 	r.svc = inventory.NewService(db.Products(), map[string]inventory.Stage{inventory.StageRedisAtomic: r.ra}, "x", "O")
@@ -130,7 +133,7 @@ func TestRegisteredCopyThatVanishedIsALostCopy(t *testing.T) {
 	for _, registryLost := range []bool{false, true} {
 		t.Run(map[bool]string{false: "registry kept", true: "registry lost"}[registryLost], func(t *testing.T) {
 			r := newCatalogueRig(t)
-			rdb := testenv.Redis(t)
+			rdb := r.rdb // one Redis: without SECKILL_TEST_REDIS_ADDR each testenv.Redis starts its own
 			r.run(t)
 			stock := "seckill:{" + r.ns + ":7}:stock"
 			keys := []string{stock}
@@ -159,7 +162,7 @@ func TestRegisteredCopyThatVanishedIsALostCopy(t *testing.T) {
 // run checked; each item's finding is read on its own key.
 func TestSummaryNamesOnlyViolations(t *testing.T) {
 	r := newCatalogueRig(t)
-	rdb := testenv.Redis(t)
+	rdb := r.rdb
 	r.run(t)
 	last, ok, err := reconcile.Last(r.ctx, rdb, r.prefix)
 	if err != nil || !ok || len(last.Items) != 0 {
