@@ -293,6 +293,9 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 		rep.Returned += n
 		for _, id := range items {
 			touched[id] = true
+			if s.onBuy != nil {
+				s.onBuy(id) // units came back to the copy: checked in full
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -9,15 +9,19 @@ import (
 
 // Quiet copies: a registered copy that is not in play (reset or bought
 // since the last run, or in violation at it) costs the run one cheap
-// probe per copy (per bucket for redis-sharded), not a full repair and
-// audit. The probe finds work to do when the copy has reservations,
-// queued orders, cancellations or moves in flight (stale ones are settled
-// by the full check), is missing (a lost copy, reloaded and logged), or
-// holds another stock or generation than when this job last checked it
-// in full and found it clean. A change in the database alone (a
-// cancellation) marks the item as bought (inventory.Service.CancelUnpaid),
-// so it is in play. A job with no memory of a copy (another instance's,
-// or one just started) checks it in full once.
+// probe (redisstage.Probe: one MGET of its stock and generation, one per
+// bucket for redis-sharded), not a full repair and audit. It is checked
+// in full when the probe finds it missing (a lost copy, reloaded and
+// logged), or holding another stock or generation than when this job
+// last checked it in full and found it clean, with nothing in flight.
+// Every reservation, queued order, give-back or reload changes one of
+// them, and a copy with work in flight (Busy) is not remembered clean:
+// so a crashed instance's reservation keeps its copy checked in full
+// until it is settled. A change in the database alone (a cancellation,
+// units owed back) marks the item as bought
+// (inventory.Service.CancelUnpaid), so it is in play. A job with no
+// memory of a copy (another instance's, or one just started) checks it
+// in full once.
 
 // Prober is what a Repairer may also do: look at its copies cheaply.
 type Prober interface {
@@ -36,7 +40,7 @@ func (c *checkedCopies) clean(name string, id int64, p redisstage.Probe) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.state[name][id]
-	return ok && s == p.State && !p.Busy && !p.Missing
+	return ok && s == p.State && !p.Missing
 }
 
 // remember records the state a full check found clean; forget drops it,
@@ -99,7 +103,7 @@ func (j *Job) settle(kind string, w work, id int64, r ItemResult) {
 	ok := !bad(r) && r.Note == "" && quietDrift(r.Drift) && quietDrift(r.BucketDrift)
 	for _, c := range w.registries() {
 		p, probed := c.probes[id]
-		if ok && probed && c.has[id] && !p.Busy && !p.Missing {
+		if ok && probed && c.has[id] && !p.Missing {
 			j.checked.remember(kind+":"+c.name, id, p.State)
 		} else {
 			j.checked.forget(kind+":"+c.name, id)

@@ -166,9 +166,11 @@ func quietCopiesCostAProbeEach(t *testing.T, r *quietRig) {
 	}
 }
 
-// TestStaleReservationOnAQuietCopyIsSettled: a reservation that a crashed
-// instance left on a quiet copy (its buy never reached the activity set)
-// is settled by the next run: its order exists, so it is confirmed.
+// TestStaleReservationOnAQuietCopyIsSettled: an instance crashed
+// between its reservation on a quiet copy and its order (its buy never
+// reached the activity set). The reservation took a unit from the stock,
+// so the next run checks the copy in full, and gives the unit back once
+// the reservation is stale.
 func TestStaleReservationOnAQuietCopyIsSettled(t *testing.T) {
 	each(t, staleReservationOnAQuietCopyIsSettled)
 }
@@ -177,18 +179,21 @@ func staleReservationOnAQuietCopyIsSettled(t *testing.T, r *quietRig) {
 	r.run(t)
 	r.run(t)
 	old := time.Now().Add(-time.Hour).UnixMilli()
-	if err := r.rdb.HSet(r.ctx, r.key(5, "pending"), r.order[5], "1|"+strconv.FormatInt(old, 10)+"|a").Err(); err != nil {
+	if err := r.rdb.DecrBy(r.ctx, r.key(5, "stock"), 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rdb.HSet(r.ctx, r.key(5, "pending"), "O-crashed", "1|"+strconv.FormatInt(old, 10)+"|z").Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, _ := r.run(t)
-	if len(r.count.repairs) != 1 || r.count.repairs[0] != 5 {
-		t.Errorf("the run repaired %v; want product 5, whose copy holds a stale reservation", r.count.repairs)
+	if len(r.count.repairs) != 1 || r.count.repairs[0] != 5 || res.Repairs != 1 {
+		t.Errorf("the run repaired %v (%d repairs); want product 5, whose copy holds a stale reservation", r.count.repairs, res.Repairs)
 	}
 	if n, err := r.rdb.HLen(r.ctx, r.key(5, "pending")).Result(); err != nil || n != 0 {
 		t.Errorf("reservations left: %d, %v; want the stale one settled", n, err)
 	}
-	if res.Repairs != 1 {
-		t.Errorf("result %+v; want one repair", res)
+	if n, err := r.stock(5); err != nil || n != 9 {
+		t.Errorf("product 5's copy: %d, %v; want 9, the unit given back", n, err)
 	}
 }
 

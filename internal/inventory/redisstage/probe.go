@@ -3,7 +3,6 @@ package redisstage
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -11,15 +10,18 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
-// The reconcile job's cheap look at the copies it repaired before: one
-// script per copy (per bucket for redis-sharded), pipelined, that says
-// whether the copy is still what the job last found clean. Only a copy
-// that changed, has work in flight or is missing gets the full Repair.
+// The reconcile job's cheap look at the copies it checked before: one
+// MGET of the stock and the generation per copy (per bucket for
+// redis-sharded, each in its own slot), pipelined. Whatever is done to a
+// copy changes one of them: a reservation or a queued order takes from
+// the stock (a crashed instance's too, and the job then checks the copy
+// in full until the reservation is settled), a give-back or a returned
+// unit adds to it, a load gives it a new generation. A copy the job found
+// clean with nothing in flight and finds unchanged has nothing to repair.
 
 // Probe is what one look found of an item's copy.
 type Probe struct {
 	State   string // the stock and generation, bucket by bucket
-	Busy    bool   // reservations, queued orders, cancellations or moves in flight
 	Missing bool   // the copy, or one of its buckets, is missing
 }
 
@@ -27,8 +29,7 @@ type Probe struct {
 func (s *RedisAtomic) Probe(ctx context.Context, ids []int64) (map[int64]Probe, error) {
 	keys := make([][]string, len(ids))
 	for i, id := range ids {
-		k := s.keys(id)
-		keys[i] = []string{k[0], s.key(id, "gen"), k[2], k[3], s.key(id, "cancelling")}
+		keys[i] = []string{s.keys(id)[0], s.key(id, "gen")}
 	}
 	looks, err := probeAll(ctx, s.rdb, keys)
 	if err != nil {
@@ -41,18 +42,12 @@ func (s *RedisAtomic) Probe(ctx context.Context, ids []int64) (map[int64]Probe, 
 	return out, nil
 }
 
-// Probe looks at the buckets of items ids: one script per bucket (each in
-// its own slot), bucket 0's with the item's moves in flight.
+// Probe looks at the buckets of items ids: one MGET per bucket.
 func (s *RedisSharded) Probe(ctx context.Context, ids []int64) (map[int64]Probe, error) {
 	keys := make([][]string, 0, len(ids)*s.buckets)
 	for _, id := range ids {
 		for b := range s.buckets {
-			k := s.bucketKeys(id, b)
-			ks := []string{k[0], s.bucketGen(id, b), k[1]}
-			if b == 0 {
-				ks = append(ks, s.moveKeys(id)[0])
-			}
-			keys = append(keys, ks)
+			keys = append(keys, []string{s.bucketKeys(id, b)[0], s.bucketGen(id, b)})
 		}
 	}
 	looks, err := probeAll(ctx, s.rdb, keys)
@@ -66,56 +61,41 @@ func (s *RedisSharded) Probe(ctx context.Context, ids []int64) (map[int64]Probe,
 	return out, nil
 }
 
-// look is one probe.lua answer: stock (-1 missing), generation, in flight.
-type look struct {
-	stock    int64
-	gen      string
-	inFlight int64
-}
+// look is one MGET's answer: the stock (nil: missing) and generation.
+type look [2]any
 
 // fold makes one item's Probe of its copy's looks (one per bucket).
 func fold(looks []look) Probe {
 	var p Probe
 	parts := make([]string, len(looks))
 	for i, l := range looks {
-		parts[i] = strconv.FormatInt(l.stock, 10) + "/" + l.gen
-		p.Busy = p.Busy || l.inFlight > 0
-		p.Missing = p.Missing || l.stock < 0
+		stock, _ := l[0].(string)
+		gen, _ := l[1].(string)
+		parts[i] = stock + "/" + gen
+		p.Missing = p.Missing || l[0] == nil
 	}
 	p.State = strings.Join(parts, ",")
 	return p
 }
 
-// probeAll runs probe.lua once for each key list, in one pipeline (on a
-// Cluster, one per node), loading the script once if a server lacks it.
+// probeAll reads each key pair with one MGET, all in one pipeline (on a
+// Cluster, one per node; a pair is in one slot).
 func probeAll(ctx context.Context, rdb redis.UniversalClient, keys [][]string) ([]look, error) {
-	for attempt := 0; ; attempt++ {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(keys))
-		for i, k := range keys {
-			cmds[i] = probe.EvalSha(ctx, pipe, k)
-		}
-		_, err := pipe.Exec(ctx)
-		if err != nil && attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			if err := probe.Load(ctx, rdb).Err(); err != nil {
-				return nil, fmt.Errorf("%w: load the probe: %w", inventory.ErrUnavailable, err)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: probe copies: %w", inventory.ErrUnavailable, err)
-		}
-		out := make([]look, len(keys))
-		for i, c := range cmds {
-			v, err := c.Slice()
-			if err != nil || len(v) != 3 {
-				return nil, fmt.Errorf("%w: probe answered %v: %w", inventory.ErrUnavailable, v, err)
-			}
-			st, _ := v[0].(int64)
-			gen, _ := v[1].(string)
-			n, _ := v[2].(int64)
-			out[i] = look{stock: st, gen: gen, inFlight: n}
-		}
-		return out, nil
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.MGet(ctx, k...)
 	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("%w: probe copies: %w", inventory.ErrUnavailable, err)
+	}
+	out := make([]look, len(keys))
+	for i, c := range cmds {
+		v := c.Val()
+		if len(v) != 2 {
+			return nil, fmt.Errorf("%w: probe answered %v", inventory.ErrUnavailable, v)
+		}
+		out[i] = look{v[0], v[1]}
+	}
+	return out, nil
 }

@@ -16,7 +16,6 @@ var (
 	giveBack    = script("giveback_log", "give_back")
 	load        = script("load")
 	snapshot    = script("snapshot")
-	probe       = script("probe")
 	setIfQuiet  = script("set_if_quiet")
 	beginCancel = script("begin_cancel")
 	returnUnits = script("return_units")
