@@ -2,7 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"sync"
+	"strconv"
 
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
@@ -19,48 +19,46 @@ import (
 // so a crashed instance's reservation keeps its copy checked in full
 // until it is settled. A change in the database alone (a cancellation,
 // units owed back) marks the item as bought
-// (inventory.Service.CancelUnpaid), so it is in play. A job with no
-// memory of a copy (another instance's, or one just started) checks it
-// in full once.
+// (inventory.Service.CancelUnpaid), so it is in play. The memory is the
+// fleet's (cleanKey): a run on any instance skips a copy that another's
+// found clean; a Redis that lost it has every copy checked in full once.
 
 // Prober is what a Repairer may also do: look at its copies cheaply.
 type Prober interface {
 	Probe(ctx context.Context, ids []int64) (map[int64]redisstage.Probe, error)
 }
 
-// checkedCopies are the states in which this job last found each copy
-// clean, by registry ("<kind>:copy", "<kind>:buckets") and item.
-type checkedCopies struct {
-	mu    sync.Mutex
-	state map[string]map[int64]string
+// cleanKey is the fleet's memory of the state in which the job last found
+// each copy of a registry ("copy", "buckets") of kind clean, item id ->
+// state: one hash, read with one HMGET per run. It lives in the Redis
+// that holds the copies: a Redis that lost them lost it too, and every
+// copy is then checked in full.
+func cleanKey(prefix, kind, name string) string {
+	return prefixOr(prefix) + "clean:" + kind + ":" + name
 }
 
-// clean says whether copy id of registry name is as it was last found clean.
-func (c *checkedCopies) clean(name string, id int64, p redisstage.Probe) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.state[name][id]
-	return ok && s == p.State && !p.Missing
-}
-
-// remember records the state a full check found clean; forget drops it,
-// so that the copy is checked in full at the next run.
-func (c *checkedCopies) remember(name string, id int64, state string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state == nil {
-		c.state = map[string]map[int64]string{}
+// loadClean reads the remembered states of copies ids; an error leaves
+// them unknown (checked in full).
+func (j *Job) loadClean(ctx context.Context, kind, name string, ids map[int64]bool) map[int64]string {
+	out := map[int64]string{}
+	if len(ids) == 0 {
+		return out
 	}
-	if c.state[name] == nil {
-		c.state[name] = map[int64]string{}
+	fields, list := make([]string, 0, len(ids)), make([]int64, 0, len(ids))
+	for id := range ids {
+		fields, list = append(fields, strconv.FormatInt(id, 10)), append(list, id)
 	}
-	c.state[name][id] = state
-}
-
-func (c *checkedCopies) forget(name string, id int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.state[name], id)
+	vs, err := j.rdb.HMGet(ctx, cleanKey(j.opts.Prefix, kind, name), fields...).Result()
+	if err != nil {
+		j.opts.Logger.Warn("reading which copies were found clean failed; checking them in full", "kind", kind, "err", err)
+		return out
+	}
+	for i, v := range vs {
+		if s, ok := v.(string); ok {
+			out[list[i]] = s
+		}
+	}
+	return out
 }
 
 // probeCopies probes the copies ids of registry r; nil when r cannot
@@ -84,29 +82,40 @@ func (j *Job) probeCopies(ctx context.Context, r Repairer, ids map[int64]bool) m
 
 // quiet says whether item id, not in play, has only copies that probed
 // as last found clean.
-func (j *Job) quiet(kind string, w work, id int64) bool {
+func quiet(w work, id int64) bool {
 	for _, c := range w.registries() {
 		if !c.has[id] {
 			continue
 		}
 		p, ok := c.probes[id]
-		if !ok || !j.checked.clean(kind+":"+c.name, id, p) {
+		s, known := c.clean[id]
+		if !ok || p.Missing || !known || s != p.State {
 			return false
 		}
 	}
 	return true
 }
 
-// settle remembers the probed state of item id's copies when its full
-// check found it clean, and forgets it otherwise.
-func (j *Job) settle(kind string, w work, id int64, r ItemResult) {
+// settle remembers, for the fleet, the probed state of item id's copies
+// when its full check found it clean, and forgets it otherwise.
+func (j *Job) settle(ctx context.Context, kind string, w work, id int64, r ItemResult) {
 	ok := !bad(r) && r.Note == "" && quietDrift(r.Drift) && quietDrift(r.BucketDrift)
+	field := strconv.FormatInt(id, 10)
 	for _, c := range w.registries() {
 		p, probed := c.probes[id]
-		if ok && probed && c.has[id] && !p.Missing {
-			j.checked.remember(kind+":"+c.name, id, p.State)
-		} else {
-			j.checked.forget(kind+":"+c.name, id)
+		was, known := c.clean[id]
+		key := cleanKey(j.opts.Prefix, kind, c.name)
+		var err error
+		switch {
+		case ok && probed && c.has[id] && !p.Missing:
+			if !known || was != p.State {
+				err = j.rdb.HSet(ctx, key, field, p.State).Err()
+			}
+		case known:
+			err = j.rdb.HDel(ctx, key, field).Err()
+		}
+		if err != nil {
+			j.opts.Logger.Warn("recording whether a copy was found clean failed", "kind", kind, "id", id, "err", err)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type quietRig struct {
 	cmds  *commands
 	count *counted
 	job   *reconcile.Job
+	other *reconcile.Job // the same job on another instance
 	slot  int64
 	svc   *inventory.Service
 	order map[int64]string // each item's order
@@ -90,6 +91,8 @@ func newQuietRig(t *testing.T, stage string) *quietRig {
 	}
 	r.job = reconcile.New(locker, counting, []reconcile.Target{target},
 		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix})
+	r.other = reconcile.New(locker, counting, []reconcile.Target{target},
+		reconcile.Options{Interval: time.Second, Instance: "y", Prefix: prefix})
 	return r
 }
 
@@ -222,5 +225,19 @@ func copyChangedBehindTheJobsBackIsCheckedInFull(t *testing.T, r *quietRig) {
 	}
 	if r.run(t); len(r.count.repairs) != 0 {
 		t.Errorf("then %v; want nothing", r.count.repairs)
+	}
+}
+
+// TestAnotherInstanceTrustsTheFleetsMemory: the job runs on whichever
+// instance wins the slot. Once one instance checked the 20 copies in
+// full, a run on another repairs none of them: which copies were found
+// clean, and in what state, is remembered in Redis for the fleet.
+func TestAnotherInstanceTrustsTheFleetsMemory(t *testing.T) { each(t, anotherInstanceTrusts) }
+
+func anotherInstanceTrusts(t *testing.T, r *quietRig) {
+	r.run(t)
+	r.job, r.other = r.other, r.job
+	if res, _ := r.run(t); len(r.count.repairs) != 0 || res.Instance != "y" {
+		t.Errorf("the other instance's run (%s) repaired %v; want none", res.Instance, r.count.repairs)
 	}
 }

@@ -105,8 +105,7 @@ type Job struct {
 	rdb     redis.UniversalClient
 	targets []Target
 	opts    Options
-	seen    seenCopies    // the copies registered at this instance's runs (work.go)
-	checked checkedCopies // the copies' states last found clean (quiet.go)
+	seen    seenCopies // the copies registered at this instance's runs (work.go)
 }
 
 // New returns a Job. locker must be shared by the fleet (same Redis).
@@ -228,7 +227,7 @@ func (j *Job) check(ctx context.Context, slot int64, prev Result) Result {
 		}
 		for _, id := range w.items {
 			r := j.checkItem(ctx, t, w, id, &res)
-			j.settle(t.Kind, w, id, r)
+			j.settle(ctx, t.Kind, w, id, r)
 			if r.Error != "" || r.Oversold > 0 || !r.Conserved {
 				res.Violations++
 			}

@@ -30,6 +30,8 @@ type work struct {
 	buckets map[int64]bool // items with redis-sharded buckets to repair
 	// What this run's probe found of each registered copy (quiet.go).
 	copyProbes, bucketProbes map[int64]redisstage.Probe
+	// The states the fleet last found them clean in (quiet.go).
+	copyClean, bucketClean map[int64]string
 }
 
 // registry is one of an item's copies in a run's work.
@@ -37,10 +39,11 @@ type registry struct {
 	name   string
 	has    map[int64]bool
 	probes map[int64]redisstage.Probe
+	clean  map[int64]string
 }
 
 func (w work) registries() []registry {
-	return []registry{{"copy", w.copy, w.copyProbes}, {"buckets", w.buckets, w.bucketProbes}}
+	return []registry{{"copy", w.copy, w.copyProbes, w.copyClean}, {"buckets", w.buckets, w.bucketProbes, w.bucketClean}}
 }
 
 // seenCopies are the copies registered at this instance's earlier runs,
@@ -79,7 +82,8 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 		r      Repairer
 		into   *map[int64]bool
 		probes *map[int64]redisstage.Probe
-	}{{"copy", t.Repairer, &w.copy, &w.copyProbes}, {"buckets", t.Buckets, &w.buckets, &w.bucketProbes}} {
+		clean  *map[int64]string
+	}{{"copy", t.Repairer, &w.copy, &w.copyProbes, &w.copyClean}, {"buckets", t.Buckets, &w.buckets, &w.bucketProbes, &w.bucketClean}} {
 		if c.r == nil {
 			continue
 		}
@@ -89,6 +93,7 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 		}
 		*c.into = j.seen.union(t.Kind+":"+c.name, ids)
 		*c.probes = j.probeCopies(ctx, c.r, *c.into)
+		*c.clean = j.loadClean(ctx, t.Kind, c.name, *c.into)
 	}
 	inPlay := map[int64]bool{}
 	reset, err := j.drainActive(ctx, t.Kind)
@@ -104,10 +109,10 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 		}
 	}
 	for id := range w.copy {
-		inPlay[id] = inPlay[id] || !j.quiet(t.Kind, w, id)
+		inPlay[id] = inPlay[id] || !quiet(w, id)
 	}
 	for id := range w.buckets {
-		inPlay[id] = inPlay[id] || !j.quiet(t.Kind, w, id)
+		inPlay[id] = inPlay[id] || !quiet(w, id)
 	}
 	for id, ok := range inPlay {
 		if ok {
