@@ -148,10 +148,10 @@ func each(t *testing.T, test func(t *testing.T, r *quietRig)) {
 
 // TestQuietCopiesCostAProbeEach: 20 copies registered, in a catalogue of
 // 2,000, nothing bought since the job checked them in full. The next run
-// repairs and audits none of them and sends one command per copy (its
-// probe) and a constant (the lock, the slot, the registry, the
-// publication): 27 here. Before, it repaired and audited all 20 again:
-// 107 commands.
+// repairs and audits none of them and sends one command per copy (per
+// bucket under redis-sharded: its probe) and a constant (the lock, the
+// slot, the registry, the fleet's memory, the publication): 28 and 88
+// commands. Before, it repaired and audited all 20 again: 107 and 387.
 func TestQuietCopiesCostAProbeEach(t *testing.T) { each(t, quietCopiesCostAProbeEach) }
 
 func quietCopiesCostAProbeEach(t *testing.T, r *quietRig) {
