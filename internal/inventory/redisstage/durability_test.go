@@ -50,6 +50,9 @@ func durableEnvTB(t testing.TB, p *testenv.RedisProcess, d redisstage.Durability
 // are accepted, and the replica holds each accepted order the moment the
 // buy returns.
 func TestStreamReplicaDurabilityAcceptsOnlyWhatAReplicaHas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a replica and stops it mid-sale; left to the full tier")
+	}
 	t.Parallel()
 	primary, replica := testenv.StartReplicaPair(t)
 	e, in := durableEnv(t, primary, redisstage.DurabilityReplica)
