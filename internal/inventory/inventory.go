@@ -336,7 +336,8 @@ func (s *Service) OnReset(f func(ctx context.Context, id int64) error) *Service 
 }
 
 // OnBuy makes every buy that reaches a stage call f with its item, after
-// the stage answered (the reconcile job's activity, which it checks). f
+// the stage answered, and with the item of every order the payment
+// timeout cancels (the reconcile job's activity, which it checks). f
 // must be cheap and must not block. It returns s.
 func (s *Service) OnBuy(f func(id int64)) *Service {
 	s.onBuy = f

@@ -272,6 +272,12 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 			rep.Cancelled++
 			rep.Units += o.Quantity
 			touched[o.ItemID] = true
+			if s.onBuy != nil {
+				// The database's stock changed, whether or not the units
+				// reach the Redis copy: the reconcile job checks the item
+				// in full at its next run, as after a buy (OnBuy).
+				s.onBuy(o.ItemID)
+			}
 			if s.life.AfterCancel != nil {
 				if err := s.life.AfterCancel(o); err != nil {
 					return rep, err
@@ -287,6 +293,9 @@ func (s *Service) CancelUnpaid(ctx context.Context) (CancelReport, error) {
 		rep.Returned += n
 		for _, id := range items {
 			touched[id] = true
+			if s.onBuy != nil {
+				s.onBuy(id) // units came back to the copy: checked in full
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -224,3 +224,30 @@ func TestPaymentTimeout(t *testing.T) {
 		t.Fatalf("unknown order: %v, want ErrOrderNotFound", err)
 	}
 }
+
+// TestCancelledOrdersMarkTheirItemAsBought: an order the payment timeout
+// cancels gives its units back to the database, which the Redis copy may
+// never hear of (redis-sharded's buckets never do; a failed ReturnUnits
+// leaves redis-atomic's short). The cancellation marks the item through
+// OnBuy, so the reconcile job checks it in full at its next run instead of
+// finding its copy unchanged and quiet.
+func TestCancelledOrdersMarkTheirItemAsBought(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := streamtest.NewEnv(t, testenv.SQLite(t), 10)
+	clk := newClock()
+	in := e.Instance("a", inventory.Lifecycle{PaymentTimeout: 5 * time.Second, Now: clk.Now})
+	streamtest.BuyN(t, in.Service, inventory.StageDBAtomic, "u", 2)
+	var mu sync.Mutex
+	var marked []int64
+	in.Service.OnBuy(func(id int64) { mu.Lock(); marked = append(marked, id); mu.Unlock() })
+	clk.Advance(6 * time.Second)
+	if rep, err := in.Service.CancelUnpaid(ctx); err != nil || rep.Cancelled != 2 {
+		t.Fatalf("cancel: %+v, %v; want 2 cancelled", rep, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(marked) == 0 || marked[0] != e.ID {
+		t.Errorf("items marked by the cancellations: %v; want %d", marked, e.ID)
+	}
+}

@@ -227,6 +227,7 @@ func (j *Job) check(ctx context.Context, slot int64, prev Result) Result {
 		}
 		for _, id := range w.items {
 			r := j.checkItem(ctx, t, w, id, &res)
+			j.settle(ctx, t.Kind, w, id, r)
 			if r.Error != "" || r.Oversold > 0 || !r.Conserved {
 				res.Violations++
 			}

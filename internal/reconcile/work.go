@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
 
 // The job's work: which items one run checks. Not the catalogue: an item
@@ -18,12 +20,30 @@ import (
 //   - the items reset (MarkReset) or bought (Activity) since the last run,
 //     which it drains;
 //   - the items the previous run found in violation, until they are clean.
+// Of the registered copies, those not in play this way cost one probe
+// each, and are checked in full only when it finds something (quiet.go).
 
 // work is one kind's items for one run, and which copies each has.
 type work struct {
-	items   []int64        // every item to audit, in order
+	items   []int64        // every item to repair and audit, in order
 	copy    map[int64]bool // items with a redis-atomic copy to repair
 	buckets map[int64]bool // items with redis-sharded buckets to repair
+	// What this run's probe found of each registered copy (quiet.go).
+	copyProbes, bucketProbes map[int64]redisstage.Probe
+	// The states the fleet last found them clean in (quiet.go).
+	copyClean, bucketClean map[int64]string
+}
+
+// registry is one of an item's copies in a run's work.
+type registry struct {
+	name   string
+	has    map[int64]bool
+	probes map[int64]redisstage.Probe
+	clean  map[int64]string
+}
+
+func (w work) registries() []registry {
+	return []registry{{"copy", w.copy, w.copyProbes, w.copyClean}, {"buckets", w.buckets, w.bucketProbes, w.bucketClean}}
 }
 
 // seenCopies are the copies registered at this instance's earlier runs,
@@ -53,14 +73,17 @@ func (s *seenCopies) union(name string, ids []int64) map[int64]bool {
 }
 
 // work lists target t's items for this run; prev is the fleet's previous
-// run, whose violations are checked again.
+// run, whose violations are checked again. A registered copy not in play
+// is checked only if its probe finds something to do (quiet.go).
 func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 	w := work{copy: map[int64]bool{}, buckets: map[int64]bool{}}
 	for _, c := range []struct {
-		name string
-		r    Repairer
-		into *map[int64]bool
-	}{{"copy", t.Repairer, &w.copy}, {"buckets", t.Buckets, &w.buckets}} {
+		name   string
+		r      Repairer
+		into   *map[int64]bool
+		probes *map[int64]redisstage.Probe
+		clean  *map[int64]string
+	}{{"copy", t.Repairer, &w.copy, &w.copyProbes, &w.copyClean}, {"buckets", t.Buckets, &w.buckets, &w.bucketProbes, &w.bucketClean}} {
 		if c.r == nil {
 			continue
 		}
@@ -69,28 +92,32 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 			return work{}, err
 		}
 		*c.into = j.seen.union(t.Kind+":"+c.name, ids)
+		*c.probes = j.probeCopies(ctx, c.r, *c.into)
+		*c.clean = j.loadClean(ctx, t.Kind, c.name, *c.into)
 	}
-	all := map[int64]bool{}
-	for id := range w.copy {
-		all[id] = true
-	}
-	for id := range w.buckets {
-		all[id] = true
-	}
+	inPlay := map[int64]bool{}
 	reset, err := j.drainActive(ctx, t.Kind)
 	if err != nil {
 		return work{}, err
 	}
 	for _, id := range reset {
-		all[id] = true
+		inPlay[id] = true
 	}
 	for _, r := range prev.Items {
 		if r.Kind == t.Kind && r.ID != 0 {
-			all[r.ID] = true
+			inPlay[r.ID] = true
 		}
 	}
-	for id := range all {
-		w.items = append(w.items, id)
+	for id := range w.copy {
+		inPlay[id] = inPlay[id] || !quiet(w, id)
+	}
+	for id := range w.buckets {
+		inPlay[id] = inPlay[id] || !quiet(w, id)
+	}
+	for id, ok := range inPlay {
+		if ok {
+			w.items = append(w.items, id)
+		}
 	}
 	slices.Sort(w.items)
 	return w, nil

@@ -1,0 +1,126 @@
+package reconcile
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+)
+
+// Quiet copies: a registered copy that is not in play (reset or bought
+// since the last run, or in violation at it) costs the run one cheap
+// probe (redisstage.Probe: one MGET of its stock and generation, one per
+// bucket for redis-sharded), not a full repair and audit. It is checked
+// in full when the probe finds it missing (a lost copy, reloaded and
+// logged), or holding another stock or generation than when this job
+// last checked it in full and found it clean, with nothing in flight.
+// Every reservation, queued order, give-back or reload changes one of
+// them, and a copy with work in flight (Busy) is not remembered clean:
+// so a crashed instance's reservation keeps its copy checked in full
+// until it is settled. A change in the database alone (a cancellation,
+// units owed back) marks the item as bought
+// (inventory.Service.CancelUnpaid), so it is in play. The memory is the
+// fleet's (cleanKey): a run on any instance skips a copy that another's
+// found clean; a Redis that lost it has every copy checked in full once.
+
+// Prober is what a Repairer may also do: look at its copies cheaply.
+type Prober interface {
+	Probe(ctx context.Context, ids []int64) (map[int64]redisstage.Probe, error)
+}
+
+// cleanKey is the fleet's memory of the state in which the job last found
+// each copy of a registry ("copy", "buckets") of kind clean, item id ->
+// state: one hash, read with one HMGET per run. It lives in the Redis
+// that holds the copies: a Redis that lost them lost it too, and every
+// copy is then checked in full.
+func cleanKey(prefix, kind, name string) string {
+	return prefixOr(prefix) + "clean:" + kind + ":" + name
+}
+
+// loadClean reads the remembered states of copies ids; an error leaves
+// them unknown (checked in full).
+func (j *Job) loadClean(ctx context.Context, kind, name string, ids map[int64]bool) map[int64]string {
+	out := map[int64]string{}
+	if len(ids) == 0 {
+		return out
+	}
+	fields, list := make([]string, 0, len(ids)), make([]int64, 0, len(ids))
+	for id := range ids {
+		fields, list = append(fields, strconv.FormatInt(id, 10)), append(list, id)
+	}
+	vs, err := j.rdb.HMGet(ctx, cleanKey(j.opts.Prefix, kind, name), fields...).Result()
+	if err != nil {
+		j.opts.Logger.Warn("reading which copies were found clean failed; checking them in full", "kind", kind, "err", err)
+		return out
+	}
+	for i, v := range vs {
+		if s, ok := v.(string); ok {
+			out[list[i]] = s
+		}
+	}
+	return out
+}
+
+// probeCopies probes the copies ids of registry r; nil when r cannot
+// probe or the probe failed (every copy is then checked in full).
+func (j *Job) probeCopies(ctx context.Context, r Repairer, ids map[int64]bool) map[int64]redisstage.Probe {
+	p, ok := r.(Prober)
+	if !ok || len(ids) == 0 {
+		return nil
+	}
+	list := make([]int64, 0, len(ids))
+	for id := range ids {
+		list = append(list, id)
+	}
+	out, err := p.Probe(ctx, list)
+	if err != nil {
+		j.opts.Logger.Warn("probing the Redis copies failed; checking them in full", "err", err)
+		return nil
+	}
+	return out
+}
+
+// quiet says whether item id, not in play, has only copies that probed
+// as last found clean.
+func quiet(w work, id int64) bool {
+	for _, c := range w.registries() {
+		if !c.has[id] {
+			continue
+		}
+		p, ok := c.probes[id]
+		s, known := c.clean[id]
+		if !ok || p.Missing || !known || s != p.State {
+			return false
+		}
+	}
+	return true
+}
+
+// settle remembers, for the fleet, the probed state of item id's copies
+// when its full check found it clean, and forgets it otherwise.
+func (j *Job) settle(ctx context.Context, kind string, w work, id int64, r ItemResult) {
+	ok := !bad(r) && r.Note == "" && quietDrift(r.Drift) && quietDrift(r.BucketDrift)
+	field := strconv.FormatInt(id, 10)
+	for _, c := range w.registries() {
+		p, probed := c.probes[id]
+		was, known := c.clean[id]
+		key := cleanKey(j.opts.Prefix, kind, c.name)
+		var err error
+		switch {
+		case ok && probed && c.has[id] && !p.Missing:
+			if !known || was != p.State {
+				err = j.rdb.HSet(ctx, key, field, p.State).Err()
+			}
+		case known:
+			err = j.rdb.HDel(ctx, key, field).Err()
+		}
+		if err != nil {
+			j.opts.Logger.Warn("recording whether a copy was found clean failed", "kind", kind, "id", id, "err", err)
+		}
+	}
+}
+
+// quietDrift says whether a repair found nothing to do (or did not run).
+func quietDrift(d *redisstage.Drift) bool {
+	return d == nil || !d.Busy && !d.Repaired && d.Resolved == 0
+}
