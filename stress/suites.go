@@ -389,7 +389,8 @@ var suites = []suite{{
 	pkg: "./internal/reconcile",
 	// A pass over the items in play while buys land beside it.
 	tests: []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain",
-		"TestRunChecksTheItemsInPlayNotTheCatalogue", "TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale"},
+		"TestRunChecksTheItemsInPlayNotTheCatalogue", "TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale",
+		"TestQuietCopiesCostAProbeEach", "TestStaleReservationOnAQuietCopyIsSettled", "TestCopyChangedBehindTheJobsBackIsCheckedInFull"},
 	budget: time.Minute,
 }, {
 	// redis-stream's writers: an order queued while a writer checks its
