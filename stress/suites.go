@@ -390,7 +390,8 @@ var suites = []suite{{
 	// A pass over the items in play while buys land beside it.
 	tests: []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain",
 		"TestRunChecksTheItemsInPlayNotTheCatalogue", "TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale",
-		"TestQuietCopiesCostAProbeEach", "TestStaleReservationOnAQuietCopyIsSettled", "TestCopyChangedBehindTheJobsBackIsCheckedInFull"},
+		"TestQuietCopiesCostAProbeEach", "TestStaleReservationOnAQuietCopyIsSettled", "TestCopyChangedBehindTheJobsBackIsCheckedInFull",
+		"TestQuietRunVouchesForEachFinding", "TestQuietCopyWithoutAFindingIsCheckedInFull"},
 	budget: time.Minute,
 }, {
 	// redis-stream's writers: an order queued while a writer checks its

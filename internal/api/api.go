@@ -280,8 +280,13 @@ type GiveBack struct {
 
 // Reconcile is one item's finding in the fleet's last reconcile run.
 type Reconcile struct {
-	At         time.Time `json:"at"`
-	Instance   string    `json:"instance"` // the instance that ran it
+	At       time.Time `json:"at"`
+	Instance string    `json:"instance"` // the instance that ran it
+	// CheckedAt is when the item was last checked in full: At, or earlier
+	// when the run at At found the item's Redis copy exactly as that check
+	// left it, with nothing bought, reset or in flight since, and vouched
+	// for its finding without checking it again.
+	CheckedAt  time.Time `json:"checked_at"`
 	Oversold   int       `json:"oversold"`
 	Conserved  bool      `json:"conserved"`
 	RedisDrift *Drift    `json:"redis_drift,omitempty"`

@@ -208,7 +208,7 @@ func (s *server) reconcileFor(ctx context.Context, last func(context.Context, st
 		return nil
 	}
 	it := f.Item
-	r := &api.Reconcile{At: f.At, Instance: f.Instance, Oversold: it.Oversold, Conserved: it.Conserved, Error: it.Error, Note: it.Note}
+	r := &api.Reconcile{At: f.At, CheckedAt: f.CheckedAt, Instance: f.Instance, Oversold: it.Oversold, Conserved: it.Conserved, Error: it.Error, Note: it.Note}
 	if d := it.Drift; d != nil {
 		r.RedisDrift = &api.Drift{RedisStock: d.RedisStock, DBStock: d.DBStock, Resolved: d.Resolved, Busy: d.Busy, Repaired: d.Repaired}
 	}

@@ -21,6 +21,10 @@ type published struct {
 	At       time.Time  `json:"at"`
 	Instance string     `json:"instance"`
 	Item     ItemResult `json:"item"`
+	// CheckedAt is when the item was last checked in full, when the run
+	// At only vouched for that check: its probe found the copy as that
+	// check had left it (quiet.go). Zero when At checked it in full.
+	CheckedAt time.Time `json:"checked_at,omitzero"`
 }
 
 // keep is how long a published finding or summary lives.
@@ -44,6 +48,14 @@ func (j *Job) publish(ctx context.Context, res Result) error {
 			return err
 		}
 		pipe.Set(ctx, findingKey(j.opts.Prefix, it.Kind, it.ID), b, j.keep())
+	}
+	for _, v := range res.vouched {
+		v.At, v.Instance = res.At, res.Instance
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		pipe.Set(ctx, findingKey(j.opts.Prefix, v.Item.Kind, v.Item.ID), b, j.keep())
 	}
 	b, err := json.Marshal(sum)
 	if err != nil {
@@ -88,6 +100,9 @@ type Finding struct {
 	At       time.Time
 	Instance string // the instance that ran it
 	Item     ItemResult
+	// CheckedAt is when Item was found in a full check: At, or earlier
+	// when the run at At found the item's copy as that check left it.
+	CheckedAt time.Time
 }
 
 // LastFor returns the item's finding in the newest run that checked it:
@@ -114,7 +129,10 @@ func LastFor(ctx context.Context, rdb redis.UniversalClient, prefix, kind string
 	if resetAt >= p.At.UnixNano() {
 		return Finding{}, false, nil
 	}
-	return Finding{At: p.At, Instance: p.Instance, Item: p.Item}, true, nil
+	if p.CheckedAt.IsZero() {
+		p.CheckedAt = p.At
+	}
+	return Finding{At: p.At, Instance: p.Instance, Item: p.Item, CheckedAt: p.CheckedAt}, true, nil
 }
 
 // MarkReset records, for the fleet, that the item was reset now, so that

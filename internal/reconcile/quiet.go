@@ -2,7 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 )
@@ -22,6 +25,12 @@ import (
 // (inventory.Service.CancelUnpaid), so it is in play. The memory is the
 // fleet's (cleanKey): a run on any instance skips a copy that another's
 // found clean; a Redis that lost it has every copy checked in full once.
+
+// A quiet copy's finding stays true: the run republishes it under its
+// own time (vouch), with the time of the full check that made it
+// (CheckedAt), so that an audit after a burst shows a run after the
+// burst. A quiet item whose finding is gone (expired) or was a
+// violation is checked in full instead.
 
 // Prober is what a Repairer may also do: look at its copies cheaply.
 type Prober interface {
@@ -123,4 +132,40 @@ func (j *Job) settle(ctx context.Context, kind string, w work, id int64, r ItemR
 // quietDrift says whether a repair found nothing to do (or did not run).
 func quietDrift(d *redisstage.Drift) bool {
 	return d == nil || !d.Busy && !d.Repaired && d.Resolved == 0
+}
+
+// vouch reads the findings of the quiet items of inPlay (those false in
+// it) in one pipelined exchange, and returns them; an item whose finding
+// is missing, unreadable or a violation is put in play instead (checked
+// in full). An error puts them all in play.
+func (j *Job) vouch(ctx context.Context, kind string, inPlay map[int64]bool) map[int64]published {
+	var ids []int64
+	for id, ok := range inPlay {
+		if !ok {
+			ids = append(ids, id)
+		}
+	}
+	out := map[int64]published{}
+	if len(ids) == 0 {
+		return out
+	}
+	pipe := j.rdb.Pipeline()
+	gets := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		gets[i] = pipe.Get(ctx, findingKey(j.opts.Prefix, kind, id))
+	}
+	_, _ = pipe.Exec(ctx) // each read's own error is looked at below
+	for i, id := range ids {
+		var p published
+		b, err := gets[i].Bytes()
+		if err != nil || json.Unmarshal(b, &p) != nil || bad(p.Item) || p.Item.ID != id {
+			inPlay[id] = true
+			continue
+		}
+		if p.CheckedAt.IsZero() {
+			p.CheckedAt = p.At
+		}
+		out[id] = p
+	}
+	return out
 }

@@ -21,6 +21,8 @@ import (
 	_ "embed" // claim_slot.lua
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,6 +88,9 @@ type Result struct {
 	Violations int          `json:"violations"`
 	Repairs    int          `json:"repairs"`
 	Items      []ItemResult `json:"items"`
+	// vouched are the findings of the quiet items this run vouched for
+	// (quiet.go), republished under its time.
+	vouched []published
 }
 
 // Options configure a Job.
@@ -224,6 +229,9 @@ func (j *Job) check(ctx context.Context, slot int64, prev Result) Result {
 			res.Items = append(res.Items, ItemResult{Kind: t.Kind, Error: err.Error()})
 			res.Violations++
 			continue
+		}
+		for _, id := range slices.Sorted(maps.Keys(w.vouched)) {
+			res.vouched = append(res.vouched, w.vouched[id])
 		}
 		for _, id := range w.items {
 			r := j.checkItem(ctx, t, w, id, &res)

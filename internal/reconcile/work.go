@@ -32,6 +32,9 @@ type work struct {
 	copyProbes, bucketProbes map[int64]redisstage.Probe
 	// The states the fleet last found them clean in (quiet.go).
 	copyClean, bucketClean map[int64]string
+	// The findings of the quiet items, which this run vouches for again
+	// (quiet.go).
+	vouched map[int64]published
 }
 
 // registry is one of an item's copies in a run's work.
@@ -114,6 +117,7 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 	for id := range w.buckets {
 		inPlay[id] = inPlay[id] || !quiet(w, id)
 	}
+	w.vouched = j.vouch(ctx, t.Kind, inPlay)
 	for id, ok := range inPlay {
 		if ok {
 			w.items = append(w.items, id)
