@@ -391,7 +391,7 @@ var suites = []suite{{
 	tests: []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain",
 		"TestRunChecksTheItemsInPlayNotTheCatalogue", "TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale",
 		"TestQuietCopiesCostAProbeEach", "TestStaleReservationOnAQuietCopyIsSettled", "TestCopyChangedBehindTheJobsBackIsCheckedInFull",
-		"TestQuietRunVouchesForEachFinding", "TestQuietCopyWithoutAFindingIsCheckedInFull"},
+		"TestQuietRunVouchesForEachFinding", "TestQuietCopyWithoutAFindingIsCheckedInFull", "TestQuietCopiesOnACluster"},
 	budget: time.Minute,
 }, {
 	// redis-stream's writers: an order queued while a writer checks its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,10 +22,6 @@ type published struct {
 	At       time.Time  `json:"at"`
 	Instance string     `json:"instance"`
 	Item     ItemResult `json:"item"`
-	// CheckedAt is when the item was last checked in full, when the run
-	// At only vouched for that check: its probe found the copy as that
-	// check had left it (quiet.go). Zero when At checked it in full.
-	CheckedAt time.Time `json:"checked_at,omitzero"`
 }
 
 // keep is how long a published finding or summary lives.
@@ -49,13 +46,14 @@ func (j *Job) publish(ctx context.Context, res Result) error {
 		}
 		pipe.Set(ctx, findingKey(j.opts.Prefix, it.Kind, it.ID), b, j.keep())
 	}
-	for _, v := range res.vouched {
-		v.At, v.Instance = res.At, res.Instance
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
+	by := strconv.FormatInt(res.At.UnixNano(), 10) + "|" + res.Instance
+	for kind, ids := range res.vouched {
+		fields := make([]any, 0, 2*len(ids))
+		for _, id := range ids {
+			fields = append(fields, strconv.FormatInt(id, 10), by)
 		}
-		pipe.Set(ctx, findingKey(j.opts.Prefix, v.Item.Kind, v.Item.ID), b, j.keep())
+		pipe.HSet(ctx, vouchedKey(j.opts.Prefix, kind), fields...)
+		pipe.PExpire(ctx, vouchedKey(j.opts.Prefix, kind), j.keep())
 	}
 	b, err := json.Marshal(sum)
 	if err != nil {
@@ -111,7 +109,14 @@ type Finding struct {
 // after that run (see MarkReset): a finding about the stock before a reset
 // says nothing about the stock after it.
 func LastFor(ctx context.Context, rdb redis.UniversalClient, prefix, kind string, id int64) (f Finding, ok bool, err error) {
-	b, err := rdb.Get(ctx, findingKey(prefix, kind, id)).Bytes()
+	pipe := rdb.Pipeline()
+	get := pipe.Get(ctx, findingKey(prefix, kind, id))
+	reset := pipe.Get(ctx, resetKey(prefix, kind, id))
+	vouched := pipe.HGet(ctx, vouchedKey(prefix, kind), strconv.FormatInt(id, 10))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Finding{}, false, err
+	}
+	b, err := get.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Finding{}, false, nil
 	}
@@ -122,17 +127,28 @@ func LastFor(ctx context.Context, rdb redis.UniversalClient, prefix, kind string
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Finding{}, false, err
 	}
-	resetAt, err := rdb.Get(ctx, resetKey(prefix, kind, id)).Int64()
+	f = Finding{At: p.At, Instance: p.Instance, Item: p.Item, CheckedAt: p.At}
+	if at, by, ok := parseVouch(vouched.Val()); ok && at.After(f.At) {
+		f.At, f.Instance = at, by
+	}
+	resetAt, err := reset.Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Finding{}, false, err
 	}
-	if resetAt >= p.At.UnixNano() {
+	if resetAt >= f.At.UnixNano() {
 		return Finding{}, false, nil
 	}
-	if p.CheckedAt.IsZero() {
-		p.CheckedAt = p.At
+	return f, true, nil
+}
+
+// parseVouch reads a vouchedKey field: "<unix nanos>|<instance>".
+func parseVouch(v string) (time.Time, string, bool) {
+	at, by, ok := strings.Cut(v, "|")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}, "", false
 	}
-	return Finding{At: p.At, Instance: p.Instance, Item: p.Item, CheckedAt: p.CheckedAt}, true, nil
+	return time.Unix(0, n).UTC(), by, true
 }
 
 // MarkReset records, for the fleet, that the item was reset now, so that

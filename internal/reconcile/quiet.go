@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -26,11 +28,12 @@ import (
 // fleet's (cleanKey): a run on any instance skips a copy that another's
 // found clean; a Redis that lost it has every copy checked in full once.
 
-// A quiet copy's finding stays true: the run republishes it under its
-// own time (vouch), with the time of the full check that made it
-// (CheckedAt), so that an audit after a burst shows a run after the
-// burst. A quiet item whose finding is gone (expired) or was a
-// violation is checked in full instead.
+// A quiet copy's finding stays true, and the run vouches for it: it
+// records its own time for the item (vouchedKey), which an audit shows as
+// the finding's time, the full check's kept as CheckedAt, so that an
+// audit after a burst shows a run after the burst. A quiet item whose
+// finding is gone (expired) or was a violation is checked in full
+// instead.
 
 // Prober is what a Repairer may also do: look at its copies cheaply.
 type Prober interface {
@@ -135,37 +138,73 @@ func quietDrift(d *redisstage.Drift) bool {
 }
 
 // vouch reads the findings of the quiet items of inPlay (those false in
-// it) in one pipelined exchange, and returns them; an item whose finding
-// is missing, unreadable or a violation is put in play instead (checked
-// in full). An error puts them all in play.
-func (j *Job) vouch(ctx context.Context, kind string, inPlay map[int64]bool) map[int64]published {
+// it), in one MGET (on a Cluster, one pipelined GET each), and returns
+// the ids of those this run vouches for; an item whose finding is
+// missing, unreadable or a violation is put in play instead (checked in
+// full).
+func (j *Job) vouch(ctx context.Context, kind string, inPlay map[int64]bool) []int64 {
 	var ids []int64
 	for id, ok := range inPlay {
 		if !ok {
 			ids = append(ids, id)
 		}
 	}
-	out := map[int64]published{}
 	if len(ids) == 0 {
-		return out
+		return nil
 	}
-	pipe := j.rdb.Pipeline()
-	gets := make([]*redis.StringCmd, len(ids))
+	slices.Sort(ids)
+	keys := make([]string, len(ids))
 	for i, id := range ids {
-		gets[i] = pipe.Get(ctx, findingKey(j.opts.Prefix, kind, id))
+		keys[i] = findingKey(j.opts.Prefix, kind, id)
 	}
-	_, _ = pipe.Exec(ctx) // each read's own error is looked at below
+	vals, err := getAll(ctx, j.rdb, keys)
+	out := ids[:0]
 	for i, id := range ids {
 		var p published
-		b, err := gets[i].Bytes()
-		if err != nil || json.Unmarshal(b, &p) != nil || bad(p.Item) || p.Item.ID != id {
+		if err != nil || vals[i] == nil || json.Unmarshal(vals[i], &p) != nil || bad(p.Item) || p.Item.ID != id {
 			inPlay[id] = true
 			continue
 		}
-		if p.CheckedAt.IsZero() {
-			p.CheckedAt = p.At
-		}
-		out[id] = p
+		out = append(out, id)
 	}
 	return out
+}
+
+// vouchedKey is the hash of the runs that vouched for kind's findings:
+// item id -> "<unix nanos>|<instance>" of the newest such run. One HSET a
+// run writes them all (publish), and an item's audit reads its field
+// (LastFor).
+func vouchedKey(prefix, kind string) string { return prefixOr(prefix) + "vouched:" + kind }
+
+// getAll reads keys: in one MGET, or on a Cluster, where keys of several
+// slots cannot share one, in one pipelined GET each. A missing key reads
+// as nil.
+func getAll(ctx context.Context, rdb redis.UniversalClient, keys []string) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	if _, cluster := rdb.(*redis.ClusterClient); !cluster {
+		vs, err := rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vs {
+			if s, ok := v.(string); ok {
+				out[i] = []byte(s)
+			}
+		}
+		return out, nil
+	}
+	pipe := rdb.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	for i, g := range gets {
+		if b, err := g.Bytes(); err == nil {
+			out[i] = b
+		}
+	}
+	return out, nil
 }

@@ -21,8 +21,6 @@ import (
 	_ "embed" // claim_slot.lua
 	"errors"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -88,9 +86,9 @@ type Result struct {
 	Violations int          `json:"violations"`
 	Repairs    int          `json:"repairs"`
 	Items      []ItemResult `json:"items"`
-	// vouched are the findings of the quiet items this run vouched for
-	// (quiet.go), republished under its time.
-	vouched []published
+	// vouched are the quiet items, by kind, whose findings this run
+	// vouched for (quiet.go).
+	vouched map[string][]int64
 }
 
 // Options configure a Job.
@@ -230,8 +228,11 @@ func (j *Job) check(ctx context.Context, slot int64, prev Result) Result {
 			res.Violations++
 			continue
 		}
-		for _, id := range slices.Sorted(maps.Keys(w.vouched)) {
-			res.vouched = append(res.vouched, w.vouched[id])
+		if len(w.vouched) > 0 {
+			if res.vouched == nil {
+				res.vouched = map[string][]int64{}
+			}
+			res.vouched[t.Kind] = append(res.vouched[t.Kind], w.vouched...)
 		}
 		for _, id := range w.items {
 			r := j.checkItem(ctx, t, w, id, &res)

@@ -32,9 +32,8 @@ type work struct {
 	copyProbes, bucketProbes map[int64]redisstage.Probe
 	// The states the fleet last found them clean in (quiet.go).
 	copyClean, bucketClean map[int64]string
-	// The findings of the quiet items, which this run vouches for again
-	// (quiet.go).
-	vouched map[int64]published
+	// The quiet items whose findings this run vouches for (quiet.go).
+	vouched []int64
 }
 
 // registry is one of an item's copies in a run's work.

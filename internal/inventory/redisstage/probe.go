@@ -10,9 +10,10 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory"
 )
 
-// The reconcile job's cheap look at the copies it checked before: one
-// MGET of the stock and the generation per copy (per bucket for
-// redis-sharded, each in its own slot), pipelined. Whatever is done to a
+// The reconcile job's cheap look at the copies it checked before: the
+// stock and the generation of each copy (of each bucket for
+// redis-sharded), read in one MGET of many copies (on a Cluster one MGET
+// per copy, each in its own slot, pipelined). Whatever is done to a
 // copy changes one of them: a reservation or a queued order takes from
 // the stock (a crashed instance's too, and the job then checks the copy
 // in full until the reservation is settled), a give-back or a returned
@@ -78,24 +79,44 @@ func fold(looks []look) Probe {
 	return p
 }
 
-// probeAll reads each key pair with one MGET, all in one pipeline (on a
-// Cluster, one per node; a pair is in one slot).
+// probeAll reads the key pairs: in MGETs of up to probeBatch pairs, or on
+// a Cluster, where keys of several slots cannot share one, one MGET per
+// pair (a pair is in one slot), all in one pipeline.
 func probeAll(ctx context.Context, rdb redis.UniversalClient, keys [][]string) ([]look, error) {
+	per := probeBatch
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		per = 1
+	}
 	pipe := rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.MGet(ctx, k...)
+	var cmds []*redis.SliceCmd
+	for from := 0; from < len(keys); from += per {
+		batch := make([]string, 0, 2*per)
+		for _, k := range keys[from:min(from+per, len(keys))] {
+			batch = append(batch, k...)
+		}
+		cmds = append(cmds, pipe.MGet(ctx, batch...))
+	}
+	if len(cmds) == 0 {
+		return nil, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("%w: probe copies: %w", inventory.ErrUnavailable, err)
 	}
-	out := make([]look, len(keys))
-	for i, c := range cmds {
+	out := make([]look, 0, len(keys))
+	for _, c := range cmds {
 		v := c.Val()
-		if len(v) != 2 {
+		if len(v)%2 != 0 {
 			return nil, fmt.Errorf("%w: probe answered %v", inventory.ErrUnavailable, v)
 		}
-		out[i] = look{v[0], v[1]}
+		for i := 0; i < len(v); i += 2 {
+			out = append(out, look{v[i], v[i+1]})
+		}
+	}
+	if len(out) != len(keys) {
+		return nil, fmt.Errorf("%w: probe answered %d pairs for %d", inventory.ErrUnavailable, len(out), len(keys))
 	}
 	return out, nil
 }
+
+// probeBatch is how many copies' key pairs one MGET reads.
+const probeBatch = 500
