@@ -182,12 +182,16 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.IdleAfter <= 0 {
 		opts.IdleAfter = DefaultIdleAfter
 	}
-	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	c := &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	return c
 }
 
 // Wrap returns stage behind this crowd control: sold-out memory and the
 // bounded queue.
-func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage {
+func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage { return c.wrap(stage) }
+
+// wrap is Wrap, with a memory of its own.
+func (c *Crowd) wrap(stage inventory.Stage) crowded {
 	m := &memo{soldOut: map[int64]soldOutMark{}, window: map[int64]windowMark{}}
 	c.mu.Lock()
 	c.memos = append(c.memos, m)
@@ -202,7 +206,7 @@ func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(
 // wrapped is stage behind the gates, with the memory m (nil: none).
 func (c *Crowd) wrapped(stage inventory.Stage, m *memo) crowded {
 	w := crowded{c: c, m: m, next: stage, clock: c.clockOf(stage)}
-	w.gates = gatesOf(w)
+	w.gates, w.beforeClaim, w.afterClaim = gatesOf(w), beforeClaimOf(w), afterClaimOf(w)
 	return w
 }
 
@@ -225,6 +229,9 @@ type crowded struct {
 	next  inventory.Stage
 	clock refClock // the one the stage checks the window against
 	gates []gate   // in the order a buyer passes them (gates.go)
+	// beforeClaim and afterClaim are gates in two parts, for a keyed buy
+	// whose claim folds the stage's script (gates.go).
+	beforeClaim, afterClaim []gate
 }
 
 // fromMemory answers a buy of item id from this instance's memory alone,
@@ -288,8 +295,19 @@ func (w crowded) RefusedFor(reason string) {
 
 // BuyFolded passes a buy whose claim took the units (inventory's fold.go)
 // straight on: nothing to refuse, no place in the line to take; it only
-// writes.
+// writes. A buy whose gates passed before a claim that took nothing
+// answers what they said, or passes the rest of the gates (gates.go).
 func (w crowded) BuyFolded(ctx context.Context, o inventory.Order, f *inventory.Fold) error {
+	if !f.Holds(o) {
+		gated, refused := f.Gated(o)
+		if !gated {
+			return w.Buy(ctx, o)
+		}
+		if refused != nil {
+			return refused
+		}
+		return w.buyThrough(ctx, o, w.afterClaim)
+	}
 	if fb, ok := w.next.(inventory.FoldedBuyer); ok {
 		return fb.BuyFolded(ctx, o, f)
 	}
@@ -297,14 +315,14 @@ func (w crowded) BuyFolded(ctx context.Context, o inventory.Order, f *inventory.
 }
 
 func (w crowded) Buy(ctx context.Context, o inventory.Order) error {
+	return w.buyThrough(ctx, o, w.gates)
+}
+
+// buyThrough takes o's buyer through gates, then runs the stage.
+func (w crowded) buyThrough(ctx context.Context, o inventory.Order, gates []gate) error {
 	b := &buyer{o: o}
-	if w.m != nil {
-		b.epoch, b.remembered = w.c.epoch(ctx, o.ItemID)
-	}
-	for _, g := range w.gates {
-		if err := g.pass(ctx, b); err != nil {
-			return err
-		}
+	if err := w.pass(ctx, b, gates); err != nil {
+		return err
 	}
 	return w.run(ctx, b)
 }
