@@ -26,7 +26,10 @@ import (
 //     one it was seen under, so a reset through any instance makes the item
 //     buyable on all of them at once. Epochs that each instance keeps in
 //     memory (so that the refusal costs no round trip) make a reset wait
-//     until no instance can still trust the old one (see Settle).
+//     until no instance can still trust the old one (see Settle). An
+//     instance that learns a sell-out for good tells the others, which
+//     remember it under the same epoch (pushed.go): the post-sale wave is
+//     answered from memory on every instance from its first late buyer.
 //   - Admission is bounded. Queue buyers per item may always wait inside
 //     the stage on this instance. Past them, a buyer is let in only while
 //     the item's last buyers got through the line in at most half of
@@ -164,6 +167,7 @@ type Crowd struct {
 
 	mu     sync.Mutex
 	memos  []*memo
+	named  map[string]*memo        // the memories of the stages wrapped by name (pushed.go)
 	clocks int                     // the stages wrapped with a window clock of their own
 	inside map[int64]int           // buyers inside a wrapped stage, per item
 	spent  map[int64]time.Duration // a moving average of the time one buyer spends inside, per item
@@ -182,7 +186,10 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.IdleAfter <= 0 {
 		opts.IdleAfter = DefaultIdleAfter
 	}
-	c := &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	c := &Crowd{opts: opts, named: map[string]*memo{}, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	if b, ok := opts.Epochs.(soldOutBoard); ok {
+		b.OnSoldOut(c.heard)
+	}
 	return c
 }
 
@@ -226,6 +233,7 @@ func (c *Crowd) clockOf(stage inventory.Stage) refClock {
 type crowded struct {
 	c     *Crowd
 	m     *memo
+	name  string // the stage's name in the fleet's sell-outs, if wrapped by one (pushed.go)
 	next  inventory.Stage
 	clock refClock // the one the stage checks the window against
 	gates []gate   // in the order a buyer passes them (gates.go)
@@ -275,7 +283,7 @@ func (w crowded) Learner(ctx context.Context, req inventory.Request) func(error)
 		case errors.Is(err, inventory.ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
 			if remembered && !errors.Is(err, inventory.ErrMayReturn) {
-				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err), began)
+				w.learnSoldOut(req.ItemID, epoch, req.Quantity, until(began, err), began)
 			}
 		case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 			w.c.refused(RefusedWindow)
@@ -346,12 +354,12 @@ func (w crowded) run(ctx context.Context, b *buyer) error {
 		// the line's next buyers and the post-sale wave hear sold out at
 		// once, not 503 from a line still full of buyers who came too
 		// late (the lab's post-sale-503 rule saw that on redlock).
-		w.m.remember(o.ItemID, epoch, 1, until(began, last), end)
+		w.learnSoldOut(o.ItemID, epoch, 1, until(began, last), end)
 	case errors.Is(err, inventory.ErrSoldOut):
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, inventory.ErrMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
-			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err), end)
+			w.learnSoldOut(o.ItemID, epoch, o.Quantity, until(began, err), end)
 		}
 	case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 		c.refused(RefusedWindow)

@@ -1,0 +1,107 @@
+package admission
+
+import (
+	"context"
+	"strconv"
+	"strings"
+)
+
+// A sell-out the whole fleet hears at once. The instance that sells an
+// item's last unit (or whose stage first answers it sold out for good)
+// publishes it on soldOutChannel with the epoch it was seen under, and
+// every instance that trusts that same epoch remembers it: the post-sale
+// wave is answered from memory from its first late buyer on every
+// instance, not only on the one that sold out.
+//
+// It is a message of its own kind, on a channel of its own: a message on
+// epochChannel drops the item's epoch, and would erase the memory it
+// announces. A reset still wins. A receiver trusts a sell-out only under
+// the epoch it trusts now (remembered from a read within the lease, in
+// this session): a sell-out of an older epoch is ignored, and one heard
+// before a bump is remembered under the epoch the bump replaces, which no
+// buyer is judged by once the bump is heard or its Settle has returned.
+// A message that is lost, or that reaches an instance that has not read
+// the item's epoch within the lease, costs what it cost before: that
+// instance's first late buyer learns the sell-out from its stage.
+
+// soldOutChannel carries the sell-outs: "<item> <stage> <epoch> <qty>",
+// the epoch as stored in Redis (without the reader's session).
+const soldOutChannel = "seckill:soldout"
+
+// soldOutBoard is Epochs that can tell the fleet of a sell-out.
+type soldOutBoard interface {
+	// AnnounceSoldOut publishes that stage sold item out, for buyers of
+	// qty units or more, under epoch (as Epoch returned it).
+	AnnounceSoldOut(ctx context.Context, item, stage, epoch string, qty int) error
+	// OnSoldOut makes f hear every sell-out announced by an instance
+	// under the epoch this one trusts now (as Epoch returns it).
+	OnSoldOut(f func(item, stage, epoch string, qty int))
+}
+
+// AnnounceSoldOut publishes a sell-out of item by stage under epoch, as
+// Epoch returned it, if that is still the epoch this instance trusts:
+// a sell-out seen under an epoch since dropped (a bump, a lost
+// subscription, a new connection) is not worth telling. It sends nothing
+// then, and returns nil.
+func (e *RedisEpochs) AnnounceSoldOut(ctx context.Context, item, stage, epoch string, qty int) error {
+	e.mu.Lock()
+	stored, ok := e.trusted(item)
+	ok = ok && e.known[item].value == epoch
+	e.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return e.rdb.Publish(ctx, soldOutChannel, soldOutMessage(item, stage, stored, qty)).Err()
+}
+
+// soldOutMessage is the message that tells of a sell-out of item by stage,
+// for buyers of qty units or more, under the epoch stored.
+func soldOutMessage(item, stage, stored string, qty int) string {
+	return item + " " + stage + " " + stored + " " + strconv.Itoa(qty)
+}
+
+// OnSoldOut adds f to those who hear the sell-outs announced under the
+// epochs this instance trusts.
+func (e *RedisEpochs) OnSoldOut(f func(item, stage, epoch string, qty int)) {
+	e.mu.Lock()
+	e.soldOutTo = append(e.soldOutTo, f)
+	e.mu.Unlock()
+}
+
+// trusted returns the stored part of item's remembered epoch while it is
+// trusted (see Epoch); e.mu is held.
+func (e *RedisEpochs) trusted(item string) (string, bool) {
+	k, ok := e.known[item]
+	if !ok || !e.live || e.now().Sub(k.readAt) >= e.lease {
+		return "", false
+	}
+	stored, _, _ := strings.Cut(k.value, "/")
+	return stored, true
+}
+
+// heardSoldOut passes a sell-out message on to those who hear them, if
+// its epoch is the one this instance trusts for the item now; a message
+// of another shape is ignored.
+func (e *RedisEpochs) heardSoldOut(payload string) {
+	f := strings.Split(payload, " ")
+	qty, err := 0, error(nil)
+	if len(f) == 4 {
+		qty, err = strconv.Atoi(f[3])
+	}
+	applied := false
+	if len(f) == 4 && err == nil && qty > 0 {
+		item, stage, stored := f[0], f[1], f[2]
+		e.mu.Lock()
+		now, ok := e.trusted(item)
+		value, to := e.known[item].value, e.soldOutTo
+		e.mu.Unlock()
+		if applied = ok && now == stored; applied {
+			for _, hear := range to {
+				hear(item, stage, value, qty)
+			}
+		}
+	}
+	if e.heard != nil {
+		e.heard(payload, applied)
+	}
+}

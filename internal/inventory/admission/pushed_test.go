@@ -1,0 +1,255 @@
+package admission_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/lock"
+	"github.com/seckill-lab/seckill/internal/store"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// pushLease is the epochs' lease in these tests: each instance reads time
+// from a clock of its own that moves only when a test moves it, so no
+// remembered epoch runs out unless the test says so.
+const pushLease = time.Second
+
+// manualClock is a clock that moves only when told.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *manualClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// pushInstance is one instance of a fleet: its own Redis client (whose
+// commands are counted), restock epochs, crowd control and stage.
+type pushInstance struct {
+	kind    string
+	rdb     *redis.Client
+	sent    *admission.CommandCounter
+	clock   *manualClock
+	epochs  *admission.RedisEpochs
+	crowd   *admission.Crowd
+	svc     *inventory.Service
+	stock   *redisstage.RedisAtomic // the stage's copy, under redis-atomic
+	heard   chan bool               // each sell-out message heard: passed on or not
+	refused chan string
+}
+
+// newPushFleet starts two instances selling item 1 (stock units) under
+// the named stage, on one Redis and one database, subscribed.
+func newPushFleet(t *testing.T, stage string, stock int) (a, b *pushInstance) {
+	t.Helper()
+	first := testenv.Redis(t)
+	db := testenv.SQLite(t)
+	kind := testenv.Name("pushed")
+	ctx := context.Background()
+	if err := db.Products().Reset(ctx, 1, stock); err != nil {
+		t.Fatal(err)
+	}
+	a, b = newPushInstance(t, first, db, kind, stage), newPushInstance(t, first, db, kind, stage)
+	if a.stock != nil {
+		if err := a.stock.Reset(ctx, 1, stock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
+func newPushInstance(t *testing.T, first *redis.Client, db *store.DB, kind, stage string) *pushInstance {
+	t.Helper()
+	o := first.Options()
+	client := func(retries int) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, MaxRetries: retries})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	rdb := client(0)
+	in := &pushInstance{kind: kind, rdb: rdb, sent: &admission.CommandCounter{}, clock: &manualClock{t: time.Unix(1_000, 0)},
+		heard: make(chan bool, 16), refused: make(chan string, 64)}
+	rdb.AddHook(in.sent)
+	in.epochs = admission.NewRedisEpochs(rdb, rdb, pushLease)
+	in.epochs.SetClock(in.clock.now)
+	in.epochs.SetHeard(func(_ string, applied bool) { in.heard <- applied })
+	in.crowd = admission.NewCrowd(admission.CrowdOptions{Kind: kind, Epochs: in.epochs, Refused: func(r string) { in.refused <- r }})
+	var st inventory.Stage
+	switch stage {
+	case inventory.StageRedisAtomic:
+		in.stock = redisstage.NewRedisAtomic(rdb, db.Products(), kind, nil)
+		st = in.stock
+	case inventory.StageRedisLock:
+		locks := client(-1) // the lock's scripts must not run twice
+		locks.AddHook(in.sent)
+		st = inventory.NewRedisLock(testenv.NewLock(t, locks, lock.Options{}), db.Products(), kind, inventory.SectionOptions{},
+			inventory.LockOptions{TTL: time.Second, Wait: time.Second})
+	}
+	in.svc = inventory.NewService(db.Products(), map[string]inventory.Stage{stage: in.crowd.WrapNamed(stage, st)}, "push", "O").WithCrowd(in.crowd)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); in.epochs.Watch(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for !in.epochs.Subscribed() {
+		time.Sleep(time.Millisecond) // poll until the subscription is confirmed
+	}
+	return in
+}
+
+// crowdItem names item 1's epoch.
+func (in *pushInstance) crowdItem() string { return in.kind + ":1" }
+
+// buy buys one unit of item 1 as user under stage.
+func (in *pushInstance) buy(stage, user string) error {
+	_, err := in.svc.Buy(context.Background(), stage, inventory.Request{ItemID: 1, UserID: user, Quantity: 1})
+	return err
+}
+
+// waitHeard waits for the next sell-out message this instance hears, and
+// fails unless it was passed on as want says.
+func (in *pushInstance) waitHeard(t *testing.T, want bool, what string) {
+	t.Helper()
+	select {
+	case got := <-in.heard:
+		if got != want {
+			t.Fatalf("%s: the sell-out message was passed on: %v, want %v", what, got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no sell-out message heard in 10 s", what)
+	}
+}
+
+// lastRefusal returns the reason of the last refusal the instance counted.
+func (in *pushInstance) lastRefusal() string {
+	r := ""
+	for {
+		select {
+		case r = <-in.refused:
+		default:
+			return r
+		}
+	}
+}
+
+// TestSellOutIsHeardByTheFleet: the instance that learns an item is sold
+// out tells the others, and their first late buyer is answered from
+// memory with no Redis command at all (no lock, no stock script, no
+// epoch read: the sell-out is a message of its own kind and leaves the
+// epoch it was heard under remembered). Under redis-lock it is the
+// instance that sold the last unit; under redis-atomic, whose last sale
+// leaves its reservation to confirm, the first late buyer the stage
+// answers "sold out" for good. Before, instance B's first late buyer took
+// the lock or ran the stock script and learnt it there.
+func TestSellOutIsHeardByTheFleet(t *testing.T) {
+	for _, stage := range []string{inventory.StageRedisLock, inventory.StageRedisAtomic} {
+		t.Run(stage, func(t *testing.T) {
+			a, b := newPushFleet(t, stage, 2)
+			if err := b.buy(stage, "b-1"); err != nil { // B reads the epoch
+				t.Fatal(err)
+			}
+			if err := a.buy(stage, "a-last"); err != nil {
+				t.Fatal(err)
+			}
+			if stage == inventory.StageRedisAtomic {
+				if err := a.buy(stage, "a-late"); !errors.Is(err, inventory.ErrSoldOut) || a.lastRefusal() != admission.RefusedSoldOut {
+					t.Fatalf("A's first late buyer: %v; want sold out by the stage", err)
+				}
+			}
+			b.waitHeard(t, true, "B")
+			sent := b.sent.Sent()
+			if err := b.buy(stage, "b-late"); !errors.Is(err, inventory.ErrRememberedSoldOut) {
+				t.Fatalf("B's first late buyer: %v; want sold out from memory", err)
+			}
+			if n := b.sent.Sent() - sent; n != 0 {
+				t.Fatalf("B's first late buyer sent %d Redis commands, want 0", n)
+			}
+			if r := b.lastRefusal(); r != admission.RefusedRemembered {
+				t.Fatalf("B's first late buyer counted as %q, want %q", r, admission.RefusedRemembered)
+			}
+		})
+	}
+}
+
+// TestStaleSellOutIsIgnored: a sell-out announced under an epoch the
+// instance no longer trusts (a reset came since) is not remembered: its
+// next buyer buys. And one that reaches an instance that has not read the
+// item's epoch (a message lost, in effect) leaves it learning from its
+// stage, as before pushes.
+func TestStaleSellOutIsIgnored(t *testing.T) {
+	stage := inventory.StageRedisAtomic
+	a, b := newPushFleet(t, stage, 3)
+	ctx := context.Background()
+	item := a.crowdItem()
+	if err := b.buy(stage, "b-1"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := b.rdb.Get(ctx, admission.EpochKey(item)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.crowd.Restocked(ctx, 1); err != nil { // a new epoch
+		t.Fatal(err)
+	}
+	for b.epochs.Trusts(item) {
+		time.Sleep(time.Millisecond) // poll until B heard the new epoch
+	}
+	if err := b.buy(stage, "b-2"); err != nil { // B reads the new one
+		t.Fatal(err)
+	}
+	if err := a.rdb.Publish(ctx, admission.SoldOutChannel, admission.SoldOutMessage(item, stage, old, 1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.waitHeard(t, false, "a sell-out under the old epoch")
+	if err := b.buy(stage, "b-3"); err != nil {
+		t.Fatalf("B's buyer after a stale sell-out: %v; want the last unit", err)
+	}
+	// A never read the epoch: the message B's late buyer teaches the
+	// fleet reaches it, and is not trusted.
+	if err := b.buy(stage, "b-late"); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("B's late buyer: %v; want sold out by the stage", err)
+	}
+	a.waitHeard(t, false, "A, which never read the epoch")
+	if err := a.buy(stage, "a-late"); !errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("A's first late buyer: %v; want sold out by the stage", err)
+	}
+}
+
+// TestResetAfterSellOutReopensEveryInstance: after a sell-out heard by
+// the fleet, a reset through one instance makes the item buyable on both:
+// the reset's new epoch wins over the sell-out remembered under the old
+// one, once the reset has waited out the lease (here B's clock is moved
+// by the lease, as time would have moved it while the reset waited).
+func TestResetAfterSellOutReopensEveryInstance(t *testing.T) {
+	stage := inventory.StageRedisLock
+	a, b := newPushFleet(t, stage, 2)
+	ctx := context.Background()
+	if err := b.buy(stage, "b-reader"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.buy(stage, "a-last"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitHeard(t, true, "B")
+	if err := b.buy(stage, "b-late"); !errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("B's late buyer: %v; want sold out from memory", err)
+	}
+	if err := a.svc.Reset(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.add(pushLease)
+	if err := b.buy(stage, "b-after"); err != nil {
+		t.Fatalf("B's buyer after the reset: %v; want a unit", err)
+	}
+	if err := a.buy(stage, "a-after"); err != nil {
+		t.Fatalf("A's buyer after the reset: %v; want a unit", err)
+	}
+}
