@@ -36,6 +36,7 @@ func (c *manualClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu
 // commands are counted), restock epochs, crowd control and stage.
 type pushInstance struct {
 	kind    string
+	db      *store.DB
 	rdb     *redis.Client
 	sent    *admission.CommandCounter
 	clock   *manualClock
@@ -49,7 +50,13 @@ type pushInstance struct {
 
 // newPushFleet starts two instances selling item 1 (stock units) under
 // the named stage, on one Redis and one database, subscribed.
-func newPushFleet(t *testing.T, stage string, stock int) (a, b *pushInstance) {
+func newPushFleet(t testing.TB, stage string, stock int) (a, b *pushInstance) {
+	return newPushFleetWrapped(t, stage, stock, true)
+}
+
+// newPushFleetWrapped is newPushFleet with the stages wrapped by name
+// (they tell each other their sell-outs) or not.
+func newPushFleetWrapped(t testing.TB, stage string, stock int, named bool) (a, b *pushInstance) {
 	t.Helper()
 	first := testenv.Redis(t)
 	db := testenv.SQLite(t)
@@ -58,7 +65,7 @@ func newPushFleet(t *testing.T, stage string, stock int) (a, b *pushInstance) {
 	if err := db.Products().Reset(ctx, 1, stock); err != nil {
 		t.Fatal(err)
 	}
-	a, b = newPushInstance(t, first, db, kind, stage), newPushInstance(t, first, db, kind, stage)
+	a, b = newPushInstance(t, first, db, kind, stage, named), newPushInstance(t, first, db, kind, stage, named)
 	if a.stock != nil {
 		if err := a.stock.Reset(ctx, 1, stock); err != nil {
 			t.Fatal(err)
@@ -67,7 +74,7 @@ func newPushFleet(t *testing.T, stage string, stock int) (a, b *pushInstance) {
 	return a, b
 }
 
-func newPushInstance(t *testing.T, first *redis.Client, db *store.DB, kind, stage string) *pushInstance {
+func newPushInstance(t testing.TB, first *redis.Client, db *store.DB, kind, stage string, named bool) *pushInstance {
 	t.Helper()
 	o := first.Options()
 	client := func(retries int) *redis.Client {
@@ -76,13 +83,15 @@ func newPushInstance(t *testing.T, first *redis.Client, db *store.DB, kind, stag
 		return c
 	}
 	rdb := client(0)
-	in := &pushInstance{kind: kind, rdb: rdb, sent: &admission.CommandCounter{}, clock: &manualClock{t: time.Unix(1_000, 0)},
+	in := &pushInstance{kind: kind, db: db, rdb: rdb, sent: &admission.CommandCounter{}, clock: &manualClock{t: time.Unix(1_000, 0)},
 		heard: make(chan bool, 16), refused: make(chan string, 64)}
 	rdb.AddHook(in.sent)
 	in.epochs = admission.NewRedisEpochs(rdb, rdb, pushLease)
 	in.epochs.SetClock(in.clock.now)
-	in.epochs.SetHeard(func(_ string, applied bool) { in.heard <- applied })
-	in.crowd = admission.NewCrowd(admission.CrowdOptions{Kind: kind, Epochs: in.epochs, Refused: func(r string) { in.refused <- r }})
+	// Never blocking: an instance whose messages or refusals no test
+	// reads (A's own announcements, a benchmark's many buyers) drops them.
+	in.epochs.SetHeard(func(_ string, applied bool) { offer(in.heard, applied) })
+	in.crowd = admission.NewCrowd(admission.CrowdOptions{Kind: kind, Epochs: in.epochs, Refused: func(r string) { offer(in.refused, r) }})
 	var st inventory.Stage
 	switch stage {
 	case inventory.StageRedisAtomic:
@@ -94,7 +103,11 @@ func newPushInstance(t *testing.T, first *redis.Client, db *store.DB, kind, stag
 		st = inventory.NewRedisLock(testenv.NewLock(t, locks, lock.Options{}), db.Products(), kind, inventory.SectionOptions{},
 			inventory.LockOptions{TTL: time.Second, Wait: time.Second})
 	}
-	in.svc = inventory.NewService(db.Products(), map[string]inventory.Stage{stage: in.crowd.WrapNamed(stage, st)}, "push", "O").WithCrowd(in.crowd)
+	wrapped := in.crowd.Wrap(st)
+	if named {
+		wrapped = in.crowd.WrapNamed(stage, st)
+	}
+	in.svc = inventory.NewService(db.Products(), map[string]inventory.Stage{stage: wrapped}, "push", "O").WithCrowd(in.crowd)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); in.epochs.Watch(ctx) }()
@@ -105,18 +118,29 @@ func newPushInstance(t *testing.T, first *redis.Client, db *store.DB, kind, stag
 	return in
 }
 
+// offer sends v on ch unless ch is full.
+func offer[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
 // crowdItem names item 1's epoch.
 func (in *pushInstance) crowdItem() string { return in.kind + ":1" }
 
 // buy buys one unit of item 1 as user under stage.
-func (in *pushInstance) buy(stage, user string) error {
-	_, err := in.svc.Buy(context.Background(), stage, inventory.Request{ItemID: 1, UserID: user, Quantity: 1})
+func (in *pushInstance) buy(stage, user string) error { return in.buyOf(1, stage, user) }
+
+// buyOf buys one unit of item id as user under stage.
+func (in *pushInstance) buyOf(id int64, stage, user string) error {
+	_, err := in.svc.Buy(context.Background(), stage, inventory.Request{ItemID: id, UserID: user, Quantity: 1})
 	return err
 }
 
 // waitHeard waits for the next sell-out message this instance hears, and
 // fails unless it was passed on as want says.
-func (in *pushInstance) waitHeard(t *testing.T, want bool, what string) {
+func (in *pushInstance) waitHeard(t testing.TB, want bool, what string) {
 	t.Helper()
 	select {
 	case got := <-in.heard:
