@@ -41,9 +41,7 @@ func BenchmarkFirstLateBuyer(b *testing.B) {
 				if err := a.buyOf(id, stage, "a-last"); err != nil {
 					b.Fatal(err)
 				}
-				if err := a.buyOf(id, stage, "a-late"); !errors.Is(err, inventory.ErrSoldOut) {
-					b.Fatalf("A's late buyer: %v, want sold out", err)
-				}
+				a.lateUntilSoldOut(b, id)
 				if mode.named {
 					late.waitHeard(b, true, "B")
 				}
