@@ -186,6 +186,7 @@ var suites = []suite{{
 		"TestSellOutIsHeardByTheFleet",
 		"TestStaleSellOutIsIgnored",
 		"TestResetAfterSellOutReopensEveryInstance",
+		"TestKeyedRefusalIsHeardByTheFleet",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestARepairThatTakesUnitsAwayKeepsTheSellOut",
 		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",

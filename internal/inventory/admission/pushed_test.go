@@ -298,3 +298,35 @@ func TestResetAfterSellOutReopensEveryInstance(t *testing.T) {
 		t.Fatalf("A's buyer after the reset: %v; want a unit", err)
 	}
 }
+
+// TestKeyedRefusalIsHeardByTheFleet: a keyed late buyer refused in its
+// Idempotency-Key claim's script (the stage's check, run by Redis beside
+// the claim) teaches the instance the sell-out as the stage's own answer
+// would, and the fleet hears it: B's first late buyer is answered from
+// memory with no Redis command.
+func TestKeyedRefusalIsHeardByTheFleet(t *testing.T) {
+	const stage = inventory.StageRedisAtomic
+	a, b := newPushFleet(t, stage, 1)
+	ctx := context.Background()
+	if _, err := b.svc.PeekMemory(ctx, stage, 1); err != nil {
+		t.Fatal(err) // B reads the epoch, as a buyer in the sale would
+	}
+	if err := a.buy(stage, "a-last"); err != nil {
+		t.Fatal(err) // A knows nothing of it: its stage said only "bought"
+	}
+	rc, ok := a.svc.RefusalCheck(ctx, stage, inventory.Request{ItemID: 1, UserID: "keyed-late", Quantity: 1})
+	if !ok {
+		t.Fatal("no refusal check under redis-atomic")
+	}
+	if err := rc.Refused("sold-out"); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("the claim's refusal: %v, want sold out", err)
+	}
+	b.waitHeard(t, true, "B")
+	sent := b.sent.Sent()
+	if err := b.buy(stage, "b-late"); !errors.Is(err, inventory.ErrRememberedSoldOut) {
+		t.Fatalf("B's first late buyer: %v; want sold out from memory", err)
+	}
+	if n := b.sent.Sent() - sent; n != 0 {
+		t.Fatalf("B's first late buyer sent %d Redis commands, want 0", n)
+	}
+}
