@@ -20,9 +20,10 @@ import (
 // this session): a sell-out of an older epoch is ignored, and one heard
 // before a bump is remembered under the epoch the bump replaces, which no
 // buyer is judged by once the bump is heard or its Settle has returned.
-// A message that is lost, or that reaches an instance that has not read
-// the item's epoch within the lease, costs what it cost before: that
-// instance's first late buyer learns the sell-out from its stage.
+// An instance that has not read the item's epoch within the lease reads it
+// when the message comes (heardSoldOut). A message that is lost costs what
+// it cost before: that instance's first late buyer learns the sell-out
+// from its stage.
 
 // soldOutChannel carries the sell-outs: "<item> <stage> <epoch> <qty>",
 // the epoch as stored in Redis (without the reader's session).
@@ -81,21 +82,21 @@ func (e *RedisEpochs) trusted(item string) (string, bool) {
 
 // heardSoldOut passes a sell-out message on to those who hear them, if
 // its epoch is the one this instance trusts for the item now; a message
-// of another shape is ignored.
-func (e *RedisEpochs) heardSoldOut(payload string) {
-	f := strings.Split(payload, " ")
-	qty, err := 0, error(nil)
-	if len(f) == 4 {
-		qty, err = strconv.Atoi(f[3])
-	}
+// of another shape is ignored. An instance that has not read the item's
+// epoch within the lease (it has had no buyer of it yet: the wave meets
+// it knowing nothing) reads it first, one GET per sell-out, so that its
+// first late buyer is answered from memory too. The read is made here,
+// in the subscription's order: a bump announced after the sell-out is
+// heard after it, and drops what it taught.
+func (e *RedisEpochs) heardSoldOut(ctx context.Context, payload string) {
+	item, stage, stored, qty, ok := parseSoldOut(payload)
 	applied := false
-	if len(f) == 4 && err == nil && qty > 0 {
-		item, stage, stored := f[0], f[1], f[2]
+	if ok {
+		now, trusted := e.trustedNow(ctx, item)
 		e.mu.Lock()
-		now, ok := e.trusted(item)
 		value, to := e.known[item].value, e.soldOutTo
 		e.mu.Unlock()
-		if applied = ok && now == stored; applied {
+		if applied = trusted && now == stored; applied {
 			for _, hear := range to {
 				hear(item, stage, value, qty)
 			}
@@ -104,4 +105,36 @@ func (e *RedisEpochs) heardSoldOut(payload string) {
 	if e.heard != nil {
 		e.heard(payload, applied)
 	}
+}
+
+// trustedNow returns the stored part of the item's epoch this instance
+// trusts, read from Redis if it trusts none (within announceWithin).
+func (e *RedisEpochs) trustedNow(ctx context.Context, item string) (string, bool) {
+	e.mu.Lock()
+	now, ok := e.trusted(item)
+	e.mu.Unlock()
+	if ok {
+		return now, true
+	}
+	rctx, cancel := context.WithTimeout(ctx, announceWithin)
+	defer cancel()
+	if _, err := e.Epoch(rctx, item); err != nil {
+		return "", false // as if the message were lost: the stage teaches it
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.trusted(item)
+}
+
+// parseSoldOut reads a sell-out message (soldOutMessage).
+func parseSoldOut(payload string) (item, stage, stored string, qty int, ok bool) {
+	f := strings.Split(payload, " ")
+	if len(f) != 4 {
+		return "", "", "", 0, false
+	}
+	qty, err := strconv.Atoi(f[3])
+	if err != nil || qty <= 0 {
+		return "", "", "", 0, false
+	}
+	return f[0], f[1], f[2], qty, true
 }

@@ -64,7 +64,7 @@ func (e *RedisEpochs) listen(ctx context.Context) (confirmed bool, err error) {
 			confirmed = confirmed || m.Kind == "subscribe"
 		case *redis.Message:
 			if m.Channel == soldOutChannel {
-				e.heardSoldOut(m.Payload)
+				e.heardSoldOut(ctx, m.Payload)
 				continue
 			}
 			e.mu.Lock()
