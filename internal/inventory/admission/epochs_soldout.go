@@ -40,16 +40,20 @@ type soldOutBoard interface {
 }
 
 // AnnounceSoldOut publishes a sell-out of item by stage under epoch, as
-// Epoch returned it, if that is still the epoch this instance trusts:
-// a sell-out seen under an epoch since dropped (a bump, a lost
-// subscription, a new connection) is not worth telling. It sends nothing
-// then, and returns nil.
+// Epoch returned it, if its stored value is still the item's epoch now
+// (from memory, or read again): a sell-out seen under an epoch since
+// replaced is not worth telling, and it sends nothing then. The sessions
+// are not compared: a burst's buyers dial connections, each a new session,
+// and the sale's own last unit would go untold. What the session guards
+// against (a Redis restarted from an older snapshot) needs the restart to
+// come between the sale and this announcement, bounded by announceWithin.
 func (e *RedisEpochs) AnnounceSoldOut(ctx context.Context, item, stage, epoch string, qty int) error {
-	e.mu.Lock()
-	stored, ok := e.trusted(item)
-	ok = ok && e.known[item].value == epoch
-	e.mu.Unlock()
-	if !ok {
+	now, err := e.Epoch(ctx, item)
+	if err != nil {
+		return err
+	}
+	stored, _, _ := strings.Cut(now, "/")
+	if seen, _, _ := strings.Cut(epoch, "/"); seen != stored {
 		return nil
 	}
 	return e.rdb.Publish(ctx, soldOutChannel, soldOutMessage(item, stage, stored, qty)).Err()
