@@ -195,24 +195,29 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 
 // Wrap returns stage behind this crowd control: sold-out memory and the
 // bounded queue.
-func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage { return c.wrap(stage) }
+func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage { return c.wrap("", stage) }
 
-// wrap is Wrap, with a memory of its own.
-func (c *Crowd) wrap(stage inventory.Stage) crowded {
+// wrap is Wrap, with a memory of its own, under the fleet's name for the
+// stage ("": none, see WrapNamed).
+func (c *Crowd) wrap(name string, stage inventory.Stage) crowded {
 	m := &memo{soldOut: map[int64]soldOutMark{}, window: map[int64]windowMark{}}
 	c.mu.Lock()
 	c.memos = append(c.memos, m)
+	if name != "" {
+		c.named[name] = m
+	}
 	c.mu.Unlock()
-	return c.wrapped(stage, m)
+	return c.wrapped(stage, m, name)
 }
 
 // Bound returns stage behind the bounded queue only, without sold-out
 // memory.
-func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(stage, nil) }
+func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(stage, nil, "") }
 
-// wrapped is stage behind the gates, with the memory m (nil: none).
-func (c *Crowd) wrapped(stage inventory.Stage, m *memo) crowded {
-	w := crowded{c: c, m: m, next: stage, clock: c.clockOf(stage)}
+// wrapped is stage behind the gates, with the memory m (nil: none) and
+// the fleet's name for it ("": none).
+func (c *Crowd) wrapped(stage inventory.Stage, m *memo, name string) crowded {
+	w := crowded{c: c, m: m, name: name, next: stage, clock: c.clockOf(stage)}
 	w.gates, w.beforeClaim, w.afterClaim = gatesOf(w), beforeClaimOf(w), afterClaimOf(w)
 	return w
 }

@@ -23,12 +23,7 @@ const announceWithin = time.Second
 // learns is announced to the other instances, and theirs of the stage of
 // that name are remembered here.
 func (c *Crowd) WrapNamed(name string, stage inventory.Stage) inventory.Stage {
-	w := c.wrap(stage)
-	w.name = name
-	c.mu.Lock()
-	c.named[name] = w.m
-	c.mu.Unlock()
-	return w
+	return c.wrap(name, stage)
 }
 
 // learnSoldOut remembers that item id is sold out under epoch for buyers
