@@ -182,6 +182,11 @@ var suites = []suite{{
 		"TestCrowdDoorBuyersKeepThePaceWhenTheLineEmpties",
 		"TestCrowdAdmitsAfterTheMemoryBeforeTheLine",
 		"TestFoldedBuyPassesAFullLine",
+		// Sell-outs announced to the fleet: heard, stale, then reset.
+		"TestSellOutIsHeardByTheFleet",
+		"TestStaleSellOutIsIgnored",
+		"TestResetAfterSellOutReopensEveryInstance",
+		"TestKeyedRefusalIsHeardByTheFleet",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestARepairThatTakesUnitsAwayKeepsTheSellOut",
 		"TestCrowdRemembersTheWindowOnlyAsLongAsTheReferenceSaid",
@@ -308,6 +313,9 @@ var suites = []suite{{
 		"TestRetryAfterALostAnswerGetsTheOrder",
 		"TestRefusalLostAnswerOfTheLastUnit",
 		"TestRefusalDuplicatesWhileTheFirstIsInFlight",
+		// The crowd's gates before a claim that takes the units.
+		"TestLimitedKeyedBuyTakesNothing",
+		"TestDrawHoldsAKeyedBuyerBeforeItsClaim",
 		"TestRefusalClaimedThenSoldOut",
 		"TestRefusalTakeoverRefusedKeepsTried",
 		"TestRefusalFoldHoldsItsUnitThroughThePause",

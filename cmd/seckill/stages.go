@@ -90,20 +90,20 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	k.stages = map[string]inventory.Stage{
 		inventory.StageUnlocked:   inventory.NewUnlocked(st, kind, section),
 		inventory.StageLocalMutex: inventory.NewLocalMutex(st, kind, section),
-		inventory.StageDBAtomic:   k.crowd.Wrap(inventory.NewDBAtomic(st)),
+		inventory.StageDBAtomic:   k.crowd.WrapNamed(inventory.StageDBAtomic, inventory.NewDBAtomic(st)),
 	}
 	if p.locks.locker != nil {
 		fairOpt := lockOpt
 		fairOpt.Fair = p.cfg.LockFair
-		k.stages[inventory.StageRedisLock] = k.crowd.Wrap(inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
+		k.stages[inventory.StageRedisLock] = k.crowd.WrapNamed(inventory.StageRedisLock, inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
 		k.redisStock = redisstage.NewRedisAtomic(p.b.redis, st, kind, p.log)
 		k.redisStock.OnRestock(k.crowd.Restocked)
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
-		k.stages[inventory.StageRedisAtomic] = k.crowd.Wrap(k.redisStock)
+		k.stages[inventory.StageRedisAtomic] = k.crowd.WrapNamed(inventory.StageRedisAtomic, k.redisStock)
 		k.queue = redisstage.NewRedisStream(k.redisStock, redisstage.StreamOptions{MaxLen: int64(p.cfg.StreamMaxLen), Logger: p.log,
 			Durability: redisstage.Durability(p.cfg.StreamDurability), ReplicaWait: p.cfg.StreamReplicaWait})
-		k.stages[inventory.StageRedisStream] = k.crowd.Wrap(k.queue)
+		k.stages[inventory.StageRedisStream] = k.crowd.WrapNamed(inventory.StageRedisStream, k.queue)
 		k.sharded = redisstage.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
 		k.sharded.OnRestock(k.crowd.Restocked)
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
@@ -118,7 +118,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 				}
 			})
 		}
-		k.stages[inventory.StageRedisSharded] = k.crowd.Wrap(k.sharded)
+		k.stages[inventory.StageRedisSharded] = k.crowd.WrapNamed(inventory.StageRedisSharded, k.sharded)
 		w := orderwriter.New(k.queue, st, orderwriter.Options{
 			// Unique per process: a restarted instance is a new consumer,
 			// and its predecessor's entries are claimed like any other's.
@@ -135,7 +135,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		})
 	}
 	if p.locks.quorum != nil {
-		k.stages[inventory.StageRedLock] = k.crowd.Wrap(inventory.NewRedLock(p.locks.quorum, st, kind, section, lockOpt))
+		k.stages[inventory.StageRedLock] = k.crowd.WrapNamed(inventory.StageRedLock, inventory.NewRedLock(p.locks.quorum, st, kind, section, lockOpt))
 	}
 	return k
 }

@@ -373,6 +373,13 @@ func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
 		if !ok || !store.Checks(rc.Client) || rc.Fold != nil && store.Replicated() {
 			return idempotency.Refusal{}, nil, inventory.RefusalError
 		}
+		if rc.Fold != nil && !rc.Fold.PassGates(c.Request.Context()) {
+			// The crowd control turned the buyer away before any unit was
+			// taken: the key is claimed with no check, and the buy
+			// answers what the gate said (inventory.Fold.PassGates).
+			in.fold = rc.Fold
+			return idempotency.Refusal{}, nil, inventory.RefusalError
+		}
 		return idempotency.Refusal{Src: rc.Src, Keys: rc.Keys, Args: rc.Args}, rc.Fold, rc.Refused
 	}
 }

@@ -101,6 +101,16 @@ func newRefusalRig(t *testing.T, stageName string, stock int, lease time.Duratio
 // not nil.
 func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Duration, crowd *admission.Crowd) *refusalRig {
 	t.Helper()
+	if crowd == nil {
+		return newRefusalRigWrapped(t, stageName, stock, lease, nil)
+	}
+	return newRefusalRigWrapped(t, stageName, stock, lease, crowd.Wrap)
+}
+
+// newRefusalRigWrapped is newRefusalRig with the stage wrapped by wrap
+// (nil: not wrapped).
+func newRefusalRigWrapped(t *testing.T, stageName string, stock int, lease time.Duration, wrap func(inventory.Stage) inventory.Stage) *refusalRig {
+	t.Helper()
 	ctx := context.Background()
 	db := testenv.SQLite(t)
 	if err := db.Products().Reset(ctx, 1, stock); err != nil {
@@ -117,8 +127,8 @@ func newRefusalRigCrowd(t *testing.T, stageName string, stock int, lease time.Du
 	if stageName == "redis-stream" {
 		stage = redisstage.NewRedisStream(redisStock, redisstage.StreamOptions{})
 	}
-	if crowd != nil {
-		stage = crowd.Wrap(stage)
+	if wrap != nil {
+		stage = wrap(stage)
 	}
 	svc := inventory.NewService(db.Products(), map[string]inventory.Stage{stageName: stage}, "refatk-1", "O")
 	idem := idempotency.New(rdb, idempotency.Options{Prefix: idemPrefix, Lease: lease})
@@ -258,18 +268,26 @@ func TestRefusalDuplicatesWhileTheFirstIsInFlight(t *testing.T) {
 	r.noOversell(t, 1)
 }
 
+// checkOnly is a stage whose claim only checks (no Fold), as a stage
+// that cannot fold its script is: the stage runs after the claim.
+type checkOnly struct {
+	inventory.Stage
+	inventory.RefusalChecker
+}
+
 // TestRefusalClaimedThenSoldOut: the check passes and claims the key,
 // then (paused between the claim and the stage) another buyer takes the
 // last unit. The stage answers sold-out: the claim must be let go, so a
 // retry after a restock buys, and a duplicate during the pause is
-// in-flight, not run. A crowd that limits buyers' rates keeps the claim
-// from taking the unit itself (no Fold: the limiter comes first), so the
-// stage runs after the pause.
+// in-flight, not run. The claim here only checks (checkOnly: a claim that
+// folds takes the unit itself), so the stage runs after the pause.
 func TestRefusalClaimedThenSoldOut(t *testing.T) {
 	for _, stageName := range []string{"redis-atomic", "redis-stream"} {
 		t.Run(stageName, func(t *testing.T) {
-			limited := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
-			r := newRefusalRigCrowd(t, stageName, 1, time.Hour, limited)
+			crowd := admission.NewCrowd(admission.CrowdOptions{Kind: "product", Admit: func(context.Context, inventory.Order) error { return nil }})
+			r := newRefusalRigWrapped(t, stageName, 1, time.Hour, func(st inventory.Stage) inventory.Stage {
+				return crowd.Wrap(checkOnly{st, st.(inventory.RefusalChecker)})
+			})
 			// Load the copy and the scripts first.
 			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
 			body := `{"user_id":"late","quantity":1}`

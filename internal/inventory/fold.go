@@ -20,11 +20,15 @@ import (
 //
 // A folded buy has its units before it reaches the crowd control, so the
 // crowd lets it through (it takes no place in the line: it only writes).
-// A crowd that limits buyers' rates (admission.CrowdOptions.Admit, while Admitting)
-// does not fold: the limiter comes before the stage; nor does one holding
-// an opening draw (admission.CrowdOptions.Draw), which must hold the buyer before
-// any unit is taken. Neither does redis-stream at
-// DurabilityReplica, whose WAIT must follow the enqueue on its connection.
+// A crowd that limits buyers' rates (admission.CrowdOptions.Admit) or
+// holds an opening draw (admission.CrowdOptions.Draw) must have its say
+// before any unit is taken: it sets those gates on the Fold (Gate), and
+// the HTTP layer passes them (PassGates) before it sends the claim. A
+// buyer they turn away claims its key with no check, so that a retry of
+// a used key is still replayed, and its buy answers what the gate said. A
+// keyed sale is then two round trips with crowd control on, as without.
+// redis-stream at DurabilityReplica does not fold: its WAIT must follow
+// the enqueue on its connection.
 
 // Fold is a buy whose stage's script runs inside the Idempotency-Key
 // claim's: RefusalCheck returns one, in its Fold field, where the stage can.
@@ -42,6 +46,11 @@ type Fold struct {
 	took          bool  // the claim took the units
 	left          int64 // the stock it left
 	confirm       bool  // the order is committed; the settle confirms it
+	// gates, when set, must pass before the claim takes any unit (Gate);
+	// gated says they ran, and refused what they answered (PassGates).
+	gates   func(ctx context.Context) error
+	gated   bool
+	refused error
 }
 
 // FoldSpec is what a stage's claim script does with a buy's units (see
@@ -110,6 +119,34 @@ func (f *Fold) Confirm() (src string, keys []string, args []any, ok bool) {
 		return "", nil, nil, false
 	}
 	return f.confirmSrc, []string{f.pending}, []any{f.order.No}, true
+}
+
+// Gate makes the claim wait for g, the crowd control's gates that must
+// come before any unit is taken (the rate limit, an opening draw): see
+// PassGates.
+func (f *Fold) Gate(g func(ctx context.Context) error) { f.gates = g }
+
+// PassGates runs the gates set by Gate, if any, before the claim is sent,
+// and reports whether the claim may take the units. When a gate turned
+// the buyer away, the claim must take nothing (claim the key with no
+// check), and the buy answers the gate's refusal without asking the gates
+// again (Gated).
+func (f *Fold) PassGates(ctx context.Context) bool {
+	if f.gates == nil {
+		return true
+	}
+	f.gated, f.refused = true, f.gates(ctx)
+	return f.refused == nil
+}
+
+// Gated reports whether f's gates were passed for o's buy before its
+// claim, and what they answered: the stage's crowd control must not ask
+// them again.
+func (f *Fold) Gated(o Order) (bool, error) {
+	if f == nil || !f.gated || f.order.No != o.No {
+		return false, nil
+	}
+	return true, f.refused
 }
 
 // Holds reports whether f took o's units in the claim.

@@ -440,9 +440,11 @@ func (s *Service) BuyFolded(ctx context.Context, stage string, req Request, f *F
 	return o, nil
 }
 
-// buy runs o's buy under st, as the rest of a folded buy when f holds o.
+// buy runs o's buy under st, as the rest of a folded buy when f holds o
+// or its gates were passed before the claim (Fold.Gated).
 func buy(ctx context.Context, st Stage, o Order, f *Fold) error {
-	if fb, ok := st.(FoldedBuyer); ok && f.Holds(o) {
+	gated, _ := f.Gated(o)
+	if fb, ok := st.(FoldedBuyer); ok && (gated || f.Holds(o)) {
 		return fb.BuyFolded(ctx, o, f)
 	}
 	return st.Buy(ctx, o)

@@ -1,18 +1,27 @@
 package admission
 
-import "github.com/seckill-lab/seckill/internal/inventory"
+import (
+	"context"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+)
 
 // The Idempotency-Key claim's scripts, passed on through the crowd
 // control to the stage behind it.
 
-// fold passes on the fold of the stage behind the crowd control, unless
-// the crowd limits buyers' rates or holds an opening draw.
+// Fold passes on the fold of the stage behind the crowd control. A crowd
+// that limits buyers' rates or holds an opening draw sets those gates on
+// it (inventory.Fold.Gate): they pass before the claim takes any unit.
 func (w crowded) Fold(o inventory.Order) (inventory.RefusalCheck, bool) {
 	f, ok := w.next.(inventory.Folder)
-	if !ok || w.c.opts.admitting() || w.c.opts.Draw.on() {
+	if !ok {
 		return inventory.RefusalCheck{}, false
 	}
-	return f.Fold(o)
+	rc, ok := f.Fold(o)
+	if ok && rc.Fold != nil && (w.c.opts.Admit != nil || w.c.opts.Draw != nil) {
+		rc.Fold.Gate(func(ctx context.Context) error { return w.pass(ctx, &buyer{o: o}, w.beforeClaim) })
+	}
+	return rc, ok
 }
 
 // refusalCheck passes on the check of the stage behind the crowd control,

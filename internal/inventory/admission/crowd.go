@@ -26,7 +26,10 @@ import (
 //     one it was seen under, so a reset through any instance makes the item
 //     buyable on all of them at once. Epochs that each instance keeps in
 //     memory (so that the refusal costs no round trip) make a reset wait
-//     until no instance can still trust the old one (see Settle).
+//     until no instance can still trust the old one (see Settle). An
+//     instance that learns a sell-out for good tells the others, which
+//     remember it under the same epoch (pushed.go): the post-sale wave is
+//     answered from memory on every instance from its first late buyer.
 //   - Admission is bounded. Queue buyers per item may always wait inside
 //     the stage on this instance. Past them, a buyer is let in only while
 //     the item's last buyers got through the line in at most half of
@@ -164,6 +167,7 @@ type Crowd struct {
 
 	mu     sync.Mutex
 	memos  []*memo
+	named  map[string]*memo        // the memories of the stages wrapped by name (pushed.go)
 	clocks int                     // the stages wrapped with a window clock of their own
 	inside map[int64]int           // buyers inside a wrapped stage, per item
 	spent  map[int64]time.Duration // a moving average of the time one buyer spends inside, per item
@@ -182,27 +186,39 @@ func NewCrowd(opts CrowdOptions) *Crowd {
 	if opts.IdleAfter <= 0 {
 		opts.IdleAfter = DefaultIdleAfter
 	}
-	return &Crowd{opts: opts, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	c := &Crowd{opts: opts, named: map[string]*memo{}, inside: map[int64]int{}, spent: map[int64]time.Duration{}, gap: map[int64]time.Duration{}, left: map[int64]time.Time{}, doors: map[int64]chan struct{}{}, atDoor: map[int64]int{}, owed: map[int64]string{}}
+	if b, ok := opts.Epochs.(soldOutBoard); ok {
+		b.OnSoldOut(c.heard)
+	}
+	return c
 }
 
 // Wrap returns stage behind this crowd control: sold-out memory and the
 // bounded queue.
-func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage {
+func (c *Crowd) Wrap(stage inventory.Stage) inventory.Stage { return c.wrap("", stage) }
+
+// wrap is Wrap, with a memory of its own, under the fleet's name for the
+// stage ("": none, see WrapNamed).
+func (c *Crowd) wrap(name string, stage inventory.Stage) crowded {
 	m := &memo{soldOut: map[int64]soldOutMark{}, window: map[int64]windowMark{}}
 	c.mu.Lock()
 	c.memos = append(c.memos, m)
+	if name != "" {
+		c.named[name] = m
+	}
 	c.mu.Unlock()
-	return c.wrapped(stage, m)
+	return c.wrapped(stage, m, name)
 }
 
 // Bound returns stage behind the bounded queue only, without sold-out
 // memory.
-func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(stage, nil) }
+func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(stage, nil, "") }
 
-// wrapped is stage behind the gates, with the memory m (nil: none).
-func (c *Crowd) wrapped(stage inventory.Stage, m *memo) crowded {
-	w := crowded{c: c, m: m, next: stage, clock: c.clockOf(stage)}
-	w.gates = gatesOf(w)
+// wrapped is stage behind the gates, with the memory m (nil: none) and
+// the fleet's name for it ("": none).
+func (c *Crowd) wrapped(stage inventory.Stage, m *memo, name string) crowded {
+	w := crowded{c: c, m: m, name: name, next: stage, clock: c.clockOf(stage)}
+	w.gates, w.beforeClaim, w.afterClaim = gatesOf(w), beforeClaimOf(w), afterClaimOf(w)
 	return w
 }
 
@@ -222,9 +238,13 @@ func (c *Crowd) clockOf(stage inventory.Stage) refClock {
 type crowded struct {
 	c     *Crowd
 	m     *memo
+	name  string // the stage's name in the fleet's sell-outs, if wrapped by one (pushed.go)
 	next  inventory.Stage
 	clock refClock // the one the stage checks the window against
 	gates []gate   // in the order a buyer passes them (gates.go)
+	// beforeClaim and afterClaim are gates in two parts, for a keyed buy
+	// whose claim folds the stage's script (gates.go).
+	beforeClaim, afterClaim []gate
 }
 
 // fromMemory answers a buy of item id from this instance's memory alone,
@@ -268,7 +288,7 @@ func (w crowded) Learner(ctx context.Context, req inventory.Request) func(error)
 		case errors.Is(err, inventory.ErrSoldOut):
 			w.c.refused(RefusedSoldOut)
 			if remembered && !errors.Is(err, inventory.ErrMayReturn) {
-				w.m.remember(req.ItemID, epoch, req.Quantity, until(began, err), began)
+				w.learnSoldOut(req.ItemID, epoch, req.Quantity, until(began, err), began)
 			}
 		case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 			w.c.refused(RefusedWindow)
@@ -288,8 +308,19 @@ func (w crowded) RefusedFor(reason string) {
 
 // BuyFolded passes a buy whose claim took the units (inventory's fold.go)
 // straight on: nothing to refuse, no place in the line to take; it only
-// writes.
+// writes. A buy whose gates passed before a claim that took nothing
+// answers what they said, or passes the rest of the gates (gates.go).
 func (w crowded) BuyFolded(ctx context.Context, o inventory.Order, f *inventory.Fold) error {
+	if !f.Holds(o) {
+		gated, refused := f.Gated(o)
+		if !gated {
+			return w.Buy(ctx, o)
+		}
+		if refused != nil {
+			return refused
+		}
+		return w.buyThrough(ctx, o, w.afterClaim)
+	}
 	if fb, ok := w.next.(inventory.FoldedBuyer); ok {
 		return fb.BuyFolded(ctx, o, f)
 	}
@@ -297,14 +328,14 @@ func (w crowded) BuyFolded(ctx context.Context, o inventory.Order, f *inventory.
 }
 
 func (w crowded) Buy(ctx context.Context, o inventory.Order) error {
+	return w.buyThrough(ctx, o, w.gates)
+}
+
+// buyThrough takes o's buyer through gates, then runs the stage.
+func (w crowded) buyThrough(ctx context.Context, o inventory.Order, gates []gate) error {
 	b := &buyer{o: o}
-	if w.m != nil {
-		b.epoch, b.remembered = w.c.epoch(ctx, o.ItemID)
-	}
-	for _, g := range w.gates {
-		if err := g.pass(ctx, b); err != nil {
-			return err
-		}
+	if err := w.pass(ctx, b, gates); err != nil {
+		return err
 	}
 	return w.run(ctx, b)
 }
@@ -328,12 +359,12 @@ func (w crowded) run(ctx context.Context, b *buyer) error {
 		// the line's next buyers and the post-sale wave hear sold out at
 		// once, not 503 from a line still full of buyers who came too
 		// late (the lab's post-sale-503 rule saw that on redlock).
-		w.m.remember(o.ItemID, epoch, 1, until(began, last), end)
+		w.learnSoldOut(o.ItemID, epoch, 1, until(began, last), end)
 	case errors.Is(err, inventory.ErrSoldOut):
 		c.refused(RefusedSoldOut)
 		if remembered && !errors.Is(err, inventory.ErrMayReturn) {
 			// Before exit opens the door: whoever waits there learns it.
-			w.m.remember(o.ItemID, epoch, o.Quantity, until(began, err), end)
+			w.learnSoldOut(o.ItemID, epoch, o.Quantity, until(began, err), end)
 		}
 	case errors.Is(err, inventory.ErrSaleNotOpen), errors.Is(err, inventory.ErrSaleClosed):
 		c.refused(RefusedWindow)

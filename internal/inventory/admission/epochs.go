@@ -57,6 +57,11 @@ type RedisEpochs struct {
 	// counted are the nodes of a Cluster rdb whose dials change the
 	// session (see countDials).
 	counted map[*redis.Client]bool
+	// soldOutTo hear the sell-outs announced (epochs_soldout.go).
+	soldOutTo []func(item, stage, epoch string, qty int)
+	// heard, set by tests only, runs after each sell-out message, with
+	// whether it was passed on.
+	heard func(payload string, applied bool)
 }
 
 type knownEpoch struct {

@@ -39,9 +39,10 @@ func (e *RedisEpochs) Watch(ctx context.Context) {
 
 // listen subscribes, trusts memory from the subscription's confirmation
 // on, and drops the epoch of every item announced, until the subscription
-// fails; confirmed says whether Redis confirmed it.
+// fails; confirmed says whether Redis confirmed it. The same subscription
+// hears the sell-outs (epochs_soldout.go).
 func (e *RedisEpochs) listen(ctx context.Context) (confirmed bool, err error) {
-	ps := e.sub.Subscribe(ctx, epochChannel)
+	ps := e.sub.Subscribe(ctx, epochChannel, soldOutChannel)
 	defer ps.Close()
 	// A blocked Receive does not watch ctx: closing the subscription
 	// ends it.
@@ -54,11 +55,18 @@ func (e *RedisEpochs) listen(ctx context.Context) (confirmed bool, err error) {
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
+			if m.Channel != epochChannel {
+				continue // the sell-outs' (epochs_soldout.go): only a help
+			}
 			// The first confirmation, or one after go-redis reconnected:
 			// announcements may have been missed in between.
 			e.drop(m.Kind == "subscribe")
 			confirmed = confirmed || m.Kind == "subscribe"
 		case *redis.Message:
+			if m.Channel == soldOutChannel {
+				e.heardSoldOut(ctx, m.Payload)
+				continue
+			}
 			e.mu.Lock()
 			delete(e.known, m.Payload)
 			e.gen++

@@ -64,3 +64,24 @@ type CommandCounter = commandCounter
 
 // Sent is how many commands went through c.
 func (c *commandCounter) Sent() int64 { return c.n.Load() }
+
+// SetHeard makes f run after each sell-out message e hears, with whether
+// it was passed on to the crowds.
+func (e *RedisEpochs) SetHeard(f func(payload string, applied bool)) { e.heard = f }
+
+// SoldOutChannel is the channel the sell-outs are announced on.
+const SoldOutChannel = soldOutChannel
+
+// SoldOutMessage is the message of a sell-out of item by stage under the
+// epoch stored in Redis.
+func SoldOutMessage(item, stage, stored string, qty int) string {
+	return soldOutMessage(item, stage, stored, qty)
+}
+
+// Trusts reports whether e trusts an epoch of item it remembers.
+func (e *RedisEpochs) Trusts(item string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.trusted(item)
+	return ok
+}

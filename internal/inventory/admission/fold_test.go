@@ -38,11 +38,11 @@ func TestFoldedBuyPassesAFullLine(t *testing.T) {
 }
 
 // TestNoFoldWhereTheStageMustComeLater: the claim takes the units only
-// where nothing must run between the claim and the stage's script. Behind
-// a crowd that limits buyers' rates (the limiter comes first) and at
+// where nothing must run between the claim and the stage's script. At
 // redis-stream's replica durability (its WAIT follows the enqueue on one
 // connection), the check stays read-only (no Fold); redis-atomic and
-// redis-stream otherwise fold.
+// redis-stream otherwise fold, behind a crowd that limits buyers' rates
+// too (its gates pass before the claim: TestSaleRoundTrips in httpapi).
 func TestNoFoldWhereTheStageMustComeLater(t *testing.T) {
 	rdb := testenv.Redis(t)
 	db := testenv.SQLite(t)
@@ -58,8 +58,8 @@ func TestNoFoldWhereTheStageMustComeLater(t *testing.T) {
 		{"redis-stream", redisstage.NewRedisStream(stock, redisstage.StreamOptions{}), true},
 		{"redis-stream at fsync", redisstage.NewRedisStream(stock, redisstage.StreamOptions{Durability: redisstage.DurabilityFsync}), true},
 		{"redis-atomic behind a crowd", plain.Wrap(stock), true},
-		{"redis-atomic behind a limiter", limited.Wrap(stock), false},
-		{"redis-stream behind a limiter", limited.Wrap(redisstage.NewRedisStream(stock, redisstage.StreamOptions{})), false},
+		{"redis-atomic behind a limiter", limited.Wrap(stock), true},
+		{"redis-stream behind a limiter", limited.Wrap(redisstage.NewRedisStream(stock, redisstage.StreamOptions{})), true},
 		{"redis-stream at replica", redisstage.NewRedisStream(stock, redisstage.StreamOptions{Durability: redisstage.DurabilityReplica, ReplicaWait: time.Millisecond}), false},
 	} {
 		svc := inventory.NewService(db.Products(), map[string]inventory.Stage{"s": c.stage}, "fold-1", "O")

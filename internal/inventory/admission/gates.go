@@ -33,6 +33,38 @@ func gatesOf(w crowded) []gate {
 	return []gate{windowGate{w}, soldOutGate{w}, limitGate{w.c}, drawGate{w}, lineGate{w}}
 }
 
+// A keyed buy whose claim folds the stage's script (inventory.Fold)
+// passes the gates in two parts: those that must have their say before
+// any unit is taken (the rate limit, the draw) before its claim is sent,
+// and, when the claim did not take the units (a key tried before), the
+// rest in front of the stage. The memory's gates do not come before the
+// claim: a keyed buyer is answered from memory only while its key was
+// never used (the HTTP layer's answeredFromMemory), and the claim's
+// script refuses as the stage would.
+
+// beforeClaimOf returns the gates a folded buy passes before its claim.
+func beforeClaimOf(w crowded) []gate { return []gate{limitGate{w.c}, drawGate{w}} }
+
+// afterClaimOf returns the gates a folded buy whose claim took nothing
+// passes after it, before the stage.
+func afterClaimOf(w crowded) []gate {
+	return []gate{windowGate{w}, soldOutGate{w}, lineGate{w}}
+}
+
+// pass reads b's epoch and takes b through gates, in order: nil when
+// every one let it on.
+func (w crowded) pass(ctx context.Context, b *buyer, gates []gate) error {
+	if w.m != nil {
+		b.epoch, b.remembered = w.c.epoch(ctx, b.o.ItemID)
+	}
+	for _, g := range gates {
+		if err := g.pass(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // soldOut reports whether the memory holds b's item sold out for b's
 // quantity under b's epoch.
 func (w crowded) soldOut(b *buyer) bool {

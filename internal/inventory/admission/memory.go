@@ -107,14 +107,18 @@ func (m *memo) isSoldOut(id int64, epoch string, qty int, now time.Time) bool {
 }
 
 // remember keeps a sell-out of item id for buyers of qty units or more,
-// learnt at now under epoch.
-func (m *memo) remember(id int64, epoch string, qty int, until, now time.Time) {
+// learnt at now under epoch. news says whether it was not known before:
+// under another epoch, or for fewer buyers.
+func (m *memo) remember(id int64, epoch string, qty int, until, now time.Time) (news bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	news = true
 	if mark, ok := m.soldOut[id]; ok && mark.epoch == epoch {
+		news = qty < mark.minQty
 		qty = min(qty, mark.minQty)
 	}
 	m.soldOut[id] = soldOutMark{epoch: epoch, minQty: qty, until: until, seen: now}
+	return news
 }
 
 func (m *memo) forget(id int64) {

@@ -1,0 +1,217 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/admission"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/ratelimit"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// crowdSale is a sale under a Redis stage (redis-atomic, or redis-stream
+// over its copy) behind a crowd control with the rate limit (admit) and
+// the opening draw switched as the case says, on one Redis that rdb's
+// hook counts.
+type crowdSale struct {
+	h      http.Handler
+	admits atomic.Int64 // buyers the rate limit was asked about
+	limit  atomic.Bool  // the rate limit refuses every buyer
+	count  *roundTrips
+	stock  *redisstage.RedisAtomic
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// newCrowdSale returns the sale; draw, when set, sets up its opening draw.
+func newCrowdSale(t *testing.T, stage string, limitOn bool, draw func(*admission.DrawOptions)) *crowdSale {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	s := &crowdSale{count: &roundTrips{}, rdb: rdb, prefix: testenv.Name("crowdtrips")}
+	rdb.AddHook(s.count)
+	db := testenv.SQLite(t)
+	ctx := context.Background()
+	s.stock = redisstage.NewRedisAtomic(rdb, db.Products(), s.prefix, nil)
+	if err := db.Products().Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.stock.Reset(ctx, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	co := admission.CrowdOptions{Queue: 64, Kind: "product", Epochs: fixedEpoch{}}
+	if limitOn {
+		// The limiter's own state is not the sale's: this one answers
+		// from memory, so every command counted is the sale's.
+		co.Admit = func(context.Context, inventory.Order) error {
+			s.admits.Add(1)
+			if s.limit.Load() {
+				return &ratelimit.Limited{Key: "acct:test", Wait: time.Second}
+			}
+			return nil
+		}
+	}
+	if draw != nil {
+		o := admission.DrawOptions{
+			Span:   func() time.Duration { return time.Second },
+			RefNow: func(context.Context) (time.Time, error) { return time.Now(), nil },
+		}
+		draw(&o)
+		co.Draw = admission.NewDraw(o)
+	}
+	crowd := admission.NewCrowd(co)
+	st := inventory.Stage(s.stock)
+	if stage == inventory.StageRedisStream {
+		st = redisstage.NewRedisStream(s.stock, redisstage.StreamOptions{})
+	}
+	s.h = httpapi.NewServer(httpapi.Deps{
+		Instance:    "crowdtrips-1",
+		Products:    inventory.NewService(db.Products(), map[string]inventory.Stage{stage: crowd.Wrap(st)}, "crowdtrips-1", "O"),
+		Stage:       stage,
+		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: s.prefix + ":idem:", Lease: time.Hour}),
+	})
+	return s
+}
+
+// sale posts one buy and returns how many round trips it sent to Redis.
+func (s *crowdSale) sale(t *testing.T, key, user string, want int) int {
+	t.Helper()
+	s.count.take()
+	before := s.count.n.Load()
+	rec := post(s.h, key, fmt.Sprintf(`{"user_id":%q,"quantity":1}`, user))
+	if rec.Code == http.StatusAccepted && want == http.StatusCreated {
+		rec.Code = want // redis-stream's order, queued
+	}
+	if rec.Code != want {
+		t.Fatalf("a sale with key %q: %d %s, want %d", key, rec.Code, rec.Body, want)
+	}
+	return int(s.count.n.Load() - before)
+}
+
+// TestSaleRoundTrips counts the Redis round trips on a buyer's path of a
+// redis-atomic sale, the item loaded, with the rate limit and the opening
+// draw on and off: a keyed sale is at most 2 (the claim takes the unit,
+// the settle confirms it and stores the answer), and the gates are asked
+// once per buyer. Before, a crowd with the limit or the draw on did not
+// fold the claim, and a keyed sale was 4 (claim, reserve, confirm,
+// settle).
+//
+// A keyless redis-atomic sale is 2 (reserve, confirm) until the confirm
+// leaves the buyer's path (issue 61, point 3): the bound then tightens to
+// 1, which redis-stream, whose writers confirm, already is.
+func TestSaleRoundTrips(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		stage         string
+		limit, draw   bool
+		keyless, keye int
+	}{
+		{"no crowd gates", inventory.StageRedisAtomic, false, false, 2, 2},
+		{"rate limit", inventory.StageRedisAtomic, true, false, 2, 2},
+		{"opening draw", inventory.StageRedisAtomic, false, true, 2, 2},
+		{"rate limit and draw", inventory.StageRedisAtomic, true, true, 2, 2},
+		{"redis-stream, no crowd gates", inventory.StageRedisStream, false, false, 1, 2},
+		{"redis-stream, rate limit and draw", inventory.StageRedisStream, true, true, 1, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var draw func(*admission.DrawOptions)
+			if c.draw {
+				// An opening an hour ago: past the draw's two spans, no
+				// buyer is held, but every one is asked about (the
+				// opening is learnt once under the epoch, on Redis's
+				// clock, by the warm-up sale).
+				opens := time.Now().Add(-time.Hour)
+				draw = func(o *admission.DrawOptions) {
+					o.Opening = func(context.Context, int64) (time.Time, error) { return opens, nil }
+				}
+			}
+			s := newCrowdSale(t, c.stage, c.limit, draw)
+			// The first sales load the scripts (a fresh Redis answers
+			// NOSCRIPT first) and learn the draw's opening; the counted
+			// ones follow.
+			s.sale(t, "warm-key", "warm-1", http.StatusCreated)
+			s.sale(t, "", "warm-2", http.StatusCreated)
+			admits := s.admits.Load()
+			if n := s.sale(t, "", "keyless", http.StatusCreated); n > c.keyless {
+				t.Errorf("a keyless sale: %d round trips, want at most %d", n, c.keyless)
+			}
+			if n := s.sale(t, "trips-key", "keyed", http.StatusCreated); n > c.keye {
+				t.Errorf("a keyed sale: %d round trips (%v), want at most %d", n, s.count.take(), c.keye)
+			}
+			if c.limit {
+				if got := s.admits.Load() - admits; got != 2 {
+					t.Errorf("the rate limit was asked %d times for 2 buyers, want once each", got)
+				}
+			}
+			if rec := post(s.h, "trips-key", `{"user_id":"keyed","quantity":1}`); rec.Header().Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("the keyed sale's retry: %d %s, want its answer replayed", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+// TestLimitedKeyedBuyTakesNothing: with the rate limit asked before the
+// claim, a keyed buyer it turns away hears 429 and nothing is taken: the
+// stock is whole, the key is free, and the same key buys once the limit
+// lets it. A key already used is still replayed while the limit refuses:
+// the claim, not the gate, answers for it.
+func TestLimitedKeyedBuyTakesNothing(t *testing.T) {
+	s := newCrowdSale(t, inventory.StageRedisAtomic, true, nil)
+	ctx := context.Background()
+	s.sale(t, "done-key", "done", http.StatusCreated)
+	s.limit.Store(true)
+	s.sale(t, "limited-key", "limited", http.StatusTooManyRequests)
+	left, err := s.rdb.Get(ctx, "seckill:{"+s.prefix+":1}:stock").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != 9 {
+		t.Fatalf("after a sale and a limited buyer: %d left in Redis, want 9", left)
+	}
+	if rec := post(s.h, "done-key", `{"user_id":"done","quantity":1}`); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("a used key while the limit refuses: %d %s, want its 201 replayed", rec.Code, rec.Body)
+	}
+	s.limit.Store(false)
+	s.sale(t, "limited-key", "limited", http.StatusCreated)
+}
+
+// TestDrawHoldsAKeyedBuyerBeforeItsClaim: at an opening, the draw holds a
+// keyed buyer before its claim is sent, so the claim that folds the
+// stage's script takes no unit while the buyer is held; let go, it buys.
+func TestDrawHoldsAKeyedBuyerBeforeItsClaim(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	opens := time.Now()
+	s := newCrowdSale(t, inventory.StageRedisAtomic, false, func(o *admission.DrawOptions) {
+		o.Opening = func(context.Context, int64) (time.Time, error) { return opens, nil }
+		o.Sleep = func(ctx context.Context, _ time.Duration) error {
+			close(held)
+			<-release
+			return nil
+		}
+	})
+	done := make(chan int)
+	go func() {
+		done <- post(s.h, "drawn-key", `{"user_id":"drawn","quantity":1}`).Code
+	}()
+	<-held
+	left, err := s.rdb.Get(context.Background(), "seckill:{"+s.prefix+":1}:stock").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != 10 {
+		t.Errorf("while the draw holds the buyer: %d left in Redis, want 10 (no unit taken)", left)
+	}
+	close(release)
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("the buyer let go by the draw: %d, want 201", code)
+	}
+}
