@@ -49,7 +49,8 @@ var suites = []suite{{
 		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem",
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestCrossItemGroupsDoNotDeadlock",
-		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome"},
+		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome",
+		"TestKilledConnectionCostsOneSale"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
@@ -337,6 +338,8 @@ var suites = []suite{{
 	tests: []string{
 		"TestAppRedisClientsNeverRunAScriptTwice",
 		"TestAppRedisClientFollowsASentinelFailover",
+		"TestRedisRestartCostsOneFailurePerConnection",
+		"TestRedisRestartCostsABuyerA503PerConnection",
 		"TestServeAtFsyncNeedsAppendfsyncAlways",
 		"TestFleetStages",
 		"TestBurstInFlightRefusesASecondBurstAndAResetFleetWide",
