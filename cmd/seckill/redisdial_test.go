@@ -123,3 +123,37 @@ func TestRedisRestartCostsABuyerA503PerConnection(t *testing.T) {
 	}
 	t.Logf("%d buyers told 503 after the restart, %d pooled connections", refused, pool)
 }
+
+// TestRedisOverAUnixSocket: SECKILL_REDIS_ADDR and SECKILL_REDLOCK_ADDRS
+// take unix:/path, for a Redis on the same machine: the app's client and
+// a RedLock instance's client both reach a redis-server that listens on
+// a Unix socket only, and a redis-atomic instance sells through it.
+func TestRedisOverAUnixSocket(t *testing.T) {
+	sock := testenv.StartRedisUnix(t)
+	env := map[string]string{"SECKILL_ADMIN_TOKEN": fleetToken, "SECKILL_RECONCILE_INTERVAL": "0s", "SECKILL_STAGE": "redis-atomic",
+		"SECKILL_REDIS_ADDR": "unix:" + sock, "SECKILL_REDLOCK_ADDRS": "unix:" + sock}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rl := redlockClient(cfg.RedlockAddrs[0], "", 0)
+	t.Cleanup(func() { _ = rl.Close() })
+	if err := rl.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the RedLock instance's client over %s: %v", cfg.RedlockAddrs[0], err)
+	}
+	b := backends{db: testenv.SQLite(t), redis: newRedisClient(cfg)}
+	t.Cleanup(func() { closeBackends(b, slog.New(slog.DiscardHandler)) })
+	if err := b.redis.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the app's client over %s: %v", cfg.RedisAddrs[0], err)
+	}
+	url := serveInstances(t, cfg, b, 1, "unix")[0]
+	f := &fleet{t: t, client: &http.Client{Timeout: 30 * time.Second}, urls: []string{url, url}}
+	f.reset("products", 1, 10)
+	if code, body := f.call("POST", url+"/api/v1/products/1/buy", `{"user_id":"unix-1","quantity":1}`, nil); code != 201 {
+		t.Fatalf("buy through a Redis on a Unix socket: %d %s", code, body)
+	}
+	if n, err := b.redis.Exists(ctx, "seckill:{product:1}:stock").Result(); err != nil || n != 1 {
+		t.Fatalf("the sale's copy of the stock is not in the Redis on %s: %d, %v", sock, n, err)
+	}
+}
