@@ -61,6 +61,8 @@ var suites = []suite{{
 	pkg: "./internal/lock",
 	tests: []string{
 		"TestRefreshRacingWatchdogNeverOutlivesRedis",
+		"TestUnfencedWatchdogReportsLoss",
+		"TestUnfencedCrowd",
 		"TestRefreshReplyLostShortensDeadline",
 		"TestPausedHolderSeesLossOnResume",
 		"TestFencingTokensSurviveClockStepBack",

@@ -156,6 +156,20 @@ type Options struct {
 	Replicas int
 	// ReplicaTimeout bounds the wait for Replicas. Default 100ms.
 	ReplicaTimeout time.Duration
+	// Unfenced makes a lock without a fence record, for callers that need
+	// mutual exclusion and no fencing tokens: obtain neither reads nor
+	// writes PREFIX{key}:fence, and a renewal does not extend it, which
+	// saves Redis a key read and a write on every obtain (see README.md,
+	// Benchmarks). Owner tokens, the watchdog, the loss signal,
+	// reentrancy, waiting and RedLock work as in the default mode, but
+	// Lease.Token is then only the grant's server time in microseconds: it
+	// falls back if the server clock steps back, and a lease that expired
+	// unreleased is not guaranteed a smaller token than the next one. Do
+	// not send it to a store as a fencing token. Every client of one key
+	// should agree on it: a fenced obtain after unfenced ones still issues
+	// a token above the fence record's, which unfenced grants did not
+	// raise.
+	Unfenced bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -340,6 +354,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("lock: Replicas needs a *redis.Client (one server or a Sentinel group), not a %T: WAIT must follow the script on its connection", rdb)
 	}
 	c := &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}
+	if opts.Unfenced {
+		c.fenceTTLArg = unfencedArg
+	}
 	c.keeper.c = c
 	return c, nil
 }
@@ -596,11 +613,15 @@ func flag(b bool) any {
 
 var flagOn, flagOff any = "1", "0"
 
+// unfencedArg is the fence record's TTL argument of a lock without one
+// (Options.Unfenced): the scripts then leave the record alone.
+var unfencedArg any = "0"
+
 // refresh runs the owner-checked pexpire; token "" matches any token of the
 // owner. A reentrant try's record is renewed with its hold, so that the
 // release finds it however long the lease lasts.
 func (c *Client) refresh(ctx context.Context, n names, cl claim, token string, ttl time.Duration) error {
-	keys, args := []string{n.lock, n.fence}, []any{cl.owner, token, ms(ttl), ms(c.opts.FenceTTL)}
+	keys, args := []string{n.lock, n.fence}, []any{cl.owner, token, ms(ttl), c.fenceTTLArg}
 	if cl.reentrant {
 		keys, args = append(keys, n.gone(cl.id)), append(args, entryTTL(ttl))
 	}
