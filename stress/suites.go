@@ -63,6 +63,7 @@ var suites = []suite{{
 		"TestRefreshRacingWatchdogNeverOutlivesRedis",
 		"TestUnfencedWatchdogReportsLoss",
 		"TestUnfencedCrowd",
+		"TestUnfencedTryOnceLostReplyIsCleanedUp",
 		"TestRefreshReplyLostShortensDeadline",
 		"TestPausedHolderSeesLossOnResume",
 		"TestFencingTokensSurviveClockStepBack",

@@ -194,7 +194,7 @@ func (l *Lease) Key() string { return l.key }
 // and let the store reject writes with a token older than one it has seen.
 // Re-entered holds share the token of the first hold. A lease of a lock
 // without a fence record (Options.Unfenced) has no fencing token: Token is
-// then the grant's server time in microseconds, which may fall back.
+// then the grant's time in microseconds, which may fall back.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: when it is

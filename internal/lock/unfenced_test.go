@@ -1,8 +1,11 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // noFence fails the test if key's fence record exists: a lock made with
@@ -186,4 +190,84 @@ func TestUnfencedCrowd(t *testing.T) {
 		t.Fatalf("%d of 200 got the lock, %d overlaps, failures %v", got, overlaps, failures)
 	}
 	noFence(t, rdb, prefix, "hot", "after the crowd")
+}
+
+// commandNames records the name of every command rdb sends, in order.
+func commandNames(rdb *redis.Client) func() []string {
+	var mu sync.Mutex
+	var names []string
+	rdb.AddHook(replyHook(func(cmd redis.Cmder, _ error) {
+		mu.Lock()
+		names = append(names, cmd.Name())
+		mu.Unlock()
+	}))
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := names
+		names = nil
+		return out
+	}
+}
+
+// TestUnfencedTryOnceIsOneSET: an unfenced Obtain that tries once is one
+// SET NX PX, no script; refused, it asks the obtain script too (which
+// reads an older version's released record as free); a fenced one, or an
+// unfenced one that waits, runs the obtain script alone.
+func TestUnfencedTryOnceIsOneSET(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(lock.ClientOptions(&redis.Options{Addr: testRedis(t).Options().Addr}))
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := testPrefix(t, rdb)
+	unfenced, _ := newClient(t, rdb, lock.Options{Prefix: prefix, Unfenced: true})
+	fenced, _ := newClient(t, rdb, lock.Options{Prefix: prefix + "f:"})
+	ctx := context.Background()
+	mustRelease(t, mustObtain(t, fenced, ctx, "warm-up", time.Second, lock.ObtainOptions{})) // loads the scripts
+	sent := commandNames(rdb)
+	held := mustObtain(t, unfenced, ctx, "k", time.Second, lock.ObtainOptions{})
+	if got := sent(); !slices.Equal(got, []string{"set"}) {
+		t.Fatalf("an unfenced try-once obtain sent %q, want one set", got)
+	}
+	if _, err := unfenced.Obtain(ctx, "k", time.Second, lock.ObtainOptions{}); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("try-once while held: got %v, want ErrNotObtained", err)
+	}
+	if got := sent(); !slices.Equal(got, []string{"set", "evalsha"}) {
+		t.Fatalf("a refused unfenced try-once sent %q, want set then the obtain script", got)
+	}
+	mustRelease(t, held)
+	sent()
+	for _, tc := range []struct {
+		name string
+		c    *lock.Client
+		o    lock.ObtainOptions
+	}{{"fenced", fenced, lock.ObtainOptions{}}, {"unfenced, waiting", unfenced, lock.ObtainOptions{Wait: time.Second}}} {
+		mustRelease(t, mustObtain(t, tc.c, ctx, "k", time.Second, tc.o))
+		if got := sent(); len(got) == 0 || got[0] != "evalsha" || slices.Contains(got, "set") {
+			t.Fatalf("%s: sent %q, want the obtain script", tc.name, got)
+		}
+	}
+}
+
+// TestUnfencedTryOnceLostReplyIsCleanedUp: when the SET of an unfenced
+// try-once reaches Redis and its reply is lost, Obtain fails and its
+// clean-up by owner deletes the grant, so that the key is not left held
+// by nobody for its TTL.
+func TestUnfencedTryOnceLostReplyIsCleanedUp(t *testing.T) {
+	t.Parallel()
+	d := &testkit.NetFaults{}
+	rdb := faultyClient(t, d, *lock.ClientOptions(&redis.Options{}))
+	c, prefix := newClient(t, rdb, lock.Options{Unfenced: true})
+	ctx := context.Background()
+	lk := []byte(lockKey(prefix, "k"))
+	d.Drop(1, func(req []byte) bool { return bytes.Contains(req, []byte("$3\r\nset\r\n")) && bytes.Contains(req, lk) })
+	l, err := c.Obtain(ctx, "k", time.Minute, lock.ObtainOptions{})
+	if d.Dropped() != 1 {
+		t.Fatalf("%d replies dropped, want the SET's", d.Dropped())
+	}
+	if err == nil {
+		t.Fatalf("Obtain without a reply granted a lease (token %d)", l.Token())
+	}
+	if v := record(t, rdb, prefix, "k"); v != "" {
+		t.Fatalf("Obtain failed (%v), yet the lock is held by an owner nobody knows: %q", err, v)
+	}
 }
