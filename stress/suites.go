@@ -61,7 +61,6 @@ var suites = []suite{{
 	pkg: "./internal/lock",
 	tests: []string{
 		"TestRefreshRacingWatchdogNeverOutlivesRedis",
-		"TestUnfencedWatchdogReportsLoss",
 		"TestUnfencedCrowd",
 		"TestUnfencedTryOnceLostReplyIsCleanedUp",
 		"TestRefreshReplyLostShortensDeadline",

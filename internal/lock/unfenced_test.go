@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/lock"
-	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
@@ -122,32 +121,6 @@ func TestUnfencedWatchdogKeepsLock(t *testing.T) {
 	mustRelease(t, lease)
 	if err := <-got; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestUnfencedWatchdogReportsLoss: when an unfenced lock is deleted under
-// its holder, the lease ends by its validity deadline with ErrLockLost,
-// its context is cancelled with that cause, and the Lost hook runs once.
-func TestUnfencedWatchdogReportsLoss(t *testing.T) {
-	t.Parallel()
-	s := testenv.StartRedis(t)
-	rdb := redlockClient(t, s.Addr)
-	var lost atomic.Int32
-	c, prefix := newClient(t, rdb, lock.Options{Unfenced: true, Hooks: lock.Hooks{Lost: func(string, error) { lost.Add(1) }}})
-	ctx := context.Background()
-	lease := mustObtain(t, c, ctx, "k", 600*time.Millisecond, lock.ObtainOptions{})
-	deadline := lease.Deadline()
-	rdb.Del(ctx, lockKey(prefix, "k"))
-	deadline = later(deadline, lease.Deadline())
-	<-returnsBy(t, "the loss", deadline, lease.Done)
-	if !errors.Is(lease.Err(), lock.ErrLockLost) || !errors.Is(context.Cause(lease.Context()), lock.ErrLockLost) {
-		t.Fatalf("Err %v, context cause %v; want ErrLockLost", lease.Err(), context.Cause(lease.Context()))
-	}
-	if lost.Load() != 1 {
-		t.Fatalf("Lost hook called %d times, want 1", lost.Load())
-	}
-	if err := lease.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
-		t.Fatalf("release of a lost lease: got %v, want ErrLockLost", err)
 	}
 }
 
