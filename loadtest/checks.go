@@ -122,8 +122,12 @@ func parseSweep(o *options, raw rawFlags, bad func(string, ...any)) {
 func parseCPURedis(o *options, raw rawFlags, bad func(string, ...any)) {
 	o.cpuRedis = config.SplitList(raw.cpuRedis)
 	for _, addr := range o.cpuRedis {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad("--cpu-redis: %q is not host:port", addr)
+		if network, a := config.RedisNetAddr(addr); network == "unix" {
+			if !strings.HasPrefix(a, "/") {
+				bad("--cpu-redis: %q: a Unix socket needs an absolute path, such as unix:/run/redis/redis.sock", addr)
+			}
+		} else if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad("--cpu-redis: %q is not host:port or unix:/path", addr)
 		}
 	}
 }

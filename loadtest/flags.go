@@ -105,7 +105,7 @@ func labFlags(o *options, raw *rawFlags, getenv func(string) string) []flagDef {
 			"folder that receives one report folder per run, and a latest link (default $SECKILL_LAB_REPORTS or loadtest/reports)"),
 		stringFlag(&raw.expect, "expect-oversell", "auto", "comma-separated stages that must oversell; auto means unlocked, and local-mutex when more than one instance answers"),
 		intFlag(&o.baselineRequests, "baseline-requests", 0, "requests of each HTTP baseline (/healthz, redis-ping, the sold-out buys); default as many as --buyers. More make the CPU per answer of a baseline steadier: an instance's CPU counter ticks in 10 ms"),
-		stringFlag(&raw.cpuRedis, "cpu-redis", "", "comma-separated Redis servers (host:port) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack, and where it removes the keys the fleet made for raw-hot-row's scratch product; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process"),
+		stringFlag(&raw.cpuRedis, "cpu-redis", "", "comma-separated Redis servers (host:port, or unix:/path for a Unix socket) the instances use, whose CPU (INFO CPU) the lab adds to the instances' around each attack, and where it removes the keys the fleet made for raw-hot-row's scratch product; password from $SECKILL_REDIS_PASSWORD. An embedded Redis counts in its instance's process"),
 		stringFlag(&o.soldOutStage, "sold-out-stage", inventory.StageRedisAtomic, "stage of the sold-out baselines of --baselines (buys of a product already sold out, with and without an Idempotency-Key)"),
 	}
 }

@@ -123,6 +123,9 @@ func TestParseOptions(t *testing.T) {
 		t.Errorf("--sweep 1024,16,64,16: %v %v, want [16 64 1024]", o.sweep, err)
 	}
 
+	if o, err := parseOptions([]string{"--cpu-redis", "unix:/run/redis/redis.sock,127.0.0.1:6379"}, withToken, io.Discard); err != nil || len(o.cpuRedis) != 2 {
+		t.Errorf("--cpu-redis with a Unix socket: %v, %q", err, o.cpuRedis)
+	}
 	o, err = parseOptions([]string{"--cpu-redis", "127.0.0.1:6379, 127.0.0.1:16381", "--sold-out-stage", "db-atomic", "--baseline-requests", "10000"},
 		env(map[string]string{"SECKILL_ADMIN_TOKEN": "x", "SECKILL_REDIS_PASSWORD": "pw"}), io.Discard)
 	if err != nil || !slices.Equal(o.cpuRedis, []string{"127.0.0.1:6379", "127.0.0.1:16381"}) || o.redisPassword != "pw" ||
@@ -138,7 +141,8 @@ func TestParseOptions(t *testing.T) {
 		env  func(string) string
 		want string
 	}{
-		{[]string{"--cpu-redis", "localhost"}, withToken, `--cpu-redis: "localhost" is not host:port`},
+		{[]string{"--cpu-redis", "localhost"}, withToken, `--cpu-redis: "localhost" is not host:port or unix:/path`},
+		{[]string{"--cpu-redis", "unix:redis.sock"}, withToken, `--cpu-redis: "unix:redis.sock": a Unix socket needs an absolute path`},
 		{[]string{"--sold-out-stage", "spinlock"}, withToken, `--sold-out-stage: unknown stage "spinlock"`},
 		{[]string{"--baseline-requests", "-1"}, withToken, "--baseline-requests must not be negative"},
 		{nil, env(map[string]string{"SECKILL_DEMO_DB": filepath.Join(t.TempDir(), "demo.db")}), "no admin token"},

@@ -49,7 +49,8 @@ var suites = []suite{{
 		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem",
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestCrossItemGroupsDoNotDeadlock",
-		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome"},
+		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome",
+		"TestKilledConnectionCostsOneSale"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
@@ -60,6 +61,8 @@ var suites = []suite{{
 	pkg: "./internal/lock",
 	tests: []string{
 		"TestRefreshRacingWatchdogNeverOutlivesRedis",
+		"TestUnfencedCrowd",
+		"TestUnfencedTryOnceLostReplyIsCleanedUp",
 		"TestRefreshReplyLostShortensDeadline",
 		"TestPausedHolderSeesLossOnResume",
 		"TestFencingTokensSurviveClockStepBack",
@@ -345,6 +348,8 @@ var suites = []suite{{
 	tests: []string{
 		"TestAppRedisClientsNeverRunAScriptTwice",
 		"TestAppRedisClientFollowsASentinelFailover",
+		"TestRedisRestartCostsOneFailurePerConnection",
+		"TestRedisRestartCostsABuyerA503PerConnection",
 		"TestServeAtFsyncNeedsAppendfsyncAlways",
 		"TestFleetStages",
 		"TestBurstInFlightRefusesASecondBurstAndAResetFleetWide",

@@ -22,7 +22,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/config"
 	"github.com/seckill-lab/seckill/internal/embedded"
-	"github.com/seckill-lab/seckill/internal/lock"
 )
 
 // demoDefaults differ from serve's: the demo widens the race window so a
@@ -118,7 +117,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	b.redis = redis.NewClient(redisOpts)
 	b.idem = redis.NewClient(idemOpts)
 	for _, s := range servers[1:4] {
-		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: s.Addr(), PoolSize: cfg.RedisPool})))
+		b.redlock = append(b.redlock, redlockClient(s.Addr(), "", cfg.RedisPool))
 	}
 
 	var httpServers []*http.Server

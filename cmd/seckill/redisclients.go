@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/config"
+	"github.com/seckill-lab/seckill/internal/lock"
 )
 
 // The app's Redis clients send every command once. go-redis's default
@@ -34,8 +35,8 @@ import (
 // primary of a Sentinel group (SECKILL_REDIS_SENTINELS and
 // SECKILL_REDIS_MASTER).
 func universalOptions(cfg config.Config) *redis.UniversalOptions {
-	o := &redis.UniversalOptions{Addrs: cfg.RedisAddrs, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool,
-		ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1}
+	o := &redis.UniversalOptions{Addrs: redisAddrs(cfg.RedisAddrs), Password: cfg.RedisPassword, PoolSize: cfg.RedisPool,
+		ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1, Dialer: unpeekedDial}
 	if len(cfg.RedisSentinels) > 0 {
 		o.Addrs, o.MasterName, o.SentinelPassword = cfg.RedisSentinels, cfg.RedisMaster, cfg.RedisSentinelPassword
 	}
@@ -68,5 +69,24 @@ func redisTarget(cfg config.Config) string {
 
 // clientOptions are the options of a client of one of demo's servers.
 func clientOptions(addr string) *redis.Options {
-	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1}
+	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, Dialer: unpeekedDial}
+}
+
+// redlockClient is a client of one of redlock's independent servers at
+// addr (host:port or unix:/path): lock.InstanceOptions, dialled without
+// go-redis's per-Get peek (redisdial.go).
+func redlockClient(addr, password string, pool int) *redis.Client {
+	_, a := config.RedisNetAddr(addr)
+	o := lock.InstanceOptions(&redis.Options{Addr: a, Password: password, PoolSize: pool})
+	o.Dialer = unpeekedDial
+	return redis.NewClient(o)
+}
+
+// redisAddrs are addrs as go-redis takes them: a unix:/path as the path.
+func redisAddrs(addrs []string) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		_, out[i] = config.RedisNetAddr(a)
+	}
+	return out
 }

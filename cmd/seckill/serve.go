@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/config"
-	"github.com/seckill-lab/seckill/internal/lock"
 	"github.com/seckill-lab/seckill/internal/store"
 )
 
@@ -44,7 +43,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("neither SECKILL_REDIS_ADDR nor SECKILL_REDIS_SENTINELS is set: the Redis stages are unavailable")
 	}
 	for _, addr := range cfg.RedlockAddrs {
-		b.redlock = append(b.redlock, redis.NewClient(lock.InstanceOptions(&redis.Options{Addr: addr, Password: cfg.RedisPassword, PoolSize: cfg.RedisPool})))
+		b.redlock = append(b.redlock, redlockClient(addr, cfg.RedisPassword, cfg.RedisPool))
 	}
 
 	inst, err := newInstance(cfg, b, log)

@@ -91,13 +91,13 @@ func (c *Config) settings() []setting {
 		dsn(&c.MySQLDSN, "SECKILL_MYSQL_DSN", "", "MySQL DSN for serve and migrate, e.g. root:pw@tcp(127.0.0.1:3306)/seckill; seckill turns on clientFoundRows, parseTime, interpolateParams and multiStatements itself"),
 		integer(&c.MySQLMaxConns, "SECKILL_MYSQL_MAX_CONNS", "32", 1, 10000, "most MySQL connections one instance opens; keep instances x this below the server's max_connections (151 by default)"),
 		duration(&c.MySQLConnLifetime, "SECKILL_MYSQL_CONN_LIFETIME", "5m", time.Second, 24*time.Hour, "pooled MySQL connections older than this are closed and reopened; keep it below the server's wait_timeout and any proxy's idle timeout"),
-		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address; a comma-separated list means Redis Cluster nodes"),
+		list(&c.RedisAddrs, "SECKILL_REDIS_ADDR", "", "Redis address (host:port, or unix:/path/to/redis.sock on the same machine); a comma-separated list of host:port means Redis Cluster nodes"),
 		secret(&c.RedisPassword, "SECKILL_REDIS_PASSWORD", "Redis password (masked in logs)"),
 		list(&c.RedisSentinels, "SECKILL_REDIS_SENTINELS", "", "comma-separated Redis Sentinel addresses, instead of SECKILL_REDIS_ADDR: the app asks them for the primary of SECKILL_REDIS_MASTER and follows it across failovers"),
 		text(&c.RedisMaster, "SECKILL_REDIS_MASTER", "", "master name the Sentinels monitor (sentinel monitor <name> ...); required with SECKILL_REDIS_SENTINELS"),
 		secret(&c.RedisSentinelPassword, "SECKILL_REDIS_SENTINEL_PASSWORD", "password of the Sentinels (requirepass in sentinel.conf), when they have one (masked in logs)"),
 		integer(&c.RedisPool, "SECKILL_REDIS_POOL", "0", 0, 100_000, "most connections to each Redis server (0: go-redis's default, 10 per CPU); buyers beyond it wait for a free one"),
-		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
+		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage (host:port or unix:/path/to/redis.sock)"),
 		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
 		text(&c.AdminTokenFile, "SECKILL_ADMIN_TOKEN_FILE", "", "file holding the admin token, read at start when SECKILL_ADMIN_TOKEN is empty (docker-compose.yml's token service writes one)"),
 		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
@@ -223,6 +223,7 @@ func Load(getenv func(string) string) (Config, error) {
 	case len(c.RedisSentinels) == 0 && c.RedisSentinelPassword != "":
 		fail("SECKILL_REDIS_SENTINEL_PASSWORD", errors.New("is set without SECKILL_REDIS_SENTINELS"))
 	}
+	checkRedisAddrs(c, fail)
 	for _, a := range c.RedisSentinels {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			fail("SECKILL_REDIS_SENTINELS", fmt.Errorf("%q is not host:port, such as 10.0.0.5:26379", a))

@@ -288,3 +288,32 @@ func TestLoadStreamDurability(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRedisUnixSockets: SECKILL_REDIS_ADDR and SECKILL_REDLOCK_ADDRS
+// take unix:/path for a Redis on the same machine, which RedisNetAddr
+// turns into the network and path to dial; a relative path, or a socket
+// among a Cluster's nodes, fails naming its variable.
+func TestLoadRedisUnixSockets(t *testing.T) {
+	c, err := Load(env(map[string]string{"SECKILL_REDIS_ADDR": "unix:/run/redis/redis.sock", "SECKILL_REDLOCK_ADDRS": "unix:/tmp/r1.sock,10.0.0.2:6379"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, a := RedisNetAddr(c.RedisAddrs[0]); n != "unix" || a != "/run/redis/redis.sock" {
+		t.Errorf("SECKILL_REDIS_ADDR unix:/run/redis/redis.sock dials %s %s", n, a)
+	}
+	if n, a := RedisNetAddr(c.RedlockAddrs[1]); n != "tcp" || a != "10.0.0.2:6379" {
+		t.Errorf("10.0.0.2:6379 dials %s %s", n, a)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SECKILL_REDIS_ADDR": "unix:redis.sock"}, "SECKILL_REDIS_ADDR"},
+		{map[string]string{"SECKILL_REDIS_ADDR": "unix:/tmp/a.sock,b:6379"}, "Cluster"},
+		{map[string]string{"SECKILL_REDLOCK_ADDRS": "a:6379,unix:r.sock"}, "SECKILL_REDLOCK_ADDRS"},
+	} {
+		if _, err := Load(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %q", tc.env, err, tc.want)
+		}
+	}
+}

@@ -51,6 +51,8 @@ func benchRedis(b *testing.B) *redis.Client {
 func uncontended(b *testing.B, rdb *redis.Client, prefix string) map[string]obtainRelease {
 	ours := mustNew(b, rdb, lock.Options{Prefix: prefix})
 	b.Cleanup(func() { _ = ours.Close() })
+	unfenced := mustNew(b, rdb, lock.Options{Prefix: prefix, Unfenced: true})
+	b.Cleanup(func() { _ = unfenced.Close() })
 	// The same lock on a client that does not honour context deadlines:
 	// Release then runs on a goroutine of its own to stay bounded.
 	plainRdb := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, MaxRetries: -1})
@@ -72,6 +74,13 @@ func uncontended(b *testing.B, rdb *redis.Client, prefix string) map[string]obta
 		},
 		"ours": func(ctx context.Context, key string) error {
 			l, err := ours.Obtain(ctx, key, benchTTL, lock.ObtainOptions{})
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		},
+		"ours-unfenced": func(ctx context.Context, key string) error {
+			l, err := unfenced.Obtain(ctx, key, benchTTL, lock.ObtainOptions{})
 			if err != nil {
 				return err
 			}
@@ -117,7 +126,7 @@ func BenchmarkUncontended(b *testing.B) {
 	rdb := benchRedis(b)
 	prefix := testPrefix(b, rdb)
 	impls := uncontended(b, rdb, prefix)
-	for _, name := range []string{"raw", "ours", "ours-fixed", "ours-plain-client", "ours-scripts", "redislock", "redsync"} {
+	for _, name := range []string{"raw", "ours", "ours-unfenced", "ours-fixed", "ours-plain-client", "ours-scripts", "redislock", "redsync"} {
 		f := impls[name]
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
@@ -150,7 +159,7 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 	rdb := benchRedis(b)
 	prefix := testPrefix(b, rdb)
 	impls := uncontended(b, rdb, prefix)
-	names := []string{"raw", "ours", "ours-plain-client", "ours-scripts", "redislock", "redsync"}
+	names := []string{"raw", "ours", "ours-unfenced", "ours-plain-client", "ours-scripts", "redislock", "redsync"}
 	took := make(map[string][]time.Duration)
 	ctx := context.Background()
 	// A new random order every iteration: in a fixed rotation each one
@@ -178,7 +187,13 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 		b.Logf("%-12s mean %6.1f µs  p50 %6.1f µs  p1 %6.1f µs  in the fast mode (< 2x raw's p1): %3.0f%%",
 			name, q[name].mean/1e3, q[name].p50/1e3, q[name].p1/1e3, 100*fraction(took[name], 2*q["raw"].p1))
 	}
-	for _, name := range []string{"raw", "ours-plain-client", "ours-scripts", "redislock", "redsync"} {
+	// The lock without a fence record (Options.Unfenced) against
+	// redislock, which keeps none either.
+	b.ReportMetric(q["redislock"].mean/q["ours-unfenced"].mean, "unfenced-vs-redislock-mean")
+	b.ReportMetric(q["redislock"].p50/q["ours-unfenced"].p50, "unfenced-vs-redislock-p50")
+	b.Logf("ours-unfenced vs redislock mean %.2fx  p50 %.2fx  p1 %.2fx (above 1: ours is faster)",
+		q["redislock"].mean/q["ours-unfenced"].mean, q["redislock"].p50/q["ours-unfenced"].p50, q["redislock"].p1/q["ours-unfenced"].p1)
+	for _, name := range []string{"raw", "ours-unfenced", "ours-plain-client", "ours-scripts", "redislock", "redsync"} {
 		b.ReportMetric(q[name].mean/q["ours"].mean, "ours-vs-"+name+"-mean")
 		b.ReportMetric(q[name].p50/q["ours"].p50, "ours-vs-"+name+"-p50")
 		b.Logf("ours vs %-12s mean %.2fx  p50 %.2fx  p1 %.2fx (above 1: ours is faster)", name,
@@ -212,6 +227,26 @@ func fraction(d []time.Duration, limit float64) float64 {
 // and returns its release; an error other than "not obtained" ends the
 // benchmark.
 type contender func(ctx context.Context) (release func() error, err error)
+
+// oursContender is a contender of this package's lock on key, with a
+// Client of opts on each contender's redis.Client.
+func oursContender(b *testing.B, opts lock.Options, key string, o lock.ObtainOptions) func(c *redis.Client) contender {
+	return func(c *redis.Client) contender {
+		l := mustNew(b, c, opts)
+		b.Cleanup(func() { _ = l.Close() })
+		return func(ctx context.Context) (func() error, error) {
+			for {
+				lease, err := l.Obtain(ctx, key, benchTTL, o)
+				switch {
+				case err == nil:
+					return func() error { return lease.Release(ctx) }, nil
+				case !errors.Is(err, lock.ErrNotObtained) || ctx.Err() != nil:
+					return nil, err
+				}
+			}
+		}
+	}
+}
 
 // BenchmarkContended is 2 clients x 8 goroutines on one key with an empty
 // critical section, on a Redis of its own. It reports handoffs per second,
@@ -252,38 +287,11 @@ func BenchmarkContended(b *testing.B) {
 		name string
 		make func(c *redis.Client) contender
 	}{
-		{"ours", func(c *redis.Client) contender {
-			l := mustNew(b, c, lock.Options{Prefix: prefix})
-			b.Cleanup(func() { _ = l.Close() })
-			return func(ctx context.Context) (func() error, error) {
-				for {
-					lease, err := l.Obtain(ctx, "c-ours", benchTTL, lock.ObtainOptions{Wait: time.Minute})
-					switch {
-					case err == nil:
-						return func() error { return lease.Release(ctx) }, nil
-					case !errors.Is(err, lock.ErrNotObtained) || ctx.Err() != nil:
-						return nil, err
-					}
-				}
-			}
-		}},
-		{"ours-fair", func(c *redis.Client) contender {
-			// The fair mode: every waiter stands in Redis's line, and a
-			// release wakes the first of it, on whichever client it waits.
-			l := mustNew(b, c, lock.Options{Prefix: prefix})
-			b.Cleanup(func() { _ = l.Close() })
-			return func(ctx context.Context) (func() error, error) {
-				for {
-					lease, err := l.Obtain(ctx, "c-ours-fair", benchTTL, lock.ObtainOptions{Wait: time.Minute, Fair: true})
-					switch {
-					case err == nil:
-						return func() error { return lease.Release(ctx) }, nil
-					case !errors.Is(err, lock.ErrNotObtained) || ctx.Err() != nil:
-						return nil, err
-					}
-				}
-			}
-		}},
+		{"ours", oursContender(b, lock.Options{Prefix: prefix}, "c-ours", lock.ObtainOptions{Wait: time.Minute})},
+		{"ours-unfenced", oursContender(b, lock.Options{Prefix: prefix, Unfenced: true}, "c-ours-unfenced", lock.ObtainOptions{Wait: time.Minute})},
+		// The fair mode: every waiter stands in Redis's line, and a
+		// release wakes the first of it, on whichever client it waits.
+		{"ours-fair", oursContender(b, lock.Options{Prefix: prefix}, "c-ours-fair", lock.ObtainOptions{Wait: time.Minute, Fair: true})},
 		{"redislock-linear-1ms", linear(time.Millisecond)},
 		{"redislock-linear-10ms", linear(10 * time.Millisecond)},
 		{"redsync-defaults", func(c *redis.Client) contender {

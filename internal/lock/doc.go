@@ -216,6 +216,19 @@
 // seen. A write that matches no row came from a holder that was overtaken,
 // and must be treated as failed.
 //
+// A caller that needs mutual exclusion and no tokens pays for the fence
+// record anyway: a key read and a write in every obtain, and a PEXPIRE in
+// every renewal. Options.Unfenced makes a Client without it (Redisson,
+// likewise, keeps its fenced lock a type of its own). Owner tokens, the
+// watchdog, the loss signal, waiting, reentrancy and RedLock are the same;
+// Lease.Token is then the grant's time in microseconds, which is not a
+// fencing token: it falls back with the clock, and nothing keeps it above
+// the token of a lease that expired unreleased. An unfenced Obtain that
+// tries once, with no Owner, is one SET NX PX instead of the obtain
+// script; it does not look for its tombstone, so if its reply is lost and
+// it lands after its clean-up, the key is held by nobody until its TTL.
+// The fenced lock stays the default.
+//
 // Every guarantee here assumes Redis keeps the keys until their TTLs run
 // out. A server with maxmemory and an eviction policy that may pick them
 // (allkeys-*, or volatile-*, since every lock key has a TTL) breaks all of

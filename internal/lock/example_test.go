@@ -205,3 +205,34 @@ func ExampleHooks() {
 	fmt.Println("obtained:", obtained, "not obtained:", busy)
 	// Output: obtained: 1 not obtained: 1
 }
+
+// A lock for mutual exclusion alone, with no fencing tokens to send to a
+// store: Options.Unfenced saves the fence record's read and write on every
+// obtain. Everything else (the watchdog, Done, reentrancy) is the same.
+func ExampleOptions_unfenced() {
+	rdb, prefix, cleanup := exampleRedis(0)
+	defer cleanup()
+	locks, err := lock.New(rdb, lock.Options{Prefix: prefix, Unfenced: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locks.Close()
+
+	ctx := context.Background()
+	lease, err := locks.Obtain(ctx, "nightly-report", 30*time.Second, lock.ObtainOptions{})
+	if errors.Is(err, lock.ErrNotObtained) {
+		fmt.Println("another instance runs it")
+		return
+	}
+	if err != nil {
+		fmt.Println("redis:", err)
+		return
+	}
+	// Work under lease.Context(); lease.Token() is no fencing token here.
+	fmt.Println("running the report")
+	if err := lease.Release(ctx); err != nil {
+		fmt.Println("the lock was lost during the work:", err)
+	}
+	// Output: running the report
+}

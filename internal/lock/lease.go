@@ -192,7 +192,9 @@ func (l *Lease) Key() string { return l.key }
 // Token returns the fencing token: it is larger than the token of every
 // earlier lease on the same key. Send it with every write the lock guards
 // and let the store reject writes with a token older than one it has seen.
-// Re-entered holds share the token of the first hold.
+// Re-entered holds share the token of the first hold. A lease of a lock
+// without a fence record (Options.Unfenced) has no fencing token: Token is
+// then the grant's time in microseconds, which may fall back.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: when it is

@@ -156,6 +156,24 @@ type Options struct {
 	Replicas int
 	// ReplicaTimeout bounds the wait for Replicas. Default 100ms.
 	ReplicaTimeout time.Duration
+	// Unfenced makes a lock without a fence record, for callers that need
+	// mutual exclusion and no fencing tokens: obtain neither reads nor
+	// writes PREFIX{key}:fence, and a renewal does not extend it, which
+	// saves Redis a key read and a write on every obtain (see README.md,
+	// Benchmarks). Owner tokens, the watchdog, the loss signal,
+	// reentrancy, waiting and RedLock work as in the default mode, but
+	// Lease.Token is then only the grant's time in microseconds: it falls
+	// back if a clock steps back, and a lease that expired unreleased is
+	// not guaranteed a smaller token than the next one. Do not send it to
+	// a store as a fencing token. An Obtain that tries once (no Wait, no
+	// Owner, no Fair, no Replicas) is one SET NX PX, with no script, whose
+	// token is this process's clock; should its reply be lost and the SET
+	// land after the clean-up, the key stays held by nobody until its TTL
+	// (the scripted try leaves a tombstone that stops it). Every client of one key
+	// should agree on it: a fenced obtain after unfenced ones still issues
+	// a token above the fence record's, which unfenced grants did not
+	// raise.
+	Unfenced bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -340,6 +358,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("lock: Replicas needs a *redis.Client (one server or a Sentinel group), not a %T: WAIT must follow the script on its connection", rdb)
 	}
 	c := &Client{rdb: rdb, opts: opts, wake: newNotifier(rdb), fenceTTLArg: ms(opts.FenceTTL), deadlines: honoursDeadlines(rdb)}
+	if opts.Unfenced {
+		c.fenceTTLArg = unfencedArg
+	}
 	c.keeper.c = c
 	return c, nil
 }
@@ -465,10 +486,20 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o Ob
 	if o.Fair {
 		waiter = newOwnerToken()
 	}
+	setNX := c.opts.Unfenced && c.opts.Replicas == 0 && o.Wait == 0 && o.Owner == "" && !o.Fair
 	try := func(ctx context.Context) (*Lease, time.Duration, error) {
 		cl := o.claim()
 		start := time.Now()
-		ok, val, err := c.try(ctx, n, cl, o.Wait > 0, ttl, waiter)
+		var (
+			ok  bool
+			val int64
+			err error
+		)
+		if setNX {
+			ok, val, err = c.trySetNX(ctx, n, cl, ttl)
+		} else {
+			ok, val, err = c.try(ctx, n, cl, o.Wait > 0, ttl, waiter)
+		}
 		if err != nil {
 			if classify(err).mayHaveRun() && !errors.Is(err, ErrNotReplicated) {
 				c.releaseDetached(ctx, n, cl, "")
@@ -585,6 +616,26 @@ func (c *Client) try(ctx context.Context, n names, cl claim, wait bool, ttl time
 	return false, 0, fmt.Errorf("lock: obtain %q: unexpected reply 0 from the obtain script", n.key)
 }
 
+// trySetNX is the try of an unfenced lock that will not wait and is not
+// reentrant (see Options.Unfenced): one SET NX PX, as redislock's, with no
+// script. The token is this process's clock in microseconds: there is no
+// fence record to keep above. Unlike the scripted try it does not look for
+// its tombstone, so a try whose reply was lost and that lands after its
+// clean-up holds the key, for nobody, until its ttl. When the key is
+// taken it asks the obtain script, which also reads a released record of
+// an older version (a key that starts with '|') as free.
+func (c *Client) trySetNX(ctx context.Context, n names, cl claim, ttl time.Duration) (bool, int64, error) {
+	token := max(time.Now().UnixMicro(), 1)
+	ok, err := c.rdb.SetNX(ctx, n.lock, cl.owner+"|"+strconv.FormatInt(token, 10)+"|1", ttl).Result()
+	if err != nil {
+		return false, 0, fmt.Errorf("lock: obtain %q: %w", n.key, err)
+	}
+	if ok {
+		return true, token, nil
+	}
+	return c.try(ctx, n, cl, false, ttl, "")
+}
+
 // flag is a script's boolean argument, boxed once: the obtain script is on
 // every obtain's path, and each argument boxed per call is an allocation.
 func flag(b bool) any {
@@ -596,11 +647,15 @@ func flag(b bool) any {
 
 var flagOn, flagOff any = "1", "0"
 
+// unfencedArg is the fence record's TTL argument of a lock without one
+// (Options.Unfenced): the scripts then leave the record alone.
+var unfencedArg any = "0"
+
 // refresh runs the owner-checked pexpire; token "" matches any token of the
 // owner. A reentrant try's record is renewed with its hold, so that the
 // release finds it however long the lease lasts.
 func (c *Client) refresh(ctx context.Context, n names, cl claim, token string, ttl time.Duration) error {
-	keys, args := []string{n.lock, n.fence}, []any{cl.owner, token, ms(ttl), ms(c.opts.FenceTTL)}
+	keys, args := []string{n.lock, n.fence}, []any{cl.owner, token, ms(ttl), c.fenceTTLArg}
 	if cl.reentrant {
 		keys, args = append(keys, n.gone(cl.id)), append(args, entryTTL(ttl))
 	}

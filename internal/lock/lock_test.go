@@ -317,7 +317,7 @@ func prefixOf(t *testing.T, c *lock.Client, rdb *redis.Client) string {
 }
 
 // When the lock disappears from under the holder, Done closes and Err says
-// why. (No check made after the validity deadline can see the lease healthy,
+// why, for the fenced lock and the one without a fence record alike. (No check made after the validity deadline can see the lease healthy,
 // since Err and Done look at the clock; see TestPausedHolderSeesLossOnResume.)
 func TestWatchdogReportsLoss(t *testing.T) {
 	t.Parallel()
@@ -339,33 +339,39 @@ func TestWatchdogReportsLoss(t *testing.T) {
 			s.Kill()
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := testenv.StartRedis(t)
-			rdb := redlockClient(t, s.Addr)
-			var lost atomic.Int32
-			c, prefix := newClient(t, rdb, lock.Options{Hooks: lock.Hooks{
-				Lost: func(string, error) { lost.Add(1) },
-			}})
-			ctx := context.Background()
-			lease := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
-			deadline := lease.Deadline()
-			tc.break_(ctx, rdb, lockKey(prefix, "k"), s)
-			deadline = later(deadline, lease.Deadline()) // a renewal may have run just before
-			<-returnsBy(t, "the loss", deadline, lease.Done)
-			if !errors.Is(lease.Err(), lock.ErrLockLost) {
-				t.Fatalf("Err = %v, want ErrLockLost", lease.Err())
+		for _, unfenced := range []bool{false, true} {
+			name := tc.name
+			if unfenced {
+				name = "unfenced/" + name // Options.Unfenced: the same loss signal
 			}
-			if !errors.Is(context.Cause(lease.Context()), lock.ErrLockLost) {
-				t.Fatalf("lease context cause = %v", context.Cause(lease.Context()))
-			}
-			if lost.Load() != 1 {
-				t.Fatalf("Lost hook called %d times, want 1", lost.Load())
-			}
-			if err := lease.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
-				t.Fatalf("release of a lost lease: got %v, want ErrLockLost", err)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				s := testenv.StartRedis(t)
+				rdb := redlockClient(t, s.Addr)
+				var lost atomic.Int32
+				c, prefix := newClient(t, rdb, lock.Options{Unfenced: unfenced, Hooks: lock.Hooks{
+					Lost: func(string, error) { lost.Add(1) },
+				}})
+				ctx := context.Background()
+				lease := mustObtain(t, c, ctx, "k", ttl, lock.ObtainOptions{})
+				deadline := lease.Deadline()
+				tc.break_(ctx, rdb, lockKey(prefix, "k"), s)
+				deadline = later(deadline, lease.Deadline()) // a renewal may have run just before
+				<-returnsBy(t, "the loss", deadline, lease.Done)
+				if !errors.Is(lease.Err(), lock.ErrLockLost) {
+					t.Fatalf("Err = %v, want ErrLockLost", lease.Err())
+				}
+				if !errors.Is(context.Cause(lease.Context()), lock.ErrLockLost) {
+					t.Fatalf("lease context cause = %v", context.Cause(lease.Context()))
+				}
+				if lost.Load() != 1 {
+					t.Fatalf("Lost hook called %d times, want 1", lost.Load())
+				}
+				if err := lease.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+					t.Fatalf("release of a lost lease: got %v, want ErrLockLost", err)
+				}
+			})
+		}
 	}
 }
 

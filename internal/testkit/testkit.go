@@ -3,7 +3,8 @@
 // building cmd/seckill once per test binary and running it, a buffer that
 // tolerates concurrent writes, a barrier that forces an interleaving, and a
 // dialer that loses a chosen reply, or holds a request back, to order faults,
-// and a floor on -test.parallel for packages whose tests mostly wait.
+// a floor on -test.parallel for packages whose tests mostly wait, and the
+// process CPU a benchmark's calls cost (ParallelCPU).
 // The services the tests need (MySQL, Redis) come from internal/testenv.
 package testkit
 

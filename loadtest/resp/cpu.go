@@ -9,14 +9,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/config"
 )
+
+// dial connects to the Redis at addr: host:port, or unix:/path for a
+// Redis on this machine that listens on a Unix socket.
+func dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	network, a := config.RedisNetAddr(addr)
+	return d.DialContext(ctx, network, a)
+}
 
 // CPU asks the Redis at addr for INFO CPU, on a connection of its
 // own, and returns used_cpu_sys + used_cpu_user. The lab speaks the two
 // commands it needs in RESP itself: go-redis stays out of the lab.
 func CPU(ctx context.Context, addr, password string, timeout time.Duration) (float64, error) {
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dial(ctx, addr, timeout)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
 // TestParseRedisCPU: INFO CPU's used_cpu_sys and used_cpu_user are added;
@@ -100,5 +102,15 @@ func TestRedisCPUOverRESP(t *testing.T) {
 	addr, _ = fakeRedis(t, "-NOAUTH Authentication required.\r\n")
 	if got, err := CPU(context.Background(), addr, "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Fatalf("got %v, %v; want the NOAUTH error", got, err)
+	}
+}
+
+// TestRedisCPUOverAUnixSocket: --cpu-redis unix:/path reads a Redis that
+// listens on a Unix socket only.
+func TestRedisCPUOverAUnixSocket(t *testing.T) {
+	sock := testenv.StartRedisUnix(t)
+	got, err := CPU(context.Background(), "unix:"+sock, "", 5*time.Second)
+	if err != nil || got <= 0 {
+		t.Fatalf("INFO CPU over unix:%s: %v, %v; want a positive CPU time", sock, got, err)
 	}
 }

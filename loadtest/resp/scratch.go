@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 )
@@ -44,8 +43,7 @@ func DropProductKeys(ctx context.Context, addrs []string, password string, id in
 }
 
 func dropKeysOn(ctx context.Context, addr, password string, patterns []string, timeout time.Duration) (int, error) {
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dial(ctx, addr, timeout)
 	if err != nil {
 		return 0, err
 	}

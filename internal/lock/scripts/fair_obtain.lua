@@ -6,7 +6,8 @@
 --         record (see obtain.lua)
 -- ARGV[1] owner, ARGV[2] ttl in ms, ARGV[3] '1' if the owner may re-enter,
 -- ARGV[4] '1' if the caller waits (joins the line, or renews its place,
--- when not granted), ARGV[5] fencing TTL in ms, ARGV[6] the waiting
+-- when not granted), ARGV[5] fencing TTL in ms ('0': none, and the fence
+-- is not written), ARGV[6] the waiting
 -- record's TTL in ms, ARGV[7] the waiter's id (one per Obtain), ARGV[8] a
 -- place's lease in ms, ARGV[9] the TTL in ms of a reentrant try's record
 -- Returns the fencing token (>= 1) when obtained; otherwise -1 - the time
@@ -69,7 +70,9 @@ if not held and (not head or head == me) then
   end
   token = string.format('%.0f', token)
   redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|1', 'PX', ARGV[2])
-  redis.call('SET', KEYS[2], token, 'PX', ARGV[5])
+  if ARGV[5] ~= '0' then -- '0': a lock without a fence record (obtain.lua)
+    redis.call('SET', KEYS[2], token, 'PX', ARGV[5])
+  end
   if head then
     redis.call('ZREM', line, me)
     redis.call('ZREM', leases, me)

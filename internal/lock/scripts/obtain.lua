@@ -20,7 +20,7 @@
 --         and never another of the owner's.
 -- ARGV[1] owner (never starts with '|'), ARGV[2] ttl in ms, ARGV[3] '1' if
 -- the owner may re-enter, ARGV[4] '1' if the caller will wait for a release
--- when the lock is held, ARGV[5] fencing TTL in ms, ARGV[6] the waiting
+-- when the lock is held, ARGV[5] fencing TTL in ms ('0': no fence record), ARGV[6] the waiting
 -- record's TTL in ms, ARGV[7] the TTL in ms of a reentrant try's record
 -- Returns the fencing token (>= 1) when obtained; when another owner holds
 -- the lock, -1 - its remaining ttl in ms, the ttl clamped at 0, so always
@@ -31,10 +31,20 @@
 -- gone by the next call. PTTL then answers -2, and -1 - (-2) would be +1, a
 -- grant of token 1 for a lock nobody holds; a KEEPTTL write would bring the
 -- key back with no expiry at all.
--- One MGET reads the lock, the fence and the tombstone (when there is one).
-local got = redis.call('MGET', KEYS[1], KEYS[2], KEYS[4] or KEYS[1])
-local v, f = got[1], got[2]
-if KEYS[4] and got[3] then
+-- ARGV[5] '0' is a lock without a fence record (Options.Unfenced): the
+-- fence is neither read nor written, and the token is the server clock.
+local fenced = ARGV[5] ~= '0'
+-- One MGET reads the lock, the fence (when fenced) and the tombstone (when
+-- there is one).
+local v, f, tomb
+if fenced then
+  local got = redis.call('MGET', KEYS[1], KEYS[2], KEYS[4] or KEYS[1])
+  v, f, tomb = got[1], got[2], got[3]
+else
+  local got = redis.call('MGET', KEYS[1], KEYS[4] or KEYS[1])
+  v, tomb = got[1], got[2]
+end
+if KEYS[4] and tomb then
   return -1 -- its owner has given up: answer "held", which nobody reads
 end
 -- entered records the hold a reentrant try added (see KEYS[4]).
@@ -88,5 +98,7 @@ if token <= last then
 end
 token = string.format('%.0f', token)
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|1', 'PX', ARGV[2])
-redis.call('SET', KEYS[2], token, 'PX', ARGV[5])
+if fenced then
+  redis.call('SET', KEYS[2], token, 'PX', ARGV[5])
+end
 return entered(token)

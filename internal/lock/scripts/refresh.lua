@@ -5,7 +5,7 @@
 -- (optional) a reentrant try's record (see obtain.lua), kept for ARGV[5]
 -- ms more, so that the hold's release still finds it
 -- ARGV[1] owner, ARGV[2] fencing token ('' = any token of this owner),
--- ARGV[3] ttl in ms, ARGV[4] the fence record's ttl in ms
+-- ARGV[3] ttl in ms, ARGV[4] the fence record's ttl in ms ('0': none)
 -- Returns 1 when extended, 0 when not the owner.
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -15,7 +15,9 @@ local owner, token, holds = string.match(v, '^(.*)|(%d+)|(%d+)w?$')
 if owner ~= ARGV[1] or (ARGV[2] ~= '' and token ~= ARGV[2]) then
   return 0
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
+if ARGV[4] ~= '0' then -- '0': a lock without a fence record
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
 if KEYS[3] then
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
 end
