@@ -53,9 +53,10 @@ type RedisAtomic struct {
 	// restocked, when set, hears of units that came back to Redis (see
 	// Repair, loadFirst): remembered sell-outs are dropped.
 	restocked func(ctx context.Context, id int64) error
-	copies    copies     // the items with a copy (copies.go)
-	guard     loadGuard  // over first loads (first_load.go)
-	confirms  *confirmer // off the buyers' path (confirm.go)
+	copies    copies       // the items with a copy (copies.go)
+	guard     loadGuard    // over first loads (first_load.go)
+	confirms  *confirmer   // off the buyers' path (confirm.go)
+	reserves  reserveQueue // gathers concurrent scripts (reserve_batch.go)
 }
 
 // OnRestock makes Repair call f after it returned units to the Redis copy
@@ -68,7 +69,7 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log, copies: copiesOf("redis-atomic", kind),
-		confirms: newConfirmer(rdb, log)}
+		confirms: newConfirmer(rdb, log), reserves: reserveQueue{limit: maxFlying}}
 }
 
 // WaitConfirms waits until the confirms of the sales committed so far have
@@ -105,7 +106,7 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 	if fold.Holds(o) {
 		left = fold.Left() // the Idempotency-Key claim reserved (claim.go)
 	} else {
-		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+		left, ms, err = scriptAnswer(s.reserveRun(ctx, keys, args))
 	}
 	if err == nil && left == -2 {
 		// Not loaded (first use, or Redis lost its data): load from the
@@ -113,7 +114,7 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 		if err = s.loadFirst(ctx, o.ItemID); err != nil {
 			return err
 		}
-		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+		left, ms, err = scriptAnswer(s.reserveRun(ctx, keys, args))
 	}
 	if err != nil {
 		return fmt.Errorf("%w: reserve in redis: %w", inventory.ErrUnavailable, err)
