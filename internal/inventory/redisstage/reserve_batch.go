@@ -2,6 +2,7 @@ package redisstage
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -45,8 +46,8 @@ type reserveQueue struct {
 	off     bool // every script alone (a benchmark's baseline)
 	limit   int  // in flight before a script waits: maxFlying, or a test's
 	mu      sync.Mutex
-	flying  int          // scripts or batches in flight, at most maxFlying
-	waiting []*queuedRun // arrived while it was
+	flying  int          // scripts or batches in flight, at most limit
+	waiting []*queuedRun // arrived while limit were
 }
 
 // queuedRun is one waiting script: its keys and args and its buyer's
@@ -63,7 +64,7 @@ type queuedRun struct {
 }
 
 // reserveRun runs reserve.lua for one buyer: alone, or in the next batch
-// when one is in flight and BatchReserves is on.
+// when maxFlying scripts or batches are in flight.
 func (s *RedisAtomic) reserveRun(ctx context.Context, keys []string, args []any) (any, error) {
 	q := &s.reserves
 	if q.off {
@@ -154,6 +155,15 @@ func (s *RedisAtomic) sendReserves(batch []*queuedRun) {
 		r.v, r.err = reserve.Run(ctx, s.rdb, r.keys, r.args...).Result()
 		return
 	}
+	answered := 1 // the head's done was closed to make it send
+	defer func() {
+		// Reached with members unanswered only when a hook or the client
+		// panicked: they must not wait for good.
+		for _, r := range batch[answered:] {
+			r.v, r.err = nil, errBatchAbandoned
+			close(r.done)
+		}
+	}()
 	cmds := make([]*redis.Cmd, len(batch))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range batch {
@@ -180,10 +190,15 @@ func (s *RedisAtomic) sendReserves(batch []*queuedRun) {
 			r.v, r.err = reserve.Run(ctx, s.rdb, r.keys, r.args...).Result()
 		}
 		if i > 0 {
-			close(r.done) // the head's was closed to make it send
+			close(r.done)
+			answered++
 		}
 	}
 }
+
+// errBatchAbandoned answers the members of a batch whose sender panicked:
+// their scripts may have run.
+var errBatchAbandoned = errors.New("the batch of reservation scripts was abandoned")
 
 // withoutRun returns list without r, in place.
 func withoutRun(list []*queuedRun, r *queuedRun) []*queuedRun {
