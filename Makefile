@@ -8,7 +8,7 @@ BIN := bin/seckill
 # that tests start (the lab, the browser and chaos suites) leave it out too.
 export GOFLAGS := -tags=nomsgpack -buildvcs=false $(GOFLAGS)
 
-.PHONY: run story catalogue prep build test test-short vet fmt-check clean bench-buy bench-sales
+.PHONY: run story catalogue prep build test test-short vet fmt-check clean bench-buy bench-sales bench-reserve
 
 ## run: start the zero-set-up demo (three instances on :8081-:8083, front page on :8080;
 ## other ports: make run DEMO_FLAGS='-addr :9080 -instances :9081,:9082,:9083')
@@ -67,6 +67,10 @@ bench-buy:
 ## bench-sales: redis-atomic sales of one hot product, 16 buyers at once per core, with group commit and with one transaction per sale (SQLite, and MySQL at SECKILL_TEST_MYSQL_DSN)
 bench-sales:
 	$(GO) test -run '^$$' -bench '^BenchmarkRedisAtomicSales$$' -benchtime 2000x -count 3 ./internal/inventory/redisstage/
+
+## bench-reserve: the Redis part of a redis-atomic sale (reservation scripts alone or gathered) by 2 and 128 buyers at once, in CPU and writes per sale (a redis-server of its own)
+bench-reserve:
+	$(GO) test -run '^$$' -bench '^BenchmarkReserveBatch$$' -benchtime 20000x -count 5 ./internal/inventory/redisstage/
 
 # Targets of the lock package, the lab, the browser tests, the chaos suite
 # and the stress run.

@@ -210,14 +210,22 @@ var suites = []suite{{
 	},
 	budget: 3 * time.Minute,
 }, {
-	// The Redis stages: group commits with writes held and failures
-	// injected, redis-stream's writers killed mid-batch and durability
+	// The Redis stages: confirms off the buyer's path and reservation
+	// scripts gathered, with pipelines held, failed and cancelled; group
+	// commits with writes held and failures injected, redis-stream's writers killed mid-batch and durability
 	// against a stopped replica, redis-sharded's buckets, sweeper and
 	// Cluster masters killed mid-burst, retries and repairs that race.
 	pkg: "./internal/inventory/redisstage",
 	tests: []string{
 		"TestStreamBuyPastItsContextSendsNothingAndSaysSo",
 		"TestStreamClaimPastItsContextSendsNothingAndSaysSo",
+		"TestKeylessSaleIsOneRoundTripOnTheBuyersPath",
+		"TestConfirmsOfConcurrentSalesLeaveTogether",
+		"TestLostConfirmIsKeptByTheReconcile",
+		"TestReservesWaitingBehindTwoLeaveInOnePipeline",
+		"TestOneScriptsErrorInABatchIsItsBuyersAlone",
+		"TestBuyerLeavingBeforeItsBatchLeftTakesNothing",
+		"TestBuyerCancelledInItsBatchLearnsTheTruth",
 		"TestGroupAttackLoneSalesAreWrittenAlone",
 		"TestGroupAttackRepeatBuyerInGroup",
 		"TestGroupAttackCaseFoldedTwinsInOneGroup",

@@ -247,6 +247,11 @@ func TestKeyedMemoryOnTheDemoAndWithoutAStore(t *testing.T) {
 	if rec := post(h, "k-win", `{"user_id":"win"}`); rec.Code != 201 {
 		t.Fatalf("the unit: %d %s", rec.Code, rec.Body)
 	}
+	// The winner's reservation is confirmed after its answer; until then
+	// the stage says "sold out for now", which is not remembered.
+	if err := stock.WaitConfirms(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if rec := post(h, "k-late", `{"user_id":"late"}`); rec.Code != 409 {
 		t.Fatalf("the stage's sell-out: %d %s", rec.Code, rec.Body)
 	}

@@ -39,3 +39,18 @@ func ReserveScriptForTest(ctx context.Context, rdb redis.Scripter) (string, erro
 	}
 	return reserve.Hash(), reserve.Load(ctx, rdb).Err()
 }
+
+// BatchReservesForTest lets at most flying reservation scripts or batches
+// be in flight before a script waits (reserve_batch.go); 0 sends every
+// script alone.
+func (s *RedisAtomic) BatchReservesForTest(flying int) {
+	s.reserves.off, s.reserves.limit = flying == 0, flying
+}
+
+// ReservesWaitingForTest counts the reservation scripts that wait for
+// the next batch.
+func (s *RedisAtomic) ReservesWaitingForTest() int {
+	s.reserves.mu.Lock()
+	defer s.reserves.mu.Unlock()
+	return len(s.reserves.waiting)
+}

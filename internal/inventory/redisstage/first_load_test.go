@@ -52,19 +52,32 @@ type scriptCounter struct {
 
 func (h scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		// Concurrent buyers' scripts go in one pipeline (reserve_batch.go).
+		for _, c := range cmds {
+			h.count(c, c.Err())
+		}
+		return err
+	}
 }
+
 func (h scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		// go-redis sends EVALSHA, and EVAL after a NOSCRIPT (a server
-		// that has not seen the script yet): both are the script's run.
-		if a := cmd.Args(); len(a) > 1 && err == nil {
-			if src, ok := a[1].(string); ok && (a[0] == "evalsha" && src == h.sha || a[0] == "eval" && shaOf(src) == h.sha) {
-				h.n.Add(1)
-			}
-		}
+		h.count(cmd, err)
 		return err
+	}
+}
+
+// count counts cmd if it is a run of the script that Redis answered.
+func (h scriptCounter) count(cmd redis.Cmder, err error) {
+	// go-redis sends EVALSHA, and EVAL after a NOSCRIPT (a server that
+	// has not seen the script yet): both are the script's run.
+	if a := cmd.Args(); len(a) > 1 && err == nil {
+		if src, ok := a[1].(string); ok && (a[0] == "evalsha" && src == h.sha || a[0] == "eval" && shaOf(src) == h.sha) {
+			h.n.Add(1)
+		}
 	}
 }
 

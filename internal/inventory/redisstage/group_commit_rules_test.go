@@ -65,6 +65,7 @@ type attackEnv struct {
 	id     int64
 	stock  int // the initial stock
 	seq    atomic.Int64
+	stages []*redisstage.RedisAtomic // built by stage: their confirms are waited for
 }
 
 func newAttackEnv(t *testing.T, db *store.DB, k attackKind, stock int) *attackEnv {
@@ -103,6 +104,7 @@ func (e *attackEnv) order(user string) inventory.Order {
 func (e *attackEnv) stage(t *testing.T, g *gateLedger, load bool) *redisstage.RedisAtomic {
 	t.Helper()
 	ra := redisstage.NewRedisAtomic(e.rdb, g, e.ns, nil)
+	e.stages = append(e.stages, ra)
 	if load {
 		if err := ra.Reset(context.Background(), e.id, 0); err != nil {
 			t.Fatalf("load the Redis copy: %v", err)
@@ -184,6 +186,12 @@ func (e *attackEnv) checkBooks(t *testing.T, preSold, drift int, buyers []*buyer
 	}
 	if rs, err := e.rdb.Get(ctx, e.key("stock")).Int(); err != nil || rs != a.Stock+drift {
 		t.Errorf("Redis copy holds %d (%v), want the database stock %d + %d", rs, err, a.Stock, drift)
+	}
+	for _, ra := range e.stages {
+		// A sale is answered before its confirm is sent (confirm.go).
+		if err := ra.WaitConfirms(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n, err := e.rdb.HLen(ctx, e.key("pending")).Result(); err != nil || n != 0 {
 		t.Errorf("%d reservations left pending (%v), want none", n, err)

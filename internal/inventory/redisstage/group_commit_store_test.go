@@ -101,6 +101,9 @@ func TestRedisAtomicCrowdCommitsInGroups(t *testing.T) {
 			if err != nil || a.Sold != crowd+1 || a.Stock != stock-crowd-1 || !a.Conserved() || a.Pending != 0 {
 				t.Errorf("audit %+v, %v; want %d sold, %d left, conserved, nothing pending", a, err, crowd+1, stock-crowd-1)
 			}
+			if err := ra.WaitConfirms(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if n, err := e.RDB.HLen(ctx, e.Key("pending")).Result(); err != nil || n != 0 {
 				t.Errorf("%d reservations still pending (%v), want every sale confirmed", n, err)
 			}

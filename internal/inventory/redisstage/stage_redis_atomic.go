@@ -23,9 +23,11 @@ import (
 //
 // When is an order confirmed? When the database transaction commits and the
 // buyer gets 201. Until then the unit is a reservation, listed in a pending
-// hash in Redis; if persisting fails, the reservation is given back. If the
-// process dies in between, the reconcile job finds the stale reservation,
-// looks for its order in the database, and either confirms or returns it.
+// hash in Redis; if persisting fails, the reservation is given back. Once
+// the order is committed the reservation is forgotten, off the buyer's
+// path (confirm.go). If the process dies in between, or the confirm is
+// lost, the reconcile job finds the stale reservation, looks for its order
+// in the database, and either confirms or returns it.
 // At all times: Redis stock + pending reservations = database stock.
 
 // copyStore is what redis-atomic needs: the guarded write, and the items to
@@ -51,8 +53,10 @@ type RedisAtomic struct {
 	// restocked, when set, hears of units that came back to Redis (see
 	// Repair, loadFirst): remembered sell-outs are dropped.
 	restocked func(ctx context.Context, id int64) error
-	copies    copies    // the items with a copy (copies.go)
-	guard     loadGuard // over first loads (first_load.go)
+	copies    copies       // the items with a copy (copies.go)
+	guard     loadGuard    // over first loads (first_load.go)
+	confirms  *confirmer   // off the buyers' path (confirm.go)
+	reserves  reserveQueue // gathers concurrent scripts (reserve_batch.go)
 }
 
 // OnRestock makes Repair call f after it returned units to the Redis copy
@@ -64,8 +68,15 @@ func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log, copies: copiesOf("redis-atomic", kind)}
+	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log, copies: copiesOf("redis-atomic", kind),
+		confirms: newConfirmer(rdb, log), reserves: reserveQueue{limit: maxFlying}}
 }
+
+// WaitConfirms waits until the confirms of the sales committed so far have
+// been sent to Redis (or have failed, and are left to the reconcile job),
+// or until ctx ends, and then returns ctx's error. A sale is answered
+// before its confirm is sent (confirm.go).
+func (s *RedisAtomic) WaitConfirms(ctx context.Context) error { return s.confirms.flush(ctx) }
 
 // WindowNow reads the clock the script checks item id's window against:
 // the TIME of the Redis server that holds the item (WindowClock).
@@ -95,7 +106,7 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 	if fold.Holds(o) {
 		left = fold.Left() // the Idempotency-Key claim reserved (claim.go)
 	} else {
-		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+		left, ms, err = scriptAnswer(s.reserveRun(ctx, keys, args))
 	}
 	if err == nil && left == -2 {
 		// Not loaded (first use, or Redis lost its data): load from the
@@ -103,7 +114,7 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 		if err = s.loadFirst(ctx, o.ItemID); err != nil {
 			return err
 		}
-		left, ms, err = scriptAnswer(reserve.Run(ctx, s.rdb, keys, args...).Result())
+		left, ms, err = scriptAnswer(s.reserveRun(ctx, keys, args))
 	}
 	if err != nil {
 		return fmt.Errorf("%w: reserve in redis: %w", inventory.ErrUnavailable, err)
@@ -121,10 +132,8 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 	if fold.ConfirmLater(o) {
 		return nil // the key's settle confirms it, in the same script
 	}
-	if err := s.rdb.HDel(context.WithoutCancel(ctx), keys[2], o.No).Err(); err != nil {
-		// The order is committed; the stale reservation is confirmed by
-		// the reconcile job, which finds the order in the database.
-		s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
-	}
+	// The order is committed: the buyer is answered now, and the
+	// reservation forgotten after, with the other sales' (confirm.go).
+	s.confirms.add(confirm{pending: keys[2], no: o.No})
 	return nil
 }
