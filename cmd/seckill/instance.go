@@ -117,6 +117,9 @@ type parts struct {
 	locks  lockClients
 	epochs *admission.RedisEpochs // nil without Redis
 	bg     background
+	// flushes send what the stages left to send after their answers
+	// (redis-atomic's confirms), at close.
+	flushes []func(context.Context) error
 }
 
 func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
@@ -139,9 +142,23 @@ func newParts(cfg config.Config, b backends, log *slog.Logger) (*parts, error) {
 
 // close stops the background work, then closes the lock clients it used.
 func (p *parts) close() error {
+	// The HTTP servers have shut down: the confirms of the last sales are
+	// queued or on their way. One lost at exit is not lost for good (the
+	// reconcile job keeps its unit, the order existing), but sent now it
+	// costs the job no repair.
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	for _, f := range p.flushes {
+		if err := f(ctx); err != nil {
+			p.log.Warn("sending the last sales' confirms failed; the reconcile job settles them", "err", err)
+		}
+	}
 	p.bg.stop()
 	return p.locks.close()
 }
+
+// flushTimeout bounds the confirms' last send at close.
+const flushTimeout = 2 * time.Second
 
 // idempotency returns the Idempotency-Key store, or nil without Redis.
 func (p *parts) idempotency() *idempotency.Store {

@@ -98,6 +98,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		k.stages[inventory.StageRedisLock] = k.crowd.WrapNamed(inventory.StageRedisLock, inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
 		k.redisStock = redisstage.NewRedisAtomic(p.b.redis, st, kind, p.log)
 		k.redisStock.OnRestock(k.crowd.Restocked)
+		p.flushes = append(p.flushes, k.redisStock.WaitConfirms)
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
 		k.stages[inventory.StageRedisAtomic] = k.crowd.WrapNamed(inventory.StageRedisAtomic, k.redisStock)
