@@ -1,0 +1,313 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+var testKeys = "k1:0123456789abcdef0123"
+
+// newManager is a Manager on rdb over a namespace of its own, closed at
+// cleanup.
+func newManager(t *testing.T, rdb redis.UniversalClient, ns string) *Manager {
+	t.Helper()
+	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: 10 * time.Millisecond})
+	t.Cleanup(m.Close)
+	return m
+}
+
+// setRoom sets a room for item 1 and waits until m has read it.
+func setRoom(t *testing.T, m *Manager, s Settings) {
+	t.Helper()
+	if _, err := m.Set(context.Background(), 1, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.opts.RDB.Del(context.Background(), m.keys(1)...).Err() })
+}
+
+// pollUntil polls ticket until its state is want, and returns that status.
+func pollUntil(t *testing.T, m *Manager, buyer, ticket, want string) Status {
+	t.Helper()
+	var st Status
+	testkit.Eventually(t, "state "+want, 20*time.Second, func() bool {
+		var err error
+		st, err = m.Poll(context.Background(), 1, buyer, ticket)
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		return st.State == want
+	})
+	return st
+}
+
+func join(t *testing.T, m *Manager, buyer string) (string, Status) {
+	t.Helper()
+	tok, _, st, err := m.Join(context.Background(), 1, buyer)
+	if err != nil {
+		t.Fatalf("join %s: %v", buyer, err)
+	}
+	return tok, st
+}
+
+// Places follow arrival after the opening span; admission never lets more
+// than MaxInside pass holders in at once, and a spent pass frees a place.
+func TestRoomAdmitsInOrderUpToMaxInside(t *testing.T) {
+	m := newManager(t, testenv.Redis(t), testenv.Name("rt"))
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 2})
+	var tickets []string
+	for i, b := range []string{"a", "b", "c"} {
+		tok, st := join(t, m, b)
+		if st.Place != int64(i+1) {
+			t.Fatalf("%s got place %d, want %d", b, st.Place, i+1)
+		}
+		tickets = append(tickets, tok)
+	}
+	pa := pollUntil(t, m, "a", tickets[0], StateAdmitted)
+	pollUntil(t, m, "b", tickets[1], StateAdmitted)
+	// Two inside: c waits however long it polls, until one of them spends.
+	for range 5 {
+		m.Kick(1)
+		if st, err := m.Poll(context.Background(), 1, "c", tickets[2]); err != nil || st.State != StateWaiting || st.Position != 1 {
+			t.Fatalf("c, with two pass holders inside: %+v, %v", st, err)
+		}
+	}
+	if _, err := m.Spend(context.Background(), 1, "a", pa.Pass, "key-a"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, m, "c", tickets[2], StateAdmitted)
+	if c := m.Counts(); c.Joins != 3 || c.Spends != 1 || c.Passes != 3 {
+		t.Fatalf("counts %+v, want 3 joins, 3 passes, 1 spend", c)
+	}
+}
+
+// A pass works once; its second use names the key of the first, so that
+// a retry with that key can hear the first answer. A pass given back (the
+// buy did not run) works again.
+func TestPassSpentOnce(t *testing.T) {
+	m := newManager(t, testenv.Redis(t), testenv.Name("rt"))
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 10})
+	tok, _ := join(t, m, "a")
+	pass := pollUntil(t, m, "a", tok, StateAdmitted).Pass
+	ctx := context.Background()
+	spent, err := m.Spend(ctx, 1, "a", pass, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *SpentError
+	if _, err := m.Spend(ctx, 1, "a", pass, "k2"); !errors.As(err, &se) || se.Key != "k1" {
+		t.Fatalf("second spend: %v, want a SpentError naming k1", err)
+	}
+	if err := m.Unspend(ctx, spent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Spend(ctx, 1, "a", pass, "k2"); err != nil {
+		t.Fatalf("spend after the pass was given back: %v", err)
+	}
+}
+
+// Tickets and passes for another item or buyer, of another kind, forged,
+// or of a room replaced since are refused, each with its error.
+func TestTokensRefused(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m := newManager(t, rdb, ns)
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 10})
+	if _, err := m.Set(context.Background(), 2, Settings{Rate: 1, MaxInside: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := join(t, m, "a")
+	pass := pollUntil(t, m, "a", tok, StateAdmitted).Pass
+	forger := New(Options{RDB: rdb, Signer: signer(t, "k1:not-the-fleet-secret!"), Namespace: ns})
+	t.Cleanup(forger.Close)
+	forged, _ := join(t, forger, "a")
+	ctx := context.Background()
+	for name, c := range map[string]struct {
+		call func() error
+		want error
+	}{
+		"ticket, other buyer": {func() error { _, err := m.Poll(ctx, 1, "b", tok); return err }, ErrWrongBuyer},
+		"ticket, other item":  {func() error { _, err := m.Poll(ctx, 2, "a", tok); return err }, ErrWrongItem},
+		"ticket forged":       {func() error { _, err := m.Poll(ctx, 1, "a", forged); return err }, ErrForged},
+		"pass as ticket":      {func() error { _, err := m.Poll(ctx, 1, "a", pass); return err }, ErrMalformed},
+		"ticket as pass":      {func() error { _, err := m.Spend(ctx, 1, "a", tok, ""); return err }, ErrMalformed},
+		"pass, other buyer":   {func() error { _, err := m.Spend(ctx, 1, "b", pass, ""); return err }, ErrWrongBuyer},
+		"pass, other item":    {func() error { _, err := m.Spend(ctx, 2, "a", pass, ""); return err }, ErrWrongItem},
+		"pass forged":         {func() error { _, err := m.Spend(ctx, 1, "a", pass[:len(pass)-2]+"AA", ""); return err }, ErrForged},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := c.call(); !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+		})
+	}
+	// A room set again is a new room: what the old one gave is expired.
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 10})
+	if _, err := m.Poll(ctx, 1, "a", tok); !errors.Is(err, ErrExpired) {
+		t.Fatalf("ticket of a replaced room: %v, want ErrExpired", err)
+	}
+	if _, err := m.Spend(ctx, 1, "a", pass, ""); !errors.Is(err, ErrExpired) {
+		t.Fatalf("pass of a replaced room: %v, want ErrExpired", err)
+	}
+}
+
+// A pass not spent within its validity is refused, and its place is
+// freed for the next in line.
+func TestPassExpires(t *testing.T) {
+	m := newManager(t, testenv.Redis(t), testenv.Name("rt"))
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 1, PassTTL: time.Second})
+	ta, _ := join(t, m, "a")
+	tb, _ := join(t, m, "b")
+	pass := pollUntil(t, m, "a", ta, StateAdmitted).Pass
+	if st, err := m.Poll(context.Background(), 1, "b", tb); err != nil || st.State != StateWaiting {
+		t.Fatalf("b while a holds the only pass: %+v, %v", st, err)
+	}
+	pollUntil(t, m, "b", tb, StateAdmitted) // a's pass ran out
+	if _, err := m.Spend(context.Background(), 1, "a", pass, ""); !errors.Is(err, ErrExpired) {
+		t.Fatalf("spending an expired pass: %v, want ErrExpired", err)
+	}
+	if _, err := m.Poll(context.Background(), 1, "a", ta); !errors.Is(err, ErrExpired) {
+		t.Fatalf("polling a ticket whose turn passed: %v, want ErrExpired", err)
+	}
+	if c := m.Counts(); c.Expiries != 1 {
+		t.Fatalf("expiries %d, want 1", c.Expiries)
+	}
+}
+
+// Buyers who join during the opening span get their places by a draw:
+// the places are 1..n, in an order that is not the arrival order, and
+// every instance computes the same.
+func TestOpeningShuffle(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m, other := newManager(t, rdb, ns), newManager(t, rdb, ns)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1, Shuffle: 10 * time.Minute, OpensAt: time.Now().Add(-time.Second)})
+	const n = 20
+	tickets := make([]string, n)
+	for i := range tickets {
+		var st Status
+		tickets[i], st = join(t, m, "b"+string(rune('a'+i)))
+		if st.State != StateDrawing {
+			t.Fatalf("joined in the opening span: %+v", st)
+		}
+	}
+	// Close the draw now (the test cannot wait out the span).
+	if err := rdb.HSet(context.Background(), m.keys(1)[0], "opens_ms", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	m.Kick(1)
+	seen, inOrder := map[int64]bool{}, 0
+	for i, tok := range tickets {
+		st := pollUntil(t, m, "b"+string(rune('a'+i)), tok, StateWaiting)
+		st2 := pollUntil(t, other, "b"+string(rune('a'+i)), tok, StateWaiting)
+		if st.Place != st2.Place || st.Place < 1 || st.Place > n || seen[st.Place] {
+			t.Fatalf("ticket %d: place %d here, %d on another instance", i, st.Place, st2.Place)
+		}
+		seen[st.Place] = true
+		if st.Place == int64(i+1) {
+			inOrder++
+		}
+	}
+	if inOrder == n {
+		t.Fatal("the draw kept the arrival order")
+	}
+	late, st := join(t, m, "late")
+	if st.Place != n+1 {
+		t.Fatalf("a join after the draw got place %d, want %d", st.Place, n+1)
+	}
+	_ = late
+}
+
+// An instance that restarts loses no place: another Manager on the same
+// Redis serves the tickets the first gave, at the same places.
+func TestInstanceRestartKeepsPlaces(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	first := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns})
+	if _, err := first.Set(context.Background(), 1, Settings{Rate: 1, MaxInside: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var tickets []string
+	for _, b := range []string{"a", "b", "c"} {
+		tok, _ := join(t, first, b)
+		tickets = append(tickets, tok)
+	}
+	first.Close()
+	second := newManager(t, rdb, ns)
+	for i, b := range []string{"a", "b", "c"} {
+		st, err := second.Poll(context.Background(), 1, b, tickets[i])
+		if err != nil || st.Place != int64(i+1) {
+			t.Fatalf("%s after the restart: %+v, %v", b, st, err)
+		}
+	}
+	if _, st := join(t, second, "d"); st.Place != 4 {
+		t.Fatalf("a join after the restart got place %d, want 4", st.Place)
+	}
+}
+
+// A Redis restart that loses the room (no persistence): an instance that
+// knew it restores it from memory, and every ticket keeps its place.
+func TestRedisRestartRestoresTheRoom(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 2})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m := newManager(t, rdb, "product")
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	var tickets []string
+	for _, b := range []string{"a", "b", "c"} {
+		tok, _ := join(t, m, b)
+		tickets = append(tickets, tok)
+	}
+	srv.Restart()
+	v := m.view(1)
+	v.mu.Lock()
+	v.newsAt = time.Time{} // the next poll reads Redis
+	v.mu.Unlock()
+	for i, b := range []string{"a", "b", "c"} {
+		var st Status
+		testkit.Eventually(t, "a poll after the restart", 10*time.Second, func() bool {
+			var err error
+			st, err = m.Poll(context.Background(), 1, b, tickets[i])
+			return err == nil
+		})
+		if st.Place != int64(i+1) {
+			t.Fatalf("%s after the restart: place %d, want %d", b, st.Place, i+1)
+		}
+	}
+	if n, err := rdb.HGet(context.Background(), m.keys(1)[0], "next").Int64(); err != nil || n != 3 {
+		t.Fatalf("restored room's next place: %d, %v; want 3", n, err)
+	}
+	if _, st := join(t, m, "d"); st.Place != 4 {
+		t.Fatalf("a join after the restart got place %d, want 4", st.Place)
+	}
+}
+
+// The room on Redis Cluster: its keys share the item's slot, its scripts
+// run there, and its news reaches an instance whose connection is on
+// another node.
+func TestRoomOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	addrs := testenv.StartRedisCluster(t)
+	cluster := func() *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	m, other := newManager(t, cluster(), "product"), newManager(t, cluster(), "product")
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 1})
+	ta, _ := join(t, m, "a")
+	tb, _ := join(t, other, "b")
+	pass := pollUntil(t, other, "a", ta, StateAdmitted).Pass
+	if _, err := m.Spend(context.Background(), 1, "a", pass, "k"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, m, "b", tb, StateAdmitted)
+}
