@@ -104,7 +104,7 @@ type Manager struct {
 	mu    sync.Mutex
 	rooms map[int64]*view
 
-	subOnce                               sync.Once
+	subOnce                                sync.Once
 	joins, polls, passes, spends, expiries atomic.Int64
 }
 
