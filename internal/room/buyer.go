@@ -235,6 +235,5 @@ func (m *Manager) Unspend(ctx context.Context, s Spent) error {
 	if err := unspendScript.Run(ctx, m.opts.RDB, keys[2:], s.place, s.key).Err(); err != nil {
 		return unavailable(err)
 	}
-	m.spends.Add(-1)
 	return nil
 }
