@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/httpapi"
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/ratelimit"
 	"github.com/seckill-lab/seckill/internal/room"
 	"github.com/seckill-lab/seckill/internal/testenv"
 	"github.com/seckill-lab/seckill/internal/testkit"
@@ -35,6 +36,12 @@ func (s *overloadOnce) Buy(ctx context.Context, o inventory.Order) error {
 // roomFixture is a server whose product 1 has a waiting room.
 func roomFixture(t *testing.T) (*fixture, *overloadOnce) {
 	t.Helper()
+	return roomFixtureLimited(t, nil)
+}
+
+// roomFixtureLimited is roomFixture with limit on joins and polls.
+func roomFixtureLimited(t *testing.T, limit httpapi.RoomLimit) (*fixture, *overloadOnce) {
+	t.Helper()
 	db := testenv.SQLite(t)
 	rdb := testenv.Redis(t)
 	ns := testenv.Name("room")
@@ -46,7 +53,7 @@ func roomFixture(t *testing.T) (*fixture, *overloadOnce) {
 	t.Cleanup(func() { _ = rooms.Remove(context.Background(), 1) })
 	f := &fixture{t: t, db: db, srv: httpapi.NewServer(httpapi.Deps{
 		Instance: "test-1", Products: inventory.NewService(db.Products(), map[string]inventory.Stage{"db-atomic": stage}, "test-1", "O"),
-		AdminToken: token, Stage: "db-atomic", Rooms: rooms,
+		AdminToken: token, Stage: "db-atomic", Rooms: rooms, RoomLimit: limit,
 		Idempotency: idempotency.New(rdb, idempotency.Options{Prefix: ns + ":idem:"}),
 	})}
 	if rec := f.do(admin(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":5}`})); rec.Code != http.StatusOK {
@@ -168,5 +175,31 @@ func TestSoldOutRoom(t *testing.T) {
 	var st api.RoomStatus
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.State != room.StateSoldOut {
 		t.Fatalf("a waiting buyer's poll after the sell-out: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Joins and polls count against the buy's rate limit: one account polling
+// harder than the limit is answered 429 rate-limited, with Retry-After.
+func TestJoinsAndPollsAreRateLimited(t *testing.T) {
+	lim, err := ratelimit.New(testenv.Redis(t), ratelimit.Options{Interval: time.Hour, Burst: 2, Prefix: testenv.Name("roomlimit") + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := roomFixtureLimited(t, func(ctx context.Context, o inventory.Order) error { return lim.Allow(ctx, "acct:"+o.UserID) })
+	rec := f.do(call{method: "POST", path: "/api/v1/products/1/room/join", body: `{"user_id":"scalper"}`})
+	var tk api.RoomTicket
+	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &tk) != nil {
+		t.Fatalf("join: %d %s", rec.Code, rec.Body)
+	}
+	poll := call{method: "POST", path: "/api/v1/products/1/room/poll", body: `{"user_id":"scalper","ticket":"` + tk.Ticket + `"}`}
+	if rec := f.do(poll); rec.Code != http.StatusOK {
+		t.Fatalf("the first poll: %d %s", rec.Code, rec.Body)
+	}
+	rec = f.do(poll)
+	if got := problemType(t, rec); got != "rate-limited" || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a poll past the limit: %s (Retry-After %q)", got, rec.Header().Get("Retry-After"))
+	}
+	if got := problemType(t, f.do(call{method: "POST", path: "/api/v1/products/1/room/join", body: `{"user_id":"scalper"}`})); got != "rate-limited" {
+		t.Fatalf("a join past the limit: %s", got)
 	}
 }
