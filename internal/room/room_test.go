@@ -401,3 +401,28 @@ func TestSoldOutAndUnitsComingBack(t *testing.T) {
 		t.Fatalf("the room once a unit came back: %+v, %v", look, err)
 	}
 }
+
+// A room set through one instance is known at once on another that had
+// just found the item without one: the news of the new room ends that
+// memory, so no buy gets through without a pass for a second.
+func TestNewRoomEndsAnotherInstancesNoRoomMemory(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m, other := newManager(t, rdb, ns), newManager(t, rdb, ns)
+	ctx := context.Background()
+	if has, err := other.Has(ctx, 1); has || err != nil {
+		t.Fatalf("before the room: %v, %v", has, err)
+	}
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	// The news alone (no request on the other instance meanwhile) ends
+	// its memory of no room.
+	v := other.view(1)
+	testkit.Eventually(t, "the news of the room to end the other instance's memory of none", 10*time.Second, func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.noneUntil.IsZero()
+	})
+	if has, err := other.Has(ctx, 1); !has || err != nil {
+		t.Fatalf("after the news: %v, %v", has, err)
+	}
+}
