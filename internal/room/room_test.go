@@ -491,3 +491,35 @@ func TestInstancesAtOnceNeverOverAdmit(t *testing.T) {
 		t.Fatalf("after 80 steps at once: %d admitted, %d inside; want %d of each", look.Admitted, look.Inside(), maxInside)
 	}
 }
+
+// A room removed through one instance is not brought back by another
+// that still remembers it (it stepped before the news of the removal
+// came, or missed it): the removal leaves a tombstone that restoring
+// respects.
+func TestRemovedRoomIsNotRestored(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m, other := newManager(t, rdb, ns), newManager(t, rdb, ns)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	ctx := context.Background()
+	v, st, err := other.state(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	v.mu.Lock()
+	v.st = st // the other instance's memory, as before the news came
+	v.mu.Unlock()
+	if _, err := other.step(ctx, 1, v, "-1"); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("a step of a removed room: %v, want ErrNoRoom", err)
+	}
+	if has, err := m.Has(ctx, 1); has || err != nil {
+		t.Fatalf("the room after the other instance's step: %v, %v; want removed", has, err)
+	}
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	if has, err := m.Has(ctx, 1); !has || err != nil {
+		t.Fatalf("the room set again after its removal: %v, %v", has, err)
+	}
+}
