@@ -523,3 +523,23 @@ func TestRemovedRoomIsNotRestored(t *testing.T) {
 		t.Fatalf("the room set again after its removal: %v, %v", has, err)
 	}
 }
+
+// An instance forgets the items nobody asked about lately whose room does
+// not step there (most have no room, and were asked about by their buys):
+// its memory follows the items in use, not the catalogue.
+func TestIdleItemsAreForgotten(t *testing.T) {
+	m := New(Options{RDB: testenv.Redis(t), Signer: signer(t, testKeys), Namespace: testenv.Name("rt"), Idle: time.Nanosecond})
+	t.Cleanup(m.Close)
+	ctx := context.Background()
+	for id := int64(1); id <= 3*minSweep; id++ {
+		if has, err := m.Has(ctx, id); has || err != nil {
+			t.Fatalf("item %d: %v, %v", id, has, err)
+		}
+	}
+	m.mu.Lock()
+	n := len(m.rooms)
+	m.mu.Unlock()
+	if n > minSweep {
+		t.Fatalf("%d items remembered after %d asked about once each, want at most %d", n, 3*minSweep, minSweep)
+	}
+}
