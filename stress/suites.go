@@ -207,6 +207,8 @@ var suites = []suite{{
 		"TestItemBackFromIdleIsAFreshItem",
 		"TestWatchResubscribesAtOnceAfterALostSubscription",
 		"TestWatchBacksOffWhileTheSubscriptionIsRefused",
+		"TestCrowdLetsPassHoldersPastTheCap",
+		"TestDrawDoesNotHoldPassHolders",
 	},
 	budget: 3 * time.Minute,
 }, {
@@ -347,6 +349,8 @@ var suites = []suite{{
 		"TestKeyedMemoryOnTheDemoAndWithoutAStore",
 		"TestKeyedBuySoldOutForNowIsOneRoundTrip",
 		"TestWriteThatOutlivedItsDeadlineIsNeverAFailure",
+		// The waiting room's pass in front of the buy: replays, a 503.
+		"TestBuyWithPass", "TestPassNotSpentByA503", "TestSoldOutRoom", "TestLastSaleIsKnownToTheRoomBeforeItsAnswer",
 	},
 	budget: 2 * time.Minute,
 }, {
@@ -354,6 +358,8 @@ var suites = []suite{{
 	// timeouts, graceful shutdown under load, a row held mid-write.
 	pkg: "./cmd/seckill",
 	tests: []string{
+		"TestDemoRoomAcrossInstances",
+		"TestRoomStockIsTheLowerCopy",
 		"TestAppRedisClientsNeverRunAScriptTwice",
 		"TestAppRedisClientFollowsASentinelFailover",
 		"TestRedisRestartCostsOneFailurePerConnection",
@@ -433,6 +439,12 @@ var suites = []suite{{
 	pkg:    "./loadtest/scenario",
 	tests:  []string{"TestClosedCrowdKeepsItsUsersInFlight", "TestClosedUsersComeBackAfterTheirThinkTime"},
 	budget: time.Minute,
+}, {
+	// The waiting room: admission steps of instances at once, passes
+	// spent and given back, an instance restarted, a Redis restarted
+	// empty and killed, a Cluster.
+	pkg:    "./internal/room",
+	budget: 2 * time.Minute,
 }, {
 	// One limit shared by limiters on separate clients, at once.
 	pkg:    "./internal/ratelimit",
