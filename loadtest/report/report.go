@@ -322,6 +322,11 @@ func heading(r results.Row, s Settings, scenes map[string]Scene) string {
 		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.About)
 	case results.CrowdClosed:
 		return fmt.Sprintf("%s · closed model · %s · stock %d — %s", r.Scenario, closedLoad(s), s.Stock, sc.About)
+	case results.CrowdRoom:
+		if m := r.Room; m != nil {
+			return fmt.Sprintf("%s · %d people, %d passes/s, %d inside, shuffle %g ms · stock %d — %s", r.Scenario, m.People, m.PassesPerSecond, m.MaxInside, m.ShuffleMS, s.Stock, sc.About)
+		}
+		return fmt.Sprintf("%s · stock %d — %s", r.Scenario, s.Stock, sc.About)
 	case results.CrowdMany:
 		if m := r.Many; m != nil {
 			return fmt.Sprintf("%s · burst · %d buyers over %d products × %d units, %d in flight, Zipf s=%g, seed %d — %s",

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/loadtest/results"
+	"github.com/seckill-lab/seckill/loadtest/verdict"
+)
+
+// fakeRoom is a waiting room in front of a fake shop's product 1, as
+// room-api.md describes it, with faults to break one rule of the
+// waiting-room scenario at a time: it gives places, shuffles the
+// opening's, admits by a rate from the end of the span, says sold-out
+// once the shop's stock is gone, and ignores passes on the buy (the
+// lab's rules are about the crowd the room lets through).
+type fakeRoom struct {
+	shop *fakeShop
+	// Faults: speed multiplies the admission rate; every503 answers
+	// every so many polls 503; byOwnOrder admits by a second shuffle,
+	// not by the places it tells; deaf never says sold-out; scalpersFirst
+	// admits the scalpers' addresses first; stopAt stops admitting after
+	// so many places.
+	speed         float64
+	every503      int
+	byOwnOrder    bool
+	deaf          bool
+	scalpersFirst bool
+	stopAt        int
+
+	mu       sync.Mutex
+	set      api.RoomSettings
+	opens    time.Time // the opening plus the span: the draw
+	joins    []fakeJoin
+	drawn    bool
+	places   []int // early joiner i's place after the draw
+	admitted []int // the order the room admits tickets in (joins' indices)
+	polls    int
+}
+
+type fakeJoin struct {
+	at      time.Time
+	scalper bool
+}
+
+// routes adds the room's routes to the shop's.
+func (fr *fakeRoom) routes(mux *http.ServeMux) {
+	reply := func(w http.ResponseWriter, status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("PUT /api/v1/admin/products/1/room", func(w http.ResponseWriter, r *http.Request) {
+		var set api.RoomSettings
+		if err := json.NewDecoder(r.Body).Decode(&set); err != nil || set.OpensAt == nil {
+			reply(w, 400, map[string]string{"type": "/problems/invalid-request"})
+			return
+		}
+		fr.mu.Lock()
+		fr.set, fr.opens = set, set.OpensAt.Add(time.Duration(set.ShuffleMS)*time.Millisecond)
+		fr.joins, fr.drawn, fr.places, fr.admitted, fr.polls = nil, false, nil, nil, 0
+		fr.mu.Unlock()
+		reply(w, 200, api.Room{ProductID: 1, Epoch: 1, PassesPerSecond: int64(set.PassesPerSecond), OpensAt: *set.OpensAt})
+	})
+	mux.HandleFunc("DELETE /api/v1/admin/products/1/room", func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, 200, api.RoomRemoved{ProductID: 1})
+	})
+	mux.HandleFunc("POST /api/v1/products/1/room/join", func(w http.ResponseWriter, r *http.Request) {
+		fr.mu.Lock()
+		now := time.Now()
+		fr.joins = append(fr.joins, fakeJoin{at: now, scalper: strings.Contains(r.Header.Get("X-Forwarded-For"), "::2:")})
+		i := len(fr.joins) - 1
+		st := fr.status(i, now)
+		fr.mu.Unlock()
+		reply(w, 201, api.RoomTicket{Ticket: strconv.Itoa(i), RoomStatus: st})
+	})
+	mux.HandleFunc("POST /api/v1/products/1/room/poll", func(w http.ResponseWriter, r *http.Request) {
+		var b api.RoomPoll
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		i, _ := strconv.Atoi(b.Ticket)
+		fr.mu.Lock()
+		fr.polls++
+		if fr.every503 > 0 && fr.polls%fr.every503 == 0 {
+			fr.mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			reply(w, 503, map[string]any{"type": "/problems/overloaded", "status": 503})
+			return
+		}
+		st := fr.status(i, time.Now())
+		fr.mu.Unlock()
+		reply(w, 200, st)
+	})
+}
+
+// status is what ticket i hears at now.
+func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
+	if now.Before(fr.opens) {
+		return api.RoomStatus{State: "drawing", PollAfterMS: 20}
+	}
+	fr.draw()
+	place := i
+	if i < len(fr.places) {
+		place = fr.places[i]
+	}
+	fr.shop.mu.Lock()
+	soldOut := fr.shop.initial > 0 && fr.shop.stock == 0
+	fr.shop.mu.Unlock()
+	if soldOut && !fr.deaf {
+		return api.RoomStatus{State: "sold-out", Place: int64(place), PollAfterMS: 1000}
+	}
+	n := int(now.Sub(fr.opens).Seconds() * float64(fr.set.PassesPerSecond) * fr.speed)
+	if fr.stopAt > 0 {
+		n = min(n, fr.stopAt)
+	}
+	if slices.Contains(fr.admitted[:min(n, len(fr.admitted))], i) {
+		return api.RoomStatus{State: "admitted", Place: int64(place), NowAdmitting: int64(n), Pass: "pass-" + strconv.Itoa(i), PollAfterMS: 20}
+	}
+	pos := slices.Index(fr.admitted, i) - n + 1
+	if pos <= 0 { // joined after the order was drawn up: at the back
+		pos = len(fr.joins) - n
+	}
+	wait := time.Duration(pos) * time.Second / time.Duration(fr.set.PassesPerSecond)
+	return api.RoomStatus{State: "waiting", Place: int64(place), Position: int64(pos), NowAdmitting: int64(n),
+		EstimatedWaitMS: wait.Milliseconds(), PollAfterMS: min(max(20, wait.Milliseconds()/10), 500)}
+}
+
+// draw closes the opening's draw once: the early joiners' places by a
+// shuffle, and the order of admission by those places (or by another
+// shuffle, or the scalpers first, as the faults say). Later joiners are
+// admitted in the order they joined.
+func (fr *fakeRoom) draw() {
+	if fr.drawn {
+		// A late joiner joins the order at its back.
+		for len(fr.admitted) < len(fr.joins) {
+			fr.admitted = append(fr.admitted, len(fr.admitted))
+		}
+		return
+	}
+	fr.drawn = true
+	n := len(fr.joins)
+	fr.places = rand.Perm(n)
+	fr.admitted = make([]int, n)
+	for i, p := range fr.places {
+		fr.admitted[p] = i
+	}
+	if fr.byOwnOrder {
+		fr.admitted = rand.Perm(n)
+	}
+	if fr.scalpersFirst {
+		slices.SortStableFunc(fr.admitted, func(a, b int) int { return b2n(fr.joins[b].scalper) - b2n(fr.joins[a].scalper) })
+	}
+}
+
+func b2n(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// roomArgs are the waiting-room scenario's small numbers: 60 units sold
+// at 20 passes/s to 120 people (4 scalpers with 10 accounts each), the
+// opening 300 ms ahead with a 300 ms span, the buy rate taken over 2 s.
+var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "60",
+	"--room-people", "120", "--room-scalpers", "4", "--room-rate", "20", "--room-lead", "600ms", "--room-shuffle", "300ms",
+	"--room-rate-window", "2s", "--room-give-up", "5s"}
+
+// TestRoomScenarioAgainstFakeRooms runs the waiting-room scenario against
+// a fake room that is sound, then against one fault at a time, and checks
+// that the sound room passes and each fault fails the row naming its
+// rule.
+func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		fault func(*fakeRoom)
+		rule  string // "" for a pass
+	}{
+		{"sound", func(*fakeRoom) {}, ""},
+		{"admits three times its rate", func(fr *fakeRoom) { fr.speed = 3 }, verdict.RuleRoomRate},
+		{"answers polls 503", func(fr *fakeRoom) { fr.every503 = 10 }, verdict.RuleRoomNo503},
+		{"admits by another order than the places it tells", func(fr *fakeRoom) { fr.byOwnOrder = true }, verdict.RuleRoomFirstCome},
+		{"never says sold-out", func(fr *fakeRoom) { fr.deaf = true }, verdict.RuleRoomSoldOut},
+		{"admits the scalpers first", func(fr *fakeRoom) { fr.scalpersFirst = true }, verdict.RuleRoomScalpers},
+		{"stops admitting with units left", func(fr *fakeRoom) { fr.stopAt = 30 }, verdict.RuleRoomExact},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fr := &fakeRoom{speed: 1}
+			tt.fault(fr)
+			url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.routes = fr.routes })
+			fr.shop = shop
+			env := map[string]string{"SECKILL_ADMIN_TOKEN": "fake-token", "NO_COLOR": "1"}
+			rep, err := runShortEnv(t, env, []string{url}, roomArgs...)
+			r, ok := findRow(rep, "waiting-room", "redis-atomic")
+			if !ok || r.Room == nil {
+				t.Fatalf("no waiting-room row with its figures: %+v", rep.Rows)
+			}
+			if tt.rule == "" {
+				if err != nil || r.Verdict != results.Pass {
+					t.Fatalf("want a pass, got %v: %s %v %q", err, r.Verdict, r.Broken, r.Note)
+				}
+				assertSoundRoom(t, r)
+				return
+			}
+			if r.Verdict != results.Fail || !slices.Contains(r.Broken, tt.rule) || !strings.Contains(r.Note, tt.rule+":") {
+				t.Fatalf("want a failed verdict naming %s, got %v: %s %v %q", tt.rule, err, r.Verdict, r.Broken, r.Note)
+			}
+		})
+	}
+}
+
+// assertSoundRoom checks the figures of a sound room's row: every
+// account joined, the stock sold, every waiting buyer heard sold-out
+// with its delay measured, and a gain measured.
+func assertSoundRoom(t *testing.T, r results.Row) {
+	t.Helper()
+	m := r.Room
+	if m.Tickets != 116+40 || r.Sold != 60 || m.Won != 60 || m.Buys < 60 {
+		t.Errorf("%d tickets, %d sold, %d won, %d buys: want 156 tickets and 60 sold", m.Tickets, r.Sold, m.Won, m.Buys)
+	}
+	if m.Waiting == 0 || m.Heard != m.Waiting || m.SoldOutP99ms <= 0 || m.SoldOutP99ms > m.SoldOutMaxMs {
+		t.Errorf("sold-out: %d waiting, %d heard, p99 %.1f ms, max %.1f ms", m.Waiting, m.Heard, m.SoldOutP99ms, m.SoldOutMaxMs)
+	}
+	if m.Gain == nil || m.LatePairs == 0 || m.RateRatio <= 0 {
+		t.Errorf("gain %v, %d late pairs, rate ratio %.2f: want all measured", m.Gain, m.LatePairs, m.RateRatio)
+	}
+}
+
