@@ -199,6 +199,7 @@ var suites = []suite{{
 		"TestItemBackFromIdleIsAFreshItem",
 		"TestWatchResubscribesAtOnceAfterALostSubscription",
 		"TestWatchBacksOffWhileTheSubscriptionIsRefused",
+		"TestCrowdLetsPassHoldersPastTheCap",
 	},
 	budget: 3 * time.Minute,
 }, {
@@ -328,6 +329,8 @@ var suites = []suite{{
 		"TestKeyedMemoryOnTheDemoAndWithoutAStore",
 		"TestKeyedBuySoldOutForNowIsOneRoundTrip",
 		"TestWriteThatOutlivedItsDeadlineIsNeverAFailure",
+		// The waiting room's pass in front of the buy: replays, a 503.
+		"TestBuyWithPass", "TestPassNotSpentByA503", "TestSoldOutRoom",
 	},
 	budget: 2 * time.Minute,
 }, {
@@ -410,6 +413,12 @@ var suites = []suite{{
 	pkg:    "./loadtest/scenario",
 	tests:  []string{"TestClosedCrowdKeepsItsUsersInFlight", "TestClosedUsersComeBackAfterTheirThinkTime"},
 	budget: time.Minute,
+}, {
+	// The waiting room: admission steps of instances at once, passes
+	// spent and given back, an instance restarted, a Redis restarted
+	// empty and killed, a Cluster.
+	pkg:    "./internal/room",
+	budget: 2 * time.Minute,
 }, {
 	// One limit shared by limiters on separate clients, at once.
 	pkg:    "./internal/ratelimit",

@@ -200,10 +200,10 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 	// Every example buys as one buyer, so the payment example pays the
 	// order the buy example made; {order_no} is that order's number.
 	const buyer = "apidoc-buyer"
-	orderNo := ""
+	orderNo, ticket := "", ""
 	for _, r := range apiDocRoutes(t) {
 		fill := strings.NewReplacer("{id}", "1", "{slug}", "sold-out", "{run}", run, "{file}", "results.json", "{name}", "", "{order_no}", orderNo)
-		body := strings.ReplaceAll(r.body, "…", buyer)
+		body := strings.ReplaceAll(strings.ReplaceAll(r.body, "…", buyer), "{ticket}", ticket)
 		if r.method != http.MethodGet && body == "" && takesBody(t, r) {
 			t.Errorf("%s: docs/api.md gives no example body", r)
 			continue
@@ -239,6 +239,13 @@ func TestAPIDocRoutesAnswer(t *testing.T) {
 				t.Fatalf("%s: no order_no in %s (%v)", r, answer, err)
 			}
 			orderNo = o.OrderNo
+		}
+		if strings.HasSuffix(r.path, "/room/join") {
+			var tk api.RoomTicket
+			if err := json.Unmarshal([]byte(answer), &tk); err != nil || tk.Ticket == "" {
+				t.Fatalf("%s: no ticket in %s (%v)", r, answer, err)
+			}
+			ticket = tk.Ticket
 		}
 	}
 

@@ -92,6 +92,10 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 	}
 	if p.rate != nil { // a nil *rateSwitch in the interface would not be nil
 		deps.RateLimits = p.rate
+		deps.RoomLimit = p.rate.admit
+	}
+	if deps.Rooms, err = p.rooms(products); err != nil {
+		return nil, errors.Join(err, p.close())
 	}
 	h := httpapi.NewServer(deps)
 	p.startReconcile([]reconcile.Target{

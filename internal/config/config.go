@@ -44,6 +44,8 @@ type Config struct {
 	RedlockAddrs          []string       // SECKILL_REDLOCK_ADDRS: independent servers for `redlock`
 	AdminToken            string         // SECKILL_ADMIN_TOKEN: admin routes are off when empty
 	AdminTokenFile        string         // SECKILL_ADMIN_TOKEN_FILE: where AdminToken is read from when it is empty
+	RoomKeys              string         // SECKILL_ROOM_KEYS: the waiting rooms' signing keys, id:secret[,id:secret]
+	RoomKeysFile          string         // SECKILL_ROOM_KEYS_FILE: where RoomKeys is read from when it is empty
 	CriticalSectionDelay  time.Duration  // SECKILL_CRITICAL_SECTION_DELAY: widens the race window
 	LockTTL               time.Duration  // SECKILL_LOCK_TTL
 	LockWait              time.Duration  // SECKILL_LOCK_WAIT: bound on waiting for a lock
@@ -100,6 +102,8 @@ func (c *Config) settings() []setting {
 		list(&c.RedlockAddrs, "SECKILL_REDLOCK_ADDRS", "", "comma-separated independent Redis servers for the redlock stage"),
 		secret(&c.AdminToken, "SECKILL_ADMIN_TOKEN", "bearer token for /api/v1/admin; admin routes are disabled when empty"),
 		text(&c.AdminTokenFile, "SECKILL_ADMIN_TOKEN_FILE", "", "file holding the admin token, read at start when SECKILL_ADMIN_TOKEN is empty (docker-compose.yml's token service writes one)"),
+		secret(&c.RoomKeys, "SECKILL_ROOM_KEYS", "the waiting rooms' signing keys, id:secret[,id:secret] (secrets of 16 bytes or more): the first signs tickets and passes, each verifies them, so a fleet rotates by adding the new key second, then first, then dropping the old; empty: a random key of this process alone"),
+		text(&c.RoomKeysFile, "SECKILL_ROOM_KEYS_FILE", "", "file holding SECKILL_ROOM_KEYS, read at start when it is empty"),
 		duration(&c.CriticalSectionDelay, "SECKILL_CRITICAL_SECTION_DELAY", "0s", 0, time.Minute, "pause between reading and writing stock in the lock stages"),
 		duration(&c.LockTTL, "SECKILL_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour, "lease TTL of the Redis lock (the watchdog renews it every TTL/3)"),
 		duration(&c.LockWait, "SECKILL_LOCK_WAIT", "2s", 0, time.Minute, "how long a buy waits for the lock before 429 lock-timeout"),
@@ -258,6 +262,12 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.AdminToken != "" {
 		if err := CheckAdminToken(c.AdminToken); err != nil {
 			fail(tokenVar, err)
+		}
+	}
+	if c.RoomKeys == "" && c.RoomKeysFile != "" {
+		var err error
+		if c.RoomKeys, err = ReadTokenFile(c.RoomKeysFile); err != nil {
+			fail("SECKILL_ROOM_KEYS_FILE", err)
 		}
 	}
 	return c, errors.Join(errs...)

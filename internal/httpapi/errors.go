@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/ratelimit"
+	"github.com/seckill-lab/seckill/internal/room"
 )
 
 // Errors the HTTP layer itself detects.
@@ -77,6 +78,16 @@ const keyRuleKey = "seckill.keyRule"
 // problemTable maps every error a handler can return to its answer. The
 // first row whose error matches (errors.Is) wins; anything else is a 500.
 var problemTable = []problemType{
+	// The waiting room's (room.go), first: none wraps another row's error.
+	{room.ErrNoRoom, 404, "room-not-found", keyStore, "No waiting room", "This product's sale has no waiting room: buy it directly."},
+	{room.ErrMalformed, 400, "room-token-malformed", keyStore, "Malformed room token", "The ticket or pass is not one this API issues, or a pass was sent where a ticket goes (or back)."},
+	{room.ErrForged, 403, "room-token-forged", keyStore, "Forged room token", "The ticket or pass is not signed by any of the fleet's room keys (SECKILL_ROOM_KEYS)."},
+	{room.ErrExpired, 403, "room-token-expired", keyStore, "Room token expired", "The pass was not spent within its validity (pass_ttl_ms from its place's admission), the turn of the ticket's place passed unused, or the room was set again since the ticket was given: join again."},
+	{room.ErrWrongItem, 403, "room-token-wrong-item", keyStore, "Room token for another item", "The ticket or pass was given for another product's room."},
+	{room.ErrWrongBuyer, 403, "room-token-wrong-buyer", keyStore, "Room token for another buyer", "The ticket or pass was given to another user_id."},
+	{errPassRequired, 403, "pass-required", keyStore, "Pass required", "This product's sale has a waiting room: join it (the Link header names the route), poll the ticket until it answers a pass, and send the pass in X-Seckill-Pass."},
+	{room.ErrSpent, 409, "pass-spent", keyStore, "Pass already spent", "The pass was spent by an earlier buy. A retry of that buy with its Idempotency-Key hears that buy's answer."},
+	{room.ErrUnavailable, 503, "unavailable", keyRetry, "Backend unavailable", "The database or Redis could not be reached; nothing was written. Retry."},
 	{inventory.ErrInvalid, 400, "invalid-request", keyStore, "Invalid request", "A field is missing, out of range or of the wrong type; detail names it."},
 	{errMalformed, 400, "malformed-json", keyStore, "Malformed JSON", "The body is not a single JSON object of the documented shape; unknown fields are rejected."},
 	{inventory.ErrUnknownStage, 400, "unknown-stage", keyStore, "Unknown stage", "The stage is not one of " + strings.Join(inventory.Stages, ", ") + "."},

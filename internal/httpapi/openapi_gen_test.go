@@ -99,6 +99,8 @@ type opSpec struct {
 	// stageHeader says the request may name its stage with
 	// X-Seckill-Stage; idempotencyKey that it honours an Idempotency-Key.
 	stageHeader, idempotencyKey bool
+	// passHeader says the request may carry a waiting room's pass.
+	passHeader bool
 	// query are the query parameters of the operation (see pageParams).
 	query []obj
 }
@@ -130,6 +132,8 @@ var (
 	bodyProblems   = []string{"invalid-request", "malformed-json", "body-too-large", "unsupported-media-type"}
 	keyProblems    = []string{"idempotency-key-required", "idempotency-key-invalid", "idempotency-in-flight", "idempotency-mismatch"}
 	stageProblems  = []string{"unknown-stage", "stage-unavailable"}
+	// passProblems are a buy's answers for its waiting room's pass.
+	passProblems = []string{"pass-required", "pass-spent", "room-token-malformed", "room-token-forged", "room-token-expired", "room-token-wrong-item", "room-token-wrong-buyer"}
 )
 
 func join(lists ...[]string) []string { return slices.Concat(lists...) }
@@ -173,8 +177,20 @@ func openAPIOps() []opSpec {
 			summary: "Buy a product: 201 with the order written, or 202 with the order accepted and written soon (redis-stream).",
 			body:    buyBody{}, bodyName: "BuyRequest", bodyExample: `{"user_id":"alice","quantity":1}`,
 			answers: map[int]any{201: api.Order{}, 202: api.Order{}},
-			headers: buyHeaders, stageHeader: true, idempotencyKey: true,
-			problems: join(bodyProblems, stageProblems, keyProblems, adminProblems, []string{"not-found", "sale-not-open", "sale-closed", "sold-out", "already-purchased", "rate-limited", "lock-timeout", "overloaded", "lock-lost"}, backendProblems, commitProblems, []string{"internal"})},
+			headers: buyHeaders, stageHeader: true, idempotencyKey: true, passHeader: true,
+			problems: join(bodyProblems, stageProblems, keyProblems, adminProblems, []string{"not-found", "sale-not-open", "sale-closed", "sold-out", "already-purchased", "rate-limited", "lock-timeout", "overloaded", "lock-lost"}, passProblems, backendProblems, commitProblems, []string{"internal"})},
+		{method: "GET", path: "/api/v1/products/{id}/room", id: "getRoom", tag: "rooms", summary: "The product's waiting room: its settings, length, admission and oldest wait.",
+			answers: map[int]any{200: api.Room{}}, problems: join([]string{"invalid-request", "room-not-found"}, backendProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/products/{id}/room/join", id: "joinRoom", tag: "rooms",
+			summary: "Join the product's waiting room: a signed ticket with its place; Retry-After and poll_after_ms say when to poll.",
+			body:    api.RoomJoin{}, bodyName: "RoomJoinRequest", bodyExample: `{"user_id":"alice"}`,
+			answers: map[int]any{201: api.RoomTicket{}}, headers: []string{"Retry-After"},
+			problems: join(bodyProblems, []string{"room-not-found", "rate-limited"}, backendProblems, []string{"internal"})},
+		{method: "POST", path: "/api/v1/products/{id}/room/poll", id: "pollRoom", tag: "rooms",
+			summary: "Poll a ticket: waiting (position, estimated wait), admitted (with a pass), or sold-out; answered from the instance's memory of the room.",
+			body:    api.RoomPoll{}, bodyName: "RoomPollRequest", bodyExample: `{"user_id":"alice","ticket":"r1.k1.VAABAg.AAAA"}`,
+			answers: map[int]any{200: api.RoomStatus{}}, headers: []string{"Retry-After"},
+			problems: join(bodyProblems, []string{"room-not-found", "rate-limited", "room-token-malformed", "room-token-forged", "room-token-expired", "room-token-wrong-item", "room-token-wrong-buyer"}, backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/products/{id}/audit", id: "auditProduct", tag: "products", summary: "Does what left the product's stock match what was sold?",
 			answers: map[int]any{200: api.Audit{}}, problems: join([]string{"invalid-request", "not-found"}, backendProblems, []string{"internal"})},
 		{method: "GET", path: "/api/v1/orders/{order_no}", id: "getOrder", tag: "orders", summary: "An order of any stage, or a coupon grab.",
@@ -225,6 +241,13 @@ func openAPIOps() []opSpec {
 			summary: "Schedule a session: up to 1000 items of one kind, each restocked with its orders deleted, all on sale in one window; all or none. Answers once every instance sells them.",
 			body:    sessionBody{}, bodyName: "SessionRequest", bodyExample: `{"kind":"product","opens_at":"2030-01-01T10:00:00Z","closes_at":"2030-01-01T11:00:00Z","items":[{"id":1,"stock":100},{"id":2,"stock":50}]}`,
 			answers: map[int]any{200: api.Session{}}, problems: join(adminProblems, bodyProblems, []string{"burst-in-progress"}, backendProblems, commitProblems, []string{"internal"})},
+		{method: "PUT", path: "/api/v1/admin/products/{id}/room", id: "setRoom", tag: "admin", admin: true,
+			summary: "Set (or replace) the product's waiting room: a new, empty room; the old one's tickets and passes are expired.",
+			body:    api.RoomSettings{}, bodyName: "RoomSettingsRequest", bodyExample: `{"passes_per_second":50,"max_inside":100,"shuffle_ms":1000,"pass_ttl_ms":30000}`,
+			answers: map[int]any{200: api.Room{}}, problems: join(adminProblems, bodyProblems, []string{"not-found"}, backendProblems, []string{"internal"})},
+		{method: "DELETE", path: "/api/v1/admin/products/{id}/room", id: "removeRoom", tag: "admin", admin: true,
+			summary: "Remove the product's waiting room: its buys need no pass again.",
+			answers: map[int]any{200: api.RoomRemoved{}}, problems: join(adminProblems, []string{"invalid-request"}, backendProblems, []string{"internal"})},
 		{method: "PUT", path: "/api/v1/admin/stage", id: "setStage", tag: "admin", admin: true,
 			summary: "The default stage of this instance only.",
 			body:    stageRequest{}, bodyName: "StageRequest", bodyExample: `{"stage":"redis-lock"}`,
@@ -431,6 +454,11 @@ func (g *schemaGen) operation(op opSpec) (obj, error) {
 		params = append(params, obj{"name": api.StageHeader, "in": "header", "required": false,
 			"description": "Run this request under another stage than the instance's default; needs the admin token (Authorization: Bearer).",
 			"schema":      obj{"type": "string", "enum": stageEnum()}})
+	}
+	if op.passHeader {
+		params = append(params, obj{"name": api.PassHeader, "in": "header", "required": false,
+			"description": "The pass a waiting room's poll gave this buyer: required for a product whose sale has a room (403 pass-required without it), spent by the buy (409 pass-spent on a second use, unless with the same Idempotency-Key), given back when the buy is answered 503.",
+			"schema":      obj{"type": "string"}})
 	}
 	if op.idempotencyKey {
 		params = append(params, obj{"name": "Idempotency-Key", "in": "header", "required": false,

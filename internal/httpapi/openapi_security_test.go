@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-lab/seckill/internal/api"
 	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/room"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -34,7 +35,10 @@ func TestOpenAPISecurityMatchesTheRoutes(t *testing.T) {
 	stages := func(st inventory.Store) map[string]inventory.Stage {
 		return map[string]inventory.Stage{"db-atomic": inventory.NewDBAtomic(st)}
 	}
+	rooms := room.New(room.Options{RDB: testenv.Redis(t), Namespace: testenv.Name("security")})
+	t.Cleanup(rooms.Close)
 	srv := NewServer(Deps{
+		Rooms:      rooms,
 		Instance:   "security-1",
 		Products:   inventory.NewService(db.Products(), stages(db.Products()), "security-1", "O"),
 		Coupons:    inventory.NewService(db.Coupons(), stages(db.Coupons()), "security-1", "C"),

@@ -33,7 +33,7 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
 	}
 	r.GET("/debug/pprof/*name", s.requireAdmin(), pprofHandler)
-	api.POST("/products/:id/buy", buyObs, s.readBuy(products), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(products)), s.handleBuy(products))
+	api.POST("/products/:id/buy", buyObs, s.readBuy(products), s.roomPass(d.Rooms), s.idempotent(d.Idempotency, d.RequireIdempotencyKey, s.refusalCheck(products)), s.handleBuy(products))
 	if d.Coupons != nil {
 		api.GET("/coupons", s.handleList(coupons))
 		api.GET("/coupons/:id", s.handleGet(coupons))
@@ -76,6 +76,15 @@ func addRoutes(r *gin.Engine, s *server, d Deps) {
 		r.NoRoute(func(c *gin.Context) { s.writeError(c, errRouteNotFound) })
 	}
 	r.NoMethod(func(c *gin.Context) { s.writeError(c, errMethod) })
+
+	// The waiting rooms (room.go); a buy's pass is checked by roomPass.
+	if d.Rooms != nil {
+		api.GET("/products/:id/room", s.handleRoom(d.Rooms))
+		api.POST("/products/:id/room/join", s.handleJoin(d.Rooms, d.RoomLimit))
+		api.POST("/products/:id/room/poll", s.handlePoll(d.Rooms, d.RoomLimit))
+		admin.PUT("/products/:id/room", s.handleSetRoom(d.Rooms, d.Products))
+		admin.DELETE("/products/:id/room", s.handleRemoveRoom(d.Rooms))
+	}
 
 	// The dashboard's server side (burst.go): GET /api/v1/fleet,
 	// POST /api/v1/admin/burst, PUT /api/v1/admin/fleet/stage,

@@ -30,6 +30,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/reconcile"
+	"github.com/seckill-lab/seckill/internal/room"
 )
 
 // MaxBody caps every request body.
@@ -77,6 +78,10 @@ type Deps struct {
 	// RateLimits is the instance's rate limit, switched at runtime (GET
 	// and PUT /api/v1/admin/rate-limit); nil without Redis.
 	RateLimits RateLimits
+	// Rooms are the products' waiting rooms (room.go); nil without Redis.
+	// RoomLimit counts joins and polls against the buy's rate limit.
+	Rooms     *room.Manager
+	RoomLimit RoomLimit
 }
 
 type server struct {

@@ -184,13 +184,26 @@ type Spent struct {
 }
 
 // Has reports whether item id has a room, from memory when known (an
-// item without one is asked about again after a second).
+// item without one is asked about again after a second). When Redis
+// cannot say, an item this instance knows no room of has none for a
+// second: a Redis outage must not refuse, nor slow, the buys of the
+// stages that do not need Redis; an item it knows a room of answers the
+// error.
 func (m *Manager) Has(ctx context.Context, id int64) (bool, error) {
-	_, _, err := m.state(ctx, id)
-	if errors.Is(err, ErrNoRoom) {
+	v, _, err := m.state(ctx, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNoRoom):
 		return false, nil
 	}
-	return err == nil, err
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.st.Epoch > 0 {
+		return false, err
+	}
+	v.noneUntil = time.Now().Add(time.Second)
+	return false, nil
 }
 
 // Spend spends pass for buyer's buy of item id under Idempotency-Key key
@@ -235,6 +248,5 @@ func (m *Manager) Unspend(ctx context.Context, s Spent) error {
 	if err := unspendScript.Run(ctx, m.opts.RDB, keys[2:], s.place, s.key).Err(); err != nil {
 		return unavailable(err)
 	}
-	m.spends.Add(-1)
 	return nil
 }

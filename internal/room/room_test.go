@@ -311,3 +311,23 @@ func TestRoomOnCluster(t *testing.T) {
 	}
 	pollUntil(t, m, "b", tb, StateAdmitted)
 }
+
+// While Redis is down, an item this instance knows no room of has none
+// (its buys go on, on the stages that need no Redis), and one it knows a
+// room of answers the error (its buys wait for the room).
+func TestHasWhileRedisIsDown(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Stale: time.Nanosecond})
+	t.Cleanup(m.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	srv.Kill()
+	ctx := context.Background()
+	if has, err := m.Has(ctx, 2); has || err != nil {
+		t.Fatalf("an item without a room, Redis down: %v, %v; want false, nil", has, err)
+	}
+	if has, err := m.Has(ctx, 1); has || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("an item with a room, Redis down: %v, %v; want ErrUnavailable", has, err)
+	}
+}

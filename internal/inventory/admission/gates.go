@@ -86,7 +86,7 @@ type drawGate struct{ w crowded }
 
 func (g drawGate) pass(ctx context.Context, b *buyer) error {
 	c := g.w.c
-	if !c.opts.Draw.on() {
+	if !c.opts.Draw.on() || inventory.HasPass(ctx) { // the room drew its pass holders
 		return nil
 	}
 	if err := c.opts.Draw.hold(ctx, b.o.ItemID, b.epoch, g.w.clock); err != nil {
@@ -112,6 +112,15 @@ type lineGate struct{ w crowded }
 
 func (g lineGate) pass(ctx context.Context, b *buyer) error {
 	c, id := g.w.c, b.o.ItemID
+	if inventory.HasPass(ctx) {
+		// A waiting room's pass holder: the room sized its admission to
+		// the sale, so the cap does not bounce it; it is inside all the
+		// same, and let out after the stage.
+		c.mu.Lock()
+		c.inside[id]++
+		c.mu.Unlock()
+		return nil
+	}
 	fromDoor := c.door(ctx, id)
 	if fromDoor {
 		if c.afterDoor != nil {
