@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -83,10 +84,21 @@ type Room struct {
 	// The scalpers: their accounts' tickets and units, and their gain:
 	// their share of the units over their accounts' share of the tickets
 	// (the rule), and over their share of the people (reported).
+	// GainMissedP is the chance that the scalpers' accounts would win as
+	// many units as they did if their true gain were RoomScalperGain (a
+	// one-sided binomial tail, as the scalper rows take it): below
+	// MissedAt the bound is surely broken, not by the luck of one draw.
 	ScalperTickets int      `json:"scalper_tickets"`
 	ScalperWon     int      `json:"scalper_won"`
 	Gain           *float64 `json:"gain"`
 	PersonGain     *float64 `json:"person_gain"`
+	GainMissedP    *float64 `json:"gain_missed_p,omitempty"`
+}
+
+// GainMissed reports whether the scalpers' accounts surely won more than
+// RoomScalperGain times their share of the tickets.
+func (m *Room) GainMissed() bool {
+	return m.Gain != nil && *m.Gain > RoomScalperGain && m.GainMissedP != nil && *m.GainMissedP < MissedAt
 }
 
 // Note sums the room's figures up for the row's note.
@@ -106,10 +118,19 @@ func (m *Room) Note() string {
 			gain += fmt.Sprintf(", %.2f× per person", *m.PersonGain)
 		}
 	}
+	refused := ""
+	if len(m.Refused) > 0 {
+		refused = fmt.Sprintf(" (refused: %s)", CountsText(m.Refused))
+		for k := range m.Refused {
+			if strings.Contains(k, "room-token-forged") {
+				refused = fmt.Sprintf(" (refused: %s: the instances refuse each other's tickets; do they share SECKILL_ROOM_KEYS?)", CountsText(m.Refused))
+			}
+		}
+	}
 	return fmt.Sprintf("waiting room: %d passes/s, %d inside at most, shuffle %g ms; %d people (%d scalpers × %d accounts, %d late), %d tickets; "+
-		"%d joins, %d polls, %d buys, %d × 429, %d × 503; buy rate peak %.1f/s over %g ms, %.2f× the admission rate (%.1f/s over 1 s); first-come %s, %s; "+
+		"%d joins, %d polls%s, %d buys, %d × 429, %d × 503; buy rate peak %.1f/s over %g ms, %.2f× the admission rate (%.1f/s over 1 s); first-come %s, %s; "+
 		"sold-out heard by %d of %d waiting at their first answer after the last sale, delay p50 %.0f ms, p99 %.0f ms, max %.0f ms; scalpers won %d with %d tickets: gain %s",
 		m.PassesPerSecond, m.MaxInside, m.ShuffleMS, m.People, m.Scalpers, m.AccountsEach, m.Late, m.Tickets,
-		m.Joins, m.Polls, m.Buys, m.Limited, m.Unavailable, m.PeakBuyRate, m.RateWindowMS, m.RateRatio, m.PeakBuyRate1s, score, late,
+		m.Joins, m.Polls, refused, m.Buys, m.Limited, m.Unavailable, m.PeakBuyRate, m.RateWindowMS, m.RateRatio, m.PeakBuyRate1s, score, late,
 		m.Heard, m.Waiting, m.SoldOutP50ms, m.SoldOutP99ms, m.SoldOutMaxMs, m.ScalperWon, m.ScalperTickets, gain)
 }

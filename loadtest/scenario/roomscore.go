@@ -118,21 +118,27 @@ func scoreRoom(fig *results.Room, tickets []roomTicket, buys []time.Time, lastSa
 	scoreRoomScalpers(fig, tickets)
 }
 
-// peakRate is the most instants in any window of length w (starting at
-// one of them), per second.
+// peakRate is the fastest rate of the instants over any window of length
+// w, or of their whole span when that is shorter (a sale quicker than the
+// window is judged over its own length): the most instants within w of a
+// first one, less that first, per second of w. Instants exactly 1/r
+// apart have rate r over every window.
 func peakRate(at []time.Time, w time.Duration) float64 {
-	if len(at) == 0 || w <= 0 {
+	if len(at) < 2 || w <= 0 {
 		return 0
 	}
 	s := slices.SortedFunc(slices.Values(at), time.Time.Compare)
+	if w = min(w, s[len(s)-1].Sub(s[0])); w <= 0 {
+		return 0
+	}
 	most, j := 0, 0
 	for i := range s {
-		for j < len(s) && s[j].Sub(s[i]) < w {
+		for j < len(s) && s[j].Sub(s[i]) <= w {
 			j++
 		}
 		most = max(most, j-i)
 	}
-	return float64(most) / w.Seconds()
+	return float64(most-1) / w.Seconds()
 }
 
 // queueFirstCome is the first-come score by queue order: the early
@@ -306,8 +312,10 @@ func scoreRoomScalpers(fig *results.Room, tickets []roomTicket) {
 		return
 	}
 	share := float64(fig.ScalperWon) / float64(won)
-	gain := share / (float64(fig.ScalperTickets) / float64(fig.Tickets))
-	fig.Gain = &gain
+	ticketShare := float64(fig.ScalperTickets) / float64(fig.Tickets)
+	gain := share / ticketShare
+	missedP := results.BinomialTail(won, fig.ScalperWon, min(1, results.RoomScalperGain*ticketShare))
+	fig.Gain, fig.GainMissedP = &gain, &missedP
 	if fig.People > 0 && fig.Scalpers > 0 {
 		pg := share / (float64(fig.Scalpers) / float64(fig.People))
 		fig.PersonGain = &pg

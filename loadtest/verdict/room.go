@@ -18,7 +18,7 @@ const (
 	RuleRoomNo503     = "room-no-503"     // waiting-room: a join, a poll or a buy answered 503
 	RuleRoomFirstCome = "room-first-come" // waiting-room: first-come score by queue order, or the late joiners' order, below RoomFirstCome
 	RuleRoomSoldOut   = "room-sold-out"   // waiting-room: a waiting buyer's first answer after the last sale was not sold-out
-	RuleRoomScalpers  = "room-scalpers"   // waiting-room: the scalpers' accounts won more than RoomScalperGain × their share
+	RuleRoomScalpers  = "room-scalpers"   // waiting-room: the scalpers' accounts surely won more than RoomScalperGain × their share of the tickets
 )
 
 // roomExact: every unit goes, through the room, to a pass holder: a room
@@ -82,9 +82,9 @@ func roomSoldOut(r *results.Row) []string {
 
 func roomScalpers(r *results.Row) []string {
 	m := r.Room
-	if m == nil || m.Gain == nil || *m.Gain <= results.RoomScalperGain {
+	if m == nil || !m.GainMissed() {
 		return nil
 	}
-	return because("the scalpers' %d accounts won %d of %d units with %d of %d tickets: %.2f× their share, above %.1f×",
-		m.ScalperTickets, m.ScalperWon, m.Won, m.ScalperTickets, m.Tickets, *m.Gain, results.RoomScalperGain)
+	return because("the scalpers' %d accounts won %d of %d units with %d of %d tickets: %.2f× their share, above %.1f× (a true %.1f× would win this many %.2g of the time)",
+		m.ScalperTickets, m.ScalperWon, m.Won, m.ScalperTickets, m.Tickets, *m.Gain, results.RoomScalperGain, results.RoomScalperGain, *m.GainMissedP)
 }
