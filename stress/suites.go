@@ -338,6 +338,7 @@ var suites = []suite{{
 	// timeouts, graceful shutdown under load, a row held mid-write.
 	pkg: "./cmd/seckill",
 	tests: []string{
+		"TestDemoRoomAcrossInstances",
 		"TestAppRedisClientsNeverRunAScriptTwice",
 		"TestAppRedisClientFollowsASentinelFailover",
 		"TestServeAtFsyncNeedsAppendfsyncAlways",

@@ -258,6 +258,23 @@ func TestDashboardInBrowser(t *testing.T) {
 	until("the archived cards gone", `!`+fmt.Sprintf(card, 3)+` && !`+fmt.Sprintf(card, 12)+` && `+fmt.Sprintf(card, 15)+` && `+fmt.Sprintf(card, 24)+
 		` && !document.getElementById('page-next').disabled`)
 
+	// 3e. A waiting room on product 2: three buyers join, at most two
+	// passes out at once; the panel shows the room and what a buyer
+	// joining now is told. It stays for the layout checks below.
+	adminCall("PUT", "/api/v1/admin/products/2/room", `{"passes_per_second":5,"max_inside":2}`)
+	for _, u := range []string{"room-a", "room-b", "room-c"} {
+		resp, err := http.Post(front+"/api/v1/products/2/room/join", "application/json", strings.NewReader(`{"user_id":"`+u+`"}`))
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("join the room as %s: %v %v", u, resp, err)
+		}
+		resp.Body.Close()
+	}
+	const roomRow = `document.querySelector('#rooms [data-room="2"]')`
+	until("the waiting room's row", `!document.getElementById('rooms-panel').hidden && !!`+roomRow+
+		` && `+roomRow+`.querySelector('[data-field="waiting"]').textContent === '1' && /position 2, about/.test(`+roomRow+`.querySelector('[data-field="told"]').textContent)`)
+	check("1,400 px, English, a waiting room", true)
+	shot("dashboard-1400-en-room.png")
+
 	// 4. The same page on a phone, then in large type at both widths.
 	width(390)
 	check("390 px, English", true)

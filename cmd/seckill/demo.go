@@ -75,6 +75,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = randomToken()
 	}
+	if cfg.RoomKeys == "" { // one key for the demo's instances: any serves any ticket
+		cfg.RoomKeys = "demo:" + randomToken()
+	}
 	log := newLogger(stderr, cfg.LogLevel)
 
 	db, err := embedded.OpenSQL(ctx, cfg.DemoDB)

@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,5 +330,99 @@ func TestHasWhileRedisIsDown(t *testing.T) {
 	}
 	if has, err := m.Has(ctx, 1); has || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("an item with a room, Redis down: %v, %v; want ErrUnavailable", has, err)
+	}
+}
+
+// commandCount counts the commands a client sends.
+type commandCount struct{ n atomic.Int64 }
+
+func (c *commandCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commandCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// A poll costs no Redis round trip while the room's state is fresh: it is
+// answered from the ticket and the instance's memory.
+func TestPollIsAnsweredFromMemory(t *testing.T) {
+	rdb := redis.NewClient(testenv.Redis(t).Options())
+	t.Cleanup(func() { _ = rdb.Close() })
+	count := &commandCount{}
+	rdb.AddHook(count)
+	// Steps an hour apart, fresh for an hour: only the requests' own
+	// round trips are counted.
+	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: testenv.Name("rt"), Step: time.Hour, Stale: time.Hour})
+	t.Cleanup(m.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	tok, _ := join(t, m, "a")
+	before := count.n.Load()
+	for range 100 {
+		if st, err := m.Poll(context.Background(), 1, "a", tok); err != nil || st.State != StateWaiting {
+			t.Fatalf("poll: %+v, %v", st, err)
+		}
+	}
+	if n := count.n.Load() - before; n != 0 {
+		t.Fatalf("100 polls sent %d Redis commands, want 0", n)
+	}
+}
+
+// stockSwitch is an item's stock as the test sets it.
+type stockSwitch struct{ n atomic.Int64 }
+
+func (s *stockSwitch) read(context.Context, int64) (int, error) { return int(s.n.Load()), nil }
+
+// Once no unit remains, every waiting buyer's next poll answers sold-out
+// and nobody is admitted; when units come back, the room admits again.
+func TestSoldOutAndUnitsComingBack(t *testing.T) {
+	stock := &stockSwitch{}
+	stock.n.Store(1)
+	m := New(Options{RDB: testenv.Redis(t), Signer: signer(t, testKeys), Namespace: testenv.Name("rt"), Step: 10 * time.Millisecond, Stock: stock.read})
+	t.Cleanup(m.Close)
+	setRoom(t, m, Settings{Rate: 100000, MaxInside: 1})
+	ta, _ := join(t, m, "a")
+	tb, _ := join(t, m, "b")
+	pollUntil(t, m, "a", ta, StateAdmitted)
+	stock.n.Store(0) // a's unit sold, say
+	pollUntil(t, m, "b", tb, StateSoldOut)
+	if st, err := m.Poll(context.Background(), 1, "a", ta); err != nil || st.State != StateSoldOut {
+		t.Fatalf("an admitted buyer after the sell-out: %+v, %v", st, err)
+	}
+	stock.n.Store(1) // a payment timed out: a unit is back
+	pollUntil(t, m, "b", tb, StateWaiting)
+	if look, err := m.Get(context.Background(), 1); err != nil || look.SoldOut || look.Admitted != 1 {
+		t.Fatalf("the room once a unit came back: %+v, %v", look, err)
+	}
+}
+
+// A room set through one instance is known at once on another that had
+// just found the item without one: the news of the new room ends that
+// memory, so no buy gets through without a pass for a second.
+func TestNewRoomEndsAnotherInstancesNoRoomMemory(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m, other := newManager(t, rdb, ns), newManager(t, rdb, ns)
+	ctx := context.Background()
+	if has, err := other.Has(ctx, 1); has || err != nil {
+		t.Fatalf("before the room: %v, %v", has, err)
+	}
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	// The news alone (no request on the other instance meanwhile) ends
+	// its memory of no room.
+	v := other.view(1)
+	testkit.Eventually(t, "the news of the room to end the other instance's memory of none", 10*time.Second, func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.noneUntil.IsZero()
+	})
+	if has, err := other.Has(ctx, 1); !has || err != nil {
+		t.Fatalf("after the news: %v, %v", has, err)
 	}
 }

@@ -238,6 +238,13 @@ func (m *Manager) restore(ctx context.Context, id int64, v *view) (State, error)
 func (m *Manager) subscribe() {
 	m.subOnce.Do(func() {
 		ps := m.opts.RDB.Subscribe(m.ctx, NewsChannel)
+		// Wait (a little) for the subscription to be confirmed, so that
+		// news sent after the first request is heard.
+		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+		if _, err := ps.Receive(ctx); err != nil {
+			m.opts.Log.Debug("the waiting rooms' news subscription is not confirmed yet", "err", err)
+		}
+		cancel()
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -290,8 +297,8 @@ func (m *Manager) hear(payload string) {
 	}
 	if n[0] != v.st.Epoch {
 		// A new room: its settings are not in the news; the next request
-		// reads them.
-		v.newsAt = time.Time{}
+		// reads them, even where the item was known to have none.
+		v.newsAt, v.noneUntil = time.Time{}, time.Time{}
 		return
 	}
 	st := v.st

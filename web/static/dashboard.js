@@ -50,6 +50,9 @@ const problemZH = {
   'idempotency-mismatch': '幂等键被用于不同的请求', 'lock-timeout': '等锁超时', 'overloaded': '过载，请稍后重试',
   'lock-lost': '锁已丢失，未写入', 'unavailable': '后端不可用', 'timeout': '请求超时', 'cancelled': '请求被取消',
   'internal': '服务器内部错误',
+  'room-not-found': '没有排队室', 'pass-required': '需要排队室通行证', 'pass-spent': '通行证已用过',
+  'room-token-malformed': '排队凭证格式错误', 'room-token-forged': '排队凭证是伪造的', 'room-token-expired': '排队凭证已过期',
+  'room-token-wrong-item': '排队凭证属于其他商品', 'room-token-wrong-buyer': '排队凭证属于其他买家',
 };
 
 // problemText turns a problem+json answer into one line.
@@ -184,6 +187,11 @@ async function loadItems() {
       it.gone = true; // archived since the list was read
     }
   }));
+  // A product's waiting room, if it has one (404 room-not-found: none).
+  await Promise.all(out.filter(it => it.kind === 'product' && !it.gone).map(async it => {
+    const r = await fetch(`/api/v1/products/${it.id}/room`, { cache: 'no-store' }).catch(() => null);
+    if (r && r.ok) it.room = await r.json();
+  }));
   const kept = out.filter(it => !it.gone);
   kept.gen = gen;
   return kept;
@@ -195,6 +203,7 @@ async function refresh() {
     renderFleet(peers);
     renderItems(items);
     renderRecord(items);
+    renderRooms(items);
     document.body.dataset.ready = '1';
   } catch (e) {
     say(T('Cannot reach the API: ', '无法连接 API：') + e.message, true);
@@ -251,7 +260,7 @@ async function switchStage(stage) {
 
 let refreshing = null;
 function refresh1() { // one extra refresh now, without starting a second loop
-  if (!refreshing) refreshing = Promise.all([loadFleet(), loadItems()]).then(([p, i]) => { renderFleet(p); renderItems(i); renderRecord(i); }).catch(() => {}).finally(() => { refreshing = null; });
+  if (!refreshing) refreshing = Promise.all([loadFleet(), loadItems()]).then(([p, i]) => { renderFleet(p); renderItems(i); renderRecord(i); renderRooms(i); }).catch(() => {}).finally(() => { refreshing = null; });
 }
 
 // ---- item cards -------------------------------------------------------
@@ -368,6 +377,30 @@ function renderItems(items) {
     c.dataset.initial = a.initial_stock;
     c.dataset.conserved = a.conserved ? '1' : '0';
   }
+}
+
+// renderRooms shows the waiting rooms of the page's products: length,
+// passes per second, pass holders inside, the oldest wait, and what a
+// buyer joining now would be told (the last place, its wait at the rate).
+function renderRooms(items) {
+  if (items.gen !== pager.gen) return;
+  const rooms = items.filter(it => it.room);
+  $('#rooms-panel').hidden = rooms.length === 0;
+  const secs = ms => T(`${(ms / 1000).toFixed(1)} s`, `${(ms / 1000).toFixed(1)} 秒`);
+  $('#rooms tbody').replaceChildren(...rooms.map(it => {
+    const r = it.room;
+    const place = r.waiting + 1;
+    const told = r.sold_out ? T('sold out', '已售罄')
+      : !r.drawn ? T('drawing: place by lot at the opening', '开场抽签中：位置在开场时抽定')
+      : T(`position ${place}, about ${secs(place * 1000 / r.passes_per_second)}`, `第 ${place} 位，约 ${secs(place * 1000 / r.passes_per_second)}`);
+    return el('tr', { 'data-room': String(it.id) },
+      el('td', { 'data-label': T('Item', '商品') }, el('span', { text: `${it.name} (${kindName(it)})` })),
+      el('td', { class: 'nowrap', 'data-label': T('Waiting', '排队中'), 'data-field': 'waiting' }, el('span', { text: String(r.waiting) })),
+      el('td', { class: 'nowrap', 'data-label': T('Passes/s', '通行证/秒') }, el('span', { text: String(r.passes_per_second) })),
+      el('td', { class: 'nowrap', 'data-label': T('Inside / max', '场内 / 上限') }, el('span', { text: `${r.inside} / ${r.max_inside}` })),
+      el('td', { class: 'nowrap', 'data-label': T('Oldest wait', '最久等待') }, el('span', { text: secs(r.oldest_wait_ms) })),
+      el('td', { 'data-label': T('A buyer joining now', '此刻加入的买家'), 'data-field': 'told' }, el('span', { text: told })));
+  }));
 }
 
 // when shows a verdict's time: the time of day for today's, the date too
