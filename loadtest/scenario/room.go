@@ -36,7 +36,7 @@ const (
 	roomAccounts     = 10
 	roomScalperEvery = 200 * time.Millisecond
 	// roomLatePace is the time between two late joiners.
-	roomLatePace = 20 * time.Millisecond
+	roomLatePace = 50 * time.Millisecond
 	// roomLateShare is the late joiners' part of the ordinary people, in
 	// tenths.
 	roomLateShare = 2

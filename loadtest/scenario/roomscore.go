@@ -143,8 +143,9 @@ func peakRate(at []time.Time, w time.Duration) float64 {
 
 // queueFirstCome is the first-come score by queue order: the early
 // joiners first, by the places the shuffle gave them, then the late ones
-// in the order the lab sent their joins (not by the places the room gave
-// them: arrival is what a late joiner's place must follow). Of the units
+// by the places they were given at their joins (that those follow
+// arrival, lateOrder checks: joins in flight together may be placed in
+// either order, so the lab's send order is no queue order). Of the units
 // won, the share that went to the first `won` tickets in that order. A
 // ticket whose place the room never said goes after the others of its
 // group. ok is false when nobody won.
@@ -163,11 +164,9 @@ func queueFirstCome(tickets []roomTicket) (score float64, firstWon, won int, ok 
 			continue
 		}
 		k := key{late: !t.early(), sent: j.sent, won: t.won()}
-		if !k.late {
-			var placed bool
-			k.place, placed = t.queuePlace()
-			k.unplaced = !placed
-		}
+		var placed bool
+		k.place, placed = t.queuePlace()
+		k.unplaced = !placed
 		if k.won {
 			won++
 		}
