@@ -200,6 +200,7 @@ var suites = []suite{{
 		"TestWatchResubscribesAtOnceAfterALostSubscription",
 		"TestWatchBacksOffWhileTheSubscriptionIsRefused",
 		"TestCrowdLetsPassHoldersPastTheCap",
+		"TestDrawDoesNotHoldPassHolders",
 	},
 	budget: 3 * time.Minute,
 }, {

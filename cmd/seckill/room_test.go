@@ -28,7 +28,13 @@ func TestDemoRoomAcrossInstances(t *testing.T) {
 	if code, body := f.call("PUT", f.urls[0]+"/api/v1/admin/products/2/room", `{"passes_per_second":1000,"max_inside":5}`, admin); code != 200 {
 		t.Fatalf("setting the room: %d %s", code, body)
 	}
-	code, body := f.call("POST", f.urls[0]+"/api/v1/products/2/room/join", `{"user_id":"alice"}`, nil)
+	// The dashboard's burst, whose buyers bring no pass, buys nothing.
+	code, body := f.call("POST", f.urls[0]+"/api/v1/admin/burst", `{"kind":"product","item_id":2,"n":20}`, admin)
+	var br api.BurstResult
+	if code != http.StatusOK || json.Unmarshal(body, &br) != nil || br.Counts.Created+br.Counts.Accepted != 0 || br.Counts.Other4xx != 20 {
+		t.Fatalf("a burst of buyers without passes: %d %s", code, body)
+	}
+	code, body = f.call("POST", f.urls[0]+"/api/v1/products/2/room/join", `{"user_id":"alice"}`, nil)
 	var tk api.RoomTicket
 	if code != http.StatusCreated || json.Unmarshal(body, &tk) != nil {
 		t.Fatalf("join: %d %s", code, body)

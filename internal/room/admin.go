@@ -11,7 +11,13 @@ import (
 //go:embed scripts/set.lua
 var setSource string
 
-var setScript = redis.NewScript(setSource)
+//go:embed scripts/remove.lua
+var removeSource string
+
+var (
+	setScript    = redis.NewScript(setSource)
+	removeScript = redis.NewScript(removeSource)
+)
 
 // Set sets (or replaces) item id's room: a new, empty room, whose tickets
 // and passes of any earlier room are expired. It returns ErrInvalid or
@@ -40,14 +46,12 @@ func (m *Manager) Set(ctx context.Context, id int64, s Settings) (State, error) 
 	return st, err
 }
 
-// Remove removes item id's room: its buys need no pass again. It returns
-// ErrUnavailable.
+// Remove removes item id's room: its buys need no pass again. It leaves
+// a tombstone, so that an instance that missed the news does not restore
+// the room from its memory. It returns ErrUnavailable.
 func (m *Manager) Remove(ctx context.Context, id int64) error {
-	if err := m.opts.RDB.Del(ctx, m.keys(id)...).Err(); err != nil {
+	if err := removeScript.Run(ctx, m.opts.RDB, m.keys(id), NewsChannel, m.newsName(id)).Err(); err != nil {
 		return unavailable(err)
-	}
-	if err := m.opts.RDB.Publish(ctx, NewsChannel, m.newsName(id)+" 0 0 0 0 0 0 0 0").Err(); err != nil {
-		m.opts.Log.Warn("the news of a removed waiting room was not sent; other instances learn it within a second", "item", id, "err", err)
 	}
 	v := m.view(id)
 	v.mu.Lock()

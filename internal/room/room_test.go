@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -424,5 +425,101 @@ func TestNewRoomEndsAnotherInstancesNoRoomMemory(t *testing.T) {
 	})
 	if has, err := other.Has(ctx, 1); !has || err != nil {
 		t.Fatalf("after the news: %v, %v", has, err)
+	}
+}
+
+// A crowd joining through several instances at once gets places 1..n,
+// each once; admission steps run by every instance at once, over and
+// over, never let more than MaxInside pass holders in.
+func TestInstancesAtOnceNeverOverAdmit(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	const instances, buyers, maxInside = 4, 40, 3
+	ms := make([]*Manager, instances)
+	for i := range ms {
+		ms[i] = newManager(t, rdb, ns)
+	}
+	setRoom(t, ms[0], Settings{Rate: 100000, MaxInside: maxInside})
+	ctx := context.Background()
+	bar := testkit.NewBarrier(buyers, 30*time.Second)
+	places := make(chan int64, buyers)
+	errs := make(chan error, buyers)
+	for b := range buyers {
+		go func() {
+			bar.Wait(ctx)
+			_, _, st, err := ms[b%instances].Join(ctx, 1, "b"+strconv.Itoa(b))
+			errs <- err
+			places <- st.Place
+		}()
+	}
+	seen := map[int64]bool{}
+	for range buyers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		p := <-places
+		if p < 1 || p > buyers || seen[p] {
+			t.Fatalf("place %d given twice or out of 1..%d", p, buyers)
+		}
+		seen[p] = true
+	}
+	steps := testkit.NewBarrier(instances, 30*time.Second)
+	done := make(chan error, instances)
+	for _, m := range ms {
+		go func() {
+			v := m.view(1)
+			var err error
+			for range 20 {
+				steps.Wait(ctx)
+				if _, e := m.step(ctx, 1, v, "-1"); e != nil && err == nil {
+					err = e
+				}
+			}
+			done <- err
+		}()
+	}
+	for range instances {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	look, err := ms[0].Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if look.Admitted != maxInside || look.Inside() != maxInside {
+		t.Fatalf("after 80 steps at once: %d admitted, %d inside; want %d of each", look.Admitted, look.Inside(), maxInside)
+	}
+}
+
+// A room removed through one instance is not brought back by another
+// that still remembers it (it stepped before the news of the removal
+// came, or missed it): the removal leaves a tombstone that restoring
+// respects.
+func TestRemovedRoomIsNotRestored(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m, other := newManager(t, rdb, ns), newManager(t, rdb, ns)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	ctx := context.Background()
+	v, st, err := other.state(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	v.mu.Lock()
+	v.st = st // the other instance's memory, as before the news came
+	v.mu.Unlock()
+	if _, err := other.step(ctx, 1, v, "-1"); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("a step of a removed room: %v, want ErrNoRoom", err)
+	}
+	if has, err := m.Has(ctx, 1); has || err != nil {
+		t.Fatalf("the room after the other instance's step: %v, %v; want removed", has, err)
+	}
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	if has, err := m.Has(ctx, 1); !has || err != nil {
+		t.Fatalf("the room set again after its removal: %v, %v", has, err)
 	}
 }

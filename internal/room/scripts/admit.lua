@@ -12,7 +12,8 @@
 -- this step, expired unspent by this step} or {-1} when
 -- the room is gone.
 local h = KEYS[1]
-if redis.call('EXISTS', h) == 0 then return {-1} end
+-- A removed room leaves a tombstone (a hash without an epoch), see remove.lua.
+if redis.call('HEXISTS', h, 'epoch') == 0 then return {-1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local f = redis.call('HMGET', h, 'epoch', 'rate', 'max', 'shuffle_ms', 'pass_ms', 'opens_ms',

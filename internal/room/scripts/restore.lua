@@ -4,6 +4,9 @@
 -- KEYS[1] the room's hash, KEYS[2] its admission steps: the admitted
 -- places are counted inside until a pass's validity from now. ARGV: epoch, rate, max, shuffle_ms, pass_ms,
 -- opens_ms, next, drawn, seed, admitted, expired, sold_out.
+-- A room that exists is left alone, and so is one removed (its tombstone,
+-- see remove.lua): an instance that missed the news of the removal must
+-- not bring it back.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

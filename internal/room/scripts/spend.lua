@@ -3,7 +3,7 @@
 -- Idempotency-Key each was spent with (hash). ARGV[1] the pass's epoch,
 -- ARGV[2] its place, ARGV[3] the buy's Idempotency-Key ("" for none).
 -- Returns {"ok"}, {"spent", key}, {"expired"} or {"gone"}.
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone'} end
+if redis.call('HEXISTS', KEYS[1], 'epoch') == 0 then return {'gone'} end
 local f = redis.call('HMGET', KEYS[1], 'epoch', 'expired')
 if f[1] ~= ARGV[1] then return {'expired'} end
 if tonumber(ARGV[2]) <= tonumber(f[2]) then return {'expired'} end
