@@ -344,12 +344,13 @@ func buySends(tickets []roomTicket) []time.Time {
 	return at
 }
 
-// lastSale is when the last buy answered 201 was answered (zero: none).
+// lastSale is when the last buy answered with a sale (201 or 202) was
+// answered (zero: none).
 func lastSale(tickets []roomTicket) time.Time {
 	var last time.Time
 	for i := range tickets {
 		for _, s := range tickets[i].steps {
-			if s.kind == stepBuy && s.code == 201 && s.answered.After(last) {
+			if s.kind == stepBuy && s.state == roomBought && s.answered.After(last) {
 				last = s.answered
 			}
 		}

@@ -33,8 +33,8 @@ const (
 
 // roomStep is one answer a room buyer received: a join, a poll or a buy,
 // when it was sent and answered, its status, and what it said (a join's
-// or a poll's state and place; a buy's roomBought, roomSoldOut or its
-// problem type).
+// or a poll's state and place; a buy's roomBought, for a 201 or a 202,
+// roomSoldOut or its problem type).
 type roomStep struct {
 	kind           byte
 	sent, answered time.Time
@@ -51,7 +51,7 @@ func (s roomStep) decided() bool {
 	case stepPoll:
 		return s.code == 200
 	case stepBuy:
-		return s.code == 201 || s.code == 409
+		return s.state == roomBought || s.code == 409
 	}
 	return false
 }
@@ -92,8 +92,10 @@ func (t *roomTicket) queuePlace() (int64, bool) {
 	return 0, false
 }
 
+// won says whether a buy of t was answered with a sale: 201, or 202 (a
+// sale accepted, its order written behind a queue).
 func (t *roomTicket) won() bool {
-	return slices.ContainsFunc(t.steps, func(s roomStep) bool { return s.kind == stepBuy && s.code == 201 })
+	return slices.ContainsFunc(t.steps, func(s roomStep) bool { return s.kind == stepBuy && s.state == roomBought })
 }
 
 // scoreRoom fills fig's scores from the tickets' history, the instants

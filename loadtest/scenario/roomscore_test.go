@@ -98,3 +98,20 @@ func TestPeakRateOverASaleShorterThanTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptedBuysWin: a stage that queues its orders answers a buy 202,
+// a sale accepted; the room's scores count it as a unit won, and its
+// answer as the sale.
+func TestAcceptedBuysWin(t *testing.T) {
+	tk := roomTicket{buyer: 1, steps: []roomStep{
+		{kind: stepJoin, sent: roomAt(0), answered: roomAt(5), code: 201, state: roomWaiting, place: 1},
+		{kind: stepPoll, sent: roomAt(100), answered: roomAt(105), code: 200, state: roomAdmitted, place: 1},
+		{kind: stepBuy, sent: roomAt(110), answered: roomAt(120), code: 202, state: roomBought},
+	}}
+	if _, _, won, ok := queueFirstCome([]roomTicket{tk}); !ok || won != 1 {
+		t.Errorf("first-come over a 202: won %d, ok %v; want 1 unit won", won, ok)
+	}
+	if got := lastSale([]roomTicket{tk}); !got.Equal(roomAt(120)) {
+		t.Errorf("last sale %v, want the 202's answer at %v", got, roomAt(120))
+	}
+}
