@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,6 +231,8 @@ func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
 					t.Fatalf("want a pass, got %v: %s %v %q", err, r.Verdict, r.Broken, r.Note)
 				}
 				assertSoundRoom(t, r)
+				assertFile(t, filepath.Join(rep.dir, "report.md"), "waiting room · the crowd through the room, rule by rule")
+				assertFile(t, filepath.Join(rep.dir, "report.md"), fmt.Sprintf("| %d/%d |", r.Room.Heard, r.Room.Waiting))
 				return
 			}
 			if r.Verdict != results.Fail || !slices.Contains(r.Broken, tt.rule) || !strings.Contains(r.Note, tt.rule+":") {

@@ -738,6 +738,9 @@ func saleTable(group []results.Row) (title string, head []string, lines [][]stri
 			}
 			lines = append(lines, []string{r.Stage, limit, itoa(sp.People), itoa(sp.Scalpers), itoa(sp.ScalperRequests), itoa(sp.ScalperLimited),
 				itoa(sp.ScalperWon), itoa(sp.NormalWon), share, fmt.Sprintf("%.0f%%", 100*sp.ShareOfPeople), gain, target, strings.ToUpper(r.Verdict)})
+		case r.Room != nil && r.Verdict != results.Skipped:
+			title, head = roomTableHead()
+			lines = append(lines, roomLine(r))
 		case r.Paced != nil && r.Verdict != results.Skipped:
 			p := r.Paced
 			title = "fairness · who won, by the order the buyers asked in"
