@@ -26,14 +26,16 @@ import (
 // lab's rules are about the crowd the room lets through).
 type fakeRoom struct {
 	shop *fakeShop
-	// Faults: speed multiplies the admission rate; every503 answers
-	// every so many polls 503; byOwnOrder admits by a second shuffle,
-	// not by the places it tells; deaf never says sold-out; scalpersFirst
-	// admits the scalpers' addresses as soon as the draw closes; stopAt
-	// stops admitting after so many places.
-	speed         float64
+	// Faults, each of which breaks its rule whatever the machine's
+	// load: flood admits every ticket once the draw closes (no rate, no
+	// cap); every503 answers every so many polls 503; reversed tells
+	// every ticket the mirror of its place, admitting by the true one;
+	// deaf never says sold-out; scalpersFirst admits the scalpers'
+	// addresses as soon as the draw closes; stopAt stops admitting after
+	// so many places.
+	flood         bool
 	every503      int
-	byOwnOrder    bool
+	reversed      bool
 	deaf          bool
 	scalpersFirst bool
 	stopAt        int
@@ -124,7 +126,10 @@ func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
 		return api.RoomStatus{State: "sold-out", Place: int64(place), PollAfterMS: 1000}
 	}
 	n := fr.admit(now, sold)
-	if slices.Contains(fr.admitted[:min(n, len(fr.admitted))], i) || fr.scalpersFirst && fr.joins[i].scalper {
+	if fr.reversed {
+		place = 1_000_000 - place
+	}
+	if slices.Contains(fr.admitted[:min(n, len(fr.admitted))], i) || fr.scalpersFirst && fr.joins[i].scalper || fr.flood {
 		return api.RoomStatus{State: "admitted", Place: int64(place), NowAdmitting: int64(n), Pass: "pass-" + strconv.Itoa(i), PollAfterMS: 20}
 	}
 	pos := slices.Index(fr.admitted, i) - n + 1
@@ -137,11 +142,11 @@ func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
 }
 
 // admit steps the admission to now, as the room's admit.lua does: credit
-// from the time since the last step at the rate (times speed), capped at
+// from the time since the last step at the rate, capped at
 // max inside more than the units sold (and at stopAt), the clock of a
 // capped step starting again from now.
 func (fr *fakeRoom) admit(now time.Time, sold int) int {
-	rate := float64(fr.set.PassesPerSecond) * fr.speed
+	rate := float64(fr.set.PassesPerSecond)
 	limit := sold + fr.set.MaxInside
 	if fr.stopAt > 0 {
 		limit = min(limit, fr.stopAt)
@@ -179,19 +184,17 @@ func (fr *fakeRoom) draw(now time.Time) {
 	for i, p := range fr.places {
 		fr.admitted[p] = i
 	}
-	if fr.byOwnOrder {
-		fr.admitted = rand.Perm(n)
-	}
 }
 
 // roomArgs are the waiting-room scenario's small numbers: 30 units sold
 // at 5 passes/s to 60 people (3 scalpers with 10 accounts each), the
-// opening 600 ms ahead with a 300 ms span. The buy rate is taken over
+// opening 2 s ahead (the room is set before it even on a loaded machine)
+// with a 300 ms span. The buy rate is taken over
 // the whole sale: beside the stress suite's hogs the lab's own buyers
 // bunch up over shorter windows, and a sale of six seconds leaves the
 // sound room a margin over the lab's delays.
 var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "30",
-	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-lead", "600ms", "--room-shuffle", "300ms",
+	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-lead", "2s", "--room-shuffle", "300ms",
 	"--room-rate-window", "1m", "--room-give-up", "20s"}
 
 // TestRoomScenarioAgainstFakeRooms runs the waiting-room scenario against
@@ -206,9 +209,9 @@ func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
 		rule  string // "" for a pass
 	}{
 		{"sound", func(*fakeRoom) {}, ""},
-		{"admits four times its rate", func(fr *fakeRoom) { fr.speed = 4 }, verdict.RuleRoomRate},
+		{"admits every ticket at once", func(fr *fakeRoom) { fr.flood = true }, verdict.RuleRoomRate},
 		{"answers polls 503", func(fr *fakeRoom) { fr.every503 = 10 }, verdict.RuleRoomNo503},
-		{"admits by another order than the places it tells", func(fr *fakeRoom) { fr.byOwnOrder = true }, verdict.RuleRoomFirstCome},
+		{"tells places in reverse of its order", func(fr *fakeRoom) { fr.reversed = true }, verdict.RuleRoomFirstCome},
 		{"never says sold-out", func(fr *fakeRoom) { fr.deaf = true }, verdict.RuleRoomSoldOut},
 		{"admits the scalpers first", func(fr *fakeRoom) { fr.scalpersFirst = true }, verdict.RuleRoomScalpers},
 		{"stops admitting with units left", func(fr *fakeRoom) { fr.stopAt = 15 }, verdict.RuleRoomExact},
@@ -216,7 +219,7 @@ func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fr := &fakeRoom{speed: 1}
+			fr := &fakeRoom{}
 			tt.fault(fr)
 			url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.routes = fr.routes })
 			fr.shop = shop
