@@ -187,14 +187,16 @@ func (fr *fakeRoom) draw(now time.Time) {
 }
 
 // roomArgs are the waiting-room scenario's small numbers: 30 units sold
-// at 5 passes/s to 60 people (3 scalpers with 10 accounts each), the
-// opening 2 s ahead (the room is set before it even on a loaded machine)
-// with a 300 ms span. The buy rate is taken over
+// at 5 passes/s to 60 people (3 scalpers with 10 accounts each), one
+// pass holder inside at a time, the opening 4 s ahead (the room is set
+// before it even beside the stress suite's hogs) with a 300 ms span. With
+// more inside, the last units go to whichever pass holders buy first,
+// and a starved lab's buyers reorder them. The buy rate is taken over
 // the whole sale: beside the stress suite's hogs the lab's own buyers
 // bunch up over shorter windows, and a sale of six seconds leaves the
 // sound room a margin over the lab's delays.
 var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "30",
-	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-lead", "2s", "--room-shuffle", "300ms",
+	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-max-inside", "1", "--room-lead", "4s", "--room-shuffle", "300ms",
 	"--room-rate-window", "1m", "--room-give-up", "20s"}
 
 // TestRoomScenarioAgainstFakeRooms runs the waiting-room scenario against
