@@ -53,12 +53,22 @@ type fakeRoom struct {
 	// (the fake's passes are spent by buys, and never expire).
 	n    int
 	last time.Time
+	// admittedAt[k] is when the k-th admission came, and expired counts
+	// the admissions (in order) whose holders let their pass run out.
+	admittedAt []time.Time
+	expired    int
 }
 
 type fakeJoin struct {
 	at      time.Time
+	user    string
 	scalper bool
 }
+
+// fakePassTTL is how long the fake's pass holders have to buy: then their
+// place is free again, as a real pass expires. A join whose answer the
+// lab never read (its client gave up) leaves a holder who never buys.
+const fakePassTTL = 5 * time.Second
 
 // routes adds the room's routes to the shop's.
 func (fr *fakeRoom) routes(mux *http.ServeMux) {
@@ -75,7 +85,7 @@ func (fr *fakeRoom) routes(mux *http.ServeMux) {
 		}
 		fr.mu.Lock()
 		fr.set, fr.opens = set, set.OpensAt.Add(time.Duration(set.ShuffleMS)*time.Millisecond)
-		fr.joins, fr.drawn, fr.places, fr.admitted, fr.polls, fr.n = nil, false, nil, nil, 0, 0
+		fr.joins, fr.drawn, fr.places, fr.admitted, fr.polls, fr.n, fr.admittedAt, fr.expired = nil, false, nil, nil, 0, 0, nil, 0
 		fr.mu.Unlock()
 		reply(w, 200, api.Room{ProductID: 1, Epoch: 1, PassesPerSecond: int64(set.PassesPerSecond), OpensAt: *set.OpensAt})
 	})
@@ -85,7 +95,9 @@ func (fr *fakeRoom) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/products/1/room/join", func(w http.ResponseWriter, r *http.Request) {
 		fr.mu.Lock()
 		now := time.Now()
-		fr.joins = append(fr.joins, fakeJoin{at: now, scalper: strings.Contains(r.Header.Get("X-Forwarded-For"), "::2:")})
+		var b api.RoomJoin
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		fr.joins = append(fr.joins, fakeJoin{at: now, user: b.UserID, scalper: strings.Contains(r.Header.Get("X-Forwarded-For"), "::2:")})
 		i := len(fr.joins) - 1
 		st := fr.status(i, now)
 		fr.mu.Unlock()
@@ -121,6 +133,11 @@ func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
 	}
 	fr.shop.mu.Lock()
 	soldOut, sold := fr.shop.initial > 0 && fr.shop.stock == 0, fr.shop.sold
+	for k := fr.expired; k < fr.n && k < len(fr.admitted) && now.Sub(fr.admittedAt[k]) > fakePassTTL; k++ {
+		if !fr.shop.orders[fr.joins[fr.admitted[k]].user] {
+			fr.expired++ // a holder who never bought: its place is free
+		}
+	}
 	fr.shop.mu.Unlock()
 	if soldOut && !fr.deaf {
 		return api.RoomStatus{State: "sold-out", Place: int64(place), PollAfterMS: 1000}
@@ -147,7 +164,7 @@ func (fr *fakeRoom) status(i int, now time.Time) api.RoomStatus {
 // capped step starting again from now.
 func (fr *fakeRoom) admit(now time.Time, sold int) int {
 	rate := float64(fr.set.PassesPerSecond)
-	limit := sold + fr.set.MaxInside
+	limit := sold + fr.expired + fr.set.MaxInside
 	if fr.stopAt > 0 {
 		limit = min(limit, fr.stopAt)
 	}
@@ -157,6 +174,9 @@ func (fr *fakeRoom) admit(now time.Time, sold int) int {
 			fr.last = now
 		} else {
 			fr.last = fr.last.Add(time.Duration(float64(next-fr.n) / rate * float64(time.Second)))
+		}
+		for len(fr.admittedAt) < next {
+			fr.admittedAt = append(fr.admittedAt, now)
 		}
 		fr.n = next
 	} else if fr.n >= limit {
@@ -197,7 +217,7 @@ func (fr *fakeRoom) draw(now time.Time) {
 // sound room a margin over the lab's delays.
 var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "30",
 	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-max-inside", "1", "--room-lead", "4s", "--room-shuffle", "300ms",
-	"--room-rate-window", "1m", "--room-give-up", "20s"}
+	"--room-rate-window", "1m", "--room-give-up", "20s", "--timeout", "30s"}
 
 // TestRoomScenarioAgainstFakeRooms runs the waiting-room scenario against
 // a fake room that is sound, then against one fault at a time, and checks

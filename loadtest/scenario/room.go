@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -134,11 +135,15 @@ type roomRun struct {
 	giveUp time.Time // no account asks after it
 	row    uint32    // the row's addresses, one per person
 
-	mu      sync.Mutex // guards t, m and answers: the buys
+	mu      sync.Mutex // guards t, m, answers and bought: the buys
 	t       *tally
 	m       vegeta.Metrics
 	answers []sent
+	bought  int
 	clk     *clocks // guards itself
+	// soldOutAt is when the stock's last unit's sale was answered, once
+	// it was (a time.Time).
+	soldOutAt atomic.Value
 
 	// tickets are the accounts' histories, each written by its own
 	// account alone.
@@ -205,9 +210,20 @@ func (run *roomRun) account(t *roomTicket, addr string, at time.Time) {
 				sleepCtx(run.ctx, retry)
 				continue
 			}
+			if run.toldAfterSellOut(t) && next.State != roomAdmitted {
+				return // it heard what it hears after the sell-out: the rule has its answer
+			}
 			st = next
 		}
 	}
+}
+
+// toldAfterSellOut says whether t's last step was sent after the lab saw
+// the stock's last unit sold: a room that keeps a buyer waiting then is
+// judged on that answer, and the buyer need not wait out the give-up.
+func (run *roomRun) toldAfterSellOut(t *roomTicket) bool {
+	at, ok := run.soldOutAt.Load().(time.Time)
+	return ok && len(t.steps) > 0 && t.steps[len(t.steps)-1].sent.After(at)
 }
 
 // roomTarget is a join's or a poll's request of account t.
@@ -300,6 +316,11 @@ func (run *roomRun) buy(t *roomTicket, addr, pass string) (wait time.Duration, a
 	run.t.add(r, a)
 	run.m.Add(r)
 	run.answers = append(run.answers, s)
+	if step.state == roomBought {
+		if run.bought++; run.bought == run.o.Stock {
+			run.soldOutAt.Store(step.answered)
+		}
+	}
 	run.mu.Unlock()
 	return comeBack(r, a)
 }
