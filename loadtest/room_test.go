@@ -217,7 +217,7 @@ func (fr *fakeRoom) draw(now time.Time) {
 // sound room a margin over the lab's delays.
 var roomArgs = []string{"--scenarios", "waiting-room", "--stages", "redis-atomic", "--stock", "30",
 	"--room-people", "60", "--room-scalpers", "3", "--room-rate", "5", "--room-max-inside", "1", "--room-lead", "4s", "--room-shuffle", "300ms",
-	"--room-rate-window", "1m", "--room-give-up", "20s", "--timeout", "30s"}
+	"--room-rate-window", "1m", "--room-give-up", "1m", "--timeout", "30s"}
 
 // TestRoomScenarioAgainstFakeRooms runs the waiting-room scenario against
 // a fake room that is sound, then against one fault at a time, and checks
@@ -246,7 +246,11 @@ func TestRoomScenarioAgainstFakeRooms(t *testing.T) {
 			url, shop := startFakeShopAs(t, (*fakeShop).sell, true, func(s *fakeShop) { s.routes = fr.routes })
 			fr.shop = shop
 			env := map[string]string{"SECKILL_ADMIN_TOKEN": "fake-token", "NO_COLOR": "1"}
-			rep, err := runShortEnv(t, env, []string{url}, roomArgs...)
+			args := roomArgs
+			if fr.stopAt > 0 {
+				args = append(slices.Clone(roomArgs), "--room-give-up", "10s") // it never sells out: its buyers wait this long
+			}
+			rep, err := runShortEnv(t, env, []string{url}, args...)
 			r, ok := findRow(rep, "waiting-room", "redis-atomic")
 			if !ok || r.Room == nil {
 				t.Fatalf("no waiting-room row with its figures: %+v", rep.Rows)
