@@ -94,7 +94,7 @@ func newInstance(cfg config.Config, b backends, log *slog.Logger) (*instance, er
 		deps.RateLimits = p.rate
 		deps.RoomLimit = p.rate.admit
 	}
-	if deps.Rooms, err = p.rooms(products); err != nil {
+	if deps.Rooms, err = p.rooms(products, product.redisStock); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
 	h := httpapi.NewServer(deps)

@@ -221,9 +221,48 @@ func (s *server) roomPass(rooms *room.Manager) gin.HandlerFunc {
 			return
 		}
 		c.Request = c.Request.WithContext(inventory.WithPass(ctx))
+		// The answer is held until the room has heard what the buy did:
+		// the buyer of the last unit hears "bought" only once the room
+		// says "sold out" to the next poll.
+		w := &heldWriter{ResponseWriter: c.Writer}
+		c.Writer = w
+		// A panic goes on to the recoverer, which answers on the writer
+		// underneath; the held answer is dropped.
+		defer func() { c.Writer = w.ResponseWriter }()
 		c.Next()
 		s.afterPass(c, rooms, id, spent)
+		if err := w.release(); err != nil {
+			s.log.Debug("writing a pass holder's answer failed", "err", err)
+		}
 	}
+}
+
+// heldWriter keeps an answer until release.
+type heldWriter struct {
+	gin.ResponseWriter
+	buf []byte
+}
+
+func (w *heldWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	return len(b), nil
+}
+
+func (w *heldWriter) WriteString(s string) (int, error) {
+	w.buf = append(w.buf, s...)
+	return len(s), nil
+}
+
+// WriteHeaderNow sends nothing while the answer is held.
+func (w *heldWriter) WriteHeaderNow() {}
+
+func (w *heldWriter) release() error {
+	w.ResponseWriter.WriteHeaderNow()
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.ResponseWriter.Write(w.buf)
+	return err
 }
 
 // afterPass gives the pass back when its buy did not run, and tells the
@@ -243,6 +282,9 @@ func (s *server) afterPass(c *gin.Context, rooms *room.Manager, id int64, spent 
 			s.log.Debug("telling the waiting room of a sell-out failed; its next step reads the stock", "id", id, "err", err)
 		}
 	case status < 300:
-		rooms.Kick(id) // the last unit may have gone
+		// The last unit may have gone: the room reads the stock now.
+		if err := rooms.Settle(ctx, id); err != nil {
+			s.log.Debug("the waiting room's step after a sale failed; its next step reads the stock", "id", id, "err", err)
+		}
 	}
 }

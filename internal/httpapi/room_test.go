@@ -48,7 +48,11 @@ func roomFixtureLimited(t *testing.T, limit httpapi.RoomLimit) (*fixture, *overl
 	stage := &overloadOnce{Stage: inventory.NewDBAtomic(db.Products())}
 	keys, _ := room.ParseKeys("k1:0123456789abcdef0123")
 	signer, _ := room.NewSigner(keys)
-	rooms := room.New(room.Options{RDB: rdb, Signer: signer, Namespace: ns})
+	rooms := room.New(room.Options{RDB: rdb, Signer: signer, Namespace: ns, Step: time.Hour,
+		Stock: func(ctx context.Context, id int64) (int, error) {
+			it, err := db.Products().Get(ctx, id)
+			return it.Stock, err
+		}})
 	t.Cleanup(rooms.Close)
 	t.Cleanup(func() { _ = rooms.Remove(context.Background(), 1) })
 	f := &fixture{t: t, db: db, srv: httpapi.NewServer(httpapi.Deps{
@@ -201,5 +205,33 @@ func TestJoinsAndPollsAreRateLimited(t *testing.T) {
 	}
 	if got := problemType(t, f.do(call{method: "POST", path: "/api/v1/products/1/room/join", body: `{"user_id":"scalper"}`})); got != "rate-limited" {
 		t.Fatalf("a join past the limit: %s", got)
+	}
+}
+
+// The buy that takes the last unit is answered only once the room knows
+// it is sold out: a waiting buyer's poll sent after that answer hears
+// sold-out (here with the room's steps an hour apart, so nothing else
+// could have told it).
+func TestLastSaleIsKnownToTheRoomBeforeItsAnswer(t *testing.T) {
+	f, _ := roomFixture(t)
+	if rec := f.do(admin(call{method: "POST", path: "/api/v1/admin/products/1/reset", body: `{"stock":1}`})); rec.Code != http.StatusOK {
+		t.Fatal(rec.Body)
+	}
+	if rec := f.do(admin(call{method: "PUT", path: "/api/v1/admin/products/1/room", body: `{"passes_per_second":100000,"max_inside":1}`})); rec.Code != http.StatusOK {
+		t.Fatal(rec.Body)
+	}
+	pass := passFor(t, f, "alice")
+	rec := f.do(call{method: "POST", path: "/api/v1/products/1/room/join", body: `{"user_id":"bob"}`})
+	var tk api.RoomTicket
+	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &tk) != nil || tk.State != room.StateWaiting {
+		t.Fatalf("bob's join: %d %s", rec.Code, rec.Body)
+	}
+	if rec := f.do(buyWith("alice", pass, "k1")); rec.Code != http.StatusCreated {
+		t.Fatalf("the last unit: %d %s", rec.Code, rec.Body)
+	}
+	rec = f.do(call{method: "POST", path: "/api/v1/products/1/room/poll", body: `{"user_id":"bob","ticket":"` + tk.Ticket + `"}`})
+	var st api.RoomStatus
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.State != room.StateSoldOut {
+		t.Fatalf("bob's first poll after the last sale: %d %s", rec.Code, rec.Body)
 	}
 }

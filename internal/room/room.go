@@ -101,8 +101,9 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	rooms map[int64]*view
+	mu      sync.Mutex
+	rooms   map[int64]*view
+	sweepAt int // the size of rooms at which dropIdle runs next
 
 	subOnce                                sync.Once
 	joins, polls, passes, spends, expiries atomic.Int64
@@ -129,7 +130,7 @@ func New(opts Options) *Manager {
 		opts.Idle = 30 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{opts: opts, ctx: ctx, cancel: cancel, rooms: map[int64]*view{}}
+	return &Manager{opts: opts, ctx: ctx, cancel: cancel, rooms: map[int64]*view{}, sweepAt: minSweep}
 }
 
 // Close stops the rooms' steps and the news subscription.

@@ -69,11 +69,33 @@ func (m *Manager) view(id int64) *view {
 	defer m.mu.Unlock()
 	v, ok := m.rooms[id]
 	if !ok {
-		v = &view{kick: make(chan struct{}, 1)}
+		if len(m.rooms) >= m.sweepAt {
+			m.dropIdle()
+		}
+		v = &view{kick: make(chan struct{}, 1), used: time.Now()}
 		m.rooms[id] = v
 	}
 	return v
 }
+
+// dropIdle forgets the items nobody asked about for Idle whose room does
+// not step here (most are items without a room, asked about by their
+// buys), so that memory follows the items in use, not the catalogue. It
+// runs when the map has doubled since the last sweep (m.mu held).
+func (m *Manager) dropIdle() {
+	for id, v := range m.rooms {
+		v.mu.Lock()
+		idle := !v.ticking && time.Since(v.used) > m.opts.Idle
+		v.mu.Unlock()
+		if idle {
+			delete(m.rooms, id)
+		}
+	}
+	m.sweepAt = max(minSweep, 2*len(m.rooms))
+}
+
+// minSweep is the fewest items a Manager keeps before it sweeps.
+const minSweep = 256
 
 // nowMS estimates the room's clock now from the last reading.
 func (v *view) nowMS() int64 {

@@ -104,6 +104,21 @@ func (m *Manager) Kick(id int64) {
 	}
 }
 
+// Settle runs the room's admission step now, with the stock read: a pass
+// holder bought, and the room may be sold out. The caller holds the
+// buyer's answer until it returns, so that a waiting buyer's poll sent
+// after the last sale's answer hears sold-out.
+func (m *Manager) Settle(ctx context.Context, id int64) error {
+	m.mu.Lock()
+	v, ok := m.rooms[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_, err := m.step(ctx, id, v, m.soldOut(ctx, id))
+	return err
+}
+
 // SoldOut tells the room that the item is sold out (a pass holder's buy
 // was answered so): it stops admitting until a step reads units again.
 func (m *Manager) SoldOut(ctx context.Context, id int64) error {
