@@ -166,6 +166,9 @@ func checkShape(o *options, _ rawFlags, bad func(string, ...any)) {
 	for _, why := range scenario.ClosedProblems(o.Config) {
 		bad("%s", why)
 	}
+	for _, why := range scenario.RoomProblems(o.Config) {
+		bad("%s", why)
+	}
 }
 
 func checkScalpers(o *options, _ rawFlags, bad func(string, ...any)) {

@@ -57,6 +57,9 @@ type fakeShop struct {
 	// resets' opens_at (the fake holds nobody: it records).
 	draws    []float64
 	openings []time.Time
+	// routes, when set, adds routes of a test's own (a waiting room,
+	// room_test.go) to the shop's.
+	routes func(mux *http.ServeMux)
 }
 
 // fakeAnswer is what the policy decided for one request.
@@ -308,6 +311,9 @@ func startFakeShopAs(t *testing.T, policy func(s *fakeShop, user string) fakeAns
 	})
 	mux.HandleFunc("POST /api/v1/products/1/buy", buy)
 	mux.HandleFunc("POST /api/v1/coupons/1/grab", buy)
+	if s.routes != nil {
+		s.routes(mux)
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		close(s.hangs)

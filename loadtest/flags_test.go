@@ -36,7 +36,7 @@ func TestParseOptions(t *testing.T) {
 	for _, sc := range o.scenarios {
 		want := allStages
 		switch sc.Kind {
-		case results.CrowdScalper:
+		case results.CrowdScalper, results.CrowdRoom:
 			want = []string{"redis-atomic"}
 		case results.CrowdT0, results.CrowdPaced, results.CrowdClosed:
 			want = safe
@@ -70,6 +70,30 @@ func TestParseOptions(t *testing.T) {
 		}
 		if m.ManyProducts != 200 || m.ManyStock != 50 || m.ManyBuyers != 20000 || m.ManySeed != 1 {
 			t.Errorf("%v: many defaults %d × %d, %d buyers, seed %d", tc.args, m.ManyProducts, m.ManyStock, m.ManyBuyers, m.ManySeed)
+		}
+	}
+	// waiting-room runs on redis-atomic under --stages all, on every safe
+	// stage with --room-all-stages (none that oversells by design), on
+	// those named otherwise.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--scenarios", "waiting-room"}, []string{"redis-atomic"}},
+		{[]string{"--scenarios", "waiting-room", "--room-all-stages"}, safe},
+		{[]string{"--scenarios", "waiting-room", "--stages", "unlocked,db-atomic"}, []string{"unlocked", "db-atomic"}},
+	} {
+		m, err := parseOptions(tc.args, withToken, io.Discard)
+		if err != nil || len(m.scenarios) != 1 || !slices.Equal(m.scenarios[0].StagesOf(m.Config), tc.want) {
+			t.Errorf("%v: %v (%v), want waiting-room on %v", tc.args, m.scenarios, err, tc.want)
+		}
+		if m.RoomPeople != 300 || m.RoomScalpers != 5 || m.RoomRate != 20 || m.RoomMaxInside != 10 || m.RoomShuffle != time.Second || m.RoomRateWindow != 5*time.Second {
+			t.Errorf("%v: waiting-room defaults %d people (%d scalpers), %d/s, %d inside, shuffle %v, window %v", tc.args, m.RoomPeople, m.RoomScalpers, m.RoomRate, m.RoomMaxInside, m.RoomShuffle, m.RoomRateWindow)
+		}
+	}
+	for _, bad := range [][]string{{"--room-people", "0"}, {"--room-scalpers", "301"}, {"--room-rate", "0"}, {"--room-lead", "0s"}} {
+		if _, err := parseOptions(bad, withToken, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
 		}
 	}
 	for _, bad := range [][]string{{"--many-products", "0"}, {"--many-products", "1001"}, {"--many-stock", "-1"}, {"--many-buyers", "0"}} {

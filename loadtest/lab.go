@@ -202,7 +202,7 @@ func (l *lab) runRow(ctx context.Context, o options, sc scenario.Scenario, stage
 	plan := scenario.Plan{Scenario: sc, Stage: stage, Targets: o.targets, Token: o.adminToken, ItemID: id, Tag: tag, Series: series(o, sc)}
 	cpuBefore := l.meter.Read(ctx)
 	res, err := sc.Crowd().Attack(ctx, o.Config, f, plan, l.plot(stage), l.stderr)
-	r.T0, r.Paced, r.Scalper = res.T0, res.Paced, res.Scalper
+	r.T0, r.Paced, r.Scalper, r.Room = res.T0, res.Paced, res.Scalper, res.Room
 	if err != nil {
 		return r, err
 	}
@@ -315,6 +315,8 @@ func inFlight(o options, r results.Row) int {
 		return scenario.Scenario{Kind: results.CrowdScalper}.Buyers(o.Config)
 	case r.Model == results.ModelClosed:
 		return o.ClosedUsers
+	case r.Room != nil:
+		return scenario.Scenario{Kind: results.CrowdRoom}.Buyers(o.Config)
 	}
 	return o.Workers
 }

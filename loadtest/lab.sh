@@ -37,6 +37,10 @@ done
 # lab runs: the scalper scenarios name each simulated person's address
 # there (set SECKILL_TRUSTED_PROXIES to choose otherwise).
 lab_proxies=127.0.0.1,::1
+# They share one waiting-room signing key, so that a ticket joined on one
+# instance polls on another (the waiting-room scenario spreads its
+# accounts' requests over the instances); set SECKILL_ROOM_KEYS to choose.
+lab_room_keys=lab:$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 ports=$(printf '%s\n' "$LAB_PORTS" | tr ',' ' ')
 targets=
 instances=
@@ -120,7 +124,7 @@ elif [ "${LAB_FLEET:-demo}" = serve ]; then
 	for port in $ports; do
 		i=$((i + 1))
 		SECKILL_ADDR="127.0.0.1:$port" SECKILL_INSTANCE="serve-$i" SECKILL_REDIS_ADDR="${SECKILL_REDIS_ADDR:-127.0.0.1:6379}" \
-			SECKILL_TRUSTED_PROXIES="${SECKILL_TRUSTED_PROXIES:-$lab_proxies}" \
+			SECKILL_TRUSTED_PROXIES="${SECKILL_TRUSTED_PROXIES:-$lab_proxies}" SECKILL_ROOM_KEYS="${SECKILL_ROOM_KEYS:-$lab_room_keys}" \
 			SECKILL_REDLOCK_ADDRS="$redlock" SECKILL_LOG_LEVEL=${SECKILL_LOG_LEVEL:-warn} \
 			"$BIN" serve >"$tmp/serve-$i.log" 2>&1 &
 		pids="${pids:-} $!"
@@ -149,7 +153,7 @@ else
 	fi
 	echo "lab: starting seckill demo on $instances (log in $tmp/demo.log)" >&2
 	# shellcheck disable=SC2086 # LAB_DEMO_FLAGS is a list of flags
-	SECKILL_TRUSTED_PROXIES="${SECKILL_TRUSTED_PROXIES:-$lab_proxies}" SECKILL_DEMO_DB="$tmp/demo.db" "$BIN" demo -addr 127.0.0.1:0 -instances "$instances" ${LAB_DEMO_FLAGS:-} >"$tmp/demo.log" 2>&1 &
+	SECKILL_TRUSTED_PROXIES="${SECKILL_TRUSTED_PROXIES:-$lab_proxies}" SECKILL_ROOM_KEYS="${SECKILL_ROOM_KEYS:-$lab_room_keys}" SECKILL_DEMO_DB="$tmp/demo.db" "$BIN" demo -addr 127.0.0.1:0 -instances "$instances" ${LAB_DEMO_FLAGS:-} >"$tmp/demo.log" 2>&1 &
 	pid=$!
 	for port in $ports; do
 		tries=0

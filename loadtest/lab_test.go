@@ -249,6 +249,9 @@ func startDemo(t *testing.T) *demo {
 		"SECKILL_ADMIN_TOKEN=" + d.token,
 		"SECKILL_DEMO_DB=" + filepath.Join(dir, "demo.db"),
 		"SECKILL_LOG_LEVEL=warn",
+		// One waiting-room key for the three instances, as lab.sh gives
+		// the fleets it starts: a ticket joined on one polls on another.
+		"SECKILL_ROOM_KEYS=lab:" + randomHex(16),
 	}, d.instances, "demo", "-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]), "-instances", strings.Join(addrs, ","))
 	return d
 }

@@ -452,14 +452,18 @@ var suites = []suite{{
 }, {
 	// The lab's crowds against fake shops: the T-0 crowd released through
 	// a barrier (and held past its opening), paced arrivals past buyers a
-	// shop holds back, scalpers racing ordinary buyers through a limit;
-	// the baselines' slices in turn, and a baseline whose request is held
-	// past its cap.
+	// shop holds back, scalpers racing ordinary buyers through a limit,
+	// a waiting room's crowd joining, polling and buying through fake
+	// rooms with one fault each; the baselines' slices in turn, and a
+	// baseline whose request is held past its cap.
 	pkg: "./loadtest",
 	tests: []string{"TestT0AgainstFakeShops", "TestT0RaisesALeadTheEarlyCrowdOverran", "TestPacedAgainstFakeShops", "TestScalperAgainstFakeShops", "TestBaselinesAreSlicedInTurn", "TestInstanceCPULeavesItsOwnReadingOut",
+		"TestRoomScenarioAgainstFakeRooms",
 		// Another fleet's sale and reset of the item, behind the lab's back.
 		"TestForeignWriterSeenThroughItsDeletedOrders"},
-	budget: time.Minute,
+	// The waiting room's sound sale sells 30 units one pass holder at a
+	// time: beside the hogs under -race, about a minute and a half.
+	budget: 3 * time.Minute,
 }, {
 	// The chaos suite's short form (SECKILL_CHAOS unset): every fault.
 	pkg:    "./chaos",

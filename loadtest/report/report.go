@@ -322,6 +322,11 @@ func heading(r results.Row, s Settings, scenes map[string]Scene) string {
 		return fmt.Sprintf("%s · %d people · stock %d — %s", r.Scenario, s.ScalperPeople, s.Stock, sc.About)
 	case results.CrowdClosed:
 		return fmt.Sprintf("%s · closed model · %s · stock %d — %s", r.Scenario, closedLoad(s), s.Stock, sc.About)
+	case results.CrowdRoom:
+		if m := r.Room; m != nil {
+			return fmt.Sprintf("%s · %d people, %d passes/s, %d inside, shuffle %g ms · stock %d — %s", r.Scenario, m.People, m.PassesPerSecond, m.MaxInside, m.ShuffleMS, s.Stock, sc.About)
+		}
+		return fmt.Sprintf("%s · stock %d — %s", r.Scenario, s.Stock, sc.About)
 	case results.CrowdMany:
 		if m := r.Many; m != nil {
 			return fmt.Sprintf("%s · burst · %d buyers over %d products × %d units, %d in flight, Zipf s=%g, seed %d — %s",
@@ -733,6 +738,9 @@ func saleTable(group []results.Row) (title string, head []string, lines [][]stri
 			}
 			lines = append(lines, []string{r.Stage, limit, itoa(sp.People), itoa(sp.Scalpers), itoa(sp.ScalperRequests), itoa(sp.ScalperLimited),
 				itoa(sp.ScalperWon), itoa(sp.NormalWon), share, fmt.Sprintf("%.0f%%", 100*sp.ShareOfPeople), gain, target, strings.ToUpper(r.Verdict)})
+		case r.Room != nil && r.Verdict != results.Skipped:
+			title, head = roomTableHead()
+			lines = append(lines, roomLine(r))
 		case r.Paced != nil && r.Verdict != results.Skipped:
 			p := r.Paced
 			title = "fairness · who won, by the order the buyers asked in"

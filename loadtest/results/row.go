@@ -130,6 +130,8 @@ type Row struct {
 	Scalper *Scalper `json:"scalper,omitempty"`
 	// Many are the many scenario's figures, per product (scenario/many.go).
 	Many *Many `json:"many,omitempty"`
+	// Room are the waiting-room scenario's figures (scenario/room.go).
+	Room *Room `json:"room,omitempty"`
 
 	// The CPU the processes spent on the attack (package cpu), per answer
 	// (201, 202 or 409, as answered/s counts them) and per unit sold.
@@ -160,6 +162,7 @@ const (
 	ScheduleT0      = "t0"      // every buyer at the opening; a come-back when told to
 	ScheduleScalper = "scalper" // each person at their moment, each scalper's shot every 50 ms
 	ScheduleClosed  = "closed"  // each user comes back a think time after its last answer
+	ScheduleRoom    = "room"    // each account joins at its moment and buys when its pass comes
 )
 
 // The two load models a scenario states (Gatling's open and closed
@@ -237,4 +240,5 @@ const (
 	CrowdScalper              // ordinary buyers in the first second, scalpers from T-0
 	CrowdClosed               // a fixed population of users, each buying, waiting and thinking in turn
 	CrowdMany                 // a burst over many products, each buyer choosing one by a Zipf law
+	CrowdRoom                 // a crowd joining a waiting room, polling it and buying with its passes
 )

@@ -300,6 +300,7 @@ type Result struct {
 	Paced   *results.Paced
 	Scalper *results.Scalper
 	Many    *results.Many
+	Room    *results.Room
 }
 
 // attackShape is how an attack sends: its pacer and duration, the hits it

@@ -77,4 +77,20 @@ type Config struct {
 	ManyBuyers    int
 	ManySeed      int64
 	ManyAllStages bool
+	// The waiting-room scenario (room.go): RoomPeople join a room of
+	// RoomRate passes per second, RoomMaxInside pass holders at once and
+	// a RoomShuffle opening span, the opening RoomLead ahead; RoomScalpers
+	// of the people have 10 accounts each. The buy rate is taken over
+	// RoomRateWindow; an account stops asking RoomGiveUp after the span.
+	// RoomAllStages runs it on every safe stage of --stages all, not
+	// redis-atomic alone.
+	RoomPeople     int
+	RoomScalpers   int
+	RoomRate       int
+	RoomMaxInside  int
+	RoomShuffle    time.Duration
+	RoomLead       time.Duration
+	RoomRateWindow time.Duration
+	RoomGiveUp     time.Duration
+	RoomAllStages  bool
 }

@@ -27,6 +27,7 @@ var crowds = map[results.Crowd]Crowd{
 	results.CrowdScalper: scalperCrowdAttack{},
 	results.CrowdClosed:  closedCrowd{},
 	results.CrowdMany:    manyCrowd{},
+	results.CrowdRoom:    roomCrowd{},
 }
 
 // Crowd is the attack that sends sc's buyers.

@@ -71,6 +71,8 @@ var scenarios = []Scenario{
 		About: "closed model, as behind a waiting room: --closed-users users, each buying as a new buyer, waiting for the answer and coming back after --closed-think, for --closed-duration (or --closed-iterations each)"},
 	{Name: "many", Copies: 1, Kind: results.CrowdMany, SafeStages: true, Model: results.ModelOpen, Only: []string{inventory.StageRedisAtomic}, OptIn: true,
 		About: "many sales at once: --many-products products of --many-stock units, opened by sessions; --many-buyers buyers fired like buy, each choosing a product by a Zipf law (s=1, --many-seed); exact per product, and answered/s at least 0.8× buy's"},
+	{Name: "waiting-room", Copies: 1, Kind: results.CrowdRoom, SafeStages: true, Model: results.ModelOpen, Only: []string{inventory.StageRedisAtomic},
+		About: "a waiting room on the item (--room-rate passes/s, --room-max-inside, a --room-shuffle opening): --room-people join around the opening (--room-scalpers of them with 10 accounts behind one address, polling every 200 ms), poll when told, buy with their passes and stop on sold-out; exact, buy rate ≤ 1.1× the admission rate, no 503, first-come ≥ 0.95, sold-out heard at the first poll after the last sale, scalpers' gain ≤ 1.5×"},
 }
 
 // All are the lab's scenarios, in the order it runs them.
@@ -129,15 +131,20 @@ func AttackNames() []string {
 }
 
 // StagesOf lists the stages sc runs on: o.Stages, or, when --stages was
-// all and sc is about the sale itself, the stages safe in a fleet. A new
+// all and sc is about the sale itself, the stages safe in a fleet (of
+// them, sc.Only's, unless --room-all-stages frees the waiting room's). A new
 // stage name (a fair redis-lock, say) joins by being in o.Stages.
 func (sc Scenario) StagesOf(o Config) []string {
 	if !sc.SafeStages || !o.AllStages || (sc.Kind == results.CrowdMany && o.ManyAllStages) {
 		return o.Stages
 	}
+	only := sc.Only
+	if sc.Kind == results.CrowdRoom && o.RoomAllStages {
+		only = nil // every safe stage
+	}
 	var out []string
 	for _, st := range o.Stages {
-		if !inventory.Oversells(st, 2) && (sc.Only == nil || slices.Contains(sc.Only, st)) {
+		if !inventory.Oversells(st, 2) && (only == nil || slices.Contains(only, st)) {
 			out = append(out, st)
 		}
 	}
@@ -294,6 +301,8 @@ func (sc Scenario) Buyers(o Config) int {
 		return o.ClosedUsers * max(1, int(o.ClosedDuration/max(o.ClosedThink, time.Millisecond)))
 	case results.CrowdMany:
 		return o.ManyBuyers
+	case results.CrowdRoom:
+		return newRoomPlan(o).accounts()
 	case results.CrowdScalper:
 		return newScalperCrowd(o.ScalperPeople).normals + newScalperCrowd(o.ScalperPeople).scalpers*scalperAccounts
 	}

@@ -87,6 +87,9 @@ func sceneNotes(r *results.Row, failed bool) []string {
 	if m := r.Many; m != nil {
 		notes = append(notes, m.Note())
 	}
+	if m := r.Room; m != nil {
+		notes = append(notes, m.Note())
+	}
 	if r.Accepted > 0 {
 		notes = append(notes, fmt.Sprintf("%d accepted (202), %d confirmed; time to confirm p50 %.1f ms, p99 %.1f ms; peak lag %d orders",
 			r.Accepted, r.Confirmed, r.ConfirmP50ms, r.ConfirmP99ms, r.PeakLag))

@@ -111,6 +111,12 @@ var rules = []rule{
 	{RuleExactPerProduct, safeRows, exactPerProduct},
 	{RuleRefusedPerProduct, safeRows, refusedPerProduct},
 	{RuleManyVsBuy, safeRows, manyVsBuy},
+	{RuleRoomExact, safeRows, roomExact},
+	{RuleRoomRate, safeRows, roomRate},
+	{RuleRoomNo503, safeRows, roomNo503},
+	{RuleRoomFirstCome, safeRows, roomFirstCome},
+	{RuleRoomSoldOut, safeRows, roomSoldOut},
+	{RuleRoomScalpers, safeRows, roomScalpers},
 }
 
 // Judge sets r's verdict, the rules it broke, and its note from its counts.
