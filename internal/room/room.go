@@ -81,6 +81,9 @@ type Options struct {
 	// come back. Nil: the room learns a sell-out only from SoldOut.
 	Stock func(ctx context.Context, id int64) (int, error)
 	Log   *slog.Logger
+	// AckWait is how long the last sale's answer waits for the fleet to
+	// acknowledge the room's sell-out (default 500ms; see Settle).
+	AckWait time.Duration
 	// Step is the shortest time between two admission steps of a room on
 	// this instance (default 50ms); Stale is how old a room's state may
 	// be before a poll reads it (default 2s); Idle is how long a room
@@ -107,6 +110,12 @@ type Manager struct {
 
 	subOnce                                sync.Once
 	joins, polls, passes, spends, expiries atomic.Int64
+	acks                                   ackWaiters
+	acksMissed                             atomic.Int64 // sell-outs answered before every instance acknowledged them
+	// Test hooks: beforeNews runs before a piece of news is learnt (in
+	// the subscription's goroutine), awaiting when a Settle starts
+	// waiting for acknowledgements.
+	beforeNews, awaiting func()
 }
 
 // New returns a Manager; Close stops its background work.
@@ -128,6 +137,9 @@ func New(opts Options) *Manager {
 	}
 	if opts.Idle <= 0 {
 		opts.Idle = 30 * time.Second
+	}
+	if opts.AckWait <= 0 {
+		opts.AckWait = 500 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, ctx: ctx, cancel: cancel, rooms: map[int64]*view{}, sweepAt: minSweep}
@@ -166,7 +178,12 @@ func (m *Manager) newsName(id int64) string {
 func seed() int64 {
 	var b [8]byte
 	_, _ = crand.Read(b[:])
-	return int64(binary.LittleEndian.Uint64(b[:]) >> 12)
+	// 46 bits: Redis's Lua turns a number into text with 14 significant
+	// digits (the HSET that stores it, the news that carries it), which
+	// hold any integer below 10^14 exactly and rounded a 52-bit seed, so
+	// that the news of a draw was unreadable and a seed read back from
+	// the hash was not the one drawn.
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 18)
 }
 
 // unavailable wraps a Redis error.

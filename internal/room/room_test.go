@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -546,4 +547,73 @@ func TestIdleItemsAreForgotten(t *testing.T) {
 	if n > minSweep {
 		t.Fatalf("%d items remembered after %d asked about once each, want at most %d", n, 3*minSweep, minSweep)
 	}
+}
+
+// The last sale's answer waits until every instance has heard the sell-out:
+// a waiting buyer who polls another instance right after it hears
+// sold-out, though polls are answered from memory. The other instance's
+// news is held until the sale's Settle waits for acknowledgements (on the
+// code before acknowledgements it never does, and the poll, answered from
+// the other's memory, said waiting).
+func TestLastSaleWaitsUntilTheFleetHeardTheSellOut(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	stock := &stockSwitch{}
+	stock.n.Store(1)
+	seller := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stock: stock.read, AckWait: time.Minute})
+	t.Cleanup(seller.Close)
+	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, AckWait: time.Minute})
+	t.Cleanup(other.Close)
+	setRoom(t, seller, Settings{Rate: 1, MaxInside: 1})
+	tb, _ := join(t, other, "b")
+	if st, err := other.Poll(context.Background(), 1, "b", tb); err != nil || st.State != StateWaiting && st.State != StateDrawing {
+		t.Fatalf("b before the sale: %+v, %v", st, err)
+	}
+	if err := seller.Settle(context.Background(), 1); err != nil { // the seller knows the room
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	other.beforeNews = func() { <-release }
+	seller.awaiting = open
+	stock.n.Store(0) // the last unit sold
+	if err := seller.Settle(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	st, err := other.Poll(context.Background(), 1, "b", tb)
+	if err != nil || st.State != StateSoldOut {
+		t.Fatalf("b polling the other instance right after the last sale's answer: %+v, %v; want sold-out", st, err)
+	}
+}
+
+// The draw's seed is sent exactly: another instance, which learns the
+// room only from its news here, learns the draw and its seed. Before, a
+// 52-bit seed went through Lua's 14-digit number-to-text conversion in
+// the news ("3.4870482497232e+15"), and every instance hearing it dropped
+// it: after a draw no news of the room was learnt anywhere but where it
+// was stepped (the sell-out included).
+func TestDrawSeedSurvivesTheNews(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m := newManager(t, rdb, ns)
+	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
+	t.Cleanup(other.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1, Shuffle: 10 * time.Minute, OpensAt: time.Now().Add(-time.Second)})
+	join(t, other, "early") // other knows the room, and hears its news
+	ctx := context.Background()
+	if err := rdb.HSet(ctx, m.keys(1)[0], "opens_ms", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	drew, err := m.step(ctx, 1, m.view(1), "-1")
+	if err != nil || drew.Drawn < 0 {
+		t.Fatalf("the draw: %+v, %v", drew, err)
+	}
+	v := other.view(1)
+	testkit.Eventually(t, "the other instance to learn the draw from its news", 10*time.Second, func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.st.Drawn == drew.Drawn && v.st.Seed == drew.Seed
+	})
 }

@@ -203,14 +203,23 @@ func (m *Manager) state(ctx context.Context, id int64) (*view, State, error) {
 // step runs one admission step of the room and learns its state. A room
 // gone from Redis is restored from this instance's memory of it, if any.
 func (m *Manager) step(ctx context.Context, id int64, v *view, soldOut string) (State, error) {
-	res, err := admitScript.Run(ctx, m.opts.RDB, m.keys(id), soldOut, seed(), NewsChannel, m.newsName(id)).Int64Slice()
+	st, _, err := m.stepAsking(ctx, id, v, soldOut, "-")
+	return st, err
+}
+
+// stepAsking is step, asking the instances that hear its news to
+// acknowledge it under ack when the room is sold out; asked is how many
+// were asked (-1: none).
+func (m *Manager) stepAsking(ctx context.Context, id int64, v *view, soldOut, ack string) (st State, asked int64, err error) {
+	res, err := admitScript.Run(ctx, m.opts.RDB, m.keys(id), soldOut, seed(), NewsChannel, m.newsName(id), ack).Int64Slice()
 	if err != nil {
-		return State{}, unavailable(err)
+		return State{}, -1, unavailable(err)
 	}
 	if res[0] < 0 {
-		return m.restore(ctx, id, v)
+		st, err := m.restore(ctx, id, v)
+		return st, -1, err
 	}
-	return m.learnStep(v, res), nil
+	return m.learnStep(v, res), res[17], nil
 }
 
 // learnStep learns an admission step's answer and counts what it did.
@@ -246,7 +255,7 @@ func (m *Manager) restore(ctx context.Context, id int64, v *view) (State, error)
 	if err != nil {
 		return State{}, unavailable(err)
 	}
-	res, err := admitScript.Run(ctx, m.opts.RDB, m.keys(id), "-1", seed(), NewsChannel, m.newsName(id)).Int64Slice()
+	res, err := admitScript.Run(ctx, m.opts.RDB, m.keys(id), "-1", seed(), NewsChannel, m.newsName(id), "-").Int64Slice()
 	if err != nil {
 		return State{}, unavailable(err)
 	}
@@ -259,7 +268,7 @@ func (m *Manager) restore(ctx context.Context, id int64, v *view) (State, error)
 // subscribe starts the news subscription once.
 func (m *Manager) subscribe() {
 	m.subOnce.Do(func() {
-		ps := m.opts.RDB.Subscribe(m.ctx, NewsChannel)
+		ps := m.opts.RDB.Subscribe(m.ctx, NewsChannel, AckChannel)
 		// Wait (a little) for the subscription to be confirmed, so that
 		// news sent after the first request is heard.
 		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
@@ -280,7 +289,16 @@ func (m *Manager) subscribe() {
 					if !ok {
 						return
 					}
-					m.hear(msg.Payload)
+					if msg.Channel == AckChannel {
+						m.acks.heard(msg.Payload)
+						continue
+					}
+					if m.beforeNews != nil {
+						m.beforeNews()
+					}
+					if ack := m.hear(msg.Payload); ack != "" {
+						m.acknowledge(ack)
+					}
 				}
 			}
 		}()
@@ -288,11 +306,19 @@ func (m *Manager) subscribe() {
 }
 
 // hear takes one piece of news: "kind:id epoch admitted next drawn seed
-// sold_out now_ms expired"; epoch 0 says the room was removed.
-func (m *Manager) hear(payload string) {
+// sold_out now_ms expired [ack]"; epoch 0 says the room was removed. It
+// returns the id to acknowledge the news under ("" for none), once the
+// news is learnt.
+func (m *Manager) hear(payload string) (ack string) {
 	f := strings.Fields(payload)
+	if len(f) == 10 {
+		if f[9] != "-" {
+			ack = f[9]
+		}
+		f = f[:9]
+	}
 	if len(f) != 9 {
-		return
+		return ""
 	}
 	name, idText, ok := strings.Cut(f[0], ":")
 	id, err := strconv.ParseInt(idText, 10, 64)
@@ -326,4 +352,5 @@ func (m *Manager) hear(payload string) {
 	st := v.st
 	st.Admitted, st.Next, st.Drawn, st.Seed, st.SoldOut, st.NowMS, st.Expired = n[1], n[2], n[3], n[4], n[5] == 1, n[6], n[7]
 	v.learn(st, time.Now())
+	return ack
 }

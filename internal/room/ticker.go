@@ -107,7 +107,9 @@ func (m *Manager) Kick(id int64) {
 // Settle runs the room's admission step now, with the stock read: a pass
 // holder bought, and the room may be sold out. The caller holds the
 // buyer's answer until it returns, so that a waiting buyer's poll sent
-// after the last sale's answer hears sold-out.
+// after the last sale's answer hears sold-out, at any instance: when the
+// room is sold out, Settle waits (at most Options.AckWait) until every
+// instance subscribed to the news has acknowledged it (acks.go).
 func (m *Manager) Settle(ctx context.Context, id int64) error {
 	m.mu.Lock()
 	v, ok := m.rooms[id]
@@ -115,8 +117,13 @@ func (m *Manager) Settle(ctx context.Context, id int64) error {
 	if !ok {
 		return nil
 	}
-	_, err := m.step(ctx, id, v, m.soldOut(ctx, id))
-	return err
+	ack, wait := m.acks.expect()
+	defer m.acks.forget(ack)
+	_, asked, err := m.stepAsking(ctx, id, v, m.soldOut(ctx, id), ack)
+	if err != nil || asked <= 0 {
+		return err
+	}
+	return m.awaitAcks(ctx, id, asked, wait)
 }
 
 // SoldOut tells the room that the item is sold out (a pass holder's buy

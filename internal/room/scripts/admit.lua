@@ -6,11 +6,12 @@
 -- places (zset), KEYS[4] the Idempotency-Key each was spent with (hash).
 -- ARGV[1] sold out: "1", "0", or "-1" when the caller does not know;
 -- ARGV[2] a random seed for the draw; ARGV[3] the news channel;
--- ARGV[4] the item's name in the news.
+-- ARGV[4] the item's name in the news; ARGV[5] an id the instances hearing
+-- the news acknowledge it under, when the room is sold out ("-": none).
 -- Returns {1, epoch, admitted, next, drawn, seed, sold_out, now_ms,
 -- expired, spent, max, rate, shuffle_ms, pass_ms, opens_ms, admitted by
--- this step, expired unspent by this step} or {-1} when
--- the room is gone.
+-- this step, expired unspent by this step, subscribers asked to
+-- acknowledge (-1: none asked)} or {-1} when the room is gone.
 local h = KEYS[1]
 -- A removed room leaves a tombstone (a hash without an epoch), see remove.lua.
 if redis.call('HEXISTS', h, 'epoch') == 0 then return {-1} end
@@ -66,8 +67,11 @@ else
   last = now
 end
 redis.call('HSET', h, 'admitted', a, 'last_ms', last, 'expired', expired, 'drawn', drawn, 'seed', seed, 'sold_out', so)
-if changed then
-  redis.call('PUBLISH', ARGV[3], table.concat({ARGV[4], f[1], a, nxt, drawn, seed, so, now, expired}, ' '))
+local ack, asked = ARGV[5] or '-', -1
+if so ~= 1 then ack = '-' end
+if changed or ack ~= '-' then
+  local n = redis.call('PUBLISH', ARGV[3], table.concat({ARGV[4], f[1], a, nxt, drawn, seed, so, now, expired, ack}, ' '))
+  if ack ~= '-' then asked = n end
 end
 return {1, tonumber(f[1]), a, nxt, drawn, seed, so, now, expired, spent, max, rate, shuffle, passms, opens,
-  a - wasAdmitted, expired - wasExpired - spentGone}
+  a - wasAdmitted, expired - wasExpired - spentGone, asked}
