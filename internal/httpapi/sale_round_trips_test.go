@@ -46,6 +46,10 @@ const (
 	noLimit = iota
 	memoryLimit
 	redisLimit
+	// otherRedisLimit is redisLimit on another client of the server, as
+	// a limit the claim's script cannot run (the Cluster's case): it
+	// keeps its round trip.
+	otherRedisLimit
 )
 
 // newCrowdSale returns the sale; draw, when set, sets up its opening draw.
@@ -80,7 +84,15 @@ func newCrowdSale(t *testing.T, stage string, limit int, draw func(*admission.Dr
 			return nil
 		}
 	case redisLimit:
-		s.withRedisLimit(t, &co)
+		s.withRedisLimit(t, &co, rdb)
+	case otherRedisLimit:
+		other := redis.NewClient(rdb.Options())
+		t.Cleanup(func() {
+			if err := other.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		s.withRedisLimit(t, &co, other)
 	}
 	if draw != nil {
 		o := admission.DrawOptions{
@@ -104,9 +116,10 @@ func newCrowdSale(t *testing.T, stage string, limit int, draw func(*admission.Dr
 	return s
 }
 
-// withRedisLimit limits every account to one buy an hour, in Redis.
-func (s *crowdSale) withRedisLimit(t *testing.T, co *admission.CrowdOptions) {
-	l, err := ratelimit.New(s.rdb, ratelimit.Options{Interval: time.Hour, Burst: 1, Prefix: s.prefix + ":rate:"})
+// withRedisLimit limits every account to one buy an hour, in Redis, on
+// its client rdb.
+func (s *crowdSale) withRedisLimit(t *testing.T, co *admission.CrowdOptions, rdb redis.UniversalClient) {
+	l, err := ratelimit.New(rdb, ratelimit.Options{Interval: time.Hour, Burst: 1, Prefix: s.prefix + ":rate:"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +130,7 @@ func (s *crowdSale) withRedisLimit(t *testing.T, co *admission.CrowdOptions) {
 	}
 	co.AdmitInScript = func(ctx context.Context, o inventory.Order) (inventory.ScriptGate, bool) {
 		g := l.Gate("acct:" + o.UserID)
-		return inventory.ScriptGate{Client: s.rdb, Src: g.Src, Keys: g.Keys, Args: g.Args, Refused: g.Refused}, true
+		return inventory.ScriptGate{Client: rdb, Src: g.Src, Keys: g.Keys, Args: g.Args, Refused: g.Refused}, true
 	}
 }
 
@@ -344,4 +357,34 @@ func TestRealLimitKeyedBuyTakesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.sale(t, "limited-key", "limited", http.StatusCreated)
+}
+
+// TestRealLimitKeepsItsRoundTripWhereItCannotFold: a limit whose Redis
+// the claim's script cannot reach (another client here; a Cluster, whose
+// rate keys are not in the item's slot, in production) is asked in its
+// own round trip before the claim, as before, and still limits: a
+// limited keyed buyer hears 429 and takes nothing.
+func TestRealLimitKeepsItsRoundTripWhereItCannotFold(t *testing.T) {
+	s := newCrowdSale(t, inventory.StageRedisAtomic, otherRedisLimit, nil)
+	ctx := context.Background()
+	s.sale(t, "warm-key", "warm", http.StatusCreated)
+	admits := s.admits.Load()
+	s.sale(t, "done-key", "done", http.StatusCreated)
+	if got := s.admits.Load() - admits; got != 1 {
+		t.Errorf("the limit was asked %d times in its own round trip for a keyed buyer, want 1", got)
+	}
+	if err := s.limiter.Allow(ctx, "acct:limited"); err != nil {
+		t.Fatal(err)
+	}
+	rec := post(s.h, "limited-key", `{"user_id":"limited","quantity":1}`)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a limited keyed buyer: %d %s, want 429 with Retry-After", rec.Code, rec.Body)
+	}
+	left, err := s.rdb.Get(ctx, "seckill:{"+s.prefix+":1}:stock").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != 8 {
+		t.Fatalf("after two sales and a limited buyer: %d left in Redis, want 8", left)
+	}
 }
