@@ -388,3 +388,45 @@ func TestRealLimitKeepsItsRoundTripWhereItCannotFold(t *testing.T) {
 		t.Fatalf("after two sales and a limited buyer: %d left in Redis, want 8", left)
 	}
 }
+
+// TestRealLimitCountsAHeldBuyerOnArrival: at an opening, a keyed buyer
+// the draw holds is counted by the real limit before the hold, as
+// without the fold, not in its claim's script once let go (a scalper's
+// burst, let go at random across the draw, would be spread out for the
+// limit to let through). A buyer over the limit is not held at all.
+func TestRealLimitCountsAHeldBuyerOnArrival(t *testing.T) {
+	var counted atomic.Int64 // -1: held before the limit counted the buyer
+	held, release := make(chan struct{}), make(chan struct{})
+	opens := time.Now()
+	var s *crowdSale
+	s = newCrowdSale(t, inventory.StageRedisAtomic, redisLimit, func(o *admission.DrawOptions) {
+		o.Opening = func(context.Context, int64) (time.Time, error) { return opens, nil }
+		o.Sleep = func(ctx context.Context, _ time.Duration) error {
+			n, err := s.rdb.Exists(ctx, s.prefix+":rate:acct:drawn").Result()
+			if err != nil {
+				t.Error(err)
+			}
+			counted.Store(n - 1)
+			close(held)
+			<-release
+			return nil
+		}
+	})
+	done := make(chan int)
+	go func() {
+		done <- post(s.h, "drawn-key", `{"user_id":"drawn","quantity":1}`).Code
+	}()
+	<-held
+	if counted.Load() != 0 {
+		t.Error("the draw held the buyer before the limit counted it")
+	}
+	close(release)
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("the buyer let go by the draw: %d, want 201", code)
+	}
+	// Over its limit now: refused before any hold (Sleep would close
+	// held again and panic).
+	if rec := post(s.h, "again-key", `{"user_id":"drawn","quantity":1}`); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the same buyer again, over its limit: %d %s, want 429", rec.Code, rec.Body)
+	}
+}

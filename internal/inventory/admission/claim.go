@@ -15,8 +15,9 @@ import (
 // that limits buyers' rates or holds an opening draw sets those gates on
 // it (inventory.Fold.Gate): they pass before the claim takes any unit.
 // The rate limit runs in the claim's own script where it can
-// (CrowdOptions.AdmitInScript, on the claim's Redis server), after the
-// draw: no round trip of its own, and still before any unit is taken.
+// (CrowdOptions.AdmitInScript, on the claim's Redis server): no round
+// trip of its own, and still before any unit is taken. A buyer the draw
+// holds is asked before the hold, as without the fold.
 func (w crowded) Fold(o inventory.Order) (inventory.RefusalCheck, bool) {
 	f, ok := w.next.(inventory.Folder)
 	if !ok {
@@ -27,10 +28,20 @@ func (w crowded) Fold(o inventory.Order) (inventory.RefusalCheck, bool) {
 		client := rc.Client
 		rc.Fold.Gate(func(ctx context.Context) (*inventory.ScriptGate, error) {
 			b := &buyer{o: o}
-			if g, ok := w.limitInScript(ctx, o, client); ok {
-				return g, w.pass(ctx, b, w.drawOnly)
+			g, ok := w.limitInScript(ctx, o, client)
+			if !ok {
+				return nil, w.pass(ctx, b, w.beforeClaim)
 			}
-			return nil, w.pass(ctx, b, w.beforeClaim)
+			// A buyer the draw holds is counted on arrival, in a round
+			// trip of its own, as without the fold: counted once let
+			// go, at random across the draw, a burst would be spread
+			// out for the limit to let through.
+			b.beforeHold = func(ctx context.Context) error {
+				g = nil
+				return limitGate{w.c}.pass(ctx, b)
+			}
+			err := w.pass(ctx, b, w.drawOnly)
+			return g, err
 		})
 	}
 	return rc, ok
