@@ -326,6 +326,9 @@ var suites = []suite{{
 		"TestRefusalDuplicatesWhileTheFirstIsInFlight",
 		// The crowd's gates before a claim that takes the units.
 		"TestLimitedKeyedBuyTakesNothing",
+		"TestRealLimitKeyedBuyTakesNothing",
+		"TestRealLimitCountsAHeldBuyerOnArrival",
+		"TestRealLimitKeepsItsRoundTripWhereItCannotFold",
 		"TestDrawHoldsAKeyedBuyerBeforeItsClaim",
 		"TestRefusalClaimedThenSoldOut",
 		"TestRefusalTakeoverRefusedKeepsTried",
