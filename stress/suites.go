@@ -329,6 +329,7 @@ var suites = []suite{{
 		"TestRealLimitKeyedBuyTakesNothing",
 		"TestRealLimitCountsAHeldBuyerOnArrival",
 		"TestRealLimitKeepsItsRoundTripWhereItCannotFold",
+		"TestRealLimitOnACluster",
 		"TestDrawHoldsAKeyedBuyerBeforeItsClaim",
 		"TestRefusalClaimedThenSoldOut",
 		"TestRefusalTakeoverRefusedKeepsTried",

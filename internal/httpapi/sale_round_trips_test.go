@@ -55,7 +55,12 @@ const (
 // newCrowdSale returns the sale; draw, when set, sets up its opening draw.
 func newCrowdSale(t *testing.T, stage string, limit int, draw func(*admission.DrawOptions)) *crowdSale {
 	t.Helper()
-	rdb := testenv.Redis(t)
+	return newCrowdSaleOn(t, testenv.Redis(t), stage, limit, draw)
+}
+
+// newCrowdSaleOn is newCrowdSale on rdb.
+func newCrowdSaleOn(t *testing.T, rdb redis.UniversalClient, stage string, limit int, draw func(*admission.DrawOptions)) *crowdSale {
+	t.Helper()
 	s := &crowdSale{count: &roundTrips{mark: buyerRequest{}}, rdb: rdb, prefix: testenv.Name("crowdtrips")}
 	rdb.AddHook(s.count)
 	db := testenv.SQLite(t)
@@ -86,7 +91,7 @@ func newCrowdSale(t *testing.T, stage string, limit int, draw func(*admission.Dr
 	case redisLimit:
 		s.withRedisLimit(t, &co, rdb)
 	case otherRedisLimit:
-		other := redis.NewClient(rdb.Options())
+		other := redis.NewClient(rdb.(*redis.Client).Options())
 		t.Cleanup(func() {
 			if err := other.Close(); err != nil {
 				t.Error(err)
@@ -428,5 +433,42 @@ func TestRealLimitCountsAHeldBuyerOnArrival(t *testing.T) {
 	// held again and panic).
 	if rec := post(s.h, "again-key", `{"user_id":"drawn","quantity":1}`); rec.Code != http.StatusTooManyRequests {
 		t.Fatalf("the same buyer again, over its limit: %d %s, want 429", rec.Code, rec.Body)
+	}
+}
+
+// TestRealLimitOnACluster: on a Cluster, where the rate keys are not in
+// the item's slot, the claim folds nothing and the limit keeps its round
+// trip before the buy: it is asked once per keyed buyer, and a limited
+// keyed buyer hears 429 and takes nothing.
+func TestRealLimitOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.StartRedisCluster(t), MaxRetries: -1})
+	t.Cleanup(func() {
+		if err := cc.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	s := newCrowdSaleOn(t, cc, inventory.StageRedisAtomic, redisLimit, nil)
+	ctx := context.Background()
+	admits := s.admits.Load()
+	s.sale(t, "done-key", "done", http.StatusCreated)
+	if got := s.admits.Load() - admits; got != 1 {
+		t.Errorf("the limit was asked %d times for a keyed buyer, want once, in its own round trip", got)
+	}
+	if err := s.limiter.Allow(ctx, "acct:limited"); err != nil {
+		t.Fatal(err)
+	}
+	rec := post(s.h, "limited-key", `{"user_id":"limited","quantity":1}`)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a limited keyed buyer on a Cluster: %d %s, want 429 with Retry-After", rec.Code, rec.Body)
+	}
+	left, err := cc.Get(ctx, "seckill:{"+s.prefix+":1}:stock").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != 9 {
+		t.Fatalf("after a sale and a limited buyer: %d left, want 9", left)
 	}
 }
