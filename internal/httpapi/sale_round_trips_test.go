@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory/admission"
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
 	"github.com/seckill-lab/seckill/internal/ratelimit"
+	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -36,6 +37,7 @@ type crowdSale struct {
 	// limiter is the real rate limit (redisLimit), on the sale's Redis.
 	limiter *ratelimit.Limiter
 	limited atomic.Int64 // buyers the crowd counted as rate_limited
+	db      *store.DB
 }
 
 // The rate limits a crowdSale may run: none, one that answers from
@@ -53,17 +55,18 @@ const (
 )
 
 // newCrowdSale returns the sale; draw, when set, sets up its opening draw.
-func newCrowdSale(t *testing.T, stage string, limit int, draw func(*admission.DrawOptions)) *crowdSale {
+func newCrowdSale(t testing.TB, stage string, limit int, draw func(*admission.DrawOptions)) *crowdSale {
 	t.Helper()
 	return newCrowdSaleOn(t, testenv.Redis(t), stage, limit, draw)
 }
 
 // newCrowdSaleOn is newCrowdSale on rdb.
-func newCrowdSaleOn(t *testing.T, rdb redis.UniversalClient, stage string, limit int, draw func(*admission.DrawOptions)) *crowdSale {
+func newCrowdSaleOn(t testing.TB, rdb redis.UniversalClient, stage string, limit int, draw func(*admission.DrawOptions)) *crowdSale {
 	t.Helper()
 	s := &crowdSale{count: &roundTrips{mark: buyerRequest{}}, rdb: rdb, prefix: testenv.Name("crowdtrips")}
 	rdb.AddHook(s.count)
 	db := testenv.SQLite(t)
+	s.db = db
 	ctx := context.Background()
 	s.stock = redisstage.NewRedisAtomic(rdb, db.Products(), s.prefix, nil)
 	if err := db.Products().Reset(ctx, 1, 10); err != nil {
@@ -123,7 +126,7 @@ func newCrowdSaleOn(t *testing.T, rdb redis.UniversalClient, stage string, limit
 
 // withRedisLimit limits every account to one buy an hour, in Redis, on
 // its client rdb.
-func (s *crowdSale) withRedisLimit(t *testing.T, co *admission.CrowdOptions, rdb redis.UniversalClient) {
+func (s *crowdSale) withRedisLimit(t testing.TB, co *admission.CrowdOptions, rdb redis.UniversalClient) {
 	l, err := ratelimit.New(rdb, ratelimit.Options{Interval: time.Hour, Burst: 1, Prefix: s.prefix + ":rate:"})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +143,7 @@ func (s *crowdSale) withRedisLimit(t *testing.T, co *admission.CrowdOptions, rdb
 }
 
 // sale posts one buy and returns how many round trips it sent to Redis.
-func (s *crowdSale) sale(t *testing.T, key, user string, want int) int {
+func (s *crowdSale) sale(t testing.TB, key, user string, want int) int {
 	t.Helper()
 	s.count.take()
 	// Only the commands sent under the buyer's request are counted: a
@@ -470,5 +473,32 @@ func TestRealLimitOnACluster(t *testing.T) {
 	}
 	if left != 9 {
 		t.Fatalf("after a sale and a limited buyer: %d left, want 9", left)
+	}
+}
+
+// BenchmarkKeyedSaleRealLimit: a keyed redis-atomic sale with the real
+// rate limit on, the limit in its own round trip before the claim (as on
+// a Cluster) and in the claim's script (one server), each sale a new
+// buyer and key. Compare the two within one run (-count, interleaved).
+func BenchmarkKeyedSaleRealLimit(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		limit int
+	}{{"own round trip", otherRedisLimit}, {"in the claim", redisLimit}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := newCrowdSale(b, inventory.StageRedisAtomic, c.limit, nil)
+			ctx := context.Background()
+			if err := s.db.Products().Reset(ctx, 1, b.N+1); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.stock.Reset(ctx, 1, b.N+1); err != nil {
+				b.Fatal(err)
+			}
+			s.sale(b, "warm", "warm", http.StatusCreated)
+			b.ResetTimer()
+			for i := range b.N {
+				s.sale(b, fmt.Sprintf("k%d", i), fmt.Sprintf("u%d", i), http.StatusCreated)
+			}
+		})
 	}
 }
