@@ -328,6 +328,10 @@ var suites = []suite{{
 		"TestRefusalDuplicatesWhileTheFirstIsInFlight",
 		// The crowd's gates before a claim that takes the units.
 		"TestLimitedKeyedBuyTakesNothing",
+		"TestRealLimitKeyedBuyTakesNothing",
+		"TestRealLimitCountsAHeldBuyerOnArrival",
+		"TestRealLimitKeepsItsRoundTripWhereItCannotFold",
+		"TestRealLimitOnACluster",
 		"TestDrawHoldsAKeyedBuyerBeforeItsClaim",
 		"TestRefusalClaimedThenSoldOut",
 		"TestRefusalTakeoverRefusedKeepsTried",

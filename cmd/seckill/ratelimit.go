@@ -19,7 +19,7 @@ import (
 )
 
 // rateSwitch is an instance's rate limit of the safe stages' buys and
-// grabs (admission.CrowdOptions.Admit and Admitting). It starts as the settings say,
+// grabs (admission.CrowdOptions.Admit, Admitting and AdmitInScript). It starts as the settings say,
 // off when SECKILL_RATE_INTERVAL is 0, and GET and PUT
 // /api/v1/admin/rate-limit read and change it while the instance runs. Each
 // buyer is counted by account, by client address, or by both (each on its
@@ -77,14 +77,7 @@ func (s *rateSwitch) admit(ctx context.Context, o inventory.Order) error {
 	if r.l == nil {
 		return nil
 	}
-	var keys []string
-	if slices.Contains(r.by, "account") {
-		keys = append(keys, "acct:"+o.UserID)
-	}
-	if addr := inventory.ClientAddr(ctx); slices.Contains(r.by, "address") && addr != "" {
-		keys = append(keys, "addr:"+addr)
-	}
-	for _, k := range keys {
+	for _, k := range r.keys(ctx, o) {
 		err := r.l.Allow(ctx, k)
 		if errors.Is(err, ratelimit.ErrLimited) {
 			return err
@@ -94,6 +87,32 @@ func (s *rateSwitch) admit(ctx context.Context, o inventory.Order) error {
 		}
 	}
 	return nil
+}
+
+// admitInScript is admit as a gate of the claim's script
+// (admission.CrowdOptions.AdmitInScript), on this instance's Redis: the
+// crowd control folds it where that Redis is the claim's, one server. A
+// script that fails fails the claim (503), where admit would let the
+// buyer through: the stage's Redis is down too.
+func (s *rateSwitch) admitInScript(ctx context.Context, o inventory.Order) (inventory.ScriptGate, bool) {
+	r := s.cur.Load()
+	if r.l == nil {
+		return inventory.ScriptGate{Client: s.rdb}, true
+	}
+	g := r.l.Gate(r.keys(ctx, o)...)
+	return inventory.ScriptGate{Client: s.rdb, Src: g.Src, Keys: g.Keys, Args: g.Args, Refused: g.Refused}, true
+}
+
+// keys are the limit's keys of o's buyer, by account and by address.
+func (r *rateLimit) keys(ctx context.Context, o inventory.Order) []string {
+	var keys []string
+	if slices.Contains(r.by, "account") {
+		keys = append(keys, "acct:"+o.UserID)
+	}
+	if addr := inventory.ClientAddr(ctx); slices.Contains(r.by, "address") && addr != "" {
+		keys = append(keys, "addr:"+addr)
+	}
+	return keys
 }
 
 // RateLimit is the limit as GET /api/v1/admin/rate-limit shows it.

@@ -55,7 +55,7 @@ func (k kindStages) lifecycle(paymentTimeout time.Duration) inventory.Lifecycle 
 func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 	co := admission.CrowdOptions{Queue: p.cfg.ItemQueue, QueueMax: p.cfg.ItemQueueMax, Within: p.cfg.LockWait, Kind: kind, Refused: p.metrics.Refused(kind)}
 	if p.rate != nil {
-		co.Admit, co.Admitting = p.rate.admit, p.rate.on
+		co.Admit, co.Admitting, co.AdmitInScript = p.rate.admit, p.rate.on, p.rate.admitInScript
 		// The opening draw is switched with the rate limit: both are the
 		// sale's answer to scripts (PUT /api/v1/admin/rate-limit).
 		co.Draw = admission.NewDraw(admission.DrawOptions{

@@ -373,7 +373,7 @@ func (s *server) refusalCheck(ep itemEndpoints) refusalCheckFunc {
 		if !ok || !store.Checks(rc.Client) || rc.Fold != nil && store.Replicated() {
 			return idempotency.Refusal{}, nil, inventory.RefusalError
 		}
-		if rc.Fold != nil && !rc.Fold.PassGates(c.Request.Context()) {
+		if rc, ok = rc.PassGates(c.Request.Context()); !ok {
 			// The crowd control turned the buyer away before any unit was
 			// taken: the key is claimed with no check, and the buy
 			// answers what the gate said (inventory.Fold.PassGates).

@@ -26,6 +26,9 @@ import (
 // the HTTP layer passes them (PassGates) before it sends the claim. A
 // buyer they turn away claims its key with no check, so that a retry of
 // a used key is still replayed, and its buy answers what the gate said. A
+// gate that keeps its state in Redis (the rate limit) would cost a round
+// trip of its own; on one Redis server it runs inside the claim's script
+// instead, before the units are taken (ScriptGate, fold_gate.go). A
 // keyed sale is then two round trips with crowd control on, as without.
 // redis-stream at DurabilityReplica does not fold: its WAIT must follow
 // the enqueue on its connection.
@@ -48,7 +51,7 @@ type Fold struct {
 	confirm       bool  // the order is committed; the settle confirms it
 	// gates, when set, must pass before the claim takes any unit (Gate);
 	// gated says they ran, and refused what they answered (PassGates).
-	gates   func(ctx context.Context) error
+	gates   func(ctx context.Context) (*ScriptGate, error)
 	gated   bool
 	refused error
 }
@@ -123,20 +126,25 @@ func (f *Fold) Confirm() (src string, keys []string, args []any, ok bool) {
 
 // Gate makes the claim wait for g, the crowd control's gates that must
 // come before any unit is taken (the rate limit, an opening draw): see
-// PassGates.
-func (f *Fold) Gate(g func(ctx context.Context) error) { f.gates = g }
+// PassGates. g may leave a gate to the claim's own script: it then
+// returns it (a ScriptGate), which the claim runs before it takes any
+// unit.
+func (f *Fold) Gate(g func(ctx context.Context) (*ScriptGate, error)) { f.gates = g }
 
 // PassGates runs the gates set by Gate, if any, before the claim is sent,
-// and reports whether the claim may take the units. When a gate turned
-// the buyer away, the claim must take nothing (claim the key with no
-// check), and the buy answers the gate's refusal without asking the gates
-// again (Gated).
-func (f *Fold) PassGates(ctx context.Context) bool {
+// and reports whether the claim may take the units, and which gate its
+// script must run first (nil for none; see RefusalCheck.PassGates). When
+// a gate turned the buyer away, the claim must take nothing (claim the
+// key with no check), and the buy answers the gate's refusal without
+// asking the gates again (Gated).
+func (f *Fold) PassGates(ctx context.Context) (*ScriptGate, bool) {
 	if f.gates == nil {
-		return true
+		return nil, true
 	}
-	f.gated, f.refused = true, f.gates(ctx)
-	return f.refused == nil
+	var g *ScriptGate
+	g, f.refused = f.gates(ctx)
+	f.gated = true
+	return g, f.refused == nil
 }
 
 // Gated reports whether f's gates were passed for o's buy before its

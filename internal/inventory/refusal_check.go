@@ -34,6 +34,9 @@ type RefusalCheck struct {
 	// learn, when set, is the crowd control's: it remembers what the
 	// check refused (see Refused).
 	learn func(error)
+	// gate, when set, reads the refusal of a gate run first in the
+	// script (PassGates).
+	gate func(refusal string) error
 }
 
 // Refused is the error of a buy this check refused, for the refusal its
@@ -41,8 +44,13 @@ type RefusalCheck struct {
 // memory, the instance also remembers it, as it would the stage's own
 // answer: a sell-out for good, or the sale window, under the epoch read
 // before the check ran. The next keyed buyer of a sold-out item then costs
-// one plain read (idempotency.Store.Used), not a script.
+// one plain read (idempotency.Store.Used), not a script. A refusal of a
+// gate run first in the script (PassGates) is that gate's error, and
+// teaches the memory nothing.
 func (rc RefusalCheck) Refused(refusal string) error {
+	if err := rc.gateRefused(refusal); err != nil {
+		return err
+	}
 	err := RefusalError(refusal)
 	if rc.learn != nil {
 		rc.learn(err)

@@ -10,15 +10,23 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed scripts/gcra.lua
-var gcraSource string
-
-var gcra = redis.NewScript(gcraSource)
+var (
+	//go:embed scripts/gcra.lua
+	gcraSrc string
+	//go:embed scripts/gate.lua
+	gateSrc string
+	// allow is one request of one key: the limiter's own round trip.
+	allow = redis.NewScript(gcraSrc + "\nreturn gcra(KEYS[1], ARGV[1], ARGV[2])\n")
+	// GateSrc is Lua that defines local function gate(keys, args), the
+	// limit run first by another script (see Gate).
+	GateSrc = gcraSrc + "\n" + gateSrc
+)
 
 // Options configure a Limiter.
 type Options struct {
@@ -73,8 +81,7 @@ func (e *Limited) RetryAfter() time.Duration { return e.Wait }
 // *Limited when it is not, another error when Redis could not say (the
 // caller chooses whether to let such a request through).
 func (l *Limiter) Allow(ctx context.Context, key string) error {
-	res, err := gcra.Run(ctx, l.rdb, []string{l.opts.Prefix + key},
-		strconv.FormatInt(l.opts.Interval.Microseconds(), 10), strconv.Itoa(l.opts.Burst)).Int64Slice()
+	res, err := allow.Run(ctx, l.rdb, []string{l.opts.Prefix + key}, l.args()...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("ratelimit: %w", err)
 	}
@@ -85,4 +92,46 @@ func (l *Limiter) Allow(ctx context.Context, key string) error {
 		return nil
 	}
 	return &Limited{Key: key, Wait: time.Duration(res[1]) * time.Microsecond}
+}
+
+func (l *Limiter) args() []any {
+	return []any{strconv.FormatInt(l.opts.Interval.Microseconds(), 10), strconv.Itoa(l.opts.Burst)}
+}
+
+// Gate is the limit's check of some keys as part of another script, so
+// that it costs no round trip of its own: Src (GateSrc) defines local
+// function gate(keys, args), which the script calls with Keys and Args
+// before its own work, and which answers false when every key was
+// allowed, or a refusal that Refused turns into the *Limited that Allow
+// would have returned. It must run on the limiter's own Redis, and on one
+// server: on a Cluster the limit's keys and the script's own are in
+// different slots (use Allow there).
+type Gate struct {
+	Src  string
+	Keys []string
+	Args []any
+	// keys are the limited keys, without the prefix.
+	keys []string
+}
+
+// Gate returns the check of keys, in order, each counted as Allow counts
+// it; the keys counted before a refused one stay counted.
+func (l *Limiter) Gate(keys ...string) Gate {
+	g := Gate{Src: GateSrc, Args: l.args(), keys: keys}
+	for _, k := range keys {
+		g.Keys = append(g.Keys, l.opts.Prefix+k)
+	}
+	return g
+}
+
+// Refused returns the *Limited of the gate's refusal (what gate
+// answered), or a plain error for a refusal it cannot read.
+func (g Gate) Refused(refusal string) error {
+	i, wait, ok := strings.Cut(refusal, ":")
+	n, err1 := strconv.Atoi(i)
+	us, err2 := strconv.ParseInt(wait, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n < 1 || n > len(g.keys) || us < 0 {
+		return fmt.Errorf("ratelimit: gate answered %q", refusal)
+	}
+	return &Limited{Key: g.keys[n-1], Wait: time.Duration(us) * time.Microsecond}
 }

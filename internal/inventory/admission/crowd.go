@@ -116,6 +116,12 @@ type CrowdOptions struct {
 	// an admin turns on and off while the instance runs. Nil means Admit
 	// applies whenever it is set.
 	Admitting func() bool
+	// AdmitInScript, when set, is Admit as a gate the claim's script can
+	// run (inventory.ScriptGate), so that a keyed buyer whose claim folds
+	// the stage's script pays no round trip for the limit (claim.go);
+	// false when it has none now (Admit is asked instead). A gate with
+	// no Src checks nothing.
+	AdmitInScript func(ctx context.Context, o inventory.Order) (inventory.ScriptGate, bool)
 	// Draw, when set, holds the buyers who come in the first moments of
 	// an item's opening and lets them in at random (draw.go): after the
 	// window, the sold-out memory and Admit, before the line.
@@ -219,6 +225,7 @@ func (c *Crowd) Bound(stage inventory.Stage) inventory.Stage { return c.wrapped(
 func (c *Crowd) wrapped(stage inventory.Stage, m *memo, name string) crowded {
 	w := crowded{c: c, m: m, name: name, next: stage, clock: c.clockOf(stage)}
 	w.gates, w.beforeClaim, w.afterClaim = gatesOf(w), beforeClaimOf(w), afterClaimOf(w)
+	w.drawOnly = []gate{drawGate{w}}
 	return w
 }
 
@@ -245,6 +252,9 @@ type crowded struct {
 	// beforeClaim and afterClaim are gates in two parts, for a keyed buy
 	// whose claim folds the stage's script (gates.go).
 	beforeClaim, afterClaim []gate
+	// drawOnly is beforeClaim without the rate limit, for a claim whose
+	// script runs the limit (claim.go).
+	drawOnly []gate
 }
 
 // fromMemory answers a buy of item id from this instance's memory alone,

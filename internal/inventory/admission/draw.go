@@ -133,7 +133,7 @@ func (d *Draw) on() bool { return d != nil && d.opts.Span() > 0 }
 // ctx's error when the buyer gives up while held, and nil at once when no
 // draw is set, the item has no opening, or the buyer is outside the draw's
 // two spans.
-func (d *Draw) hold(ctx context.Context, id int64, epoch string, clock refClock) error {
+func (d *Draw) hold(ctx context.Context, id int64, epoch string, clock refClock, before func(context.Context) error) error {
 	span := d.opts.Span()
 	if span <= 0 {
 		return nil
@@ -157,6 +157,11 @@ func (d *Draw) hold(ctx context.Context, id int64, epoch string, clock refClock)
 		until = end.Add(span)
 	default:
 		return nil
+	}
+	if before != nil {
+		if err := before(ctx); err != nil {
+			return err
+		}
 	}
 	return d.opts.Sleep(ctx, until.Sub(now))
 }

@@ -26,6 +26,9 @@ type buyer struct {
 	o          inventory.Order
 	epoch      string
 	remembered bool
+	// beforeHold, when set, runs before the draw holds the buyer, and
+	// turns it away with its error (claim.go).
+	beforeHold func(ctx context.Context) error
 }
 
 // gatesOf returns the gates in front of w's stage, in order.
@@ -121,7 +124,7 @@ func (g drawGate) pass(ctx context.Context, b *buyer) error {
 	if !c.opts.Draw.on() || inventory.HasPass(ctx) { // the room drew its pass holders
 		return nil
 	}
-	if err := c.opts.Draw.hold(ctx, b.o.ItemID, b.epoch, g.w.clock); err != nil {
+	if err := c.opts.Draw.hold(ctx, b.o.ItemID, b.epoch, g.w.clock, b.beforeHold); err != nil {
 		return err
 	}
 	if g.w.m != nil {

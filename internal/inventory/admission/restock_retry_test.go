@@ -95,6 +95,11 @@ func TestRepairedUnitsSellAfterAFailedBump(t *testing.T) {
 	if err := buyA("winner"); err != nil {
 		t.Fatalf("the one unit: %v", err)
 	}
+	// The sale is answered before its confirm is sent: a repair that saw
+	// it still reserved would find the copy busy and leave it.
+	if err := raA.WaitConfirms(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A unit comes back to the database only (a cancelled order of a
 	// database stage, or an operator), and the fleet is told of it.
 	if err := db.Products().Reset(ctx, id, 1); err != nil {
