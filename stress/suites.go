@@ -189,6 +189,7 @@ var suites = []suite{{
 		"TestSellOutIsHeardByTheFleet",
 		"TestStaleSellOutIsIgnored",
 		"TestResetAfterSellOutReopensEveryInstance",
+		"TestSellOutIsPassedOnUnderTheEpochItWasComparedWith",
 		"TestKeyedRefusalIsHeardByTheFleet",
 		"TestRepairedUnitsSellAfterAFailedBump",
 		"TestARepairThatTakesUnitsAwayKeepsTheSellOut",

@@ -62,6 +62,10 @@ type RedisEpochs struct {
 	// heard, set by tests only, runs after each sell-out message, with
 	// whether it was passed on.
 	heard func(payload string, applied bool)
+	// compared, set by tests only, runs in heardSoldOut after a sell-out
+	// message's epoch was compared with the trusted one, before it is
+	// passed on.
+	compared func()
 }
 
 type knownEpoch struct {

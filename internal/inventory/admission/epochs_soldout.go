@@ -97,6 +97,9 @@ func (e *RedisEpochs) heardSoldOut(ctx context.Context, payload string) {
 	applied := false
 	if ok {
 		now, trusted := e.trustedNow(ctx, item)
+		if e.compared != nil {
+			e.compared()
+		}
 		e.mu.Lock()
 		value, to := e.known[item].value, e.soldOutTo
 		e.mu.Unlock()

@@ -69,6 +69,10 @@ func (c *commandCounter) Sent() int64 { return c.n.Load() }
 // it was passed on to the crowds.
 func (e *RedisEpochs) SetHeard(f func(payload string, applied bool)) { e.heard = f }
 
+// SetCompared makes f run after a sell-out message's epoch was compared
+// with the one e trusts, before the sell-out is passed on.
+func (e *RedisEpochs) SetCompared(f func()) { e.compared = f }
+
 // SoldOutChannel is the channel the sell-outs are announced on.
 const SoldOutChannel = soldOutChannel
 

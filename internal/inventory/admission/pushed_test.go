@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,5 +336,57 @@ func TestKeyedRefusalIsHeardByTheFleet(t *testing.T) {
 	}
 	if n := b.sent.Sent() - sent; n != 0 {
 		t.Fatalf("B's first late buyer sent %d Redis commands, want 0", n)
+	}
+}
+
+// TestSellOutIsPassedOnUnderTheEpochItWasComparedWith: a sell-out
+// message is remembered under the epoch it was compared with, not under
+// whatever the instance remembers a moment later. Here, between B's
+// comparison (the message's epoch is the one B trusts) and the passing on,
+// a reset through A gives the item a new epoch, B's memory of the old one
+// runs out, and a buyer of B reads the new one before B hears the reset.
+// Before, B remembered the old sell-out under the new epoch, and answered
+// its buyers "sold out" after the reset while units were left.
+func TestSellOutIsPassedOnUnderTheEpochItWasComparedWith(t *testing.T) {
+	stage := inventory.StageRedisLock
+	a, b := newPushFleet(t, stage, 2)
+	ctx := context.Background()
+	item := a.crowdItem()
+	if err := b.buy(stage, "b-1"); err != nil { // B trusts the epoch
+		t.Fatal(err)
+	}
+	old, err := b.rdb.Get(ctx, admission.EpochKey(item)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed := make(chan string, 4)
+	b.epochs.OnSoldOut(func(_, _, epoch string, _ int) { passed <- epoch })
+	var once sync.Once
+	b.epochs.SetCompared(func() {
+		once.Do(func() {
+			if err := a.crowd.Restocked(ctx, 1); err != nil { // B hears it after this
+				t.Error(err)
+			}
+			b.clock.add(pushLease) // B's memory of the old epoch runs out
+			// A buyer of B reads the new one.
+			if _, err := b.epochs.Epoch(ctx, item); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	if err := a.rdb.Publish(ctx, admission.SoldOutChannel, admission.SoldOutMessage(item, stage, old, 1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.waitHeard(t, true, "a sell-out under the epoch B trusted when it compared")
+	if got := <-passed; !strings.HasPrefix(got, old+"/") {
+		t.Errorf("the sell-out under %s was passed on under %s", old, got)
+	}
+	// A message of no shape, heard after the reset's: B has heard the reset.
+	if err := a.rdb.Publish(ctx, admission.SoldOutChannel, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.waitHeard(t, false, "the marker")
+	if err := b.buy(stage, "b-after"); err != nil {
+		t.Fatalf("B's buyer after the reset: %v; want the unit left", err)
 	}
 }
