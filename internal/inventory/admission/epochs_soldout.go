@@ -73,15 +73,14 @@ func (e *RedisEpochs) OnSoldOut(f func(item, stage, epoch string, qty int)) {
 	e.mu.Unlock()
 }
 
-// trusted returns the stored part of item's remembered epoch while it is
-// trusted (see Epoch); e.mu is held.
+// trusted returns item's remembered epoch (as Epoch returns it) while it
+// is trusted (see Epoch); e.mu is held.
 func (e *RedisEpochs) trusted(item string) (string, bool) {
 	k, ok := e.known[item]
 	if !ok || !e.live || e.now().Sub(k.readAt) >= e.lease {
 		return "", false
 	}
-	stored, _, _ := strings.Cut(k.value, "/")
-	return stored, true
+	return k.value, true
 }
 
 // heardSoldOut passes a sell-out message on to those who hear them, if
@@ -96,13 +95,14 @@ func (e *RedisEpochs) heardSoldOut(ctx context.Context, payload string) {
 	item, stage, stored, qty, ok := parseSoldOut(payload)
 	applied := false
 	if ok {
-		now, trusted := e.trustedNow(ctx, item)
+		value, trusted := e.trustedNow(ctx, item)
 		if e.compared != nil {
 			e.compared()
 		}
 		e.mu.Lock()
-		value, to := e.known[item].value, e.soldOutTo
+		to := e.soldOutTo
 		e.mu.Unlock()
+		now, _, _ := strings.Cut(value, "/")
 		if applied = trusted && now == stored; applied {
 			for _, hear := range to {
 				hear(item, stage, value, qty)
@@ -114,8 +114,11 @@ func (e *RedisEpochs) heardSoldOut(ctx context.Context, payload string) {
 	}
 }
 
-// trustedNow returns the stored part of the item's epoch this instance
-// trusts, read from Redis if it trusts none (within announceWithin).
+// trustedNow returns the item's epoch this instance trusts (as Epoch
+// returns it), read from Redis if it trusts none (within announceWithin).
+// A sell-out is passed on under this value, the one it was compared with:
+// the memory may hold a newer one a moment later (a reset, and a buyer's
+// read before the reset's message is heard).
 func (e *RedisEpochs) trustedNow(ctx context.Context, item string) (string, bool) {
 	e.mu.Lock()
 	now, ok := e.trusted(item)
