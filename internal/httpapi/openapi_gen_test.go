@@ -585,8 +585,11 @@ func (g *schemaGen) answer(op opSpec, status int, answer any) (obj, error) {
 	}
 	if status == http.StatusCreated || status == http.StatusAccepted {
 		headers["Location"] = answerHeader("Location", true)
-		if op.tag == "admin" { // an item created by id, not an order
+		switch op.tag {
+		case "admin": // an item created by id, not an order
 			headers["Location"] = answerHeader("ItemLocation", true)
+		case "rooms": // a ticket: the room it waits in
+			headers["Location"] = answerHeader("RoomLocation", true)
 		}
 	}
 	if len(headers) > 0 {
@@ -618,7 +621,7 @@ func answerHeader(name string, required bool) obj {
 // answer has is left out, as an unused component.
 func answerHeaders(used map[string]bool) obj {
 	out := obj{}
-	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "ItemLocation", "Retry-After"} {
+	for _, name := range []string{api.InstanceHeader, api.StageHeader, "Idempotent-Replayed", "Location", "ItemLocation", "RoomLocation", "Retry-After"} {
 		for _, required := range []bool{true, false} {
 			ref := answerHeader(name, required)["$ref"].(string)
 			if used[ref] {
@@ -665,6 +668,9 @@ func describeHeader(name string, required bool) obj {
 	case "ItemLocation": // the Location of a created item
 		h["description"] = "Where the item is read (GET)."
 		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/(products|coupons)/[0-9]+$"}
+	case "RoomLocation": // the Location of a ticket's room
+		h["description"] = "The room the ticket waits in (GET): its length and what a buyer is told."
+		h["schema"] = obj{"type": "string", "pattern": "^/api/v1/products/[0-9]+/room$"}
 	case "Retry-After":
 		h["description"] = "When to come back, in whole seconds."
 		h["schema"] = obj{"type": "integer", "minimum": 1, "maximum": maxRetryAfter}
@@ -788,8 +794,8 @@ func (g *schemaGen) object(t reflect.Type, name string, request bool) obj {
 	props := obj{}
 	var required []any
 	rules := g.rules[name]
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for _, of := range jsonFields(t) {
+		f, owner := of.f, of.owner
 		tag := f.Tag.Get("json")
 		jsonName, opts, _ := strings.Cut(tag, ",")
 		if jsonName == "-" || !f.IsExported() {
@@ -800,7 +806,7 @@ func (g *schemaGen) object(t reflect.Type, name string, request bool) obj {
 		}
 		omitempty := strings.Contains(opts, "omitempty")
 		s := g.field(f.Type, omitempty, request)
-		if d := g.docs[t.Name()+"."+f.Name]; d != "" {
+		if d := g.docs[owner.Name()+"."+f.Name]; d != "" {
 			s = withDoc(s, d)
 		}
 		for k, v := range rules[jsonName] {
@@ -838,6 +844,29 @@ func (g *schemaGen) object(t reflect.Type, name string, request bool) obj {
 		o["description"] = d
 	}
 	return o
+}
+
+// ownedField is a field encoding/json writes of a struct, and the struct
+// that declares it (t, or a struct t embeds).
+type ownedField struct {
+	f     reflect.StructField
+	owner reflect.Type
+}
+
+// jsonFields are t's fields as encoding/json sees them: an embedded struct
+// without a json tag gives its own fields in its place (api.RoomTicket
+// embeds api.RoomStatus).
+func jsonFields(t reflect.Type) []ownedField {
+	var out []ownedField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Tag.Get("json") == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		out = append(out, ownedField{f, t})
+	}
+	return out
 }
 
 // withDoc adds a description to s, through allOf when s is a reference

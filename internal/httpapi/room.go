@@ -66,6 +66,7 @@ func (s *server) handleJoin(rooms *room.Manager, limit RoomLimit) gin.HandlerFun
 			return
 		}
 		retryAfterOf(c, st)
+		c.Header("Location", "/api/v1/products/"+strconv.FormatInt(id, 10)+"/room")
 		s.writeJSON(c, http.StatusCreated, api.RoomTicket{Ticket: ticket, ArrivedAt: at, RoomStatus: roomStatus(st)})
 	}
 }
