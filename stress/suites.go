@@ -423,7 +423,8 @@ var suites = []suite{{
 	tests: []string{"TestOneRunPerIntervalAcrossTheFleet", "TestLateJobDoesNotRunASlotAgain",
 		"TestRunChecksTheItemsInPlayNotTheCatalogue", "TestItemsBoughtWithoutACopyAreCheckedAfterTheirSale",
 		"TestQuietCopiesCostAProbeEach", "TestStaleReservationOnAQuietCopyIsSettled", "TestCopyChangedBehindTheJobsBackIsCheckedInFull",
-		"TestQuietRunVouchesForEachFinding", "TestQuietCopyWithoutAFindingIsCheckedInFull", "TestQuietCopiesOnACluster"},
+		"TestQuietRunVouchesForEachFinding", "TestQuietCopyWithoutAFindingIsCheckedInFull", "TestQuietCopiesOnACluster",
+		"TestLostConfirmOnAQuietCopyIsSettled", "TestUnregisteredCopyInPlayIsAdopted"},
 	// Ten tests, each over a 2,000-item catalogue (one starts a Cluster):
 	// one run of them took 63 s under -race beside two hogs and a CI run.
 	budget: 3 * time.Minute,

@@ -35,6 +35,43 @@ import (
 // finding is gone (expired) or was a violation is checked in full
 // instead.
 
+// Registrar is what a Repairer may also do: register a copy found
+// unregistered (adopt).
+type Registrar interface {
+	Register(ctx context.Context, id int64) error
+}
+
+// adopt looks for copies of the items in play that registry r does not
+// list: a first load registers its item, then writes the copy, and a
+// Redis that restarted between the two has a copy nobody lists (its
+// reservations would never be settled). A copy the probe finds is
+// registered again and checked with the others; ids are the registry's
+// items, to which it adds them.
+func (j *Job) adopt(ctx context.Context, r Repairer, name string, inPlay, ids map[int64]bool, probes map[int64]redisstage.Probe) {
+	reg, ok := r.(Registrar)
+	if !ok {
+		return
+	}
+	missing := map[int64]bool{}
+	for id, in := range inPlay {
+		if in && !ids[id] {
+			missing[id] = true
+		}
+	}
+	for id, p := range j.probeCopies(ctx, r, missing) {
+		if p.Missing {
+			continue
+		}
+		if err := reg.Register(ctx, id); err != nil {
+			j.opts.Logger.Warn("registering a copy found unregistered failed; checking it this run", "registry", name, "id", id, "err", err)
+		} else {
+			j.opts.Logger.Warn("reconcile: found an unregistered Redis copy of an item in play (its registration was lost with a Redis restart); registered it", "registry", name, "id", id)
+		}
+		ids[id], probes[id] = true, p
+		j.seen.union(name, []int64{id})
+	}
+}
+
 // Prober is what a Repairer may also do: look at its copies cheaply.
 type Prober interface {
 	Probe(ctx context.Context, ids []int64) (map[int64]redisstage.Probe, error)

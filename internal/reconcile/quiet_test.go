@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -31,19 +32,22 @@ func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // a redis-atomic copy (reset to 10, one unit of each bought), and a
 // reconcile job whose every Redis command is counted.
 type quietRig struct {
-	ctx    context.Context
-	rdb    redis.UniversalClient
-	ns     string
-	prefix string
-	cmds   *commands
-	count  *counted
-	job    *reconcile.Job
-	other  *reconcile.Job // the same job on another instance
-	slot   int64
-	svc    *inventory.Service
-	order  map[int64]string // each item's order
-	stage  string           // redis-atomic, or redis-sharded over 4 buckets
-	per    int64            // probes per copy: 1, or one per bucket
+	ctx      context.Context
+	rdb      redis.UniversalClient
+	ns       string
+	prefix   string
+	stale    time.Duration // the job's StaleAfter
+	counting redis.UniversalClient
+	ra       *redisstage.RedisAtomic // the redis-atomic stage, nil under redis-sharded
+	cmds     *commands
+	count    *counted
+	job      *reconcile.Job
+	other    *reconcile.Job // the same job on another instance
+	slot     int64
+	svc      *inventory.Service
+	order    map[int64]string // each item's order
+	stage    string           // redis-atomic, or redis-sharded over 4 buckets
+	per      int64            // probes per copy: 1, or one per bucket
 }
 
 // stages are the two copies the job probes: redis-atomic's (redis-stream
@@ -66,13 +70,14 @@ func newQuietRigOn(t *testing.T, stage string, rdb, counting redis.UniversalClie
 	if _, err := db.Products().LoadCatalogue(ctx, 2000, 100); err != nil {
 		t.Fatal(err)
 	}
-	r := &quietRig{ctx: ctx, rdb: rdb, ns: testenv.Name("p"), cmds: &commands{}, slot: time.Now().UnixNano(), order: map[int64]string{}, stage: stage, per: 1}
+	r := &quietRig{stale: time.Second, counting: counting, ctx: ctx, rdb: rdb, ns: testenv.Name("p"), cmds: &commands{}, slot: time.Now().UnixNano(), order: map[int64]string{}, stage: stage, per: 1}
 	counting.AddHook(r.cmds)
 	t.Cleanup(func() { _ = counting.Close() })
 	var st interface {
 		inventory.Stage
 		reconcile.Repairer
 	} = redisstage.NewRedisAtomic(counting, db.Products(), r.ns, nil)
+	r.ra, _ = st.(*redisstage.RedisAtomic)
 	if stage == inventory.StageRedisSharded {
 		st, r.per = redisstage.NewRedisSharded(counting, db.Products(), r.ns, 4, nil), 4
 	}
@@ -98,9 +103,9 @@ func newQuietRigOn(t *testing.T, stage string, rdb, counting redis.UniversalClie
 		target.Repairer, target.Buckets = nil, r.count
 	}
 	r.job = reconcile.New(locker, counting, []reconcile.Target{target},
-		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix})
+		reconcile.Options{Interval: time.Second, Instance: "x", Prefix: prefix, StaleAfter: r.stale})
 	r.other = reconcile.New(locker, counting, []reconcile.Target{target},
-		reconcile.Options{Interval: time.Second, Instance: "y", Prefix: prefix})
+		reconcile.Options{Interval: time.Second, Instance: "y", Prefix: prefix, StaleAfter: r.stale})
 	return r
 }
 
@@ -315,5 +320,98 @@ func TestQuietCopiesOnACluster(t *testing.T) {
 			quietRunVouches(t, newQuietRigOn(t, st, rdb, counting))
 			staleReservationOnAQuietCopyIsSettled(t, newQuietRigOn(t, st, rdb, counting))
 		})
+	}
+}
+
+// dropConfirms fails every pipeline that confirms reservations (an HDEL
+// of a pending hash), as a connection Redis dropped does.
+type dropConfirms struct{ on atomic.Bool }
+
+func (d *dropConfirms) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (d *dropConfirms) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (d *dropConfirms) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if d.on.Load() && len(cmds) > 0 && cmds[0].Name() == "hdel" {
+			err := errors.New("EOF (dropped by the test)")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLostConfirmOnAQuietCopyIsSettled: a sale's confirm, sent after its
+// answer, is lost (the connection it went on was dropped). The copy keeps
+// the reservation: the job checks it in full at each run until it is
+// stale, then keeps the unit sold (the order exists), whatever the probe
+// and the fleet's memory say.
+func TestLostConfirmOnAQuietCopyIsSettled(t *testing.T) {
+	r := newQuietRig(t, inventory.StageRedisAtomic)
+	for range 3 {
+		r.run(t)
+	}
+	drop := &dropConfirms{}
+	r.counting.AddHook(drop)
+	drop.on.Store(true)
+	if _, err := r.svc.Buy(r.ctx, inventory.StageRedisAtomic, inventory.Request{ItemID: 6, UserID: "lost-confirm", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.ra.WaitConfirms(r.ctx)
+	drop.on.Store(false)
+	if n, err := r.rdb.HLen(r.ctx, r.key(6, "pending")).Result(); err != nil || n != 1 {
+		t.Fatalf("reservations after the lost confirm: %d, %v; want 1", n, err)
+	}
+	for i := 0; ; i++ {
+		r.run(t)
+		n, err := r.rdb.HLen(r.ctx, r.key(6, "pending")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("after %d runs, the reservation of the lost confirm is still pending", i+1)
+		}
+		time.Sleep(r.stale / 4)
+	}
+	if n, err := r.stock(6); err != nil || n != 8 {
+		t.Errorf("product 6's copy: %d, %v; want 8, the unit kept sold", n, err)
+	}
+}
+
+// TestUnregisteredCopyInPlayIsAdopted: a first load registers its item,
+// then writes its copy; Redis restarted between the two, so the copy
+// exists unregistered, and a sale's reservation in it lost its confirm.
+// The item is in play (bought): the run finds its copy, registers it, and
+// settles the stale reservation; a later run on another instance still
+// checks it. Before, a copy missing from the registry was never repaired
+// (the chaos row TestRedisKilledWhileFirstBuysLoadCopies: a reservation
+// left for good).
+func TestUnregisteredCopyInPlayIsAdopted(t *testing.T) {
+	r := newQuietRig(t, inventory.StageRedisAtomic)
+	r.job, r.other = r.other, r.job // an instance that never saw the copy
+	registry := "seckill:copies:redis-atomic:" + r.ns
+	if err := r.rdb.SRem(r.ctx, registry, 7).Err(); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	if err := r.rdb.DecrBy(r.ctx, r.key(7, "stock"), 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rdb.HSet(r.ctx, r.key(7, "pending"), "O-lost-confirm", "1|"+strconv.FormatInt(old, 10)+"|z").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rdb.SAdd(r.ctx, r.prefix+"active:product", 7).Err(); err != nil { // bought since the last run
+		t.Fatal(err)
+	}
+	r.run(t)
+	if n, err := r.rdb.HLen(r.ctx, r.key(7, "pending")).Result(); err != nil || n != 0 {
+		t.Errorf("reservations left in product 7's unregistered copy: %d, %v; want the stale one settled", n, err)
+	}
+	if in, err := r.rdb.SIsMember(r.ctx, registry, 7).Result(); err != nil || !in {
+		t.Errorf("product 7 in the registry after the run: %v, %v; want it registered again", in, err)
 	}
 }

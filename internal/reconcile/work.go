@@ -110,6 +110,18 @@ func (j *Job) work(ctx context.Context, t Target, prev Result) (work, error) {
 			inPlay[r.ID] = true
 		}
 	}
+	if t.Repairer != nil {
+		if w.copyProbes == nil {
+			w.copyProbes = map[int64]redisstage.Probe{}
+		}
+		j.adopt(ctx, t.Repairer, t.Kind+":copy", inPlay, w.copy, w.copyProbes)
+	}
+	if t.Buckets != nil {
+		if w.bucketProbes == nil {
+			w.bucketProbes = map[int64]redisstage.Probe{}
+		}
+		j.adopt(ctx, t.Buckets, t.Kind+":buckets", inPlay, w.buckets, w.bucketProbes)
+	}
 	for id := range w.copy {
 		inPlay[id] = inPlay[id] || !quiet(w, id)
 	}

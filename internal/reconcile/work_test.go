@@ -53,6 +53,15 @@ func (c *counted) Probe(ctx context.Context, ids []int64) (map[int64]redisstage.
 	return p.Probe(ctx, ids)
 }
 
+// Register registers through the wrapped Repairer, when it can.
+func (c *counted) Register(ctx context.Context, id int64) error {
+	r, ok := c.Repairer.(reconcile.Registrar)
+	if !ok {
+		return errors.New("cannot register")
+	}
+	return r.Register(ctx, id)
+}
+
 // catalogueRig is a catalogue of 2,000 products on SQLite, of which only
 // product 7 was ever bought (reset, then one unit under redis-atomic), and
 // a reconcile job over it whose audits and repairs are counted.

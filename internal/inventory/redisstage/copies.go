@@ -34,6 +34,21 @@ func (c copies) add(ctx context.Context, rdb redis.UniversalClient, id int64) (b
 	return n == 0, nil
 }
 
+// Register registers item id's copy, found unregistered: its first load
+// registered it in a Redis that restarted before the copy was written
+// (the reconcile job adopts such a copy when its item is in play).
+func (s *RedisAtomic) Register(ctx context.Context, id int64) error {
+	_, err := s.copies.add(ctx, s.rdb, id)
+	return err
+}
+
+// Register registers item id's buckets, found unregistered (see
+// RedisAtomic.Register).
+func (s *RedisSharded) Register(ctx context.Context, id int64) error {
+	_, err := s.copies.add(ctx, s.rdb, id)
+	return err
+}
+
 // list returns the registered items.
 func (c copies) list(ctx context.Context, rdb redis.UniversalClient) ([]int64, error) {
 	ms, err := rdb.SMembers(ctx, string(c)).Result()
