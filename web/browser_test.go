@@ -55,10 +55,11 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	// until polls a JavaScript expression until it is true.
-	until := func(what, expr string) {
+	// untilWithin polls a JavaScript expression until it is true, for at
+	// most d; until waits 30 s, long enough for any page update.
+	untilWithin := func(d time.Duration, what, expr string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(d)
 		for {
 			if ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
 				return
@@ -69,6 +70,10 @@ func TestDashboardInBrowser(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	until := func(what, expr string) {
+		t.Helper()
+		untilWithin(30*time.Second, what, expr)
 	}
 	number := func(expr string) int {
 		t.Helper()
@@ -142,10 +147,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	burst := func() int {
 		t.Helper()
 		run("run a burst",
-			chromedp.Evaluate[chromedp.Void](`delete document.getElementById('burst-out').dataset.oversold`),
+			chromedp.Evaluate[chromedp.Void](`delete document.getElementById('burst-out').dataset.oversold; delete document.getElementById('burst-out').dataset.state`),
 			chromedp.SetValue(chromedp.CSS(`#burst-n`), "200"),
 			chromedp.Click(chromedp.CSS(`#burst-run`)))
-		until("the burst's outcome", `(document.getElementById('burst-out').dataset.oversold || '') !== ''`)
+		// The burst ends done, refused or failed; only done carries a
+		// verdict, and the others say why on the page.
+		// A burst's 200 buys are bounded by 10 s each and its audit by
+		// 15 s (burst.Options): a minute covers both on a busy machine.
+		untilWithin(time.Minute, "the burst to end", `['done', 'refused', 'failed'].includes(document.getElementById('burst-out').dataset.state)`)
+		if st, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('burst-out').dataset.state + ': ' + document.getElementById('burst-out').innerText`)); err != nil || !strings.HasPrefix(st, "done: ") {
+			shot("failed.png")
+			t.Fatalf("the burst did not end with a verdict: %q (%v)", st, err)
+		}
 		return number(`document.getElementById('burst-out').dataset.oversold`)
 	}
 	switchStage("unlocked", true)

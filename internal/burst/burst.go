@@ -44,6 +44,11 @@ type Options struct {
 	Concurrency int
 	// RequestTimeout bounds each request. Default 10s.
 	RequestTimeout time.Duration
+	// AuditBudget bounds the reading of the audit after a burst: the peers
+	// are asked in turn, again and again, until one answers or the budget
+	// is spent. Default 15s: on a busy machine an instance can be slow to
+	// answer just after a burst, and the audit is the burst's verdict.
+	AuditBudget time.Duration
 	// Client is the HTTP client; default one with a pool sized for
 	// Concurrency.
 	Client *http.Client
@@ -65,6 +70,9 @@ func New(opts Options) *Fleet {
 	}
 	if opts.Max <= 0 {
 		opts.Max = 2000
+	}
+	if opts.AuditBudget <= 0 {
+		opts.AuditBudget = 15 * time.Second
 	}
 	opts.Peers = slices.Clone(opts.Peers)
 	for i, p := range opts.Peers {
@@ -276,22 +284,37 @@ func ms(d time.Duration) float64 {
 }
 
 // audit reads the item's audit from the first peer that answers. Every
-// instance shares one database, so any of them tells the truth.
+// instance shares one database, so any of them tells the truth. A peer that
+// fails (busy, slow, restarting) is asked again after the others, with a
+// short pause between rounds, until opts.AuditBudget is spent: one slow
+// answer just after a burst must not cost the burst its verdict.
 func (f *Fleet) audit(ctx context.Context, r api.BurstRequest) (api.Audit, error) {
 	kind := "products"
 	if r.Kind == "coupon" {
 		kind = "coupons"
 	}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.AuditBudget)
+	defer cancel()
 	var errs []error
-	for _, p := range f.opts.Peers {
-		var a api.Audit
-		err := f.getJSON(ctx, fmt.Sprintf("%s/api/v1/%s/%d/audit", p, kind, r.ItemID), &a)
-		if err == nil {
-			return a, nil
+	for round := 0; ; round++ {
+		for _, p := range f.opts.Peers {
+			var a api.Audit
+			err := f.getJSON(ctx, fmt.Sprintf("%s/api/v1/%s/%d/audit", p, kind, r.ItemID), &a)
+			if err == nil {
+				return a, nil
+			}
+			if round == 0 {
+				errs = append(errs, err)
+			}
 		}
-		errs = append(errs, err)
+		pause := time.NewTimer(min(time.Duration(round+1)*100*time.Millisecond, time.Second))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return api.Audit{}, fmt.Errorf("no peer answered the audit within %s: %w", f.opts.AuditBudget, errors.Join(errs...))
+		case <-pause.C:
+		}
 	}
-	return api.Audit{}, errors.Join(errs...)
 }
 
 func (f *Fleet) getJSON(ctx context.Context, url string, dst any) error {

@@ -165,7 +165,7 @@ func TestBurstRejectsBadRequests(t *testing.T) {
 func TestBurstCountsUnreachablePeersAsFailed(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // nothing listens there any more
-	f := burst.New(burst.Options{Peers: []string{srv.URL}, Max: 5})
+	f := burst.New(burst.Options{Peers: []string{srv.URL}, Max: 5, AuditBudget: 200 * time.Millisecond})
 	res, err := f.Burst(context.Background(), api.BurstRequest{ItemID: 1, N: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -243,5 +243,72 @@ func TestBurstBuyerTimeCountsTheWaitForASlot(t *testing.T) {
 	}
 	if l.Max < float64(hold/time.Millisecond) || b.P50 < l.P50 || b.Max < l.Max {
 		t.Errorf("buyer time %+v, response time %+v: a buyer's clock starts no later than its request's", b, l)
+	}
+}
+
+// TestBurstAuditAsksAgainAfterAFailedAnswer: every peer fails its first
+// audit answers (503, as a busy instance does just after a burst); the
+// burst asks again until one answers, and carries the verdict, not an
+// audit error.
+func TestBurstAuditAsksAgainAfterAFailedAnswer(t *testing.T) {
+	var mu sync.Mutex
+	asked := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/products/1/buy", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	})
+	mux.HandleFunc("GET /api/v1/products/1/audit", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		asked++
+		n := asked
+		mu.Unlock()
+		if n <= 4 { // both peers, twice
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, `{"initial_stock":2,"stock":0,"sold":2,"orders":2,"oversold":0,"conserved":true}`)
+	})
+	a, b := httptest.NewServer(mux), httptest.NewServer(mux)
+	defer a.Close()
+	defer b.Close()
+	f := burst.New(burst.Options{Peers: []string{a.URL, b.URL}, Max: 5})
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Audit == nil || res.Audit.Sold != 2 {
+		t.Fatalf("audit %+v (error %q): want the fifth answer's, sold 2", res.Audit, res.AuditError)
+	}
+	if asked != 5 {
+		t.Errorf("audit asked %d times, want 5 (4 failures, then the answer)", asked)
+	}
+}
+
+// TestBurstAuditGivesUpAtItsBudget: peers that never answer the audit
+// cost the burst an audit error naming why, once AuditBudget is spent, and
+// the counts are still returned.
+func TestBurstAuditGivesUpAtItsBudget(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/products/1/buy", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	})
+	mux.HandleFunc("GET /api/v1/products/1/audit", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f := burst.New(burst.Options{Peers: []string{srv.URL}, Max: 5, AuditBudget: 300 * time.Millisecond})
+	res, err := f.Burst(context.Background(), api.BurstRequest{Kind: "product", ItemID: 1, N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Audit != nil || !strings.Contains(res.AuditError, "503") || !strings.Contains(res.AuditError, "within 300ms") {
+		t.Errorf("audit %+v, error %q: want no audit and an error naming the 503 and the budget", res.Audit, res.AuditError)
+	}
+	if res.Counts.Created != 3 {
+		t.Errorf("counts %+v: want the 3 buys counted", res.Counts)
 	}
 }

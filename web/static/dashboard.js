@@ -486,14 +486,22 @@ async function runBurst(ev) {
   if (!(n >= 1 && n <= state.burstMax)) { say(T(`N must be between 1 and ${state.burstMax}.`, `N 必须在 1 到 ${state.burstMax} 之间。`), true); return; }
   const btn = $('#burst-run');
   btn.disabled = true;
+  // out.dataset.state says how the burst ended, for a reader and for the
+  // browser test: running, done, refused, or failed (no answer, or none
+  // that could be read).
+  const ended = (st, p) => { if (p) out.replaceChildren(p); out.dataset.state = st; };
+  out.dataset.state = 'running';
   try {
-    if ($('#burst-reset').checked && !await resetItem(kind, Number(id), true)) return;
+    if ($('#burst-reset').checked && !await resetItem(kind, Number(id), true)) { ended('refused'); return; }
     const stage = state.stage || T('the current stage', '当前阶段');
     out.replaceChildren(el('p', { class: 'headline', text: T(`Firing ${n} buys at once under ${stage}…`, `正在以 ${stage} 同时发出 ${n} 个购买请求…`) }));
     const r = await admin('POST', '/api/v1/admin/burst', { kind, item_id: Number(id), n });
-    if (!r) { out.replaceChildren(el('p', { text: T('No burst: no admin token.', '未发起：没有管理员令牌。') })); return; }
-    if (!r.ok) { out.replaceChildren(el('p', { class: 'headline bad', text: T('Burst refused: ', '抢购被拒绝：') + await problemText(r) })); return; }
+    if (!r) { ended('refused', el('p', { text: T('No burst: no admin token.', '未发起：没有管理员令牌。') })); return; }
+    if (!r.ok) { ended('refused', el('p', { class: 'headline bad', text: T('Burst refused: ', '抢购被拒绝：') + await problemText(r) })); return; }
     renderBurst(await r.json());
+    ended(out.dataset.oversold === '' ? 'failed' : 'done');
+  } catch (e) {
+    ended('failed', el('p', { class: 'headline bad', text: T('Burst failed: ', '抢购失败：') + e.message }));
   } finally {
     btn.disabled = false;
     refresh1();
