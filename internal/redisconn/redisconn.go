@@ -35,11 +35,17 @@ import (
 // connection is then dropped, and the next command dials a new one. One
 // command may carry several buyers: redis-atomic gathers concurrent
 // buyers' reservations into one pipeline (redisstage's reserve_batch.go),
-// and a batch sent on a stale connection fails every buyer in it, each
-// told 503 truthfully (three serve, CLIENT KILL of 71 connections
-// mid-burst: 214 buyers answered 503, none owning an order). So the price
-// is one command's buyers per stale connection: one buyer when sales
-// arrive one at a time, up to a batch under a crowd.
+// and a batch sent on a stale connection would fail every buyer in it
+// (three serve, CLIENT KILL of 71 connections mid-burst: 214 buyers
+// answered 503). So batches go through a second client of the app's, a
+// small pool dialled by go-redis's own dialer, which checks a connection
+// before each use: the peek is paid once a batch, shared by its buyers,
+// and a stale connection is dropped before a batch is sent on it
+// (TestBatchOnStaleConnectionsCostsNoBuyer in redisstage,
+// TestRedisBatchClientChecksConnectionsBeforeUse in cmd/seckill). A
+// reservation then costs at most one buyer per stale connection of the
+// app's client, as issue 61 promises: a lone script sent on one fails
+// its one buyer.
 
 // keepAlive is go-redis's default for its own dialer: a dead peer is
 // noticed within about 45 seconds of silence.
