@@ -118,6 +118,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	redisOpts, idemOpts := clientOptions(servers[0].Addr()), clientOptions(servers[4].Addr())
 	redisOpts.PoolSize, idemOpts.PoolSize = cfg.RedisPool, cfg.RedisPool
 	b.redis = redis.NewClient(redisOpts)
+	b.batches = redis.NewClient(batchOptions(servers[0].Addr()))
 	b.idem = redis.NewClient(idemOpts)
 	for _, s := range servers[1:4] {
 		b.redlock = append(b.redlock, redlockClient(s.Addr(), "", cfg.RedisPool))

@@ -31,6 +31,10 @@ type backends struct {
 	// idem holds Idempotency-Key records; nil means redis. The demo gives
 	// them a server of their own, so their volume never slows the locks.
 	idem redis.UniversalClient
+	// batches, when set, is a client of the same Redis as redis that
+	// checks each connection before use: redis-atomic sends its batches of
+	// reservation scripts through it (newBatchClient). nil means redis.
+	batches redis.UniversalClient
 }
 
 // instance is one API instance: its handler and its own in-process state

@@ -50,7 +50,31 @@ func universalOptions(cfg config.Config) *redis.UniversalOptions {
 // slots of the dead master would still go to it, and those buyers would
 // hear 503 for up to a minute after its replica took over.
 func newRedisClient(cfg config.Config) redis.UniversalClient {
+	return universalClient(universalOptions(cfg))
+}
+
+// batchPool is the pool of the client that carries redis-atomic's batches
+// of reservation scripts, and of its pool for pipelines, where the batches
+// go: a redis-atomic stage (one per kind of item) has at most two scripts
+// or batches in flight (reserve_batch.go's maxFlying), so a few
+// connections serve an instance's batches.
+const batchPool = 8
+
+// newBatchClient is the client of redis-atomic's batches (SetBatchClient):
+// the options of newRedisClient (one server, a Cluster or Sentinels) with
+// go-redis's own dialer, which checks each pooled connection before use,
+// so that a batch is never sent on a connection the server closed (a
+// restart, CLIENT KILL) and fails all its buyers at once. The check's
+// system call is paid once a batch, shared by its buyers
+// (internal/redisconn).
+func newBatchClient(cfg config.Config) redis.UniversalClient {
 	o := universalOptions(cfg)
+	o.Dialer, o.PoolSize, o.PipelinePoolSize = nil, batchPool, batchPool
+	return universalClient(o)
+}
+
+// universalClient is the client of o: see newRedisClient.
+func universalClient(o *redis.UniversalOptions) redis.UniversalClient {
 	if o.MasterName == "" && len(o.Addrs) > 1 {
 		co := o.Cluster()
 		co.ClusterStateReloadInterval = time.Second
@@ -70,6 +94,15 @@ func redisTarget(cfg config.Config) string {
 // clientOptions are the options of a client of one of demo's servers.
 func clientOptions(addr string) *redis.Options {
 	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, Dialer: unpeekedDial}
+}
+
+// batchOptions are the options of the client of redis-atomic's batches
+// on one of demo's servers: clientOptions with go-redis's own dialer, and
+// its check of each connection before use (see newBatchClient).
+func batchOptions(addr string) *redis.Options {
+	o := clientOptions(addr)
+	o.Dialer, o.PoolSize, o.PipelinePoolSize = nil, batchPool, batchPool
+	return o
 }
 
 // redlockClient is a client of one of redlock's independent servers at

@@ -1,62 +1,10 @@
 package main
 
-import (
-	"context"
-	"net"
-	"time"
-)
+import "github.com/seckill-lab/seckill/internal/redisconn"
 
-// go-redis v9 checks every connection it takes from its pool with a
-// non-blocking recv(MSG_PEEK) (connCheck in its internal/pool; go-redis
-// issue #2599), so that a connection the server closed while it sat idle
-// is dropped before use instead of failing its command. That is one more
-// system call on every command, paid to save one failed command per
-// pooled connection on the rare day Redis restarts or drops its clients.
-//
-// The app does not pay it. BenchmarkRedisPoolCheck (64 goroutines, the
-// two clients interleaved, five runs on a busy 2-core machine): with the
-// check a PING cost the client 1.06-1.10x the CPU of a PING without it
-// (median 1.07x, about 600 ns more), an EVALSHA 1.06-1.10x (median 1.09x);
-// a trace counts one recvfrom per command more. go-redis has no
-// option to turn the check off; it skips it for a connection that is not
-// a syscall.Conn, as it does for TLS. So the app dials its own
-// connections, the way go-redis's default dialer does, and hands them
-// over wrapped in a type that hides the socket.
-//
-// The price, tested by TestRedisRestartCostsOneFailurePerConnection:
-// after a restart, each idle connection fails its next command once. The
-// app's clients send a command once (redisclients.go), so that caller
-// gets the error: a buyer hears 503 unavailable, and nothing was written,
-// since the restarted server never read the command. The failed
-// connection is then dropped, and the next command dials a new one. One
-// command may carry several buyers: redis-atomic gathers concurrent
-// buyers' reservations into one pipeline (reserve_batch.go), and a batch
-// sent on a stale connection fails every buyer in it, each told 503
-// truthfully (three serve, CLIENT KILL of 71 connections mid-burst: 214
-// buyers answered 503, none owning an order). So the price is one
-// command's buyers per stale connection: one buyer when sales arrive one
-// at a time, up to a batch under a crowd.
-
-// redisKeepAlive is go-redis's default for its own dialer: a dead peer
-// is noticed within about 45 seconds of silence.
-var redisKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}
-
-// redisDialTimeout is go-redis's default dial timeout.
-const redisDialTimeout = 5 * time.Second
-
-// unpeekedDial dials a Redis server as go-redis's default dialer does
-// (TCP keep-alives, a 5 s timeout, "unix" for a socket path) and returns
-// the connection without its syscall.Conn, so that go-redis does not peek
-// at it on every pool Get.
-func unpeekedDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: redisDialTimeout, KeepAliveConfig: redisKeepAlive}
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return unpeekedConn{c}, nil
-}
-
-// unpeekedConn is a net.Conn with nothing else: no SyscallConn method, so
-// go-redis's pool check finds no socket to peek at.
-type unpeekedConn struct{ net.Conn }
+// unpeekedDial is the dialer of the app's Redis clients: go-redis's
+// default, with the socket hidden so that go-redis skips its check of
+// each pooled connection before use (internal/redisconn says why, and what
+// it costs). The client of redis-atomic's batches of reservations keeps
+// go-redis's own dialer, and its check (newBatchClient, batchOptions).
+var unpeekedDial = redisconn.Dial

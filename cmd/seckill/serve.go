@@ -35,7 +35,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	b := backends{db: db}
 	defer func() { closeBackends(b, log) }()
 	if cfg.UsesRedis() {
-		b.redis = newRedisClient(cfg)
+		b.redis, b.batches = newRedisClient(cfg), newBatchClient(cfg)
 		if err := b.redis.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("%s: %w", redisTarget(cfg), err)
 		}
@@ -101,7 +101,7 @@ func openMySQL(ctx context.Context, dsn string, pool store.Pool) (*store.DB, err
 }
 
 func closeBackends(b backends, log interface{ Error(string, ...any) }) {
-	for _, c := range []redis.UniversalClient{b.redis, b.idem} {
+	for _, c := range []redis.UniversalClient{b.redis, b.batches, b.idem} {
 		if c == nil {
 			continue
 		}

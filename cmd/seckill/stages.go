@@ -97,6 +97,11 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		fairOpt.Fair = p.cfg.LockFair
 		k.stages[inventory.StageRedisLock] = k.crowd.WrapNamed(inventory.StageRedisLock, inventory.NewRedisLock(p.locks.locker, st, kind, section, fairOpt))
 		k.redisStock = redisstage.NewRedisAtomic(p.b.redis, st, kind, p.log)
+		if p.b.batches != nil {
+			// A batch carries several buyers: it goes on a connection
+			// checked before use, never a stale one (reserve_batch.go).
+			k.redisStock.SetBatchClient(p.b.batches)
+		}
 		k.redisStock.OnRestock(k.crowd.Restocked)
 		p.flushes = append(p.flushes, k.redisStock.WaitConfirms)
 		// The Redis stages remember sell-outs too: a remembered one costs

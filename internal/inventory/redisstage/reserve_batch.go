@@ -31,6 +31,17 @@ import (
 //     the script took);
 //   - one script's error (a refusal is an answer, not an error) is its own
 //     buyer's: the others' replies were read.
+//
+// A batch goes through the stage's batch client (SetBatchClient; by
+// default its own). The app's clients skip go-redis's check of a pooled
+// connection before use (internal/redisconn), so a connection the server
+// closed (a restart, CLIENT KILL) fails the next command sent on it: one
+// buyer for a lone script, every buyer of a batch. The app gives the
+// stage a second client, a small pool whose connections go-redis checks
+// before each use: a stale one is dropped before a batch is sent on it,
+// and the check's system call is paid once a batch, shared by its buyers.
+// Lone scripts keep the stage's client, and cost at most one buyer per
+// stale connection (TestBatchOnStaleConnectionsCostsNoBuyer).
 
 // maxReserveBatch bounds one pipeline; more wait for the next.
 const maxReserveBatch = 128
@@ -165,7 +176,7 @@ func (s *RedisAtomic) sendReserves(batch []*queuedRun) {
 		}
 	}()
 	cmds := make([]*redis.Cmd, len(batch))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.batches.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range batch {
 			cmds[i] = reserve.EvalSha(ctx, p, r.keys, r.args...)
 		}
@@ -187,7 +198,7 @@ func (s *RedisAtomic) sendReserves(batch []*queuedRun) {
 		} else if r.err != nil && redis.HasErrorPrefix(r.err, "NOSCRIPT") {
 			// A restarted or flushed Redis: this one again, alone, with
 			// the script's source as fallback. It did not run.
-			r.v, r.err = reserve.Run(ctx, s.rdb, r.keys, r.args...).Result()
+			r.v, r.err = reserve.Run(ctx, s.batches, r.keys, r.args...).Result()
 		}
 		if i > 0 {
 			close(r.done)

@@ -42,8 +42,11 @@ type copyStore interface {
 // RedisAtomic is the redis-atomic stage. It also implements Resetter and
 // the repair hooks of the reconcile job.
 type RedisAtomic struct {
-	rdb   redis.UniversalClient
-	store copyStore
+	rdb redis.UniversalClient
+	// batches sends the batches of reservation scripts: rdb, or a client
+	// that checks its connections before use (SetBatchClient).
+	batches redis.UniversalClient
+	store   copyStore
 	// sales writes the orders of the buyers Redis gave a unit: through a
 	// group commit (group_commit.go) when the store can write many orders
 	// in one transaction.
@@ -63,12 +66,18 @@ type RedisAtomic struct {
 // (a Crowd's Restocked).
 func (s *RedisAtomic) OnRestock(f func(ctx context.Context, id int64) error) { s.restocked = f }
 
+// SetBatchClient makes the stage send its batches of concurrent buyers'
+// reservation scripts through rdb, a client of the same Redis as its own
+// (reserve_batch.go says why one would). It is to be called before the
+// first buy.
+func (s *RedisAtomic) SetBatchClient(rdb redis.UniversalClient) { s.batches = rdb }
+
 // NewRedisAtomic returns the redis-atomic stage for one kind of item.
 func NewRedisAtomic(rdb redis.UniversalClient, store copyStore, kind string, log *slog.Logger) *RedisAtomic {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RedisAtomic{rdb: rdb, store: store, sales: groupSales(store), kind: kind, log: log, copies: copiesOf("redis-atomic", kind),
+	return &RedisAtomic{rdb: rdb, batches: rdb, store: store, sales: groupSales(store), kind: kind, log: log, copies: copiesOf("redis-atomic", kind),
 		confirms: newConfirmer(rdb, log), reserves: reserveQueue{limit: maxFlying}}
 }
 

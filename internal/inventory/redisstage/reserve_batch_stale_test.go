@@ -1,0 +1,165 @@
+//go:build unix
+
+package redisstage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage"
+	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
+	"github.com/seckill-lab/seckill/internal/redisconn"
+	"github.com/seckill-lab/seckill/internal/testenv"
+	"github.com/seckill-lab/seckill/internal/testkit"
+)
+
+// TestBatchOnStaleConnectionsCostsNoBuyer: the stage's client, as the
+// app's, does not check a pooled connection before use (internal/
+// redisconn), and the batches of reservation scripts go through a client
+// that does (SetBatchClient). Every idle connection of both is closed by
+// the server while two lone scripts are held and a batch waits behind
+// them: the lone buyers may each lose their script to a stale connection,
+// but the batch is not sent on one, so every buyer of the batch buys, and
+// no more buyers fail than connections were closed.
+func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
+	const stock, n = 20, 6
+	// Each client holds two idle connections in its pool and one in its
+	// pool for pipelines (go-redis keeps one apart), where the batch
+	// goes: the two lone scripts and, were it sent through the stage's
+	// client, the batch each take a stale connection.
+	const pool = 2
+	ctx := context.Background()
+	srv := testenv.StartRedis(t)
+	client := func(name string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: pool, Dialer: dial, OnConnect: testenv.NamedClientOnConnect(name)})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	stageRDB := client("rb-stage", redisconn.Dial)
+	// go-redis's own dialer, whose connections it checks before use; the
+	// test keeps them, to see the server's close arrive before the batch.
+	var mu sync.Mutex
+	var batchConns []net.Conn
+	batchRDB := client("rb-batch", func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			batchConns = append(batchConns, c)
+			mu.Unlock()
+		}
+		return c, err
+	})
+	admin := client("rb-admin", nil)
+
+	e := &streamtest.Env{DB: testenv.SQLite(t), RDB: admin, NS: testenv.Name("s-"), ID: 1}
+	if err := e.DB.Products().Reset(ctx, e.ID, stock); err != nil {
+		t.Fatal(err)
+	}
+	ra := redisstage.NewRedisAtomic(stageRDB, e.DB.Products(), e.NS, nil)
+	ra.SetBatchClient(batchRDB)
+	if err := ra.Reset(ctx, e.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	gate := newScriptGate(t, stageRDB, 2)
+	batchRDB.AddHook(gate) // counts the batch's pipeline there
+	be := &batchEnv{Env: e, ra: ra, gate: gate}
+	for _, c := range []*redis.Client{stageRDB, batchRDB} {
+		testenv.WarmPool(t, c, pool)
+		warmPipelines(t, c)
+	}
+
+	lone, queued := be.inFlight(t, ctx, n, func(int) context.Context { return ctx })
+	// The held lone scripts have not taken a connection yet (the hook
+	// runs before): every pooled connection is idle.
+	killed := 0
+	for _, name := range []string{"rb-stage", "rb-batch"} {
+		k := testenv.KillClientsNamed(t, admin, name)
+		if k != pool+1 {
+			t.Fatalf("closed %d connections of client %s, want its %d idle ones", k, name, pool+1)
+		}
+		killed += k
+	}
+	mu.Lock()
+	conns := append([]net.Conn(nil), batchConns...)
+	mu.Unlock()
+	for i, c := range conns {
+		testkit.Eventually(t, fmt.Sprintf("the close of the batch client's connection %d seen by its socket", i), 30*time.Second, func() bool { return closedByPeer(c) })
+	}
+
+	close(gate.release)
+	failed := 0
+	for i, done := range lone {
+		if err := <-done; err != nil {
+			if !errors.Is(err, inventory.ErrUnavailable) {
+				t.Errorf("lone buyer %d: %v, want bought or unavailable", i, err)
+			}
+			failed++
+		}
+	}
+	sold := len(lone) - failed
+	for i, done := range queued {
+		if err := <-done; err != nil {
+			t.Errorf("buyer q%d of the batch: %v, want bought", i, err)
+			failed++
+			continue
+		}
+		sold++
+	}
+	if failed > killed {
+		t.Errorf("%d buyers failed for %d closed connections, want at most one each", failed, killed)
+	}
+	if got := gate.pipelines(); fmt.Sprint(got) != fmt.Sprintf("[%d]", n) {
+		t.Errorf("pipelines of reservation scripts %v, want one of %d", got, n)
+	}
+	// A confirm sent on the stage client's last stale connection fails
+	// like any lost confirm, and the reconcile job settles it.
+	if err := ra.WaitConfirms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ra.Repair(ctx, e.ID, 0, e.DB.Products().OrderExists); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	be.checkStock(t, sold, stock)
+	t.Logf("%d buyers failed, %d bought, %d connections closed", failed, sold, killed)
+}
+
+// warmPipelines leaves one connection idle in rdb's pool for pipelines.
+func warmPipelines(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	if _, err := rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error { return p.Ping(context.Background()).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if ps := rdb.PoolStats().PipelineStats; ps == nil || ps.IdleConns != 1 {
+		t.Fatalf("pipeline pool %+v after a pipeline, want one idle connection", ps)
+	}
+}
+
+// closedByPeer reports whether c's peer has closed it: a peek at its
+// socket, which leaves any data in place, reads the end of the stream.
+func closedByPeer(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	_ = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
+		return true
+	})
+	return closed
+}
