@@ -299,6 +299,7 @@ var suites = []suite{{
 		"TestClaimAfterASlotMovedRereadsTheMap",
 		// Used's reads gathered behind one in flight (used.go).
 		"TestUsedReadsWaitingBehindOneGoInOnePipeline",
+		"TestUsedBatchOnStaleConnectionsIsAnswered",
 		"TestUsedReaderWhoLeavesWhileWaitingIsNotSent",
 		"TestUsedReadsOutliveTheReadAheadOfThem",
 		"TestUsedReadThatPanicsLeavesTheQueueIdle",

@@ -33,7 +33,9 @@ type backends struct {
 	idem redis.UniversalClient
 	// batches, when set, is a client of the same Redis as redis that
 	// checks each connection before use: redis-atomic sends its batches of
-	// reservation scripts through it (newBatchClient). nil means redis.
+	// reservation scripts through it (newBatchClient), and the
+	// Idempotency-Key store its pipelines of Used reads when its records
+	// are on redis. nil means redis.
 	batches redis.UniversalClient
 }
 
@@ -189,7 +191,13 @@ func (p *parts) idempotency() *idempotency.Store {
 		// keyed answer) are confirmed on a replica as its orders are.
 		o.Replicas = max(o.Replicas, 1)
 	}
-	return idempotency.New(rdb, o)
+	s := idempotency.New(rdb, o)
+	if p.b.idem == nil {
+		// Its pipelines of Used reads go through the checked client of
+		// the same server, as redis-atomic's batches do.
+		s.SetBatchClient(p.b.batches)
+	}
+	return s
 }
 
 // ready pings every backend.

@@ -119,6 +119,20 @@ type Store struct {
 	// settles the settle scripts, one per Also's Src.
 	checked, settles sync.Map
 	used             usedReads // Used's reads, gathered (used.go)
+	// batches carries the pipelines of Used's reads: rdb, or a client of
+	// the same server that checks its connections (SetBatchClient).
+	batches redis.UniversalClient
+}
+
+// SetBatchClient sends the pipelines of gathered Used reads through c, a
+// client of the same Redis as the Store's whose pool checks each
+// connection before use (go-redis's own dialer), so that a connection the
+// server closed costs no pipeline of readers (used.go). Call it before
+// the Store is used.
+func (s *Store) SetBatchClient(c redis.UniversalClient) {
+	if c != nil {
+		s.batches = c
+	}
 }
 
 // New returns a Store over rdb.
@@ -136,7 +150,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		opts.ReplicaWait = 100 * time.Millisecond
 	}
 	opts.ReplicaWait = max(opts.ReplicaWait, time.Millisecond) // WAIT's 0 waits for ever
-	return &Store{rdb: rdb, opts: opts}
+	return &Store{rdb: rdb, opts: opts, batches: rdb}
 }
 
 // Replicated reports whether a claim and a settle wait for replicas

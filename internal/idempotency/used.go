@@ -17,6 +17,14 @@ import (
 // connection, here and in Redis, for all of them, with no timer to gather
 // them and no wait beyond the read in flight. This is the same group commit
 // as the sale's (internal/inventory/redisstage/group_commit.go), for a read.
+//
+// A pipeline goes through the Store's batch client when it has one
+// (SetBatchClient): a client whose pool checks each connection before use.
+// The app's own client does not (internal/redisconn), so a connection the
+// server closed fails the next command sent on it; for a lone read that
+// costs its one reader, but a pipeline sent on it would fail all of its
+// readers, each a keyed buyer answered 503. The check is one system call a
+// pipeline, paid only when reads pile up.
 
 // maxUsedBatch bounds one pipeline; more wait for the next.
 const maxUsedBatch = 256
@@ -164,7 +172,7 @@ func (s *Store) sendUsedBatch(batch []*usedRead) {
 		return
 	}
 	cmds := make([]*redis.IntCmd, len(live))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.batches.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range live {
 			cmds[i] = p.Exists(ctx, r.key)
 		}

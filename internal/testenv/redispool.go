@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +85,42 @@ func namedClients(t testing.TB, admin *redis.Client, name string) []string {
 		}
 	}
 	return ids
+}
+
+// WarmPipelines leaves one connection idle in rdb's pool for pipelines
+// (go-redis keeps one apart from the pool of single commands).
+func WarmPipelines(t testing.TB, rdb *redis.Client) {
+	t.Helper()
+	if _, err := rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error { return p.Ping(context.Background()).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if ps := rdb.PoolStats().PipelineStats; ps == nil || ps.IdleConns != 1 {
+		t.Fatalf("pipeline pool %+v after a pipeline, want one idle connection", ps)
+	}
+}
+
+// CheckedDialer dials as go-redis's own dialer does (its pool then peeks
+// at each connection before use) and keeps every connection it made, so
+// that a test can wait for a server's close to reach them (ClosedByPeer).
+type CheckedDialer struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// Dial is a redis.Options.Dialer.
+func (d *CheckedDialer) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+	if err == nil {
+		d.mu.Lock()
+		d.conns = append(d.conns, c)
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+// Conns are the connections Dial made.
+func (d *CheckedDialer) Conns() []net.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]net.Conn(nil), d.conns...)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,7 +73,7 @@ func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
 	be := &batchEnv{Env: e, ra: ra, gate: gate}
 	for _, c := range []*redis.Client{stageRDB, batchRDB} {
 		testenv.WarmPool(t, c, pool)
-		warmPipelines(t, c)
+		testenv.WarmPipelines(t, c)
 	}
 
 	lone, queued := be.inFlight(t, ctx, n, func(int) context.Context { return ctx })
@@ -92,7 +91,7 @@ func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
 	conns := append([]net.Conn(nil), batchConns...)
 	mu.Unlock()
 	for i, c := range conns {
-		testkit.Eventually(t, fmt.Sprintf("the close of the batch client's connection %d seen by its socket", i), 30*time.Second, func() bool { return closedByPeer(c) })
+		testkit.Eventually(t, fmt.Sprintf("the close of the batch client's connection %d seen by its socket", i), 30*time.Second, func() bool { return testenv.ClosedByPeer(c) })
 	}
 
 	close(gate.release)
@@ -130,36 +129,4 @@ func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
 	}
 	be.checkStock(t, sold, stock)
 	t.Logf("%d buyers failed, %d bought, %d connections closed", failed, sold, killed)
-}
-
-// warmPipelines leaves one connection idle in rdb's pool for pipelines.
-func warmPipelines(t *testing.T, rdb *redis.Client) {
-	t.Helper()
-	if _, err := rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error { return p.Ping(context.Background()).Err() }); err != nil {
-		t.Fatal(err)
-	}
-	if ps := rdb.PoolStats().PipelineStats; ps == nil || ps.IdleConns != 1 {
-		t.Fatalf("pipeline pool %+v after a pipeline, want one idle connection", ps)
-	}
-}
-
-// closedByPeer reports whether c's peer has closed it: a peek at its
-// socket, which leaves any data in place, reads the end of the stream.
-func closedByPeer(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	closed := false
-	_ = raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		closed = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
-		return true
-	})
-	return closed
 }
