@@ -457,6 +457,12 @@ var suites = []suite{{
 	pkg:    "./internal/room",
 	budget: 2 * time.Minute,
 }, {
+	// A dashboard burst's requests released through a barrier against
+	// fake instances; its audit asked again after busy answers, and
+	// given up at its budget.
+	pkg:    "./internal/burst",
+	budget: time.Minute,
+}, {
 	// One limit shared by limiters on separate clients, at once.
 	pkg:    "./internal/ratelimit",
 	budget: time.Minute,
