@@ -21,7 +21,7 @@ func TestRedisBatchClientChecksConnectionsBeforeUse(t *testing.T) {
 	rdb := newBatchClient(config.Config{RedisAddrs: []string{p.Addr}, RedisPool: 64}).(*redis.Client)
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	warmPool(t, rdb, 4)
+	testenv.WarmPool(t, rdb, 4)
 	if _, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error { return pl.Ping(ctx).Err() }); err != nil {
 		t.Fatal(err)
 	}

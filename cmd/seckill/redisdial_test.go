@@ -16,28 +16,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// warmPool leaves n connections idle in rdb's pool: n calls held at once
-// each take their own.
-func warmPool(t *testing.T, rdb *redis.Client, n int) {
-	t.Helper()
-	ctx := context.Background()
-	conns := make([]*redis.Conn, n)
-	for i := range conns {
-		conns[i] = rdb.Conn()
-		if err := conns[i].Ping(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range conns {
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if idle := rdb.PoolStats().IdleConns; int(idle) != n {
-		t.Fatalf("%d idle connections after warming, want %d", idle, n)
-	}
-}
-
 // TestRedisRestartCostsOneFailurePerConnection: the app's client does not
 // check a pooled connection before each use (redisdial.go), so after a
 // Redis restart each of its idle connections fails its next command, once
@@ -48,7 +26,7 @@ func TestRedisRestartCostsOneFailurePerConnection(t *testing.T) {
 	p := testenv.StartRedis(t)
 	rdb := newRedisClient(config.Config{RedisAddrs: []string{p.Addr}, RedisPool: pool}).(*redis.Client)
 	t.Cleanup(func() { _ = rdb.Close() })
-	warmPool(t, rdb, pool)
+	testenv.WarmPool(t, rdb, pool)
 	p.Restart()
 	ctx := context.Background()
 	failures := 0
@@ -96,7 +74,7 @@ func TestRedisRestartCostsABuyerA503PerConnection(t *testing.T) {
 		t.Fatalf("buy before the restart: %d %s", code, body)
 	}
 	sold, refused := 1, 0
-	warmPool(t, rdb, pool)
+	testenv.WarmPool(t, rdb, pool)
 	p.Restart()
 	for i, ok := 1, 0; ok < 2*pool; i++ {
 		code, body := buy(i)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,17 +45,8 @@ func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
 	stageRDB := client("rb-stage", redisconn.Dial)
 	// go-redis's own dialer, whose connections it checks before use; the
 	// test keeps them, to see the server's close arrive before the batch.
-	var mu sync.Mutex
-	var batchConns []net.Conn
-	batchRDB := client("rb-batch", func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
-		if err == nil {
-			mu.Lock()
-			batchConns = append(batchConns, c)
-			mu.Unlock()
-		}
-		return c, err
-	})
+	var checked testenv.CheckedDialer
+	batchRDB := client("rb-batch", checked.Dial)
 	admin := client("rb-admin", nil)
 
 	e := &streamtest.Env{DB: testenv.SQLite(t), RDB: admin, NS: testenv.Name("s-"), ID: 1}
@@ -87,10 +77,7 @@ func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
 		}
 		killed += k
 	}
-	mu.Lock()
-	conns := append([]net.Conn(nil), batchConns...)
-	mu.Unlock()
-	for i, c := range conns {
+	for i, c := range checked.Conns() {
 		testkit.Eventually(t, fmt.Sprintf("the close of the batch client's connection %d seen by its socket", i), 30*time.Second, func() bool { return testenv.ClosedByPeer(c) })
 	}
 
