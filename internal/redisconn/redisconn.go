@@ -45,7 +45,10 @@ import (
 // TestRedisBatchClientChecksConnectionsBeforeUse in cmd/seckill). A
 // reservation then costs at most one buyer per stale connection of the
 // app's client, as issue 61 promises: a lone script sent on one fails
-// its one buyer.
+// its one buyer. The Idempotency-Key store's pipelines of gathered key
+// reads go through the same client (TestUsedBatchOnStaleConnectionsIsAnswered
+// in idempotency). A MySQL group commit does not have such a guard: a
+// killed MySQL connection still fails its group (docs/operations.md).
 
 // keepAlive is go-redis's default for its own dialer: a dead peer is
 // noticed within about 45 seconds of silence.
