@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/seckill/internal/idempotency"
 	"github.com/seckill-lab/seckill/internal/redisconn"
 	"github.com/seckill-lab/seckill/internal/testenv"
-	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestUsedBatchOnStaleConnectionsIsAnswered: the Store's client, as the
@@ -62,17 +60,7 @@ func TestUsedBatchOnStaleConnectionsIsAnswered(t *testing.T) {
 	r := &usedRig{t: t, s: s, hook: h}
 	first := r.holdFirst(ctx) // held by the hook before it takes a connection
 	outs := r.queue(ctx, n)
-	killed := 0
-	for _, name := range []string{"used-store", "used-batch"} {
-		k := testenv.KillClientsNamed(t, admin, name)
-		if k != pool+1 {
-			t.Fatalf("closed %d connections of client %s, want its %d idle ones", k, name, pool+1)
-		}
-		killed += k
-	}
-	for i, c := range checked.Conns() {
-		testkit.Eventually(t, fmt.Sprintf("the close of the batch client's connection %d seen by its socket", i), 30*time.Second, func() bool { return testenv.ClosedByPeer(c) })
-	}
+	killed := testenv.KillIdleClients(t, admin, &checked, pool+1, "used-store", "used-batch")
 	close(h.hold)
 	failed := 0
 	if a := answer(t, first); a.err != nil {

@@ -4,8 +4,15 @@ package testenv
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // ClosedByPeer reports whether c's peer has closed it: a peek at its
@@ -27,4 +34,25 @@ func ClosedByPeer(c net.Conn) bool {
 		return true
 	})
 	return closed
+}
+
+// KillIdleClients closes, on the server admin is a client of, every
+// connection of the clients named names (KillClientsNamed), each of which
+// must have had want; then it waits until every connection checked dialled
+// has read the close, so that a check before use finds them all stale. It
+// returns how many connections it closed.
+func KillIdleClients(t testing.TB, admin *redis.Client, checked *CheckedDialer, want int, names ...string) int {
+	t.Helper()
+	killed := 0
+	for _, name := range names {
+		k := KillClientsNamed(t, admin, name)
+		if k != want {
+			t.Fatalf("closed %d connections of client %s, want its %d idle ones", k, name, want)
+		}
+		killed += k
+	}
+	for i, c := range checked.Conns() {
+		testkit.Eventually(t, fmt.Sprintf("the close of checked connection %d seen by its socket", i), 30*time.Second, func() bool { return ClosedByPeer(c) })
+	}
+	return killed
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/seckill-lab/seckill/internal/inventory/redisstage/streamtest"
 	"github.com/seckill-lab/seckill/internal/redisconn"
 	"github.com/seckill-lab/seckill/internal/testenv"
-	"github.com/seckill-lab/seckill/internal/testkit"
 )
 
 // TestBatchOnStaleConnectionsCostsNoBuyer: the stage's client, as the
@@ -69,17 +67,7 @@ func TestBatchOnStaleConnectionsCostsNoBuyer(t *testing.T) {
 	lone, queued := be.inFlight(t, ctx, n, func(int) context.Context { return ctx })
 	// The held lone scripts have not taken a connection yet (the hook
 	// runs before): every pooled connection is idle.
-	killed := 0
-	for _, name := range []string{"rb-stage", "rb-batch"} {
-		k := testenv.KillClientsNamed(t, admin, name)
-		if k != pool+1 {
-			t.Fatalf("closed %d connections of client %s, want its %d idle ones", k, name, pool+1)
-		}
-		killed += k
-	}
-	for i, c := range checked.Conns() {
-		testkit.Eventually(t, fmt.Sprintf("the close of the batch client's connection %d seen by its socket", i), 30*time.Second, func() bool { return testenv.ClosedByPeer(c) })
-	}
+	killed := testenv.KillIdleClients(t, admin, &checked, pool+1, "rb-stage", "rb-batch")
 
 	close(gate.release)
 	failed := 0
