@@ -77,8 +77,9 @@ func (m *Manager) acknowledge(id string) {
 	}
 }
 
-// awaitAcks waits for n acknowledgements on ch, at most Options.AckWait.
-func (m *Manager) awaitAcks(ctx context.Context, id, n int64, ch chan struct{}) error {
+// awaitAcks waits for n acknowledgements on ch of the room's news named
+// what, at most Options.AckWait.
+func (m *Manager) awaitAcks(ctx context.Context, id, n int64, ch chan struct{}, what string) error {
 	if m.awaiting != nil {
 		m.awaiting()
 	}
@@ -89,11 +90,11 @@ func (m *Manager) awaitAcks(ctx context.Context, id, n int64, ch chan struct{}) 
 		case <-ch:
 		case <-t.C:
 			m.acksMissed.Add(1)
-			m.opts.Log.Warn("a waiting room's sell-out was not acknowledged by every instance in time; the sale is answered all the same",
-				"item", id, "acknowledged", got, "of", n, "waited", m.opts.AckWait)
+			m.opts.Log.Warn("a waiting room's news was not acknowledged by every instance in time; it is answered all the same",
+				"news", what, "item", id, "acknowledged", got, "of", n, "waited", m.opts.AckWait)
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the fleet to hear item %d's sell-out: %w", id, ctx.Err())
+			return fmt.Errorf("waiting for the fleet to hear item %d's %s: %w", id, what, ctx.Err())
 		}
 	}
 	return nil

@@ -48,16 +48,24 @@ func (m *Manager) Set(ctx context.Context, id int64, s Settings) (State, error) 
 
 // Remove removes item id's room: its buys need no pass again. It leaves
 // a tombstone, so that an instance that missed the news does not restore
-// the room from its memory. It returns ErrUnavailable.
+// the room from its memory, and it returns once every instance that
+// heard the news acknowledged it (at most Options.AckWait, as a sale's
+// Settle), so that no instance answers from its memory of the room after
+// the removal was answered. It returns ErrUnavailable or the context's
+// error.
 func (m *Manager) Remove(ctx context.Context, id int64) error {
-	if err := removeScript.Run(ctx, m.opts.RDB, m.keys(id), NewsChannel, m.newsName(id)).Err(); err != nil {
+	ack, wait := m.acks.expect()
+	defer m.acks.forget(ack)
+	res, err := removeScript.Run(ctx, m.opts.RDB, m.keys(id), NewsChannel, m.newsName(id), ack).Int64Slice()
+	if err != nil {
 		return unavailable(err)
 	}
 	v := m.view(id)
 	v.mu.Lock()
-	v.st, v.steps, v.perm, v.noneUntil = State{}, nil, nil, time.Time{}
+	v.forget(res[0])
+	v.noneUntil = time.Time{}
 	v.mu.Unlock()
-	return nil
+	return m.awaitAcks(ctx, id, res[1], wait, "removal")
 }
 
 // Look is a room as the dashboard shows it.

@@ -111,11 +111,12 @@ type Manager struct {
 	subOnce                                sync.Once
 	joins, polls, passes, spends, expiries atomic.Int64
 	acks                                   ackWaiters
-	acksMissed                             atomic.Int64 // sell-outs answered before every instance acknowledged them
+	acksMissed                             atomic.Int64 // sell-outs and removals answered before every instance acknowledged them
 	// Test hooks: beforeNews runs before a piece of news is learnt (in
-	// the subscription's goroutine), awaiting when a Settle starts
-	// waiting for acknowledgements.
-	beforeNews, awaiting func()
+	// the subscription's goroutine), awaiting when a Settle or a Remove
+	// starts waiting for acknowledgements, afterStep when an admission
+	// step's answer is back from Redis, before it is learnt.
+	beforeNews, awaiting, afterStep func()
 }
 
 // New returns a Manager; Close stops its background work.

@@ -523,9 +523,99 @@ func TestRemovedRoomIsNotRestored(t *testing.T) {
 	if has, err := m.Has(ctx, 1); has || err != nil {
 		t.Fatalf("the room after the other instance's step: %v, %v; want removed", has, err)
 	}
+	if _, err := other.Get(ctx, 1); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("the other instance, asked after its step found the tombstone: %v; want ErrNoRoom, not its memory", err)
+	}
 	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
 	if has, err := m.Has(ctx, 1); !has || err != nil {
 		t.Fatalf("the room set again after its removal: %v, %v", has, err)
+	}
+}
+
+// A step that ran in Redis before a removal, whose answer is learnt after
+// the news of the removal, does not bring the room back into memory: the
+// step's answer is held until the removal was heard. Before, the
+// instance learnt the removed room again from it, answered it from
+// memory, and stepped it (restoring it, in vain, every interval) until
+// its state went stale: the lab's GET after removing its room said 200.
+func TestStepAnsweredAfterTheRemovalIsNotLearnt(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
+	t.Cleanup(m.Close)
+	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour, AckWait: time.Minute})
+	t.Cleanup(other.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	ctx := context.Background()
+	v, _, err := other.state(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepped, release := make(chan struct{}), make(chan struct{})
+	other.afterStep = func() {
+		close(stepped)
+		<-release
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.step(ctx, 1, v, "-1")
+		done <- err
+	}()
+	<-stepped
+	other.afterStep = nil
+	if err := m.Remove(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the other instance heard the removal", 20*time.Second, func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.st.Epoch == 0
+	})
+	close(release)
+	if err := <-done; !errors.Is(err, ErrNoRoom) {
+		t.Errorf("the step answered before the removal, learnt after it: %v; want ErrNoRoom", err)
+	}
+	if _, err := other.Get(ctx, 1); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("the other instance after the removal: %v; want ErrNoRoom", err)
+	}
+}
+
+// A removal's answer waits until every instance has heard it: a buyer
+// who asks another instance right after the admin was told the room is
+// gone is not told to wait in it. The other instance's news is held until
+// the removal waits for acknowledgements (on the code before, Remove
+// returned without waiting, and the other instance answered from memory).
+func TestRemovalWaitsUntilTheFleetHeardIt(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, AckWait: time.Minute})
+	t.Cleanup(m.Close)
+	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
+	t.Cleanup(other.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	ctx := context.Background()
+	if _, err := other.Get(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	release, awaiting := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	other.beforeNews = func() { <-release }
+	m.awaiting = func() { close(awaiting) }
+	done := make(chan error, 1)
+	go func() { done <- m.Remove(ctx, 1) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Remove returned (%v) while the other instance had not heard the removal", err)
+	case <-awaiting:
+	}
+	open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Get(ctx, 1); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("the other instance right after the removal's answer: %v; want ErrNoRoom", err)
 	}
 }
 

@@ -59,6 +59,18 @@ type view struct {
 	kick    chan struct{}
 	// noneUntil remembers that the item has no room, until then.
 	noneUntil time.Time
+	// goneUpTo is the instant of the last removal of the item's room this
+	// instance heard of: the rooms of epochs up to it are gone, and an
+	// answer about one (a step Redis ran before the removal, learnt after
+	// it) is not learnt.
+	goneUpTo int64
+}
+
+// forget forgets the room, removed at the instant removed: the rooms of
+// epochs up to it (and up to the one it knew) are gone.
+func (v *view) forget(removed int64) {
+	v.goneUpTo = max(v.goneUpTo, removed, v.st.Epoch)
+	v.st, v.steps, v.perm = State{}, nil, nil
 }
 
 // step is an admission step: places up to upTo admitted at ms.
@@ -107,7 +119,7 @@ func (v *view) nowMS() int64 {
 
 // learn takes a state newer than (or as new as) the one held.
 func (v *view) learn(st State, at time.Time) {
-	if st.Epoch < v.st.Epoch || st.Epoch == v.st.Epoch && st.NowMS < v.st.NowMS {
+	if st.Epoch <= v.goneUpTo || st.Epoch < v.st.Epoch || st.Epoch == v.st.Epoch && st.NowMS < v.st.NowMS {
 		return
 	}
 	if st.Epoch != v.st.Epoch {
@@ -215,23 +227,50 @@ func (m *Manager) stepAsking(ctx context.Context, id int64, v *view, soldOut, ac
 	if err != nil {
 		return State{}, -1, unavailable(err)
 	}
+	if m.afterStep != nil {
+		m.afterStep()
+	}
 	if res[0] < 0 {
+		if m.removed(v, res) {
+			return State{}, -1, ErrNoRoom
+		}
 		st, err := m.restore(ctx, id, v)
 		return st, -1, err
 	}
-	return m.learnStep(v, res), res[17], nil
+	st, err = m.learnStep(v, res)
+	return st, res[17], err
+}
+
+// removed tells whether an admission step's answer of no room is a
+// removal's tombstone, and if so forgets the room: it was removed, not
+// lost with Redis's data, and must not be restored.
+func (m *Manager) removed(v *view, res []int64) bool {
+	if len(res) < 2 || res[1] <= 0 {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.forget(res[1])
+	v.noneUntil = time.Now().Add(time.Second)
+	return true
 }
 
 // learnStep learns an admission step's answer and counts what it did.
-func (m *Manager) learnStep(v *view, res []int64) State {
+// ErrNoRoom when the room it answers about was removed meanwhile: Redis
+// ran the step before the removal, and this instance heard of the
+// removal before the step's answer.
+func (m *Manager) learnStep(v *view, res []int64) (State, error) {
 	st := State{Epoch: res[1], Admitted: res[2], Next: res[3], Drawn: res[4], Seed: res[5], SoldOut: res[6] == 1, NowMS: res[7],
 		Expired: res[8], Spent: res[9], Max: res[10], Rate: res[11], Shuffle: res[12], PassMS: res[13], OpensMS: res[14]}
 	m.passes.Add(res[15])
 	m.expiries.Add(res[16])
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if st.Epoch <= v.goneUpTo {
+		return State{}, ErrNoRoom
+	}
 	v.learn(st, time.Now())
-	return v.st
+	return v.st, nil
 }
 
 // restore re-creates a room Redis lost from this instance's memory of
@@ -249,20 +288,23 @@ func (m *Manager) restore(ctx context.Context, id int64, v *view) (State, error)
 	if st.SoldOut {
 		so = 1
 	}
-	m.opts.Log.Warn("restoring a waiting room Redis lost, from this instance's memory", "item", id, "epoch", st.Epoch, "next", st.Next, "admitted", st.Admitted)
-	err := restoreScript.Run(ctx, m.opts.RDB, m.keys(id)[:2], st.Epoch, st.Rate, st.Max, st.Shuffle, st.PassMS, st.OpensMS,
-		st.Next, st.Drawn, st.Seed, st.Admitted, st.Expired, so).Err()
+	done, err := restoreScript.Run(ctx, m.opts.RDB, m.keys(id)[:2], st.Epoch, st.Rate, st.Max, st.Shuffle, st.PassMS, st.OpensMS,
+		st.Next, st.Drawn, st.Seed, st.Admitted, st.Expired, so).Int64()
 	if err != nil {
 		return State{}, unavailable(err)
+	}
+	if done == 1 {
+		m.opts.Log.Warn("restored a waiting room Redis lost, from this instance's memory", "item", id, "epoch", st.Epoch, "next", st.Next, "admitted", st.Admitted)
 	}
 	res, err := admitScript.Run(ctx, m.opts.RDB, m.keys(id), "-1", seed(), NewsChannel, m.newsName(id), "-").Int64Slice()
 	if err != nil {
 		return State{}, unavailable(err)
 	}
 	if res[0] < 0 {
+		m.removed(v, res)
 		return State{}, ErrNoRoom
 	}
-	return m.learnStep(v, res), nil
+	return m.learnStep(v, res)
 }
 
 // subscribe starts the news subscription once.
@@ -340,7 +382,12 @@ func (m *Manager) hear(payload string) (ack string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if n[0] == 0 {
-		v.st, v.steps, v.perm, v.noneUntil = State{}, nil, nil, time.Time{}
+		// The removal's instant rides in the news's now_ms.
+		v.forget(n[6])
+		v.noneUntil = time.Time{}
+		return
+	}
+	if n[0] <= v.goneUpTo {
 		return
 	}
 	if n[0] != v.st.Epoch {

@@ -123,7 +123,7 @@ func (m *Manager) Settle(ctx context.Context, id int64) error {
 	if err != nil || asked <= 0 {
 		return err
 	}
-	return m.awaitAcks(ctx, id, asked, wait)
+	return m.awaitAcks(ctx, id, asked, wait, "sell-out")
 }
 
 // SoldOut tells the room that the item is sold out (a pass holder's buy

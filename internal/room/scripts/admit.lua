@@ -11,10 +11,14 @@
 -- Returns {1, epoch, admitted, next, drawn, seed, sold_out, now_ms,
 -- expired, spent, max, rate, shuffle_ms, pass_ms, opens_ms, admitted by
 -- this step, expired unspent by this step, subscribers asked to
--- acknowledge (-1: none asked)} or {-1} when the room is gone.
+-- acknowledge (-1: none asked)} or {-1, removed} when the room is gone:
+-- removed is the instant of its removal (remove.lua), 0 when Redis holds
+-- nothing of it (lost with its data, or never set).
 local h = KEYS[1]
 -- A removed room leaves a tombstone (a hash without an epoch), see remove.lua.
-if redis.call('HEXISTS', h, 'epoch') == 0 then return {-1} end
+if redis.call('HEXISTS', h, 'epoch') == 0 then
+  return {-1, tonumber(redis.call('HGET', h, 'removed') or '0')}
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local f = redis.call('HMGET', h, 'epoch', 'rate', 'max', 'shuffle_ms', 'pass_ms', 'opens_ms',

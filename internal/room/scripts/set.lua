@@ -5,7 +5,10 @@
 -- Returns {epoch, opens_ms}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local epoch = math.max(now, tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0') + 1)
+-- Above the epoch it replaces, and above a removal's instant (remove.lua):
+-- an instance rejects the epochs up to a removal it heard of.
+local epoch = math.max(now, tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0') + 1,
+  tonumber(redis.call('HGET', KEYS[1], 'removed') or '0') + 1)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 local opens = tonumber(ARGV[5])
 if opens == 0 then opens = now end
