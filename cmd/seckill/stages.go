@@ -103,6 +103,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 			k.redisStock.SetBatchClient(p.b.batches)
 		}
 		k.redisStock.OnRestock(k.crowd.Restocked)
+		k.redisStock.SetGroupLinger(p.cfg.GroupLinger)
 		p.flushes = append(p.flushes, k.redisStock.WaitConfirms)
 		// The Redis stages remember sell-outs too: a remembered one costs
 		// no round trip, where their script costs one.
@@ -112,6 +113,7 @@ func (p *parts) stages(st *store.Ledger, kind string) kindStages {
 		k.stages[inventory.StageRedisStream] = k.crowd.WrapNamed(inventory.StageRedisStream, k.queue)
 		k.sharded = redisstage.NewRedisSharded(p.b.redis, st, kind, p.cfg.StockBuckets, p.log)
 		k.sharded.OnRestock(k.crowd.Restocked)
+		k.sharded.SetGroupLinger(p.cfg.GroupLinger)
 		p.metrics.CountFallbacks(kind, k.sharded.Fallbacks)
 		p.metrics.CountSweeps(kind, k.sharded.Sweeps, k.sharded.UnitsMoved)
 		if p.cfg.StockSweepInterval > 0 {

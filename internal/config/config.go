@@ -77,6 +77,7 @@ type Config struct {
 	TrustedProxies        []netip.Prefix // SECKILL_TRUSTED_PROXIES: peers whose X-Forwarded-For is believed
 	StockBuckets          int            // SECKILL_STOCK_BUCKETS: buckets redis-sharded splits one item's stock over
 	StockSweepInterval    time.Duration  // SECKILL_STOCK_SWEEP_INTERVAL: period of redis-sharded's sweeper
+	GroupLinger           time.Duration  // SECKILL_GROUP_LINGER: how long the Redis stages' next order group waits for more sales
 	StockSweepBelow       int            // SECKILL_STOCK_SWEEP_BELOW: units left at or below which the sweeper gathers them
 	FreezeFencedWrite     bool           // SECKILL_FREEZE_BEFORE_FENCED_WRITE: fault injection for the chaos suite only
 }
@@ -125,6 +126,7 @@ func (c *Config) settings() []setting {
 		duration(&c.StreamReplicaWait, "SECKILL_STREAM_REPLICA_WAIT", "100ms", time.Millisecond, 10*time.Second, "how long a redis-stream buy at durability replica waits for a replica to confirm its order"),
 		integer(&c.StockBuckets, "SECKILL_STOCK_BUCKETS", "4", 1, 1024, "buckets redis-sharded splits one item's stock over, each a Redis key with its own hash tag (on a Cluster, spread over the shards); a buyer whose bucket is empty tries the others"),
 		duration(&c.StockSweepInterval, "SECKILL_STOCK_SWEEP_INTERVAL", "1s", 0, time.Hour, "period of redis-sharded's sweeper, which gathers an item's last units into its fullest bucket (each move written down first, so a cut one is finished by the next sweep, the reconcile job or a buyer); 0: no sweeper"),
+		duration(&c.GroupLinger, "SECKILL_GROUP_LINGER", "1ms", 0, 50*time.Millisecond, "how long redis-atomic's and redis-sharded's group commit, after a write during which more sales arrived, waits for the sales still on their way before it writes the next group (less when a full group of 64 waits); a sale that finds its item idle never waits; 0: never"),
 		integer(&c.StockSweepBelow, "SECKILL_STOCK_SWEEP_BELOW", "16", 1, 1_000_000, "units left in redis-sharded's buckets at or below which the sweeper gathers them into one bucket"),
 		duration(&c.ShutdownTimeout, "SECKILL_SHUTDOWN_TIMEOUT", "10s", 0, 10*time.Minute, "how long shutdown waits for in-flight requests"),
 		level(&c.LogLevel, "SECKILL_LOG_LEVEL", "info", "debug, info, warn or error"),

@@ -45,6 +45,15 @@ import (
 //     stock does not cover them all, which only a wrong Redis copy can
 //     cause): each member is then written alone and gets its own fate.
 //
+// Sales that arrived while their lane wrote are a sign of a crowd: more
+// are on their way (reserved in Redis a moment after them). So the group
+// that follows a write lingers for them, at most linger (1 ms by default),
+// and less when a full group's worth already waits; the first group of an
+// idle lane, a lone sale on a quiet item included, is written at once.
+// Fewer, larger transactions cost MariaDB less per sale (0.53-0.77x with
+// a blind wait of 0.5-1 ms, docs/performance.md), and on a busy machine
+// the buyers were answered sooner, not later.
+//
 // A sale waiting for its turn leaves when its request's context ends, and is
 // then never written. Once a group is taken it is written under a context
 // that no member can cancel and that ends at the earliest member's deadline,
@@ -54,6 +63,10 @@ type groupCommit struct {
 	store  batchDeducter
 	across crossDeducter // nil: a lane per item
 	max    int           // most sales in one group
+	// linger is how long the group after a write waits for more sales
+	// (0: not at all); lingering, a test hook, runs as it starts to.
+	linger    time.Duration
+	lingering func()
 
 	mu    sync.Mutex
 	lanes map[int64]*lane // by item id
@@ -75,6 +88,9 @@ type lane struct {
 	waiting []*sale
 	number  int64   // with across: its place in open
 	ids     []int64 // the items it holds in lanes
+	// full, set while the lane lingers, is closed when a group's worth
+	// of sales waits.
+	full chan struct{}
 }
 
 // sale is one order on its way to the database.
@@ -97,8 +113,12 @@ const groupMax = 64
 // writeCap bounds a group whose members have no deadline.
 const writeCap = 30 * time.Second
 
+// DefaultGroupLinger is how long the group after a write waits for more
+// sales, by default (RedisAtomic.SetGroupLinger).
+const DefaultGroupLinger = time.Millisecond
+
 func newGroupCommit(store batchDeducter) *groupCommit {
-	g := &groupCommit{store: store, max: groupMax, lanes: map[int64]*lane{}}
+	g := &groupCommit{store: store, max: groupMax, linger: DefaultGroupLinger, lanes: map[int64]*lane{}}
 	if c, ok := store.(crossDeducter); ok && c.GroupWriters() > 0 {
 		g.across, g.open = c, map[int64]*lane{}
 	}
@@ -114,6 +134,15 @@ func groupSales(store inventory.Deducter) inventory.Deducter {
 	return store
 }
 
+// setLinger sets how long the group after a write waits for more sales,
+// on sales that go through a group commit (0: not at all). It is to be
+// called before the first sale.
+func setLinger(sales inventory.Deducter, d time.Duration) {
+	if g, ok := sales.(*groupCommit); ok {
+		g.linger = max(0, d)
+	}
+}
+
 // Deduct writes o, in a group with the other sales of its item that arrive
 // while a write of the item is running.
 func (g *groupCommit) Deduct(ctx context.Context, o inventory.Order) error {
@@ -124,6 +153,9 @@ func (g *groupCommit) Deduct(ctx context.Context, o inventory.Order) error {
 	if !l.writing {
 		l.writing = true
 		go g.drain(l)
+	} else if l.full != nil && len(l.waiting) >= g.max {
+		close(l.full)
+		l.full = nil
 	}
 	g.mu.Unlock()
 
@@ -145,9 +177,12 @@ func (g *groupCommit) Deduct(ctx context.Context, o inventory.Order) error {
 }
 
 // drain writes the lane's waiting sales, a group at a time, until none are
-// left.
+// left; each group after the first lingers for more.
 func (g *groupCommit) drain(l *lane) {
-	for {
+	for wrote := false; ; wrote = true {
+		if wrote {
+			g.lingerFor(l)
+		}
 		g.mu.Lock()
 		var group []*sale
 		rest := l.waiting[:0]
@@ -174,6 +209,37 @@ func (g *groupCommit) drain(l *lane) {
 		g.mu.Unlock()
 		g.write(group)
 	}
+}
+
+// lingerFor waits, after a write, for more sales to join the sales that
+// arrived while it ran: until linger passed or a group's worth waits. It
+// does not wait when none arrived (the lane is done) or a group is full.
+func (g *groupCommit) lingerFor(l *lane) {
+	if g.linger <= 0 {
+		return
+	}
+	g.mu.Lock()
+	if n := len(l.waiting); n == 0 || n >= g.max {
+		g.mu.Unlock()
+		return
+	}
+	full := make(chan struct{})
+	l.full = full
+	g.mu.Unlock()
+	if g.lingering != nil {
+		g.lingering()
+	}
+	t := time.NewTimer(g.linger)
+	select {
+	case <-t.C:
+	case <-full:
+	}
+	t.Stop()
+	g.mu.Lock()
+	if l.full == full {
+		l.full = nil
+	}
+	g.mu.Unlock()
 }
 
 // write commits one group and answers each of its sales.

@@ -31,6 +31,10 @@ func (s *RedisSharded) OnRestock(f func(ctx context.Context, id int64) error) {
 	s.restocked = s.markedThen(f)
 }
 
+// SetGroupLinger sets how long the group commit of the sales waits for
+// more, as RedisAtomic.SetGroupLinger does.
+func (s *RedisSharded) SetGroupLinger(d time.Duration) { setLinger(s.sales, d) }
+
 // Fallbacks counts the buys that visited a bucket other than their home.
 func (s *RedisSharded) Fallbacks() int64 { return s.fallbacks.Load() }
 

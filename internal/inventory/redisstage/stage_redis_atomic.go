@@ -100,6 +100,12 @@ func (s *RedisAtomic) WindowNow(ctx context.Context, id int64) (time.Time, error
 	return time.Unix(t[0], t[1]*1000), nil
 }
 
+// SetGroupLinger sets how long the group commit of the sales, after a
+// write during which more sales arrived, waits for the ones still on
+// their way (DefaultGroupLinger; 0: never; group_commit.go). It is to be
+// called before the first sale.
+func (s *RedisAtomic) SetGroupLinger(d time.Duration) { setLinger(s.sales, d) }
+
 // Buy reserves in Redis, then persists with the guarded decrement. The
 // script checks the sale window on Redis's clock; the write that follows
 // does not check it again.
