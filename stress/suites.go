@@ -215,7 +215,7 @@ var suites = []suite{{
 }, {
 	// The Redis stages: confirms off the buyer's path and reservation
 	// scripts gathered, with pipelines held, failed and cancelled; group
-	// commits with writes held and failures injected, redis-stream's writers killed mid-batch and durability
+	// commits with writes held, lingers held and failures injected, redis-stream's writers killed mid-batch and durability
 	// against a stopped replica, redis-sharded's buckets, sweeper and
 	// Cluster masters killed mid-burst, retries and repairs that race.
 	pkg: "./internal/inventory/redisstage",
@@ -244,6 +244,11 @@ var suites = []suite{{
 		"TestGroupThatMayPassFailsEveryMember",
 		"TestWaitingSaleLeavesWhenItsRequestEnds",
 		"TestTakenSaleWaitsForItsAnswer",
+		"TestLoneSaleDoesNotLinger",
+		"TestSalesBehindAWriteLingerForTheNextOnItsWay",
+		"TestLingerEndsWhenTheGroupIsFull",
+		"TestLingerEndsAtItsCap",
+		"TestSaleLeavesDuringTheLinger",
 		"TestRepairLeavesACopyResetDuringItsRead",
 		"TestAttackRetryNeverBuysTwice",
 		"TestRetryOfAQueuedBuyGetsThePendingOrder",

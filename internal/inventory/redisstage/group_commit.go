@@ -46,13 +46,14 @@ import (
 //     cause): each member is then written alone and gets its own fate.
 //
 // Sales that arrived while their lane wrote are a sign of a crowd: more
-// are on their way (reserved in Redis a moment after them). So the group
-// that follows a write lingers for them, at most linger (1 ms by default),
-// and less when a full group's worth already waits; the first group of an
-// idle lane, a lone sale on a quiet item included, is written at once.
-// Fewer, larger transactions cost MariaDB less per sale (0.53-0.77x with
-// a blind wait of 0.5-1 ms, docs/performance.md), and on a busy machine
-// the buyers were answered sooner, not later.
+// are on their way (reserved in Redis a moment after them). With a linger
+// set (SetGroupLinger; off by default), the group that follows a write
+// waits for them, at most linger, and less when a full group's worth
+// already waits; the first group of an idle lane, a lone sale on a quiet
+// item included, is written at once. Fewer, larger transactions cost
+// MariaDB less per sale; but measured on serve, a 1 ms linger did not
+// make a sale cheaper as a whole, and it made the buy row's sell-out
+// later (docs/performance.md, "Lingering for the next sales").
 //
 // A sale waiting for its turn leaves when its request's context ends, and is
 // then never written. Once a group is taken it is written under a context
@@ -114,8 +115,8 @@ const groupMax = 64
 const writeCap = 30 * time.Second
 
 // DefaultGroupLinger is how long the group after a write waits for more
-// sales, by default (RedisAtomic.SetGroupLinger).
-const DefaultGroupLinger = time.Millisecond
+// sales, by default (RedisAtomic.SetGroupLinger): not at all.
+const DefaultGroupLinger = 0
 
 func newGroupCommit(store batchDeducter) *groupCommit {
 	g := &groupCommit{store: store, max: groupMax, linger: DefaultGroupLinger, lanes: map[int64]*lane{}}

@@ -30,6 +30,22 @@ func wantWritten(t *testing.T, f *fakeRows, want ...[]string) {
 	}
 }
 
+// Linger is off by default: the group after a write is taken at once.
+func TestGroupDoesNotLingerByDefault(t *testing.T) {
+	f := newFakeRows()
+	g := newGroupCommit(f)
+	lingering, _ := lingerHook(g, false)
+	first, rest := behindAWrite(t, g, f, nil, "b")
+	close(f.release)
+	<-first
+	if err := <-rest["b"]; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(lingering); n != 0 {
+		t.Fatalf("%d lingers with the default settings, want none", n)
+	}
+}
+
 // A lone sale on an idle item is written at once: it never lingers for
 // company, whatever the linger (here an hour).
 func TestLoneSaleDoesNotLinger(t *testing.T) {
@@ -49,13 +65,15 @@ func TestLoneSaleDoesNotLinger(t *testing.T) {
 	wantWritten(t, f, []string{"a"}, []string{"b"})
 }
 
-// The sales that arrived while a write ran linger for the ones on their
-// way: a sale that arrives during the linger joins their group. Before,
+// With a linger set, the sales that arrived while a write ran linger for
+// the ones on their way: a sale that arrives during the linger joins
+// their group. Without one (and before the linger existed),
 // the group was taken the instant the write ended, and the late one was
 // written in a transaction of its own after it.
 func TestSalesBehindAWriteLingerForTheNextOnItsWay(t *testing.T) {
 	f := newFakeRows()
 	g := newGroupCommit(f)
+	g.linger = time.Millisecond // the hook holds it before its timer starts
 	lingering, release := lingerHook(g, true)
 	first, rest := behindAWrite(t, g, f, nil, "b", "c")
 	close(f.release)
@@ -120,6 +138,7 @@ func TestLingerEndsAtItsCap(t *testing.T) {
 func TestSaleLeavesDuringTheLinger(t *testing.T) {
 	f := newFakeRows()
 	g := newGroupCommit(f)
+	g.linger = time.Millisecond // the hook holds it before its timer starts
 	lingering, release := lingerHook(g, true)
 	gone, cancel := context.WithCancel(context.Background())
 	first, rest := behindAWrite(t, g, f, map[string]context.Context{"gone": gone}, "gone", "stays")
