@@ -244,6 +244,7 @@ var suites = []suite{{
 		"TestGroupThatMayPassFailsEveryMember",
 		"TestWaitingSaleLeavesWhenItsRequestEnds",
 		"TestTakenSaleWaitsForItsAnswer",
+		"TestGroupDoesNotLingerByDefault",
 		"TestLoneSaleDoesNotLinger",
 		"TestSalesBehindAWriteLingerForTheNextOnItsWay",
 		"TestLingerEndsWhenTheGroupIsFull",
