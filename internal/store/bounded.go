@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"io"
+	"net"
 )
 
 // MySQL exchanges that end with the call's context.
@@ -68,7 +69,8 @@ type mysqlRows interface {
 }
 
 func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.Connector.Connect(ctx)
+	s := &dialedSocket{}
+	conn, err := c.Connector.Connect(context.WithValue(ctx, dialedKey{}, s))
 	if err != nil {
 		return nil, err
 	}
@@ -76,13 +78,43 @@ func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if !ok {
 		return conn, nil // not go-sql-driver's: nothing known to wrap
 	}
-	return boundedConn{mc}, nil
+	return boundedConn{mysqlConn: mc, sock: s.conn}, nil
 }
 
 // boundedConn is a connection whose rows and transactions end with their
 // call's context.
 type boundedConn struct {
 	mysqlConn
+	// sock is its socket, as dialled (recordDial), for the check of
+	// liveConn; nil when the dial was not seen.
+	sock net.Conn
+}
+
+// alive reads the connection's socket without waiting: false when the
+// server closed it, or sent what nobody asked for.
+func (c boundedConn) alive() bool {
+	if c.sock == nil {
+		return true
+	}
+	return socketOpen(c.sock)
+}
+
+// dialedKey is the context key under which Connect asks the dial for the
+// socket it opens.
+type dialedKey struct{}
+
+type dialedSocket struct{ conn net.Conn }
+
+// recordDial wraps a MySQL dial so that the socket it opens is known to
+// the connection Connect returns.
+func recordDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if s, ok := ctx.Value(dialedKey{}).(*dialedSocket); ok && err == nil {
+			s.conn = c
+		}
+		return c, err
+	}
 }
 
 func (c boundedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {

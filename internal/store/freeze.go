@@ -61,6 +61,9 @@ func (f *freezer) dial(ctx context.Context, network, addr string) (net.Conn, err
 	return &freezingConn{Conn: c, f: f}, nil
 }
 
+// Unwrap is the socket under the hook, for socketOpen.
+func (c *freezingConn) Unwrap() net.Conn { return c.Conn }
+
 // freezingConn is a MySQL connection whose write of the armed batch goes
 // through the freezer's hook.
 type freezingConn struct {

@@ -90,3 +90,61 @@ func TestKilledConnectionCostsOneSale(t *testing.T) {
 		t.Fatalf("the audit counts %d orders; %d sales succeeded", a.Orders, sold)
 	}
 }
+
+// TestKilledConnectionsCostNoGroup: a group of sales (DeductAll, DeductAcross)
+// carries several buyers, so its batch goes out only on a connection the
+// store checked first (a non-blocking read of its socket, once a group):
+// after MySQL killed every idle connection of the pool, each group is
+// written on a live one, and no buyer of a group pays for a stale
+// connection. Before, each killed connection failed the whole group that
+// took it (109 buyers answered 503 for 94 killed connections in a burst
+// on three serve).
+func TestKilledConnectionsCostNoGroup(t *testing.T) {
+	const pool = 3
+	db := openPool(t, store.Pool{MaxConns: pool})
+	sqlDB, err := store.Gorm(db).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []int64{1, 2} {
+		if err := db.Products().Reset(ctx, id, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := openPool(t, store.Pool{MaxConns: 1})
+	for round, across := range []bool{false, true} {
+		for _, id := range idleConnectionIDs(t, sqlDB, pool) {
+			if err := admin.Exec(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for g := range pool + 1 {
+			var orders []inventory.Order
+			for i := range 3 {
+				item := int64(1)
+				if across && i == 2 {
+					item = 2
+				}
+				orders = append(orders, order(fmt.Sprintf("grp-%d-%d-%d", round, g, i), fmt.Sprintf("grp-buyer-%d-%d-%d", round, g, i), item))
+			}
+			if across {
+				err = db.Products().DeductAcross(ctx, orders)
+			} else {
+				err = db.Products().DeductAll(ctx, orders)
+			}
+			if err != nil {
+				t.Fatalf("group %d (across items: %v) after the pool's %d idle connections were killed: %v; want it written on a live connection", g, across, pool, err)
+			}
+		}
+	}
+	for id, want := range map[int64]int{1: 2*(pool+1)*3 - (pool + 1), 2: pool + 1} {
+		a, err := db.Products().Audit(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Orders != want {
+			t.Fatalf("product %d: the audit counts %d orders, want %d", id, a.Orders, want)
+		}
+	}
+}

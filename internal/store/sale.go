@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
@@ -200,7 +201,7 @@ func (l *Ledger) sell(ctx context.Context, orders []inventory.Order, total int, 
 // returns errSoldOutOrMissing when the UPDATE matched no row (nothing was
 // written).
 func (l *Ledger) runWrite(ctx context.Context, orders []inventory.Order, query string, args []driver.NamedValue) error {
-	counts, err := l.sendWrite(ctx, query, args)
+	counts, err := l.sendWrite(ctx, query, args, len(orders) > 1)
 	if err != nil {
 		return err
 	}
@@ -221,12 +222,14 @@ func (l *Ledger) runWrite(ctx context.Context, orders []inventory.Order, query s
 
 // sendWrite sends a batch that ends in its COMMIT, again (up to 3 times)
 // when InnoDB picked it as a deadlock victim or timed out its row lock,
-// and returns the rows each statement affected.
-func (l *Ledger) sendWrite(ctx context.Context, query string, args []driver.NamedValue) ([]int64, error) {
+// and returns the rows each statement affected. A group's batch (group:
+// it carries several buyers) goes out on a connection checked first
+// (DB.batch).
+func (l *Ledger) sendWrite(ctx context.Context, query string, args []driver.NamedValue, group bool) ([]int64, error) {
 	var counts []int64
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		counts, err = l.db.batch(ctx, query, args)
+		counts, err = l.db.batch(ctx, query, args, group)
 		if !retryable(err) {
 			break
 		}
@@ -251,14 +254,20 @@ func (e notSent) Unwrap() error { return e.err }
 
 // batch runs a multi-statement on one MySQL connection and returns the rows
 // each statement affected. A failed statement's transaction is rolled back on
-// that connection (see the top of this file).
-func (d *DB) batch(ctx context.Context, query string, args []driver.NamedValue) ([]int64, error) {
+// that connection (see the top of this file). With checked, the batch goes
+// out on a connection whose socket was read first (liveConn).
+func (d *DB) batch(ctx context.Context, query string, args []driver.NamedValue, checked bool) ([]int64, error) {
 	d.record(query)
 	sqlDB, err := d.gdb.DB()
 	if err != nil {
 		return nil, notSent{err}
 	}
-	conn, err := sqlDB.Conn(ctx)
+	var conn *sql.Conn
+	if checked {
+		conn, err = liveConn(ctx, sqlDB)
+	} else {
+		conn, err = sqlDB.Conn(ctx)
+	}
 	if err != nil {
 		return nil, notSent{err} // no connection by the deadline, or a refused dial
 	}
@@ -306,6 +315,40 @@ func (d *DB) batch(ctx context.Context, query string, args []driver.NamedValue) 
 		return nil, err
 	}
 	return counts, nil
+}
+
+// liveConn returns a connection of the pool whose socket a non-blocking
+// read found open, as the driver's liveness check (CheckConnLiveness,
+// off for the store: store.go) would: a connection the server closed
+// while it was idle (a KILL, a restart, a failover, an idle timeout) is
+// dropped, and the next one tried, up to the pool's size, then a freshly
+// dialled one. A group commit's batch carries several buyers: a stale
+// connection would fail them all, where one lone sale pays for it
+// otherwise (TestKilledConnectionsCostNoGroup). The check is one system
+// call a group.
+func liveConn(ctx context.Context, sqlDB *sql.DB) (*sql.Conn, error) {
+	for tries := sqlDB.Stats().MaxOpenConnections + 1; ; tries-- {
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil || tries <= 0 {
+			return conn, err
+		}
+		stale := false
+		err = conn.Raw(func(dc any) error {
+			if c, ok := dc.(boundedConn); ok && !c.alive() {
+				stale = true
+				return driver.ErrBadConn // dropped, not pooled again
+			}
+			return nil
+		})
+		if !stale {
+			if err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		}
+		_ = conn.Close()
+	}
 }
 
 // itemTotal is the units a group of orders takes from one item.
@@ -383,7 +426,7 @@ func (t saleTables) acrossBatch(orders []inventory.Order, items []itemTotal, mar
 // written.
 func (l *Ledger) sellAcross(ctx context.Context, orders []inventory.Order, items []itemTotal) (int64, error) {
 	query, args := l.statements.sale().acrossBatch(orders, items, saleMark())
-	counts, err := l.sendWrite(ctx, query, args)
+	counts, err := l.sendWrite(ctx, query, args, len(orders) > 1)
 	if err != nil {
 		return 0, err
 	}

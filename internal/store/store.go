@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -110,7 +111,9 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	// at 1.075x the client CPU per statement (median of five; 0.99-1.35x on
 	// a busy machine). Off, each killed connection fails the next sale that
 	// takes it, once, with inventory.ErrUnavailable or ErrOutcomeUnknown
-	// (TestKilledConnectionCostsOneSale), and is dropped. Pool.MaxLifetime,
+	// (TestKilledConnectionCostsOneSale), and is dropped; a group commit's
+	// batch, which carries several buyers, reads its connection's socket
+	// first, once a group (liveConn, sale.go). Pool.MaxLifetime,
 	// kept below the server's wait_timeout, still retires connections
 	// before the server's own idle timeout closes them.
 	cfg.CheckConnLiveness = false
@@ -121,6 +124,19 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	if pool.FreezeFencedWrite != nil {
 		frozen = &freezer{freeze: pool.FreezeFencedWrite}
 		cfg.DialFunc = frozen.dial // a DSN cannot carry it
+	}
+	if cfg.DialFunc == nil && (cfg.Net == "tcp" || cfg.Net == "unix") {
+		// What the driver dials these networks with (the store
+		// registers no dial of its own for them).
+		var d net.Dialer
+		cfg.DialFunc = d.DialContext
+	}
+	if cfg.DialFunc != nil {
+		// Each connection knows its socket, which a group's batch reads
+		// before it goes out on it (liveConn, sale.go). A network
+		// registered with the driver (the tests') keeps its own dial,
+		// and its connections go unchecked.
+		cfg.DialFunc = recordDial(cfg.DialFunc)
 	}
 	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
