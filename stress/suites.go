@@ -41,7 +41,8 @@ var suites = []suite{{
 	// buyer's unfenced write waits while the buyer leaves, a buyer's
 	// COMMIT is still on its way when its request ends, and a reset or a
 	// cancel lands inside a holder's section; a relay holds the end of a
-	// read's result, or a ROLLBACK's answer, past the deadline.
+	// read's result, or a ROLLBACK's answer, past the deadline; the
+	// pool's idle connections killed under lone sales and groups.
 	pkg: "./internal/store",
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
@@ -50,7 +51,7 @@ var suites = []suite{{
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestCrossItemGroupsDoNotDeadlock",
 		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome",
-		"TestKilledConnectionCostsOneSale"},
+		"TestKilledConnectionCostsOneSale", "TestKilledConnectionsCostNoGroup"},
 	budget: 2 * time.Minute,
 }, {
 	// Lost, delayed and racing replies, paused servers and holders, killed
