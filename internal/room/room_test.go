@@ -707,3 +707,47 @@ func TestDrawSeedSurvivesTheNews(t *testing.T) {
 		return v.st.Drawn == drew.Drawn && v.st.Seed == drew.Seed
 	})
 }
+
+// A removal heard late does not take away a room set after it: an
+// instance that already learnt the new room (its step ran after the new
+// Set) and then hears the older removal's news keeps the new room. Before,
+// forgetting raised goneUpTo to the epoch held, the new room's, so the
+// instance answered ErrNoRoom for a room that exists, and ignored its news.
+func TestLateRemovalNewsKeepsTheRoomSetAfterIt(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, AckWait: time.Minute})
+	t.Cleanup(m.Close)
+	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
+	t.Cleanup(other.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	ctx := context.Background()
+	v, _, err := other.state(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, awaiting := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	other.beforeNews = func() { <-release }
+	m.awaiting = func() { close(awaiting) }
+	done := make(chan error, 1)
+	go func() { done <- m.Remove(ctx, 1) }()
+	<-awaiting // removed in Redis; the other instance's news is held
+	set, err := m.Set(ctx, 1, Settings{Rate: 1, MaxInside: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other instance steps the new room before the removal's news.
+	if st, err := other.step(ctx, 1, v, "-1"); err != nil || st.Epoch != set.Epoch {
+		t.Fatalf("the other instance's step of the new room: %+v, %v; want epoch %d", st, err, set.Epoch)
+	}
+	open()
+	if err := <-done; err != nil { // the other instance acknowledged the removal
+		t.Fatal(err)
+	}
+	if st, err := other.Get(ctx, 1); err != nil || st.Epoch != set.Epoch {
+		t.Fatalf("the other instance after the older removal's news: %+v, %v; want the new room, epoch %d", st.State, err, set.Epoch)
+	}
+}

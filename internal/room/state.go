@@ -67,9 +67,14 @@ type view struct {
 }
 
 // forget forgets the room, removed at the instant removed: the rooms of
-// epochs up to it (and up to the one it knew) are gone.
+// epochs up to it are gone. A room of a later epoch was set after that
+// removal (this instance learnt it before the removal's news or answer
+// came): it stays, and so do its epoch's news and steps.
 func (v *view) forget(removed int64) {
-	v.goneUpTo = max(v.goneUpTo, removed, v.st.Epoch)
+	v.goneUpTo = max(v.goneUpTo, removed)
+	if v.st.Epoch > removed {
+		return
+	}
 	v.st, v.steps, v.perm = State{}, nil, nil
 }
 
@@ -251,7 +256,9 @@ func (m *Manager) removed(v *view, res []int64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.forget(res[1])
-	v.noneUntil = time.Now().Add(time.Second)
+	if v.st.Epoch == 0 {
+		v.noneUntil = time.Now().Add(time.Second)
+	}
 	return true
 }
 
