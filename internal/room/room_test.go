@@ -751,3 +751,24 @@ func TestLateRemovalNewsKeepsTheRoomSetAfterIt(t *testing.T) {
 		t.Fatalf("the other instance after the older removal's news: %+v, %v; want the new room, epoch %d", st.State, err, set.Epoch)
 	}
 }
+
+// The news of a removal by an instance of the version before (no instant:
+// "0 0 0 0 0 0 0 0") still makes an instance forget the room it holds.
+func TestRemovalNewsWithoutInstantForgetsTheRoom(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m := newManager(t, rdb, ns)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	v, _, err := m.state(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Publish(context.Background(), NewsChannel, m.newsName(1)+" 0 0 0 0 0 0 0 0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the room forgotten", 20*time.Second, func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.st.Epoch == 0
+	})
+}

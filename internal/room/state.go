@@ -69,12 +69,15 @@ type view struct {
 // forget forgets the room, removed at the instant removed: the rooms of
 // epochs up to it are gone. A room of a later epoch was set after that
 // removal (this instance learnt it before the removal's news or answer
-// came): it stays, and so do its epoch's news and steps.
+// came): it stays, and so do its epoch's news and steps. removed 0 is a
+// removal of unknown instant (the news of an instance of the version
+// before): the room held is gone.
 func (v *view) forget(removed int64) {
-	v.goneUpTo = max(v.goneUpTo, removed)
-	if v.st.Epoch > removed {
+	if removed > 0 && v.st.Epoch > removed {
+		v.goneUpTo = max(v.goneUpTo, removed)
 		return
 	}
+	v.goneUpTo = max(v.goneUpTo, removed, v.st.Epoch)
 	v.st, v.steps, v.perm = State{}, nil, nil
 }
 
