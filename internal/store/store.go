@@ -133,9 +133,12 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	}
 	if cfg.DialFunc != nil {
 		// Each connection knows its socket, which a group's batch reads
-		// before it goes out on it (liveConn, sale.go). A network
-		// registered with the driver (the tests') keeps its own dial,
-		// and its connections go unchecked.
+		// before it goes out on it (liveConn, sale.go). The driver tries
+		// DialFunc before its registry of dials, so a dial registered
+		// (mysql.RegisterDialContext) under "tcp" or "unix" is not used:
+		// register a proxy's or a tunnel's dial under a name of its own
+		// and put that name in the DSN. Such a network keeps its own
+		// dial, and its connections go unchecked.
 		cfg.DialFunc = recordDial(cfg.DialFunc)
 	}
 	connector, err := mysqldriver.NewConnector(cfg)
