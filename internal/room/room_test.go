@@ -580,31 +580,45 @@ func TestStepAnsweredAfterTheRemovalIsNotLearnt(t *testing.T) {
 	}
 }
 
+// removalPair is two instances of one namespace, with a room for item 1:
+// m waits up to a minute for acknowledgements, and other answers from its
+// memory for an hour; neither steps on its own.
+func removalPair(t *testing.T) (m, other *Manager) {
+	rdb := testenv.Redis(t)
+	ns := testenv.Name("rt")
+	m = New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, AckWait: time.Minute})
+	t.Cleanup(m.Close)
+	other = New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
+	t.Cleanup(other.Close)
+	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	return m, other
+}
+
+// removeWithNewsHeld starts m's removal of item 1 while other's news is
+// held until open is called; awaiting is closed when the removal waits
+// for acknowledgements, and done gets its answer.
+func removeWithNewsHeld(m, other *Manager) (open func(), awaiting <-chan struct{}, done <-chan error) {
+	release, waits, answer := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	other.beforeNews = func() { <-release }
+	m.awaiting = func() { close(waits) }
+	go func() { answer <- m.Remove(context.Background(), 1) }()
+	return func() { once.Do(func() { close(release) }) }, waits, answer
+}
+
 // A removal's answer waits until every instance has heard it: a buyer
 // who asks another instance right after the admin was told the room is
 // gone is not told to wait in it. The other instance's news is held until
 // the removal waits for acknowledgements (on the code before, Remove
 // returned without waiting, and the other instance answered from memory).
 func TestRemovalWaitsUntilTheFleetHeardIt(t *testing.T) {
-	rdb := testenv.Redis(t)
-	ns := testenv.Name("rt")
-	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, AckWait: time.Minute})
-	t.Cleanup(m.Close)
-	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
-	t.Cleanup(other.Close)
-	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	m, other := removalPair(t)
 	ctx := context.Background()
 	if _, err := other.Get(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	release, awaiting := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
+	open, awaiting, done := removeWithNewsHeld(m, other)
 	t.Cleanup(open)
-	other.beforeNews = func() { <-release }
-	m.awaiting = func() { close(awaiting) }
-	done := make(chan error, 1)
-	go func() { done <- m.Remove(ctx, 1) }()
 	select {
 	case err := <-done:
 		t.Fatalf("Remove returned (%v) while the other instance had not heard the removal", err)
@@ -714,26 +728,14 @@ func TestDrawSeedSurvivesTheNews(t *testing.T) {
 // forgetting raised goneUpTo to the epoch held, the new room's, so the
 // instance answered ErrNoRoom for a room that exists, and ignored its news.
 func TestLateRemovalNewsKeepsTheRoomSetAfterIt(t *testing.T) {
-	rdb := testenv.Redis(t)
-	ns := testenv.Name("rt")
-	m := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, AckWait: time.Minute})
-	t.Cleanup(m.Close)
-	other := New(Options{RDB: rdb, Signer: signer(t, testKeys), Namespace: ns, Step: time.Hour, Stale: time.Hour})
-	t.Cleanup(other.Close)
-	setRoom(t, m, Settings{Rate: 1, MaxInside: 1})
+	m, other := removalPair(t)
 	ctx := context.Background()
 	v, _, err := other.state(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, awaiting := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
+	open, awaiting, done := removeWithNewsHeld(m, other)
 	t.Cleanup(open)
-	other.beforeNews = func() { <-release }
-	m.awaiting = func() { close(awaiting) }
-	done := make(chan error, 1)
-	go func() { done <- m.Remove(ctx, 1) }()
 	<-awaiting // removed in Redis; the other instance's news is held
 	set, err := m.Set(ctx, 1, Settings{Rate: 1, MaxInside: 1})
 	if err != nil {
