@@ -39,6 +39,17 @@ func idleConnectionIDs(t *testing.T, db *sql.DB, n int) []int64 {
 	return ids
 }
 
+// killIdle leaves n connections idle in db's pool and kills them through
+// admin, a pool of its own on the same server.
+func killIdle(t *testing.T, admin *store.DB, db *sql.DB, n int) {
+	t.Helper()
+	for _, id := range idleConnectionIDs(t, db, n) {
+		if err := admin.Exec(context.Background(), fmt.Sprintf("KILL %d", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestKilledConnectionCostsOneSale: the store does not ask the driver to
 // check a pooled connection before each use (checkConnLiveness=false,
 // store.go), so after MariaDB or MySQL killed the pool's idle connections
@@ -58,12 +69,7 @@ func TestKilledConnectionCostsOneSale(t *testing.T) {
 	if err := db.Products().Reset(ctx, 1, 100); err != nil {
 		t.Fatal(err)
 	}
-	admin := openPool(t, store.Pool{MaxConns: 1}) // a pool of its own, on the same server
-	for _, id := range idleConnectionIDs(t, sqlDB, pool) {
-		if err := admin.Exec(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	killIdle(t, openPool(t, store.Pool{MaxConns: 1}), sqlDB, pool)
 	sold, failed := 0, 0
 	for i, ok := 0, 0; ok < 2*pool; i++ {
 		err := db.Products().Deduct(ctx, order(fmt.Sprintf("killed-%d", i), fmt.Sprintf("buyer-%d", i), 1))
@@ -114,11 +120,7 @@ func TestKilledConnectionsCostNoGroup(t *testing.T) {
 	}
 	admin := openPool(t, store.Pool{MaxConns: 1})
 	for round, across := range []bool{false, true} {
-		for _, id := range idleConnectionIDs(t, sqlDB, pool) {
-			if err := admin.Exec(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		killIdle(t, admin, sqlDB, pool)
 		for g := range pool + 1 {
 			var orders []inventory.Order
 			for i := range 3 {
