@@ -326,6 +326,7 @@ var suites = []suite{{
 		"TestUnconfirmedRetakenClaimIsNotNothingWritten",
 		"TestKeyedBuyRunsUnderTheStageItWasReadWith",
 		"TestIdempotencyAnswersCarryTheBuyHeaders",
+		"TestStageHeaderRefusalIsNotStoredUnderTheKey",
 		"TestRetryRefusedOnceStillGetsTheOrder",
 		"TestPanicAfterTheCommitDoesNotHoldTheKey",
 		"TestLostReplyPastTheDeadlineIsUnknown",

@@ -50,6 +50,14 @@ func (s *server) idempotent(store *idempotency.Store, require bool, check refusa
 		if store == nil {
 			return // no Redis on this instance: keys cannot be honoured, see Deps
 		}
+		if in := buyOf(c); in != nil && in.stageErr != nil {
+			// Refused for its stage header (the admin token, the stage's
+			// name): nothing ran, and the header is not in the key's
+			// fingerprint, so the answer must not be stored under the
+			// key, or the retry that fixed the header would hear it
+			// again. The handler answers it.
+			return
+		}
 		if s.answeredFromMemory(c, store, key) {
 			return
 		}

@@ -1,0 +1,71 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/seckill/internal/httpapi"
+	"github.com/seckill-lab/seckill/internal/idempotency"
+	"github.com/seckill-lab/seckill/internal/inventory"
+	"github.com/seckill-lab/seckill/internal/testenv"
+)
+
+// TestStageHeaderRefusalIsNotStoredUnderTheKey: a keyed buy refused for
+// its X-Seckill-Stage header (no admin token, a wrong one, a stage that
+// does not exist or that this instance lacks) ran nothing. None of those
+// is in the key's fingerprint (method, path and body), so an answer stored
+// for it would be replayed to the retry that fixed the header: a buyer who
+// sent the token would hear "Admin token required" for a day. The retry
+// runs instead, and buys.
+func TestStageHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
+	db := testenv.SQLite(t)
+	stages := map[string]inventory.Stage{"local-mutex": inventory.NewLocalMutex(db.Products(), "product", inventory.SectionOptions{})}
+	const token = "stage-header-token"
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:       "idem-stage-1",
+		Products:       inventory.NewService(db.Products(), stages, "idem-stage-1", "O"),
+		Stage:          "local-mutex",
+		AdminToken:     token,
+		Idempotency:    idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name("idem-stage") + ":", Retention: time.Hour}),
+		RequestTimeout: 25 * time.Second,
+	})
+	const key, body = "stage-header-key", `{"user_id":"stage-header-user","quantity":1}`
+	buy := func(stage, auth string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("X-Seckill-Stage", stage)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, step := range []struct {
+		name, stage, auth string
+		status            int
+		problem           string
+	}{
+		{"no token", "local-mutex", "", http.StatusUnauthorized, "unauthorized"},
+		{"wrong token", "local-mutex", "not-the-stage-token", http.StatusForbidden, "forbidden"},
+		{"unknown stage", "no-such-stage", token, http.StatusBadRequest, "unknown-stage"},
+		{"stage this instance lacks", "redis-lock", token, http.StatusBadRequest, "stage-unavailable"},
+		{"fixed", "local-mutex", token, http.StatusCreated, ""},
+	} {
+		rec := buy(step.stage, step.auth)
+		if rec.Code != step.status || (step.problem != "" && !strings.Contains(rec.Body.String(), "/problems/"+step.problem+`"`)) {
+			t.Fatalf("%s: %d %s, want %d %s", step.name, rec.Code, rec.Body, step.status, step.problem)
+		}
+		if rec.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("%s: a replay (%d %s), want the request run", step.name, rec.Code, rec.Body)
+		}
+	}
+	// The buy that ran is the key's answer from now on.
+	if rec := buy("local-mutex", token); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry of the buy: %d replayed %q %s, want its 201 replayed", rec.Code, rec.Header().Get("Idempotent-Replayed"), rec.Body)
+	}
+}
