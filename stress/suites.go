@@ -326,7 +326,7 @@ var suites = []suite{{
 		"TestUnconfirmedRetakenClaimIsNotNothingWritten",
 		"TestKeyedBuyRunsUnderTheStageItWasReadWith",
 		"TestIdempotencyAnswersCarryTheBuyHeaders",
-		"TestStageHeaderRefusalIsNotStoredUnderTheKey",
+		"TestHeaderRefusalIsNotStoredUnderTheKey",
 		"TestRetryRefusedOnceStillGetsTheOrder",
 		"TestPanicAfterTheCommitDoesNotHoldTheKey",
 		"TestLostReplyPastTheDeadlineIsUnknown",

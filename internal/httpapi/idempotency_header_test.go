@@ -13,14 +13,14 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// TestStageHeaderRefusalIsNotStoredUnderTheKey: a keyed buy refused for
-// its X-Seckill-Stage header (no admin token, a wrong one, a stage that
-// does not exist or that this instance lacks) ran nothing. None of those
-// is in the key's fingerprint (method, path and body), so an answer stored
-// for it would be replayed to the retry that fixed the header: a buyer who
-// sent the token would hear "Admin token required" for a day. The retry
-// runs instead, and buys.
-func TestStageHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
+// TestHeaderRefusalIsNotStoredUnderTheKey: a keyed buy refused for a
+// header (X-Seckill-Stage without the admin token, with a wrong one, naming
+// a stage that does not exist or that this instance lacks; a Content-Type
+// other than JSON's) ran nothing. No header is in the key's fingerprint
+// (method, path and body), so an answer stored for it would be replayed to
+// the retry that fixed the header: a buyer who sent the token would hear
+// "Admin token required" for a day. The retry runs instead, and buys.
+func TestHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
 	db := testenv.SQLite(t)
 	stages := map[string]inventory.Stage{"local-mutex": inventory.NewLocalMutex(db.Products(), "product", inventory.SectionOptions{})}
 	const token = "stage-header-token"
@@ -33,9 +33,9 @@ func TestStageHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
 		RequestTimeout: 25 * time.Second,
 	})
 	const key, body = "stage-header-key", `{"user_id":"stage-header-user","quantity":1}`
-	buy := func(stage, auth string) *httptest.ResponseRecorder {
+	buy := func(stage, auth, contentType string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 		req.Header.Set("Idempotency-Key", key)
 		req.Header.Set("X-Seckill-Stage", stage)
 		if auth != "" {
@@ -46,17 +46,18 @@ func TestStageHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
 		return rec
 	}
 	for _, step := range []struct {
-		name, stage, auth string
-		status            int
-		problem           string
+		name, stage, auth, contentType string
+		status                         int
+		problem                        string
 	}{
-		{"no token", "local-mutex", "", http.StatusUnauthorized, "unauthorized"},
-		{"wrong token", "local-mutex", "not-the-stage-token", http.StatusForbidden, "forbidden"},
-		{"unknown stage", "no-such-stage", token, http.StatusBadRequest, "unknown-stage"},
-		{"stage this instance lacks", "redis-lock", token, http.StatusBadRequest, "stage-unavailable"},
-		{"fixed", "local-mutex", token, http.StatusCreated, ""},
+		{"no token", "local-mutex", "", "application/json", http.StatusUnauthorized, "unauthorized"},
+		{"wrong token", "local-mutex", "not-the-stage-token", "application/json", http.StatusForbidden, "forbidden"},
+		{"unknown stage", "no-such-stage", token, "application/json", http.StatusBadRequest, "unknown-stage"},
+		{"stage this instance lacks", "redis-lock", token, "application/json", http.StatusBadRequest, "stage-unavailable"},
+		{"not JSON's media type", "local-mutex", token, "text/plain", http.StatusUnsupportedMediaType, "unsupported-media-type"},
+		{"fixed", "local-mutex", token, "application/json", http.StatusCreated, ""},
 	} {
-		rec := buy(step.stage, step.auth)
+		rec := buy(step.stage, step.auth, step.contentType)
 		if rec.Code != step.status || (step.problem != "" && !strings.Contains(rec.Body.String(), "/problems/"+step.problem+`"`)) {
 			t.Fatalf("%s: %d %s, want %d %s", step.name, rec.Code, rec.Body, step.status, step.problem)
 		}
@@ -65,7 +66,7 @@ func TestStageHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
 		}
 	}
 	// The buy that ran is the key's answer from now on.
-	if rec := buy("local-mutex", token); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
+	if rec := buy("local-mutex", token, "application/json"); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the buy: %d replayed %q %s, want its 201 replayed", rec.Code, rec.Header().Get("Idempotent-Replayed"), rec.Body)
 	}
 }
