@@ -175,15 +175,15 @@ func (s *server) keyedBody(c *gin.Context) ([]byte, string, error) {
 		}
 		return in.body, in.req.UserID, in.bodyErr
 	}
-	if c.Request.ContentLength != 0 {
+	body, err := readBody(c)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(body) > 0 {
 		// A payment's body is optional (handlePay): only one sent is typed.
 		if err := checkMediaType(c); err != nil {
 			return nil, "", err
 		}
-	}
-	body, err := readBody(c)
-	if err != nil {
-		return nil, "", err
 	}
 	c.Request.Body = io.NopCloser(bytes.NewReader(body))
 	return body, userOf(body), nil

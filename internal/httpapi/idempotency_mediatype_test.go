@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -67,5 +68,48 @@ func TestMediaTypeRefusalIsNotStoredUnderTheKey(t *testing.T) {
 	expect("pay, fixed", send(pay, "application/json", "media-pay-key", `{"user_id":"media-c"}`), http.StatusOK, "")
 	if rec := send(pay, "application/json", "media-pay-key", `{"user_id":"media-c"}`); rec.Code != http.StatusOK || rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the payment: %d replayed %q %s, want its 200 replayed", rec.Code, rec.Header().Get("Idempotent-Replayed"), rec.Body)
+	}
+}
+
+// TestPaymentTakesAnEmptyChunkedBodyAsNoBody: a payment's body is
+// optional, and a client that streams its requests sends an empty one
+// chunked, with no Content-Length (and often no Content-Type). It was
+// refused 415, or 400 malformed-json with a Content-Type; it pays.
+func TestPaymentTakesAnEmptyChunkedBodyAsNoBody(t *testing.T) {
+	db := testenv.SQLite(t)
+	stages := map[string]inventory.Stage{"local-mutex": inventory.NewLocalMutex(db.Products(), "product", inventory.SectionOptions{})}
+	h := httpapi.NewServer(httpapi.Deps{
+		Instance:       "pay-chunked-1",
+		Products:       inventory.NewService(db.Products(), stages, "pay-chunked-1", "O"),
+		Stage:          "local-mutex",
+		Idempotency:    idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name("pay-chunked") + ":", Retention: time.Hour}),
+		RequestTimeout: 25 * time.Second,
+	})
+	for i, step := range []struct{ contentType, key string }{
+		{"", ""}, {"application/json", ""}, {"", "pay-chunked-key"},
+	} {
+		req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(fmt.Sprintf(`{"user_id":"pay-chunked-%d"}`, i)))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var o struct {
+			OrderNo string `json:"order_no"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &o); err != nil || rec.Code != http.StatusCreated {
+			t.Fatalf("buy answered %d %s", rec.Code, rec.Body)
+		}
+		req = httptest.NewRequest("POST", "/api/v1/orders/"+o.OrderNo+"/pay", strings.NewReader(""))
+		req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+		if step.contentType != "" {
+			req.Header.Set("Content-Type", step.contentType)
+		}
+		if step.key != "" {
+			req.Header.Set("Idempotency-Key", step.key)
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("an empty chunked payment (Content-Type %q, key %q): %d %s, want 200", step.contentType, step.key, rec.Code, rec.Body)
+		}
 	}
 }
