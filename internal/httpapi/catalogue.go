@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -48,21 +49,25 @@ func decodeCursor(cursor string) (int64, error) {
 // pageQuery reads a list's query: limit, cursor and state.
 func pageQuery(c *gin.Context) (inventory.PageQuery, error) {
 	q := inventory.PageQuery{Limit: defaultPageLimit}
-	if raw, ok := c.GetQuery("limit"); ok {
+	query, err := strictQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		return q, err
+	}
+	if raw, ok := query["limit"]; ok {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > maxPageLimit {
 			return q, fieldError("limit %q must be an integer from 1 to %d", raw, maxPageLimit)
 		}
 		q.Limit = n
 	}
-	if raw, ok := c.GetQuery("cursor"); ok {
+	if raw, ok := query["cursor"]; ok {
 		after, err := decodeCursor(raw)
 		if err != nil {
 			return q, err
 		}
 		q.After = after
 	}
-	if raw, ok := c.GetQuery("state"); ok {
+	if raw, ok := query["state"]; ok {
 		q.State = raw
 		valid := false
 		for _, s := range inventory.SaleStates {
@@ -73,6 +78,35 @@ func pageQuery(c *gin.Context) (inventory.PageQuery, error) {
 		}
 	}
 	return q, nil
+}
+
+// strictQuery reads a query as url.ParseQuery does, the first value of
+// each name, but refuses a pair that is not URL-encoded (a bad %-escape,
+// a ';' separator) naming it, where url.ParseQuery drops the pair: a
+// dropped cursor or state answered the first page of every state, which
+// a client cannot tell from the page it asked for.
+func strictQuery(raw string) (map[string]string, error) {
+	values := make(map[string]string)
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		rawName, rawValue, _ := strings.Cut(pair, "=")
+		name, nerr := url.QueryUnescape(rawName)
+		value, verr := url.QueryUnescape(rawValue)
+		if nerr != nil || verr != nil || strings.Contains(pair, ";") {
+			if nerr != nil {
+				name = rawName
+			}
+			return nil, fieldError("%s: the query pair %q is not URL-encoded name=value (pairs are joined by &)", name, pair)
+		}
+		if _, seen := values[name]; !seen {
+			values[name] = value
+		}
+	}
+	return values, nil
 }
 
 // handleList answers one page of the items, by id, with the cursor of

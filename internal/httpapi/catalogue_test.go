@@ -275,6 +275,11 @@ func TestListRefusesABadQuery(t *testing.T) {
 		{"limit=0", "limit"}, {"limit=201", "limit"}, {"limit=ten", "limit"},
 		{"cursor=xyz", "cursor"}, {"cursor=" + "YWZ0ZXI6LTE", "cursor"}, // after:-1
 		{"state=sold_out", "state"}, {"state=", "state"},
+		// A pair that is not URL-encoded is refused, not dropped: dropped,
+		// the filter or the cursor was silently left out (the first page,
+		// every state, 50 items).
+		{"state=%zz", "state"}, {"limit=%zz", "limit"}, {"cursor=YWZ0ZXI6Mg%", "cursor"},
+		{"state=closed;limit=1", "state"}, {"st%zate=closed", "st%zate"},
 	} {
 		for _, list := range []string{"/api/v1/products?", "/api/v1/coupons?"} {
 			rec := f.do(call{method: "GET", path: list + q.query})

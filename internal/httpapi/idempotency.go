@@ -164,14 +164,26 @@ func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, 
 
 // keyedBody returns the body a key's fingerprint covers and the user its
 // record is scoped by: a buy's as readBuy read it; another route's read
-// here, and put back for its handler.
+// here, and put back for its handler. A body of the wrong Content-Type is
+// refused here, before any claim: the header is not in the fingerprint,
+// so a 415 stored under the key would be replayed to the retry that fixed
+// it (and a buy's body is not even decoded, so its user is unknown).
 func (s *server) keyedBody(c *gin.Context) ([]byte, string, error) {
 	if in := buyOf(c); in != nil {
+		if errors.Is(in.reqErr, errMediaType) {
+			return nil, "", in.reqErr
+		}
 		return in.body, in.req.UserID, in.bodyErr
 	}
 	body, err := readBody(c)
 	if err != nil {
 		return nil, "", err
+	}
+	if len(body) > 0 {
+		// A payment's body is optional (handlePay): only one sent is typed.
+		if err := checkMediaType(c); err != nil {
+			return nil, "", err
+		}
 	}
 	c.Request.Body = io.NopCloser(bytes.NewReader(body))
 	return body, userOf(body), nil

@@ -81,11 +81,17 @@ func (s *server) handlePay(d Deps) gin.HandlerFunc {
 			return
 		}
 		var b payBody
-		if c.Request.ContentLength != 0 {
-			if err := decodeJSON(c, &b); err != nil {
-				s.writeError(c, err)
-				return
+		body, err := readBody(c)
+		if err == nil && len(body) > 0 {
+			// The body is optional: an empty one, even sent chunked with
+			// no Content-Length, is none.
+			if err = checkMediaType(c); err == nil {
+				err = decodeBody(body, &b)
 			}
+		}
+		if err != nil {
+			s.writeError(c, err)
+			return
 		}
 		if b.UserID != nil {
 			// Someone else's order is answered as no order at all.

@@ -217,9 +217,9 @@ func (s *server) checkAdmin(c *gin.Context) error {
 	if !s.adminOn {
 		return errAdminDisabled
 	}
-	auth := c.GetHeader("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if auth == "" || !ok || token == "" {
+	// The scheme's name is case-insensitive (RFC 9110 section 11.1).
+	scheme, token, _ := strings.Cut(c.GetHeader("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return errUnauthorized
 	}
 	got := sha256.Sum256([]byte(token))

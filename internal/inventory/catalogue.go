@@ -144,7 +144,7 @@ func (s *Service) Put(ctx context.Context, l Listing) (created bool, err error) 
 	if created, err = cs.Put(ctx, l); err != nil || created {
 		return created, err
 	}
-	return false, s.restocked(ctx, []int64{l.ID}, func(r Resetter, id int64) error { return r.Reset(ctx, id, l.Stock) })
+	return false, s.restocked(ctx, []int64{l.ID}, func(ctx context.Context, r Resetter, id int64) error { return r.Reset(ctx, id, l.Stock) })
 }
 
 // Archive takes an item out of the catalogue: buyers then get ErrNotFound,

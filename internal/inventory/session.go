@@ -81,20 +81,50 @@ func (s *Service) ScheduleSession(ctx context.Context, items []SessionItem, w Sa
 	if err := cs.ResetSession(ctx, items, w); err != nil {
 		return err
 	}
-	return s.restocked(ctx, ids, func(r Resetter, id int64) error { return r.Reset(ctx, id, stock[id]) })
+	return s.restocked(ctx, ids, func(ctx context.Context, r Resetter, id int64) error { return r.Reset(ctx, id, stock[id]) })
 }
 
+// reloadersPerSession bounds the items whose copies a session reloads at
+// once: each reload is a round trip or more per stage, and 1,000 of them
+// one after another took most of a request's deadline.
+const reloadersPerSession = 16
+
 // restocked tells the stages that keep a copy (reset) and then the reset
-// hooks that the items' new stock is in place, as ResetSale does for one.
-func (s *Service) restocked(ctx context.Context, ids []int64, reset func(Resetter, int64) error) error {
-	for _, id := range ids {
-		for _, st := range s.stages {
-			if r, ok := st.(Resetter); ok {
-				if err := reset(r, id); err != nil {
-					return fmt.Errorf("reset %d: %w", id, err)
+// hooks that the items' new stock is in place, as ResetSale does for one:
+// the items side by side (at most reloadersPerSession at once), each
+// item's stages in order. The store has committed the new stock by then,
+// so the caller's end (its deadline, its client leaving) does not cut the
+// reloads short: an item left out would sell its old stock in its old
+// window from its copy. reset is handed a context that is not cancelled
+// with ctx; the backends' own timeouts bound it.
+func (s *Service) restocked(ctx context.Context, ids []int64, reset func(context.Context, Resetter, int64) error) error {
+	ctx = context.WithoutCancel(ctx)
+	errs := make([]error, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(ids), reloadersPerSession) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				for _, st := range s.stages {
+					if r, ok := st.(Resetter); ok {
+						if err := reset(ctx, r, ids[i]); err != nil {
+							errs[i] = fmt.Errorf("reset %d: %w", ids[i], err)
+							break
+						}
+					}
 				}
 			}
-		}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	return s.hooks(ctx, ids)
 }
