@@ -145,6 +145,10 @@ var suites = []suite{{
 	pkg: "./internal/inventory",
 	tests: []string{
 		"TestContractNoOversell",
+		// A session reloads its copies side by side, and past its commit
+		// the request's end does not cut the reloads short.
+		"TestSessionReloadsItsItemsSideBySide",
+		"TestSessionReloadsEveryCopyOnceCommitted",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
 		"TestRedisLockFairSellsToTheFirstComers",
@@ -327,6 +331,7 @@ var suites = []suite{{
 		"TestKeyedBuyRunsUnderTheStageItWasReadWith",
 		"TestIdempotencyAnswersCarryTheBuyHeaders",
 		"TestHeaderRefusalIsNotStoredUnderTheKey",
+		"TestMediaTypeRefusalIsNotStoredUnderTheKey",
 		"TestRetryRefusedOnceStillGetsTheOrder",
 		"TestPanicAfterTheCommitDoesNotHoldTheKey",
 		"TestLostReplyPastTheDeadlineIsUnknown",

@@ -123,8 +123,22 @@ func (s *Service) restocked(ctx context.Context, ids []int64, reset func(context
 	}
 	close(next)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	// The first failure, and how many items failed: a dead Redis fails
+	// every item, and a thousand joined errors would swamp the log.
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			if failed++; first == nil {
+				first = err
+			}
+		}
+	}
+	switch {
+	case failed == 1:
+		return first
+	case failed > 1:
+		return fmt.Errorf("%w (and %d more items failed)", first, failed-1)
 	}
 	return s.hooks(ctx, ids)
 }
