@@ -149,6 +149,7 @@ var suites = []suite{{
 		// the request's end does not cut the reloads short.
 		"TestSessionReloadsItsItemsSideBySide",
 		"TestSessionReloadsEveryCopyOnceCommitted",
+		"TestResetReloadsTheCopyOnceCommitted",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
 		"TestRedisLockFairSellsToTheFirstComers",

@@ -619,21 +619,10 @@ func (s *Service) ResetSale(ctx context.Context, id int64, n int, w SaleWindow) 
 	if err := reset(); err != nil {
 		return err
 	}
-	for _, st := range s.stages {
-		if r, ok := st.(Resetter); ok {
-			if err := r.Reset(ctx, id, n); err != nil {
-				return fmt.Errorf("reset %d: %w", id, err)
-			}
-		}
-	}
-	// Last: only once the new stock is in place may instances forget that
-	// the item was sold out.
-	for _, f := range s.onReset {
-		if err := f(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	// Committed: the copies are reloaded, and then the reset hooks run
+	// (only once the new stock is in place may instances forget that the
+	// item was sold out), even if the request ends meanwhile (restocked).
+	return s.restocked(ctx, []int64{id}, func(ctx context.Context, r Resetter, id int64) error { return r.Reset(ctx, id, n) })
 }
 
 // Resetter is implemented by stages that keep state per item (such as a

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -123,22 +122,8 @@ func (s *Service) restocked(ctx context.Context, ids []int64, reset func(context
 	}
 	close(next)
 	wg.Wait()
-	// The first failure, and how many items failed: a dead Redis fails
-	// every item, and a thousand joined errors would swamp the log.
-	failed := 0
-	var first error
-	for _, err := range errs {
-		if err != nil {
-			if failed++; first == nil {
-				first = err
-			}
-		}
-	}
-	switch {
-	case failed == 1:
-		return first
-	case failed > 1:
-		return fmt.Errorf("%w (and %d more items failed)", first, failed-1)
+	if err := firstOf(errs); err != nil {
+		return err
 	}
 	return s.hooks(ctx, ids)
 }
@@ -164,5 +149,24 @@ func (s *Service) hooks(ctx context.Context, ids []int64) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return firstOf(errs)
+}
+
+// firstOf is the first of errs and how many items failed, or nil: a dead
+// Redis fails every item of a session, and a thousand joined errors would
+// swamp the answer's log line.
+func firstOf(errs []error) error {
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			if failed++; first == nil {
+				first = err
+			}
+		}
+	}
+	if failed > 1 {
+		return fmt.Errorf("%w (and %d more items failed)", first, failed-1)
+	}
+	return first
 }

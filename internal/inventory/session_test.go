@@ -248,3 +248,33 @@ func TestSessionReloadsItsItemsSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// committedResetFake is a store whose Reset commits and then lets the
+// request end (cancel), as a deadline passing on the way back would.
+type committedResetFake struct {
+	*catalogueFake
+	cancel context.CancelFunc
+}
+
+func (f committedResetFake) Reset(context.Context, int64, int) error {
+	f.cancel()
+	return nil
+}
+
+// TestResetReloadsTheCopyOnceCommitted: a one-item reset whose request
+// ends after the database committed the new stock still reloads the
+// item's copy, as a session does. Cut off, the copy kept the old stock
+// while the database had the new, and the admin heard 503 "nothing was
+// written".
+func TestResetReloadsTheCopyOnceCommitted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stage := &copyStage{reset: map[int64]bool{}}
+	svc := inventory.NewService(committedResetFake{&catalogueFake{}, cancel}, map[string]inventory.Stage{"copy": stage}, "i1", "O")
+	if err := svc.Reset(ctx, 7, 10); err != nil {
+		t.Fatalf("a committed reset answered %v", err)
+	}
+	if !stage.reset[7] {
+		t.Fatal("the item's copy was not reloaded")
+	}
+}
