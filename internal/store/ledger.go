@@ -342,7 +342,8 @@ func (l *Ledger) awaitRowFree(id int64) {
 // transaction (on MySQL sent as one batch of statements: sale.go). It fails
 // with inventory.ErrSoldOut when too little is left,
 // inventory.ErrAlreadyPurchased for a repeat buyer, inventory.ErrNotFound
-// for an unknown item. It does not look at the sale window: it writes
+// for an unknown item, inventory.ErrOverloaded when InnoDB rolled it back
+// as a deadlock victim (or timed out its row lock) on every try. It does not look at the sale window: it writes
 // what a Redis stage already sold (see DeductInWindow).
 func (l *Ledger) Deduct(ctx context.Context, o inventory.Order) error {
 	return l.deduct(ctx, o, "")
@@ -362,6 +363,14 @@ func (l *Ledger) deduct(ctx context.Context, o inventory.Order, window string) e
 		err = l.sell(ctx, []inventory.Order{o}, o.Quantity, window) // sale.go
 	} else {
 		err = l.deductInTx(ctx, o, window)
+	}
+	if retryable(err) {
+		// InnoDB rolled back every try (the buys of one user that wait on
+		// each other's order key deadlock when the first takes its order
+		// back): nothing was written, and the buyer may come again. A
+		// group (DeductAll) keeps the driver's error, so that its caller
+		// writes the group's orders one by one.
+		return fmt.Errorf("%s %d: %w (a lock conflict on every try): %w", l.table, o.ItemID, inventory.ErrOverloaded, err)
 	}
 	if errors.Is(err, errSoldOutOrMissing) {
 		soldOut := fmt.Errorf("%s %d: %w", l.table, o.ItemID, inventory.ErrSoldOut)
