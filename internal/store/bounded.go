@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
+	"time"
 )
 
 // MySQL exchanges that end with the call's context.
@@ -78,7 +80,9 @@ func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if !ok {
 		return conn, nil // not go-sql-driver's: nothing known to wrap
 	}
-	return boundedConn{mysqlConn: mc, sock: s.conn}, nil
+	bc := boundedConn{mysqlConn: mc, sock: s.conn, handed: new(atomic.Int64)}
+	bc.handed.Store(time.Now().UnixNano())
+	return bc, nil
 }
 
 // boundedConn is a connection whose rows and transactions end with their
@@ -88,6 +92,35 @@ type boundedConn struct {
 	// sock is its socket, as dialled (recordDial), for the check of
 	// liveConn; nil when the dial was not seen.
 	sock net.Conn
+	// handed is when the pool last handed it out (Unix ns; ResetSession).
+	handed *atomic.Int64
+}
+
+// idleCheckAfter is how long a connection must have sat in the pool for
+// its socket to be read before it is handed out again (ResetSession). The
+// driver's own check, on every use, is off (store.go): a sale's
+// connection comes back within milliseconds and goes unchecked, as
+// before, while one that sat idle, the connections of admin statements,
+// audits and the first sales after a quiet spell, is checked first. A
+// connection the server closed while it sat idle (a KILL, a restart, a
+// proxy's idle timeout) is then dropped and another taken, instead of
+// failing the statement sent on it: an operator resetting items by hand
+// after a KILL of the pool's connections got up to 28 503s in a row, one
+// per stale connection. A variable for the tests.
+var idleCheckAfter = time.Second
+
+// ResetSession runs as the pool hands out the connection again: one that
+// sat idle longer than idleCheckAfter and whose socket the server closed
+// is refused (driver.ErrBadConn: database/sql drops it and takes or dials
+// another), before the driver's own reset.
+func (c boundedConn) ResetSession(ctx context.Context) error {
+	if c.handed != nil {
+		now := time.Now().UnixNano()
+		if last := c.handed.Swap(now); now-last > int64(idleCheckAfter) && !c.alive() {
+			return driver.ErrBadConn
+		}
+	}
+	return c.mysqlConn.ResetSession(ctx)
 }
 
 // alive reads the connection's socket without waiting: false when the

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -150,4 +151,12 @@ func ApplyFiles(ctx context.Context, db *DB, names ...string) error {
 // write of l does (Ledger.runTx).
 func RunTx(ctx context.Context, l *Ledger, fn func(tx *gorm.DB) error) error {
 	return l.runTx(ctx, fn)
+}
+
+// SetIdleCheckAfter sets how long a pooled connection sits idle before its
+// socket is read as it is handed out again, until the test ends.
+func SetIdleCheckAfter(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := idleCheckAfter
+	idleCheckAfter = d
+	t.Cleanup(func() { idleCheckAfter = old })
 }

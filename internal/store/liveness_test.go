@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/seckill-lab/seckill/internal/inventory"
 	"github.com/seckill-lab/seckill/internal/store"
@@ -52,13 +53,16 @@ func killIdle(t *testing.T, admin *store.DB, db *sql.DB, n int) {
 
 // TestKilledConnectionCostsOneSale: the store does not ask the driver to
 // check a pooled connection before each use (checkConnLiveness=false,
-// store.go), so after MariaDB or MySQL killed the pool's idle connections
+// store.go), nor checks one itself that came back within its idle window
+// (idleCheckAfter, bounded.go), so after MariaDB or MySQL killed the pool's idle connections
 // (KILL, a restart, a proxy's idle timeout), each fails the next sale
 // that takes it, once, and is dropped. That sale's error tells the truth:
 // inventory.ErrUnavailable (nothing was written) or
 // inventory.ErrOutcomeUnknown, and the item's audit counts exactly the
 // sales that succeeded.
 func TestKilledConnectionCostsOneSale(t *testing.T) {
+	// Connections back within the idle window go unchecked: here, all.
+	store.SetIdleCheckAfter(t, time.Hour)
 	const pool = 3
 	db := openPool(t, store.Pool{MaxConns: pool})
 	sqlDB, err := store.Gorm(db).DB()
@@ -148,5 +152,49 @@ func TestKilledConnectionsCostNoGroup(t *testing.T) {
 		if a.Orders != want {
 			t.Fatalf("product %d: the audit counts %d orders, want %d", id, a.Orders, want)
 		}
+	}
+}
+
+// TestIdleKilledConnectionsCostNoStatement: a connection that sat in the
+// pool past its idle window has its socket read as the pool hands it out
+// (bounded.go), so after MySQL killed the pool's idle connections, the
+// statements that follow (an admin's reset, an audit, lone sales) each go
+// out on a live connection and none fails. Before, each killed connection
+// failed the statement that took it: a reset by hand answered 503 once per
+// stale connection.
+func TestIdleKilledConnectionsCostNoStatement(t *testing.T) {
+	store.SetIdleCheckAfter(t, 0) // every connection handed out again is read first
+	const pool = 3
+	db := openPool(t, store.Pool{MaxConns: pool})
+	sqlDB, err := store.Gorm(db).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := openPool(t, store.Pool{MaxConns: 1})
+	killIdle(t, admin, sqlDB, pool)
+	for i := range pool + 1 {
+		if err := db.Products().Reset(ctx, 1, 100); err != nil {
+			t.Fatalf("reset %d after the pool's %d idle connections were killed: %v", i, pool, err)
+		}
+	}
+	killIdle(t, admin, sqlDB, pool)
+	for i := range pool + 1 {
+		if _, err := db.Products().Audit(ctx, 1); err != nil {
+			t.Fatalf("audit %d after the pool's %d idle connections were killed: %v", i, pool, err)
+		}
+	}
+	killIdle(t, admin, sqlDB, pool)
+	for i := range pool + 1 {
+		if err := db.Products().Deduct(ctx, order(fmt.Sprintf("idle-killed-%d", i), fmt.Sprintf("idle-buyer-%d", i), 1)); err != nil {
+			t.Fatalf("sale %d after the pool's %d idle connections were killed: %v", i, pool, err)
+		}
+	}
+	a, err := db.Products().Audit(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Orders != pool+1 {
+		t.Fatalf("the audit counts %d orders, want %d", a.Orders, pool+1)
 	}
 }

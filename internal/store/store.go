@@ -113,7 +113,9 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	// takes it, once, with inventory.ErrUnavailable or ErrOutcomeUnknown
 	// (TestKilledConnectionCostsOneSale), and is dropped; a group commit's
 	// batch, which carries several buyers, reads its connection's socket
-	// first, once a group (liveConn, sale.go). Pool.MaxLifetime,
+	// first, once a group (liveConn, sale.go), and a connection that sat
+	// idle in the pool for a second is read as it is handed out again
+	// (idleCheckAfter, bounded.go). Pool.MaxLifetime,
 	// kept below the server's wait_timeout, still retires connections
 	// before the server's own idle timeout closes them.
 	cfg.CheckConnLiveness = false
