@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // A session (场次) opens many sales together: each item with its stock,
@@ -88,6 +89,14 @@ func (s *Service) ScheduleSession(ctx context.Context, items []SessionItem, w Sa
 // one after another took most of a request's deadline.
 const reloadersPerSession = 16
 
+// reloadWait bounds the reloads and reset hooks that run past a reset's
+// commit (restocked), when the request's own deadline is sooner: a
+// 1,000-item session takes about 2 s. They must end: a copy's reload reads
+// the item and its buyers from MySQL, and a read with no deadline waits as
+// long as MySQL stays silent (the DSN sets no read timeout), with the
+// admin unanswered and the goroutine held for good.
+const reloadWait = 10 * time.Second
+
 // restocked tells the stages that keep a copy (reset) and then the reset
 // hooks that the items' new stock is in place, as ResetSale does for one:
 // the items side by side (at most reloadersPerSession at once), each
@@ -95,9 +104,15 @@ const reloadersPerSession = 16
 // so the caller's end (its deadline, its client leaving) does not cut the
 // reloads short: an item left out would sell its old stock in its old
 // window from its copy. reset is handed a context that is not cancelled
-// with ctx; the backends' own timeouts bound it.
+// with ctx, and ends at ctx's deadline or reloadWait from now, whichever
+// is later (TestReloadsPastTheCommitStillEnd).
 func (s *Service) restocked(ctx context.Context, ids []int64, reset func(context.Context, Resetter, int64) error) error {
-	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(reloadWait)
+	if d, ok := ctx.Deadline(); ok && d.After(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
 	errs := make([]error, len(ids))
 	next := make(chan int)
 	var wg sync.WaitGroup

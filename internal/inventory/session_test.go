@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -276,5 +277,52 @@ func TestResetReloadsTheCopyOnceCommitted(t *testing.T) {
 	}
 	if !stage.reset[7] {
 		t.Fatal("the item's copy was not reloaded")
+	}
+}
+
+// TestReloadsPastTheCommitStillEnd: the reloads and reset hooks that run
+// past a reset's commit are not cut short by the request's end, but they
+// must still end. A copy's reload reads the item (and its buyers) from
+// MySQL, and a read on a context that has no deadline waits as long as
+// MySQL stays silent (a blackhole, a paused server: the DSN sets no read
+// timeout), the admin unanswered and the goroutine held for good. Through
+// a relay that held MySQL's reply to the reload's read, a reset under a
+// 2 s deadline was still waiting 12 s later (it ended at 2 s before the
+// reloads went on past the commit). Each reload and hook is handed a
+// deadline, no earlier than the request's own.
+func TestReloadsPastTheCommitStillEnd(t *testing.T) {
+	requests := []struct {
+		name     string
+		deadline bool
+	}{{"a request without a deadline", false}, {"a request with a deadline", true}}
+	for _, r := range requests {
+		t.Run(r.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			if r.deadline {
+				ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+			}
+			defer cancel()
+			want, _ := ctx.Deadline()
+			check := func(what string, ctx context.Context) error {
+				d, ok := ctx.Deadline()
+				switch {
+				case !ok:
+					return fmt.Errorf("%s runs on a context with no deadline: a MySQL gone silent holds it for good", what)
+				case d.Before(want):
+					return fmt.Errorf("%s must end at %v, before the request's own deadline %v", what, d, want)
+				}
+				return nil
+			}
+			stage := &copyStage{reset: map[int64]bool{}}
+			stage.during = func(ctx context.Context, id int64) error { return check("the reload of the item's copy", ctx) }
+			svc := inventory.NewService(committedResetFake{&catalogueFake{}, func() {}}, map[string]inventory.Stage{"copy": stage}, "i1", "O").
+				OnReset(func(ctx context.Context, id int64) error { return check("a reset hook", ctx) })
+			if err := svc.Reset(ctx, 7, 10); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.ScheduleSession(ctx, []inventory.SessionItem{{ID: 1, Stock: 1}, {ID: 2, Stock: 2}}, inventory.SaleWindow{}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
