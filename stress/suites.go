@@ -449,10 +449,15 @@ var suites = []suite{{
 }, {
 	// redis-stream's writers: an order queued while a writer checks its
 	// item's drain, after the item left the set of items with work, and
-	// a batch left pending by a writer that died.
+	// a batch left pending by a writer that died; a write that failed
+	// transiently, retried by its own writer (once, six times with
+	// backoff) and, from a writer cut off from the database, taken over
+	// while it retries.
 	pkg: "./internal/inventory/orderwriter",
 	tests: []string{"TestOrderQueuedWhileTheWriterChecksItsDrainIsWritten", "TestOrderQueuedAfterItsItemLeftTheWorkSetIsTakenUp",
-		"TestEntriesLeftPendingByADeadWriterKeepTheirItemUntilTakenOver"},
+		"TestEntriesLeftPendingByADeadWriterKeepTheirItemUntilTakenOver",
+		"TestOrderWhoseWriteFailedTransientlyIsRetriedByItsWriter", "TestWriterRetriesAFailingDatabaseWithBackoff",
+		"TestEntryOfAWriterCutOffFromTheDatabaseIsTakenOverWhileItRetries"},
 	budget: 2 * time.Minute,
 }, {
 	// A baseline whose request is held past its cap.

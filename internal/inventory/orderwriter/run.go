@@ -16,7 +16,9 @@ import (
 // left pending (taken over after ClaimIdle), and any wake-up lost to a
 // restart or a failover. A worker runs one item's passes until a pass
 // finds nothing, then takes the item out of the set in one script
-// (drained.lua) unless entries remain, and ends.
+// (drained.lua) unless entries remain, and ends. A worker whose round
+// failed stays on its item and, after a backoff, tries the entries
+// pending to it again (retry.go).
 
 // round is a worker's state, guarded by Writer.mu: asked again while it
 // ran (a wake-up or a recovery pass), and whether the recovery pass asked,
@@ -119,23 +121,37 @@ func (w *Writer) leave(ctx context.Context, id int64) (again, claim bool) {
 	return false, false
 }
 
-// work runs rounds of the item's passes while asked.
+// work runs rounds of the item's passes while asked, and after a failed
+// round, a retry round of its own pending entries after a backoff.
 func (w *Writer) work(ctx context.Context, id int64, claim bool) error {
-	for again := true; again; again, claim = w.leave(ctx, id) {
-		left, err := w.drain(ctx, id, claim)
+	wait := backoff{first: w.opts.RetryBackoff, max: w.opts.RetryBackoffMax}
+	retry := false
+	for again := true; again; {
+		left, err := w.drain(ctx, id, claim, retry)
 		if errors.Is(err, errCrashed) {
 			w.leave(ctx, id)
 			return err
 		}
-		if err != nil && ctx.Err() == nil {
-			// The item stays in the set: the next recovery pass comes back.
-			w.opts.Logger.Warn("order writer: pass failed; retrying", "stream", w.q.QueueKeys(id).Stream, "err", err)
-		}
+		failed := err != nil && ctx.Err() == nil
 		if err != nil || left != out || w.hadBacklog(id) {
 			// A drained item never reported needs no report (nor its
 			// two reads): an order's cost stays with its item.
 			w.report(ctx, id)
 		}
+		if !failed {
+			wait.next, retry = 0, false
+			again, claim = w.leave(ctx, id)
+			continue
+		}
+		// What the round read and could not finish is pending to this
+		// writer: it keeps the item and tries again after the wait.
+		d := wait.wait()
+		w.opts.Logger.Warn("order writer: pass failed; retrying", "stream", w.q.QueueKeys(id).Stream, "in", d, "err", err)
+		if !w.retryAfter(ctx, id, d) {
+			w.leave(ctx, id)
+			return nil
+		}
+		retry, claim = true, w.resume(id)
 	}
 	return nil
 }
@@ -151,8 +167,9 @@ func (w *Writer) hadBacklog(id int64) bool {
 // nothing waits undelivered, then takes the item out of the set of items
 // with work unless entries are pending, and returns which (out, pending). claim asks the first pass to take
 // over entries left pending ClaimIdle, at most every ClaimIdle/2 per item;
-// a long drain takes over as often.
-func (w *Writer) drain(ctx context.Context, id int64, claim bool) (int, error) {
+// a long drain takes over as often. own (a retry round) has the passes
+// read the entries pending to this writer first, until they are done.
+func (w *Writer) drain(ctx context.Context, id int64, claim, own bool) (int, error) {
 	stream := w.q.QueueKeys(id).Stream
 	began, lastTrim, lastReport := time.Now(), time.Now(), time.Now()
 	untrimmed := false // entries were handled since the last trim
@@ -161,8 +178,8 @@ func (w *Writer) drain(ctx context.Context, id int64, claim bool) (int, error) {
 		if claim {
 			began = time.Now()
 		}
-		n, err := w.pass(ctx, id, claim)
-		claim = false
+		n, moreOwn, err := w.pass(ctx, id, claim, own)
+		claim, own = false, moreOwn
 		untrimmed = untrimmed || n > 0
 		// Trim at most once a second while busy, and once when idle again.
 		if untrimmed && (n == 0 || time.Since(lastTrim) > time.Second) {

@@ -17,8 +17,10 @@
 //     cannot give its units back twice, nor count twice.
 //
 // Transient failures (database or Redis unreachable, overloaded) leave the
-// entry pending for a later try. Other failures are tried MaxDeliveries
-// times, then the order is given up on as failed.
+// entry pending to its writer, which tries it again after a backoff
+// (retry.go), and another writer takes it over after ClaimIdle. Other
+// failures are tried until the entry was delivered MaxDeliveries times,
+// then the order is given up on as failed.
 //
 // The stage's own side of the queue stays in package inventory, as methods
 // of the stage: the enqueue script and the durability levels a 202 waits
@@ -120,9 +122,15 @@ type Options struct {
 	// entry taken over is written twice, which the unique order number
 	// absorbs, but costs a write. Default 10s.
 	ClaimIdle time.Duration
-	// MaxDeliveries bounds the tries of an entry that fails in a way that
-	// is neither transient nor final. Default 10.
+	// MaxDeliveries bounds the deliveries (reads and take-overs, not a
+	// writer's own retries) of an entry that fails in a way that is
+	// neither transient nor final. Default 10.
 	MaxDeliveries int64
+	// RetryBackoff is how long a writer whose round failed (an entry it
+	// read not written, a transient error) waits before it tries its own
+	// pending entries again; each failed round in a row doubles the wait,
+	// up to RetryBackoffMax. Defaults 50ms and 2s.
+	RetryBackoff, RetryBackoffMax time.Duration
 	// WriteTimeout bounds one order's database write. Default 10s.
 	WriteTimeout time.Duration
 	Hooks        Hooks
@@ -135,6 +143,9 @@ type Options struct {
 	// before the writer checks that the item's queue is drained and
 	// takes it out of the items with work. Tests use it.
 	BeforeDrained func(id int64)
+	// BeforeRetry, when set, runs when a worker whose round failed starts
+	// its wait before the retry round, with the wait. Tests use it.
+	BeforeRetry func(id int64, wait time.Duration)
 }
 
 // Writer writes the orders of one kind of item that redis-stream queued.
@@ -172,6 +183,13 @@ func New(q *redisstage.RedisStream, store Store, opts Options) *Writer {
 	if opts.MaxDeliveries <= 0 {
 		opts.MaxDeliveries = 10
 	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 50 * time.Millisecond
+	}
+	if opts.RetryBackoffMax <= 0 {
+		opts.RetryBackoffMax = 2 * time.Second
+	}
+	opts.RetryBackoffMax = max(opts.RetryBackoffMax, opts.RetryBackoff)
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
@@ -199,11 +217,22 @@ func (w *Writer) OnRestock(f func(ctx context.Context, id int64) error) { w.rest
 // errCrashed stops a writer whose AfterWrite hook failed.
 var errCrashed = errors.New("order writer stopped after a write")
 
-// pass takes over entries idle for ClaimIdle (when claim is set), then
-// reads new ones, and handles each. It returns how many it handled.
-func (w *Writer) pass(ctx context.Context, id int64, claim bool) (int, error) {
+// pass reads the entries pending to this writer (when own is set: a
+// retry round), takes over entries idle for ClaimIdle (when claim is set),
+// then reads new ones unless it found its own, and handles each. It
+// returns how many it handled, and whether its own filled the batch (more
+// may be pending to it).
+func (w *Writer) pass(ctx context.Context, id int64, claim, own bool) (n int, moreOwn bool, err error) {
 	stream := w.q.QueueKeys(id).Stream
 	var msgs []redis.XMessage
+	if own {
+		mine, err := w.own(ctx, id)
+		if err != nil {
+			return 0, false, err
+		}
+		msgs, moreOwn = mine, len(mine) >= w.opts.Batch
+	}
+	ownN := len(msgs)
 	if claim {
 		claimed, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 			Stream: stream, Group: GroupName, Consumer: w.opts.Consumer,
@@ -211,13 +240,17 @@ func (w *Writer) pass(ctx context.Context, id int64, claim bool) (int, error) {
 		}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if err := w.missingGroup(ctx, id, err); err != nil {
-				return 0, err
+				return 0, moreOwn, err
 			}
 		}
 		if len(claimed) > 0 && w.opts.Hooks.Claimed != nil {
 			w.opts.Hooks.Claimed(len(claimed))
 		}
-		msgs = append(msgs, claimed...)
+		msgs = appendNew(msgs, ownN, claimed) // its own idle entries, taken over by itself, are read already
+	}
+	if ownN > 0 {
+		// The next pass reads new entries, once its own are done.
+		return len(msgs), moreOwn, w.handleAll(ctx, id, msgs)
 	}
 	read := &redis.XReadGroupArgs{
 		Group: GroupName, Consumer: w.opts.Consumer, Streams: []string{stream, ">"},
@@ -226,20 +259,38 @@ func (w *Writer) pass(ctx context.Context, id int64, claim bool) (int, error) {
 	res, err := w.rdb.XReadGroup(ctx, read).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		if err := w.missingGroup(ctx, id, err); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		res, err = w.rdb.XReadGroup(ctx, read).Result() // the group exists now
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	for _, s := range res {
 		msgs = append(msgs, s.Messages...)
 	}
 	if len(msgs) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
-	return len(msgs), w.handleAll(ctx, id, msgs)
+	return len(msgs), false, w.handleAll(ctx, id, msgs)
+}
+
+// appendNew appends to msgs the entries of more that are not among its
+// first n.
+func appendNew(msgs []redis.XMessage, n int, more []redis.XMessage) []redis.XMessage {
+	if n == 0 {
+		return append(msgs, more...)
+	}
+	seen := make(map[string]bool, n)
+	for _, m := range msgs[:n] {
+		seen[m.ID] = true
+	}
+	for _, m := range more {
+		if !seen[m.ID] {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
 }
 
 // handleAll settles a batch of entries. The orders still in flight are

@@ -20,9 +20,10 @@ import (
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
-// StartWriter runs an order writer of q until the test ends, or until the
-// returned stop is called, which returns what Run returned.
-func StartWriter(t *testing.T, ctx context.Context, q *redisstage.RedisStream, st *store.Ledger, opts orderwriter.Options) (stop func() error) {
+// StartWriter runs an order writer of q into st (a *store.Ledger, or a
+// test's wrapper of one) until the test ends, or until the returned stop
+// is called, which returns what Run returned.
+func StartWriter(t *testing.T, ctx context.Context, q *redisstage.RedisStream, st orderwriter.Store, opts orderwriter.Options) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	w := orderwriter.New(q, st, opts)
