@@ -150,6 +150,7 @@ var suites = []suite{{
 		"TestSessionReloadsItsItemsSideBySide",
 		"TestSessionReloadsEveryCopyOnceCommitted",
 		"TestResetReloadsTheCopyOnceCommitted",
+		"TestFailedReloadPastTheCommitIsNotNothingWritten",
 		"TestReloadsPastTheCommitStillEnd",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.

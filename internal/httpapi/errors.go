@@ -126,6 +126,7 @@ var problemTable = []problemType{
 	// also wraps the deadline (or the broken connection, or the lost
 	// lock) that cut it, and a buyer whose order committed must not hear
 	// "timeout", which promises that nothing was bought.
+	{inventory.ErrRestockIncomplete, 503, "restock-incomplete", keyRetry, "Restock not everywhere yet", "The reset, session or replace is written in the database, but a Redis copy of an item's stock could not be reloaded, or the fleet could not be told: an instance may still sell from the old stock or answer sold out. Send the same request again: it writes the same again (a reset also deletes any orders taken since) and reloads the copies."},
 	{inventory.ErrOutcomeUnknown, 503, "outcome-unknown", keyUnknown, "Outcome unknown", "The write was sent but its answer did not come back (the request's deadline passed while it was on its way, the connection to the database broke during the commit, or the lock was lost while the write was on its way): it may have taken effect. GET the order, or retry with the same Idempotency-Key, which finds it first."},
 	{ratelimit.ErrLimited, 429, "rate-limited", keyRetry, "Too many requests", "This buyer (its account, or its address when the instance limits addresses) sent more than its rate allows (SECKILL_RATE_INTERVAL and SECKILL_RATE_BURST, or PUT /api/v1/admin/rate-limit); nothing was written. Retry after the Retry-After delay."},
 	{inventory.ErrLockTimeout, 429, "lock-timeout", keyRetry, "Lock wait timed out", "Too many buyers queue for this item's lock; retry after the Retry-After delay."},

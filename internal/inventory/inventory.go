@@ -54,6 +54,11 @@ var (
 	// time, the database refusing connections); nothing was written and
 	// the buyer may retry.
 	ErrOverloaded = errors.New("overloaded")
+	// ErrRestockIncomplete means a reset, a session or a replace committed
+	// the new stock in the database, but reloading a stage's copy of it
+	// or telling the fleet (the reset hooks) then failed: the write
+	// stands, and the same request again writes the same and reloads.
+	ErrRestockIncomplete = errors.New("the new stock is written, but not every copy or instance has it")
 )
 
 // Unsettled is a write whose caller stopped waiting for it while it was

@@ -105,7 +105,8 @@ const reloadWait = 10 * time.Second
 // reloads short: an item left out would sell its old stock in its old
 // window from its copy. reset is handed a context that is not cancelled
 // with ctx, and ends at ctx's deadline or reloadWait from now, whichever
-// is later (TestReloadsPastTheCommitStillEnd).
+// is later (TestReloadsPastTheCommitStillEnd). Any failure is returned
+// as ErrRestockIncomplete: the new stock is committed.
 func (s *Service) restocked(ctx context.Context, ids []int64, reset func(context.Context, Resetter, int64) error) error {
 	deadline := time.Now().Add(reloadWait)
 	if d, ok := ctx.Deadline(); ok && d.After(deadline) {
@@ -137,10 +138,16 @@ func (s *Service) restocked(ctx context.Context, ids []int64, reset func(context
 	}
 	close(next)
 	wg.Wait()
-	if err := firstOf(errs); err != nil {
-		return err
+	err := firstOf(errs)
+	if err == nil {
+		err = s.hooks(ctx, ids)
 	}
-	return s.hooks(ctx, ids)
+	if err != nil {
+		// Past the commit: whatever failed, "nothing was written" (the
+		// stage's unavailable, a deadline) would be untrue.
+		return fmt.Errorf("%w: %v", ErrRestockIncomplete, err)
+	}
+	return nil
 }
 
 // hooks runs the reset hooks of every item (OnReset), the items side by

@@ -326,3 +326,27 @@ func TestReloadsPastTheCommitStillEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReloadPastTheCommitIsNotNothingWritten: a reset or a session
+// whose database write committed and whose copy reload then failed (Redis
+// down) answers ErrRestockIncomplete, not the stage's ErrUnavailable,
+// whose answer says nothing was written.
+func TestFailedReloadPastTheCommitIsNotNothingWritten(t *testing.T) {
+	down := fmt.Errorf("%w: redis is down", inventory.ErrUnavailable)
+	stage := &copyStage{reset: map[int64]bool{}}
+	stage.during = func(context.Context, int64) error { return down }
+	ctx := context.Background()
+	fake := &catalogueFake{}
+	svc := inventory.NewService(committedResetFake{fake, func() {}}, map[string]inventory.Stage{"copy": stage}, "i1", "O")
+	for name, err := range map[string]error{
+		"reset":   svc.Reset(ctx, 7, 10),
+		"session": svc.ScheduleSession(ctx, []inventory.SessionItem{{ID: 1, Stock: 5}, {ID: 2, Stock: 5}}, inventory.SaleWindow{}),
+	} {
+		if !errors.Is(err, inventory.ErrRestockIncomplete) || errors.Is(err, inventory.ErrUnavailable) {
+			t.Errorf("%s whose reload failed after its commit: %v; want ErrRestockIncomplete, not ErrUnavailable", name, err)
+		}
+	}
+	if len(fake.sessions) != 1 {
+		t.Fatalf("%d sessions written, want 1", len(fake.sessions))
+	}
+}
