@@ -270,7 +270,7 @@ type sessionItemBody struct {
 // readSession reads a session's body into its items and window.
 func readSession(c *gin.Context) (kind string, items []inventory.SessionItem, w inventory.SaleWindow, err error) {
 	var b sessionBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := decodeJSONUpTo(c, &b, MaxSessionBody); err != nil {
 		return "", nil, w, err
 	}
 	kind = b.Kind

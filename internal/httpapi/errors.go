@@ -117,7 +117,7 @@ var problemTable = []problemType{
 	{errBurstInProgress, 409, "burst-in-progress", keyStore, "Burst in progress", "A burst of this item (from the dashboard or `seckill story`) is in flight on an instance of the fleet: a second burst, or a reset, of the item would mix its buyers into that burst's numbers. Nothing was fired or written; try again when it has ended (a burst whose instance died frees the item within 30 s)."},
 	{inventory.ErrArchived, 409, "archived", keyStore, "Item archived", "This id belongs to an archived product or coupon batch, whose orders are kept under it: no new item may take it. Create the item under another id."},
 	{idempotency.ErrInFlight, 409, "idempotency-in-flight", keyRetry, "Request in flight", "The first request with this Idempotency-Key has not finished; retry later to get its answer."},
-	{errTooLarge, 413, "body-too-large", keyStore, "Body too large", "Request bodies are capped at 64 KiB."},
+	{errTooLarge, 413, "body-too-large", keyStore, "Body too large", "Request bodies are capped at 64 KiB, a session's at 256 KiB."},
 	{errHeadersTooLarge, 431, "headers-too-large", keyStore, "Headers too large", "The request line and headers are capped at 32 KiB."},
 	{errMediaType, 415, "unsupported-media-type", keyStore, "Unsupported media type", "Send Content-Type: application/json."},
 	{idempotency.ErrMismatch, 422, "idempotency-mismatch", keyStore, "Idempotency-Key reused", "This Idempotency-Key was first used, by this user on this route, with a different body."},

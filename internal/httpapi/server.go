@@ -33,8 +33,12 @@ import (
 	"github.com/seckill-lab/seckill/internal/room"
 )
 
-// MaxBody caps every request body.
+// MaxBody caps every request body but a session's.
 const MaxBody = 64 << 10
+
+// MaxSessionBody caps a session's body (POST /admin/sessions): 1,000
+// items with the longest ids and stocks, indented, are about 120 KB.
+const MaxSessionBody = 256 << 10
 
 // Deps are what the server needs. Products is required; the rest may be
 // zero, which turns the matching feature off.
@@ -267,10 +271,15 @@ func checkStage(name string, svc *inventory.Service) error {
 // decodeJSON reads one JSON object into dst: application/json only, at most
 // MaxBody bytes, no unknown fields, nothing after the object.
 func decodeJSON(c *gin.Context, dst any) error {
+	return decodeJSONUpTo(c, dst, MaxBody)
+}
+
+// decodeJSONUpTo is decodeJSON with a cap of its own.
+func decodeJSONUpTo(c *gin.Context, dst any, limit int64) error {
 	if err := checkMediaType(c); err != nil {
 		return err
 	}
-	body, err := readBody(c)
+	body, err := readBodyUpTo(c, limit)
 	if err != nil {
 		return err
 	}
@@ -291,11 +300,14 @@ func checkMediaType(c *gin.Context) error {
 
 // readBody reads the request body, at most MaxBody bytes (errTooLarge past
 // them, and the connection is not reused).
-func readBody(c *gin.Context) ([]byte, error) {
-	if c.Request.ContentLength > MaxBody {
+func readBody(c *gin.Context) ([]byte, error) { return readBodyUpTo(c, MaxBody) }
+
+// readBodyUpTo is readBody with a cap of its own.
+func readBodyUpTo(c *gin.Context, limit int64) ([]byte, error) {
+	if c.Request.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
