@@ -21,17 +21,8 @@ import (
 // the retry that fixed the header: a buyer who sent the token would hear
 // "Admin token required" for a day. The retry runs instead, and buys.
 func TestHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
-	db := testenv.SQLite(t)
-	stages := map[string]inventory.Stage{"local-mutex": inventory.NewLocalMutex(db.Products(), "product", inventory.SectionOptions{})}
 	const token = "stage-header-token"
-	h := httpapi.NewServer(httpapi.Deps{
-		Instance:       "idem-stage-1",
-		Products:       inventory.NewService(db.Products(), stages, "idem-stage-1", "O"),
-		Stage:          "local-mutex",
-		AdminToken:     token,
-		Idempotency:    idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name("idem-stage") + ":", Retention: time.Hour}),
-		RequestTimeout: 25 * time.Second,
-	})
+	h := keyedLocalServer(t, "idem-stage", token)
 	const key, body = "stage-header-key", `{"user_id":"stage-header-user","quantity":1}`
 	buy := func(stage, auth, contentType string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/api/v1/products/1/buy", strings.NewReader(body))
@@ -57,16 +48,39 @@ func TestHeaderRefusalIsNotStoredUnderTheKey(t *testing.T) {
 		{"not JSON's media type", "local-mutex", token, "text/plain", http.StatusUnsupportedMediaType, "unsupported-media-type"},
 		{"fixed", "local-mutex", token, "application/json", http.StatusCreated, ""},
 	} {
-		rec := buy(step.stage, step.auth, step.contentType)
-		if rec.Code != step.status || (step.problem != "" && !strings.Contains(rec.Body.String(), "/problems/"+step.problem+`"`)) {
-			t.Fatalf("%s: %d %s, want %d %s", step.name, rec.Code, rec.Body, step.status, step.problem)
-		}
-		if rec.Header().Get("Idempotent-Replayed") != "" {
-			t.Fatalf("%s: a replay (%d %s), want the request run", step.name, rec.Code, rec.Body)
-		}
+		expectRun(t, step.name, buy(step.stage, step.auth, step.contentType), step.status, step.problem)
 	}
 	// The buy that ran is the key's answer from now on.
 	if rec := buy("local-mutex", token, "application/json"); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the buy: %d replayed %q %s, want its 201 replayed", rec.Code, rec.Header().Get("Idempotent-Replayed"), rec.Body)
+	}
+}
+
+// keyedLocalServer is a server selling under local-mutex on SQLite, with
+// Idempotency-Key records on the test's Redis under name, and admin token
+// token ("": admin routes off).
+func keyedLocalServer(t *testing.T, name, token string) http.Handler {
+	t.Helper()
+	db := testenv.SQLite(t)
+	stages := map[string]inventory.Stage{"local-mutex": inventory.NewLocalMutex(db.Products(), "product", inventory.SectionOptions{})}
+	return httpapi.NewServer(httpapi.Deps{
+		Instance:       name + "-1",
+		Products:       inventory.NewService(db.Products(), stages, name+"-1", "O"),
+		Stage:          "local-mutex",
+		AdminToken:     token,
+		Idempotency:    idempotency.New(testenv.Redis(t), idempotency.Options{Prefix: testenv.Name(name) + ":", Retention: time.Hour}),
+		RequestTimeout: 25 * time.Second,
+	})
+}
+
+// expectRun fails the test unless rec is a fresh answer (not a replay) of
+// status, and of problem type problem when that is not "".
+func expectRun(t *testing.T, name string, rec *httptest.ResponseRecorder, status int, problem string) {
+	t.Helper()
+	if rec.Code != status || (problem != "" && !strings.Contains(rec.Body.String(), "/problems/"+problem+`"`)) {
+		t.Fatalf("%s: %d %s, want %d %s", name, rec.Code, rec.Body, status, problem)
+	}
+	if rec.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("%s: a replay (%d %s), want the request run", name, rec.Code, rec.Body)
 	}
 }

@@ -40,6 +40,18 @@ func idleConnectionIDs(t *testing.T, db *sql.DB, n int) []int64 {
 	return ids
 }
 
+// poolOf opens a store whose pool holds at most n MySQL connections, and
+// returns it with its database/sql pool.
+func poolOf(t *testing.T, n int) (*store.DB, *sql.DB) {
+	t.Helper()
+	db := openPool(t, store.Pool{MaxConns: n})
+	sqlDB, err := store.Gorm(db).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, sqlDB
+}
+
 // killIdle leaves n connections idle in db's pool and kills them through
 // admin, a pool of its own on the same server.
 func killIdle(t *testing.T, admin *store.DB, db *sql.DB, n int) {
@@ -64,11 +76,7 @@ func TestKilledConnectionCostsOneSale(t *testing.T) {
 	// Connections back within the idle window go unchecked: here, all.
 	store.SetIdleCheckAfter(t, time.Hour)
 	const pool = 3
-	db := openPool(t, store.Pool{MaxConns: pool})
-	sqlDB, err := store.Gorm(db).DB()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, sqlDB := poolOf(t, pool)
 	ctx := context.Background()
 	if err := db.Products().Reset(ctx, 1, 100); err != nil {
 		t.Fatal(err)
@@ -111,11 +119,7 @@ func TestKilledConnectionCostsOneSale(t *testing.T) {
 // on three serve).
 func TestKilledConnectionsCostNoGroup(t *testing.T) {
 	const pool = 3
-	db := openPool(t, store.Pool{MaxConns: pool})
-	sqlDB, err := store.Gorm(db).DB()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, sqlDB := poolOf(t, pool)
 	ctx := context.Background()
 	for _, id := range []int64{1, 2} {
 		if err := db.Products().Reset(ctx, id, 100); err != nil {
@@ -134,6 +138,7 @@ func TestKilledConnectionsCostNoGroup(t *testing.T) {
 				}
 				orders = append(orders, order(fmt.Sprintf("grp-%d-%d-%d", round, g, i), fmt.Sprintf("grp-buyer-%d-%d-%d", round, g, i), item))
 			}
+			var err error
 			if across {
 				err = db.Products().DeductAcross(ctx, orders)
 			} else {
@@ -165,11 +170,7 @@ func TestKilledConnectionsCostNoGroup(t *testing.T) {
 func TestIdleKilledConnectionsCostNoStatement(t *testing.T) {
 	store.SetIdleCheckAfter(t, 0) // every connection handed out again is read first
 	const pool = 3
-	db := openPool(t, store.Pool{MaxConns: pool})
-	sqlDB, err := store.Gorm(db).DB()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, sqlDB := poolOf(t, pool)
 	ctx := context.Background()
 	admin := openPool(t, store.Pool{MaxConns: 1})
 	killIdle(t, admin, sqlDB, pool)
