@@ -44,7 +44,7 @@ var suites = []suite{{
 	// read's result, or a ROLLBACK's answer, past the deadline; the
 	// pool's idle connections killed under lone sales and groups.
 	pkg: "./internal/store",
-	tests: []string{"TestCommitWhoseAnswerIsLost", "TestSaleDeadlockedOnEveryTryIsOverload", "TestIdleKilledConnectionsCostNoStatement", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
+	tests: []string{"TestCommitWhoseAnswerIsLost", "TestSaleDeadlockedOnEveryTryIsOverload", "TestIdleKilledConnectionsCostNoStatement", "TestIdleWindowCountsFromTheReturn", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
 		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem",

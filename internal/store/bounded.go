@@ -80,8 +80,8 @@ func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if !ok {
 		return conn, nil // not go-sql-driver's: nothing known to wrap
 	}
-	bc := boundedConn{mysqlConn: mc, sock: s.conn, handed: new(atomic.Int64)}
-	bc.handed.Store(time.Now().UnixNano())
+	bc := boundedConn{mysqlConn: mc, sock: s.conn, returned: new(atomic.Int64)}
+	bc.returned.Store(idleClock())
 	return bc, nil
 }
 
@@ -92,8 +92,9 @@ type boundedConn struct {
 	// sock is its socket, as dialled (recordDial), for the check of
 	// liveConn; nil when the dial was not seen.
 	sock net.Conn
-	// handed is when the pool last handed it out (Unix ns; ResetSession).
-	handed *atomic.Int64
+	// returned is when it last went back to the pool (Unix ns; IsValid,
+	// which database/sql calls on every return), or was dialled.
+	returned *atomic.Int64
 }
 
 // idleCheckAfter is how long a connection must have sat in the pool for
@@ -109,14 +110,29 @@ type boundedConn struct {
 // per stale connection. A variable for the tests.
 var idleCheckAfter = time.Second
 
+// Tests: the clock of the idle window, and how many sockets it had read.
+var (
+	idleClock  = func() int64 { return time.Now().UnixNano() }
+	idleChecks atomic.Int64
+)
+
+// IsValid is asked by the pool as the connection comes back: the driver's
+// answer, and the instant, from which ResetSession counts its idle time.
+func (c boundedConn) IsValid() bool {
+	if c.returned != nil {
+		c.returned.Store(idleClock())
+	}
+	return c.mysqlConn.IsValid()
+}
+
 // ResetSession runs as the pool hands out the connection again: one that
 // sat idle longer than idleCheckAfter and whose socket the server closed
 // is refused (driver.ErrBadConn: database/sql drops it and takes or dials
 // another), before the driver's own reset.
 func (c boundedConn) ResetSession(ctx context.Context) error {
-	if c.handed != nil {
-		now := time.Now().UnixNano()
-		if last := c.handed.Swap(now); now-last > int64(idleCheckAfter) && !c.alive() {
+	if c.returned != nil && idleClock()-c.returned.Load() > int64(idleCheckAfter) {
+		idleChecks.Add(1)
+		if !c.alive() {
 			return driver.ErrBadConn
 		}
 	}

@@ -160,3 +160,12 @@ func SetIdleCheckAfter(t interface{ Cleanup(func()) }, d time.Duration) {
 	idleCheckAfter = d
 	t.Cleanup(func() { idleCheckAfter = old })
 }
+
+// SetIdleClock sets the clock of the idle window (Unix ns), until the test
+// ends, and returns how many sockets the window has had read so far.
+func SetIdleClock(t interface{ Cleanup(func()) }, now func() int64) (checks func() int64) {
+	old := idleClock
+	idleClock = now
+	t.Cleanup(func() { idleClock = old })
+	return idleChecks.Load
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,44 @@ func TestIdleKilledConnectionsCostNoStatement(t *testing.T) {
 	}
 	if a.Orders != pool+1 {
 		t.Fatalf("the audit counts %d orders, want %d", a.Orders, pool+1)
+	}
+}
+
+// TestIdleWindowCountsFromTheReturn: the idle window of a pooled
+// connection counts from its return to the pool, not from when it was
+// handed out: a connection held for longer than the window (a sale that
+// waited for a row lock, a long audit) and handed out again at once is
+// not read. The clock is the test's.
+func TestIdleWindowCountsFromTheReturn(t *testing.T) {
+	store.SetIdleCheckAfter(t, time.Second)
+	var clock atomic.Int64
+	checks := store.SetIdleClock(t, clock.Load)
+	_, sqlDB := poolOf(t, 1)
+	ctx := context.Background()
+	c, err := sqlDB.Conn(ctx) // dialled at 0, handed out
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(5 * time.Second)) // held for 5 s
+	if err := c.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil { // back in the pool at 5 s
+		t.Fatal(err)
+	}
+	before := checks()
+	if err := sqlDB.PingContext(ctx); err != nil { // handed out again at 5 s
+		t.Fatal(err)
+	}
+	if n := checks() - before; n != 0 {
+		t.Fatalf("a connection handed out again the instant it came back had its socket read %d times, want 0", n)
+	}
+	clock.Add(int64(2 * time.Second)) // idle for 2 s
+	before = checks()
+	if err := sqlDB.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := checks() - before; n != 1 {
+		t.Fatalf("a connection idle past its window had its socket read %d times, want 1", n)
 	}
 }
