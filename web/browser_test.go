@@ -124,6 +124,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	// 1. The dashboard; Buy drops the stock by one.
 	width(1400)
 	openDashboard("en")
+	// What the first poll drew stays where it is: the order queue's panel,
+	// above the burst form, fills in without moving the form down. It
+	// gained its rows one by one a second after the page said it was
+	// ready, and the form slid 546 px down under a click on "Run a burst"
+	// (the click landed elsewhere; CI waited a minute for a burst that
+	// never started).
+	const burstTop = `Math.round(document.getElementById('burst-run').getBoundingClientRect().top + scrollY)`
+	top := number(burstTop)
+	until("the order queue's first figures", `(() => { const rows = document.querySelectorAll('#stream-panel [data-stream]'); return rows.length > 0 && rows.length === document.querySelectorAll('#items [data-item]').length && [...rows].every(r => r.querySelector('[data-field="orders"]').textContent !== '–'); })()`)
+	if now := number(burstTop); now != top {
+		t.Errorf("the burst form moved from %d px to %d px down the page after the dashboard was ready", top, now)
+	}
 	stock := number(phone + `.dataset.stock`)
 	run("click Buy", chromedp.Click(chromedp.CSS(`[data-item="product-1"] [data-action="buy"]`)))
 	until("stock to drop after Buy", fmt.Sprintf(`Number(%s.dataset.stock) === %d`, phone, stock-1))
@@ -150,6 +162,9 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.Evaluate[chromedp.Void](`delete document.getElementById('burst-out').dataset.oversold; delete document.getElementById('burst-out').dataset.state`),
 			chromedp.SetValue(chromedp.CSS(`#burst-n`), "200"),
 			chromedp.Click(chromedp.CSS(`#burst-run`)))
+		// A click the form did not get (the page moved under it) starts
+		// nothing: say so, rather than wait for a burst's end.
+		until("the burst to start", `!!document.getElementById('burst-out').dataset.state`)
 		// The burst ends done, refused or failed; only done carries a
 		// verdict, and the others say why on the page.
 		// A burst's 200 buys are bounded by 10 s each and its audit by

@@ -46,16 +46,14 @@
   };
 
   // The items of the page the stock cards show (dashboard.js pages the
-  // catalogue): their rows, and no other.
-  async function items() {
+  // catalogue): their rows, in the cards' order, and no other.
+  function items() {
     const out = [];
     for (const c of document.querySelectorAll('#items [data-item]')) {
       const [kind, id] = c.dataset.item.split('-');
       const name = c.querySelector('[data-field="name"]');
-      out.push({ kind, id, name: name ? name.textContent : c.dataset.item });
+      out.push({ kind, id, key: c.dataset.item, name: name ? name.textContent : c.dataset.item });
     }
-    const keep = new Set(out.map(it => `${it.kind}-${it.id}`));
-    for (const r of [...list.querySelectorAll('[data-stream]')]) if (!keep.has(r.dataset.stream)) r.remove();
     return out;
   }
 
@@ -65,23 +63,38 @@
       it = el('div', { class: 'stream-item', 'data-stream': key },
         el('h3', { 'data-field': 'name', text: name }),
         el('dl', {}, ...fields.map(([f, label]) => el('div', {}, el('dt', { text: label }), el('dd', { 'data-field': f, text: '–' })))));
-      list.append(it);
     }
     return it;
   }
 
+  // sync gives every card its row as the card appears, before the page is
+  // next drawn: the panel sits above the burst form, and rows added one by
+  // one as their audits came moved that form down while a reader (or a
+  // click) was going for it.
+  function sync() {
+    const want = items().map(it => row(it.key, it.name));
+    const have = [...list.children];
+    if (want.length !== have.length || want.some((r, i) => r !== have[i])) list.replaceChildren(...want);
+    return want;
+  }
+  if (anchor) new MutationObserver(sync).observe(anchor, { childList: true });
+
   // Poll fast while orders are pending (the drain is the thing to watch),
-  // slowly otherwise.
+  // slowly otherwise. The audits are read side by side.
   async function tick() {
     let draining = false;
     try {
-      for (const it of await items()) {
-        const a = await getJSON(`/api/v1/${it.kind}s/${it.id}/audit`);
-        const r = row(`${it.kind}-${it.id}`, it.name);
+      const rows = sync();
+      const audits = await Promise.all(rows.map(r => {
+        const [kind, id] = r.dataset.stream.split('-');
+        return getJSON(`/api/v1/${kind}s/${id}/audit`);
+      }));
+      rows.forEach((r, i) => {
+        const a = audits[i];
         for (const dd of r.querySelectorAll('dd')) dd.textContent = a[dd.dataset.field] ?? 0;
         r.classList.toggle('draining', a.pending_orders > 0);
         draining = draining || a.pending_orders > 0;
-      }
+      });
       box.dataset.ready = '1';
     } catch { /* the dashboard reports the fleet's health */ }
     setTimeout(tick, draining ? 250 : 1000);
