@@ -47,7 +47,7 @@ var suites = []suite{{
 	tests: []string{"TestCommitWhoseAnswerIsLost", "TestSaleDeadlockedOnEveryTryIsOverload", "TestIdleKilledConnectionsCostNoStatement", "TestIdleWindowCountsFromTheReturn", "TestCommitWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
-		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem",
+		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem", "TestMarkedAnyAsksOnceAThousandItems",
 		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
 		"TestCrossItemGroupsDoNotDeadlock",
 		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome",
@@ -152,6 +152,10 @@ var suites = []suite{{
 		"TestResetReloadsTheCopyOnceCommitted",
 		"TestFailedReloadPastTheCommitIsNotNothingWritten",
 		"TestReloadsPastTheCommitStillEnd",
+		// Before its commit a session drains the queues of all its items
+		// together, and waits for each.
+		"TestSessionDrainsItsQueuesInExchangesThatDoNotGrowWithItsItems",
+		"TestSessionWaitsForTheQueueOfEachOfItsItems",
 		// redis-lock's fair mode on three instances: buyers forced to
 		// arrive one by one win in that order.
 		"TestRedisLockFairSellsToTheFirstComers",
@@ -372,6 +376,10 @@ var suites = []suite{{
 		"TestKeyedMemoryOnTheDemoAndWithoutAStore",
 		"TestKeyedBuySoldOutForNowIsOneRoundTrip",
 		"TestWriteThatOutlivedItsDeadlineIsNeverAFailure",
+		// A session reads the burst marks of all its items at once, and a
+		// burst on one of them refuses it whole.
+		"TestSessionReadsTheBurstMarksOnceForAllItsItems",
+		"TestBurstOfOneItemRefusesTheWholeSession",
 		// The waiting room's pass in front of the buy: replays, a 503.
 		"TestBuyWithPass", "TestPassNotSpentByA503", "TestSoldOutRoom", "TestLastSaleIsKnownToTheRoomBeforeItsAnswer",
 	},

@@ -317,8 +317,12 @@ func (s *server) handleSession(products, coupons itemEndpoints, marks BurstMarks
 				err = fieldError("kind coupon: this instance sells no coupons")
 			}
 		}
-		for i := 0; err == nil && i < len(items); i++ {
-			err = checkNoBurst(ctx, marks, ep.kind(), items[i].ID)
+		if err == nil {
+			ids := make([]int64, len(items))
+			for i, it := range items {
+				ids[i] = it.ID
+			}
+			err = checkNoBurst(ctx, marks, ep.kind(), ids...)
 		}
 		if err == nil {
 			err = ep.svc.ScheduleSession(ctx, items, w)

@@ -23,6 +23,13 @@ import (
 // (behind a crowd) on a Redis of the test's own keys.
 func catalogueFixture(t *testing.T, db *store.DB) *fixture {
 	t.Helper()
+	return catalogueFixtureMarked(t, db, nil)
+}
+
+// catalogueFixtureMarked is catalogueFixture whose bursts are marked in
+// marks.
+func catalogueFixtureMarked(t *testing.T, db *store.DB, marks httpapi.BurstMarks) *fixture {
+	t.Helper()
 	rdb := testenv.Redis(t)
 	prefix := testenv.Name("catalogue")
 	stages := func(st *store.Ledger, kind string) (map[string]inventory.Stage, *admission.Crowd) {
@@ -40,6 +47,7 @@ func catalogueFixture(t *testing.T, db *store.DB) *fixture {
 		Coupons:    inventory.NewService(db.Coupons(), cs, "cat-1", "C").WithCrowd(cc),
 		AdminToken: token,
 		Stage:      "db-atomic",
+		Dashboard:  httpapi.Dashboard{Marks: marks},
 	})
 	return &fixture{t: t, db: db, srv: srv}
 }

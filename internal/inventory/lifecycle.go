@@ -89,8 +89,9 @@ type OrderQueue interface {
 	// Backlog counts the item's orders accepted and not yet written, and
 	// their units.
 	Backlog(ctx context.Context, id int64) (orders, units int, err error)
-	// Drain waits a while until no order of the item is queued.
-	Drain(ctx context.Context, id int64)
+	// Drain waits a while until no order of the items is queued; its
+	// exchanges with Redis do not grow with the items.
+	Drain(ctx context.Context, ids ...int64)
 }
 
 // Lifecycle configures what a Service does with its orders after the buy.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/seckill/internal/api"
+	"github.com/seckill-lab/seckill/internal/store"
 	"github.com/seckill-lab/seckill/internal/testenv"
 )
 
@@ -73,6 +74,10 @@ func TestBurstMarksHoldOneBurstPerItem(t *testing.T) {
 				}
 				return ok
 			}
+			marked := func(kind string, now time.Time) (bool, error) {
+				_, ok, err := marks.MarkedAny(ctx, kind, []int64{item}, now)
+				return ok, err
+			}
 			if !must(marks.Mark(ctx, "product", item, "first", now, until)) {
 				t.Fatal("the first mark of an item was refused")
 			}
@@ -82,7 +87,7 @@ func TestBurstMarksHoldOneBurstPerItem(t *testing.T) {
 			if !must(marks.Mark(ctx, "coupon", item, "second", now, until)) {
 				t.Fatal("a coupon batch with the product's id was refused: marks are per kind")
 			}
-			if !must(marks.Marked(ctx, "product", item, now.Add(time.Second))) {
+			if !must(marked("product", now.Add(time.Second))) {
 				t.Fatal("a live mark is not seen")
 			}
 			if must(marks.Extend(ctx, "product", item, "second", until.Add(time.Minute))) {
@@ -95,7 +100,7 @@ func TestBurstMarksHoldOneBurstPerItem(t *testing.T) {
 				t.Fatal("an extension to the lapse the mark already has was taken for a lost mark")
 			}
 			lapsed := until.Add(time.Minute)
-			if must(marks.Marked(ctx, "product", item, lapsed)) {
+			if must(marked("product", lapsed)) {
 				t.Fatal("a lapsed mark is still seen")
 			}
 			if !must(marks.Mark(ctx, "product", item, "third", lapsed, lapsed.Add(30*time.Second))) {
@@ -104,17 +109,65 @@ func TestBurstMarksHoldOneBurstPerItem(t *testing.T) {
 			if err := marks.Unmark(ctx, "product", item, "first"); err != nil {
 				t.Fatal(err)
 			}
-			if !must(marks.Marked(ctx, "product", item, lapsed)) {
+			if !must(marked("product", lapsed)) {
 				t.Fatal("the lapsed burst's unmark removed the mark of the burst that took over")
 			}
 			if err := marks.Unmark(ctx, "product", item, "third"); err != nil {
 				t.Fatal(err)
 			}
-			if must(marks.Marked(ctx, "product", item, lapsed)) {
+			if must(marked("product", lapsed)) {
 				t.Fatal("an unmarked item is still seen marked")
 			}
 			if err := marks.Unmark(ctx, "coupon", item, "second"); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestMarkedAnyAsksOnceAThousandItems: whether a burst of any of 2,500
+// items is in flight is asked in one query per 1,000 items, and finds the
+// one live mark among them wherever it is; a lapsed mark, or one of the
+// other kind, is not seen.
+func TestMarkedAnyAsksOnceAThousandItems(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			ctx := context.Background()
+			base := time.Now().UnixNano()%1_000_000_000 + 1
+			ids := make([]int64, 2500)
+			for i := range ids {
+				ids[i] = base + int64(i)
+			}
+			marks := db.Bursts()
+			now := time.Date(2026, 12, 8, 1, 0, 0, 0, time.UTC)
+			for _, m := range []struct {
+				kind  string
+				item  int64
+				until time.Time
+			}{
+				{"product", ids[2100], now.Add(time.Second)}, // live, in the third thousand
+				{"product", ids[5], now},                     // lapsed at now
+				{"coupon", ids[7], now.Add(time.Minute)},     // another kind
+			} {
+				if ok, err := marks.Mark(ctx, m.kind, m.item, "t", now.Add(-time.Second), m.until); err != nil || !ok {
+					t.Fatalf("mark %s %d: %v %v", m.kind, m.item, ok, err)
+				}
+				t.Cleanup(func() { _ = marks.Unmark(context.Background(), m.kind, m.item, "t") })
+			}
+			wire := store.RecordWire(db)
+			id, ok, err := marks.MarkedAny(ctx, "product", ids, now)
+			if err != nil || !ok || id != ids[2100] {
+				t.Fatalf("MarkedAny of 2,500 items: %d %v %v, want item %d marked", id, ok, err, ids[2100])
+			}
+			if got := wire.Take(); len(got) != 3 {
+				t.Errorf("MarkedAny of 2,500 items sent %d statements, want 3 (one per 1,000 ids)", len(got))
+			}
+			if id, ok, err := marks.MarkedAny(ctx, "product", ids[:2000], now); err != nil || ok {
+				t.Errorf("MarkedAny without the live mark: %d %v %v, want none (a lapsed mark and a coupon's are not the products')", id, ok, err)
+			}
+			if got := wire.Take(); len(got) != 2 {
+				t.Errorf("MarkedAny of 2,000 items sent %d statements, want 2", len(got))
 			}
 		})
 	}

@@ -57,27 +57,53 @@ func (s *RedisStream) Client() redis.UniversalClient { return s.rdb }
 // recovery pass. Set it before the stage serves its first buy (it is unguarded).
 func (s *RedisStream) OnAccept(f func(id int64)) { s.wake = f }
 
-// Drain waits, up to drainWait (or ctx's end), until no order of the item
-// is queued. A reset drains first, so that the orders accepted before it
-// are written before it deletes them; a queue that does not drain in time
-// is reset anyway, and its late orders are dropped (see Reset).
-func (s *RedisStream) Drain(ctx context.Context, id int64) {
+// Drain waits, up to drainWait (or ctx's end), until no order of the
+// items is queued. A reset drains first, so that the orders accepted
+// before it are written before it deletes them; a queue that does not
+// drain in time is reset anyway, and its late orders are dropped (see
+// Reset). A session drains all its items together: each look is one
+// pipelined exchange that counts the queue of every item not yet drained
+// (HLEN), not a round trip per item, so a 1,000-item session looks as
+// often as one item does. Redis unreachable ends the wait: the reset
+// then fails on its own reload.
+func (s *RedisStream) Drain(ctx context.Context, ids ...int64) {
 	ctx, cancel := context.WithTimeout(ctx, drainWait)
 	defer cancel()
 	for {
-		n, _, err := s.Backlog(ctx, id)
-		if err != nil || n == 0 {
+		queued, orders, err := s.queued(ctx, ids)
+		if err != nil || len(queued) == 0 {
 			return
 		}
+		ids = queued
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.opts.Logger.Warn("resetting with orders still queued; they will be dropped", "kind", s.redisStock.kind, "item", id, "queued", n)
+			s.opts.Logger.Warn("resetting with orders still queued; they will be dropped", "kind", s.redisStock.kind, "items", len(queued), "first", queued[0], "queued", orders)
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// queued returns those of the items that have orders queued, and how many
+// orders they have, asking for all of them in one pipeline.
+func (s *RedisStream) queued(ctx context.Context, ids []int64) (queued []int64, orders int64, err error) {
+	pipe := s.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, len(ids))
+	for i, id := range ids {
+		lens[i] = pipe.HLen(ctx, s.redisStock.key(id, "queued"))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, fmt.Errorf("%w: count the order queues of %d %ss: %w", inventory.ErrUnavailable, len(ids), s.redisStock.kind, err)
+	}
+	for i, c := range lens {
+		if n := c.Val(); n > 0 {
+			queued = append(queued, ids[i])
+			orders += n
+		}
+	}
+	return queued, orders, nil
 }
 
 // drainWait bounds how long a reset waits for the queue; it stays below
