@@ -343,6 +343,7 @@ var suites = []suite{{
 		"TestRetakenKeyWithAnotherBodyIs422",
 		"TestCancelledOrderIsNotReturned",
 		"TestRetryAfterALostAnswerGetsTheOrder",
+		"TestKeySettleDoesNotHoldTheAnswerPastTheDeadline",
 		"TestRefusalLostAnswerOfTheLastUnit",
 		"TestRefusalDuplicatesWhileTheFirstIsInFlight",
 		// The crowd's gates before a claim that takes the units.
