@@ -357,6 +357,7 @@ var suites = []suite{{
 		"TestRefusalTakeoverRefusedKeepsTried",
 		"TestRefusalFoldHoldsItsUnitThroughThePause",
 		"TestRefusalFoldedClaimReplyLost",
+		"TestRetryOfALostFoldedClaimIsNotAlreadyPurchased",
 		"TestRequestDeadline",
 		"TestBackendCutShortByTheDeadlineIsNotAnInternalError",
 		"TestRedisPing",
