@@ -269,6 +269,9 @@ var suites = []suite{{
 		"TestShardedBuyersFallBackUntilEveryBucketIsEmpty",
 		"TestShardedSoldOutWaitsForUnitsInFlight",
 		"TestShardedRepeatBuyerGivesTheUnitBack",
+		// A give-back that Redis does not answer, at the buyer's deadline.
+		"TestShardedGiveBackDoesNotHoldTheAnswerPastTheDeadline",
+		"TestAtomicGiveBackDoesNotHoldTheAnswerPastTheDeadline",
 		"TestRedisAtomicLogsTheUnitsItGivesBack",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",

@@ -316,7 +316,7 @@ func (s *server) settleWithin(ctx context.Context, how string, settle func() err
 	case err := <-done:
 		logged(err)
 	case <-grace.C:
-		s.log.Warn("a key's settle outlived its request: answered without waiting for it", "grace", settleGrace)
+		s.log.Debug("a key's settle outlived its request: answered without waiting for it", "grace", settleGrace)
 		go func() { logged(<-done) }()
 	}
 }
