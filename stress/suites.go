@@ -145,6 +145,8 @@ var suites = []suite{{
 	pkg: "./internal/inventory",
 	tests: []string{
 		"TestContractNoOversell",
+		// A lock's release that gets no answer, at the buyer's deadline.
+		"TestReleaseDoesNotHoldTheAnswerPastTheDeadline",
 		// A session reloads its copies side by side, and past its commit
 		// the request's end does not cut the reloads short.
 		"TestSessionReloadsItsItemsSideBySide",

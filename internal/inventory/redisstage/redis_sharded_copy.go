@@ -166,50 +166,16 @@ func (s *RedisSharded) giveBack(ctx context.Context, o inventory.Order, parts []
 	return nil
 }
 
-// pastTheBuyer is how long past its request's end a buyer still waits for
-// the Redis bookkeeping of its buy (a give-back, a confirm): many times a
-// script's round trip to a Redis that answers, far less than the 2 s such
-// a step may take on one that does not.
-const pastTheBuyer = 250 * time.Millisecond
-
-// within runs step and waits for it until it ends, or until ctx (the
-// buyer's) is done and pastTheBuyer more has passed: then it returns
-// errStillUnderWay, and step goes on in the background within its own
-// budget, late hearing its error. A buy's answer is bounded by its
-// deadline, and a Redis that stopped answering must not hold it for a
-// step's budget too.
-func within(ctx context.Context, step func() error, late func(error)) error {
-	done := make(chan error, 1)
-	go func() { done <- step() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	t := time.NewTimer(pastTheBuyer)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		go func() { late(<-done) }()
-		return errStillUnderWay
-	}
-}
-
-// errStillUnderWay is within's error for a step that outlived its buyer.
-var errStillUnderWay = errors.New("still under way at the buyer's end (it goes on in the background)")
-
 // giveBackWithin is giveBack, waited for no longer than within allows: a
 // give-back still under way then ends in the background, and one that
 // fails leaves the units to the reconcile job, as any failed give-back.
 func (s *RedisSharded) giveBackWithin(ctx context.Context, o inventory.Order, parts []int, forget bool) error {
-	err := within(ctx, func() error { return s.giveBack(context.WithoutCancel(ctx), o, parts, forget) }, func(err error) {
+	err := inventory.Within(ctx, func() error { return s.giveBack(context.WithoutCancel(ctx), o, parts, forget) }, func(err error) {
 		if err != nil {
 			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
 		}
 	})
-	if errors.Is(err, errStillUnderWay) {
+	if errors.Is(err, inventory.ErrStillUnderWay) {
 		return fmt.Errorf("%w: give back order %s: %w", inventory.ErrUnavailable, o.No, err)
 	}
 	return err

@@ -145,7 +145,7 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 				s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
 			}
 		}
-		if gerr := within(ctx, func() error { return s.giveBack(context.WithoutCancel(ctx), o) }, failed); !errors.Is(gerr, errStillUnderWay) {
+		if gerr := inventory.Within(ctx, func() error { return s.giveBack(context.WithoutCancel(ctx), o) }, failed); !errors.Is(gerr, inventory.ErrStillUnderWay) {
 			failed(gerr)
 		}
 		return err

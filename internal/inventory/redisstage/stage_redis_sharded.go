@@ -93,7 +93,7 @@ func (s *RedisSharded) Buy(ctx context.Context, o inventory.Order) error {
 			s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
 		}
 	}
-	if err := within(ctx, func() error { return s.confirm(ctx, o, parts) }, failed); !errors.Is(err, errStillUnderWay) {
+	if err := inventory.Within(ctx, func() error { return s.confirm(ctx, o, parts) }, failed); !errors.Is(err, inventory.ErrStillUnderWay) {
 		failed(err)
 	}
 	return nil
