@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -282,42 +281,22 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 
 const unknownFailed = "marking the outcome unknown of an idempotency claim failed; its lease runs out instead"
 
-// settleGrace is how long past the request's end its answer still waits
-// for the key's settle: many times a settle's round trip to a Redis that
-// answers, far less than the settle's own budget (2 s past the request,
-// idempotency.Store), which is for a Redis that does not.
-const settleGrace = 250 * time.Millisecond
-
-// settleWithin runs settle, a key's settle, and waits for it until it
-// ends, or until ctx (the request's) is done and settleGrace more has
-// passed: then the answer goes, and the settle goes on in the background
-// within its own budget. A buy's answer is bounded by its deadline
-// (SECKILL_REQUEST_TIMEOUT), and a Redis that stopped answering must not
-// hold it there for the settle's budget too. Until the settle lands the
-// key stays claimed, so a retry that comes meanwhile hears 409
-// idempotency-in-flight, never a decision made afresh.
+// settleWithin runs settle, a key's settle, and has the answer wait for
+// it no longer than inventory.Within allows (a quarter of a second past
+// the request's end): a Redis that stopped answering must not hold a
+// buy's answer past its deadline for the settle's own 2 s. The settle then
+// goes on in the background, the key claimed meanwhile, so a retry hears
+// 409 idempotency-in-flight, never a decision made afresh.
 func (s *server) settleWithin(ctx context.Context, how string, settle func() error) {
-	done := make(chan error, 1)
-	go func() { done <- settle() }()
 	logged := func(err error) {
 		if err != nil {
 			s.log.Warn(how, "err", err)
 		}
 	}
-	select {
-	case err := <-done:
+	if err := inventory.Within(ctx, settle, logged); errors.Is(err, inventory.ErrStillUnderWay) {
+		s.log.Debug("a key's settle outlived its request: answered without waiting for it")
+	} else {
 		logged(err)
-		return
-	case <-ctx.Done():
-	}
-	grace := time.NewTimer(settleGrace)
-	defer grace.Stop()
-	select {
-	case err := <-done:
-		logged(err)
-	case <-grace.C:
-		s.log.Debug("a key's settle outlived its request: answered without waiting for it", "grace", settleGrace)
-		go func() { logged(<-done) }()
 	}
 }
 
