@@ -48,7 +48,7 @@ var suites = []suite{{
 		"TestSaleWhoseBuyerLeftWhileItWaited", "TestSalesCutOffAtRandomStayConserved",
 		"TestWriteCutOffByALostLockIsNotNothing", "TestCutOffUnfencedWriteDoesNotLandLate", "TestCommitInFlightKeepsTheGuard", "TestBrokenCommitKeepsTheGuard", "TestCloseEndsTheWaitForALateCommit",
 		"TestStockWritersOutsideTheLockFenceTheHolderOff", "TestBurstMarksHoldOneBurstPerItem", "TestMarkedAnyAsksOnceAThousandItems",
-		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline",
+		"TestReadWhoseRestNeverComesEndsAtTheDeadline", "TestRollbackWhoseAnswerNeverComesEndsAtTheDeadline", "TestPayWhoseReadIsLostIsNotNothingWritten",
 		"TestCrossItemGroupsDoNotDeadlock",
 		"TestCommitNotSentByTheDeadlineIsATimeout", "TestSaleCutOffBeforeItWasSentHasAKnownOutcome",
 		"TestKilledConnectionCostsOneSale", "TestKilledConnectionsCostNoGroup"},
@@ -145,6 +145,8 @@ var suites = []suite{{
 	pkg: "./internal/inventory",
 	tests: []string{
 		"TestContractNoOversell",
+		// A lock's release that gets no answer, at the buyer's deadline.
+		"TestReleaseDoesNotHoldTheAnswerPastTheDeadline",
 		// A session reloads its copies side by side, and past its commit
 		// the request's end does not cut the reloads short.
 		"TestSessionReloadsItsItemsSideBySide",
@@ -273,6 +275,9 @@ var suites = []suite{{
 		"TestShardedBuyersFallBackUntilEveryBucketIsEmpty",
 		"TestShardedSoldOutWaitsForUnitsInFlight",
 		"TestShardedRepeatBuyerGivesTheUnitBack",
+		// A give-back that Redis does not answer, at the buyer's deadline.
+		"TestShardedGiveBackDoesNotHoldTheAnswerPastTheDeadline",
+		"TestAtomicGiveBackDoesNotHoldTheAnswerPastTheDeadline",
 		"TestRedisAtomicLogsTheUnitsItGivesBack",
 		"TestShardedLateLoaderSplitsTheFirstTotal",
 		"TestShardedExactSaleOnARedisCluster",
@@ -347,6 +352,7 @@ var suites = []suite{{
 		"TestRetakenKeyWithAnotherBodyIs422",
 		"TestCancelledOrderIsNotReturned",
 		"TestRetryAfterALostAnswerGetsTheOrder",
+		"TestKeySettleDoesNotHoldTheAnswerPastTheDeadline",
 		"TestRefusalLostAnswerOfTheLastUnit",
 		"TestRefusalDuplicatesWhileTheFirstIsInFlight",
 		// The crowd's gates before a claim that takes the units.
@@ -360,6 +366,7 @@ var suites = []suite{{
 		"TestRefusalTakeoverRefusedKeepsTried",
 		"TestRefusalFoldHoldsItsUnitThroughThePause",
 		"TestRefusalFoldedClaimReplyLost",
+		"TestRetryOfALostFoldedClaimIsNotAlreadyPurchased",
 		"TestRequestDeadline",
 		"TestBackendCutShortByTheDeadlineIsNotAnInternalError",
 		"TestRedisPing",

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,15 +141,12 @@ func (s *server) claimKey(c *gin.Context, store *idempotency.Store, key string, 
 	case fold != nil && errors.As(err, &failed):
 		// The claim may have taken the units, and the key: a retry must
 		// look for what it did, not wait out the claim's lease.
-		if uerr := store.Unknown(ctx, failed.Claim); uerr != nil {
-			s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", uerr)
-		}
+		lost := failed.Claim
+		s.settleWithin(ctx, unknownFailed, func() error { return store.Unknown(ctx, lost) })
 		err = fold.ClaimFailed(err)
 	case err == nil && claim != nil && fold != nil:
 		if err = fold.Took(claim.Reply()); err != nil {
-			if uerr := store.Unknown(ctx, claim); uerr != nil {
-				s.log.Warn("marking the outcome unknown of an idempotency claim failed; its lease runs out instead", "err", uerr)
-			}
+			s.settleWithin(ctx, unknownFailed, func() error { return store.Unknown(ctx, claim) })
 			break
 		}
 		if in := buyOf(c); in != nil {
@@ -238,7 +236,8 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 		}
 	}
 
-	var err error
+	ctx := c.Request.Context()
+	var settle func() error
 	how := ""
 	switch answerKeyRule(c, w.Status()) {
 	case keyStore:
@@ -248,26 +247,57 @@ func (s *server) runAndSettle(c *gin.Context, store *idempotency.Store, claim *i
 				resp.Header[h] = v
 			}
 		}
-		err, how = store.Finish(c.Request.Context(), claim, resp), "storing an idempotent response failed; a retry will run again and be refused as a repeat"
-		if err != nil && w.hold {
-			// The answer is not told: a retry after a failover might not
-			// find it to replay. Its retry finds what the request did.
-			how = "storing an idempotent response failed or was not confirmed on a replica; answered outcome-unknown"
-			s.log.Warn(how, "err", err)
-			w.replace(before)
-			s.writeError(c, fmt.Errorf("%w: %w", inventory.ErrOutcomeUnknown, err))
+		if w.hold {
+			// The answer is told only once its record is confirmed.
+			if err := store.Finish(ctx, claim, resp); err != nil {
+				// The answer is not told: a retry after a failover might
+				// not find it to replay. Its retry finds what the request
+				// did.
+				s.log.Warn("storing an idempotent response failed or was not confirmed on a replica; answered outcome-unknown", "err", err)
+				w.replace(before)
+				s.writeError(c, fmt.Errorf("%w: %w", inventory.ErrOutcomeUnknown, err))
+			}
 			s.release(w)
 			return
 		}
+		settle, how = func() error { return store.Finish(ctx, claim, resp) }, "storing an idempotent response failed; a retry will run again and be refused as a repeat"
 	case keyLetGo:
-		err, how = store.Abandon(c.Request.Context(), claim), "abandoning an idempotency claim failed; its lease runs out instead"
+		settle, how = func() error { return store.Abandon(ctx, claim) }, "abandoning an idempotency claim failed; its lease runs out instead"
 	case keyUnknown:
-		err, how = store.Unknown(c.Request.Context(), claim), "marking the outcome unknown of an idempotency claim failed; its lease runs out instead"
+		settle, how = func() error { return store.Unknown(ctx, claim) }, unknownFailed
 	}
-	if err != nil {
-		s.log.Warn(how, "err", err)
+	if settle != nil {
+		if w.hold {
+			// A held answer waits for its settle, as before.
+			if err := settle(); err != nil {
+				s.log.Warn(how, "err", err)
+			}
+		} else {
+			s.settleWithin(ctx, how, settle)
+		}
 	}
 	s.release(w)
+}
+
+const unknownFailed = "marking the outcome unknown of an idempotency claim failed; its lease runs out instead"
+
+// settleWithin runs settle, a key's settle, and has the answer wait for
+// it no longer than inventory.Within allows (a quarter of a second past
+// the request's end): a Redis that stopped answering must not hold a
+// buy's answer past its deadline for the settle's own 2 s. The settle then
+// goes on in the background, the key claimed meanwhile, so a retry hears
+// 409 idempotency-in-flight, never a decision made afresh.
+func (s *server) settleWithin(ctx context.Context, how string, settle func() error) {
+	logged := func(err error) {
+		if err != nil {
+			s.log.Warn(how, "err", err)
+		}
+	}
+	if err := inventory.Within(ctx, settle, logged); errors.Is(err, inventory.ErrStillUnderWay) {
+		s.log.Debug("a key's settle outlived its request: answered without waiting for it")
+	} else {
+		logged(err)
+	}
 }
 
 // release sends the answer w held, if any.

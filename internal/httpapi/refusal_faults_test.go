@@ -352,10 +352,12 @@ func TestRefusalFoldHoldsItsUnitThroughThePause(t *testing.T) {
 }
 
 // TestRefusalTakeoverRefusedKeepsTried: the first run is paused with
-// its unit reserved past its lease; a retry takes the key over and is told
-// already-purchased (the order is not written yet). That refusal must not
-// let the key go (a fresh claim would meet the check: already-purchased
-// for good): once the first run commits, the next retry gets its order.
+// its unit reserved past its lease; a retry takes the key over and is
+// refused as a repeat buyer with no order written yet: it is told 503
+// outcome-unknown (the first run may still write it, or fail), not 409
+// already-purchased, which tells of an order. That answer must not let
+// the key go (a fresh claim would meet the check: already-purchased for
+// good): once the first run commits, the next retry gets its order.
 func TestRefusalTakeoverRefusedKeepsTried(t *testing.T) {
 	r := newRefusalRig(t, "redis-atomic", 1, 300*time.Millisecond)
 	body := `{"user_id":"alice","quantity":1}`
@@ -364,7 +366,9 @@ func TestRefusalTakeoverRefusedKeepsTried(t *testing.T) {
 	go func() { done <- post(r.h, "k", body) }()
 	<-r.ledger.entered
 	time.Sleep(400 * time.Millisecond)
-	want409(t, "the takeover while the first is unwritten", post(r.h, "k", body), "already-purchased")
+	if rec := post(r.h, "k", body); rec.Code != http.StatusServiceUnavailable || problemType(t, rec) != "outcome-unknown" {
+		t.Fatalf("the takeover while the first is unwritten: %d %s, want 503 outcome-unknown", rec.Code, rec.Body)
+	}
 	close(r.ledger.release)
 	first := orderOf(t, <-done)
 	retry := orderOf(t, post(r.h, "k", body))
@@ -454,4 +458,45 @@ func TestRefusalFoldedClaimReplyLost(t *testing.T) {
 			r.noOversell(t, 1)
 		})
 	}
+}
+
+// TestRetryOfALostFoldedClaimIsNotAlreadyPurchased: under redis-atomic a
+// keyed buy whose claim took a unit and lost its reply is answered 503
+// unavailable (no order is written for it; the reconcile job gives the
+// unit back) and its key is marked tried. Its retry before that repair
+// finds the buyer listed among the reservations and no order: it must
+// not hear 409 already-purchased, which tells of an order the buyer does
+// not have (on serve, with Redis SIGSTOPped mid-sale, 4 of 450 keyed
+// buyers heard it and owned nothing), but 503 outcome-unknown, the key
+// kept tried; after the repair the retry buys.
+func TestRetryOfALostFoldedClaimIsNotAlreadyPurchased(t *testing.T) {
+	r := newRefusalRig(t, "redis-atomic", 2, time.Hour)
+	want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":3}`), "sold-out")
+	drop := &dropClaimReply{prefix: r.kind + ":idem:"}
+	r.rdb.AddHook(drop)
+	drop.armed.Store(true)
+	body := `{"user_id":"late","quantity":1}`
+	first := post(r.h, "late-key", body)
+	if drop.armed.Load() {
+		t.Fatal("the claim's reply was never dropped")
+	}
+	if first.Code != http.StatusServiceUnavailable || problemType(t, first) != "unavailable" {
+		t.Fatalf("a claim whose reply was lost: %d %s, want 503 unavailable", first.Code, first.Body)
+	}
+	ctx := context.Background()
+	retry := post(r.h, "late-key", body)
+	if _, err := r.db.Products().OrderOf(ctx, 1, "late"); err == nil {
+		t.Fatalf("an order was written for the lost claim (the retry answered %d %s)", retry.Code, retry.Body)
+	}
+	if retry.Code != http.StatusServiceUnavailable || problemType(t, retry) != "outcome-unknown" {
+		t.Fatalf("the retry before the repair, the buyer owning no order: %d %s, want 503 outcome-unknown", retry.Code, retry.Body)
+	}
+	d, err := r.redisStock.Repair(ctx, 1, 0, func(context.Context, string) (bool, error) { return false, nil })
+	if err != nil || d.Resolved != 1 {
+		t.Fatalf("repair: %+v %v, want the stale reservation given back", d, err)
+	}
+	if o := orderOf(t, post(r.h, "late-key", body)); o.UserID != "late" {
+		t.Fatalf("the retry after the repair: %+v", o)
+	}
+	r.noOversell(t, 2)
 }

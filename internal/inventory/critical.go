@@ -119,13 +119,21 @@ func (g *guarded) BuyLast(ctx context.Context, o Order) (soldOut error, err erro
 		}
 		// Exit even when the request was cancelled. A failed exit after a
 		// committed write does not undo the order, so it is logged, not
-		// returned: the buyer did get the order.
-		if xerr := held.Exit(context.WithoutCancel(ctx)); xerr != nil {
-			if err != nil {
-				err = errors.Join(err, xerr)
-				return
+		// returned: the buyer did get the order. An exit still under way
+		// at the buyer's end (a Redis that stopped answering) goes on in
+		// the background: the buyer is answered by its deadline.
+		failed := func(xerr error) {
+			if xerr != nil {
+				g.opts.Logger.Warn("giving up the guard failed after the write", "item", o.ItemID, "err", xerr)
 			}
-			g.opts.Logger.Warn("giving up the guard failed after the write", "item", o.ItemID, "err", xerr)
+		}
+		xerr := Within(ctx, func() error { return held.Exit(context.WithoutCancel(ctx)) }, failed)
+		switch {
+		case xerr == nil || errors.Is(xerr, ErrStillUnderWay):
+		case err != nil:
+			err = errors.Join(err, xerr)
+		default:
+			failed(xerr)
 		}
 	}()
 

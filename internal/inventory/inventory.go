@@ -525,7 +525,8 @@ type QueuedOrders interface {
 //
 // A queued order the stage cannot yet vouch for (its durability does not
 // hold: ErrOutcomeUnknown) is not returned; that error is, for the buyer
-// to retry again.
+// to retry again. So is a refusal as a repeat buyer when no order of the
+// buyer's is found at all.
 func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err error) (Order, bool, error) {
 	if !isRetry(ctx) || !(errors.Is(err, ErrSoldOut) || errors.Is(err, ErrAlreadyPurchased)) {
 		return Order{}, false, nil
@@ -542,6 +543,15 @@ func (s *Service) earlierOrder(ctx context.Context, st Stage, req Request, err e
 			return Order{}, false, qerr
 		}
 		prev, found = o, ok && qerr == nil
+	}
+	if !found && errors.Is(err, ErrAlreadyPurchased) {
+		// The stage lists the buyer (a unit reserved for it in Redis) and
+		// no order exists: the earlier run's reservation, whose order is
+		// on its way or will never be written (a claim whose reply was
+		// lost: the reconcile job gives its unit back). "Already
+		// purchased" would tell of an order the buyer may never have;
+		// the retry after that finds the order, or buys.
+		return Order{}, false, fmt.Errorf("%w: the stage holds a unit for the buyer, and no order of theirs was found (%v)", ErrOutcomeUnknown, err)
 	}
 	// Only the buyer's own order: a database whose user_id column still
 	// has a case- and accent-blind collation (one 004_exact_user_ids.sql

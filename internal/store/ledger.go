@@ -689,12 +689,22 @@ func (l *Ledger) Pay(ctx context.Context, no string, since time.Time) (inventory
 	if err != nil {
 		return inventory.Order{}, err
 	}
-	if err := p.pay(l.conn(ctx), no, since).Error; err != nil {
+	res := p.pay(l.conn(ctx), no, since)
+	if err := res.Error; err != nil {
+		if lost := commitLost(err); errors.Is(lost, inventory.ErrOutcomeUnknown) {
+			// The UPDATE was sent and its answer lost: it may have paid.
+			return inventory.Order{}, fmt.Errorf("pay order %s: %w", no, lost)
+		}
 		return inventory.Order{}, translate(fmt.Errorf("pay order %s: %w", no, err))
 	}
 	// Read the row whether or not the UPDATE matched: it says what the
 	// order is now, and a repeated payment is answered like the first.
 	o, err := l.FindOrder(ctx, no)
+	if err != nil && res.RowsAffected > 0 {
+		// The order is paid: the read's failure must not say that
+		// nothing was written. Its retry reads it.
+		return inventory.Order{}, fmt.Errorf("%w: order %s was paid, and reading it back failed: %v", inventory.ErrOutcomeUnknown, no, err)
+	}
 	if err != nil {
 		return o, err
 	}

@@ -54,3 +54,11 @@ func (s *RedisAtomic) ReservesWaitingForTest() int {
 	defer s.reserves.mu.Unlock()
 	return len(s.reserves.waiting)
 }
+
+// GiveBackScriptForTest is the SHA1 of redis-sharded's give-back script
+// (bucket_give_back.lua), by which a test picks its requests.
+func GiveBackScriptForTest() string { return giveBackPart.Hash() }
+
+// AtomicGiveBackScriptForTest is the SHA1 of redis-atomic's give-back
+// script (give_back.lua).
+func AtomicGiveBackScriptForTest() string { return giveBack.Hash() }

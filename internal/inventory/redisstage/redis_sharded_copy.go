@@ -166,11 +166,26 @@ func (s *RedisSharded) giveBack(ctx context.Context, o inventory.Order, parts []
 	return nil
 }
 
+// giveBackWithin is giveBack, waited for no longer than within allows: a
+// give-back still under way then ends in the background, and one that
+// fails leaves the units to the reconcile job, as any failed give-back.
+func (s *RedisSharded) giveBackWithin(ctx context.Context, o inventory.Order, parts []int, forget bool) error {
+	err := inventory.Within(ctx, func() error { return s.giveBack(context.WithoutCancel(ctx), o, parts, forget) }, func(err error) {
+		if err != nil {
+			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
+		}
+	})
+	if errors.Is(err, inventory.ErrStillUnderWay) {
+		return fmt.Errorf("%w: give back order %s: %w", inventory.ErrUnavailable, o.No, err)
+	}
+	return err
+}
+
 // refuse gives back what a buy that could not get all its units took, and
 // says how sold out the item is: for good only when the buy took nothing
 // and saw no reservation in flight (see RedisSharded.reserve).
 func (s *RedisSharded) refuse(ctx context.Context, o inventory.Order, parts []int, mayReturn bool) error {
-	if err := s.giveBack(context.WithoutCancel(ctx), o, parts, true); err != nil {
+	if err := s.giveBackWithin(ctx, o, parts, true); err != nil {
 		return err
 	}
 	if mayReturn || len(parts) > 0 {

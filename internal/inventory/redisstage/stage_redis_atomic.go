@@ -2,6 +2,7 @@ package redisstage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -138,9 +139,14 @@ func (s *RedisAtomic) buy(ctx context.Context, o inventory.Order, fold *inventor
 		return s.refusal(o.ItemID, left, ms)
 	}
 	if err := s.sales.Deduct(ctx, o); err != nil {
-		if gerr := s.giveBack(context.WithoutCancel(ctx), o); gerr != nil {
-			// The reconcile job returns it later.
-			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
+		// The reconcile job returns the units of a give-back that failed.
+		failed := func(gerr error) {
+			if gerr != nil {
+				s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
+			}
+		}
+		if gerr := inventory.Within(ctx, func() error { return s.giveBack(context.WithoutCancel(ctx), o) }, failed); !errors.Is(gerr, inventory.ErrStillUnderWay) {
+			failed(gerr)
 		}
 		return err
 	}

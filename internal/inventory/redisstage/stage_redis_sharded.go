@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -81,17 +82,33 @@ func (s *RedisSharded) Buy(ctx context.Context, o inventory.Order) error {
 	s.changed(ctx, o.ItemID) // units left the buckets: a sweeper may gather the rest
 	if err := s.sales.Deduct(ctx, o); err != nil {
 		// A repeat buyer keeps its record; any other failure frees the buyer.
-		if gerr := s.giveBack(context.WithoutCancel(ctx), o, parts, !errors.Is(err, inventory.ErrAlreadyPurchased)); gerr != nil {
+		forget := !errors.Is(err, inventory.ErrAlreadyPurchased)
+		if gerr := s.giveBackWithin(ctx, o, parts, forget); gerr != nil {
 			s.log.Warn("giving back a reservation failed", "item", o.ItemID, "order", o.No, "err", gerr)
 		}
 		return err
 	}
-	for _, b := range parts {
-		if err := s.rdb.HDel(context.WithoutCancel(ctx), s.bucketKeys(o.ItemID, b)[1], o.No).Err(); err != nil {
+	failed := func(err error) {
+		if err != nil {
 			s.log.Warn("confirming a reservation failed", "item", o.ItemID, "order", o.No, "err", err)
 		}
 	}
+	if err := inventory.Within(ctx, func() error { return s.confirm(ctx, o, parts) }, failed); !errors.Is(err, inventory.ErrStillUnderWay) {
+		failed(err)
+	}
 	return nil
+}
+
+// confirm drops o's reservations from the buckets that gave its units,
+// its order written. It runs past the buyer's end (within).
+func (s *RedisSharded) confirm(ctx context.Context, o inventory.Order, parts []int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	var errs []error
+	for _, b := range parts {
+		errs = append(errs, s.rdb.HDel(ctx, s.bucketKeys(o.ItemID, b)[1], o.No).Err())
+	}
+	return errors.Join(errs...)
 }
 
 // reserve takes o's units, home bucket first, and returns the buckets that
@@ -121,7 +138,7 @@ func (s *RedisSharded) reserve(ctx context.Context, o inventory.Order) ([]int, e
 		return nil, err // nothing taken, and the buyer stays recorded
 	}
 	if err != nil {
-		return nil, errors.Join(err, s.giveBack(context.WithoutCancel(ctx), o, parts, true))
+		return nil, errors.Join(err, s.giveBackWithin(ctx, o, parts, true))
 	}
 	if need == 0 {
 		return parts, nil
