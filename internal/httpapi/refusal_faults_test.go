@@ -418,14 +418,8 @@ func TestRefusalFoldedClaimReplyLost(t *testing.T) {
 		t.Run(stageName, func(t *testing.T) {
 			r := newRefusalRig(t, stageName, 1, time.Hour)
 			want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":2}`), "sold-out")
-			drop := &dropClaimReply{prefix: r.kind + ":idem:"}
-			r.rdb.AddHook(drop)
-			drop.armed.Store(true)
 			body := `{"user_id":"late","quantity":1}`
-			first := post(r.h, "late-key", body)
-			if drop.armed.Load() {
-				t.Fatal("the claim's reply was never dropped")
-			}
+			first := postWithClaimReplyLost(t, r, "late-key", body)
 			wantType := "unavailable"
 			if stageName == "redis-stream" {
 				wantType = "outcome-unknown"
@@ -472,14 +466,8 @@ func TestRefusalFoldedClaimReplyLost(t *testing.T) {
 func TestRetryOfALostFoldedClaimIsNotAlreadyPurchased(t *testing.T) {
 	r := newRefusalRig(t, "redis-atomic", 2, time.Hour)
 	want409(t, "warm", post(r.h, "warm", `{"user_id":"x","quantity":3}`), "sold-out")
-	drop := &dropClaimReply{prefix: r.kind + ":idem:"}
-	r.rdb.AddHook(drop)
-	drop.armed.Store(true)
 	body := `{"user_id":"late","quantity":1}`
-	first := post(r.h, "late-key", body)
-	if drop.armed.Load() {
-		t.Fatal("the claim's reply was never dropped")
-	}
+	first := postWithClaimReplyLost(t, r, "late-key", body)
 	if first.Code != http.StatusServiceUnavailable || problemType(t, first) != "unavailable" {
 		t.Fatalf("a claim whose reply was lost: %d %s, want 503 unavailable", first.Code, first.Body)
 	}
@@ -499,4 +487,18 @@ func TestRetryOfALostFoldedClaimIsNotAlreadyPurchased(t *testing.T) {
 		t.Fatalf("the retry after the repair: %+v", o)
 	}
 	r.noOversell(t, 2)
+}
+
+// postWithClaimReplyLost posts a keyed buy whose claim's reply Redis
+// drops (the claim runs; its answer never comes back).
+func postWithClaimReplyLost(t *testing.T, r *refusalRig, key, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	drop := &dropClaimReply{prefix: r.kind + ":idem:"}
+	r.rdb.AddHook(drop)
+	drop.armed.Store(true)
+	rec := post(r.h, key, body)
+	if drop.armed.Load() {
+		t.Fatal("the claim's reply was never dropped")
+	}
+	return rec
 }
